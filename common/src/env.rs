@@ -1,0 +1,26 @@
+//! Names of the environment variables a container is started with (YARN's
+//! `ApplicationConstants.Environment`, plus Spindle's own for reaching the RM).
+
+pub const CONTAINER_ID: &str = "CONTAINER_ID";
+pub const NM_HOST: &str = "NM_HOST";
+pub const NM_PORT: &str = "NM_PORT";
+pub const NM_HTTP_PORT: &str = "NM_HTTP_PORT";
+pub const LOCAL_DIRS: &str = "LOCAL_DIRS";
+pub const LOG_DIRS: &str = "LOG_DIRS";
+pub const USER: &str = "USER";
+pub const LOGNAME: &str = "LOGNAME";
+pub const PWD: &str = "PWD";
+pub const HOME: &str = "HOME";
+pub const APP_SUBMIT_TIME_ENV: &str = "APP_SUBMIT_TIME_ENV";
+pub const MAX_APP_ATTEMPTS: &str = "MAX_APP_ATTEMPTS";
+/// The RM's web address (`http://host:port`), set for AM containers.
+pub const RM_ADDRESS: &str = "SPINDLE_RM_ADDRESS";
+/// The AM-RM token, set for AM containers; sent as `Authorization: Bearer`.
+pub const AMRM_TOKEN: &str = "SPINDLE_AMRM_TOKEN";
+/// The application attempt id, set for AM containers.
+pub const APPLICATION_ATTEMPT_ID: &str = "SPINDLE_APPLICATION_ATTEMPT_ID";
+/// Directory holding the spindle config the AM should read (the NM's conf dir).
+pub const CONF_DIR: &str = "SPINDLE_CONF_DIR";
+/// GPUs granted to the container.
+pub const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
+pub const NVIDIA_VISIBLE_DEVICES: &str = "NVIDIA_VISIBLE_DEVICES";

@@ -1,0 +1,18 @@
+//! Spindle's shared vocabulary: newtype ids with YARN's text forms, resource vectors, the
+//! state enums, the wire records of every REST protocol, RM-signed tokens, and the Hadoop
+//! XML configuration reader.
+//!
+//! This crate owns no I/O beyond reading configuration files, and no async: both daemons,
+//! the scheduler core and the SDK depend on it, and it must stay cheap for all of them.
+
+pub mod config;
+pub mod env;
+pub mod ids;
+pub mod records;
+pub mod resource;
+pub mod states;
+pub mod time;
+pub mod token;
+
+pub use ids::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, QueuePath};
+pub use resource::Resource;

@@ -1,0 +1,155 @@
+//! The ApplicationMasterProtocol as JSON (`/ws/v1/am/register`, `/allocate`, `/finish`).
+//!
+//! The AM proves itself with the AM-RM token from its environment
+//! ([`crate::env::AMRM_TOKEN`]), sent as `Authorization: Bearer <token>`.
+
+use serde::{Deserialize, Serialize};
+
+use super::resource::ResourceInfo;
+use crate::ids::{ContainerId, NodeId};
+use crate::states::{ContainerState, FinalApplicationStatus};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct RegisterApplicationMasterRequest {
+    pub host: String,
+    pub rpc_port: i32,
+    pub tracking_url: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct RegisterApplicationMasterResponse {
+    pub maximum_resource_capability: ResourceInfo,
+    pub queue: String,
+    pub containers_from_previous_attempts: Vec<Container>,
+    /// `MEMORY`, `CPU`, plus the names of extended types the scheduler knows.
+    pub scheduler_resource_types: Vec<String>,
+}
+
+/// One ask, keyed by (`priority`, `allocationRequestId`, `resourceName`). `numContainers` is
+/// the absolute number still wanted and replaces the previous ask for the same key, as in YARN.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ResourceRequest {
+    pub priority: i32,
+    pub resource_name: String,
+    pub capability: ResourceInfo,
+    pub num_containers: i32,
+    pub relax_locality: bool,
+    pub node_label_expression: Option<String>,
+    pub allocation_request_id: i64,
+}
+
+impl Default for ResourceRequest {
+    fn default() -> Self {
+        Self {
+            priority: 0,
+            resource_name: "*".into(),
+            capability: ResourceInfo::default(),
+            num_containers: 0,
+            relax_locality: true,
+            node_label_expression: None,
+            allocation_request_id: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct BlacklistRequest {
+    pub blacklist_additions: Vec<String>,
+    pub blacklist_removals: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct AllocateRequest {
+    /// The last `responseId` the AM saw; 0 on the first call.
+    pub response_id: i32,
+    pub ask: Vec<ResourceRequest>,
+    pub release: Vec<ContainerId>,
+    pub progress: f32,
+    pub blacklist_request: Option<BlacklistRequest>,
+    pub tracking_url: Option<String>,
+}
+
+/// A granted container, with the RM-signed token that the NM checks before it starts it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Container {
+    pub id: ContainerId,
+    pub node_id: NodeId,
+    pub node_http_address: String,
+    pub resource: ResourceInfo,
+    pub priority: i32,
+    pub container_token: String,
+    #[serde(default = "guaranteed")]
+    pub execution_type: String,
+    #[serde(default)]
+    pub allocation_request_id: i64,
+    #[serde(default)]
+    pub version: i32,
+}
+
+fn guaranteed() -> String {
+    "GUARANTEED".into()
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerStatus {
+    pub container_id: ContainerId,
+    pub state: ContainerState,
+    /// YARN's `ContainerExitStatus` (-1000 while running).
+    pub exit_status: i32,
+    #[serde(default)]
+    pub diagnostics: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeReport {
+    pub node_id: NodeId,
+    pub node_state: crate::states::NodeState,
+    pub http_address: String,
+    #[serde(default)]
+    pub health_report: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(non_camel_case_types)]
+pub enum AmCommand {
+    AM_RESYNC,
+    AM_SHUTDOWN,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct AllocateResponse {
+    pub response_id: i32,
+    pub allocated_containers: Vec<Container>,
+    pub completed_container_statuses: Vec<ContainerStatus>,
+    /// Headroom: what the application could still be given.
+    pub available_resources: ResourceInfo,
+    pub updated_nodes: Vec<NodeReport>,
+    pub num_cluster_nodes: i32,
+    pub am_command: Option<AmCommand>,
+    pub application_priority: i32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FinishApplicationMasterRequest {
+    pub final_application_status: FinalApplicationStatus,
+    #[serde(default)]
+    pub diagnostics: String,
+    #[serde(default)]
+    pub tracking_url: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct FinishApplicationMasterResponse {
+    pub is_unregistered: bool,
+}

@@ -1,0 +1,157 @@
+//! The NodeManager's REST API: YARN's NM REST v1 (`/ws/v1/node/...`) and the container
+//! management calls an AM (or the RM's AM launcher) makes.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::cluster::LocalResourceInfo;
+use super::OneOrMany;
+use crate::ids::ContainerId;
+
+// ---------------------------------------------------------------------------------------
+// Container management (AM/RM → NM)
+
+/// What to run in a container, YARN's `ContainerLaunchContext`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ContainerLaunchContext {
+    /// Joined with spaces and run with `bash -c`, as YARN's launch script does.
+    pub commands: Vec<String>,
+    pub environment: BTreeMap<String, String>,
+    pub local_resources: BTreeMap<String, LocalResourceInfo>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartContainerRequest {
+    pub container_token: String,
+    pub container_launch_context: ContainerLaunchContext,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct StartContainersRequest {
+    pub start_container_request: Vec<StartContainerRequest>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailedContainerRequest {
+    pub container_id: String,
+    pub exception: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct StartContainersResponse {
+    pub successfully_started_containers: Vec<ContainerId>,
+    pub failed_requests: Vec<FailedContainerRequest>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct StopContainersRequest {
+    pub container_ids: Vec<ContainerId>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct StopContainersResponse {
+    pub successfully_stopped_containers: Vec<ContainerId>,
+    pub failed_requests: Vec<FailedContainerRequest>,
+}
+
+// ---------------------------------------------------------------------------------------
+// NM REST v1 read shapes
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeInfoBody {
+    #[serde(rename = "nodeInfo")]
+    pub node_info: NmNodeInfo,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct NmNodeInfo {
+    pub id: String,
+    pub node_host_name: String,
+    #[serde(rename = "totalPmemAllocatedContainersMB")]
+    pub total_pmem_allocated_containers_mb: i64,
+    #[serde(rename = "totalVmemAllocatedContainersMB")]
+    pub total_vmem_allocated_containers_mb: i64,
+    pub total_v_cores_allocated_containers: i64,
+    pub vmem_check_enabled: bool,
+    pub pmem_check_enabled: bool,
+    pub last_node_update_time: u64,
+    pub nm_startup_time: u64,
+    pub health_report: String,
+    pub node_healthy: bool,
+    pub node_manager_version: String,
+    pub node_manager_build_version: String,
+    pub node_manager_version_built_on: String,
+    pub hadoop_version: String,
+    pub hadoop_build_version: String,
+    pub hadoop_version_built_on: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NmAppsBody {
+    pub apps: Option<NmApps>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NmApps {
+    pub app: OneOrMany<NmAppInfo>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NmAppBody {
+    pub app: NmAppInfo,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NmAppInfo {
+    pub id: String,
+    pub user: String,
+    /// NEW, INITING, RUNNING, FINISHING_CONTAINERS_WAIT, APPLICATION_RESOURCES_CLEANINGUP, FINISHED
+    pub state: String,
+    pub containerids: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NmContainersBody {
+    pub containers: Option<NmContainers>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NmContainers {
+    pub container: OneOrMany<NmContainerInfo>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NmContainerBody {
+    pub container: NmContainerInfo,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct NmContainerInfo {
+    pub id: String,
+    pub state: String,
+    /// -1000 (INVALID) while running.
+    pub exit_code: i32,
+    pub diagnostics: String,
+    pub user: String,
+    #[serde(rename = "totalMemoryNeededMB")]
+    pub total_memory_needed_mb: i64,
+    pub total_v_cores_needed: i64,
+    pub container_logs_link: String,
+    pub node_id: String,
+    pub execution_type: String,
+    pub container_log_files: Vec<String>,
+}

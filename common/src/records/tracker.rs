@@ -1,0 +1,103 @@
+//! The ResourceTracker protocol, NM → RM (`/ws/v1/node-tracker/register`, `/heartbeat`).
+
+use serde::{Deserialize, Serialize};
+
+use super::am::ContainerStatus;
+use super::resource::ResourceInfo;
+use crate::ids::{ApplicationId, ContainerId, NodeId};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(non_camel_case_types)]
+pub enum NodeAction {
+    NORMAL,
+    /// Re-register: the RM does not know this node (it restarted, or the node was LOST).
+    RESYNC,
+    SHUTDOWN,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisterNodeManagerRequest {
+    pub node_id: NodeId,
+    /// `host:port` of the NM's web server (the same as the node id in Spindle).
+    pub http_address: String,
+    pub resource: ResourceInfo,
+    #[serde(default)]
+    pub nm_version: String,
+    #[serde(default)]
+    pub rack: Option<String>,
+    /// Containers the NM still runs, so a restarted RM does not lose them.
+    #[serde(default)]
+    pub container_statuses: Vec<NmContainerReport>,
+}
+
+/// A container as the NM reports it, with its resource so that a recovering RM can account it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NmContainerReport {
+    #[serde(flatten)]
+    pub status: ContainerStatus,
+    #[serde(default)]
+    pub resource: ResourceInfo,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisterNodeManagerResponse {
+    pub node_action: NodeAction,
+    /// The RM's cluster timestamp, YARN's `rmIdentifier`.
+    pub rm_identifier: u64,
+    /// Hex HMAC key the NM uses to check container tokens.
+    pub container_token_secret: String,
+    pub heartbeat_interval_ms: u64,
+    #[serde(default)]
+    pub diagnostics_message: String,
+    #[serde(default)]
+    pub rm_version: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeHeartbeatRequest {
+    pub node_id: NodeId,
+    pub response_id: i32,
+    pub node_status: NodeStatus,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct NodeStatus {
+    pub healthy: bool,
+    pub health_report: String,
+    pub last_health_report_time: u64,
+    /// Every container the NM knows, running or completed since the last heartbeat.
+    pub containers_statuses: Vec<NmContainerReport>,
+    pub node_utilization: Option<NodeUtilization>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct NodeUtilization {
+    #[serde(rename = "physicalMemoryMB")]
+    pub physical_memory_mb: i64,
+    #[serde(rename = "virtualMemoryMB")]
+    pub virtual_memory_mb: i64,
+    pub cpu: f32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeHeartbeatResponse {
+    pub response_id: i32,
+    pub node_action: NodeAction,
+    #[serde(default)]
+    pub containers_to_cleanup: Vec<ContainerId>,
+    #[serde(default)]
+    pub applications_to_cleanup: Vec<ApplicationId>,
+    /// Completed containers the RM has recorded; the NM may forget them.
+    #[serde(default)]
+    pub containers_to_be_removed_from_nm: Vec<ContainerId>,
+    pub next_heartbeat_interval_ms: u64,
+    #[serde(default)]
+    pub diagnostics_message: String,
+}

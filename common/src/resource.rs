@@ -1,0 +1,202 @@
+//! Resource vectors: `memory-mb`, `vcores` and any countable type from `resource-types.xml`
+//! (`yarn.io/gpu`, `yarn.io/fpga`, ...).
+//!
+//! Values are whole units as YARN's countable resources are. A missing extended type means 0,
+//! so a GPU-less ask fits on a GPU-less node without either side naming the type.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+pub const MEMORY_MB: &str = "memory-mb";
+pub const VCORES: &str = "vcores";
+pub const GPU: &str = "yarn.io/gpu";
+pub const FPGA: &str = "yarn.io/fpga";
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Resource {
+    pub memory_mb: i64,
+    pub vcores: i64,
+    /// Extended countable types, never containing `memory-mb` or `vcores`; zero entries are
+    /// removed so that equality is structural.
+    others: BTreeMap<String, i64>,
+}
+
+impl Resource {
+    pub fn new(memory_mb: i64, vcores: i64) -> Self {
+        Self {
+            memory_mb,
+            vcores,
+            others: BTreeMap::new(),
+        }
+    }
+
+    pub fn zero() -> Self {
+        Self::default()
+    }
+
+    /// Builder: sets an extended type (or memory/vcores by their YARN names).
+    pub fn with(mut self, name: &str, value: i64) -> Self {
+        self.set(name, value);
+        self
+    }
+
+    pub fn set(&mut self, name: &str, value: i64) {
+        match name {
+            MEMORY_MB | "memory" => self.memory_mb = value,
+            VCORES => self.vcores = value,
+            _ => {
+                if value == 0 {
+                    self.others.remove(name);
+                } else {
+                    self.others.insert(name.to_string(), value);
+                }
+            }
+        }
+    }
+
+    pub fn get(&self, name: &str) -> i64 {
+        match name {
+            MEMORY_MB | "memory" => self.memory_mb,
+            VCORES => self.vcores,
+            _ => self.others.get(name).copied().unwrap_or(0),
+        }
+    }
+
+    /// Every named value, memory and vcores first, then extended types in name order.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, i64)> + '_ {
+        [(MEMORY_MB, self.memory_mb), (VCORES, self.vcores)]
+            .into_iter()
+            .chain(self.others.iter().map(|(k, v)| (k.as_str(), *v)))
+    }
+
+    pub fn extended(&self) -> impl Iterator<Item = (&str, i64)> + '_ {
+        self.others.iter().map(|(k, v)| (k.as_str(), *v))
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.memory_mb == 0 && self.vcores == 0 && self.others.is_empty()
+    }
+
+    pub fn any_negative(&self) -> bool {
+        self.memory_mb < 0 || self.vcores < 0 || self.others.values().any(|v| *v < 0)
+    }
+
+    /// True when every component of `self` is at most the same component of `other`.
+    pub fn fits_in(&self, other: &Resource) -> bool {
+        self.memory_mb <= other.memory_mb
+            && self.vcores <= other.vcores
+            && self.others.iter().all(|(k, v)| *v <= other.get(k))
+    }
+
+    pub fn add_assign(&mut self, o: &Resource) {
+        self.memory_mb += o.memory_mb;
+        self.vcores += o.vcores;
+        for (k, v) in &o.others {
+            let e = self.others.entry(k.clone()).or_insert(0);
+            *e += v;
+            if *e == 0 {
+                self.others.remove(k);
+            }
+        }
+    }
+
+    pub fn sub_assign(&mut self, o: &Resource) {
+        self.memory_mb -= o.memory_mb;
+        self.vcores -= o.vcores;
+        for (k, v) in &o.others {
+            let e = self.others.entry(k.clone()).or_insert(0);
+            *e -= v;
+            if *e == 0 {
+                self.others.remove(k);
+            }
+        }
+    }
+
+    pub fn plus(&self, o: &Resource) -> Resource {
+        let mut r = self.clone();
+        r.add_assign(o);
+        r
+    }
+
+    pub fn minus(&self, o: &Resource) -> Resource {
+        let mut r = self.clone();
+        r.sub_assign(o);
+        r
+    }
+
+    /// Component-wise multiple, for `n` containers of one shape.
+    pub fn times(&self, n: i64) -> Resource {
+        let mut r = Resource::new(self.memory_mb * n, self.vcores * n);
+        for (k, v) in &self.others {
+            r.set(k, v * n);
+        }
+        r
+    }
+
+    /// Component-wise maximum with zero: what is left when usage may exceed capacity.
+    pub fn clamp_non_negative(&self) -> Resource {
+        let mut r = Resource::new(self.memory_mb.max(0), self.vcores.max(0));
+        for (k, v) in &self.others {
+            r.set(k, (*v).max(0));
+        }
+        r
+    }
+
+    /// The largest share of `total` this vector takes over all types (the dominant share
+    /// of DRF). A type the cluster has none of counts as a full share when asked for.
+    pub fn dominant_share(&self, total: &Resource) -> f64 {
+        self.entries()
+            .map(|(k, v)| {
+                let t = total.get(k);
+                if v <= 0 {
+                    0.0
+                } else if t <= 0 {
+                    1.0
+                } else {
+                    v as f64 / t as f64
+                }
+            })
+            .fold(0.0, f64::max)
+    }
+}
+
+impl fmt::Display for Resource {
+    /// YARN's `<memory:1024, vCores:1, yarn.io/gpu: 2>` form, used in diagnostics and the
+    /// scheduler REST view's `usedResources`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<memory:{}, vCores:{}", self.memory_mb, self.vcores)?;
+        for (k, v) in &self.others {
+            write!(f, ", {k}: {v}")?;
+        }
+        write!(f, ">")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arithmetic_and_fit() {
+        let node = Resource::new(8192, 8).with(GPU, 4);
+        let ask = Resource::new(1024, 1).with(GPU, 1);
+        assert!(ask.fits_in(&node));
+        assert!(!ask.fits_in(&Resource::new(8192, 8)));
+        let left = node.minus(&ask.times(4));
+        assert_eq!(left, Resource::new(4096, 4));
+        assert!(left.extended().next().is_none());
+        assert_eq!(left.plus(&ask.times(4)), node);
+        assert_eq!(ask.to_string(), "<memory:1024, vCores:1, yarn.io/gpu: 1>");
+    }
+
+    #[test]
+    fn dominant_share_is_the_largest() {
+        let total = Resource::new(10_000, 10).with(GPU, 4);
+        let r = Resource::new(1000, 1).with(GPU, 2);
+        assert!((r.dominant_share(&total) - 0.5).abs() < 1e-9);
+        assert_eq!(
+            Resource::new(0, 0).with(FPGA, 1).dominant_share(&total),
+            1.0
+        );
+    }
+}
