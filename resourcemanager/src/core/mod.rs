@@ -1,0 +1,1660 @@
+//! The pure core of the ResourceManager: application, attempt, container and node
+//! lifecycles around the [`scheduler`]. No I/O, no clock, no async (a test checks this):
+//! every input carries the current time, and every side effect is pushed into an outbox
+//! ([`Effect`]) that the driver executes (the live one writes SQLite and calls NMs; tests
+//! and the simulator just record). The driver owns the one `RmCore` of a running RM.
+
+pub mod model;
+pub mod scheduler;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use spindle_common::env as cenv;
+use spindle_common::records::am::{Container, ContainerStatus, NodeReport};
+use spindle_common::records::node::{
+    ContainerLaunchContext, StartContainerRequest, StartContainersRequest,
+};
+use spindle_common::records::resource::ResourceInfo;
+use spindle_common::states::{
+    exit_status, ContainerState, FinalApplicationStatus, NodeState, RmContainerState,
+    YarnApplicationAttemptState as AttemptState, YarnApplicationState as AppState,
+};
+use spindle_common::token::{self, ContainerTokenIdentifier, TokenSecret};
+use spindle_common::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, Resource};
+
+pub use model::*;
+use scheduler::{Ask, AskKey, Scheduler};
+
+/// How long a killed application waits for its containers before it is declared KILLED.
+const KILL_DEADLINE_MS: u64 = 10_000;
+/// How long an unregistered AM may keep running before the RM stops its container.
+const AM_EXIT_GRACE_MS: u64 = 5_000;
+/// YARN's request priority for the AM container ask.
+const AM_PRIORITY: i32 = 0;
+
+/// Settings of the core, already validated by the RM's config layer.
+#[derive(Debug, Clone)]
+pub struct CoreConfig {
+    pub min_allocation: Resource,
+    pub max_allocation: Resource,
+    pub heartbeat_interval_ms: u64,
+    pub nm_expiry_ms: u64,
+    pub am_expiry_ms: u64,
+    pub am_max_attempts: u32,
+    pub container_alloc_expiry_ms: u64,
+    pub max_completed_apps: usize,
+    /// `http://host:port` that AMs use to reach this RM; set once the RM has bound its port.
+    pub rm_address: String,
+    pub queues: QueueConf,
+    pub max_application_priority: i32,
+}
+
+impl CoreConfig {
+    /// YARN's defaults with one `root.default` queue; for tests and the simulator.
+    pub fn for_tests() -> Self {
+        Self {
+            min_allocation: Resource::new(128, 1),
+            max_allocation: Resource::new(8192, 8),
+            heartbeat_interval_ms: 1000,
+            nm_expiry_ms: 600_000,
+            am_expiry_ms: 600_000,
+            am_max_attempts: 2,
+            container_alloc_expiry_ms: 600_000,
+            max_completed_apps: 1000,
+            rm_address: "http://127.0.0.1:8088".into(),
+            queues: QueueConf {
+                path: "root".into(),
+                name: "root".into(),
+                capacity: 100.0,
+                maximum_capacity: 100.0,
+                state: "RUNNING".into(),
+                children: vec![QueueConf {
+                    path: "root.default".into(),
+                    name: "default".into(),
+                    capacity: 100.0,
+                    maximum_capacity: 100.0,
+                    state: "RUNNING".into(),
+                    children: vec![],
+                }],
+            },
+            max_application_priority: 0,
+        }
+    }
+}
+
+/// What the core asks the outside world to do, in order.
+#[derive(Debug, Clone)]
+pub enum Effect {
+    /// Write the application's record to the state store (before the caller is answered).
+    PersistApp(Box<AppRecord>),
+    /// Drop an evicted application from the state store.
+    ForgetApp(ApplicationId),
+    /// Have the NM start an AM container; the driver reports back with [`RmCore::am_launched`].
+    LaunchAm {
+        attempt: ApplicationAttemptId,
+        container: ContainerId,
+        node_http: String,
+        request: StartContainersRequest,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoreError {
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("Invalid resource request: {0}")]
+    InvalidResourceRequest(String),
+    #[error("Invalid AMRMToken: {0}")]
+    InvalidToken(String),
+    #[error("Application attempt {0} is not registered; register before allocate")]
+    NotRegistered(ApplicationAttemptId),
+    #[error("{0}")]
+    WrongState(String),
+}
+
+/// A container as an NM reports it (register or heartbeat).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportedContainer {
+    pub id: ContainerId,
+    pub state: ContainerState,
+    pub exit_status: i32,
+    pub diagnostics: String,
+    pub resource: Resource,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeRegistration {
+    pub id: NodeId,
+    pub http_address: String,
+    pub rack: String,
+    pub total: Resource,
+    pub version: String,
+    pub containers: Vec<ReportedContainer>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeAction {
+    Normal,
+    Resync,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeartbeatReply {
+    pub response_id: i32,
+    pub action: NodeAction,
+    pub containers_to_cleanup: Vec<ContainerId>,
+    pub apps_to_cleanup: Vec<ApplicationId>,
+    pub containers_to_remove: Vec<ContainerId>,
+    pub interval_ms: u64,
+}
+
+/// One entry of an AM's allocate `ask`, converted from the wire at the edge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AskUpdate {
+    pub priority: i32,
+    pub allocation_request_id: i64,
+    pub resource_name: String,
+    pub capability: Resource,
+    pub num_containers: u32,
+    pub relax_locality: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct AllocateReply {
+    pub response_id: i32,
+    pub allocated: Vec<Container>,
+    pub completed: Vec<ContainerStatus>,
+    pub headroom: Resource,
+    pub num_cluster_nodes: i32,
+    pub updated_nodes: Vec<NodeReport>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillOutcome {
+    /// The application is (now or already) in a final state.
+    Done(AppState),
+    /// Containers are being stopped; ask again.
+    InProgress,
+}
+
+/// Counters that outlive the applications they count (`/metrics`).
+#[derive(Debug, Clone, Default)]
+pub struct Counters {
+    pub apps_submitted: u64,
+    pub apps_completed: u64,
+    pub apps_failed: u64,
+    pub apps_killed: u64,
+    pub containers_allocated: u64,
+}
+
+pub struct RmCore {
+    conf: CoreConfig,
+    cluster_ts: u64,
+    epoch: u32,
+    secret: TokenSecret,
+    next_app: u32,
+    next_submit_seq: u64,
+    apps: BTreeMap<ApplicationId, App>,
+    nodes: BTreeMap<NodeId, Node>,
+    containers: BTreeMap<ContainerId, RmContainer>,
+    sched: Scheduler,
+    effects: Vec<Effect>,
+    counters: Counters,
+    /// Bumped on every change, so the driver republishes its read snapshot only when needed.
+    version: u64,
+}
+
+impl RmCore {
+    pub fn new(conf: CoreConfig, cluster_ts: u64, epoch: u32, secret: TokenSecret) -> Self {
+        Self {
+            conf,
+            cluster_ts,
+            epoch,
+            secret,
+            next_app: 1,
+            next_submit_seq: 1,
+            apps: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            containers: BTreeMap::new(),
+            sched: Scheduler::new(),
+            effects: Vec::new(),
+            counters: Counters::default(),
+            version: 0,
+        }
+    }
+
+    // ------------------------------------------------------------------ accessors
+
+    pub fn conf(&self) -> &CoreConfig {
+        &self.conf
+    }
+    pub fn set_rm_address(&mut self, addr: String) {
+        self.conf.rm_address = addr;
+    }
+    pub fn cluster_timestamp(&self) -> u64 {
+        self.cluster_ts
+    }
+    pub fn secret(&self) -> &TokenSecret {
+        &self.secret
+    }
+    pub fn apps(&self) -> &BTreeMap<ApplicationId, App> {
+        &self.apps
+    }
+    pub fn nodes(&self) -> &BTreeMap<NodeId, Node> {
+        &self.nodes
+    }
+    pub fn containers(&self) -> &BTreeMap<ContainerId, RmContainer> {
+        &self.containers
+    }
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.sched
+    }
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+    /// Takes the effects emitted since the last call, in order.
+    pub fn take_effects(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.effects)
+    }
+
+    fn changed(&mut self) {
+        self.version += 1;
+    }
+
+    // ------------------------------------------------------------------ applications
+
+    /// `POST /apps/new-application`: reserves the next id.
+    pub fn new_application(&mut self) -> ApplicationId {
+        let id = ApplicationId::new(self.cluster_ts, self.next_app);
+        self.next_app += 1;
+        id
+    }
+
+    /// Re-creates an application from the state store at RM start. A finished one is kept
+    /// for the REST views; an unfinished one starts a new attempt (its old AM, if still
+    /// running, is cleaned up when its NM reports it).
+    pub fn recover_app(&mut self, rec: AppRecord, now: u64) {
+        let max_attempts = self.max_attempts_for(&rec.sub);
+        let mut app = App {
+            id: rec.id,
+            sub: rec.sub,
+            queue: rec.queue,
+            state: rec.state,
+            final_status: rec.final_status,
+            diagnostics: rec.diagnostics,
+            submit_time: rec.submit_time,
+            launch_time: rec.launch_time,
+            finish_time: rec.finish_time,
+            submit_seq: self.next_submit_seq,
+            attempts: Vec::new(),
+            max_attempts,
+            progress: if rec.state.is_final() { 100.0 } else { 0.0 },
+            tracking_url: String::new(),
+            memory_ms: rec.memory_ms,
+            vcore_ms: rec.vcore_ms,
+            killing_since: None,
+            nodes_touched: BTreeSet::new(),
+        };
+        self.next_submit_seq += 1;
+        if rec.id.cluster_timestamp == self.cluster_ts && rec.id.id >= self.next_app {
+            self.next_app = rec.id.id + 1;
+        }
+        // Keep attempt numbering going across restarts; earlier attempts are placeholders.
+        for n in 1..=rec.attempts {
+            app.attempts.push(Attempt::new(
+                ApplicationAttemptId::new(rec.id, n),
+                now,
+                true,
+            ));
+        }
+        let unfinished = !app.state.is_final();
+        let id = app.id;
+        self.apps.insert(id, app);
+        if unfinished {
+            if let Some(a) = self.apps.get_mut(&id) {
+                a.state = AppState::ACCEPTED;
+                a.diagnostics =
+                    "Recovered after a ResourceManager restart; starting a new attempt.".into();
+            }
+            self.sched.add_app(
+                id,
+                self.apps[&id].sub.priority,
+                self.apps[&id].submit_seq,
+                &self.apps[&id].queue,
+                &self.apps[&id].sub.user,
+            );
+            self.start_attempt(id, now);
+            self.persist(&id);
+        }
+        self.changed();
+    }
+
+    fn max_attempts_for(&self, sub: &Submission) -> u32 {
+        let global = self.conf.am_max_attempts.max(1);
+        if sub.max_app_attempts == 0 {
+            global
+        } else {
+            sub.max_app_attempts.min(global)
+        }
+    }
+
+    /// Normalizes an ask up to the minimum allocation (memory to a multiple of it) and
+    /// checks it against the maximum.
+    pub fn normalize(&self, r: &Resource) -> Result<Resource, CoreError> {
+        if r.any_negative() {
+            return Err(CoreError::InvalidResourceRequest(format!(
+                "requested resource {r} has a negative value"
+            )));
+        }
+        let mut n = r.clone();
+        let step = self.conf.min_allocation.memory_mb.max(1);
+        n.memory_mb = (r.memory_mb.max(step) + step - 1) / step * step;
+        n.vcores = r.vcores.max(self.conf.min_allocation.vcores);
+        let max = &self.conf.max_allocation;
+        for (name, v) in n.entries() {
+            let limit = max.get(name);
+            let bounded = name == "memory-mb" || name == "vcores" || limit > 0;
+            if bounded && v > limit {
+                return Err(CoreError::InvalidResourceRequest(format!(
+                    "requested resource type=[{name}] < 0 or greater than maximum allowed allocation. \
+                     Requested resource={r}, maximum allowed allocation={max}, please note that maximum \
+                     allowed allocation is calculated by scheduler based on maximum resource of registered \
+                     NodeManagers, which might be less than configured maximum allocation={max}"
+                )));
+            }
+        }
+        Ok(n)
+    }
+
+    /// `POST /apps`. Validation errors are answered to the client; queue problems end the
+    /// application as FAILED with YARN's diagnostic, as YARN does.
+    pub fn submit(
+        &mut self,
+        id: ApplicationId,
+        mut sub: Submission,
+        now: u64,
+    ) -> Result<(), CoreError> {
+        if self.apps.contains_key(&id) {
+            return Err(CoreError::BadRequest(format!(
+                "Application with id {id} is already present! Cannot add a duplicate!"
+            )));
+        }
+        if id.cluster_timestamp != self.cluster_ts || id.id == 0 || id.id >= self.next_app {
+            return Err(CoreError::BadRequest(format!(
+                "Application id {id} was not issued by this ResourceManager; ask POST /ws/v1/cluster/apps/new-application first"
+            )));
+        }
+        if sub.unmanaged_am {
+            return Err(CoreError::BadRequest(
+                "Unmanaged AMs are not supported by Spindle yet (unmanaged-AM must be false)"
+                    .into(),
+            ));
+        }
+        if sub.am_launch.commands.iter().all(|c| c.trim().is_empty()) {
+            return Err(CoreError::BadRequest(
+                "am-container-spec.commands.command must not be empty".into(),
+            ));
+        }
+        sub.am_resource = self.normalize(&sub.am_resource)?;
+        sub.priority = sub
+            .priority
+            .clamp(0, self.conf.max_application_priority.max(0));
+        let leaf = self
+            .conf
+            .queues
+            .find_leaf(&sub.queue)
+            .map(|q| (q.path.clone(), q.state.clone()));
+        let parent = self.conf.queues.find(&sub.queue).is_some();
+        let max_attempts = self.max_attempts_for(&sub);
+        let mut app = App {
+            id,
+            queue: leaf
+                .as_ref()
+                .map(|l| l.0.clone())
+                .unwrap_or_else(|| sub.queue.clone()),
+            sub,
+            state: AppState::NEW_SAVING,
+            final_status: FinalApplicationStatus::UNDEFINED,
+            diagnostics: String::new(),
+            submit_time: now,
+            launch_time: 0,
+            finish_time: 0,
+            submit_seq: self.next_submit_seq,
+            attempts: Vec::new(),
+            max_attempts,
+            progress: 0.0,
+            tracking_url: String::new(),
+            memory_ms: 0,
+            vcore_ms: 0,
+            killing_since: None,
+            nodes_touched: BTreeSet::new(),
+        };
+        self.next_submit_seq += 1;
+        self.counters.apps_submitted += 1;
+        let refusal = match &leaf {
+            None if parent => Some(format!(
+                "Application {id} submitted by user {} to non-leaf queue: {}",
+                app.sub.user, app.sub.queue
+            )),
+            None => Some(format!(
+                "Application {id} submitted by user {} to unknown queue: {}",
+                app.sub.user, app.sub.queue
+            )),
+            Some((path, state)) if state != "RUNNING" => Some(format!(
+                "Queue {path} is STOPPED. Cannot accept submission of application: {id}"
+            )),
+            _ => None,
+        };
+        if let Some(diag) = refusal {
+            app.state = AppState::FAILED;
+            app.final_status = FinalApplicationStatus::FAILED;
+            app.diagnostics = diag;
+            app.finish_time = now;
+            self.counters.apps_failed += 1;
+            self.counters.apps_completed += 1;
+            self.apps.insert(id, app);
+            self.persist(&id);
+            self.evict_completed();
+            self.changed();
+            return Ok(());
+        }
+        app.state = AppState::ACCEPTED;
+        self.sched.add_app(
+            id,
+            app.sub.priority,
+            app.submit_seq,
+            &app.queue,
+            &app.sub.user,
+        );
+        self.apps.insert(id, app);
+        self.start_attempt(id, now);
+        // The record is written with the attempt counted, before the client is answered.
+        self.persist(&id);
+        self.run_scheduler(now);
+        self.changed();
+        Ok(())
+    }
+
+    fn start_attempt(&mut self, id: ApplicationId, now: u64) {
+        let Some(app) = self.apps.get_mut(&id) else {
+            return;
+        };
+        let n = app.attempts.len() as u32 + 1;
+        let attempt = Attempt::new(ApplicationAttemptId::new(id, n), now, false);
+        app.attempts.push(attempt);
+        app.progress = 0.0;
+        app.tracking_url.clear();
+        let mut ask = Ask::new(app.sub.am_resource.clone(), 1);
+        ask.is_am = true;
+        self.sched.set_ask(
+            &id,
+            AskKey {
+                priority: AM_PRIORITY,
+                allocation_request_id: -1,
+            },
+            ask,
+        );
+    }
+
+    fn persist(&mut self, id: &ApplicationId) {
+        if let Some(app) = self.apps.get(id) {
+            self.effects.push(Effect::PersistApp(Box::new(AppRecord {
+                id: app.id,
+                sub: app.sub.clone(),
+                queue: app.queue.clone(),
+                state: app.state,
+                final_status: app.final_status,
+                diagnostics: app.diagnostics.clone(),
+                submit_time: app.submit_time,
+                launch_time: app.launch_time,
+                finish_time: app.finish_time,
+                attempts: app.attempts.len() as u32,
+                memory_ms: app.memory_ms,
+                vcore_ms: app.vcore_ms,
+            })));
+        }
+    }
+
+    /// `PUT /apps/{id}/state {"state":"KILLED"}`.
+    pub fn kill(&mut self, id: &ApplicationId, now: u64) -> Result<KillOutcome, CoreError> {
+        let app = self
+            .apps
+            .get_mut(id)
+            .ok_or_else(|| CoreError::NotFound(format!("app with id: {id} not found")))?;
+        if app.state.is_final() {
+            return Ok(KillOutcome::Done(app.state));
+        }
+        if app.killing_since.is_none() {
+            app.killing_since = Some(now);
+            if app.diagnostics.is_empty() || !app.diagnostics.contains("killed") {
+                app.diagnostics = "Application killed by user.".into();
+            }
+            self.sched.clear_asks(id);
+            let live: Vec<ContainerId> = self.live_containers_of_app(id);
+            for c in live {
+                self.kill_container(
+                    &c,
+                    exit_status::KILLED_BY_RESOURCEMANAGER,
+                    "Container killed by the ApplicationMaster's kill request.".into(),
+                    now,
+                );
+            }
+            self.changed();
+        }
+        Ok(self.try_finish_kill(id, now))
+    }
+
+    fn try_finish_kill(&mut self, id: &ApplicationId, now: u64) -> KillOutcome {
+        let Some(app) = self.apps.get(id) else {
+            return KillOutcome::Done(AppState::KILLED);
+        };
+        if app.state.is_final() {
+            return KillOutcome::Done(app.state);
+        }
+        let Some(since) = app.killing_since else {
+            return KillOutcome::InProgress;
+        };
+        let live = self.live_containers_of_app(id);
+        if !live.is_empty() && now.saturating_sub(since) < KILL_DEADLINE_MS {
+            return KillOutcome::InProgress;
+        }
+        for c in live {
+            self.complete_container(&c, exit_status::KILLED_BY_RESOURCEMANAGER, "Container killed: the application was killed and its NodeManager did not confirm in time.".into(), now);
+        }
+        self.finish_app(
+            id,
+            AppState::KILLED,
+            FinalApplicationStatus::KILLED,
+            None,
+            now,
+        );
+        KillOutcome::Done(AppState::KILLED)
+    }
+
+    fn live_containers_of_app(&self, id: &ApplicationId) -> Vec<ContainerId> {
+        let Some(app) = self.apps.get(id) else {
+            return vec![];
+        };
+        app.attempts
+            .iter()
+            .flat_map(|a| a.containers.iter())
+            .filter(|c| self.containers.get(c).is_some_and(RmContainer::is_live))
+            .copied()
+            .collect()
+    }
+
+    /// Moves an application to a final state, stops what is left of it and records it.
+    fn finish_app(
+        &mut self,
+        id: &ApplicationId,
+        state: AppState,
+        status: FinalApplicationStatus,
+        diag: Option<String>,
+        now: u64,
+    ) {
+        let Some(app) = self.apps.get_mut(id) else {
+            return;
+        };
+        if app.state.is_final() {
+            return;
+        }
+        app.state = state;
+        app.final_status = status;
+        app.finish_time = now;
+        app.progress = if state == AppState::FINISHED {
+            100.0
+        } else {
+            app.progress
+        };
+        app.killing_since = None;
+        if let Some(d) = diag {
+            app.diagnostics = d;
+        }
+        match state {
+            AppState::FAILED => self.counters.apps_failed += 1,
+            AppState::KILLED => self.counters.apps_killed += 1,
+            _ => {}
+        }
+        self.counters.apps_completed += 1;
+        self.sched.clear_asks(id);
+        let live = self.live_containers_of_app(id);
+        for c in live {
+            let is_am = self.containers.get(&c).is_some_and(|c| c.is_am);
+            // A finishing AM is given a grace period to exit on its own.
+            if !(is_am && state == AppState::FINISHED) {
+                self.kill_container(
+                    &c,
+                    exit_status::KILLED_AFTER_APP_COMPLETION,
+                    "Container killed on application completion.".into(),
+                    now,
+                );
+            }
+        }
+        self.persist(id);
+        self.maybe_retire(id);
+        self.evict_completed();
+        self.changed();
+    }
+
+    /// Once a final app has no live containers: forget it in the scheduler and tell every
+    /// node that ran it to clean up.
+    fn maybe_retire(&mut self, id: &ApplicationId) {
+        let Some(app) = self.apps.get(id) else { return };
+        if !app.state.is_final() || !self.live_containers_of_app(id).is_empty() {
+            return;
+        }
+        let touched: Vec<NodeId> = app.nodes_touched.iter().cloned().collect();
+        for n in touched {
+            if let Some(node) = self.nodes.get_mut(&n) {
+                node.apps_to_cleanup.insert(*id);
+            }
+        }
+        if let Some(app) = self.apps.get_mut(id) {
+            app.nodes_touched.clear();
+        }
+        self.sched.remove_app(id);
+    }
+
+    fn evict_completed(&mut self) {
+        let finished: Vec<(u64, ApplicationId)> = self
+            .apps
+            .values()
+            .filter(|a| a.state.is_final())
+            .map(|a| (a.finish_time, a.id))
+            .collect();
+        if finished.len() <= self.conf.max_completed_apps {
+            return;
+        }
+        let mut finished = finished;
+        finished.sort();
+        let excess = finished.len() - self.conf.max_completed_apps;
+        for (_, id) in finished.into_iter().take(excess) {
+            if !self.live_containers_of_app(&id).is_empty() {
+                continue;
+            }
+            if let Some(app) = self.apps.remove(&id) {
+                for c in app.attempts.iter().flat_map(|a| a.containers.iter()) {
+                    self.containers.remove(c);
+                }
+            }
+            self.effects.push(Effect::ForgetApp(id));
+        }
+    }
+
+    // ------------------------------------------------------------------ containers
+
+    fn allocate_container(&mut self, p: &scheduler::Placement, now: u64) -> Option<Container> {
+        let node = self.nodes.get(&p.node)?;
+        let node_http = node.http_address.clone();
+        let app = self.apps.get_mut(&p.app)?;
+        let user = app.sub.user.clone();
+        let attempt = app.current_attempt_mut()?;
+        attempt.next_container_seq += 1;
+        let cid = ContainerId::new(attempt.id, self.epoch, attempt.next_container_seq);
+        attempt.containers.insert(cid);
+        app.nodes_touched.insert(p.node.clone());
+        let ident = ContainerTokenIdentifier {
+            container_id: cid,
+            node_id: p.node.clone(),
+            app_submitter: user,
+            resource: ResourceInfo::from(&p.resource),
+            expiry_time_ms: now + self.conf.container_alloc_expiry_ms,
+            rm_identifier: self.cluster_ts,
+            is_am: p.is_am,
+        };
+        let tok = token::issue_container_token(&self.secret, &ident);
+        self.containers.insert(
+            cid,
+            RmContainer {
+                id: cid,
+                node: p.node.clone(),
+                node_http: node_http.clone(),
+                resource: p.resource.clone(),
+                priority: p.key.priority,
+                allocation_request_id: p.key.allocation_request_id,
+                is_am: p.is_am,
+                state: RmContainerState::ALLOCATED,
+                allocated_time: now,
+                start_time: 0,
+                finish_time: 0,
+                exit_status: exit_status::INVALID,
+                diagnostics: String::new(),
+            },
+        );
+        if let Some(n) = self.nodes.get_mut(&p.node) {
+            n.containers.insert(cid);
+        }
+        self.counters.containers_allocated += 1;
+        Some(Container {
+            id: cid,
+            node_id: p.node.clone(),
+            node_http_address: node_http,
+            resource: ResourceInfo::from(&p.resource),
+            priority: p.key.priority,
+            container_token: tok,
+            execution_type: "GUARANTEED".into(),
+            allocation_request_id: p.key.allocation_request_id,
+            version: 0,
+        })
+    }
+
+    /// Runs the scheduler and hands out what it placed: AM containers are launched, the
+    /// others wait for their AM's next allocate call.
+    fn run_scheduler(&mut self, now: u64) {
+        let placements = self.sched.schedule();
+        for p in placements {
+            let Some(container) = self.allocate_container(&p, now) else {
+                // The node or app vanished between placement and allocation: give it back.
+                self.sched.release(&p.app, &p.node, &p.resource);
+                continue;
+            };
+            if p.is_am {
+                self.launch_am(&p.app, container, now);
+            } else if let Some(att) = self.apps.get_mut(&p.app).and_then(App::current_attempt_mut) {
+                att.to_deliver.push(container);
+            }
+            self.changed();
+        }
+    }
+
+    fn launch_am(&mut self, app_id: &ApplicationId, container: Container, now: u64) {
+        let rm_address = self.conf.rm_address.clone();
+        let Some(app) = self.apps.get_mut(app_id) else {
+            return;
+        };
+        let max_attempts = app.max_attempts;
+        let submit_time = app.submit_time;
+        let mut launch: ContainerLaunchContext = app.sub.am_launch.clone();
+        let Some(att) = app.current_attempt_mut() else {
+            return;
+        };
+        att.state = AttemptState::ALLOCATED;
+        att.am_container = Some(container.id);
+        att.am_node = Some(container.node_id.clone());
+        att.am_node_http = Some(container.node_http_address.clone());
+        att.last_heard = now;
+        let attempt_id = att.id;
+        let env = &mut launch.environment;
+        env.insert(cenv::RM_ADDRESS.into(), rm_address);
+        env.insert(
+            cenv::AMRM_TOKEN.into(),
+            token::issue_amrm_token(&self.secret, &attempt_id),
+        );
+        env.insert(cenv::APPLICATION_ATTEMPT_ID.into(), attempt_id.to_string());
+        env.insert(cenv::APP_SUBMIT_TIME_ENV.into(), submit_time.to_string());
+        env.insert(cenv::MAX_APP_ATTEMPTS.into(), max_attempts.to_string());
+        self.effects.push(Effect::LaunchAm {
+            attempt: attempt_id,
+            container: container.id,
+            node_http: container.node_http_address.clone(),
+            request: StartContainersRequest {
+                start_container_request: vec![StartContainerRequest {
+                    container_token: container.container_token,
+                    container_launch_context: launch,
+                }],
+            },
+        });
+    }
+
+    /// The driver's report on an AM launch.
+    pub fn am_launched(
+        &mut self,
+        attempt_id: &ApplicationAttemptId,
+        container: &ContainerId,
+        result: Result<(), String>,
+        now: u64,
+    ) {
+        let app_id = attempt_id.application_id;
+        let current = self
+            .apps
+            .get(&app_id)
+            .and_then(App::current_attempt)
+            .map(|a| a.id);
+        if current != Some(*attempt_id) {
+            return;
+        }
+        match result {
+            Ok(()) => {
+                if let Some(app) = self.apps.get_mut(&app_id) {
+                    if app.launch_time == 0 {
+                        app.launch_time = now;
+                    }
+                    if let Some(att) = app.current_attempt_mut() {
+                        if att.state == AttemptState::ALLOCATED {
+                            att.state = AttemptState::LAUNCHED;
+                        }
+                        att.last_heard = now;
+                    }
+                }
+            }
+            Err(diag) => {
+                let diag = format!("Error launching {attempt_id}. Got exception: {diag}");
+                self.complete_container(container, exit_status::INVALID, diag, now);
+            }
+        }
+        self.changed();
+    }
+
+    /// Asks the container's NM to stop it. A container the NM has not started is released
+    /// at once.
+    fn kill_container(&mut self, cid: &ContainerId, exit: i32, diag: String, now: u64) {
+        let Some(c) = self.containers.get(cid) else {
+            return;
+        };
+        if !c.is_live() {
+            return;
+        }
+        let node = c.node.clone();
+        let running = c.state == RmContainerState::RUNNING;
+        if let Some(n) = self.nodes.get_mut(&node) {
+            n.to_cleanup.insert(*cid);
+        }
+        if !running {
+            self.complete_container(cid, exit, diag, now);
+        } else if let Some(c) = self.containers.get_mut(cid) {
+            // Remember why, for when the NM confirms.
+            c.diagnostics = diag;
+        }
+    }
+
+    /// The one place a container ends: resources go back, the AM is told, an AM container
+    /// ends its attempt.
+    fn complete_container(&mut self, cid: &ContainerId, exit: i32, diag: String, now: u64) {
+        let Some(c) = self.containers.get_mut(cid) else {
+            return;
+        };
+        if !c.is_live() {
+            return;
+        }
+        c.state = RmContainerState::COMPLETED;
+        c.finish_time = now;
+        c.exit_status = exit;
+        if !diag.is_empty() {
+            c.diagnostics = diag;
+        }
+        let c = c.clone();
+        let app_id = cid.application_id();
+        self.sched.release(&app_id, &c.node, &c.resource);
+        if let Some(n) = self.nodes.get_mut(&c.node) {
+            n.containers.remove(cid);
+        }
+        let held_ms = now.saturating_sub(c.allocated_time) as i64;
+        let mut am_ended: Option<(ApplicationAttemptId, bool)> = None;
+        if let Some(app) = self.apps.get_mut(&app_id) {
+            app.memory_ms += c.resource.memory_mb * held_ms;
+            app.vcore_ms += c.resource.vcores * held_ms;
+            if let Some(att) = app.attempt_mut(&cid.attempt_id) {
+                if !c.is_am && !att.unregistered && att.state != AttemptState::FAILED {
+                    att.to_report.push(ContainerStatus {
+                        container_id: *cid,
+                        state: ContainerState::COMPLETE,
+                        exit_status: exit,
+                        diagnostics: c.diagnostics.clone(),
+                    });
+                }
+                if c.is_am {
+                    am_ended = Some((att.id, att.unregistered));
+                }
+            }
+        }
+        if let Some((attempt, unregistered)) = am_ended {
+            if unregistered {
+                if let Some(att) = self
+                    .apps
+                    .get_mut(&app_id)
+                    .and_then(|a| a.attempt_mut(&attempt))
+                {
+                    att.state = AttemptState::FINISHED;
+                    att.finish_time = now;
+                }
+            } else {
+                let counts = !matches!(
+                    exit,
+                    exit_status::ABORTED
+                        | exit_status::PREEMPTED
+                        | exit_status::DISKS_FAILED
+                        | exit_status::KILLED_BY_RESOURCEMANAGER
+                );
+                let diag = format!(
+                    "AM Container for {attempt} exited with  exitCode: {exit}\nFailing this attempt.Diagnostics: {}",
+                    c.diagnostics
+                );
+                self.fail_attempt(&attempt, diag, counts, now);
+            }
+        }
+        if self
+            .apps
+            .get(&app_id)
+            .is_some_and(|a| a.killing_since.is_some())
+        {
+            self.try_finish_kill(&app_id, now);
+        }
+        self.maybe_retire(&app_id);
+        self.changed();
+    }
+
+    fn fail_attempt(
+        &mut self,
+        attempt: &ApplicationAttemptId,
+        diag: String,
+        counts: bool,
+        now: u64,
+    ) {
+        let app_id = attempt.application_id;
+        let Some(app) = self.apps.get_mut(&app_id) else {
+            return;
+        };
+        if app.state.is_final() || app.killing_since.is_some() {
+            return;
+        }
+        let Some(att) = app.attempt_mut(attempt) else {
+            return;
+        };
+        if matches!(
+            att.state,
+            AttemptState::FAILED | AttemptState::FINISHED | AttemptState::KILLED
+        ) {
+            return;
+        }
+        att.state = AttemptState::FAILED;
+        att.finish_time = now;
+        att.diagnostics = diag.clone();
+        att.to_deliver.clear();
+        if !counts {
+            app.max_attempts += 1;
+        }
+        let failed_so_far = app.attempts.len() as u32;
+        let max = app.max_attempts;
+        self.sched.clear_asks(&app_id);
+        let live: Vec<ContainerId> = self
+            .apps
+            .get(&app_id)
+            .and_then(|a| a.attempt(attempt))
+            .map(|a| a.containers.iter().copied().collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| self.containers.get(c).is_some_and(RmContainer::is_live))
+            .collect();
+        for c in live {
+            self.kill_container(
+                &c,
+                exit_status::KILLED_BY_RESOURCEMANAGER,
+                "Container of a failed attempt".into(),
+                now,
+            );
+        }
+        if failed_so_far < max {
+            if let Some(app) = self.apps.get_mut(&app_id) {
+                app.state = AppState::ACCEPTED;
+                app.diagnostics =
+                    format!("{diag}\nStarting attempt {} of {max}.", failed_so_far + 1);
+            }
+            self.start_attempt(app_id, now);
+            self.persist(&app_id);
+            self.run_scheduler(now);
+        } else {
+            let msg = format!(
+                "Application {app_id} failed {failed_so_far} times (global limit ={}; local limit is ={max}) due to {diag}\n. Failing the application.",
+                self.conf.am_max_attempts
+            );
+            self.finish_app(
+                &app_id,
+                AppState::FAILED,
+                FinalApplicationStatus::FAILED,
+                Some(msg),
+                now,
+            );
+        }
+        self.changed();
+    }
+
+    // ------------------------------------------------------------------ nodes
+
+    /// `POST /ws/v1/node-tracker/register`.
+    pub fn register_node(&mut self, reg: NodeRegistration, now: u64) -> u64 {
+        let id = reg.id.clone();
+        // A re-registering node forgets what it does not report.
+        if let Some(old) = self.nodes.get(&id) {
+            let reported: BTreeSet<ContainerId> = reg.containers.iter().map(|c| c.id).collect();
+            let lost: Vec<ContainerId> = old
+                .containers
+                .iter()
+                .filter(|c| !reported.contains(c))
+                .copied()
+                .collect();
+            for c in lost {
+                let allocated_only = self
+                    .containers
+                    .get(&c)
+                    .is_some_and(|c| c.state != RmContainerState::RUNNING);
+                if !allocated_only {
+                    self.complete_container(
+                        &c,
+                        exit_status::ABORTED,
+                        "Container lost: its NodeManager re-registered without it".into(),
+                        now,
+                    );
+                }
+            }
+            self.sched.remove_node(&id);
+        }
+        let used = self
+            .nodes
+            .get(&id)
+            .map(|n| {
+                n.containers
+                    .iter()
+                    .filter_map(|c| self.containers.get(c))
+                    .fold(Resource::zero(), |acc, c| acc.plus(&c.resource))
+            })
+            .unwrap_or_default();
+        let prev = self.nodes.remove(&id);
+        let node = Node {
+            id: id.clone(),
+            http_address: reg.http_address,
+            rack: reg.rack.clone(),
+            state: NodeState::RUNNING,
+            total: reg.total.clone(),
+            version: reg.version,
+            health_report: String::new(),
+            last_health_update: now,
+            last_heartbeat: now,
+            response_id: 0,
+            containers: prev
+                .as_ref()
+                .map(|p| p.containers.clone())
+                .unwrap_or_default(),
+            to_cleanup: BTreeSet::new(),
+            apps_to_cleanup: prev.map(|p| p.apps_to_cleanup).unwrap_or_default(),
+            to_ack: BTreeSet::new(),
+            mem_used_physical_mb: 0,
+            cpu_usage: 0.0,
+        };
+        self.nodes.insert(id.clone(), node);
+        self.sched.add_node(id.clone(), reg.rack, reg.total, used);
+        self.process_reports(&id, &reg.containers, now);
+        self.run_scheduler(now);
+        self.changed();
+        self.conf.heartbeat_interval_ms
+    }
+
+    /// `POST /ws/v1/node-tracker/heartbeat`.
+    pub fn node_heartbeat(
+        &mut self,
+        id: &NodeId,
+        healthy: bool,
+        report: String,
+        containers: Vec<ReportedContainer>,
+        now: u64,
+    ) -> HeartbeatReply {
+        let interval = self.conf.heartbeat_interval_ms;
+        let Some(node) = self.nodes.get_mut(id) else {
+            return HeartbeatReply::resync(interval);
+        };
+        if node.state.is_inactive() {
+            return HeartbeatReply::resync(interval);
+        }
+        node.last_heartbeat = now;
+        node.response_id = node.response_id.wrapping_add(1);
+        let was_healthy = node.state == NodeState::RUNNING;
+        if healthy != was_healthy || node.health_report != report {
+            node.state = if healthy {
+                NodeState::RUNNING
+            } else {
+                NodeState::UNHEALTHY
+            };
+            node.health_report = report;
+            node.last_health_update = now;
+            self.sched.set_schedulable(id, healthy);
+            self.changed();
+        }
+        self.process_reports(id, &containers, now);
+        self.run_scheduler(now);
+        let Some(node) = self.nodes.get_mut(id) else {
+            return HeartbeatReply::resync(interval);
+        };
+        HeartbeatReply {
+            response_id: node.response_id,
+            action: NodeAction::Normal,
+            containers_to_cleanup: node.to_cleanup.iter().copied().collect(),
+            apps_to_cleanup: std::mem::take(&mut node.apps_to_cleanup)
+                .into_iter()
+                .collect(),
+            containers_to_remove: std::mem::take(&mut node.to_ack).into_iter().collect(),
+            interval_ms: interval,
+        }
+    }
+
+    fn process_reports(&mut self, id: &NodeId, reports: &[ReportedContainer], now: u64) {
+        let mut still_running: BTreeSet<ContainerId> = BTreeSet::new();
+        for r in reports {
+            match r.state {
+                ContainerState::COMPLETE => {
+                    let known_live = self
+                        .containers
+                        .get(&r.id)
+                        .is_some_and(|c| c.is_live() && c.node == *id);
+                    if known_live {
+                        let diag = if r.diagnostics.is_empty() {
+                            self.containers
+                                .get(&r.id)
+                                .map(|c| c.diagnostics.clone())
+                                .unwrap_or_default()
+                        } else {
+                            r.diagnostics.clone()
+                        };
+                        self.complete_container(&r.id, r.exit_status, diag, now);
+                    }
+                    if let Some(n) = self.nodes.get_mut(id) {
+                        n.to_ack.insert(r.id);
+                        n.to_cleanup.remove(&r.id);
+                    }
+                }
+                ContainerState::RUNNING | ContainerState::NEW => {
+                    let known = self
+                        .containers
+                        .get_mut(&r.id)
+                        .filter(|c| c.node == *id && c.is_live());
+                    match known {
+                        Some(c) => {
+                            still_running.insert(r.id);
+                            if c.state != RmContainerState::RUNNING {
+                                c.state = RmContainerState::RUNNING;
+                                c.start_time = now;
+                                self.changed();
+                            }
+                        }
+                        None => {
+                            // Unknown to the RM, or already ended here: the NM must stop it.
+                            if let Some(n) = self.nodes.get_mut(id) {
+                                n.to_cleanup.insert(r.id);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // A container the RM saw running that the NM no longer reports is lost.
+        let vanished: Vec<ContainerId> = self
+            .nodes
+            .get(id)
+            .map(|n| {
+                n.containers
+                    .iter()
+                    .filter(|c| !still_running.contains(c))
+                    .filter(|c| {
+                        self.containers
+                            .get(c)
+                            .is_some_and(|c| c.state == RmContainerState::RUNNING)
+                    })
+                    .copied()
+                    .collect()
+            })
+            .unwrap_or_default();
+        for c in vanished {
+            self.complete_container(
+                &c,
+                exit_status::ABORTED,
+                "Container no longer reported by its NodeManager".into(),
+                now,
+            );
+        }
+        // Stop asking the NM to clean up what it no longer runs.
+        if let Some(n) = self.nodes.get_mut(id) {
+            let reported_running: BTreeSet<ContainerId> = reports
+                .iter()
+                .filter(|r| r.state != ContainerState::COMPLETE)
+                .map(|r| r.id)
+                .collect();
+            n.to_cleanup.retain(|c| reported_running.contains(c));
+        }
+    }
+
+    fn lose_node(&mut self, id: &NodeId, now: u64) {
+        let Some(node) = self.nodes.get_mut(id) else {
+            return;
+        };
+        node.state = NodeState::LOST;
+        node.health_report = format!(
+            "Node {id} lost: no heartbeat within {} ms",
+            self.conf.nm_expiry_ms
+        );
+        node.last_health_update = now;
+        let containers: Vec<ContainerId> = node.containers.iter().copied().collect();
+        self.sched.remove_node(id);
+        for c in containers {
+            // Already un-charged above with the node; complete() only releases app usage.
+            self.complete_container(
+                &c,
+                exit_status::ABORTED,
+                format!("Container released on a *lost* node {id}"),
+                now,
+            );
+        }
+        self.changed();
+    }
+
+    // ------------------------------------------------------------------ AM protocol
+
+    /// Checks an AM-RM token and that it names the current attempt of a live application.
+    pub fn authenticate_am(&self, tok: &str) -> Result<ApplicationAttemptId, CoreError> {
+        let attempt = token::verify_amrm_token(&self.secret, tok)
+            .map_err(|e| CoreError::InvalidToken(e.to_string()))?;
+        let app = self.apps.get(&attempt.application_id).ok_or_else(|| {
+            CoreError::InvalidToken(format!("application {} is unknown", attempt.application_id))
+        })?;
+        match app.current_attempt() {
+            Some(a) if a.id == attempt => Ok(attempt),
+            _ => Err(CoreError::InvalidToken(format!(
+                "{attempt} is not the current attempt"
+            ))),
+        }
+    }
+
+    fn live_attempt_mut(
+        &mut self,
+        attempt: &ApplicationAttemptId,
+    ) -> Result<&mut Attempt, CoreError> {
+        let app = self.apps.get_mut(&attempt.application_id).ok_or_else(|| {
+            CoreError::NotFound(format!("application {} not found", attempt.application_id))
+        })?;
+        if app.state.is_final() {
+            return Err(CoreError::WrongState(format!(
+                "Application {} is already {}",
+                app.id, app.state
+            )));
+        }
+        let att = app
+            .attempt_mut(attempt)
+            .ok_or_else(|| CoreError::NotFound(format!("attempt {attempt} not found")))?;
+        if matches!(
+            att.state,
+            AttemptState::FAILED | AttemptState::KILLED | AttemptState::FINISHED
+        ) {
+            return Err(CoreError::WrongState(format!(
+                "Application attempt {attempt} has already ended ({})",
+                att.state
+            )));
+        }
+        Ok(att)
+    }
+
+    pub fn am_register(
+        &mut self,
+        attempt: &ApplicationAttemptId,
+        host: String,
+        rpc_port: i32,
+        tracking_url: String,
+        now: u64,
+    ) -> Result<(Resource, String), CoreError> {
+        let att = self.live_attempt_mut(attempt)?;
+        if att.registered {
+            return Err(CoreError::WrongState(format!(
+                "Application Master is already registered : {}",
+                attempt.application_id
+            )));
+        }
+        att.registered = true;
+        att.state = AttemptState::RUNNING;
+        att.host = host;
+        att.rpc_port = rpc_port;
+        att.last_heard = now;
+        let app = self
+            .apps
+            .get_mut(&attempt.application_id)
+            .ok_or_else(|| CoreError::NotFound(attempt.to_string()))?;
+        app.state = AppState::RUNNING;
+        app.tracking_url = tracking_url;
+        if app.launch_time == 0 {
+            app.launch_time = now;
+        }
+        let queue = app.queue.clone();
+        self.persist(&attempt.application_id);
+        self.changed();
+        Ok((self.conf.max_allocation.clone(), queue))
+    }
+
+    pub fn am_allocate(
+        &mut self,
+        attempt: &ApplicationAttemptId,
+        response_id: i32,
+        asks: Vec<AskUpdate>,
+        release: Vec<ContainerId>,
+        progress: f32,
+        now: u64,
+    ) -> Result<AllocateReply, CoreError> {
+        {
+            let att = self.live_attempt_mut(attempt)?;
+            if !att.registered {
+                return Err(CoreError::NotRegistered(*attempt));
+            }
+            att.last_heard = now;
+            let _ = response_id;
+        }
+        let app_id = attempt.application_id;
+        // Validate every ask before applying any, so a bad call changes nothing.
+        let mut normalized = Vec::with_capacity(asks.len());
+        for a in asks {
+            if a.priority < 0 {
+                return Err(CoreError::InvalidResourceRequest(format!(
+                    "priority {} is negative",
+                    a.priority
+                )));
+            }
+            let cap = self.normalize(&a.capability)?;
+            normalized.push((a, cap));
+        }
+        for (a, cap) in normalized {
+            let key = AskKey {
+                priority: a.priority,
+                allocation_request_id: a.allocation_request_id,
+            };
+            let mut ask = self
+                .sched
+                .app(&app_id)
+                .and_then(|s| s.asks.get(&key))
+                .cloned()
+                .unwrap_or_else(|| Ask::new(cap.clone(), 0));
+            ask.capability = cap;
+            if a.resource_name == "*" {
+                ask.any = a.num_containers;
+                ask.relax_locality = a.relax_locality;
+            } else if a.resource_name.starts_with('/') {
+                ask.racks.insert(a.resource_name, a.num_containers);
+            } else {
+                ask.hosts.insert(a.resource_name, a.num_containers);
+            }
+            self.sched.set_ask(&app_id, key, ask);
+        }
+        for c in release {
+            if c.attempt_id.application_id != app_id {
+                continue;
+            }
+            self.kill_container(
+                &c,
+                exit_status::ABORTED,
+                "Container released by application".into(),
+                now,
+            );
+            // A released container's completion is reported to the AM like any other.
+        }
+        if let Some(app) = self.apps.get_mut(&app_id) {
+            app.progress = (progress.clamp(0.0, 1.0)) * 100.0;
+        }
+        self.run_scheduler(now);
+        let num_nodes = self
+            .nodes
+            .values()
+            .filter(|n| n.state == NodeState::RUNNING)
+            .count() as i32;
+        let headroom = self.headroom();
+        let att = self.live_attempt_mut(attempt)?;
+        att.response_id = att.response_id.wrapping_add(1);
+        let allocated = std::mem::take(&mut att.to_deliver);
+        let completed = std::mem::take(&mut att.to_report);
+        let reply = AllocateReply {
+            response_id: att.response_id,
+            allocated,
+            completed,
+            headroom,
+            num_cluster_nodes: num_nodes,
+            updated_nodes: Vec::new(),
+        };
+        for c in &reply.allocated {
+            if let Some(rc) = self.containers.get_mut(&c.id) {
+                if rc.state == RmContainerState::ALLOCATED {
+                    rc.state = RmContainerState::ACQUIRED;
+                }
+            }
+        }
+        self.changed();
+        Ok(reply)
+    }
+
+    fn headroom(&self) -> Resource {
+        self.sched
+            .nodes()
+            .values()
+            .filter(|n| n.schedulable)
+            .fold(Resource::zero(), |acc, n| acc.plus(&n.free()))
+            .clamp_non_negative()
+    }
+
+    pub fn am_finish(
+        &mut self,
+        attempt: &ApplicationAttemptId,
+        status: FinalApplicationStatus,
+        diagnostics: String,
+        tracking_url: String,
+        now: u64,
+    ) -> Result<(), CoreError> {
+        let att = self.live_attempt_mut(attempt)?;
+        if !att.registered {
+            return Err(CoreError::NotRegistered(*attempt));
+        }
+        att.unregistered = true;
+        att.unregistered_at = Some(now);
+        att.state = AttemptState::FINISHING;
+        let app_id = attempt.application_id;
+        if let Some(app) = self.apps.get_mut(&app_id) {
+            if !tracking_url.is_empty() {
+                app.tracking_url = tracking_url;
+            }
+        }
+        let status = match status {
+            FinalApplicationStatus::UNDEFINED => FinalApplicationStatus::FAILED,
+            s => s,
+        };
+        self.finish_app(&app_id, AppState::FINISHED, status, Some(diagnostics), now);
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ time
+
+    /// Liveness of nodes and AMs, allocation expiry, kill deadlines, AM exit grace.
+    pub fn tick(&mut self, now: u64) {
+        let expired_nodes: Vec<NodeId> = self
+            .nodes
+            .values()
+            .filter(|n| {
+                !n.state.is_inactive()
+                    && now.saturating_sub(n.last_heartbeat) > self.conf.nm_expiry_ms
+            })
+            .map(|n| n.id.clone())
+            .collect();
+        for n in expired_nodes {
+            self.lose_node(&n, now);
+        }
+        let mut am_expired = Vec::new();
+        let mut am_linger = Vec::new();
+        let mut killing = Vec::new();
+        for app in self.apps.values() {
+            if app.killing_since.is_some() {
+                killing.push(app.id);
+            }
+            if let Some(att) = app.current_attempt() {
+                let live_am = matches!(att.state, AttemptState::LAUNCHED | AttemptState::RUNNING);
+                if live_am
+                    && !app.state.is_final()
+                    && now.saturating_sub(att.last_heard) > self.conf.am_expiry_ms
+                {
+                    am_expired.push(att.id);
+                }
+                if let (Some(at), Some(c)) = (att.unregistered_at, att.am_container) {
+                    if now.saturating_sub(at) > AM_EXIT_GRACE_MS
+                        && self.containers.get(&c).is_some_and(RmContainer::is_live)
+                    {
+                        am_linger.push(c);
+                    }
+                }
+            }
+        }
+        for a in am_expired {
+            let c = self
+                .apps
+                .get(&a.application_id)
+                .and_then(|app| app.attempt(&a))
+                .and_then(|x| x.am_container);
+            if let Some(c) = c {
+                self.kill_container(
+                    &c,
+                    exit_status::KILLED_BY_RESOURCEMANAGER,
+                    "ApplicationMaster timed out".into(),
+                    now,
+                );
+            }
+            self.fail_attempt(
+                &a,
+                format!("ApplicationMaster for attempt {a} timed out"),
+                true,
+                now,
+            );
+        }
+        for c in am_linger {
+            self.kill_container(
+                &c,
+                exit_status::KILLED_AFTER_APP_COMPLETION,
+                "ApplicationMaster did not exit after unregistering".into(),
+                now,
+            );
+        }
+        for a in killing {
+            self.try_finish_kill(&a, now);
+        }
+        let expired: Vec<ContainerId> = self
+            .containers
+            .values()
+            .filter(|c| {
+                matches!(
+                    c.state,
+                    RmContainerState::ALLOCATED | RmContainerState::ACQUIRED
+                )
+            })
+            .filter(|c| now.saturating_sub(c.allocated_time) > self.conf.container_alloc_expiry_ms)
+            .map(|c| c.id)
+            .collect();
+        for c in expired {
+            self.complete_container(
+                &c,
+                exit_status::ABORTED,
+                "Container expired since it was unused".into(),
+                now,
+            );
+        }
+        self.run_scheduler(now);
+    }
+
+    // ------------------------------------------------------------------ checks
+
+    /// The invariants every step must keep: no node over-allocated, node and app usage
+    /// equal the sum of their live containers, every live container belongs to one app's
+    /// attempt and one node.
+    pub fn sanity_check(&self) -> Result<(), String> {
+        self.sched.check()?;
+        let mut node_use: BTreeMap<&NodeId, Resource> = BTreeMap::new();
+        let mut app_use: BTreeMap<ApplicationId, Resource> = BTreeMap::new();
+        for c in self.containers.values().filter(|c| c.is_live()) {
+            let app = self
+                .apps
+                .get(&c.id.application_id())
+                .ok_or_else(|| format!("{} has no app", c.id))?;
+            let att = app
+                .attempt(&c.id.attempt_id)
+                .ok_or_else(|| format!("{} has no attempt", c.id))?;
+            if !att.containers.contains(&c.id) {
+                return Err(format!("{} not listed by its attempt", c.id));
+            }
+            let node = self
+                .nodes
+                .get(&c.node)
+                .ok_or_else(|| format!("{} on unknown node {}", c.id, c.node))?;
+            if !node.containers.contains(&c.id) {
+                return Err(format!("{} not listed by node {}", c.id, c.node));
+            }
+            node_use.entry(&c.node).or_default().add_assign(&c.resource);
+            app_use
+                .entry(c.id.application_id())
+                .or_default()
+                .add_assign(&c.resource);
+        }
+        for (id, n) in self.sched.nodes() {
+            let expect = node_use.get(id).cloned().unwrap_or_default();
+            if n.used != expect {
+                return Err(format!(
+                    "node {id} accounts {} but its containers sum to {expect}",
+                    n.used
+                ));
+            }
+        }
+        for (id, a) in self.sched.apps() {
+            let expect = app_use.get(id).cloned().unwrap_or_default();
+            if a.used != expect {
+                return Err(format!(
+                    "app {id} accounts {} but its containers sum to {expect}",
+                    a.used
+                ));
+            }
+        }
+        for (id, n) in &self.nodes {
+            if n.state.is_inactive() && !n.containers.is_empty() {
+                return Err(format!("inactive node {id} still holds containers"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Attempt {
+    fn new(id: ApplicationAttemptId, now: u64, placeholder: bool) -> Self {
+        Self {
+            id,
+            state: if placeholder {
+                AttemptState::FAILED
+            } else {
+                AttemptState::SCHEDULED
+            },
+            start_time: now,
+            finish_time: if placeholder { now } else { 0 },
+            am_container: None,
+            am_node: None,
+            am_node_http: None,
+            registered: false,
+            unregistered: false,
+            host: String::new(),
+            rpc_port: -1,
+            response_id: 0,
+            last_heard: now,
+            next_container_seq: 0,
+            containers: BTreeSet::new(),
+            to_deliver: Vec::new(),
+            to_report: Vec::new(),
+            diagnostics: if placeholder {
+                "Attempt from before a ResourceManager restart".into()
+            } else {
+                String::new()
+            },
+            unregistered_at: None,
+        }
+    }
+}
+
+impl HeartbeatReply {
+    fn resync(interval_ms: u64) -> Self {
+        Self {
+            response_id: 0,
+            action: NodeAction::Resync,
+            containers_to_cleanup: vec![],
+            apps_to_cleanup: vec![],
+            containers_to_remove: vec![],
+            interval_ms,
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! The RM's domain records: applications, attempts, containers and nodes, as the lifecycle
+//! layer keeps them. REST views are built from these (by the `rest` module), never the other
+//! way round.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use spindle_common::records::am::{Container, ContainerStatus};
+use spindle_common::records::node::ContainerLaunchContext;
+use spindle_common::states::{
+    FinalApplicationStatus, NodeState, RmContainerState, YarnApplicationAttemptState,
+    YarnApplicationState,
+};
+use spindle_common::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, Resource};
+
+/// What the submitter asked for, after validation at the REST edge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submission {
+    pub name: String,
+    pub queue: String,
+    pub user: String,
+    pub priority: i32,
+    pub application_type: String,
+    pub tags: Vec<String>,
+    pub am_resource: Resource,
+    pub am_launch: ContainerLaunchContext,
+    /// 0 means the RM default (`yarn.resourcemanager.am.max-attempts`).
+    pub max_app_attempts: u32,
+    pub keep_containers: bool,
+    pub unmanaged_am: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct App {
+    pub id: ApplicationId,
+    pub sub: Submission,
+    /// The queue the app ended in (the submission's, resolved to a leaf path).
+    pub queue: String,
+    pub state: YarnApplicationState,
+    pub final_status: FinalApplicationStatus,
+    pub diagnostics: String,
+    pub submit_time: u64,
+    pub launch_time: u64,
+    pub finish_time: u64,
+    pub submit_seq: u64,
+    pub attempts: Vec<Attempt>,
+    pub max_attempts: u32,
+    pub progress: f32,
+    pub tracking_url: String,
+    /// Resource x time of containers that have ended, in MB-ms and vcore-ms.
+    pub memory_ms: i64,
+    pub vcore_ms: i64,
+    /// Kill requested; the app turns KILLED when its containers are gone (or at a deadline).
+    pub killing_since: Option<u64>,
+    /// Nodes that ran any container of the app, told to clean up once it ends.
+    pub nodes_touched: BTreeSet<NodeId>,
+}
+
+impl App {
+    pub fn current_attempt(&self) -> Option<&Attempt> {
+        self.attempts.last()
+    }
+    pub fn current_attempt_mut(&mut self) -> Option<&mut Attempt> {
+        self.attempts.last_mut()
+    }
+    pub fn attempt(&self, id: &ApplicationAttemptId) -> Option<&Attempt> {
+        self.attempts.iter().find(|a| a.id == *id)
+    }
+    pub fn attempt_mut(&mut self, id: &ApplicationAttemptId) -> Option<&mut Attempt> {
+        self.attempts.iter_mut().find(|a| a.id == *id)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub id: ApplicationAttemptId,
+    pub state: YarnApplicationAttemptState,
+    pub start_time: u64,
+    pub finish_time: u64,
+    pub am_container: Option<ContainerId>,
+    pub am_node: Option<NodeId>,
+    pub am_node_http: Option<String>,
+    pub registered: bool,
+    pub unregistered: bool,
+    pub host: String,
+    pub rpc_port: i32,
+    pub response_id: i32,
+    /// Last time the AM called the RM (register or allocate), for AM liveness.
+    pub last_heard: u64,
+    pub next_container_seq: u64,
+    /// Every container ever allocated to this attempt, for REST and logs.
+    pub containers: BTreeSet<ContainerId>,
+    /// Allocated, not yet handed to the AM.
+    pub to_deliver: Vec<Container>,
+    /// Completed, not yet told to the AM.
+    pub to_report: Vec<ContainerStatus>,
+    pub diagnostics: String,
+    /// When the AM unregistered; its container is stopped after a grace period.
+    pub unregistered_at: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RmContainer {
+    pub id: ContainerId,
+    pub node: NodeId,
+    pub node_http: String,
+    pub resource: Resource,
+    pub priority: i32,
+    pub allocation_request_id: i64,
+    pub is_am: bool,
+    pub state: RmContainerState,
+    pub allocated_time: u64,
+    pub start_time: u64,
+    pub finish_time: u64,
+    pub exit_status: i32,
+    pub diagnostics: String,
+}
+
+impl RmContainer {
+    pub fn is_live(&self) -> bool {
+        matches!(
+            self.state,
+            RmContainerState::NEW
+                | RmContainerState::ALLOCATED
+                | RmContainerState::ACQUIRED
+                | RmContainerState::RUNNING
+        )
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub id: NodeId,
+    pub http_address: String,
+    pub rack: String,
+    pub state: NodeState,
+    pub total: Resource,
+    pub version: String,
+    pub health_report: String,
+    pub last_health_update: u64,
+    pub last_heartbeat: u64,
+    pub response_id: i32,
+    /// Live containers the RM has placed on this node.
+    pub containers: BTreeSet<ContainerId>,
+    pub to_cleanup: BTreeSet<ContainerId>,
+    pub apps_to_cleanup: BTreeSet<ApplicationId>,
+    /// Completed containers the RM has recorded; the NM may forget them.
+    pub to_ack: BTreeSet<ContainerId>,
+    pub mem_used_physical_mb: i64,
+    pub cpu_usage: f32,
+}
+
+/// The scheduler queues as configured (from `capacity-scheduler.xml`), for placement checks
+/// and the `/scheduler` view. Full capacity semantics come with the capacity scheduler.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueConf {
+    pub path: String,
+    pub name: String,
+    pub capacity: f64,
+    pub maximum_capacity: f64,
+    pub state: String,
+    pub children: Vec<QueueConf>,
+}
+
+impl QueueConf {
+    pub fn is_leaf(&self) -> bool {
+        self.children.is_empty()
+    }
+
+    /// Finds a leaf by full path or by its short name, as YARN's CapacityScheduler accepts.
+    pub fn find_leaf(&self, name: &str) -> Option<&QueueConf> {
+        if self.is_leaf() && (self.path == name || self.name == name) {
+            return Some(self);
+        }
+        self.children.iter().find_map(|c| c.find_leaf(name))
+    }
+
+    pub fn find(&self, name: &str) -> Option<&QueueConf> {
+        if self.path == name || self.name == name {
+            return Some(self);
+        }
+        self.children.iter().find_map(|c| c.find(name))
+    }
+
+    pub fn leaves(&self) -> Vec<&QueueConf> {
+        if self.is_leaf() {
+            return vec![self];
+        }
+        self.children.iter().flat_map(|c| c.leaves()).collect()
+    }
+}
+
+/// Everything the RM must not lose about an application, as written to the state store.
+#[derive(Debug, Clone)]
+pub struct AppRecord {
+    pub id: ApplicationId,
+    pub sub: Submission,
+    pub queue: String,
+    pub state: YarnApplicationState,
+    pub final_status: FinalApplicationStatus,
+    pub diagnostics: String,
+    pub submit_time: u64,
+    pub launch_time: u64,
+    pub finish_time: u64,
+    pub attempts: u32,
+    pub memory_ms: i64,
+    pub vcore_ms: i64,
+}
+
+/// Named things per container id for REST lookups.
+pub type ContainerTable = BTreeMap<ContainerId, RmContainer>;

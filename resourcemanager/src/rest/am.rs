@@ -1,0 +1,138 @@
+//! `/ws/v1/am/...`: the ApplicationMasterProtocol as JSON. The AM-RM token travels as
+//! `Authorization: Bearer <token>`; the driver checks it against the current attempt.
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::routing::post;
+use axum::{Json, Router};
+use spindle_common::records::am::*;
+use spindle_common::records::exception::ExceptionKind;
+use spindle_common::records::resource::ResourceInfo;
+
+use super::{ApiError, AppState, JsonBody};
+use crate::core::AskUpdate;
+use crate::driver::Command;
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/ws/v1/am/register", post(register))
+        .route("/ws/v1/am/allocate", post(allocate))
+        .route("/ws/v1/am/finish", post(finish))
+}
+
+fn token(headers: &HeaderMap) -> Result<String, ApiError> {
+    headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            ApiError::new(
+                ExceptionKind::Authorization,
+                "missing AMRMToken: send 'Authorization: Bearer <SPINDLE_AMRM_TOKEN>'",
+            )
+        })
+}
+
+async fn register(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    JsonBody(req): JsonBody<RegisterApplicationMasterRequest>,
+) -> Result<Json<RegisterApplicationMasterResponse>, ApiError> {
+    let token = token(&headers)?;
+    let (max, queue) = st
+        .driver
+        .call(|reply| Command::AmRegister {
+            token,
+            host: req.host,
+            rpc_port: req.rpc_port,
+            tracking_url: req.tracking_url,
+            reply,
+        })
+        .await?;
+    let mut types = vec!["MEMORY".to_string(), "CPU".to_string()];
+    types.extend(max.extended().map(|(k, _)| k.to_string()));
+    Ok(Json(RegisterApplicationMasterResponse {
+        maximum_resource_capability: ResourceInfo::from(&max),
+        queue,
+        containers_from_previous_attempts: vec![],
+        scheduler_resource_types: types,
+    }))
+}
+
+async fn allocate(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    JsonBody(req): JsonBody<AllocateRequest>,
+) -> Result<Json<AllocateResponse>, ApiError> {
+    let token = token(&headers)?;
+    let mut asks = Vec::with_capacity(req.ask.len());
+    for a in req.ask {
+        if a.num_containers < 0 {
+            return Err(ApiError::bad_request(format!(
+                "numContainers must not be negative, got {}",
+                a.num_containers
+            )));
+        }
+        if a.resource_name.is_empty() {
+            return Err(ApiError::bad_request(
+                "resourceName must be '*', a rack or a host",
+            ));
+        }
+        asks.push(AskUpdate {
+            priority: a.priority,
+            allocation_request_id: a.allocation_request_id,
+            resource_name: a.resource_name,
+            capability: a.capability.to_resource(),
+            num_containers: a.num_containers as u32,
+            relax_locality: a.relax_locality,
+        });
+    }
+    let progress = if req.progress.is_finite() {
+        req.progress
+    } else {
+        0.0
+    };
+    let r = st
+        .driver
+        .call(|reply| Command::AmAllocate {
+            token,
+            response_id: req.response_id,
+            asks,
+            release: req.release,
+            progress,
+            reply,
+        })
+        .await?;
+    Ok(Json(AllocateResponse {
+        response_id: r.response_id,
+        allocated_containers: r.allocated,
+        completed_container_statuses: r.completed,
+        available_resources: ResourceInfo::from(&r.headroom),
+        updated_nodes: r.updated_nodes,
+        num_cluster_nodes: r.num_cluster_nodes,
+        am_command: None,
+        application_priority: 0,
+    }))
+}
+
+async fn finish(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    JsonBody(req): JsonBody<FinishApplicationMasterRequest>,
+) -> Result<Json<FinishApplicationMasterResponse>, ApiError> {
+    let token = token(&headers)?;
+    st.driver
+        .call(|reply| Command::AmFinish {
+            token,
+            status: req.final_application_status,
+            diagnostics: req.diagnostics,
+            tracking_url: req.tracking_url,
+            reply,
+        })
+        .await?;
+    Ok(Json(FinishApplicationMasterResponse {
+        is_unregistered: true,
+    }))
+}

@@ -1,0 +1,353 @@
+//! The RM state store: SQLite through rusqlite. It keeps what must survive a restart (the
+//! applications with their submission contexts and final states, the restart epoch and the
+//! token secret), written before the client is answered.
+//!
+//! WAL mode with `synchronous=NORMAL`: a committed write survives a process crash; only an
+//! operating-system crash may lose the last transactions, the trade YARN's LevelDB store
+//! makes too.
+
+use std::path::Path;
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::{Deserialize, Serialize};
+use spindle_common::records::node::ContainerLaunchContext;
+use spindle_common::states::{FinalApplicationStatus, YarnApplicationState};
+use spindle_common::token::TokenSecret;
+use spindle_common::{ApplicationId, Resource};
+
+use crate::core::{AppRecord, Submission};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("state store {path}: {source}")]
+    Sqlite {
+        path: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("state store {path}: cannot create its directory: {source}")]
+    Dir {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("state store {path}: record {key} is corrupt: {message}")]
+    Corrupt {
+        path: String,
+        key: String,
+        message: String,
+    },
+}
+
+pub struct StateStore {
+    conn: Connection,
+    path: String,
+}
+
+/// What a restarted RM gets back.
+pub struct Recovered {
+    pub epoch: u32,
+    pub secret: TokenSecret,
+    pub apps: Vec<AppRecord>,
+    /// Records that could not be read, with the reason; logged, never fatal.
+    pub skipped: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredApp {
+    id: ApplicationId,
+    name: String,
+    queue_requested: String,
+    queue: String,
+    user: String,
+    priority: i32,
+    application_type: String,
+    tags: Vec<String>,
+    am_memory_mb: i64,
+    am_vcores: i64,
+    #[serde(default)]
+    am_extended: Vec<(String, i64)>,
+    am_launch: ContainerLaunchContext,
+    max_app_attempts: u32,
+    keep_containers: bool,
+    state: YarnApplicationState,
+    final_status: FinalApplicationStatus,
+    diagnostics: String,
+    submit_time: u64,
+    launch_time: u64,
+    finish_time: u64,
+    attempts: u32,
+    memory_ms: i64,
+    vcore_ms: i64,
+}
+
+impl StateStore {
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let p = path.display().to_string();
+        if let Some(dir) = path.parent() {
+            if !dir.as_os_str().is_empty() {
+                std::fs::create_dir_all(dir).map_err(|source| StoreError::Dir {
+                    path: p.clone(),
+                    source,
+                })?;
+            }
+        }
+        let sq = |source| StoreError::Sqlite {
+            path: p.clone(),
+            source,
+        };
+        let conn = Connection::open(path).map_err(sq)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL;
+             PRAGMA synchronous=NORMAL;
+             PRAGMA busy_timeout=5000;
+             CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS apps (
+                id TEXT PRIMARY KEY,
+                record TEXT NOT NULL,
+                state TEXT NOT NULL,
+                finish_time INTEGER NOT NULL
+             );",
+        )
+        .map_err(sq)?;
+        Ok(Self { conn, path: p })
+    }
+
+    fn sq(&self, source: rusqlite::Error) -> StoreError {
+        StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// Bumps the restart epoch, loads (or creates) the token secret and reads every app.
+    pub fn recover(&mut self) -> Result<Recovered, StoreError> {
+        let tx = self.conn.transaction().map_err(|e| StoreError::Sqlite {
+            path: self.path.clone(),
+            source: e,
+        })?;
+        let epoch: Option<String> = tx
+            .query_row("SELECT value FROM meta WHERE key='epoch'", [], |r| r.get(0))
+            .optional()
+            .map_err(|e| StoreError::Sqlite {
+                path: self.path.clone(),
+                source: e,
+            })?;
+        let epoch = match epoch {
+            None => 0,
+            Some(s) => s.parse::<u32>().map(|e| e.saturating_add(1)).unwrap_or(0),
+        };
+        tx.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES('epoch', ?1)",
+            params![epoch.to_string()],
+        )
+        .map_err(|e| StoreError::Sqlite {
+            path: self.path.clone(),
+            source: e,
+        })?;
+        let secret_hex: Option<String> = tx
+            .query_row("SELECT value FROM meta WHERE key='token-secret'", [], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(|e| StoreError::Sqlite {
+                path: self.path.clone(),
+                source: e,
+            })?;
+        let secret = match secret_hex.as_deref().map(TokenSecret::from_hex) {
+            Some(Ok(s)) => s,
+            _ => {
+                let s = TokenSecret::generate().map_err(|e| StoreError::Corrupt {
+                    path: self.path.clone(),
+                    key: "token-secret".into(),
+                    message: e.to_string(),
+                })?;
+                tx.execute(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES('token-secret', ?1)",
+                    params![s.to_hex()],
+                )
+                .map_err(|e| StoreError::Sqlite {
+                    path: self.path.clone(),
+                    source: e,
+                })?;
+                s
+            }
+        };
+        tx.commit().map_err(|e| StoreError::Sqlite {
+            path: self.path.clone(),
+            source: e,
+        })?;
+        let mut apps = Vec::new();
+        let mut skipped = Vec::new();
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, record FROM apps ORDER BY id")
+            .map_err(|e| StoreError::Sqlite {
+                path: self.path.clone(),
+                source: e,
+            })?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(|e| StoreError::Sqlite {
+                path: self.path.clone(),
+                source: e,
+            })?;
+        for row in rows {
+            let (id, json) = row.map_err(|e| StoreError::Sqlite {
+                path: self.path.clone(),
+                source: e,
+            })?;
+            match serde_json::from_str::<StoredApp>(&json) {
+                Ok(s) => apps.push(from_stored(s)),
+                Err(e) => skipped.push(format!("application {id}: {e}")),
+            }
+        }
+        Ok(Recovered {
+            epoch,
+            secret,
+            apps,
+            skipped,
+        })
+    }
+
+    pub fn put_app(&mut self, rec: &AppRecord) -> Result<(), StoreError> {
+        let stored = to_stored(rec);
+        let json = serde_json::to_string(&stored).map_err(|e| StoreError::Corrupt {
+            path: self.path.clone(),
+            key: rec.id.to_string(),
+            message: e.to_string(),
+        })?;
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO apps(id, record, state, finish_time) VALUES(?1, ?2, ?3, ?4)",
+                params![rec.id.to_string(), json, rec.state.as_str(), rec.finish_time as i64],
+            )
+            .map_err(|e| self.sq(e))?;
+        Ok(())
+    }
+
+    pub fn delete_app(&mut self, id: &ApplicationId) -> Result<(), StoreError> {
+        self.conn
+            .execute("DELETE FROM apps WHERE id = ?1", params![id.to_string()])
+            .map_err(|e| self.sq(e))?;
+        Ok(())
+    }
+}
+
+fn to_stored(r: &AppRecord) -> StoredApp {
+    StoredApp {
+        id: r.id,
+        name: r.sub.name.clone(),
+        queue_requested: r.sub.queue.clone(),
+        queue: r.queue.clone(),
+        user: r.sub.user.clone(),
+        priority: r.sub.priority,
+        application_type: r.sub.application_type.clone(),
+        tags: r.sub.tags.clone(),
+        am_memory_mb: r.sub.am_resource.memory_mb,
+        am_vcores: r.sub.am_resource.vcores,
+        am_extended: r
+            .sub
+            .am_resource
+            .extended()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        am_launch: r.sub.am_launch.clone(),
+        max_app_attempts: r.sub.max_app_attempts,
+        keep_containers: r.sub.keep_containers,
+        state: r.state,
+        final_status: r.final_status,
+        diagnostics: r.diagnostics.clone(),
+        submit_time: r.submit_time,
+        launch_time: r.launch_time,
+        finish_time: r.finish_time,
+        attempts: r.attempts,
+        memory_ms: r.memory_ms,
+        vcore_ms: r.vcore_ms,
+    }
+}
+
+fn from_stored(s: StoredApp) -> AppRecord {
+    let mut am_resource = Resource::new(s.am_memory_mb, s.am_vcores);
+    for (k, v) in &s.am_extended {
+        am_resource.set(k, *v);
+    }
+    AppRecord {
+        id: s.id,
+        sub: Submission {
+            name: s.name,
+            queue: s.queue_requested,
+            user: s.user,
+            priority: s.priority,
+            application_type: s.application_type,
+            tags: s.tags,
+            am_resource,
+            am_launch: s.am_launch,
+            max_app_attempts: s.max_app_attempts,
+            keep_containers: s.keep_containers,
+            unmanaged_am: false,
+        },
+        queue: s.queue,
+        state: s.state,
+        final_status: s.final_status,
+        diagnostics: s.diagnostics,
+        submit_time: s.submit_time,
+        launch_time: s.launch_time,
+        finish_time: s.finish_time,
+        attempts: s.attempts,
+        memory_ms: s.memory_ms,
+        vcore_ms: s.vcore_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apps_epoch_and_secret_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/rm.sqlite");
+        let rec = AppRecord {
+            id: ApplicationId::new(5, 1),
+            sub: Submission {
+                name: "n".into(),
+                queue: "default".into(),
+                user: "u".into(),
+                priority: 0,
+                application_type: "YARN".into(),
+                tags: vec!["t".into()],
+                am_resource: Resource::new(1024, 1).with("yarn.io/gpu", 1),
+                am_launch: ContainerLaunchContext::default(),
+                max_app_attempts: 0,
+                keep_containers: false,
+                unmanaged_am: false,
+            },
+            queue: "root.default".into(),
+            state: YarnApplicationState::ACCEPTED,
+            final_status: FinalApplicationStatus::UNDEFINED,
+            diagnostics: String::new(),
+            submit_time: 1,
+            launch_time: 0,
+            finish_time: 0,
+            attempts: 1,
+            memory_ms: 0,
+            vcore_ms: 0,
+        };
+        let secret = {
+            let mut s = StateStore::open(&path).unwrap();
+            let r = s.recover().unwrap();
+            assert_eq!(r.epoch, 0);
+            s.put_app(&rec).unwrap();
+            r.secret
+        };
+        let mut s = StateStore::open(&path).unwrap();
+        let r = s.recover().unwrap();
+        assert_eq!(r.epoch, 1);
+        assert_eq!(r.secret, secret);
+        assert_eq!(r.apps.len(), 1);
+        assert_eq!(r.apps[0].sub.am_resource, rec.sub.am_resource);
+        s.delete_app(&rec.id).unwrap();
+        assert!(s.recover().unwrap().apps.is_empty());
+    }
+}
