@@ -1,1 +1,251 @@
-//! system test support
+//! Support for Spindle's system tests: start the real `resourcemanager`, `nodemanager` and
+//! `spindle` binaries on 127.0.0.1 with ephemeral ports and a private work directory, drive
+//! them over HTTP, and kill every process they started (by pid) when the test ends, even
+//! when it panics.
+//!
+//! The binaries are found next to the test executable's `target/<profile>/` directory; the
+//! test command builds them first (`cargo build --workspace --bins`).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+/// `target/<profile>/` of the current build.
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    // target/<profile>/deps/<test-binary>
+    exe.parent().and_then(Path::parent).expect("target dir").to_path_buf()
+}
+
+pub fn bin(name: &str) -> PathBuf {
+    let p = bin_dir().join(name);
+    assert!(p.exists(), "{} is missing: run `cargo build --workspace --bins` before the system tests", p.display());
+    p
+}
+
+/// A child process that is killed (SIGKILL to its process group) when dropped.
+pub struct Daemon {
+    pub name: String,
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+    pub fn signal(&self, sig: Signal) {
+        let _ = kill(Pid::from_raw(self.pid()), sig);
+    }
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = kill(Pid::from_raw(self.pid()), Signal::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Spawns `bin` with `args`, stderr and stdout to `log`.
+pub fn spawn(name: &str, bin: &Path, args: &[String], log: PathBuf, env: &[(&str, String)]) -> Daemon {
+    let out = std::fs::File::create(&log).expect("log file");
+    let err = out.try_clone().expect("log clone");
+    let mut cmd = Command::new(bin);
+    cmd.args(args).stdout(Stdio::from(out)).stderr(Stdio::from(err)).stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let child = cmd.spawn().unwrap_or_else(|e| panic!("spawning {}: {e}", bin.display()));
+    Daemon { name: name.to_string(), child, log }
+}
+
+/// Polls `f` every 50 ms until it returns Some or `timeout` passes.
+pub fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A cluster of real processes: one RM and N NMs.
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    pub rm: Daemon,
+    pub rm_addr: String,
+    pub nms: Vec<Daemon>,
+    pub nm_addrs: Vec<String>,
+    pub http: reqwest::blocking::Client,
+    pub conf_dir: PathBuf,
+}
+
+/// Extra `-D` properties for the RM and the NMs.
+#[derive(Default, Clone)]
+pub struct ClusterOpts {
+    pub nodes: usize,
+    pub rm_props: Vec<(String, String)>,
+    pub nm_props: Vec<(String, String)>,
+}
+
+fn read_addr(path: &Path, d: &mut Daemon) -> String {
+    wait_until(&format!("{} to listen ({})", d.name, d.log.display()), Duration::from_secs(20), || {
+        if !d.is_running() {
+            panic!("{} exited early:\n{}", d.name, d.log_text());
+        }
+        std::fs::read_to_string(path).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+    })
+}
+
+impl Cluster {
+    pub fn start(opts: ClusterOpts) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conf_dir = dir.path().join("conf");
+        std::fs::create_dir_all(&conf_dir).expect("conf dir");
+        // An empty yarn-site.xml: every default is YARN's, and -D overrides the rest.
+        std::fs::write(conf_dir.join("yarn-site.xml"), "<configuration></configuration>\n").expect("write conf");
+        let rm_dir = dir.path().join("rm");
+        std::fs::create_dir_all(&rm_dir).expect("rm dir");
+        let mut args = vec!["--conf-dir".to_string(), conf_dir.display().to_string()];
+        let mut rm_props = vec![
+            ("yarn.resourcemanager.webapp.address".to_string(), "127.0.0.1:0".to_string()),
+            ("spindle.resourcemanager.state-store.path".to_string(), rm_dir.join("rmstore.sqlite").display().to_string()),
+            ("yarn.scheduler.minimum-allocation-mb".to_string(), "128".to_string()),
+        ];
+        rm_props.extend(opts.rm_props.clone());
+        for (k, v) in &rm_props {
+            args.push("-D".into());
+            args.push(format!("{k}={v}"));
+        }
+        args.push("--address-file".into());
+        args.push(rm_dir.join("address").display().to_string());
+        let mut rm = spawn("resourcemanager", &bin("resourcemanager"), &args, dir.path().join("rm.log"), &[]);
+        let rm_addr = read_addr(&rm_dir.join("address"), &mut rm);
+        let mut c = Cluster {
+            dir,
+            rm,
+            rm_addr,
+            nms: vec![],
+            nm_addrs: vec![],
+            http: reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().expect("client"),
+            conf_dir,
+        };
+        for _ in 0..opts.nodes {
+            c.add_nm(&opts.nm_props);
+        }
+        let n = opts.nodes;
+        c.wait_nodes_running(n);
+        c
+    }
+
+    pub fn add_nm(&mut self, props: &[(String, String)]) -> usize {
+        let i = self.nms.len();
+        let d = self.dir.path().join(format!("nm{i}"));
+        std::fs::create_dir_all(&d).expect("nm dir");
+        let mut all = vec![
+            ("yarn.nodemanager.webapp.address".to_string(), "127.0.0.1:0".to_string()),
+            ("yarn.resourcemanager.webapp.address".to_string(), self.rm_addr.clone()),
+            ("spindle.nodemanager.rm-address".to_string(), self.rm_addr.clone()),
+            ("yarn.nodemanager.local-dirs".to_string(), d.join("local").display().to_string()),
+            ("yarn.nodemanager.log-dirs".to_string(), d.join("logs").display().to_string()),
+            ("yarn.nodemanager.recovery.dir".to_string(), d.join("recovery").display().to_string()),
+            ("yarn.nodemanager.resource.memory-mb".to_string(), "4096".to_string()),
+            ("yarn.nodemanager.resource.cpu-vcores".to_string(), "4".to_string()),
+        ];
+        all.extend(props.iter().cloned());
+        let mut args = vec!["--conf-dir".to_string(), self.conf_dir.display().to_string()];
+        for (k, v) in &all {
+            args.push("-D".into());
+            args.push(format!("{k}={v}"));
+        }
+        args.push("--address-file".into());
+        args.push(d.join("address").display().to_string());
+        let mut nm = spawn(&format!("nodemanager{i}"), &bin("nodemanager"), &args, self.dir.path().join(format!("nm{i}.log")), &[]);
+        let addr = read_addr(&d.join("address"), &mut nm);
+        self.nms.push(nm);
+        self.nm_addrs.push(addr);
+        i
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.rm_addr)
+    }
+
+    pub fn get(&self, path: &str) -> (u16, Value) {
+        let r = self.http.get(self.url(path)).send().expect("GET");
+        let s = r.status().as_u16();
+        (s, r.json().unwrap_or(Value::Null))
+    }
+
+    pub fn send(&self, method: reqwest::Method, path: &str, body: &Value) -> (u16, Value, Option<String>) {
+        let r = self.http.request(method, self.url(path)).json(body).send().expect("send");
+        let s = r.status().as_u16();
+        let loc = r.headers().get("location").and_then(|v| v.to_str().ok()).map(str::to_string);
+        (s, r.json().unwrap_or(Value::Null), loc)
+    }
+
+    pub fn running_nodes(&self) -> usize {
+        let (_, v) = self.get("/ws/v1/cluster/nodes?states=RUNNING");
+        v["nodes"]["node"].as_array().map(Vec::len).unwrap_or(0)
+    }
+
+    pub fn wait_nodes_running(&self, n: usize) {
+        wait_until(&format!("{n} RUNNING nodes"), Duration::from_secs(20), || (self.running_nodes() >= n).then_some(()));
+    }
+
+    pub fn app(&self, id: &str) -> Value {
+        self.get(&format!("/ws/v1/cluster/apps/{id}")).1["app"].clone()
+    }
+
+    /// Waits until the app reaches one of `states`; returns the app object.
+    pub fn wait_app_state(&self, id: &str, states: &[&str], timeout: Duration) -> Value {
+        wait_until(&format!("{id} to reach {states:?}"), timeout, || {
+            let a = self.app(id);
+            a["state"].as_str().filter(|s| states.contains(s)).map(|_| a.clone())
+        })
+    }
+
+    /// Runs the `spindle` CLI against this cluster.
+    pub fn spindle(&self, args: &[&str]) -> std::process::Output {
+        Command::new(bin("spindle"))
+            .args(args)
+            .env("SPINDLE_RM_ADDRESS", &self.rm_addr)
+            .env("SPINDLE_CONF_DIR", &self.conf_dir)
+            .output()
+            .expect("run spindle")
+    }
+
+    /// Dumps every daemon log to stderr (call on failure paths for diagnosis).
+    pub fn dump_logs(&self) {
+        let mut e = std::io::stderr();
+        let _ = writeln!(e, "---- rm.log ----\n{}", self.rm.log_text());
+        for nm in &self.nms {
+            let _ = writeln!(e, "---- {} ----\n{}", nm.name, nm.log_text());
+        }
+    }
+}

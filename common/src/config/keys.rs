@@ -1,41 +1,256 @@
-//! YARN property names and their defaults (yarn-default.xml), so that no daemon spells a key
-//! twice. STUB: being completed (helper task).
+//! YARN property names and their defaults (from Hadoop's `yarn-default.xml` and
+//! `core-default.xml`, plus Spindle's own `spindle.*` keys), so that no daemon spells a key
+//! twice and `docs/configuration.md` has one list to describe.
+//!
+//! String defaults may contain `${...}`: [`super::Configuration::get_string`] expands them,
+//! and a `${key}` reference to an unset key resolves to its entry in [`DEFAULTS`], as it
+//! would in Hadoop where the `*-default.xml` files are loaded first.
 
+// ---- Hadoop core ---------------------------------------------------------------------
+
+/// Base directory for the other temporary and state directories' defaults.
+pub const HADOOP_TMP_DIR: &str = "hadoop.tmp.dir";
+pub const DEFAULT_HADOOP_TMP_DIR: &str = "/tmp/hadoop-${user.name}";
+
+// ---- ResourceManager -----------------------------------------------------------------
+
+/// Host the RM's addresses default to (the `${yarn.resourcemanager.hostname}` in them).
+pub const RM_HOSTNAME: &str = "yarn.resourcemanager.hostname";
+pub const DEFAULT_RM_HOSTNAME: &str = "0.0.0.0";
+/// Address (`host:port`) the RM serves its REST API and web UI on; every Spindle protocol
+/// to the RM (client, AM, NM) goes through it.
 pub const RM_WEBAPP_ADDRESS: &str = "yarn.resourcemanager.webapp.address";
-pub const DEFAULT_RM_WEBAPP_ADDRESS: &str = "0.0.0.0:8088";
-pub const NM_WEBAPP_ADDRESS: &str = "yarn.nodemanager.webapp.address";
-pub const DEFAULT_NM_WEBAPP_ADDRESS: &str = "0.0.0.0:8042";
-pub const NM_HOSTNAME: &str = "yarn.nodemanager.hostname";
-pub const NM_RESOURCE_MEMORY_MB: &str = "yarn.nodemanager.resource.memory-mb";
-pub const DEFAULT_NM_RESOURCE_MEMORY_MB: i64 = 8192;
-pub const NM_RESOURCE_CPU_VCORES: &str = "yarn.nodemanager.resource.cpu-vcores";
-pub const DEFAULT_NM_RESOURCE_CPU_VCORES: i64 = 8;
-pub const NM_LOCAL_DIRS: &str = "yarn.nodemanager.local-dirs";
-pub const NM_LOG_DIRS: &str = "yarn.nodemanager.log-dirs";
-pub const NM_SLEEP_DELAY_BEFORE_SIGKILL_MS: &str = "yarn.nodemanager.sleep-delay-before-sigkill.ms";
-pub const DEFAULT_NM_SLEEP_DELAY_BEFORE_SIGKILL_MS: u64 = 250;
-pub const NM_RECOVERY_DIR: &str = "yarn.nodemanager.recovery.dir";
-pub const SCHEDULER_MIN_ALLOCATION_MB: &str = "yarn.scheduler.minimum-allocation-mb";
-pub const DEFAULT_SCHEDULER_MIN_ALLOCATION_MB: i64 = 1024;
-pub const SCHEDULER_MAX_ALLOCATION_MB: &str = "yarn.scheduler.maximum-allocation-mb";
-pub const DEFAULT_SCHEDULER_MAX_ALLOCATION_MB: i64 = 8192;
-pub const SCHEDULER_MIN_ALLOCATION_VCORES: &str = "yarn.scheduler.minimum-allocation-vcores";
-pub const DEFAULT_SCHEDULER_MIN_ALLOCATION_VCORES: i64 = 1;
-pub const SCHEDULER_MAX_ALLOCATION_VCORES: &str = "yarn.scheduler.maximum-allocation-vcores";
-pub const DEFAULT_SCHEDULER_MAX_ALLOCATION_VCORES: i64 = 4;
+pub const DEFAULT_RM_WEBAPP_ADDRESS: &str = "${yarn.resourcemanager.hostname}:8088";
+/// Scheduler implementation, as a Hadoop class name; Spindle implements only the
+/// CapacityScheduler.
+pub const RM_SCHEDULER_CLASS: &str = "yarn.resourcemanager.scheduler.class";
+pub const DEFAULT_RM_SCHEDULER_CLASS: &str =
+    "org.apache.hadoop.yarn.server.resourcemanager.scheduler.capacity.CapacityScheduler";
+/// Heartbeat interval the RM tells NodeManagers to use.
 pub const RM_NM_HEARTBEAT_INTERVAL_MS: &str =
     "yarn.resourcemanager.nodemanagers.heartbeat-interval-ms";
 pub const DEFAULT_RM_NM_HEARTBEAT_INTERVAL_MS: u64 = 1000;
+/// How long an NM may stay silent before the RM declares it LOST.
 pub const NM_LIVENESS_EXPIRY_MS: &str = "yarn.nm.liveness-monitor.expiry-interval-ms";
 pub const DEFAULT_NM_LIVENESS_EXPIRY_MS: u64 = 600_000;
-pub const RM_AM_MAX_ATTEMPTS: &str = "yarn.resourcemanager.am.max-attempts";
-pub const DEFAULT_RM_AM_MAX_ATTEMPTS: i64 = 2;
-pub const RM_STORE_PATH: &str = "yarn.resourcemanager.store.path";
-pub const RM_CLUSTER_ID: &str = "yarn.resourcemanager.cluster-id";
-pub const RM_MAX_COMPLETED_APPLICATIONS: &str = "yarn.resourcemanager.max-completed-applications";
-pub const DEFAULT_RM_MAX_COMPLETED_APPLICATIONS: i64 = 1000;
+/// How long an AM may stay silent before the RM fails its attempt.
+pub const AM_LIVENESS_EXPIRY_MS: &str = "yarn.am.liveness-monitor.expiry-interval-ms";
+pub const DEFAULT_AM_LIVENESS_EXPIRY_MS: u64 = 600_000;
+/// How long an allocated container may go unlaunched before the RM takes it back.
 pub const RM_CONTAINER_ALLOCATION_EXPIRY_MS: &str =
     "yarn.resourcemanager.rm.container-allocation.expiry-interval-ms";
 pub const DEFAULT_RM_CONTAINER_ALLOCATION_EXPIRY_MS: u64 = 600_000;
-pub const AM_LIVENESS_EXPIRY_MS: &str = "yarn.am.liveness-monitor.expiry-interval-ms";
-pub const DEFAULT_AM_LIVENESS_EXPIRY_MS: u64 = 600_000;
+/// Cluster-wide cap on application attempts (an application may ask for fewer).
+pub const RM_AM_MAX_ATTEMPTS: &str = "yarn.resourcemanager.am.max-attempts";
+pub const DEFAULT_RM_AM_MAX_ATTEMPTS: i64 = 2;
+/// How many finished applications the RM keeps in memory (and in its store).
+pub const RM_MAX_COMPLETED_APPLICATIONS: &str = "yarn.resourcemanager.max-completed-applications";
+pub const DEFAULT_RM_MAX_COMPLETED_APPLICATIONS: i64 = 1000;
+/// Name of the cluster (Hadoop uses it for RM HA); no default.
+pub const RM_CLUSTER_ID: &str = "yarn.resourcemanager.cluster-id";
+/// SQLite file of the RM state store (applications, attempts, queue mutations, labels,
+/// token secrets) that makes an RM restart lose nothing.
+pub const SPINDLE_RM_STATE_STORE_PATH: &str = "spindle.resourcemanager.state-store.path";
+pub const DEFAULT_SPINDLE_RM_STATE_STORE_PATH: &str =
+    "${hadoop.tmp.dir}/yarn/system/rmstore.sqlite";
+/// Older spelling of [`SPINDLE_RM_STATE_STORE_PATH`] (not a Hadoop key); read only when the
+/// `spindle.*` key is unset.
+pub const RM_STORE_PATH: &str = "yarn.resourcemanager.store.path";
+/// Whether scheduling monitors such as capacity preemption run.
+pub const RM_SCHEDULER_MONITOR_ENABLE: &str = "yarn.resourcemanager.scheduler.monitor.enable";
+pub const DEFAULT_RM_SCHEDULER_MONITOR_ENABLE: bool = false;
+
+// ---- Security and priorities -----------------------------------------------------------
+
+/// Whether queue and admin ACLs are enforced at all.
+pub const ACL_ENABLE: &str = "yarn.acl.enable";
+pub const DEFAULT_ACL_ENABLE: bool = false;
+/// Who may run admin operations (`rmadmin`, scheduler-conf mutation): `users groups`, `*`.
+pub const ADMIN_ACL: &str = "yarn.admin.acl";
+pub const DEFAULT_ADMIN_ACL: &str = "*";
+/// Highest application priority accepted; 0 means priorities are off.
+pub const CLUSTER_MAX_APPLICATION_PRIORITY: &str = "yarn.cluster.max-application-priority";
+pub const DEFAULT_CLUSTER_MAX_APPLICATION_PRIORITY: i64 = 0;
+/// Whether node labels (partitions) may be used.
+pub const NODE_LABELS_ENABLED: &str = "yarn.node-labels.enabled";
+pub const DEFAULT_NODE_LABELS_ENABLED: bool = false;
+
+// ---- Scheduler -----------------------------------------------------------------------
+
+/// Smallest memory a container gets; requests are rounded up to a multiple of it.
+pub const SCHEDULER_MIN_ALLOCATION_MB: &str = "yarn.scheduler.minimum-allocation-mb";
+pub const DEFAULT_SCHEDULER_MIN_ALLOCATION_MB: i64 = 1024;
+/// Largest memory one container may ask for; larger requests are refused.
+pub const SCHEDULER_MAX_ALLOCATION_MB: &str = "yarn.scheduler.maximum-allocation-mb";
+pub const DEFAULT_SCHEDULER_MAX_ALLOCATION_MB: i64 = 8192;
+/// Fewest vcores a container gets.
+pub const SCHEDULER_MIN_ALLOCATION_VCORES: &str = "yarn.scheduler.minimum-allocation-vcores";
+pub const DEFAULT_SCHEDULER_MIN_ALLOCATION_VCORES: i64 = 1;
+/// Most vcores one container may ask for.
+pub const SCHEDULER_MAX_ALLOCATION_VCORES: &str = "yarn.scheduler.maximum-allocation-vcores";
+pub const DEFAULT_SCHEDULER_MAX_ALLOCATION_VCORES: i64 = 4;
+/// Prefix of every CapacityScheduler property (`capacity-scheduler.xml`), e.g.
+/// `yarn.scheduler.capacity.root.queues`.
+pub const CAPACITY_SCHEDULER_PREFIX: &str = "yarn.scheduler.capacity.";
+/// How the CapacityScheduler compares resources; GPU/FPGA scheduling needs the
+/// `DominantResourceCalculator`.
+pub const CS_RESOURCE_CALCULATOR: &str = "yarn.scheduler.capacity.resource-calculator";
+pub const DEFAULT_CS_RESOURCE_CALCULATOR: &str =
+    "org.apache.hadoop.yarn.util.resource.DefaultResourceCalculator";
+/// Cluster-wide cap on pending plus running applications (split among leaf queues).
+pub const CS_MAXIMUM_APPLICATIONS: &str = "yarn.scheduler.capacity.maximum-applications";
+pub const DEFAULT_CS_MAXIMUM_APPLICATIONS: i64 = 10_000;
+/// Share of a queue's resources that application masters may use.
+pub const CS_MAXIMUM_AM_RESOURCE_PERCENT: &str =
+    "yarn.scheduler.capacity.maximum-am-resource-percent";
+pub const DEFAULT_CS_MAXIMUM_AM_RESOURCE_PERCENT: f64 = 0.1;
+
+// ---- Resource types (resource-types.xml, node-resources.xml) ---------------------------
+
+/// Resource types beyond memory and vcores, e.g. `yarn.io/gpu,yarn.io/fpga`.
+pub const RESOURCE_TYPES: &str = "yarn.resource-types";
+/// Prefix of per-type settings: `yarn.resource-types.<type>.units`, `.minimum-allocation`,
+/// `.maximum-allocation`.
+pub const RESOURCE_TYPES_PREFIX: &str = "yarn.resource-types.";
+/// Prefix of an NM's amount of each resource type: `yarn.nodemanager.resource-type.<type>`.
+pub const NM_RESOURCE_TYPE_PREFIX: &str = "yarn.nodemanager.resource-type.";
+
+// ---- NodeManager ---------------------------------------------------------------------
+
+/// Host name the NM registers under (its NodeId host).
+pub const NM_HOSTNAME: &str = "yarn.nodemanager.hostname";
+pub const DEFAULT_NM_HOSTNAME: &str = "0.0.0.0";
+/// Address the NM serves its REST API (container start/stop, node info) on; port 0 picks a
+/// free port, so that several NMs fit on one host.
+pub const NM_WEBAPP_ADDRESS: &str = "yarn.nodemanager.webapp.address";
+pub const DEFAULT_NM_WEBAPP_ADDRESS: &str = "${yarn.nodemanager.hostname}:8042";
+/// Where the NM finds the RM (`host:port`); empty means the RM webapp address.
+pub const SPINDLE_NM_RM_ADDRESS: &str = "spindle.nodemanager.rm-address";
+pub const DEFAULT_SPINDLE_NM_RM_ADDRESS: &str = "";
+/// Memory the NM offers to containers.
+pub const NM_RESOURCE_MEMORY_MB: &str = "yarn.nodemanager.resource.memory-mb";
+pub const DEFAULT_NM_RESOURCE_MEMORY_MB: i64 = 8192;
+/// Vcores the NM offers to containers.
+pub const NM_RESOURCE_CPU_VCORES: &str = "yarn.nodemanager.resource.cpu-vcores";
+pub const DEFAULT_NM_RESOURCE_CPU_VCORES: i64 = 8;
+/// Whether the NM sizes memory and vcores from the machine instead of the two keys above.
+pub const NM_DETECT_HARDWARE_CAPABILITIES: &str =
+    "yarn.nodemanager.resource.detect-hardware-capabilities";
+pub const DEFAULT_NM_DETECT_HARDWARE_CAPABILITIES: bool = false;
+/// Device plugins the NM loads: `yarn.io/gpu`, `yarn.io/fpga`; empty for none.
+pub const NM_RESOURCE_PLUGINS: &str = "yarn.nodemanager.resource-plugins";
+pub const DEFAULT_NM_RESOURCE_PLUGINS: &str = "";
+/// GPUs the NM may hand out: `auto` (all discovered) or `index:minor,...`.
+pub const NM_GPU_ALLOWED_DEVICES: &str =
+    "yarn.nodemanager.resource-plugins.gpu.allowed-gpu-devices";
+pub const DEFAULT_NM_GPU_ALLOWED_DEVICES: &str = "auto";
+/// Where to find `nvidia-smi` (file or directory) when NVML is unavailable; unset: the
+/// NM's built-in search.
+pub const NM_GPU_PATH_TO_DISCOVERY_EXECUTABLES: &str =
+    "yarn.nodemanager.resource-plugins.gpu.path-to-discovery-executables";
+/// FPGAs the NM may hand out: `auto` or a list of minor numbers.
+pub const NM_FPGA_ALLOWED_DEVICES: &str =
+    "yarn.nodemanager.resource-plugins.fpga.allowed-fpga-devices";
+pub const DEFAULT_NM_FPGA_ALLOWED_DEVICES: &str = "auto";
+/// Directories (comma list) for container working directories and localized files.
+pub const NM_LOCAL_DIRS: &str = "yarn.nodemanager.local-dirs";
+pub const DEFAULT_NM_LOCAL_DIRS: &str = "${hadoop.tmp.dir}/nm-local-dir";
+/// Directories (comma list) for container stdout/stderr (Hadoop's default uses
+/// `${yarn.log.dir}`, which Spindle does not have).
+pub const NM_LOG_DIRS: &str = "yarn.nodemanager.log-dirs";
+pub const DEFAULT_NM_LOG_DIRS: &str = "${hadoop.tmp.dir}/nm-logs";
+/// Directory of the NM's own store of running containers, which survives an NM restart.
+pub const NM_RECOVERY_DIR: &str = "yarn.nodemanager.recovery.dir";
+pub const DEFAULT_NM_RECOVERY_DIR: &str = "${hadoop.tmp.dir}/yarn-nm-recovery";
+/// Grace period between SIGTERM and SIGKILL when a container is stopped.
+pub const NM_SLEEP_DELAY_BEFORE_SIGKILL_MS: &str = "yarn.nodemanager.sleep-delay-before-sigkill.ms";
+pub const DEFAULT_NM_SLEEP_DELAY_BEFORE_SIGKILL_MS: u64 = 250;
+/// Seconds to keep a finished container's directories before deleting them (debugging).
+pub const NM_DELETE_DEBUG_DELAY_SEC: &str = "yarn.nodemanager.delete.debug-delay-sec";
+pub const DEFAULT_NM_DELETE_DEBUG_DELAY_SEC: i64 = 0;
+/// Whether a container exceeding its virtual-memory limit is killed.
+pub const NM_VMEM_CHECK_ENABLED: &str = "yarn.nodemanager.vmem-check-enabled";
+pub const DEFAULT_NM_VMEM_CHECK_ENABLED: bool = true;
+/// Whether a container exceeding its physical-memory limit is killed.
+pub const NM_PMEM_CHECK_ENABLED: &str = "yarn.nodemanager.pmem-check-enabled";
+pub const DEFAULT_NM_PMEM_CHECK_ENABLED: bool = true;
+/// Virtual memory a container may use per unit of its physical memory limit.
+pub const NM_VMEM_PMEM_RATIO: &str = "yarn.nodemanager.vmem-pmem-ratio";
+pub const DEFAULT_NM_VMEM_PMEM_RATIO: f64 = 2.1;
+/// How often the NM measures each container's memory and CPU use.
+pub const NM_CONTAINER_MONITOR_INTERVAL_MS: &str = "yarn.nodemanager.container-monitor.interval-ms";
+pub const DEFAULT_NM_CONTAINER_MONITOR_INTERVAL_MS: u64 = 3000;
+/// How often the NM runs its health check script.
+pub const NM_HEALTH_CHECKER_INTERVAL_MS: &str = "yarn.nodemanager.health-checker.interval-ms";
+pub const DEFAULT_NM_HEALTH_CHECKER_INTERVAL_MS: u64 = 600_000;
+/// Health check script; output starting with `ERROR` marks the node unhealthy. Unset: none.
+pub const NM_HEALTH_CHECKER_SCRIPT_PATH: &str = "yarn.nodemanager.health-checker.script.path";
+/// How long the health check script may run before it counts as failed.
+pub const NM_HEALTH_CHECKER_SCRIPT_TIMEOUT_MS: &str =
+    "yarn.nodemanager.health-checker.script.timeout-ms";
+pub const DEFAULT_NM_HEALTH_CHECKER_SCRIPT_TIMEOUT_MS: u64 = 1_200_000;
+/// cgroup (under each controller's root) that holds all of the NM's containers.
+pub const NM_CGROUPS_HIERARCHY: &str =
+    "yarn.nodemanager.linux-container-executor.cgroups.hierarchy";
+pub const DEFAULT_NM_CGROUPS_HIERARCHY: &str = "/hadoop-yarn";
+/// Where cgroups are mounted; unset: found from `/proc/self/mountinfo`.
+pub const NM_CGROUPS_MOUNT_PATH: &str =
+    "yarn.nodemanager.linux-container-executor.cgroups.mount-path";
+
+/// Every default above as the text it would have in a `*-default.xml` file: what a `${key}`
+/// reference to an unset key expands to, and what `docs/configuration.md` lists. Keys with
+/// no default (unset means "none") are absent.
+pub const DEFAULTS: &[(&str, &str)] = &[
+    (HADOOP_TMP_DIR, DEFAULT_HADOOP_TMP_DIR),
+    (RM_HOSTNAME, DEFAULT_RM_HOSTNAME),
+    (RM_WEBAPP_ADDRESS, DEFAULT_RM_WEBAPP_ADDRESS),
+    (RM_SCHEDULER_CLASS, DEFAULT_RM_SCHEDULER_CLASS),
+    (RM_NM_HEARTBEAT_INTERVAL_MS, "1000"),
+    (NM_LIVENESS_EXPIRY_MS, "600000"),
+    (AM_LIVENESS_EXPIRY_MS, "600000"),
+    (RM_CONTAINER_ALLOCATION_EXPIRY_MS, "600000"),
+    (RM_AM_MAX_ATTEMPTS, "2"),
+    (RM_MAX_COMPLETED_APPLICATIONS, "1000"),
+    (
+        SPINDLE_RM_STATE_STORE_PATH,
+        DEFAULT_SPINDLE_RM_STATE_STORE_PATH,
+    ),
+    (RM_SCHEDULER_MONITOR_ENABLE, "false"),
+    (ACL_ENABLE, "false"),
+    (ADMIN_ACL, DEFAULT_ADMIN_ACL),
+    (CLUSTER_MAX_APPLICATION_PRIORITY, "0"),
+    (NODE_LABELS_ENABLED, "false"),
+    (SCHEDULER_MIN_ALLOCATION_MB, "1024"),
+    (SCHEDULER_MAX_ALLOCATION_MB, "8192"),
+    (SCHEDULER_MIN_ALLOCATION_VCORES, "1"),
+    (SCHEDULER_MAX_ALLOCATION_VCORES, "4"),
+    (CS_RESOURCE_CALCULATOR, DEFAULT_CS_RESOURCE_CALCULATOR),
+    (CS_MAXIMUM_APPLICATIONS, "10000"),
+    (CS_MAXIMUM_AM_RESOURCE_PERCENT, "0.1"),
+    (NM_HOSTNAME, DEFAULT_NM_HOSTNAME),
+    (NM_WEBAPP_ADDRESS, DEFAULT_NM_WEBAPP_ADDRESS),
+    (SPINDLE_NM_RM_ADDRESS, DEFAULT_SPINDLE_NM_RM_ADDRESS),
+    (NM_RESOURCE_MEMORY_MB, "8192"),
+    (NM_RESOURCE_CPU_VCORES, "8"),
+    (NM_DETECT_HARDWARE_CAPABILITIES, "false"),
+    (NM_RESOURCE_PLUGINS, DEFAULT_NM_RESOURCE_PLUGINS),
+    (NM_GPU_ALLOWED_DEVICES, DEFAULT_NM_GPU_ALLOWED_DEVICES),
+    (NM_FPGA_ALLOWED_DEVICES, DEFAULT_NM_FPGA_ALLOWED_DEVICES),
+    (NM_LOCAL_DIRS, DEFAULT_NM_LOCAL_DIRS),
+    (NM_LOG_DIRS, DEFAULT_NM_LOG_DIRS),
+    (NM_RECOVERY_DIR, DEFAULT_NM_RECOVERY_DIR),
+    (NM_SLEEP_DELAY_BEFORE_SIGKILL_MS, "250"),
+    (NM_DELETE_DEBUG_DELAY_SEC, "0"),
+    (NM_VMEM_CHECK_ENABLED, "true"),
+    (NM_PMEM_CHECK_ENABLED, "true"),
+    (NM_VMEM_PMEM_RATIO, "2.1"),
+    (NM_CONTAINER_MONITOR_INTERVAL_MS, "3000"),
+    (NM_HEALTH_CHECKER_INTERVAL_MS, "600000"),
+    (NM_HEALTH_CHECKER_SCRIPT_TIMEOUT_MS, "1200000"),
+    (NM_CGROUPS_HIERARCHY, DEFAULT_NM_CGROUPS_HIERARCHY),
+];
+
+/// The built-in default of `name`, as text, if it has one.
+pub fn default_of(name: &str) -> Option<&'static str> {
+    DEFAULTS.iter().find(|(k, _)| *k == name).map(|(_, v)| *v)
+}

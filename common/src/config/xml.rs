@@ -1,0 +1,421 @@
+//! The Hadoop configuration document, read with `quick-xml`:
+//!
+//! ```xml
+//! <configuration>
+//!   <property>
+//!     <name>yarn.nodemanager.resource.memory-mb</name>
+//!     <value>8192</value>
+//!     <final>true</final>          <!-- optional -->
+//!     <description>...</description>  <!-- ignored, like <source> and <tag> -->
+//!   </property>
+//! </configuration>
+//! ```
+//!
+//! Safety: quick-xml never fetches anything. A `<!DOCTYPE>` (even one naming an external
+//! DTD) is skipped unread, and only the five predefined entities and numeric character
+//! references are expanded; any other `&name;` is an error, so an entity declared in a DTD
+//! can neither leak a file nor blow up memory.
+//!
+//! Leniency, as in Hadoop: unknown elements inside `<configuration>` or `<property>` are
+//! ignored with their content, text between properties is ignored, a property without
+//! `<value>` defines nothing. Strictness, because a bad edit must be refused with a line
+//! number rather than half-applied: a property without `<name>`, a repeated `<name>`,
+//! `<value>` or `<final>`, markup inside them, `<final>` other than true/false, and
+//! `<xi:include>` (not supported) are errors.
+
+use std::path::Path;
+
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::Reader;
+
+use super::ConfigError;
+
+/// One `<property>` as written.
+#[derive(Debug)]
+pub(super) struct Parsed {
+    pub name: String,
+    pub value: String,
+    pub is_final: bool,
+    /// Line of the `<property>` tag.
+    pub line: u32,
+}
+
+/// Byte offset -> 1-based line number.
+struct Lines(Vec<usize>);
+
+impl Lines {
+    fn new(text: &str) -> Self {
+        Lines(
+            text.bytes()
+                .enumerate()
+                .filter(|&(_, b)| b == b'\n')
+                .map(|(i, _)| i)
+                .collect(),
+        )
+    }
+
+    fn line(&self, offset: u64) -> u32 {
+        let offset = usize::try_from(offset).unwrap_or(usize::MAX);
+        let line = 1 + self.0.partition_point(|&nl| nl < offset);
+        u32::try_from(line).unwrap_or(u32::MAX)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Name,
+    Value,
+    Final,
+}
+
+impl Field {
+    fn tag(self) -> &'static str {
+        match self {
+            Field::Name => "name",
+            Field::Value => "value",
+            Field::Final => "final",
+        }
+    }
+}
+
+/// A `<property>` being read.
+struct Builder {
+    line: u32,
+    name: Option<String>,
+    value: Option<String>,
+    is_final: Option<String>,
+}
+
+impl Builder {
+    fn slot(&mut self, field: Field) -> &mut Option<String> {
+        match field {
+            Field::Name => &mut self.name,
+            Field::Value => &mut self.value,
+            Field::Final => &mut self.is_final,
+        }
+    }
+}
+
+/// Where the reader is in the document.
+enum Place {
+    /// Before the root element.
+    Prolog,
+    /// Inside `<configuration>`, opened on this line.
+    Root(u32),
+    /// After `</configuration>`.
+    Epilog,
+}
+
+struct Parser<'a> {
+    file: &'a Path,
+    lines: Lines,
+}
+
+impl Parser<'_> {
+    fn err(&self, offset: u64, message: impl Into<String>) -> ConfigError {
+        ConfigError::Xml {
+            file: self.file.to_path_buf(),
+            line: self.lines.line(offset),
+            message: message.into(),
+        }
+    }
+
+    fn err_at_line(&self, line: u32, message: impl Into<String>) -> ConfigError {
+        ConfigError::Xml {
+            file: self.file.to_path_buf(),
+            line,
+            message: message.into(),
+        }
+    }
+
+    /// The tag's name, with its attributes checked for well-formedness (their values are
+    /// not used).
+    fn tag_name(&self, e: &BytesStart<'_>, offset: u64) -> Result<String, ConfigError> {
+        for attr in e.attributes() {
+            attr.map_err(|err| self.err(offset, format!("malformed XML: {err}")))?;
+        }
+        Ok(String::from_utf8_lossy(e.name().as_ref()).into_owned())
+    }
+}
+
+/// Parses a whole document. Nothing is returned unless the whole document is good.
+pub(super) fn parse(file: &Path, text: &str) -> Result<Vec<Parsed>, ConfigError> {
+    let p = Parser {
+        file,
+        lines: Lines::new(text),
+    };
+    let mut reader = Reader::from_str(text);
+    let config = reader.config_mut();
+    config.check_end_names = true;
+    config.expand_empty_elements = false;
+    config.trim_text(false);
+
+    let mut out = Vec::new();
+    let mut place = Place::Prolog;
+    let mut prop: Option<Builder> = None;
+    // The field being read, its text so far, and where it started.
+    let mut field: Option<(Field, String, u64)> = None;
+    // > 0 while inside an ignored element (and how deep).
+    let mut skip: usize = 0;
+
+    loop {
+        let offset = reader.buffer_position();
+        let event = reader
+            .read_event()
+            .map_err(|e| p.err(reader.error_position(), format!("malformed XML: {e}")))?;
+        match event {
+            Event::Start(ref e) | Event::Empty(ref e) => {
+                let is_empty = matches!(event, Event::Empty(_));
+                let tag = p.tag_name(e, offset)?;
+                if skip > 0 {
+                    skip += usize::from(!is_empty);
+                    continue;
+                }
+                if let Some((f, _, _)) = &field {
+                    return Err(p.err(
+                        offset,
+                        format!("unexpected element <{tag}> inside <{}>", f.tag()),
+                    ));
+                }
+                if let Some(b) = &mut prop {
+                    let f = match tag.as_str() {
+                        "name" => Field::Name,
+                        "value" => Field::Value,
+                        "final" => Field::Final,
+                        // <description>, <source>, <tag> and anything unknown.
+                        _ => {
+                            skip = usize::from(!is_empty);
+                            continue;
+                        }
+                    };
+                    if b.slot(f).is_some() {
+                        return Err(
+                            p.err(offset, format!("property has more than one <{}>", f.tag()))
+                        );
+                    }
+                    if is_empty {
+                        *b.slot(f) = Some(String::new());
+                    } else {
+                        field = Some((f, String::new(), offset));
+                    }
+                    continue;
+                }
+                match place {
+                    Place::Prolog if tag == "configuration" => {
+                        place = if is_empty {
+                            Place::Epilog
+                        } else {
+                            Place::Root(p.lines.line(offset))
+                        };
+                    }
+                    Place::Prolog => {
+                        return Err(p.err(
+                            offset,
+                            format!("the top-level element must be <configuration>, not <{tag}>"),
+                        ))
+                    }
+                    Place::Epilog => {
+                        return Err(p.err(offset, format!("element <{tag}> after </configuration>")))
+                    }
+                    Place::Root(_) if tag == "property" => {
+                        let line = p.lines.line(offset);
+                        if is_empty {
+                            return Err(p.err_at_line(line, "property without <name>"));
+                        }
+                        prop = Some(Builder {
+                            line,
+                            name: None,
+                            value: None,
+                            is_final: None,
+                        });
+                    }
+                    Place::Root(_) if tag == "include" || tag.ends_with(":include") => {
+                        return Err(p.err(
+                            offset,
+                            format!("<{tag}> (XInclude) is not supported; put the properties in this file or in one of the files Spindle reads"),
+                        ))
+                    }
+                    // Unknown elements are ignored with everything inside them.
+                    Place::Root(_) => skip = usize::from(!is_empty),
+                }
+            }
+            Event::End(_) => {
+                if skip > 0 {
+                    skip -= 1;
+                } else if let Some((f, text, _)) = field.take() {
+                    if let Some(b) = &mut prop {
+                        *b.slot(f) = Some(text);
+                    }
+                } else if let Some(b) = prop.take() {
+                    if let Some(parsed) = finish(&p, b)? {
+                        out.push(parsed);
+                    }
+                } else if let Place::Root(_) = place {
+                    place = Place::Epilog;
+                } else {
+                    // quick-xml reports unmatched end tags itself; this is a safety net.
+                    return Err(p.err(offset, "malformed XML: unexpected end tag"));
+                }
+            }
+            Event::Text(t) => {
+                let raw = std::str::from_utf8(&t).map_err(|_| p.err(offset, "not valid UTF-8"))?;
+                let text = unescape(raw).map_err(|(at, msg)| p.err(offset + at as u64, msg))?;
+                if skip > 0 {
+                    continue;
+                }
+                if let Some((_, buf, _)) = &mut field {
+                    buf.push_str(&text);
+                } else if !matches!(place, Place::Root(_)) && !text.trim().is_empty() {
+                    return Err(p.err(
+                        offset + (raw.len() - raw.trim_start().len()) as u64,
+                        "text outside <configuration>",
+                    ));
+                }
+            }
+            Event::CData(c) => {
+                if skip > 0 {
+                    continue;
+                }
+                if let Some((_, buf, _)) = &mut field {
+                    let s =
+                        std::str::from_utf8(&c).map_err(|_| p.err(offset, "not valid UTF-8"))?;
+                    buf.push_str(s);
+                } else if !matches!(place, Place::Root(_)) {
+                    return Err(p.err(offset, "text outside <configuration>"));
+                }
+            }
+            Event::DocType(_) => {
+                // Skipped unread: no DTD is fetched and no declared entity is honoured.
+                if !matches!(place, Place::Prolog) {
+                    return Err(p.err(offset, "malformed XML: <!DOCTYPE> after the root element"));
+                }
+            }
+            Event::Comment(_) | Event::PI(_) | Event::Decl(_) => {}
+            Event::Eof => break,
+        }
+    }
+
+    let end = text.len() as u64;
+    if let Some((f, _, start)) = field {
+        return Err(p.err(
+            end,
+            format!(
+                "unexpected end of file: <{}> opened on line {} is not closed",
+                f.tag(),
+                p.lines.line(start)
+            ),
+        ));
+    }
+    if let Some(b) = prop {
+        return Err(p.err(
+            end,
+            format!(
+                "unexpected end of file: <property> opened on line {} is not closed",
+                b.line
+            ),
+        ));
+    }
+    match place {
+        Place::Epilog => Ok(out),
+        Place::Root(line) => Err(p.err(
+            end,
+            format!("unexpected end of file: <configuration> opened on line {line} is not closed"),
+        )),
+        Place::Prolog => Err(p.err(end, "no <configuration> element (empty or truncated file?)")),
+    }
+}
+
+/// Checks a finished `<property>`: None when it has no `<value>` (Hadoop skips those).
+fn finish(p: &Parser<'_>, b: Builder) -> Result<Option<Parsed>, ConfigError> {
+    let name = match b.name.as_deref().map(str::trim) {
+        None => return Err(p.err_at_line(b.line, "property without <name>")),
+        Some("") => return Err(p.err_at_line(b.line, "property with an empty <name>")),
+        Some(n) => n.to_string(),
+    };
+    let is_final = match b.is_final.as_deref().map(str::trim) {
+        None | Some("") => false,
+        Some(f) if f.eq_ignore_ascii_case("true") => true,
+        Some(f) if f.eq_ignore_ascii_case("false") => false,
+        Some(f) => {
+            return Err(ConfigError::BadValue {
+                file: p.file.to_path_buf(),
+                line: b.line,
+                name,
+                expected: "<final> to be true or false".to_string(),
+                value: f.to_string(),
+            })
+        }
+    };
+    Ok(b.value.map(|value| Parsed {
+        name,
+        value,
+        is_final,
+        line: b.line,
+    }))
+}
+
+/// Expands `&lt; &gt; &amp; &apos; &quot;` and `&#N;` / `&#xN;`. Any other reference is an
+/// error (`(byte offset in raw, message)`): documents may declare entities in a DTD, and
+/// honouring those is how XML files leak other files or explode in size.
+fn unescape(raw: &str) -> Result<std::borrow::Cow<'_, str>, (usize, String)> {
+    if !raw.contains('&') {
+        return Ok(raw.into());
+    }
+    let mut out = String::with_capacity(raw.len());
+    let mut rest = raw;
+    let mut base = 0;
+    while let Some(amp) = rest.find('&') {
+        out.push_str(&rest[..amp]);
+        let after = &rest[amp + 1..];
+        let at = base + amp;
+        let semi = after
+            .find(|c: char| c == ';' || c == '&' || c == '<' || c.is_whitespace())
+            .filter(|&i| after.as_bytes()[i] == b';')
+            .ok_or_else(|| {
+                (
+                    at,
+                    "'&' that does not start an entity reference (write &amp;)".to_string(),
+                )
+            })?;
+        let entity = &after[..semi];
+        let c = match entity {
+            "lt" => '<',
+            "gt" => '>',
+            "amp" => '&',
+            "apos" => '\'',
+            "quot" => '"',
+            _ => match entity.strip_prefix('#') {
+                Some(num) => char_ref(num).ok_or_else(|| {
+                    (at, format!("invalid character reference '&{entity};'"))
+                })?,
+                None => {
+                    return Err((
+                        at,
+                        format!(
+                            "undefined entity '&{entity};' (only &lt; &gt; &amp; &apos; &quot; and numeric character references are allowed; DTD entities are never expanded)"
+                        ),
+                    ))
+                }
+            },
+        };
+        out.push(c);
+        rest = &after[semi + 1..];
+        base = at + 1 + semi + 1;
+    }
+    out.push_str(rest);
+    Ok(out.into())
+}
+
+/// `#65` / `#x41` (without the `#`) -> a character XML allows.
+fn char_ref(num: &str) -> Option<char> {
+    let code = match num.strip_prefix('x') {
+        Some(hex) if !hex.is_empty() && hex.chars().all(|c| c.is_ascii_hexdigit()) => {
+            u32::from_str_radix(hex, 16).ok()?
+        }
+        None if !num.is_empty() && num.chars().all(|c| c.is_ascii_digit()) => num.parse().ok()?,
+        _ => return None,
+    };
+    let c = char::from_u32(code)?;
+    let allowed = matches!(c, '\t' | '\n' | '\r') || (c >= ' ' && !matches!(code, 0xFFFE | 0xFFFF));
+    allowed.then_some(c)
+}
