@@ -167,7 +167,8 @@ struct Driver {
     store: StateStore,
     publish: watch::Sender<Arc<Snapshot>>,
     published_version: u64,
-    tx: mpsc::Sender<Command>,
+    /// Weak, so that the driver stops once every handle (router, tests) is gone.
+    tx: mpsc::WeakSender<Command>,
     http: reqwest::Client,
 }
 
@@ -214,7 +215,7 @@ impl Driver {
         request: StartContainersRequest,
     ) {
         let http = self.http.clone();
-        let tx = self.tx.clone();
+        let Some(tx) = self.tx.upgrade() else { return };
         tokio::spawn(async move {
             let url = format!("http://{node_http}/ws/v1/node/containers/start");
             let result = async {
@@ -426,7 +427,7 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
         store,
         publish,
         published_version: u64::MAX,
-        tx: tx.clone(),
+        tx: tx.downgrade(),
         http,
     };
     let _ = driver.settle();

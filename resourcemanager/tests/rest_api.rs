@@ -547,3 +547,83 @@ async fn submissions_to_bad_queues_fail_as_yarn_does() {
         .await;
     assert_eq!(status, 400, "{body}");
 }
+
+#[tokio::test]
+async fn a_restarted_rm_recovers_every_application() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("rm.sqlite").display().to_string();
+    let boot = |store: String| async move {
+        let mut conf = Configuration::new();
+        conf.set("spindle.resourcemanager.state-store.path", &store);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let (rm, serve) = spindle_resourcemanager::driver::start(
+            listener,
+            RmConfig::from_conf(&conf).expect("conf"),
+        )
+        .await
+        .expect("start");
+        let server = tokio::spawn(serve(Box::pin(std::future::pending())));
+        (format!("http://{}", rm.addr), rm, server)
+    };
+    let http = reqwest::Client::new();
+    let (base, rm, server) = boot(store.clone()).await;
+    let mut ids = vec![];
+    for queue in ["default", "nosuch"] {
+        let v: Value = http
+            .post(format!("{base}/ws/v1/cluster/apps/new-application"))
+            .send()
+            .await
+            .expect("new")
+            .json()
+            .await
+            .expect("json");
+        let id = v["application-id"].as_str().expect("id").to_string();
+        let r = http
+            .post(format!("{base}/ws/v1/cluster/apps"))
+            .json(&json!({"application-id": id, "queue": queue, "am-container-spec": {"commands": {"command": "sleep 1"}}}))
+            .send()
+            .await
+            .expect("submit");
+        assert_eq!(r.status().as_u16(), 202);
+        ids.push(id);
+    }
+    server.abort();
+    drop(rm);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (base, _rm, _server) = boot(store).await;
+    let v: Value = http
+        .get(format!("{base}/ws/v1/cluster/apps"))
+        .send()
+        .await
+        .expect("apps")
+        .json()
+        .await
+        .expect("json");
+    let apps = v["apps"]["app"]
+        .as_array()
+        .expect("apps survive a restart")
+        .clone();
+    assert_eq!(apps.len(), 2);
+    let by_id = |id: &str| apps.iter().find(|a| a["id"] == id).cloned().expect("app");
+    assert_eq!(
+        by_id(&ids[0])["state"],
+        "ACCEPTED",
+        "the unfinished app waits for a new attempt"
+    );
+    assert_eq!(by_id(&ids[1])["state"], "FAILED", "the final state is kept");
+    let v: Value = http
+        .get(format!("{base}/ws/v1/cluster/apps/{}/appattempts", ids[0]))
+        .send()
+        .await
+        .expect("att")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        v["appAttempts"]["appAttempt"].as_array().map(Vec::len),
+        Some(2),
+        "attempt numbering continues"
+    );
+}
