@@ -1,1 +1,226 @@
-//! placeholder
+//! Spindle's NodeManager: runs containers on one machine for the ResourceManager.
+//!
+//! It owns the node's containers from the start request to the RM's acknowledgement of their
+//! completion: token checks, localization, the process group of each container with YARN's
+//! environment and directory layout, stop (SIGTERM, then SIGKILL), exit statuses with YARN's
+//! meanings, the register/heartbeat protocol to the RM, the NM REST API and container logs,
+//! Prometheus metrics, and a recovery store so a restarted NM re-adopts running containers.
+//!
+//! It must not touch the scheduler or any application state beyond its own containers, must
+//! not define wire records (they live in `spindle_common::records`; only the REST module and
+//! the store's on-disk format derive serde here), and must never signal a process it did not
+//! start. GPUs, devices and cgroups are not here yet: they plug in through
+//! [`launcher::ContainerExecutor`] and [`plugins::ResourcePlugin`].
+//!
+//! Shape: one actor ([`manager::Manager`]) owns the container table; HTTP handlers
+//! ([`rest`]), the [`status_updater`], and per-container tasks talk to it by message.
+
+pub mod config;
+pub mod containers;
+pub mod launcher;
+pub mod logs;
+pub mod manager;
+pub mod metrics;
+pub mod plugins;
+pub mod rest;
+pub mod status_updater;
+pub mod store;
+
+use std::collections::BTreeMap;
+use std::future::{Future, IntoFuture};
+use std::sync::Arc;
+use std::time::Duration;
+
+use spindle_common::ids::NodeId;
+use tokio::net::TcpListener;
+use tokio::sync::{oneshot, watch, Notify};
+use tracing::{info, info_span, warn, Instrument};
+
+pub use config::{NmConfig, NmConfigError};
+
+use crate::containers::StopReason;
+use crate::launcher::{ContainerExecutor, ProcessExecutor};
+use crate::manager::{Manager, NodeContext};
+use crate::plugins::Plugins;
+use crate::rest::RestState;
+use crate::status_updater::{RmError, StatusUpdater};
+use crate::store::{Store, StoreError};
+
+/// How long a stopping NM waits beyond the SIGKILL delay for its containers to end.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+/// How long in-flight HTTP requests get once the NM stops.
+const SERVER_DRAIN: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum NmError {
+    #[error("cannot read the listening address: {0}")]
+    LocalAddr(std::io::Error),
+    #[error("the NodeManager needs at least one local dir and one log dir")]
+    NoDirs,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot create the ResourceManager client: {0}")]
+    RmClient(#[from] RmError),
+    #[error("the HTTP server failed: {0}")]
+    Server(std::io::Error),
+}
+
+/// Runs a NodeManager on `listener` until `shutdown` resolves or the RM says SHUTDOWN.
+///
+/// Its NodeId is `<conf.hostname>:<the listener's port>`, so tests bind port 0. On the way
+/// out it stops every container (SIGTERM, SIGKILL after the configured delay) unless
+/// recovery is enabled, in which case the containers keep running and the next NM started on
+/// the same recovery dir re-adopts them.
+pub async fn run(
+    listener: TcpListener,
+    conf: NmConfig,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), NmError> {
+    run_with(
+        listener,
+        conf,
+        Arc::new(ProcessExecutor::new()),
+        Plugins::default(),
+        shutdown,
+    )
+    .await
+}
+
+/// [`run`] with a chosen executor and resource plugins.
+pub async fn run_with(
+    listener: TcpListener,
+    conf: NmConfig,
+    executor: Arc<dyn ContainerExecutor>,
+    plugins: Plugins,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), NmError> {
+    let port = listener.local_addr().map_err(NmError::LocalAddr)?.port();
+    let node_id = NodeId::new(conf.hostname.clone(), port);
+    if conf.local_dirs.is_empty() || conf.log_dirs.is_empty() {
+        return Err(NmError::NoDirs);
+    }
+    let span = info_span!("nodemanager", node_id = %node_id);
+    serve(listener, conf, node_id, executor, plugins, shutdown)
+        .instrument(span)
+        .await
+}
+
+async fn serve(
+    listener: TcpListener,
+    conf: NmConfig,
+    node_id: NodeId,
+    executor: Arc<dyn ContainerExecutor>,
+    plugins: Plugins,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), NmError> {
+    let (store, records) = if conf.recovery_enabled {
+        let (s, r) = Store::open(&conf.recovery_dir)?;
+        info!(store = %s.path().display(), containers = r.len(), "recovery enabled");
+        (Some(s), r)
+    } else {
+        (None, Vec::new())
+    };
+    let capacity = plugins.node_resource(&conf.resource);
+    let inherited_env: BTreeMap<String, String> = conf
+        .env_whitelist
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.clone(), v)))
+        .collect();
+    let ctx = NodeContext {
+        node_id: node_id.clone(),
+        local_dirs: conf.local_dirs.clone(),
+        log_dirs: conf.log_dirs.clone(),
+        conf_dir: conf.conf_dir.clone(),
+        inherited_env,
+        sigkill_delay: conf.sigkill_delay,
+        stderr_tail_bytes: conf.stderr_tail_bytes,
+        capacity: capacity.clone(),
+    };
+
+    let wake = Arc::new(Notify::new());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (mut manager, handle) = Manager::new(
+        ctx,
+        executor,
+        plugins,
+        store,
+        Arc::clone(&wake),
+        stop_rx.clone(),
+    );
+    manager.recover(records);
+    let manager_task = tokio::spawn(manager.run().in_current_span());
+
+    let (rm_shutdown_tx, rm_shutdown_rx) = oneshot::channel();
+    let updater = StatusUpdater::new(
+        &conf.rm_address,
+        node_id.clone(),
+        capacity.clone(),
+        handle.clone(),
+        wake,
+        stop_rx.clone(),
+        rm_shutdown_tx,
+    )?;
+    let updater_task = tokio::spawn(updater.run().in_current_span());
+
+    let app = rest::router(RestState::new(
+        handle.clone(),
+        node_id.clone(),
+        capacity,
+        conf.log_dirs.clone(),
+    ));
+    let mut server_stop = stop_rx.clone();
+    let mut server = tokio::spawn(
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                manager::until_stopped(&mut server_stop).await;
+            })
+            .into_future()
+            .in_current_span(),
+    );
+    info!(rm = %conf.rm_address, "NodeManager started");
+
+    let mut server_result = None;
+    tokio::select! {
+        _ = shutdown => info!("NodeManager stopping"),
+        r = rm_shutdown_rx => match r {
+            Ok(()) => info!("NodeManager stopping at the ResourceManager's request"),
+            Err(_) => warn!("the status updater ended unexpectedly; NodeManager stopping"),
+        },
+        r = &mut server => {
+            warn!("the HTTP server ended unexpectedly; NodeManager stopping");
+            server_result = Some(r);
+        }
+    }
+
+    if conf.recovery_enabled {
+        info!("recovery enabled: leaving containers running for the next NodeManager");
+    } else {
+        info!("stopping all containers");
+        let wait = conf.sigkill_delay + STOP_GRACE;
+        if tokio::time::timeout(wait, handle.stop_all(StopReason::NodeShutdown))
+            .await
+            .is_err()
+        {
+            warn!("some containers did not end in time");
+        }
+    }
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(SERVER_DRAIN, updater_task).await;
+    let server_result = match server_result {
+        Some(r) => Some(r),
+        None => match tokio::time::timeout(SERVER_DRAIN, &mut server).await {
+            Ok(r) => Some(r),
+            Err(_) => {
+                server.abort();
+                None
+            }
+        },
+    };
+    let _ = handle.shutdown().await;
+    let _ = manager_task.await;
+    info!("NodeManager stopped");
+    match server_result {
+        Some(Ok(Err(e))) => Err(NmError::Server(e)),
+        _ => Ok(()),
+    }
+}

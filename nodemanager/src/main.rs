@@ -1,1 +1,98 @@
-fn main() {}
+//! `nodemanager`: parse flags, load the configuration, bind, and run the library until
+//! SIGINT/SIGTERM.
+//!
+//! On SIGTERM the NM stops its containers before it exits, unless
+//! `yarn.nodemanager.recovery.enabled` is true: then it exits leaving them running, and the
+//! next NM started with the same recovery dir re-adopts them.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use spindle_common::config::Configuration;
+use spindle_nodemanager::config::connectable;
+use spindle_nodemanager::NmConfig;
+use tokio::signal::unix::{signal, SignalKind};
+
+#[derive(Debug, Parser)]
+#[command(name = "nodemanager", version, about = "Spindle NodeManager")]
+struct Args {
+    /// Configuration directory (default: $SPINDLE_CONF_DIR, else ./conf).
+    #[arg(long = "conf-dir", value_name = "DIR")]
+    conf_dir: Option<PathBuf>,
+    /// Override a property after the files are loaded (Hadoop's generic option).
+    #[arg(short = 'D', value_name = "KEY=VALUE")]
+    define: Vec<String>,
+    /// Once listening, write the bound host:port here (via a temporary file and a rename).
+    #[arg(long = "address-file", value_name = "PATH")]
+    address_file: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let result = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+        .and_then(|rt| rt.block_on(real_main(args)));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line, as the operators' scripts expect.
+            eprintln!("error: {}", format!("{e:#}").replace('\n', " "));
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn real_main(args: Args) -> anyhow::Result<()> {
+    let conf_dir = Configuration::resolve_conf_dir(args.conf_dir.as_deref());
+    let mut conf = Configuration::load_dir(&conf_dir)?;
+    for d in &args.define {
+        let Some((k, v)) = d.split_once('=') else {
+            bail!("-D expects key=value, got '{d}'");
+        };
+        conf.set(k.trim(), v);
+    }
+    let nm_conf = NmConfig::from_configuration(&conf, &conf_dir)?;
+
+    let listener = tokio::net::TcpListener::bind(&nm_conf.webapp_address)
+        .await
+        .with_context(|| format!("cannot listen on {}", nm_conf.webapp_address))?;
+    let bound = listener
+        .local_addr()
+        .context("cannot read the listening address")?;
+    if let Some(path) = &args.address_file {
+        write_address_file(path, &connectable(&bound.to_string()))?;
+    }
+    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    };
+    spindle_nodemanager::run(listener, nm_conf, shutdown)
+        .await
+        .context("NodeManager failed")
+}
+
+fn write_address_file(path: &Path, addr: &str) -> anyhow::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, format!("{addr}\n"))
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot rename to {}", path.display()))
+}

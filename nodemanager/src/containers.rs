@@ -1,0 +1,665 @@
+//! The container table and each container's state machine, with no I/O.
+//!
+//! The [`crate::manager`] actor owns the one table and performs the effects that the
+//! transitions here ask for (signals, store writes, heartbeats); keeping this part pure lets
+//! the exit-status rules be tested without processes.
+//!
+//! Life of a container (NM detailed states, as the REST API shows them):
+//! `LOCALIZING` → `RUNNING` → `EXITED_WITH_SUCCESS` | `EXITED_WITH_FAILURE`, or
+//! `RUNNING` → `KILLING` → `CONTAINER_CLEANEDUP_AFTER_KILL` when stopped, or
+//! `LOCALIZING` → `LOCALIZATION_FAILED`. Every one of those ends is *complete* to the RM and
+//! is reported in each heartbeat until the RM acknowledges it in
+//! `containersToBeRemovedFromNm`; the container is then `DONE`. `DONE` containers stay
+//! visible to REST (bounded by [`ContainerTable::prune_done`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use spindle_common::ids::{ApplicationId, ContainerId};
+use spindle_common::records::am::ContainerStatus;
+use spindle_common::records::resource::ResourceInfo;
+use spindle_common::records::tracker::NmContainerReport;
+use spindle_common::resource::Resource;
+use spindle_common::states::{exit_status, ContainerState, NmContainerState};
+use spindle_common::token::ContainerTokenIdentifier;
+
+/// Who asked for a container to stop; decides its exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// `POST /containers/stop` (an AM): -105 KILLED_BY_APPMASTER.
+    AppMaster,
+    /// The RM's `containersToCleanup` / `applicationsToCleanup`: -106 KILLED_BY_RESOURCEMANAGER.
+    ResourceManager,
+    /// The NM is shutting down without recovery: -100 ABORTED.
+    NodeShutdown,
+}
+
+impl StopReason {
+    pub fn exit_status(self) -> i32 {
+        match self {
+            Self::AppMaster => exit_status::KILLED_BY_APPMASTER,
+            Self::ResourceManager => exit_status::KILLED_BY_RESOURCEMANAGER,
+            Self::NodeShutdown => exit_status::ABORTED,
+        }
+    }
+    fn describe(self) -> &'static str {
+        match self {
+            Self::AppMaster => "Container killed by the ApplicationMaster.",
+            Self::ResourceManager => "Container killed by the ResourceManager.",
+            Self::NodeShutdown => "Container killed because the NodeManager is shutting down.",
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AppMaster => "APP_MASTER",
+            Self::ResourceManager => "RESOURCE_MANAGER",
+            Self::NodeShutdown => "NODE_SHUTDOWN",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "APP_MASTER" => Some(Self::AppMaster),
+            "RESOURCE_MANAGER" => Some(Self::ResourceManager),
+            "NODE_SHUTDOWN" => Some(Self::NodeShutdown),
+            _ => None,
+        }
+    }
+}
+
+/// How a container's process ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessExit {
+    /// Exited with this code (bash already turns a signalled command into 128+signo).
+    Code(i32),
+    /// The process itself was killed by this signal.
+    Signal(i32),
+    /// Not observed (it ended while the NM was down and left no exit-code file).
+    Unknown(String),
+}
+
+impl ProcessExit {
+    /// YARN's reporting of a process end: the code, 128+signo for a signal, -100 if unknown.
+    pub fn exit_status(&self) -> i32 {
+        match self {
+            Self::Code(c) => *c,
+            Self::Signal(s) => 128 + s,
+            Self::Unknown(_) => exit_status::ABORTED,
+        }
+    }
+}
+
+/// How a completed container counts in the metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Succeeded,
+    Failed,
+    Killed,
+}
+
+/// One container on this node.
+#[derive(Debug, Clone)]
+pub struct Container {
+    pub id: ContainerId,
+    pub user: String,
+    pub resource: Resource,
+    pub token: ContainerTokenIdentifier,
+    pub state: NmContainerState,
+    /// -1000 (INVALID) until it completes.
+    pub exit_status: i32,
+    pub diagnostics: String,
+    /// The process-group leader (the pgid), once started.
+    pub pid: Option<i32>,
+    /// The leader's start time in clock ticks since boot, to tell it from a reused pid.
+    pub start_ticks: Option<u64>,
+    pub start_time_ms: u64,
+    pub finish_time_ms: Option<u64>,
+    pub work_dir: PathBuf,
+    pub log_dirs: Vec<PathBuf>,
+    pub stop: Option<StopReason>,
+}
+
+impl Container {
+    /// A container accepted for launch, in `LOCALIZING`.
+    pub fn new(
+        token: ContainerTokenIdentifier,
+        work_dir: PathBuf,
+        log_dirs: Vec<PathBuf>,
+        now_ms: u64,
+    ) -> Self {
+        Self {
+            id: token.container_id,
+            user: token.app_submitter.clone(),
+            resource: token.resource.to_resource(),
+            token,
+            state: NmContainerState::LOCALIZING,
+            exit_status: exit_status::INVALID,
+            diagnostics: String::new(),
+            pid: None,
+            start_ticks: None,
+            start_time_ms: now_ms,
+            finish_time_ms: None,
+            work_dir,
+            log_dirs,
+            stop: None,
+        }
+    }
+
+    pub fn app_id(&self) -> ApplicationId {
+        self.id.application_id()
+    }
+
+    /// Complete to the RM (terminal here), whether or not the RM has acknowledged it.
+    pub fn is_complete(&self) -> bool {
+        is_terminal(self.state)
+    }
+
+    /// Holds node resources: accepted and not yet complete.
+    pub fn is_live(&self) -> bool {
+        !self.is_complete()
+    }
+
+    /// YARN's public state: everything before completion is RUNNING to the RM.
+    pub fn public_state(&self) -> ContainerState {
+        if self.is_complete() {
+            ContainerState::COMPLETE
+        } else {
+            ContainerState::RUNNING
+        }
+    }
+
+    pub fn report(&self) -> NmContainerReport {
+        NmContainerReport {
+            status: ContainerStatus {
+                container_id: self.id,
+                state: self.public_state(),
+                exit_status: self.exit_status,
+                diagnostics: self.diagnostics.clone(),
+            },
+            resource: ResourceInfo::from(&self.resource),
+        }
+    }
+
+    fn complete(&mut self, state: NmContainerState, status: i32, diag: String, now_ms: u64) {
+        self.state = state;
+        self.exit_status = status;
+        self.diagnostics = diag;
+        self.finish_time_ms = Some(now_ms);
+    }
+}
+
+pub fn is_terminal(s: NmContainerState) -> bool {
+    matches!(
+        s,
+        NmContainerState::LOCALIZATION_FAILED
+            | NmContainerState::EXITED_WITH_SUCCESS
+            | NmContainerState::EXITED_WITH_FAILURE
+            | NmContainerState::CONTAINER_CLEANEDUP_AFTER_KILL
+            | NmContainerState::DONE
+    )
+}
+
+/// What a stop request needs done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopAction {
+    /// Not on this node.
+    Unknown,
+    /// Already complete or already being stopped: nothing more to do.
+    Nothing,
+    /// Was still localizing: now complete, no process to signal.
+    CompletedBeforeStart(Outcome),
+    /// SIGTERM the group now, SIGKILL it after the delay.
+    SignalGroup { pgid: i32 },
+}
+
+/// An application as the NM sees it: the containers it ran here.
+#[derive(Debug, Clone)]
+pub struct App {
+    pub id: ApplicationId,
+    pub user: String,
+    pub containers: BTreeSet<ContainerId>,
+    /// The RM listed it in `applicationsToCleanup`.
+    pub finishing: bool,
+}
+
+/// The NM application states YARN's REST reports.
+pub const APP_RUNNING: &str = "RUNNING";
+pub const APP_FINISHING: &str = "FINISHING_CONTAINERS_WAIT";
+pub const APP_FINISHED: &str = "FINISHED";
+
+#[derive(Debug, Default)]
+pub struct ContainerTable {
+    containers: BTreeMap<ContainerId, Container>,
+    apps: BTreeMap<ApplicationId, App>,
+}
+
+impl ContainerTable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn get(&self, id: &ContainerId) -> Option<&Container> {
+        self.containers.get(id)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Container> + '_ {
+        self.containers.values()
+    }
+
+    pub fn apps(&self) -> impl Iterator<Item = &App> + '_ {
+        self.apps.values()
+    }
+
+    pub fn app(&self, id: &ApplicationId) -> Option<&App> {
+        self.apps.get(id)
+    }
+
+    /// Adds a container (new, or recovered from the store). Refuses a known id.
+    pub fn insert(&mut self, c: Container) -> Result<(), NmContainerState> {
+        if let Some(old) = self.containers.get(&c.id) {
+            return Err(old.state);
+        }
+        let app = self.apps.entry(c.app_id()).or_insert_with(|| App {
+            id: c.app_id(),
+            user: c.user.clone(),
+            containers: BTreeSet::new(),
+            finishing: false,
+        });
+        app.containers.insert(c.id);
+        self.containers.insert(c.id, c);
+        Ok(())
+    }
+
+    /// Localization finished: true if the process should be started now.
+    pub fn may_start(&self, id: &ContainerId) -> bool {
+        matches!(self.containers.get(id), Some(c) if c.state == NmContainerState::LOCALIZING)
+    }
+
+    pub fn started(&mut self, id: &ContainerId, pid: i32, start_ticks: Option<u64>) {
+        if let Some(c) = self.containers.get_mut(id) {
+            if c.state == NmContainerState::LOCALIZING {
+                c.state = NmContainerState::RUNNING;
+                c.pid = Some(pid);
+                c.start_ticks = start_ticks;
+            }
+        }
+    }
+
+    /// Localization (or the process start) failed: the container never ran.
+    pub fn launch_failed(
+        &mut self,
+        id: &ContainerId,
+        localization: bool,
+        diag: String,
+        now_ms: u64,
+    ) -> Option<Outcome> {
+        let c = self.containers.get_mut(id)?;
+        if c.state != NmContainerState::LOCALIZING {
+            return None;
+        }
+        let state = if localization {
+            NmContainerState::LOCALIZATION_FAILED
+        } else {
+            NmContainerState::EXITED_WITH_FAILURE
+        };
+        c.complete(state, exit_status::INVALID, diag, now_ms);
+        Some(Outcome::Failed)
+    }
+
+    pub fn request_stop(
+        &mut self,
+        id: &ContainerId,
+        reason: StopReason,
+        now_ms: u64,
+    ) -> StopAction {
+        let Some(c) = self.containers.get_mut(id) else {
+            return StopAction::Unknown;
+        };
+        match c.state {
+            NmContainerState::LOCALIZING => {
+                c.stop = Some(reason);
+                c.complete(
+                    NmContainerState::CONTAINER_CLEANEDUP_AFTER_KILL,
+                    reason.exit_status(),
+                    format!(
+                        "{} Container was stopped before it started.",
+                        reason.describe()
+                    ),
+                    now_ms,
+                );
+                StopAction::CompletedBeforeStart(Outcome::Killed)
+            }
+            NmContainerState::RUNNING => match c.pid {
+                Some(pgid) => {
+                    c.state = NmContainerState::KILLING;
+                    c.stop = Some(reason);
+                    StopAction::SignalGroup { pgid }
+                }
+                None => StopAction::Nothing,
+            },
+            _ => StopAction::Nothing,
+        }
+    }
+
+    /// The process ended. Returns how it counts, or None if it was already complete.
+    pub fn exited(
+        &mut self,
+        id: &ContainerId,
+        exit: &ProcessExit,
+        stderr_tail: &str,
+        now_ms: u64,
+    ) -> Option<Outcome> {
+        let c = self.containers.get_mut(id)?;
+        let status = exit.exit_status();
+        let how = match exit {
+            ProcessExit::Code(code) => format!("Exit code is {code}"),
+            ProcessExit::Signal(s) => format!("Killed by signal {s}"),
+            ProcessExit::Unknown(why) => why.clone(),
+        };
+        match c.state {
+            NmContainerState::RUNNING => {
+                if status == 0 {
+                    c.complete(
+                        NmContainerState::EXITED_WITH_SUCCESS,
+                        0,
+                        String::new(),
+                        now_ms,
+                    );
+                    Some(Outcome::Succeeded)
+                } else {
+                    let mut diag = match exit {
+                        ProcessExit::Unknown(_) => how,
+                        _ => format!("Container exited with a non-zero exit code {status}. {how}."),
+                    };
+                    if !stderr_tail.is_empty() {
+                        diag.push_str(&format!(
+                            "\nLast {} bytes of stderr :\n{stderr_tail}",
+                            stderr_tail.len()
+                        ));
+                    }
+                    c.complete(NmContainerState::EXITED_WITH_FAILURE, status, diag, now_ms);
+                    Some(Outcome::Failed)
+                }
+            }
+            NmContainerState::KILLING => {
+                let reason = c.stop.unwrap_or(StopReason::AppMaster);
+                c.complete(
+                    NmContainerState::CONTAINER_CLEANEDUP_AFTER_KILL,
+                    reason.exit_status(),
+                    format!("{} Container killed on request. {how}", reason.describe()),
+                    now_ms,
+                );
+                Some(Outcome::Killed)
+            }
+            _ => None,
+        }
+    }
+
+    /// Marks the RM-acknowledged complete containers `DONE`; returns how many changed.
+    pub fn acknowledge(&mut self, ids: &[ContainerId]) -> usize {
+        let mut n = 0;
+        for id in ids {
+            if let Some(c) = self.containers.get_mut(id) {
+                if c.is_complete() && c.state != NmContainerState::DONE {
+                    c.state = NmContainerState::DONE;
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// Containers the RM must hear about: all but the acknowledged ones.
+    pub fn reports(&self) -> Vec<NmContainerReport> {
+        self.containers
+            .values()
+            .filter(|c| c.state != NmContainerState::DONE)
+            .map(Container::report)
+            .collect()
+    }
+
+    pub fn live_ids(&self) -> Vec<ContainerId> {
+        self.containers
+            .values()
+            .filter(|c| c.is_live())
+            .map(|c| c.id)
+            .collect()
+    }
+
+    pub fn live_of_app(&self, app: &ApplicationId) -> Vec<ContainerId> {
+        self.apps
+            .get(app)
+            .map(|a| {
+                a.containers
+                    .iter()
+                    .filter(|id| self.containers.get(id).is_some_and(Container::is_live))
+                    .copied()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The RM said the application is over. Returns true if it was known here.
+    pub fn finish_app(&mut self, app: &ApplicationId) -> bool {
+        match self.apps.get_mut(app) {
+            Some(a) => {
+                a.finishing = true;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// YARN's NM application state.
+    pub fn app_state(&self, app: &App) -> &'static str {
+        let live = app
+            .containers
+            .iter()
+            .any(|id| self.containers.get(id).is_some_and(Container::is_live));
+        match (app.finishing, live) {
+            (false, _) => APP_RUNNING,
+            (true, true) => APP_FINISHING,
+            (true, false) => APP_FINISHED,
+        }
+    }
+
+    /// Sum of what live containers hold.
+    pub fn allocated(&self) -> Resource {
+        let mut r = Resource::zero();
+        for c in self.containers.values().filter(|c| c.is_live()) {
+            r.add_assign(&c.resource);
+        }
+        r
+    }
+
+    pub fn running_count(&self) -> usize {
+        self.containers.values().filter(|c| c.is_live()).count()
+    }
+
+    /// Forgets the oldest `DONE` containers beyond `keep`, and applications left empty.
+    pub fn prune_done(&mut self, keep: usize) {
+        let mut done: Vec<(u64, ContainerId)> = self
+            .containers
+            .values()
+            .filter(|c| c.state == NmContainerState::DONE)
+            .map(|c| (c.finish_time_ms.unwrap_or(0), c.id))
+            .collect();
+        if done.len() <= keep {
+            return;
+        }
+        done.sort();
+        let excess = done.len() - keep;
+        for (_, id) in done.into_iter().take(excess) {
+            self.containers.remove(&id);
+            if let Some(app) = self.apps.get_mut(&id.application_id()) {
+                app.containers.remove(&id);
+                if app.containers.is_empty() {
+                    self.apps.remove(&id.application_id());
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spindle_common::ids::{ApplicationAttemptId, NodeId};
+
+    fn cid(app: u32, seq: u64) -> ContainerId {
+        ContainerId::new(
+            ApplicationAttemptId::new(ApplicationId::new(1, app), 1),
+            0,
+            seq,
+        )
+    }
+
+    fn container(id: ContainerId) -> Container {
+        let token = ContainerTokenIdentifier {
+            container_id: id,
+            node_id: NodeId::new("h", 1),
+            app_submitter: "alice".into(),
+            resource: ResourceInfo::plain(&Resource::new(1024, 1)),
+            expiry_time_ms: 0,
+            rm_identifier: 1,
+            is_am: false,
+        };
+        Container::new(token, PathBuf::from("/w"), vec![PathBuf::from("/l")], 10)
+    }
+
+    fn running(t: &mut ContainerTable, id: ContainerId, pid: i32) {
+        t.insert(container(id)).unwrap();
+        assert!(t.may_start(&id));
+        t.started(&id, pid, None);
+    }
+
+    #[test]
+    fn exit_codes_are_reported_as_yarn_does() {
+        let mut t = ContainerTable::new();
+        let (a, b, c) = (cid(1, 1), cid(1, 2), cid(1, 3));
+        running(&mut t, a, 100);
+        running(&mut t, b, 101);
+        running(&mut t, c, 102);
+        assert_eq!(t.allocated(), Resource::new(3072, 3));
+        assert_eq!(
+            t.exited(&a, &ProcessExit::Code(0), "", 20),
+            Some(Outcome::Succeeded)
+        );
+        assert_eq!(
+            t.exited(&b, &ProcessExit::Code(3), "boom", 20),
+            Some(Outcome::Failed)
+        );
+        assert_eq!(
+            t.exited(&c, &ProcessExit::Signal(9), "", 20),
+            Some(Outcome::Failed)
+        );
+        let get = |id| t.get(&id).unwrap().clone();
+        assert_eq!(get(a).state, NmContainerState::EXITED_WITH_SUCCESS);
+        assert_eq!(get(b).exit_status, 3);
+        assert!(get(b).diagnostics.contains("boom"));
+        assert_eq!(get(c).exit_status, 137);
+        assert_eq!(t.allocated(), Resource::zero());
+        // A second exit report changes nothing.
+        assert_eq!(t.exited(&a, &ProcessExit::Code(1), "", 30), None);
+    }
+
+    #[test]
+    fn stops_carry_the_requesters_status() {
+        let mut t = ContainerTable::new();
+        let (a, b, c) = (cid(1, 1), cid(1, 2), cid(1, 3));
+        running(&mut t, a, 100);
+        running(&mut t, b, 101);
+        t.insert(container(c)).unwrap();
+        assert_eq!(
+            t.request_stop(&a, StopReason::AppMaster, 1),
+            StopAction::SignalGroup { pgid: 100 }
+        );
+        // A later stop by someone else does not change the first reason.
+        assert_eq!(
+            t.request_stop(&a, StopReason::ResourceManager, 1),
+            StopAction::Nothing
+        );
+        assert_eq!(
+            t.request_stop(&b, StopReason::ResourceManager, 1),
+            StopAction::SignalGroup { pgid: 101 }
+        );
+        assert_eq!(
+            t.request_stop(&c, StopReason::AppMaster, 1),
+            StopAction::CompletedBeforeStart(Outcome::Killed)
+        );
+        assert!(!t.may_start(&c));
+        assert_eq!(
+            t.exited(&a, &ProcessExit::Code(143), "", 2),
+            Some(Outcome::Killed)
+        );
+        assert_eq!(
+            t.exited(&b, &ProcessExit::Signal(9), "", 2),
+            Some(Outcome::Killed)
+        );
+        assert_eq!(t.get(&a).unwrap().exit_status, -105);
+        assert_eq!(t.get(&b).unwrap().exit_status, -106);
+        assert_eq!(t.get(&c).unwrap().exit_status, -105);
+        assert_eq!(
+            t.request_stop(&cid(9, 9), StopReason::AppMaster, 1),
+            StopAction::Unknown
+        );
+        assert_eq!(
+            t.request_stop(&a, StopReason::AppMaster, 1),
+            StopAction::Nothing
+        );
+    }
+
+    #[test]
+    fn completed_containers_are_reported_until_acknowledged() {
+        let mut t = ContainerTable::new();
+        let (a, b) = (cid(1, 1), cid(1, 2));
+        running(&mut t, a, 100);
+        running(&mut t, b, 101);
+        t.exited(&a, &ProcessExit::Code(0), "", 5);
+        let r = t.reports();
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].status.state, ContainerState::COMPLETE);
+        assert_eq!(r[1].status.state, ContainerState::RUNNING);
+        assert_eq!(r[1].status.exit_status, -1000);
+        // Acknowledging a running container is ignored.
+        assert_eq!(t.acknowledge(&[a, b]), 1);
+        assert_eq!(t.reports().len(), 1);
+        assert_eq!(t.get(&a).unwrap().state, NmContainerState::DONE);
+        t.prune_done(0);
+        assert!(t.get(&a).is_none());
+        assert!(t.get(&b).is_some());
+    }
+
+    #[test]
+    fn apps_finish_when_their_containers_are_done() {
+        let mut t = ContainerTable::new();
+        let (a, b) = (cid(1, 1), cid(2, 1));
+        running(&mut t, a, 100);
+        running(&mut t, b, 101);
+        let app = a.application_id();
+        assert_eq!(t.app_state(t.app(&app).unwrap()), APP_RUNNING);
+        assert!(t.finish_app(&app));
+        assert_eq!(t.live_of_app(&app), vec![a]);
+        assert_eq!(t.app_state(t.app(&app).unwrap()), APP_FINISHING);
+        t.request_stop(&a, StopReason::ResourceManager, 1);
+        t.exited(&a, &ProcessExit::Signal(15), "", 2);
+        assert_eq!(t.app_state(t.app(&app).unwrap()), APP_FINISHED);
+        assert!(t.live_of_app(&app).is_empty());
+        assert_eq!(t.live_ids(), vec![b]);
+        assert!(t.insert(container(b)).is_err());
+    }
+
+    #[test]
+    fn localization_failures_never_ran() {
+        let mut t = ContainerTable::new();
+        let a = cid(1, 1);
+        t.insert(container(a)).unwrap();
+        assert_eq!(
+            t.launch_failed(&a, true, "no such file".into(), 3),
+            Some(Outcome::Failed)
+        );
+        let c = t.get(&a).unwrap();
+        assert_eq!(c.state, NmContainerState::LOCALIZATION_FAILED);
+        assert_eq!(c.exit_status, -1000);
+        assert_eq!(c.public_state(), ContainerState::COMPLETE);
+    }
+}

@@ -1,0 +1,538 @@
+//! The NM's HTTP API: YARN's NM REST v1 (`/ws/v1/node/...`), the container management calls
+//! (start/stop), container logs, the UI-style log pages, and `/metrics`.
+//!
+//! Handlers parse, ask the container manager through its [`NmHandle`], and map the answer to
+//! a status; they hold no mutable state. Logs are read from disk here (see [`crate::logs`]).
+//! Every error is a YARN `RemoteException` body; the UI pages answer errors in plain text.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{FromRequest, Path, Query, Request, State};
+use axum::http::{header, StatusCode, Uri};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use spindle_common::ids::{ApplicationId, ContainerId, NodeId};
+use spindle_common::records::exception::ExceptionKind;
+use spindle_common::records::node::{
+    NmAppBody, NmAppInfo, NmApps, NmAppsBody, NmContainerBody, NmContainerInfo, NmContainers,
+    NmContainersBody, NmNodeInfo, NodeInfoBody, StartContainersRequest, StopContainersRequest,
+};
+use spindle_common::resource::Resource;
+
+use crate::containers::Container;
+use crate::logs;
+use crate::manager::{AppView, NmHandle, Unavailable};
+
+/// The YARN REST API version these shapes follow.
+pub const HADOOP_COMPAT_VERSION: &str = "3.4.0";
+/// YARN's default `yarn.nodemanager.vmem-pmem-ratio`, for `totalVmemAllocatedContainersMB`.
+const VMEM_PMEM_RATIO: f64 = 2.1;
+/// NM application states YARN's `?state=` filter accepts.
+const APP_STATES: &[&str] = &[
+    "NEW",
+    "INITING",
+    "RUNNING",
+    "FINISHING_CONTAINERS_WAIT",
+    "APPLICATION_RESOURCES_CLEANINGUP",
+    "FINISHED",
+];
+const MISSING_LOG: &str = "Cannot find this log on the local disk.";
+
+/// What the handlers share: a handle to the actor and facts fixed at start.
+#[derive(Clone)]
+pub struct RestState(Arc<Inner>);
+
+struct Inner {
+    handle: NmHandle,
+    node_id: NodeId,
+    capacity: Resource,
+    log_roots: Vec<PathBuf>,
+}
+
+impl RestState {
+    pub fn new(
+        handle: NmHandle,
+        node_id: NodeId,
+        capacity: Resource,
+        log_roots: Vec<PathBuf>,
+    ) -> Self {
+        Self(Arc::new(Inner {
+            handle,
+            node_id,
+            capacity,
+            log_roots,
+        }))
+    }
+}
+
+pub fn router(state: RestState) -> Router {
+    Router::new()
+        .route("/ws/v1/node", get(node_info))
+        .route("/ws/v1/node/", get(node_info))
+        .route("/ws/v1/node/info", get(node_info))
+        .route("/ws/v1/node/apps", get(apps))
+        .route("/ws/v1/node/apps/{appid}", get(app))
+        .route("/ws/v1/node/containers", get(containers))
+        .route("/ws/v1/node/containers/start", post(start))
+        .route("/ws/v1/node/containers/stop", post(stop))
+        .route("/ws/v1/node/containers/{containerid}", get(container))
+        .route("/ws/v1/node/containers/{containerid}/logs", get(log_list))
+        .route(
+            "/ws/v1/node/containers/{containerid}/logs/{filename}",
+            get(log_file),
+        )
+        .route(
+            "/ws/v1/node/containerlogs/{containerid}/{filename}",
+            get(log_file),
+        )
+        .route("/node/containerlogs/{containerid}/{user}", get(ui_log_page))
+        .route(
+            "/node/containerlogs/{containerid}/{user}/{filename}",
+            get(ui_log_file),
+        )
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors and the JSON body extractor
+
+/// A REST error: YARN's `RemoteException` body with the kind's status.
+#[derive(Debug)]
+pub struct ApiError {
+    kind: ExceptionKind,
+    message: String,
+}
+
+impl ApiError {
+    pub fn new(kind: ExceptionKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+    fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(ExceptionKind::BadRequest, message)
+    }
+    fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ExceptionKind::NotFound, message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.kind.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, Json(self.kind.body(self.message))).into_response()
+    }
+}
+
+impl From<Unavailable> for ApiError {
+    fn from(e: Unavailable) -> Self {
+        Self::new(ExceptionKind::ServiceUnavailable, e.to_string())
+    }
+}
+
+/// A JSON body whose every rejection (unreadable, malformed, wrong shape) is a 400
+/// `RemoteException`. It does not insist on a `Content-Type`, as YARN clients vary.
+pub struct JsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            ApiError::bad_request(format!("cannot read the request body: {}", e.body_text()))
+        })?;
+        serde_json::from_slice(&bytes)
+            .map(JsonBody)
+            .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))
+    }
+}
+
+async fn not_found(uri: Uri) -> ApiError {
+    ApiError::not_found(format!("no such resource: {}", uri.path()))
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        ExceptionKind::MethodNotAllowed,
+        "HTTP method not allowed for this resource",
+    )
+}
+
+fn parse_container_id(s: &str) -> Result<ContainerId, ApiError> {
+    s.parse()
+        .map_err(|_| ApiError::bad_request(format!("invalid container id, {s}")))
+}
+
+// ---------------------------------------------------------------------------------------
+// Node, apps, containers
+
+async fn node_info(State(s): State<RestState>) -> Result<Json<NodeInfoBody>, ApiError> {
+    let v = s.0.handle.node().await?;
+    let version = env!("CARGO_PKG_VERSION");
+    Ok(Json(NodeInfoBody {
+        node_info: NmNodeInfo {
+            id: s.0.node_id.to_string(),
+            node_host_name: s.0.node_id.host.clone(),
+            total_pmem_allocated_containers_mb: s.0.capacity.memory_mb,
+            total_vmem_allocated_containers_mb: (s.0.capacity.memory_mb as f64 * VMEM_PMEM_RATIO)
+                as i64,
+            total_v_cores_allocated_containers: s.0.capacity.vcores,
+            vmem_check_enabled: false,
+            pmem_check_enabled: false,
+            last_node_update_time: v.last_heartbeat_ms,
+            nm_startup_time: v.started_ms,
+            health_report: String::new(),
+            node_healthy: true,
+            node_manager_version: version.to_string(),
+            node_manager_build_version: format!("spindle {version}"),
+            node_manager_version_built_on: String::new(),
+            hadoop_version: HADOOP_COMPAT_VERSION.to_string(),
+            hadoop_build_version: format!("spindle {version}"),
+            hadoop_version_built_on: String::new(),
+        },
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+struct AppsQuery {
+    state: Option<String>,
+    user: Option<String>,
+}
+
+fn app_info(a: AppView) -> NmAppInfo {
+    NmAppInfo {
+        id: a.id.to_string(),
+        user: a.user,
+        state: a.state.to_string(),
+        containerids: a.containers.iter().map(ToString::to_string).collect(),
+    }
+}
+
+async fn apps(
+    State(s): State<RestState>,
+    Query(q): Query<AppsQuery>,
+) -> Result<Json<NmAppsBody>, ApiError> {
+    let state = match q.state.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
+        Some(v) => {
+            let up = v.to_ascii_uppercase();
+            if !APP_STATES.contains(&up.as_str()) {
+                return Err(ApiError::bad_request(format!(
+                    "Invalid application state {v}: expected one of {}",
+                    APP_STATES.join(", ")
+                )));
+            }
+            Some(up)
+        }
+        None => None,
+    };
+    let user = q.user.filter(|u| !u.is_empty());
+    let list: Vec<NmAppInfo> =
+        s.0.handle
+            .apps()
+            .await?
+            .into_iter()
+            .filter(|a| state.as_deref().is_none_or(|st| a.state == st))
+            .filter(|a| user.as_deref().is_none_or(|u| a.user == u))
+            .map(app_info)
+            .collect();
+    Ok(Json(NmAppsBody {
+        apps: (!list.is_empty()).then(|| NmApps { app: list.into() }),
+    }))
+}
+
+async fn app(
+    State(s): State<RestState>,
+    Path(appid): Path<String>,
+) -> Result<Json<NmAppBody>, ApiError> {
+    let id: ApplicationId = appid
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("Invalid ApplicationId: {appid}")))?;
+    s.0.handle
+        .apps()
+        .await?
+        .into_iter()
+        .find(|a| a.id == id)
+        .map(|a| Json(NmAppBody { app: app_info(a) }))
+        .ok_or_else(|| ApiError::not_found(format!("app with id {appid} not found")))
+}
+
+async fn container_info(s: &RestState, c: &Container) -> NmContainerInfo {
+    let dirs = logs::container_log_dirs(&s.0.log_roots, &c.id);
+    let files = logs::list(&dirs)
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|f| f.name)
+        .collect();
+    NmContainerInfo {
+        id: c.id.to_string(),
+        state: c.state.to_string(),
+        exit_code: c.exit_status,
+        diagnostics: c.diagnostics.clone(),
+        user: c.user.clone(),
+        total_memory_needed_mb: c.resource.memory_mb,
+        total_v_cores_needed: c.resource.vcores,
+        container_logs_link: format!(
+            "http://{}/node/containerlogs/{}/{}",
+            s.0.node_id, c.id, c.user
+        ),
+        node_id: s.0.node_id.to_string(),
+        execution_type: "GUARANTEED".to_string(),
+        container_log_files: files,
+    }
+}
+
+async fn containers(State(s): State<RestState>) -> Result<Json<NmContainersBody>, ApiError> {
+    let all = s.0.handle.containers().await?;
+    let mut list = Vec::with_capacity(all.len());
+    for c in &all {
+        list.push(container_info(&s, c).await);
+    }
+    Ok(Json(NmContainersBody {
+        containers: (!list.is_empty()).then(|| NmContainers {
+            container: list.into(),
+        }),
+    }))
+}
+
+async fn container(
+    State(s): State<RestState>,
+    Path(cid): Path<String>,
+) -> Result<Json<NmContainerBody>, ApiError> {
+    let id = parse_container_id(&cid)?;
+    match s.0.handle.container(id).await? {
+        Some(c) => Ok(Json(NmContainerBody {
+            container: container_info(&s, &c).await,
+        })),
+        None => Err(ApiError::not_found(format!(
+            "container with id, {cid}, not found"
+        ))),
+    }
+}
+
+async fn start(
+    State(s): State<RestState>,
+    JsonBody(req): JsonBody<StartContainersRequest>,
+) -> Result<impl IntoResponse, ApiError> {
+    Ok(Json(s.0.handle.start(req.start_container_request).await?))
+}
+
+async fn stop(
+    State(s): State<RestState>,
+    JsonBody(req): JsonBody<StopContainersRequest>,
+) -> Result<impl IntoResponse, ApiError> {
+    Ok(Json(s.0.handle.stop(req.container_ids).await?))
+}
+
+async fn metrics(State(s): State<RestState>) -> Result<impl IntoResponse, ApiError> {
+    let m = s.0.handle.metrics().await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        m.render(),
+    ))
+}
+
+// ---------------------------------------------------------------------------------------
+// Logs
+
+#[derive(Debug, Serialize)]
+struct ContainerLogsBody {
+    #[serde(rename = "containerLogsInfo")]
+    container_logs_info: ContainerLogsInfo,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ContainerLogsInfo {
+    container_log_info: Vec<ContainerLogFileInfo>,
+    log_aggregation_type: &'static str,
+    container_id: String,
+    node_id: String,
+}
+
+/// YARN's `ContainerLogFileInfo`; YARN writes size and time as strings, and so do we.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ContainerLogFileInfo {
+    file_name: String,
+    file_size: String,
+    last_modified_time: String,
+}
+
+/// The log files of a container, or None (404) if it is unknown and has no logs on disk.
+async fn log_files(s: &RestState, id: ContainerId) -> Result<Option<Vec<logs::LogFile>>, ApiError> {
+    let dirs = logs::container_log_dirs(&s.0.log_roots, &id);
+    if let Some(files) = logs::list(&dirs).await {
+        return Ok(Some(files));
+    }
+    Ok(s.0.handle.container(id).await?.map(|_| Vec::new()))
+}
+
+async fn log_list(
+    State(s): State<RestState>,
+    Path(cid): Path<String>,
+) -> Result<Json<ContainerLogsBody>, ApiError> {
+    let id = parse_container_id(&cid)?;
+    let files = log_files(&s, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("container with id, {cid}, not found")))?;
+    Ok(Json(ContainerLogsBody {
+        container_logs_info: ContainerLogsInfo {
+            container_log_info: files
+                .into_iter()
+                .map(|f| ContainerLogFileInfo {
+                    file_name: f.name,
+                    file_size: f.size.to_string(),
+                    last_modified_time: logs::format_time(f.modified_ms),
+                })
+                .collect(),
+            log_aggregation_type: "LOCAL",
+            container_id: id.to_string(),
+            node_id: s.0.node_id.to_string(),
+        },
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+struct LogQuery {
+    size: Option<String>,
+    format: Option<String>,
+}
+
+/// Streams one log file: text/plain, or octet-stream with `?format=octet-stream`.
+async fn serve_log(
+    s: &RestState,
+    cid: &str,
+    name: &str,
+    q: &LogQuery,
+) -> Result<Response, ApiError> {
+    let id = parse_container_id(cid)?;
+    if !logs::valid_file_name(name) {
+        return Err(ApiError::bad_request(format!(
+            "Invalid log file name: {name}"
+        )));
+    }
+    let size = match q.size.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
+        Some(v) => Some(v.parse::<i64>().map_err(|_| {
+            ApiError::bad_request(format!(
+                "Invalid size {v}: expected a whole number of bytes"
+            ))
+        })?),
+        None => None,
+    };
+    let dirs = logs::container_log_dirs(&s.0.log_roots, &id);
+    let path = logs::find(&dirs, name)
+        .await
+        .ok_or_else(|| ApiError::not_found(MISSING_LOG))?;
+    let stream = logs::open(&path, size)
+        .await
+        .map_err(|e| ApiError::not_found(format!("{MISSING_LOG} {e}")))?;
+    let content_type = match q.format.as_deref() {
+        Some(f) if f.eq_ignore_ascii_case("octet-stream") => "application/octet-stream",
+        _ => "text/plain; charset=utf-8",
+    };
+    Ok((
+        [(header::CONTENT_TYPE, content_type)],
+        Body::from_stream(stream),
+    )
+        .into_response())
+}
+
+async fn log_file(
+    State(s): State<RestState>,
+    Path((cid, name)): Path<(String, String)>,
+    Query(q): Query<LogQuery>,
+) -> Result<Response, ApiError> {
+    serve_log(&s, &cid, &name, &q).await
+}
+
+/// The UI pages answer in plain text, not JSON.
+fn ui_error(e: ApiError) -> Response {
+    let status = StatusCode::from_u16(e.kind.status()).unwrap_or(StatusCode::BAD_REQUEST);
+    (status, e.message).into_response()
+}
+
+async fn ui_log_page(
+    State(s): State<RestState>,
+    Path((cid, user)): Path<(String, String)>,
+) -> Response {
+    let id = match parse_container_id(&cid) {
+        Ok(id) => id,
+        Err(e) => return ui_error(e),
+    };
+    let files = match log_files(&s, id).await {
+        Ok(Some(f)) => f,
+        Ok(None) => return ui_error(ApiError::not_found(MISSING_LOG)),
+        Err(e) => return ui_error(e),
+    };
+    let user_url = urlencoding::encode(&user);
+    let mut rows = String::new();
+    for f in &files {
+        rows.push_str(&format!(
+            "<tr><td><a href=\"/node/containerlogs/{id}/{user_url}/{name_url}\">{name}</a></td>\
+             <td>{size}</td><td>{time}</td></tr>\n",
+            name_url = urlencoding::encode(&f.name),
+            name = html_escape(&f.name),
+            size = f.size,
+            time = logs::format_time(f.modified_ms),
+        ));
+    }
+    Html(format!(
+        "<!DOCTYPE html>\n<html><head><title>Logs for {id}</title></head><body>\n\
+         <h1>Logs for {id}</h1>\n<p>User: {user}. Node: {node}.</p>\n\
+         <table>\n<tr><th>Log Type</th><th>Log Length</th><th>Last Modified</th></tr>\n{rows}</table>\n\
+         </body></html>\n",
+        user = html_escape(&user),
+        node = s.0.node_id,
+    ))
+    .into_response()
+}
+
+async fn ui_log_file(
+    State(s): State<RestState>,
+    Path((cid, _user, name)): Path<(String, String, String)>,
+    Query(q): Query<LogQuery>,
+) -> Response {
+    match serve_log(&s, &cid, &name, &q).await {
+        Ok(r) => r,
+        Err(e) => ui_error(e),
+    }
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_are_remote_exceptions() {
+        let r = ApiError::bad_request("invalid container id, x").into_response();
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+        let r = ApiError::from(Unavailable).into_response();
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            html_escape("<a href='x'>&"),
+            "&lt;a href=&#39;x&#39;&gt;&amp;"
+        );
+    }
+}

@@ -1,0 +1,271 @@
+//! The NM's side of the ResourceTracker protocol: register, then heartbeat until stopped.
+//!
+//! Registration is retried every 500 ms until the RM answers (a failure is logged on the
+//! first try and every tenth after, so a missing RM does not flood the log). Heartbeats go
+//! every `nextHeartbeatIntervalMs`, and at once when the container manager wakes us (a
+//! container was accepted or completed). An unreachable RM never stops containers: the NM
+//! keeps running them and keeps trying. RESYNC means register again (with every container
+//! still unacknowledged); SHUTDOWN means the NM exits.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use spindle_common::ids::NodeId;
+use spindle_common::records::resource::ResourceInfo;
+use spindle_common::records::tracker::{
+    NodeAction, NodeHeartbeatRequest, NodeHeartbeatResponse, NodeStatus,
+    RegisterNodeManagerRequest, RegisterNodeManagerResponse,
+};
+use spindle_common::resource::Resource;
+use spindle_common::time::now_ms;
+use spindle_common::token::TokenSecret;
+use tokio::sync::{oneshot, watch, Notify};
+use tracing::{debug, error, info, warn};
+
+use crate::manager::{until_stopped, NmHandle};
+
+pub const REGISTER_PATH: &str = "/ws/v1/node-tracker/register";
+pub const HEARTBEAT_PATH: &str = "/ws/v1/node-tracker/heartbeat";
+/// Delay between registration attempts.
+pub const REGISTER_RETRY: Duration = Duration::from_millis(500);
+/// Failures are logged on the first attempt and then once per this many.
+const LOG_EVERY: u32 = 10;
+/// A floor under the RM's heartbeat interval, so a bad answer cannot make us spin.
+const MIN_HEARTBEAT: Duration = Duration::from_millis(10);
+/// How long the last heartbeat of a stopping NM may take.
+const FINAL_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[derive(Debug, thiserror::Error)]
+pub enum RmError {
+    #[error("cannot reach the ResourceManager: {0}")]
+    Http(#[from] reqwest::Error),
+    #[error("the ResourceManager answered {status}: {body}")]
+    Status { status: u16, body: String },
+    #[error("cannot parse the ResourceManager's answer: {0}")]
+    Body(#[from] serde_json::Error),
+}
+
+pub struct StatusUpdater {
+    client: reqwest::Client,
+    rm_base: String,
+    node_id: NodeId,
+    resource: Resource,
+    handle: NmHandle,
+    wake: Arc<Notify>,
+    stopping: watch::Receiver<bool>,
+    rm_shutdown: Option<oneshot::Sender<()>>,
+}
+
+enum Next {
+    Register,
+    Stop,
+}
+
+impl StatusUpdater {
+    pub fn new(
+        rm_address: &str,
+        node_id: NodeId,
+        resource: Resource,
+        handle: NmHandle,
+        wake: Arc<Notify>,
+        stopping: watch::Receiver<bool>,
+        rm_shutdown: oneshot::Sender<()>,
+    ) -> Result<Self, RmError> {
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(Duration::from_secs(2))
+            .timeout(Duration::from_secs(10))
+            .build()?;
+        Ok(Self {
+            client,
+            rm_base: format!("http://{rm_address}"),
+            node_id,
+            resource,
+            handle,
+            wake,
+            stopping,
+            rm_shutdown: Some(rm_shutdown),
+        })
+    }
+
+    /// Registers and heartbeats until the NM stops or the RM says SHUTDOWN.
+    pub async fn run(mut self) {
+        loop {
+            let Some(reg) = self.register().await else {
+                return;
+            };
+            match self.heartbeat_loop(reg.heartbeat_interval_ms).await {
+                Next::Register => continue,
+                Next::Stop => return,
+            }
+        }
+    }
+
+    /// None when the NM is stopping (or the RM told it to).
+    async fn register(&mut self) -> Option<RegisterNodeManagerResponse> {
+        let mut attempt: u32 = 0;
+        loop {
+            let reports = self.handle.reports().await.ok()?;
+            let running = reports.len();
+            let req = RegisterNodeManagerRequest {
+                node_id: self.node_id.clone(),
+                http_address: self.node_id.to_string(),
+                resource: ResourceInfo::from(&self.resource),
+                nm_version: env!("CARGO_PKG_VERSION").to_string(),
+                rack: None,
+                container_statuses: reports,
+            };
+            let failure = match self
+                .post::<_, RegisterNodeManagerResponse>(REGISTER_PATH, &req)
+                .await
+            {
+                Ok(resp) if resp.node_action == NodeAction::SHUTDOWN => {
+                    error!(diagnostics = %resp.diagnostics_message,
+                        "the ResourceManager refused this node and told it to shut down");
+                    self.request_shutdown();
+                    return None;
+                }
+                Ok(resp) => match TokenSecret::from_hex(&resp.container_token_secret) {
+                    Ok(secret) => {
+                        self.handle
+                            .registered(secret, resp.rm_identifier)
+                            .await
+                            .ok()?;
+                        info!(rm = %self.rm_base, node_id = %self.node_id, containers = running,
+                            heartbeat_ms = resp.heartbeat_interval_ms,
+                            "registered with the ResourceManager");
+                        return Some(resp);
+                    }
+                    Err(e) => format!("the ResourceManager sent an unusable token secret: {e}"),
+                },
+                Err(e) => e.to_string(),
+            };
+            if attempt.is_multiple_of(LOG_EVERY) {
+                warn!(attempt = attempt + 1, rm = %self.rm_base, error = %failure,
+                    "cannot register with the ResourceManager; retrying every 500 ms");
+            }
+            attempt = attempt.saturating_add(1);
+            tokio::select! {
+                _ = tokio::time::sleep(REGISTER_RETRY) => {}
+                _ = until_stopped(&mut self.stopping) => return None,
+            }
+        }
+    }
+
+    async fn heartbeat_loop(&mut self, first_interval_ms: u64) -> Next {
+        let mut interval = interval_of(first_interval_ms);
+        let mut response_id = 0;
+        let mut failures: u32 = 0;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = self.wake.notified() => {}
+                _ = until_stopped(&mut self.stopping) => {
+                    match tokio::time::timeout(FINAL_HEARTBEAT_TIMEOUT, self.heartbeat(response_id)).await {
+                        Ok(Ok(_)) => debug!("sent the final heartbeat"),
+                        _ => debug!("could not send the final heartbeat"),
+                    }
+                    return Next::Stop;
+                }
+            }
+            let resp = match self.heartbeat(response_id).await {
+                Ok(Some(r)) => r,
+                Ok(None) => return Next::Stop,
+                Err(e) => {
+                    if failures.is_multiple_of(LOG_EVERY) {
+                        warn!(failures = failures + 1, error = %e,
+                            "heartbeat failed; containers keep running, retrying");
+                    }
+                    failures = failures.saturating_add(1);
+                    continue;
+                }
+            };
+            if failures > 0 {
+                info!(failures, "heartbeats reach the ResourceManager again");
+                failures = 0;
+            }
+            response_id = resp.response_id;
+            interval = interval_of(resp.next_heartbeat_interval_ms);
+            match resp.node_action {
+                NodeAction::RESYNC => {
+                    info!("the ResourceManager asked for a resync; registering again");
+                    return Next::Register;
+                }
+                NodeAction::SHUTDOWN => {
+                    warn!(diagnostics = %resp.diagnostics_message,
+                        "the ResourceManager told this node to shut down");
+                    self.request_shutdown();
+                    return Next::Stop;
+                }
+                NodeAction::NORMAL => {
+                    if self
+                        .handle
+                        .heartbeat_answered(
+                            resp.containers_to_cleanup,
+                            resp.applications_to_cleanup,
+                            resp.containers_to_be_removed_from_nm,
+                        )
+                        .await
+                        .is_err()
+                    {
+                        return Next::Stop;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ok(None) when the container manager is gone.
+    async fn heartbeat(&self, response_id: i32) -> Result<Option<NodeHeartbeatResponse>, RmError> {
+        let Ok(reports) = self.handle.reports().await else {
+            return Ok(None);
+        };
+        let req = NodeHeartbeatRequest {
+            node_id: self.node_id.clone(),
+            response_id,
+            node_status: NodeStatus {
+                healthy: true,
+                health_report: String::new(),
+                last_health_report_time: now_ms(),
+                containers_statuses: reports,
+                node_utilization: None,
+            },
+        };
+        self.post(HEARTBEAT_PATH, &req).await.map(Some)
+    }
+
+    fn request_shutdown(&mut self) {
+        if let Some(tx) = self.rm_shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+
+    async fn post<Req: Serialize, Resp: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &Req,
+    ) -> Result<Resp, RmError> {
+        let resp = self
+            .client
+            .post(format!("{}{path}", self.rm_base))
+            .json(body)
+            .send()
+            .await?;
+        let status = resp.status();
+        let bytes = resp.bytes().await?;
+        if !status.is_success() {
+            let body = String::from_utf8_lossy(&bytes[..bytes.len().min(500)]).into_owned();
+            return Err(RmError::Status {
+                status: status.as_u16(),
+                body,
+            });
+        }
+        Ok(serde_json::from_slice(&bytes)?)
+    }
+}
+
+fn interval_of(ms: u64) -> Duration {
+    Duration::from_millis(ms).max(MIN_HEARTBEAT)
+}

@@ -1,0 +1,196 @@
+//! The NM's recovery store: the containers it is responsible for, so that a restarted NM can
+//! re-adopt still-running process groups and report the ones that ended while it was down.
+//!
+//! Format: one JSON file, `<yarn.nodemanager.recovery.dir>/nm-containers.json`, rewritten
+//! whole on every change (temp file, fsync, rename). A node holds tens of containers, so a
+//! whole-file rewrite is cheap, atomic without a schema, and readable by an operator; SQLite
+//! would buy nothing at this size. These records are the store's on-disk wire format, which
+//! is why they derive serde here rather than in `common::records`.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use spindle_common::ids::ContainerId;
+use spindle_common::token::ContainerTokenIdentifier;
+
+pub const STORE_FILE: &str = "nm-containers.json";
+const VERSION: u32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("recovery store {path}: cannot {what}: {source}")]
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error(
+        "recovery store {path} is corrupt: {message} (move it aside to start without recovery)"
+    )]
+    Corrupt { path: PathBuf, message: String },
+}
+
+/// One container as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerRecord {
+    pub container_id: ContainerId,
+    pub user: String,
+    /// The verified token identifier: resource, submitter, node, expiry.
+    pub token: ContainerTokenIdentifier,
+    /// The process-group leader; None while localizing.
+    pub pid: Option<i32>,
+    /// The leader's start time in clock ticks since boot (pid-reuse guard).
+    pub start_ticks: Option<u64>,
+    pub start_time_ms: u64,
+    pub work_dir: PathBuf,
+    pub log_dirs: Vec<PathBuf>,
+    /// A stop that was in progress (`APP_MASTER`, `RESOURCE_MANAGER`, `NODE_SHUTDOWN`).
+    #[serde(default)]
+    pub stop: Option<String>,
+    /// Set once complete, until the RM acknowledges it.
+    #[serde(default)]
+    pub completed: Option<CompletedRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompletedRecord {
+    /// The NM detailed state it ended in.
+    pub state: String,
+    pub exit_status: i32,
+    pub diagnostics: String,
+    pub finish_time_ms: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct StoreFile {
+    version: u32,
+    containers: Vec<ContainerRecord>,
+}
+
+#[derive(Debug)]
+pub struct Store {
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating the directory) and returns what the previous NM left.
+    pub fn open(dir: &Path) -> Result<(Self, Vec<ContainerRecord>), StoreError> {
+        let path = dir.join(STORE_FILE);
+        fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+            path: dir.to_path_buf(),
+            what: "create the directory",
+            source,
+        })?;
+        let records = match fs::read(&path) {
+            Ok(bytes) => {
+                let f: StoreFile =
+                    serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
+                        path: path.clone(),
+                        message: e.to_string(),
+                    })?;
+                if f.version != VERSION {
+                    return Err(StoreError::Corrupt {
+                        path,
+                        message: format!("version {} (this NM reads {VERSION})", f.version),
+                    });
+                }
+                f.containers
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(source) => {
+                return Err(StoreError::Io {
+                    path,
+                    what: "read",
+                    source,
+                })
+            }
+        };
+        Ok((Self { path }, records))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Replaces the stored set atomically.
+    pub fn save(&self, records: &[ContainerRecord]) -> Result<(), StoreError> {
+        let io = |what: &'static str| {
+            let path = self.path.clone();
+            move |source| StoreError::Io { path, what, source }
+        };
+        let body = serde_json::to_vec_pretty(&StoreFile {
+            version: VERSION,
+            containers: records.to_vec(),
+        })
+        .map_err(|e| StoreError::Corrupt {
+            path: self.path.clone(),
+            message: e.to_string(),
+        })?;
+        let tmp = self.path.with_extension("json.tmp");
+        let mut f = fs::File::create(&tmp).map_err(io("create the temporary file"))?;
+        f.write_all(&body).map_err(io("write"))?;
+        f.sync_all().map_err(io("sync"))?;
+        fs::rename(&tmp, &self.path).map_err(io("rename the temporary file"))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spindle_common::ids::{ApplicationAttemptId, ApplicationId, NodeId};
+    use spindle_common::records::resource::ResourceInfo;
+
+    fn record(seq: u64) -> ContainerRecord {
+        let id = ContainerId::new(
+            ApplicationAttemptId::new(ApplicationId::new(5, 1), 1),
+            0,
+            seq,
+        );
+        ContainerRecord {
+            container_id: id,
+            user: "bob".into(),
+            token: ContainerTokenIdentifier {
+                container_id: id,
+                node_id: NodeId::new("h", 1),
+                app_submitter: "bob".into(),
+                resource: ResourceInfo::default(),
+                expiry_time_ms: 9,
+                rm_identifier: 5,
+                is_am: false,
+            },
+            pid: Some(42),
+            start_ticks: Some(7),
+            start_time_ms: 1,
+            work_dir: "/w".into(),
+            log_dirs: vec!["/l".into()],
+            stop: None,
+            completed: None,
+        }
+    }
+
+    #[test]
+    fn round_trips_and_replaces() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("rec");
+        let (s, none) = Store::open(&dir).unwrap();
+        assert!(none.is_empty());
+        s.save(&[record(1), record(2)]).unwrap();
+        let (s, two) = Store::open(&dir).unwrap();
+        assert_eq!(two, vec![record(1), record(2)]);
+        s.save(&[record(3)]).unwrap();
+        assert_eq!(Store::open(&dir).unwrap().1, vec![record(3)]);
+    }
+
+    #[test]
+    fn corrupt_files_are_refused_by_name() {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join(STORE_FILE), "{not json").unwrap();
+        let e = Store::open(d.path()).unwrap_err().to_string();
+        assert!(e.contains(STORE_FILE) && e.contains("corrupt"), "{e}");
+    }
+}
