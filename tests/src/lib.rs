@@ -18,13 +18,22 @@ use serde_json::Value;
 /// `target/<profile>/` of the current build.
 pub fn bin_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
-    // target/<profile>/deps/<test-binary>
-    exe.parent().and_then(Path::parent).expect("target dir").to_path_buf()
+    let dir = exe.parent().expect("exe dir");
+    // Test binaries live in target/<profile>/deps/, binaries in target/<profile>/.
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.parent().expect("target dir").to_path_buf()
+    } else {
+        dir.to_path_buf()
+    }
 }
 
 pub fn bin(name: &str) -> PathBuf {
     let p = bin_dir().join(name);
-    assert!(p.exists(), "{} is missing: run `cargo build --workspace --bins` before the system tests", p.display());
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo build --workspace --bins` before the system tests",
+        p.display()
+    );
     p
 }
 
@@ -68,16 +77,31 @@ impl Drop for Daemon {
 }
 
 /// Spawns `bin` with `args`, stderr and stdout to `log`.
-pub fn spawn(name: &str, bin: &Path, args: &[String], log: PathBuf, env: &[(&str, String)]) -> Daemon {
+pub fn spawn(
+    name: &str,
+    bin: &Path,
+    args: &[String],
+    log: PathBuf,
+    env: &[(&str, String)],
+) -> Daemon {
     let out = std::fs::File::create(&log).expect("log file");
     let err = out.try_clone().expect("log clone");
     let mut cmd = Command::new(bin);
-    cmd.args(args).stdout(Stdio::from(out)).stderr(Stdio::from(err)).stdin(Stdio::null());
+    cmd.args(args)
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
+        .stdin(Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let child = cmd.spawn().unwrap_or_else(|e| panic!("spawning {}: {e}", bin.display()));
-    Daemon { name: name.to_string(), child, log }
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawning {}: {e}", bin.display()));
+    Daemon {
+        name: name.to_string(),
+        child,
+        log,
+    }
 }
 
 /// Polls `f` every 50 ms until it returns Some or `timeout` passes.
@@ -114,12 +138,19 @@ pub struct ClusterOpts {
 }
 
 fn read_addr(path: &Path, d: &mut Daemon) -> String {
-    wait_until(&format!("{} to listen ({})", d.name, d.log.display()), Duration::from_secs(20), || {
-        if !d.is_running() {
-            panic!("{} exited early:\n{}", d.name, d.log_text());
-        }
-        std::fs::read_to_string(path).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
-    })
+    wait_until(
+        &format!("{} to listen ({})", d.name, d.log.display()),
+        Duration::from_secs(20),
+        || {
+            if !d.is_running() {
+                panic!("{} exited early:\n{}", d.name, d.log_text());
+            }
+            std::fs::read_to_string(path)
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+        },
+    )
 }
 
 impl Cluster {
@@ -128,14 +159,27 @@ impl Cluster {
         let conf_dir = dir.path().join("conf");
         std::fs::create_dir_all(&conf_dir).expect("conf dir");
         // An empty yarn-site.xml: every default is YARN's, and -D overrides the rest.
-        std::fs::write(conf_dir.join("yarn-site.xml"), "<configuration></configuration>\n").expect("write conf");
+        std::fs::write(
+            conf_dir.join("yarn-site.xml"),
+            "<configuration></configuration>\n",
+        )
+        .expect("write conf");
         let rm_dir = dir.path().join("rm");
         std::fs::create_dir_all(&rm_dir).expect("rm dir");
         let mut args = vec!["--conf-dir".to_string(), conf_dir.display().to_string()];
         let mut rm_props = vec![
-            ("yarn.resourcemanager.webapp.address".to_string(), "127.0.0.1:0".to_string()),
-            ("spindle.resourcemanager.state-store.path".to_string(), rm_dir.join("rmstore.sqlite").display().to_string()),
-            ("yarn.scheduler.minimum-allocation-mb".to_string(), "128".to_string()),
+            (
+                "yarn.resourcemanager.webapp.address".to_string(),
+                "127.0.0.1:0".to_string(),
+            ),
+            (
+                "spindle.resourcemanager.state-store.path".to_string(),
+                rm_dir.join("rmstore.sqlite").display().to_string(),
+            ),
+            (
+                "yarn.scheduler.minimum-allocation-mb".to_string(),
+                "128".to_string(),
+            ),
         ];
         rm_props.extend(opts.rm_props.clone());
         for (k, v) in &rm_props {
@@ -144,7 +188,13 @@ impl Cluster {
         }
         args.push("--address-file".into());
         args.push(rm_dir.join("address").display().to_string());
-        let mut rm = spawn("resourcemanager", &bin("resourcemanager"), &args, dir.path().join("rm.log"), &[]);
+        let mut rm = spawn(
+            "resourcemanager",
+            &bin("resourcemanager"),
+            &args,
+            dir.path().join("rm.log"),
+            &[],
+        );
         let rm_addr = read_addr(&rm_dir.join("address"), &mut rm);
         let mut c = Cluster {
             dir,
@@ -152,7 +202,10 @@ impl Cluster {
             rm_addr,
             nms: vec![],
             nm_addrs: vec![],
-            http: reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().expect("client"),
+            http: reqwest::blocking::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .expect("client"),
             conf_dir,
         };
         for _ in 0..opts.nodes {
@@ -168,24 +221,57 @@ impl Cluster {
         let d = self.dir.path().join(format!("nm{i}"));
         std::fs::create_dir_all(&d).expect("nm dir");
         let mut all = vec![
-            ("yarn.nodemanager.webapp.address".to_string(), "127.0.0.1:0".to_string()),
-            ("yarn.resourcemanager.webapp.address".to_string(), self.rm_addr.clone()),
-            ("spindle.nodemanager.rm-address".to_string(), self.rm_addr.clone()),
-            ("yarn.nodemanager.local-dirs".to_string(), d.join("local").display().to_string()),
-            ("yarn.nodemanager.log-dirs".to_string(), d.join("logs").display().to_string()),
-            ("yarn.nodemanager.recovery.dir".to_string(), d.join("recovery").display().to_string()),
-            ("yarn.nodemanager.resource.memory-mb".to_string(), "4096".to_string()),
-            ("yarn.nodemanager.resource.cpu-vcores".to_string(), "4".to_string()),
+            (
+                "yarn.nodemanager.webapp.address".to_string(),
+                "127.0.0.1:0".to_string(),
+            ),
+            (
+                "yarn.resourcemanager.webapp.address".to_string(),
+                self.rm_addr.clone(),
+            ),
+            (
+                "spindle.nodemanager.rm-address".to_string(),
+                self.rm_addr.clone(),
+            ),
+            (
+                "yarn.nodemanager.local-dirs".to_string(),
+                d.join("local").display().to_string(),
+            ),
+            (
+                "yarn.nodemanager.log-dirs".to_string(),
+                d.join("logs").display().to_string(),
+            ),
+            (
+                "yarn.nodemanager.recovery.dir".to_string(),
+                d.join("recovery").display().to_string(),
+            ),
+            (
+                "yarn.nodemanager.resource.memory-mb".to_string(),
+                "4096".to_string(),
+            ),
+            (
+                "yarn.nodemanager.resource.cpu-vcores".to_string(),
+                "4".to_string(),
+            ),
         ];
         all.extend(props.iter().cloned());
-        let mut args = vec!["--conf-dir".to_string(), self.conf_dir.display().to_string()];
+        let mut args = vec![
+            "--conf-dir".to_string(),
+            self.conf_dir.display().to_string(),
+        ];
         for (k, v) in &all {
             args.push("-D".into());
             args.push(format!("{k}={v}"));
         }
         args.push("--address-file".into());
         args.push(d.join("address").display().to_string());
-        let mut nm = spawn(&format!("nodemanager{i}"), &bin("nodemanager"), &args, self.dir.path().join(format!("nm{i}.log")), &[]);
+        let mut nm = spawn(
+            &format!("nodemanager{i}"),
+            &bin("nodemanager"),
+            &args,
+            self.dir.path().join(format!("nm{i}.log")),
+            &[],
+        );
         let addr = read_addr(&d.join("address"), &mut nm);
         self.nms.push(nm);
         self.nm_addrs.push(addr);
@@ -202,10 +288,24 @@ impl Cluster {
         (s, r.json().unwrap_or(Value::Null))
     }
 
-    pub fn send(&self, method: reqwest::Method, path: &str, body: &Value) -> (u16, Value, Option<String>) {
-        let r = self.http.request(method, self.url(path)).json(body).send().expect("send");
+    pub fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: &Value,
+    ) -> (u16, Value, Option<String>) {
+        let r = self
+            .http
+            .request(method, self.url(path))
+            .json(body)
+            .send()
+            .expect("send");
         let s = r.status().as_u16();
-        let loc = r.headers().get("location").and_then(|v| v.to_str().ok()).map(str::to_string);
+        let loc = r
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
         (s, r.json().unwrap_or(Value::Null), loc)
     }
 
@@ -215,7 +315,11 @@ impl Cluster {
     }
 
     pub fn wait_nodes_running(&self, n: usize) {
-        wait_until(&format!("{n} RUNNING nodes"), Duration::from_secs(20), || (self.running_nodes() >= n).then_some(()));
+        wait_until(
+            &format!("{n} RUNNING nodes"),
+            Duration::from_secs(20),
+            || (self.running_nodes() >= n).then_some(()),
+        );
     }
 
     pub fn app(&self, id: &str) -> Value {
@@ -226,7 +330,10 @@ impl Cluster {
     pub fn wait_app_state(&self, id: &str, states: &[&str], timeout: Duration) -> Value {
         wait_until(&format!("{id} to reach {states:?}"), timeout, || {
             let a = self.app(id);
-            a["state"].as_str().filter(|s| states.contains(s)).map(|_| a.clone())
+            a["state"]
+                .as_str()
+                .filter(|s| states.contains(s))
+                .map(|_| a.clone())
         })
     }
 
