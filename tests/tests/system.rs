@@ -140,13 +140,13 @@ fn a_yarn_rest_client_runs_a_distributed_shell_and_kills_an_application() {
     );
     let workers: Vec<Value> = containers
         .iter()
-        .cloned()
         .filter(|x| {
             !x["containerId"]
                 .as_str()
                 .unwrap_or_default()
                 .ends_with("_000001")
         })
+        .cloned()
         .collect();
     assert_eq!(workers.len(), 3);
     for w in &workers {
