@@ -203,6 +203,8 @@ async fn serve(
         {
             warn!("some containers did not end in time");
         }
+        // Its containers are gone: the RM may mark the node SHUTDOWN now.
+        status_updater::unregister(&conf.rm_address, &node_id).await;
     }
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(SERVER_DRAIN, updater_task).await;

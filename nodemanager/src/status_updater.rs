@@ -269,3 +269,24 @@ impl StatusUpdater {
 fn interval_of(ms: u64) -> Duration {
     Duration::from_millis(ms).max(MIN_HEARTBEAT)
 }
+
+/// Tells the RM this node is stopping for good, so it turns SHUTDOWN at once instead of LOST
+/// after the liveness expiry (YARN's `unRegisterNodeManager`). Best effort: one short try.
+pub async fn unregister(rm_address: &str, node_id: &NodeId) {
+    let Ok(client) = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(2))
+        .build()
+    else {
+        return;
+    };
+    let req = spindle_common::records::tracker::UnRegisterNodeManagerRequest {
+        node_id: node_id.clone(),
+    };
+    let url = format!("http://{rm_address}/ws/v1/node-tracker/unregister");
+    match client.post(&url).json(&req).send().await {
+        Ok(r) if r.status().is_success() => info!("unregistered from the ResourceManager"),
+        Ok(r) => warn!(status = %r.status(), "unregister refused by the ResourceManager"),
+        Err(e) => warn!("unregister failed: {e}"),
+    }
+}

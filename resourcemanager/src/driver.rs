@@ -79,6 +79,7 @@ pub enum Command {
         tracking_url: String,
         reply: Reply<()>,
     },
+    UnregisterNode(NodeId, Reply<()>),
     /// Internal: how an AM launch went.
     AmLaunched(ApplicationAttemptId, ContainerId, Result<(), String>),
 }
@@ -349,6 +350,12 @@ impl Driver {
                     .map_err(RmError::from);
                 let s = self.settle();
                 let _ = reply.send(r.and(s));
+            }
+            Command::UnregisterNode(node, reply) => {
+                self.core.unregister_node(&node, now);
+                info!(node_id = %node, "node unregistered (SHUTDOWN)");
+                let _ = self.settle();
+                let _ = reply.send(Ok(()));
             }
             Command::AmLaunched(attempt, container, result) => {
                 self.core.am_launched(&attempt, &container, result, now);

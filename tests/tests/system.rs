@@ -353,6 +353,20 @@ fn a_killed_nodemanager_is_lost_and_its_containers_are_reported_to_the_am() {
     assert!(aborted >= 1);
     let (_, m) = c.get("/ws/v1/cluster/metrics");
     assert_eq!(m["clusterMetrics"]["lostNodes"], 1);
+    // An NM that stops cleanly (SIGTERM) unregisters: its node is SHUTDOWN at once.
+    let survivor = 1 - victim;
+    let survivor_addr = c.nm_addrs[survivor].clone();
+    c.nms[survivor].signal(Signal::SIGTERM);
+    wait_until(
+        "the stopped node to be SHUTDOWN",
+        Duration::from_secs(10),
+        || {
+            let (_, v) = c.get(&format!("/ws/v1/cluster/nodes/{survivor_addr}"));
+            (v["node"]["state"] == "SHUTDOWN").then_some(())
+        },
+    );
+    let (_, m) = c.get("/ws/v1/cluster/metrics");
+    assert_eq!(m["clusterMetrics"]["shutdownNodes"], 1);
     // The orphaned workers of the killed NM are ours to stop.
     for pid in std::fs::read_to_string(&pids)
         .unwrap_or_default()

@@ -101,3 +101,11 @@ pub struct NodeHeartbeatResponse {
     #[serde(default)]
     pub diagnostics_message: String,
 }
+
+/// `POST /ws/v1/node-tracker/unregister`: a NodeManager stopping for good (YARN's
+/// `unRegisterNodeManager`); the node turns SHUTDOWN and its containers end.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnRegisterNodeManagerRequest {
+    pub node_id: NodeId,
+}

@@ -1219,25 +1219,44 @@ impl RmCore {
     }
 
     fn lose_node(&mut self, id: &NodeId, now: u64) {
-        let Some(node) = self.nodes.get_mut(id) else {
-            return;
-        };
-        node.state = NodeState::LOST;
-        node.health_report = format!(
+        let report = format!(
             "Node {id} lost: no heartbeat within {} ms",
             self.conf.nm_expiry_ms
         );
+        let diag = format!("Container released on a *lost* node {id}");
+        self.deactivate_node(id, NodeState::LOST, report, diag, now);
+    }
+
+    /// `POST /ws/v1/node-tracker/unregister`: the NM is stopping; its node turns SHUTDOWN.
+    /// Unknown or already inactive nodes are ignored.
+    pub fn unregister_node(&mut self, id: &NodeId, now: u64) {
+        if self.nodes.get(id).is_some_and(|n| !n.state.is_inactive()) {
+            let diag = format!("Container released: node {id} shut down");
+            self.deactivate_node(id, NodeState::SHUTDOWN, "Node shut down".into(), diag, now);
+            self.run_scheduler(now);
+        }
+    }
+
+    /// Takes a node out of service: it leaves the scheduler and its containers end ABORTED.
+    fn deactivate_node(
+        &mut self,
+        id: &NodeId,
+        state: NodeState,
+        report: String,
+        diag: String,
+        now: u64,
+    ) {
+        let Some(node) = self.nodes.get_mut(id) else {
+            return;
+        };
+        node.state = state;
+        node.health_report = report;
         node.last_health_update = now;
         let containers: Vec<ContainerId> = node.containers.iter().copied().collect();
         self.sched.remove_node(id);
         for c in containers {
-            // Already un-charged above with the node; complete() only releases app usage.
-            self.complete_container(
-                &c,
-                exit_status::ABORTED,
-                format!("Container released on a *lost* node {id}"),
-                now,
-            );
+            // The node left the scheduler above; complete() only releases the app's usage.
+            self.complete_container(&c, exit_status::ABORTED, diag.clone(), now);
         }
         self.changed();
     }

@@ -295,6 +295,28 @@ fn lost_node_aborts_containers_and_tells_the_am() {
 }
 
 #[test]
+fn a_stopping_node_is_shut_down_and_its_containers_abort() {
+    let mut env = TestEnv::new();
+    let n1 = env.add_node("h1", 1, 4096, 4);
+    let app = env.submit("default");
+    let (_, am) = env.launch_all()[0];
+    env.heartbeat(&n1, vec![TestEnv::running(am)]);
+    env.core.unregister_node(&n1, env.now);
+    env.step();
+    assert_eq!(env.core.nodes()[&n1].state, NodeState::SHUTDOWN);
+    // The AM's node is gone: the attempt fails without counting, and a new one waits.
+    assert_eq!(env.app(&app).state, AppState::ACCEPTED);
+    assert_eq!(env.app(&app).attempts.len(), 2);
+    let n2 = env.add_node("h2", 1, 4096, 4);
+    assert_eq!(
+        env.launch_all().len(),
+        1,
+        "the new attempt's AM lands on the new node"
+    );
+    assert!(env.core.nodes()[&n2].containers.len() == 1);
+}
+
+#[test]
 fn kill_waits_for_running_containers_then_is_final() {
     let mut env = TestEnv::new();
     let n1 = env.add_node("h1", 1, 4096, 4);

@@ -13,6 +13,7 @@ pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route("/ws/v1/node-tracker/register", post(register))
         .route("/ws/v1/node-tracker/heartbeat", post(heartbeat))
+        .route("/ws/v1/node-tracker/unregister", post(unregister))
 }
 
 fn reports(list: Vec<NmContainerReport>) -> Vec<ReportedContainer> {
@@ -90,4 +91,14 @@ async fn heartbeat(
         next_heartbeat_interval_ms: r.interval_ms,
         diagnostics_message: String::new(),
     }))
+}
+
+async fn unregister(
+    State(st): State<AppState>,
+    JsonBody(req): JsonBody<UnRegisterNodeManagerRequest>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    st.driver
+        .call(|reply| Command::UnregisterNode(req.node_id, reply))
+        .await?;
+    Ok(Json(serde_json::json!({})))
 }
