@@ -116,7 +116,7 @@ impl Snapshot {
             pending_containers,
             pending,
             queues: core.conf().queues.clone(),
-            max_allocation: core.conf().max_allocation.clone(),
+            max_allocation: core.max_allocation(),
             app_usage: core
                 .scheduler()
                 .apps()
@@ -258,7 +258,7 @@ impl Driver {
         match cmd {
             Command::NewApplication(reply) => {
                 let id = self.core.new_application();
-                let max = self.core.conf().max_allocation.clone();
+                let max = self.core.max_allocation();
                 let _ = self.settle();
                 let _ = reply.send(Ok((id, max)));
             }

@@ -176,7 +176,8 @@ async fn a_yarn_client_an_nm_and_an_am_drive_the_rm() {
     assert_eq!(status, 200);
     let app_id = new_app["application-id"].as_str().expect("id").to_string();
     assert!(app_id.starts_with("application_"));
-    assert_eq!(new_app["maximum-resource-capability"]["memory"], 8192);
+    // YARN's rule: the configured maximum (8192), capped by the largest registered node.
+    assert_eq!(new_app["maximum-resource-capability"]["memory"], 4096);
     let ctx = json!({
         "application-id": app_id, "application-name": "ds", "queue": "default", "application-type": "DISTRIBUTEDSHELL",
         "am-container-spec": {"commands": {"command": "./am"}, "environment": {"entry": [{"key": "A", "value": "1"}]}},

@@ -346,6 +346,30 @@ impl RmCore {
         }
     }
 
+    /// The largest container the scheduler grants now: the configured maximum, capped per type
+    /// by the largest active node (YARN's rule), or the configured maximum while no node is
+    /// active.
+    pub fn max_allocation(&self) -> Resource {
+        let conf = &self.conf.max_allocation;
+        let mut largest: Option<Resource> = None;
+        for n in self.sched.nodes().values().filter(|n| n.schedulable) {
+            let l = largest.get_or_insert_with(Resource::zero);
+            for (k, v) in n.total.entries() {
+                if v > l.get(k) {
+                    l.set(k, v);
+                }
+            }
+        }
+        let Some(largest) = largest else {
+            return conf.clone();
+        };
+        let mut out = Resource::zero();
+        for (k, v) in conf.entries() {
+            out.set(k, v.min(largest.get(k)));
+        }
+        out
+    }
+
     /// Normalizes an ask up to the minimum allocation (memory to a multiple of it) and
     /// checks it against the maximum.
     pub fn normalize(&self, r: &Resource) -> Result<Resource, CoreError> {
@@ -358,7 +382,7 @@ impl RmCore {
         let step = self.conf.min_allocation.memory_mb.max(1);
         n.memory_mb = (r.memory_mb.max(step) + step - 1) / step * step;
         n.vcores = r.vcores.max(self.conf.min_allocation.vcores);
-        let max = &self.conf.max_allocation;
+        let max = &self.max_allocation();
         for (name, v) in n.entries() {
             let limit = max.get(name);
             let bounded = name == "memory-mb" || name == "vcores" || limit > 0;
@@ -1338,7 +1362,7 @@ impl RmCore {
         let queue = app.queue.clone();
         self.persist(&attempt.application_id);
         self.changed();
-        Ok((self.conf.max_allocation.clone(), queue))
+        Ok((self.max_allocation(), queue))
     }
 
     pub fn am_allocate(

@@ -704,6 +704,7 @@ async fn app_state(
 
 async fn put_app_state(
     State(st): State<AppState>,
+    headers: HeaderMap,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<AppStateBody>,
 ) -> Result<Response, ApiError> {
@@ -724,7 +725,13 @@ async fn put_app_state(
             .into_response(),
         KillOutcome::InProgress => (
             StatusCode::ACCEPTED,
-            [(header::LOCATION, format!("/ws/v1/cluster/apps/{aid}/state"))],
+            [(
+                header::LOCATION,
+                format!(
+                    "http://{}/ws/v1/cluster/apps/{aid}/state",
+                    rm_host(&headers)
+                ),
+            )],
             Json(AppStateBody {
                 state: "ACCEPTED".into(),
             }),
