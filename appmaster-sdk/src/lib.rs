@@ -1,1 +1,34 @@
-//! placeholder
+//! Spindle's client side: everything that talks *to* the daemons rather than being one.
+//!
+//! - [`rm_client`]: the ResourceManager REST API v1 (`/ws/v1/cluster/...`), as YARN's, with
+//!   [`address`] resolving where the RM is (`--rm-address`, `$SPINDLE_RM_ADDRESS`, the conf dir);
+//! - [`am_client`] and [`amrm`]: the ApplicationMasterProtocol (`/ws/v1/am/...`) for AMs, and
+//!   YARN's AMRMClient ask bookkeeping on top of it (desired-state ask table, releases,
+//!   resync, adaptive heartbeat);
+//! - [`nm_client`]: starting, stopping and watching containers on NodeManagers, and their logs;
+//! - ready AMs: [`dshell`] (YARN's distributed shell, client and AM);
+//! - the `spindle` CLI ([`cli`], modelled on `yarn`) and the local [`minicluster`].
+//!
+//! This crate must not touch the daemons' internals: it depends only on `spindle-common`
+//! (ids, records, configuration) and speaks to the RM and NMs over HTTP exactly as any other
+//! client would, so that it also proves the wire contract. It defines no wire types of its own
+//! (they live in `common::records`); it never reads daemon state from disk. The library parts
+//! report with `thiserror` enums; `cli` is the binary's edge and uses `anyhow`.
+
+pub mod address;
+pub mod am_client;
+pub mod amrm;
+pub mod cli;
+pub mod dshell;
+pub mod error;
+mod http;
+pub mod minicluster;
+pub mod nm_client;
+pub mod rm_client;
+
+pub use address::{current_user, RmAddress};
+pub use am_client::{AmClient, AmEnv, AmError};
+pub use amrm::{AllocationEvents, AmRmClient, AskError, ContainerRequest};
+pub use error::ClientError;
+pub use nm_client::NmClient;
+pub use rm_client::{AppsFilter, KillOutcome, RmClient};

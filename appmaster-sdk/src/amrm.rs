@@ -1,0 +1,765 @@
+//! YARN's `AMRMClient` semantics on top of [`AmClient`]: container requests, the ask table,
+//! releases, progress, resync, and an adaptive heartbeat.
+//!
+//! The RM keeps a *desired-state* table keyed by (priority, allocationRequestId,
+//! resourceName) in which `numContainers` is the absolute number still wanted. The client
+//! mirrors it: [`AmRmClient::add_container_request`] adds one to the `*` entry and to each
+//! named host and rack, [`AmRmClient::remove_container_request`] takes one away, and each
+//! allocate call sends only the entries whose absolute value changed since the RM last heard
+//! it (a failed call sends them again).
+//!
+//! One convenience differs from YARN's `AMRMClient`: when a container is allocated, the
+//! request it satisfies is removed from the table for you (what every YARN AM does by hand
+//! with `removeContainerRequest`). The RM has already counted the grant down on its side,
+//! so that removal is *not* sent; it only keeps the two tables in step. Turn it off with
+//! [`AmRmClient::set_auto_remove_matched`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use spindle_common::ids::ContainerId;
+use spindle_common::records::am::{
+    AllocateRequest, AmCommand, Container, ContainerStatus, NodeReport,
+    RegisterApplicationMasterRequest, RegisterApplicationMasterResponse, ResourceRequest,
+};
+use spindle_common::records::resource::ResourceInfo;
+use spindle_common::resource::Resource;
+use spindle_common::states::FinalApplicationStatus;
+
+use crate::am_client::{AmClient, AmError};
+
+/// YARN's `ResourceRequest.ANY`.
+pub const ANY: &str = "*";
+
+/// Heartbeat interval while asks are outstanding.
+pub const FAST_INTERVAL: Duration = Duration::from_millis(50);
+/// First idle interval; it doubles per idle heartbeat up to [`MAX_INTERVAL`].
+pub const IDLE_INTERVAL: Duration = Duration::from_millis(100);
+pub const MAX_INTERVAL: Duration = Duration::from_millis(1000);
+
+/// YARN's `AMRMClient.ContainerRequest`: one container of `capability`, anywhere (`*`) and,
+/// if given, preferably on `nodes` / `racks`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerRequest {
+    pub capability: Resource,
+    /// Lower values are served first within an application, as in YARN.
+    pub priority: i32,
+    pub nodes: Vec<String>,
+    pub racks: Vec<String>,
+    /// False forbids falling back from the named nodes/racks to `*`.
+    pub relax_locality: bool,
+    pub allocation_request_id: i64,
+    pub node_label_expression: Option<String>,
+}
+
+impl ContainerRequest {
+    pub fn new(capability: Resource, priority: i32) -> Self {
+        Self {
+            capability,
+            priority,
+            nodes: Vec::new(),
+            racks: Vec::new(),
+            relax_locality: true,
+            allocation_request_id: 0,
+            node_label_expression: None,
+        }
+    }
+    pub fn nodes(mut self, nodes: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.nodes = nodes.into_iter().map(Into::into).collect();
+        self
+    }
+    pub fn racks(mut self, racks: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.racks = racks.into_iter().map(Into::into).collect();
+        self
+    }
+    pub fn relax_locality(mut self, relax: bool) -> Self {
+        self.relax_locality = relax;
+        self
+    }
+    pub fn allocation_request_id(mut self, id: i64) -> Self {
+        self.allocation_request_id = id;
+        self
+    }
+    pub fn node_label_expression(mut self, expr: impl Into<String>) -> Self {
+        self.node_label_expression = Some(expr.into());
+        self
+    }
+
+    /// The table entries this request counts in, with the relaxLocality each carries
+    /// (named nodes and racks: true; `*`: the request's own flag), as YARN's AMRMClient.
+    fn keys(&self) -> Vec<(AskKey, bool)> {
+        let key = |name: &str| AskKey {
+            priority: self.priority,
+            allocation_request_id: self.allocation_request_id,
+            resource_name: name.to_string(),
+        };
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for n in self.nodes.iter().chain(self.racks.iter()) {
+            if n != ANY && seen.insert(n.clone()) {
+                out.push((key(n), true));
+            }
+        }
+        out.push((key(ANY), self.relax_locality));
+        out
+    }
+}
+
+/// Why a container request was refused (nothing was changed).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AskError {
+    #[error("container request capability {0} is empty or negative")]
+    BadCapability(String),
+    #[error("cannot turn off locality relaxation on a request with no nodes or racks")]
+    RelaxWithoutLocation,
+    #[error(
+        "'{resource_name}' at priority {priority}, allocationRequestId {allocation_request_id} \
+         already has {existing} outstanding; a request for {requested} needs another \
+         allocationRequestId or priority"
+    )]
+    CapabilityMismatch {
+        priority: i32,
+        allocation_request_id: i64,
+        resource_name: String,
+        existing: String,
+        requested: String,
+    },
+    #[error(
+        "cannot ask for '{resource_name}' at priority {priority} with relaxLocality={requested} \
+         while it is already asked with relaxLocality={existing}"
+    )]
+    RelaxLocalityMismatch {
+        priority: i32,
+        resource_name: String,
+        existing: bool,
+        requested: bool,
+    },
+}
+
+/// The RM's key for an ask: SchedulerRequestKey(priority, allocationRequestId) x resourceName.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AskKey {
+    pub priority: i32,
+    pub allocation_request_id: i64,
+    pub resource_name: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct AskEntry {
+    capability: Resource,
+    num_containers: i32,
+    relax_locality: bool,
+    node_label_expression: Option<String>,
+}
+
+/// The client side of the desired-state ask table.
+#[derive(Debug, Clone, Default)]
+pub struct AskTable {
+    entries: BTreeMap<AskKey, AskEntry>,
+    /// What the RM was last told for each key.
+    sent: BTreeMap<AskKey, AskEntry>,
+    /// Outstanding requests, oldest first, to match grants against.
+    requests: Vec<ContainerRequest>,
+}
+
+impl AskTable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Counts `req` in (one more container on each of its keys). Refused as a whole when it
+    /// conflicts with what is outstanding under the same key.
+    pub fn add(&mut self, req: ContainerRequest) -> Result<(), AskError> {
+        if req.capability.any_negative() || req.capability.is_zero() {
+            return Err(AskError::BadCapability(req.capability.to_string()));
+        }
+        if !req.relax_locality && req.nodes.is_empty() && req.racks.is_empty() {
+            return Err(AskError::RelaxWithoutLocation);
+        }
+        let keys = req.keys();
+        for (k, relax) in &keys {
+            if let Some(e) = self.entries.get(k).filter(|e| e.num_containers > 0) {
+                if e.capability != req.capability {
+                    return Err(AskError::CapabilityMismatch {
+                        priority: k.priority,
+                        allocation_request_id: k.allocation_request_id,
+                        resource_name: k.resource_name.clone(),
+                        existing: e.capability.to_string(),
+                        requested: req.capability.to_string(),
+                    });
+                }
+                if e.relax_locality != *relax {
+                    return Err(AskError::RelaxLocalityMismatch {
+                        priority: k.priority,
+                        resource_name: k.resource_name.clone(),
+                        existing: e.relax_locality,
+                        requested: *relax,
+                    });
+                }
+            }
+        }
+        for (k, relax) in keys {
+            let e = self.entries.entry(k).or_insert_with(|| AskEntry {
+                capability: req.capability.clone(),
+                num_containers: 0,
+                relax_locality: relax,
+                node_label_expression: req.node_label_expression.clone(),
+            });
+            if e.num_containers == 0 {
+                e.capability = req.capability.clone();
+                e.relax_locality = relax;
+                e.node_label_expression = req.node_label_expression.clone();
+            }
+            e.num_containers += 1;
+        }
+        self.requests.push(req);
+        Ok(())
+    }
+
+    /// Takes one container away from each of `req`'s keys (never below zero). Returns
+    /// whether an equal outstanding request was found.
+    pub fn remove(&mut self, req: &ContainerRequest) -> bool {
+        let found = match self.requests.iter().position(|r| r == req) {
+            Some(i) => {
+                self.requests.remove(i);
+                true
+            }
+            None => false,
+        };
+        if found {
+            for (k, _) in req.keys() {
+                if let Some(e) = self.entries.get_mut(&k) {
+                    e.num_containers = (e.num_containers - 1).max(0);
+                }
+            }
+        }
+        found
+    }
+
+    /// Containers still wanted: the sum of the `*` entries.
+    pub fn outstanding(&self) -> i32 {
+        self.entries
+            .iter()
+            .filter(|(k, _)| k.resource_name == ANY)
+            .map(|(_, e)| e.num_containers)
+            .sum()
+    }
+
+    /// The outstanding requests, oldest first.
+    pub fn requests(&self) -> &[ContainerRequest] {
+        &self.requests
+    }
+
+    /// The absolute number wanted under a key (0 if absent).
+    pub fn num_containers(&self, key: &AskKey) -> i32 {
+        self.entries.get(key).map_or(0, |e| e.num_containers)
+    }
+
+    /// The entries to send: those that differ from what the RM last heard, in key order.
+    pub fn changes(&self) -> Vec<ResourceRequest> {
+        self.entries
+            .iter()
+            .filter(|(k, e)| match self.sent.get(*k) {
+                Some(s) => s != *e,
+                None => e.num_containers > 0,
+            })
+            .map(|(k, e)| ResourceRequest {
+                priority: k.priority,
+                resource_name: k.resource_name.clone(),
+                capability: ResourceInfo::from(&e.capability),
+                num_containers: e.num_containers,
+                relax_locality: e.relax_locality,
+                node_label_expression: e.node_label_expression.clone(),
+                allocation_request_id: k.allocation_request_id,
+            })
+            .collect()
+    }
+
+    pub fn has_changes(&self) -> bool {
+        !self.changes().is_empty()
+    }
+
+    /// Records that the RM heard `sent` (the output of [`AskTable::changes`]); entries that
+    /// reached zero are forgotten on both sides.
+    pub fn commit(&mut self, sent: &[ResourceRequest]) {
+        for r in sent {
+            let k = AskKey {
+                priority: r.priority,
+                allocation_request_id: r.allocation_request_id,
+                resource_name: r.resource_name.clone(),
+            };
+            let Some(e) = self.entries.get(&k) else {
+                continue;
+            };
+            if e.num_containers == 0 {
+                self.entries.remove(&k);
+                self.sent.remove(&k);
+            } else {
+                self.sent.insert(k, e.clone());
+            }
+        }
+    }
+
+    /// Forgets what the RM was told, so that the next changes are the whole table (resync).
+    pub fn mark_all_unsent(&mut self) {
+        self.sent.clear();
+        self.entries.retain(|_, e| e.num_containers > 0);
+    }
+
+    /// Counts a grant against the oldest matching request (same priority and
+    /// allocationRequestId, a capability that fits; one naming the container's node
+    /// preferred) and removes it from both the table and the RM's remembered view, since the
+    /// RM already counted it down. Returns the matched request.
+    pub fn on_allocated(&mut self, c: &Container) -> Option<ContainerRequest> {
+        let granted = c.resource.to_resource();
+        let node = c.node_id.to_string();
+        let same_key = |r: &ContainerRequest| {
+            r.priority == c.priority && r.allocation_request_id == c.allocation_request_id
+        };
+        let fits = |r: &ContainerRequest| r.capability.fits_in(&granted);
+        let on_node =
+            |r: &ContainerRequest| r.nodes.iter().any(|n| n == &node || n == &c.node_id.host);
+        let idx = self
+            .requests
+            .iter()
+            .position(|r| same_key(r) && fits(r) && on_node(r))
+            .or_else(|| self.requests.iter().position(|r| same_key(r) && fits(r)))
+            .or_else(|| self.requests.iter().position(same_key))?;
+        let req = self.requests.remove(idx);
+        for (k, _) in req.keys() {
+            for table in [&mut self.entries, &mut self.sent] {
+                if let Some(e) = table.get_mut(&k) {
+                    e.num_containers = (e.num_containers - 1).max(0);
+                }
+            }
+            if self.entries.get(&k).is_some_and(|e| e.num_containers == 0)
+                && self.sent.get(&k).is_none_or(|s| s.num_containers == 0)
+            {
+                self.entries.remove(&k);
+                self.sent.remove(&k);
+            }
+        }
+        Some(req)
+    }
+}
+
+/// What one heartbeat brought.
+#[derive(Debug, Clone, Default)]
+pub struct AllocationEvents {
+    pub allocated: Vec<Container>,
+    pub completed: Vec<ContainerStatus>,
+    pub nodes: Vec<NodeReport>,
+}
+
+impl AllocationEvents {
+    pub fn is_empty(&self) -> bool {
+        self.allocated.is_empty() && self.completed.is_empty() && self.nodes.is_empty()
+    }
+}
+
+/// An AM's view of the RM, with YARN's AMRMClient bookkeeping.
+#[derive(Debug)]
+pub struct AmRmClient {
+    client: AmClient,
+    table: AskTable,
+    pending_release: BTreeSet<ContainerId>,
+    /// Released and sent, not yet reported completed: sent again after a resync.
+    released: BTreeSet<ContainerId>,
+    progress: f32,
+    registration: Option<RegisterApplicationMasterRequest>,
+    registered: Option<RegisterApplicationMasterResponse>,
+    auto_remove_matched: bool,
+    idle_polls: u32,
+    headroom: Resource,
+    num_cluster_nodes: i32,
+}
+
+impl AmRmClient {
+    pub fn new(client: AmClient) -> Self {
+        Self {
+            client,
+            table: AskTable::new(),
+            pending_release: BTreeSet::new(),
+            released: BTreeSet::new(),
+            progress: 0.0,
+            registration: None,
+            registered: None,
+            auto_remove_matched: true,
+            idle_polls: 0,
+            headroom: Resource::zero(),
+            num_cluster_nodes: 0,
+        }
+    }
+
+    pub fn client(&self) -> &AmClient {
+        &self.client
+    }
+
+    pub fn table(&self) -> &AskTable {
+        &self.table
+    }
+
+    /// See the module doc; on by default.
+    pub fn set_auto_remove_matched(&mut self, on: bool) {
+        self.auto_remove_matched = on;
+    }
+
+    pub async fn register(
+        &mut self,
+        host: &str,
+        rpc_port: i32,
+        tracking_url: &str,
+    ) -> Result<RegisterApplicationMasterResponse, AmError> {
+        let req = RegisterApplicationMasterRequest {
+            host: host.to_string(),
+            rpc_port,
+            tracking_url: tracking_url.to_string(),
+        };
+        let resp = self.client.register(&req).await?;
+        self.registration = Some(req);
+        self.registered = Some(resp.clone());
+        Ok(resp)
+    }
+
+    /// The answer to the last registration.
+    pub fn registration(&self) -> Option<&RegisterApplicationMasterResponse> {
+        self.registered.as_ref()
+    }
+
+    pub fn add_container_request(&mut self, req: ContainerRequest) -> Result<(), AskError> {
+        self.table.add(req)?;
+        self.idle_polls = 0;
+        Ok(())
+    }
+
+    pub fn remove_container_request(&mut self, req: &ContainerRequest) -> bool {
+        self.table.remove(req)
+    }
+
+    /// Gives a container back; sent with the next heartbeat.
+    pub fn release(&mut self, id: ContainerId) {
+        self.pending_release.insert(id);
+    }
+
+    /// Progress in 0..=1, reported with every heartbeat.
+    pub fn set_progress(&mut self, progress: f32) {
+        self.progress = if progress.is_finite() {
+            progress.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+    }
+
+    pub fn outstanding_requests(&self) -> i32 {
+        self.table.outstanding()
+    }
+
+    /// The headroom of the last answer.
+    pub fn headroom(&self) -> &Resource {
+        &self.headroom
+    }
+
+    pub fn num_cluster_nodes(&self) -> i32 {
+        self.num_cluster_nodes
+    }
+
+    /// How long to wait before the next heartbeat: 50 ms while containers are wanted or
+    /// changes are unsent, else 100 ms doubling per quiet heartbeat up to 1 s.
+    pub fn next_interval(&self) -> Duration {
+        if self.table.outstanding() > 0
+            || self.table.has_changes()
+            || !self.pending_release.is_empty()
+        {
+            return FAST_INTERVAL;
+        }
+        let factor = 1u32 << self.idle_polls.min(4);
+        (IDLE_INTERVAL * factor).min(MAX_INTERVAL)
+    }
+
+    /// One heartbeat: sends the changed asks, releases and progress; returns what came back.
+    /// On `AM_RESYNC` (or an `ApplicationMasterNotRegisteredException`) it registers again
+    /// and marks the whole table for resending; on `AM_SHUTDOWN` it fails with
+    /// [`AmError::Shutdown`].
+    pub async fn poll(&mut self) -> Result<AllocationEvents, AmError> {
+        if self.registration.is_none() {
+            return Err(AmError::NotRegistered);
+        }
+        let ask = self.table.changes();
+        let release: Vec<ContainerId> = self.pending_release.iter().copied().collect();
+        let req = AllocateRequest {
+            response_id: 0,
+            ask: ask.clone(),
+            release: release.clone(),
+            progress: self.progress,
+            blacklist_request: None,
+            tracking_url: None,
+        };
+        let resp = match self.client.allocate(req).await {
+            Ok(r) => r,
+            Err(AmError::Client(e))
+                if e.is_exception("ApplicationMasterNotRegisteredException") =>
+            {
+                tracing::warn!("the RM does not know this AM as registered; registering again");
+                self.resync().await?;
+                return Ok(AllocationEvents::default());
+            }
+            Err(e) => return Err(e),
+        };
+        match resp.am_command {
+            Some(AmCommand::AM_SHUTDOWN) => return Err(AmError::Shutdown),
+            Some(AmCommand::AM_RESYNC) => {
+                tracing::warn!("the RM asked for a resync; registering again");
+                self.resync().await?;
+                return Ok(AllocationEvents::default());
+            }
+            None => {}
+        }
+        self.table.commit(&ask);
+        for id in release {
+            self.pending_release.remove(&id);
+            self.released.insert(id);
+        }
+        self.headroom = resp.available_resources.to_resource();
+        self.num_cluster_nodes = resp.num_cluster_nodes;
+        if self.auto_remove_matched {
+            for c in &resp.allocated_containers {
+                if self.table.on_allocated(c).is_none() {
+                    tracing::debug!(container = %c.id, "allocated container matches no outstanding request");
+                }
+            }
+        }
+        for s in &resp.completed_container_statuses {
+            self.released.remove(&s.container_id);
+        }
+        let events = AllocationEvents {
+            allocated: resp.allocated_containers,
+            completed: resp.completed_container_statuses,
+            nodes: resp.updated_nodes,
+        };
+        if events.is_empty() {
+            self.idle_polls = self.idle_polls.saturating_add(1);
+        } else {
+            self.idle_polls = 0;
+        }
+        Ok(events)
+    }
+
+    /// Waits [`AmRmClient::next_interval`], then [`AmRmClient::poll`].
+    pub async fn tick(&mut self) -> Result<AllocationEvents, AmError> {
+        tokio::time::sleep(self.next_interval()).await;
+        self.poll().await
+    }
+
+    async fn resync(&mut self) -> Result<(), AmError> {
+        let req = self.registration.clone().ok_or(AmError::NotRegistered)?;
+        self.client.reset_response_id();
+        let resp = self.client.register(&req).await?;
+        self.registered = Some(resp);
+        self.table.mark_all_unsent();
+        self.pending_release.extend(self.released.iter().copied());
+        Ok(())
+    }
+
+    /// Unregisters with the final status (retrying until the RM confirms); registers again
+    /// first if the RM has forgotten this AM (after its restart).
+    pub async fn finish(
+        &mut self,
+        status: FinalApplicationStatus,
+        diagnostics: &str,
+    ) -> Result<(), AmError> {
+        match self.client.finish(status, diagnostics).await {
+            Err(AmError::Client(e))
+                if e.is_exception("ApplicationMasterNotRegisteredException") =>
+            {
+                self.resync().await?;
+                self.client.finish(status, diagnostics).await
+            }
+            r => r,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use spindle_common::ids::{ApplicationAttemptId, ApplicationId, NodeId};
+
+    use super::*;
+
+    fn res(mb: i64) -> Resource {
+        Resource::new(mb, 1)
+    }
+
+    fn asks(t: &AskTable) -> Vec<(String, i32, i32, bool)> {
+        t.changes()
+            .into_iter()
+            .map(|r| {
+                (
+                    r.resource_name,
+                    r.priority,
+                    r.num_containers,
+                    r.relax_locality,
+                )
+            })
+            .collect()
+    }
+
+    fn container(seq: u64, priority: i32, mb: i64, node: &str) -> Container {
+        let att = ApplicationAttemptId::new(ApplicationId::new(1, 1), 1);
+        let node_id: NodeId = node.parse().unwrap();
+        Container {
+            id: ContainerId::new(att, 0, seq),
+            node_http_address: node.to_string(),
+            node_id,
+            resource: ResourceInfo::from(&res(mb)),
+            priority,
+            container_token: String::new(),
+            execution_type: "GUARANTEED".into(),
+            allocation_request_id: 0,
+            version: 0,
+        }
+    }
+
+    #[test]
+    fn absolute_counts_and_only_changes_are_sent() {
+        let mut t = AskTable::new();
+        for _ in 0..3 {
+            t.add(ContainerRequest::new(res(256), 0)).unwrap();
+        }
+        assert_eq!(asks(&t), vec![("*".into(), 0, 3, true)]);
+        let sent = t.changes();
+        t.commit(&sent);
+        assert!(t.changes().is_empty());
+        assert_eq!(t.outstanding(), 3);
+
+        // Another priority is a separate key; only it changes.
+        t.add(ContainerRequest::new(res(512), 1)).unwrap();
+        assert_eq!(asks(&t), vec![("*".into(), 1, 1, true)]);
+        let sent = t.changes();
+        t.commit(&sent);
+
+        // Removing sends the new absolute count, and zero when the key empties.
+        assert!(t.remove(&ContainerRequest::new(res(256), 0)));
+        assert!(t.remove(&ContainerRequest::new(res(512), 1)));
+        assert_eq!(
+            asks(&t),
+            vec![("*".into(), 0, 2, true), ("*".into(), 1, 0, true)]
+        );
+        let sent = t.changes();
+        t.commit(&sent);
+        assert!(t.changes().is_empty());
+        assert!(!t.remove(&ContainerRequest::new(res(512), 1)));
+        assert_eq!(t.outstanding(), 2);
+    }
+
+    #[test]
+    fn add_then_remove_before_sending_sends_nothing() {
+        let mut t = AskTable::new();
+        let r = ContainerRequest::new(res(256), 0);
+        t.add(r.clone()).unwrap();
+        t.remove(&r);
+        assert!(t.changes().is_empty());
+    }
+
+    #[test]
+    fn hosts_and_racks_get_entries_with_yarn_relax_rules() {
+        let mut t = AskTable::new();
+        let r = ContainerRequest::new(res(256), 2)
+            .nodes(["n1:1", "n2:1", "n1:1"])
+            .racks(["/r1"])
+            .relax_locality(false);
+        t.add(r.clone()).unwrap();
+        let mut got = asks(&t);
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                ("*".into(), 2, 1, false),
+                ("/r1".into(), 2, 1, true),
+                ("n1:1".into(), 2, 1, true),
+                ("n2:1".into(), 2, 1, true),
+            ]
+        );
+        // A relaxed ask on the same `*` key conflicts.
+        let e = t
+            .add(ContainerRequest::new(res(256), 2).nodes(["n3:1"]))
+            .unwrap_err();
+        assert!(matches!(e, AskError::RelaxLocalityMismatch { .. }));
+        // Relax=false needs a location.
+        assert_eq!(
+            t.add(ContainerRequest::new(res(1), 3).relax_locality(false)),
+            Err(AskError::RelaxWithoutLocation)
+        );
+        // A refused request changed nothing.
+        assert_eq!(t.requests().len(), 1);
+        assert_eq!(t.outstanding(), 1);
+    }
+
+    #[test]
+    fn different_shapes_need_different_keys() {
+        let mut t = AskTable::new();
+        t.add(ContainerRequest::new(res(256), 0)).unwrap();
+        let e = t.add(ContainerRequest::new(res(512), 0)).unwrap_err();
+        assert!(matches!(e, AskError::CapabilityMismatch { .. }), "{e}");
+        t.add(ContainerRequest::new(res(512), 0).allocation_request_id(7))
+            .unwrap();
+        assert_eq!(t.outstanding(), 2);
+        assert!(matches!(
+            t.add(ContainerRequest::new(Resource::zero(), 0)),
+            Err(AskError::BadCapability(_))
+        ));
+        // Once a key is empty its shape may change.
+        t.remove(&ContainerRequest::new(res(256), 0));
+        t.add(ContainerRequest::new(res(512), 0)).unwrap();
+    }
+
+    #[test]
+    fn grants_are_matched_without_resending() {
+        let mut t = AskTable::new();
+        t.add(ContainerRequest::new(res(256), 0)).unwrap();
+        t.add(ContainerRequest::new(res(256), 0).nodes(["h:2"]))
+            .unwrap();
+        let sent = t.changes();
+        t.commit(&sent);
+        // A grant on h:2 matches the request naming it.
+        let m = t.on_allocated(&container(2, 0, 1024, "h:2")).unwrap();
+        assert_eq!(m.nodes, vec!["h:2".to_string()]);
+        assert!(t.changes().is_empty(), "{:?}", t.changes());
+        assert_eq!(t.outstanding(), 1);
+        let key = AskKey {
+            priority: 0,
+            allocation_request_id: 0,
+            resource_name: "h:2".into(),
+        };
+        assert_eq!(t.num_containers(&key), 0);
+        // The next grant takes the last one; a third matches nothing.
+        assert!(t.on_allocated(&container(3, 0, 1024, "g:2")).is_some());
+        assert!(t.on_allocated(&container(4, 0, 1024, "g:2")).is_none());
+        assert_eq!(t.outstanding(), 0);
+        assert!(t.changes().is_empty());
+        // A later ask on the same key is sent as an absolute 1.
+        t.add(ContainerRequest::new(res(256), 0)).unwrap();
+        assert_eq!(asks(&t), vec![("*".into(), 0, 1, true)]);
+    }
+
+    #[test]
+    fn grant_before_the_ask_was_acknowledged_keeps_counts_sane() {
+        let mut t = AskTable::new();
+        t.add(ContainerRequest::new(res(256), 0)).unwrap();
+        t.add(ContainerRequest::new(res(256), 0)).unwrap();
+        // Grant arrives although the commit of the ask never happened (e.g. a retried call).
+        t.on_allocated(&container(2, 0, 256, "h:1")).unwrap();
+        assert_eq!(asks(&t), vec![("*".into(), 0, 1, true)]);
+    }
+
+    #[test]
+    fn resync_resends_everything() {
+        let mut t = AskTable::new();
+        t.add(ContainerRequest::new(res(256), 0)).unwrap();
+        t.add(ContainerRequest::new(res(256), 4).nodes(["h:1"]))
+            .unwrap();
+        let sent = t.changes();
+        t.commit(&sent);
+        t.mark_all_unsent();
+        assert_eq!(t.changes().len(), 3);
+    }
+}

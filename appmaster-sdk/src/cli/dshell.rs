@@ -1,0 +1,355 @@
+//! `spindle distributed-shell` (the client) and `spindle distributed-shell-am` (the AM the
+//! client ships).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Context;
+use spindle_common::records::resource::parse_resource_list;
+use spindle_common::resource::Resource;
+use spindle_common::states::FinalApplicationStatus;
+
+use super::args::{Opt, Parsed, UsageError};
+use super::{parse_or_usage, rm_client, usage_error, EXIT_APP_FAILED, EXIT_OK};
+use crate::am_client::AmClient;
+use crate::amrm::AmRmClient;
+use crate::dshell::{
+    default_container_resources, run_am, run_client, DsAmConfig, DsOptions,
+    DEFAULT_NO_PROGRESS_TIMEOUT,
+};
+use crate::nm_client::NmClient;
+
+pub const USAGE: &str = "\
+usage: spindle distributed-shell --shell-command CMD [options]
+  -num_containers N             containers to run the command in (default 1)
+  -container_resources LIST     per container, e.g. memory-mb=256,vcores=1,yarn.io/gpu=1
+                                (default memory-mb=256,vcores=1)
+  -container_memory MB          per-container memory (older form)
+  -container_vcores N           per-container vcores (older form)
+  -shell_command CMD            the command, run with bash -c
+  -shell_script FILE            read the command from FILE instead
+  -shell_args ARG               appended to the command (repeatable)
+  -shell_env K=V                environment of the command (repeatable)
+  -queue Q                      queue to submit to
+  -appname NAME                 application name (default DistributedShell)
+  -priority P                   application priority
+  -master_memory MB             AM memory (default 512)
+  -master_vcores N              AM vcores (default 1)
+  -container_priority P         priority of the container requests (default 0)
+  -max_app_attempts N           AM attempts
+  -timeout_ms MS                kill the application if it has not finished after MS
+  -no_progress_timeout_ms MS    the AM gives up after MS without progress (default 300000)
+  --rm-address HOST:PORT, --conf-dir DIR
+Exit status 0 only if the application FINISHED with SUCCEEDED, 2 if it did not.";
+
+const OPTS: &[Opt] = &[
+    Opt::one("num_containers", &[]),
+    Opt::one("container_resources", &[]),
+    Opt::one("container_memory", &[]),
+    Opt::one("container_vcores", &[]),
+    Opt::one("shell_command", &[]),
+    Opt::one("shell_script", &[]),
+    Opt::repeated("shell_args", &[]),
+    Opt::repeated("shell_env", &[]),
+    Opt::one("queue", &[]),
+    Opt::one("appname", &["app_name", "name"]),
+    Opt::one("priority", &[]),
+    Opt::one("master_memory", &[]),
+    Opt::one("master_vcores", &[]),
+    Opt::one("container_priority", &["shell_cmd_priority"]),
+    Opt::one("max_app_attempts", &[]),
+    Opt::one("timeout_ms", &["timeout"]),
+    Opt::one("no_progress_timeout_ms", &[]),
+];
+
+fn invalid(option: &'static str, value: &str, reason: impl Into<String>) -> UsageError {
+    UsageError::Invalid {
+        option,
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn memory_mb(option: &'static str, v: &str) -> Result<i64, UsageError> {
+    parse_resource_list(&format!("memory-mb={v}"))
+        .map(|r| r.memory_mb)
+        .map_err(|r| invalid(option, v, r))
+}
+
+/// A resource list over the defaults: `yarn.io/gpu=1` alone keeps the default memory and
+/// vcores.
+fn over_defaults(list: &str) -> Result<Resource, String> {
+    let given = parse_resource_list(list)?;
+    let named = |names: &[&str]| {
+        list.split(',')
+            .filter_map(|p| p.split_once('='))
+            .any(|(k, _)| names.contains(&k.trim()))
+    };
+    let mut r = default_container_resources();
+    for (k, v) in given.entries() {
+        let explicit = match k {
+            "memory-mb" => named(&["memory-mb", "memory"]),
+            "vcores" => named(&["vcores"]),
+            _ => true,
+        };
+        if explicit {
+            r.set(k, v);
+        }
+    }
+    Ok(r)
+}
+
+/// Builds the options from parsed arguments (the shell script, if any, already read).
+pub fn options_from(p: &Parsed, script: Option<String>) -> Result<DsOptions, UsageError> {
+    let mut command = match (p.value("shell_command"), script) {
+        (Some(c), _) => c.to_string(),
+        (None, Some(s)) => s,
+        (None, None) => {
+            return Err(UsageError::Other(
+                "no shell command given: use --shell-command CMD or --shell-script FILE".into(),
+            ))
+        }
+    };
+    for a in p.values("shell_args") {
+        command.push(' ');
+        command.push_str(a);
+    }
+    if command.trim().is_empty() {
+        return Err(UsageError::Other("the shell command is empty".into()));
+    }
+    let num_containers = p.parse::<u32>("num_containers")?.unwrap_or(1);
+    if num_containers == 0 {
+        return Err(invalid("num_containers", "0", "must be at least 1"));
+    }
+    let mut resources: Resource = match p.value("container_resources") {
+        Some(v) => over_defaults(v).map_err(|r| invalid("container_resources", v, r))?,
+        None => default_container_resources(),
+    };
+    if let Some(v) = p.value("container_memory") {
+        resources.memory_mb = memory_mb("container_memory", v)?;
+    }
+    if let Some(n) = p.parse::<i64>("container_vcores")? {
+        resources.vcores = n;
+    }
+    if resources.memory_mb <= 0 || resources.vcores <= 0 {
+        return Err(invalid(
+            "container_resources",
+            p.value("container_resources").unwrap_or(""),
+            "memory-mb and vcores must both be positive",
+        ));
+    }
+    let mut shell_env = BTreeMap::new();
+    for kv in p.values("shell_env") {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| invalid("shell_env", kv, "expected K=V"))?;
+        if k.trim().is_empty() {
+            return Err(invalid("shell_env", kv, "empty variable name"));
+        }
+        shell_env.insert(k.trim().to_string(), v.to_string());
+    }
+    let no_progress_timeout = p
+        .parse::<u64>("no_progress_timeout_ms")?
+        .map(Duration::from_millis)
+        .unwrap_or(DEFAULT_NO_PROGRESS_TIMEOUT);
+    let mut o = DsOptions::new(DsAmConfig {
+        num_containers,
+        container_resources: resources,
+        shell_command: command,
+        shell_env,
+        container_priority: p.parse::<i32>("container_priority")?.unwrap_or(0),
+        no_progress_timeout,
+    });
+    if let Some(n) = p.value("appname") {
+        o.app_name = n.to_string();
+    }
+    o.queue = p.value("queue").map(str::to_string);
+    o.priority = p.parse::<i32>("priority")?;
+    if let Some(v) = p.value("master_memory") {
+        o.master_resources.memory_mb = memory_mb("master_memory", v)?;
+    }
+    if let Some(n) = p.parse::<i64>("master_vcores")? {
+        o.master_resources.vcores = n;
+    }
+    o.max_app_attempts = p.parse::<i32>("max_app_attempts")?;
+    o.timeout = p.parse::<u64>("timeout_ms")?.map(Duration::from_millis);
+    Ok(o)
+}
+
+/// The path of this binary, to ship as the AM.
+pub fn current_exe() -> anyhow::Result<std::path::PathBuf> {
+    let exe = std::env::current_exe().context("cannot find the path of this executable")?;
+    Ok(exe.canonicalize().unwrap_or(exe))
+}
+
+pub async fn run_client_cmd(args: Vec<String>) -> anyhow::Result<u8> {
+    let Some(p) = parse_or_usage(&args, OPTS, USAGE)? else {
+        return Ok(EXIT_OK);
+    };
+    let script = match p.value("shell_script") {
+        Some(f) => Some(
+            std::fs::read_to_string(f)
+                .with_context(|| format!("cannot read the shell script {f}"))?,
+        ),
+        None => None,
+    };
+    let opts = options_from(&p, script).map_err(|e| usage_error(e, USAGE))?;
+    let rm = rm_client(&p)?;
+    let exe = current_exe()?;
+    let outcome = run_client(&rm, &opts, &exe, &mut |l| say!("{l}"))
+        .await
+        .with_context(|| format!("distributed shell against {} failed", rm.address()))?;
+    Ok(if outcome.succeeded() {
+        EXIT_OK
+    } else {
+        EXIT_APP_FAILED
+    })
+}
+
+/// The AM: configuration and identity from the environment; exit 0 on SUCCEEDED, 2 else
+/// (as YARN's distributed shell AM).
+pub async fn run_am_cmd(args: Vec<String>) -> anyhow::Result<u8> {
+    if !args.is_empty() {
+        tracing::warn!(
+            ?args,
+            "distributed-shell-am takes its parameters from the environment; ignoring arguments"
+        );
+    }
+    let cfg = DsAmConfig::from_env().context("bad distributed shell configuration")?;
+    let client = AmClient::from_env().context("not started as an application master")?;
+    let host = std::env::var(spindle_common::env::NM_HOST)
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    let nm = NmClient::new()?;
+    let mut amrm = AmRmClient::new(client);
+    let report = run_am(&cfg, &mut amrm, &nm, &host, &mut |l| say!("{l}"))
+        .await
+        .context("distributed shell application master failed")?;
+    Ok(
+        if report.final_status == FinalApplicationStatus::SUCCEEDED {
+            EXIT_OK
+        } else {
+            EXIT_APP_FAILED
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::args::parse;
+    use super::*;
+
+    fn parsed(a: &[&str]) -> Parsed {
+        let all: Vec<Opt> = OPTS
+            .iter()
+            .chain(super::super::COMMON_OPTS.iter())
+            .copied()
+            .collect();
+        parse(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &all).unwrap()
+    }
+
+    #[test]
+    fn yarn_spellings() {
+        let p = parsed(&[
+            "-num_containers",
+            "3",
+            "-container_resources",
+            "memory-mb=512,vcores=2,yarn.io/gpu=1",
+            "-shell_command",
+            "echo hi",
+            "-shell_args",
+            "there",
+            "-shell_env",
+            "A=1=2",
+            "-container_priority",
+            "4",
+            "-master_memory",
+            "1G",
+        ]);
+        let o = options_from(&p, None).unwrap();
+        assert_eq!(o.am.num_containers, 3);
+        assert_eq!(
+            o.am.container_resources,
+            Resource::new(512, 2).with("yarn.io/gpu", 1)
+        );
+        assert_eq!(o.am.shell_command, "echo hi there");
+        assert_eq!(o.am.shell_env.get("A").map(String::as_str), Some("1=2"));
+        assert_eq!(o.am.container_priority, 4);
+        assert_eq!(o.master_resources, Resource::new(1024, 1));
+        assert_eq!(o.app_name, "DistributedShell");
+        assert_eq!(o.timeout, None);
+    }
+
+    #[test]
+    fn gnu_spellings_and_defaults() {
+        let p = parsed(&[
+            "--num-containers=2",
+            "--container-resources",
+            "memory-mb=256,vcores=1",
+            "--shell-command",
+            "exit 1",
+            "--queue",
+            "a",
+            "--appname",
+            "x",
+            "--priority",
+            "7",
+            "--timeout-ms",
+            "5000",
+            "--master-vcores",
+            "2",
+        ]);
+        let o = options_from(&p, None).unwrap();
+        assert_eq!(o.am.num_containers, 2);
+        assert_eq!(o.queue.as_deref(), Some("a"));
+        assert_eq!(o.app_name, "x");
+        assert_eq!(o.priority, Some(7));
+        assert_eq!(o.timeout, Some(Duration::from_millis(5000)));
+        assert_eq!(o.master_resources, Resource::new(512, 2));
+        let o = options_from(
+            &parsed(&[
+                "-shell_command",
+                "true",
+                "-container_resources",
+                "yarn.io/gpu=2",
+            ]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            o.am.container_resources,
+            default_container_resources().with("yarn.io/gpu", 2)
+        );
+        let o = options_from(&parsed(&["-shell_command", "true"]), None).unwrap();
+        assert_eq!(o.am.num_containers, 1);
+        assert_eq!(o.am.container_resources, default_container_resources());
+    }
+
+    #[test]
+    fn bad_options_are_refused() {
+        assert!(options_from(&parsed(&[]), None).is_err());
+        assert_eq!(
+            options_from(&parsed(&[]), Some("echo from script".into()))
+                .unwrap()
+                .am
+                .shell_command,
+            "echo from script"
+        );
+        for bad in [
+            &["-shell_command", "x", "-num_containers", "0"][..],
+            &["-shell_command", "x", "-num_containers", "many"],
+            &[
+                "-shell_command",
+                "x",
+                "-container_resources",
+                "memory-mb=abc",
+            ],
+            &["-shell_command", "x", "-container_resources", "vcores=0"],
+            &["-shell_command", "x", "-shell_env", "NOEQUALS"],
+            &["-shell_command", " "],
+        ] {
+            assert!(options_from(&parsed(bad), None).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! The `spindle` command line, modelled on `yarn`: `application`, `node`, `logs`,
+//! `distributed-shell`, `minicluster` (and the hidden `distributed-shell-am`).
+//!
+//! This module is the binary's edge: commands report with `anyhow` and context, print
+//! user-facing output on stdout and errors on stderr, and map outcomes to exit statuses:
+//! 0 success, 1 error (unreachable RM, I/O, ...), 2 a distributed shell application or
+//! minicluster demo that did not succeed, 255 (YARN's -1) bad usage or an unknown id.
+
+/// `println!` for user-facing output that survives a closed stdout (`spindle logs | head`).
+macro_rules! say {
+    ($($t:tt)*) => { $crate::cli::out(&format!("{}\n", format_args!($($t)*))) };
+}
+
+/// `print!` counterpart of [`say!`].
+macro_rules! say_raw {
+    ($($t:tt)*) => { $crate::cli::out(&format!($($t)*)) };
+}
+
+pub mod application;
+pub mod args;
+pub mod dshell;
+pub mod format;
+pub mod logs;
+pub mod minicluster;
+pub mod node;
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::address::RmAddress;
+use crate::rm_client::RmClient;
+use args::{Opt, Parsed, UsageError};
+
+pub const EXIT_OK: u8 = 0;
+pub const EXIT_ERROR: u8 = 1;
+pub const EXIT_APP_FAILED: u8 = 2;
+pub const EXIT_USAGE: u8 = 255;
+
+/// Options every client command takes.
+pub const COMMON_OPTS: [Opt; 3] = [
+    Opt::one("rm-address", &["rmAddress"]),
+    Opt::one("conf-dir", &["confDir"]),
+    Opt::flag("help", &["h"]),
+];
+
+const USAGE: &str = "\
+usage: spindle COMMAND [options]
+
+Client commands (each takes --rm-address HOST:PORT and --conf-dir DIR; the RM address
+defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the conf dir):
+  application        -list [-appStates S1,S2|ALL] [-appTypes T] | -status APPID | -kill APPID
+  node               -list [-all] [-states S1,S2] [-showDetails]
+  logs               -applicationId APPID [-containerId CID] [-log_files F1,F2]
+  distributed-shell  run a shell command in N containers (see `spindle distributed-shell -help`)
+  minicluster        start a resourcemanager and N nodemanagers on this machine
+
+Options may be spelled -name, --name, -name=value; YARN's names (-appStates, -num_containers)
+and GNU ones (--app-states, --num-containers) both work. `spindle COMMAND -help` for more.";
+
+/// Runs the command line (without the program name) and returns the exit status.
+pub async fn run(args: Vec<String>) -> u8 {
+    let Some((cmd, rest)) = args.split_first() else {
+        eprintln!("{USAGE}");
+        return EXIT_USAGE;
+    };
+    let rest = rest.to_vec();
+    let result = match cmd.as_str() {
+        "application" | "app" | "-application" => application::run(rest).await,
+        "node" | "-node" => node::run(rest).await,
+        "logs" | "-logs" => logs::run(rest).await,
+        "distributed-shell" | "distributedshell" | "dshell" => dshell::run_client_cmd(rest).await,
+        "distributed-shell-am" => dshell::run_am_cmd(rest).await,
+        "minicluster" => minicluster::run(rest).await,
+        "help" | "-help" | "--help" | "-h" => {
+            say!("{USAGE}");
+            Ok(EXIT_OK)
+        }
+        "version" | "-version" | "--version" => {
+            say!("spindle {}", env!("CARGO_PKG_VERSION"));
+            Ok(EXIT_OK)
+        }
+        other => {
+            eprintln!("error: unknown command '{other}'\n\n{USAGE}");
+            Ok(EXIT_USAGE)
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            if let Some(u) = e.downcast_ref::<CommandUsage>() {
+                eprintln!("error: {}\n\n{}", u.error, u.usage);
+                return EXIT_USAGE;
+            }
+            eprintln!("error: {e:#}");
+            EXIT_ERROR
+        }
+    }
+}
+
+/// Writes to stdout; a closed or broken stdout is not worth failing (or panicking) for.
+pub fn out(s: &str) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(s.as_bytes()).and_then(|()| o.flush());
+}
+
+/// A usage error with the command's usage text.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct CommandUsage {
+    pub error: UsageError,
+    pub usage: &'static str,
+}
+
+/// Parses a command's arguments; `Ok(None)` when `-help` was asked (usage already printed).
+pub fn parse_or_usage(
+    args: &[String],
+    opts: &[Opt],
+    usage: &'static str,
+) -> anyhow::Result<Option<Parsed>> {
+    let all: Vec<Opt> = opts.iter().chain(COMMON_OPTS.iter()).copied().collect();
+    let p = args::parse(args, &all).map_err(|error| CommandUsage { error, usage })?;
+    if p.has("help") {
+        say!("{usage}");
+        return Ok(None);
+    }
+    Ok(Some(p))
+}
+
+pub fn usage_error(error: UsageError, usage: &'static str) -> anyhow::Error {
+    CommandUsage { error, usage }.into()
+}
+
+/// The RM client for `--rm-address` / `$SPINDLE_RM_ADDRESS` / the conf dir.
+pub fn rm_client(p: &Parsed) -> anyhow::Result<RmClient> {
+    let conf_dir = p.value("conf-dir").map(PathBuf::from);
+    let addr = RmAddress::resolve(p.value("rm-address"), conf_dir.as_deref())
+        .context("cannot tell where the ResourceManager is")?;
+    tracing::debug!(rm = %addr, "using ResourceManager");
+    RmClient::new(&addr).context("cannot build the HTTP client")
+}
+
+/// Logs go to stderr; `RUST_LOG` overrides the default level (`info` for the AM, whose
+/// stderr is its log file, else `warn`).
+pub fn init_tracing(args: &[String]) {
+    let default = match args.first().map(String::as_str) {
+        Some("distributed-shell-am") | Some("minicluster") => "info",
+        _ => "warn",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .try_init();
+}

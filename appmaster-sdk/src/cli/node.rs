@@ -1,0 +1,101 @@
+//! `spindle node -list`, as `yarn node -list`.
+
+use anyhow::Context;
+use spindle_common::states::NodeState;
+
+use super::args::{Opt, Parsed, UsageError};
+use super::format::{format_node_list, node_states};
+use super::{parse_or_usage, rm_client, usage_error, EXIT_OK, EXIT_USAGE};
+
+pub const USAGE: &str = "\
+usage: spindle node -list [-all] [-states S1,S2] [-showDetails] [--rm-address HOST:PORT] [--conf-dir DIR]
+  -list           list nodes (RUNNING ones unless -all or -states)
+  -all            nodes in every state
+  -states S1,S2   nodes in these states (NEW, RUNNING, UNHEALTHY, DECOMMISSIONED, LOST,
+                  REBOOTED, DECOMMISSIONING, SHUTDOWN)
+  -showDetails    resources, utilization and labels of each node";
+
+const OPTS: &[Opt] = &[
+    Opt::flag("list", &[]),
+    Opt::flag("all", &[]),
+    Opt::list("states", &["nodeStates"]),
+    Opt::flag("showDetails", &["details"]),
+];
+
+/// The states `-list` shows, or YARN's message for an invalid one.
+pub fn requested_states(p: &Parsed) -> Result<Vec<NodeState>, String> {
+    let mut states = Vec::new();
+    for s in p.values("states") {
+        if s.eq_ignore_ascii_case("ALL") {
+            return Ok(NodeState::ALL.to_vec());
+        }
+        states.push(s.parse::<NodeState>().map_err(|_| {
+            let valid: Vec<&str> = NodeState::ALL.iter().map(|s| s.as_str()).collect();
+            format!(
+                "The node state {s} is invalid.\nThe valid node state can be one of the following: {}.",
+                valid.join(",")
+            )
+        })?);
+    }
+    Ok(node_states(p.has("all"), &states))
+}
+
+pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
+    let Some(p) = parse_or_usage(&args, OPTS, USAGE)? else {
+        return Ok(EXIT_OK);
+    };
+    if !p.has("list") {
+        return Err(usage_error(UsageError::Other("give -list".into()), USAGE));
+    }
+    let states = match requested_states(&p) {
+        Ok(s) => s,
+        Err(msg) => {
+            eprintln!("{msg}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let rm = rm_client(&p)?;
+    let mut nodes = rm
+        .nodes(&states)
+        .await
+        .with_context(|| format!("cannot list nodes at {}", rm.address()))?;
+    nodes.retain(|n| states.contains(&n.state));
+    nodes.sort_by(|a, b| a.id.cmp(&b.id));
+    say_raw!("{}", format_node_list(&nodes, p.has("showDetails")));
+    Ok(EXIT_OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::args::parse;
+    use super::*;
+
+    fn parsed(a: &[&str]) -> Parsed {
+        let all: Vec<Opt> = OPTS
+            .iter()
+            .chain(super::super::COMMON_OPTS.iter())
+            .copied()
+            .collect();
+        parse(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &all).unwrap()
+    }
+
+    #[test]
+    fn states_like_node_cli() {
+        assert_eq!(
+            requested_states(&parsed(&["-list"])).unwrap(),
+            vec![NodeState::RUNNING]
+        );
+        assert_eq!(
+            requested_states(&parsed(&["-list", "-all"])).unwrap().len(),
+            NodeState::ALL.len()
+        );
+        assert_eq!(
+            requested_states(&parsed(&["-list", "-states", "lost,UNHEALTHY"])).unwrap(),
+            vec![NodeState::LOST, NodeState::UNHEALTHY]
+        );
+        assert!(requested_states(&parsed(&["-list", "-states", "DEAD"]))
+            .unwrap_err()
+            .starts_with("The node state DEAD is invalid."));
+        assert!(parsed(&["--list", "--show-details"]).has("showDetails"));
+    }
+}

@@ -1,0 +1,388 @@
+//! The distributed shell application master.
+//!
+//! Registers, asks for N containers, starts the shell command in each as it is granted,
+//! and waits for every one to complete. As in YARN's, a container that ends with -100
+//! (ABORTED, e.g. its node was lost) or -102 (PREEMPTED) is not counted as failed: another is
+//! asked for. It succeeds only if every container exited 0, and gives up when it has waited
+//! on the cluster (for grants, container starts or heartbeat answers) for the configured time
+//! without anything happening; a command that simply runs long is never timed out.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use spindle_common::ids::ContainerId;
+use spindle_common::records::am::{Container, ContainerStatus};
+use spindle_common::records::node::ContainerLaunchContext;
+use spindle_common::states::{exit_status, FinalApplicationStatus};
+use tokio::sync::mpsc;
+
+use super::DsAmConfig;
+use crate::am_client::AmError;
+use crate::amrm::{AllocationEvents, AmRmClient, ContainerRequest};
+use crate::error::ClientError;
+use crate::nm_client::NmClient;
+
+/// How the AM ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DsAmReport {
+    pub final_status: FinalApplicationStatus,
+    pub diagnostics: String,
+    pub total: u32,
+    pub succeeded: u32,
+    pub failed: u32,
+    /// Containers that ended ABORTED/PREEMPTED and were asked for again.
+    pub retried: u32,
+}
+
+/// YARN's name of a `ContainerExitStatus`, for the negative framework statuses.
+pub fn exit_status_name(status: i32) -> Option<&'static str> {
+    Some(match status {
+        exit_status::INVALID => "INVALID",
+        exit_status::ABORTED => "ABORTED",
+        exit_status::DISKS_FAILED => "DISKS_FAILED",
+        exit_status::PREEMPTED => "PREEMPTED",
+        exit_status::KILLED_EXCEEDED_VMEM => "KILLED_EXCEEDED_VMEM",
+        exit_status::KILLED_EXCEEDED_PMEM => "KILLED_EXCEEDED_PMEM",
+        exit_status::KILLED_BY_APPMASTER => "KILLED_BY_APPMASTER",
+        exit_status::KILLED_BY_RESOURCEMANAGER => "KILLED_BY_RESOURCEMANAGER",
+        exit_status::KILLED_AFTER_APP_COMPLETION => "KILLED_AFTER_APP_COMPLETION",
+        exit_status::KILLED_BY_CONTAINER_SCHEDULER => "KILLED_BY_CONTAINER_SCHEDULER",
+        exit_status::KILLED_FOR_EXCESS_LOGS => "KILLED_FOR_EXCESS_LOGS",
+        _ => return None,
+    })
+}
+
+/// `container X completed on NODE with exit status S (NAME): DIAGNOSTICS`.
+pub fn completion_line(s: &ContainerStatus, node: &str) -> String {
+    let mut l = format!(
+        "container {} completed on {node} with exit status {}",
+        s.container_id, s.exit_status
+    );
+    if let Some(n) = exit_status_name(s.exit_status) {
+        l.push_str(&format!(" ({n})"));
+    }
+    let d = s.diagnostics.trim();
+    if !d.is_empty() {
+        l.push_str(": ");
+        l.push_str(d);
+    }
+    l
+}
+
+struct Shell<'a> {
+    cfg: &'a DsAmConfig,
+    nm: &'a NmClient,
+    launched: mpsc::UnboundedSender<(ContainerId, Result<(), ClientError>)>,
+    /// Granted and started (or starting), not yet completed.
+    running: BTreeMap<ContainerId, Container>,
+    /// Given back to the RM (extra, or failed to start): their completions are not ours.
+    released: BTreeSet<ContainerId>,
+    succeeded: u32,
+    failed: u32,
+    retried: u32,
+    /// Granted, start call not answered yet.
+    starting: BTreeSet<ContainerId>,
+    /// The last heartbeat failed.
+    heartbeat_failing: bool,
+    /// Last time something happened, or the AM was not waiting on the cluster.
+    last_progress: Instant,
+}
+
+impl Shell<'_> {
+    fn request(&self) -> ContainerRequest {
+        ContainerRequest::new(
+            self.cfg.container_resources.clone(),
+            self.cfg.container_priority,
+        )
+    }
+
+    fn completed(&self) -> u32 {
+        self.succeeded + self.failed
+    }
+
+    fn done(&self) -> bool {
+        self.completed() >= self.cfg.num_containers
+    }
+
+    fn launch_context(&self) -> ContainerLaunchContext {
+        ContainerLaunchContext {
+            commands: vec![self.cfg.shell_command.clone()],
+            environment: self.cfg.shell_env.clone(),
+            local_resources: BTreeMap::new(),
+        }
+    }
+
+    fn on_events(
+        &mut self,
+        ev: AllocationEvents,
+        amrm: &mut AmRmClient,
+        out: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<(), AmError> {
+        if !ev.is_empty() {
+            self.last_progress = Instant::now();
+        }
+        for c in ev.allocated {
+            let wanted =
+                self.completed() as usize + self.running.len() < self.cfg.num_containers as usize;
+            if !wanted {
+                out(&format!(
+                    "container {} allocated on {} is not needed; releasing it",
+                    c.id, c.node_id
+                ));
+                self.released.insert(c.id);
+                amrm.release(c.id);
+                continue;
+            }
+            out(&format!(
+                "container {} allocated on {} ({})",
+                c.id, c.node_id, c.node_http_address
+            ));
+            let nm = self.nm.clone();
+            let tx = self.launched.clone();
+            let ctx = self.launch_context();
+            let container = c.clone();
+            self.starting.insert(c.id);
+            self.running.insert(c.id, c);
+            tokio::spawn(async move {
+                let r = nm.start_container(&container, ctx).await;
+                // The receiver outlives every launch unless the AM is exiting anyway.
+                let _ = tx.send((container.id, r));
+            });
+        }
+        for s in ev.completed {
+            self.starting.remove(&s.container_id);
+            match self.running.remove(&s.container_id) {
+                Some(c) => {
+                    let mut line = completion_line(&s, &c.node_id.to_string());
+                    match s.exit_status {
+                        exit_status::SUCCESS => self.succeeded += 1,
+                        exit_status::ABORTED | exit_status::PREEMPTED => {
+                            amrm.add_container_request(self.request())?;
+                            self.retried += 1;
+                            line.push_str("; not counted as failed, asking for another container");
+                        }
+                        _ => self.failed += 1,
+                    }
+                    out(&line);
+                }
+                None if self.released.remove(&s.container_id) => {
+                    tracing::debug!(container = %s.container_id, "released container completed");
+                }
+                None => out(&completion_line(&s, "an unknown node")),
+            }
+        }
+        for n in ev.nodes {
+            out(&format!("node {} is now {}", n.node_id, n.node_state));
+        }
+        amrm.set_progress(self.completed() as f32 / self.cfg.num_containers.max(1) as f32);
+        Ok(())
+    }
+
+    fn on_launched(
+        &mut self,
+        id: ContainerId,
+        r: Result<(), ClientError>,
+        amrm: &mut AmRmClient,
+        out: &mut (dyn FnMut(&str) + Send),
+    ) {
+        self.last_progress = Instant::now();
+        self.starting.remove(&id);
+        match r {
+            Ok(()) => {
+                let node = self
+                    .running
+                    .get(&id)
+                    .map_or_else(|| "its node".to_string(), |c| c.node_id.to_string());
+                out(&format!("container {id} started on {node}"));
+            }
+            Err(e) => {
+                // Already completed (the RM's report raced the NM's answer): nothing to count.
+                if let Some(c) = self.running.remove(&id) {
+                    out(&format!(
+                        "container {id} failed to start on {}: {e}",
+                        c.node_id
+                    ));
+                    self.failed += 1;
+                    self.released.insert(id);
+                    amrm.release(id);
+                }
+            }
+        }
+    }
+
+    async fn stop_running(&self, out: &mut (dyn FnMut(&str) + Send)) {
+        for (id, c) in &self.running {
+            match self.nm.stop_container(&c.node_http_address, id).await {
+                Ok(()) => out(&format!("container {id} stopped")),
+                Err(e) => out(&format!("container {id} could not be stopped: {e}")),
+            }
+        }
+    }
+}
+
+/// Runs the distributed shell AM to its end: registers (as `am_host`), runs the command in
+/// `cfg.num_containers` containers, unregisters with the final status. Each event is one
+/// line given to `out`.
+pub async fn run_am(
+    cfg: &DsAmConfig,
+    amrm: &mut AmRmClient,
+    nm: &NmClient,
+    am_host: &str,
+    out: &mut (dyn FnMut(&str) + Send),
+) -> Result<DsAmReport, AmError> {
+    let attempt = amrm.client().attempt_id();
+    let reg = amrm.register(am_host, -1, "").await?;
+    let max = reg.maximum_resource_capability.to_resource();
+    out(&format!(
+        "registered {attempt} with the ResourceManager (queue '{}', maximum container {max})",
+        reg.queue
+    ));
+    let total = cfg.num_containers;
+    let mut report = DsAmReport {
+        final_status: FinalApplicationStatus::FAILED,
+        diagnostics: String::new(),
+        total,
+        succeeded: 0,
+        failed: 0,
+        retried: 0,
+    };
+    let too_big = cfg
+        .container_resources
+        .entries()
+        .any(|(k, v)| v > max.get(k) && (max.get(k) > 0 || k == "memory-mb" || k == "vcores"));
+    if !max.is_zero() && too_big {
+        report.diagnostics = format!(
+            "container resources {} exceed the cluster's maximum container {max}",
+            cfg.container_resources
+        );
+        out(&report.diagnostics);
+        amrm.finish(report.final_status, &report.diagnostics)
+            .await?;
+        return Ok(report);
+    }
+
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut shell = Shell {
+        cfg,
+        nm,
+        launched: tx,
+        running: BTreeMap::new(),
+        released: BTreeSet::new(),
+        succeeded: 0,
+        failed: 0,
+        retried: 0,
+        starting: BTreeSet::new(),
+        heartbeat_failing: false,
+        last_progress: Instant::now(),
+    };
+    for _ in 0..total {
+        amrm.add_container_request(shell.request())?;
+    }
+    out(&format!(
+        "asked for {total} containers of {} at priority {} to run: {}",
+        cfg.container_resources, cfg.container_priority, cfg.shell_command
+    ));
+
+    let mut gave_up = None;
+    while !shell.done() {
+        // The clock runs only while waiting on the cluster: for grants, for NMs to answer a
+        // start, or for the RM to answer heartbeats. Running commands are never timed out.
+        let waiting = amrm.outstanding_requests() > 0
+            || !shell.starting.is_empty()
+            || shell.heartbeat_failing;
+        if !waiting {
+            shell.last_progress = Instant::now();
+        }
+        let idle = shell.last_progress.elapsed();
+        if idle >= cfg.no_progress_timeout {
+            gave_up = Some(idle);
+            break;
+        }
+        // Take launch results until the heartbeat is due; never cancel an allocate call,
+        // whose answer may carry containers.
+        let due = tokio::time::Instant::now() + amrm.next_interval();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(due) => break,
+                Some((id, r)) = rx.recv() => shell.on_launched(id, r, amrm, out),
+            }
+        }
+        match amrm.poll().await {
+            Ok(ev) => {
+                shell.heartbeat_failing = false;
+                shell.on_events(ev, amrm, out)?
+            }
+            Err(AmError::Client(e)) => {
+                shell.heartbeat_failing = true;
+                tracing::warn!(error = %e, "heartbeat failed; retrying");
+                tokio::time::sleep(crate::amrm::MAX_INTERVAL).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+
+    report.succeeded = shell.succeeded;
+    report.failed = shell.failed;
+    report.retried = shell.retried;
+    if let Some(idle) = gave_up {
+        report.diagnostics = format!(
+            "gave up after {} ms without progress: {} of {total} containers succeeded, {} failed, \
+             {} running, {} still requested",
+            idle.as_millis(),
+            shell.succeeded,
+            shell.failed,
+            shell.running.len(),
+            amrm.outstanding_requests()
+        );
+        out(&report.diagnostics);
+        shell.stop_running(out).await;
+    } else if shell.failed == 0 && shell.succeeded >= total {
+        report.final_status = FinalApplicationStatus::SUCCEEDED;
+    } else {
+        report.diagnostics = format!("{} of {total} containers failed", shell.failed);
+    }
+    amrm.set_progress(1.0);
+    amrm.finish(report.final_status, &report.diagnostics)
+        .await?;
+    out(&format!(
+        "application master finished with status {}{}",
+        report.final_status,
+        if report.diagnostics.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", report.diagnostics)
+        }
+    ));
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use spindle_common::ids::{ApplicationAttemptId, ApplicationId};
+    use spindle_common::states::ContainerState;
+
+    use super::*;
+
+    #[test]
+    fn completion_lines_name_framework_statuses() {
+        let att = ApplicationAttemptId::new(ApplicationId::new(1, 1), 1);
+        let mut s = ContainerStatus {
+            container_id: ContainerId::new(att, 0, 2),
+            state: ContainerState::COMPLETE,
+            exit_status: -100,
+            diagnostics: "node lost".into(),
+        };
+        assert_eq!(
+            completion_line(&s, "h:1"),
+            "container container_1_0001_01_000002 completed on h:1 with exit status -100 (ABORTED): node lost"
+        );
+        s.exit_status = 1;
+        s.diagnostics = String::new();
+        assert_eq!(
+            completion_line(&s, "h:1"),
+            "container container_1_0001_01_000002 completed on h:1 with exit status 1"
+        );
+        assert_eq!(exit_status_name(-102), Some("PREEMPTED"));
+        assert_eq!(exit_status_name(0), None);
+    }
+}

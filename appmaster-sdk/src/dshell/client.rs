@@ -1,0 +1,379 @@
+//! The distributed shell client: new application, submission, and following it to the end.
+
+use std::path::Path;
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use spindle_common::ids::ApplicationId;
+use spindle_common::records::cluster::{
+    AmContainerSpec, AppInfo, ApplicationSubmissionContext, CommandsInfo, KeyValue, KeyValues,
+    LocalResourceEntry, LocalResourceInfo, LocalResourcesInfo,
+};
+use spindle_common::records::resource::ResourceInfo;
+use spindle_common::resource::Resource;
+use spindle_common::states::{FinalApplicationStatus, YarnApplicationState};
+
+use super::{DsAmConfig, AM_COMMAND, AM_RESOURCE_KEY, APPLICATION_TYPE};
+use crate::error::ClientError;
+use crate::rm_client::{KillOutcome, RmClient};
+
+/// How often the client looks at the application.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
+/// How long the client keeps trying while the RM cannot be reached (e.g. it restarts).
+pub const RM_UNREACHABLE_GRACE: Duration = Duration::from_secs(30);
+
+/// Everything `spindle distributed-shell` takes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DsOptions {
+    pub am: DsAmConfig,
+    pub app_name: String,
+    pub queue: Option<String>,
+    /// Application priority (higher is more important).
+    pub priority: Option<i32>,
+    pub master_resources: Resource,
+    /// Kill the application when it has not finished after this long.
+    pub timeout: Option<Duration>,
+    pub max_app_attempts: Option<i32>,
+}
+
+impl DsOptions {
+    /// YARN's defaults: name `DistributedShell`, AM of 512 MB and 1 vcore.
+    pub fn new(am: DsAmConfig) -> Self {
+        Self {
+            am,
+            app_name: "DistributedShell".into(),
+            queue: None,
+            priority: None,
+            master_resources: Resource::new(512, 1),
+            timeout: None,
+            max_app_attempts: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DsClientError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("{what} resources {asked} exceed the cluster's maximum container {max}; ask for less")]
+    TooLarge {
+        what: &'static str,
+        asked: String,
+        max: String,
+    },
+}
+
+/// How the application ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DsOutcome {
+    pub app_id: ApplicationId,
+    pub state: YarnApplicationState,
+    pub final_status: FinalApplicationStatus,
+    pub diagnostics: String,
+    pub am_container_logs: Option<String>,
+    /// The client's `--timeout-ms` ran out and it killed the application.
+    pub timed_out: bool,
+}
+
+impl DsOutcome {
+    /// FINISHED with SUCCEEDED: the only outcome the client exits 0 for.
+    pub fn succeeded(&self) -> bool {
+        self.state == YarnApplicationState::FINISHED
+            && self.final_status == FinalApplicationStatus::SUCCEEDED
+    }
+}
+
+/// The `application-submission-context` whose AM is `exe` (shipped as local resource
+/// `spindle`) run as `./spindle distributed-shell-am`.
+pub fn build_submission(
+    opts: &DsOptions,
+    app_id: &ApplicationId,
+    exe: &Path,
+) -> ApplicationSubmissionContext {
+    let meta = std::fs::metadata(exe).ok();
+    let size = meta
+        .as_ref()
+        .map(|m| i64::try_from(m.len()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    let timestamp = meta
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    let env = opts
+        .am
+        .to_env()
+        .into_iter()
+        .map(|(key, value)| KeyValue { key, value })
+        .collect::<Vec<_>>();
+    ApplicationSubmissionContext {
+        application_id: app_id.to_string(),
+        application_name: Some(opts.app_name.clone()),
+        queue: opts.queue.clone(),
+        priority: opts.priority,
+        am_container_spec: AmContainerSpec {
+            local_resources: Some(LocalResourcesInfo {
+                entry: vec![LocalResourceEntry {
+                    key: AM_RESOURCE_KEY.into(),
+                    value: LocalResourceInfo {
+                        resource: format!("file://{}", exe.display()),
+                        kind: "FILE".into(),
+                        visibility: "APPLICATION".into(),
+                        size,
+                        timestamp,
+                    },
+                }]
+                .into(),
+            }),
+            environment: Some(KeyValues { entry: env.into() }),
+            commands: Some(CommandsInfo {
+                command: AM_COMMAND.into(),
+            }),
+            service_data: None,
+            application_acls: None,
+        },
+        unmanaged_am: false,
+        max_app_attempts: opts.max_app_attempts,
+        resource: Some(ResourceInfo::plain(&opts.master_resources)),
+        application_type: Some(APPLICATION_TYPE.into()),
+        keep_containers_across_application_attempts: false,
+        application_tags: None,
+        attempt_failures_validity_interval: None,
+        app_node_label_expression: None,
+        am_container_node_label_expression: None,
+    }
+}
+
+fn check_fits(what: &'static str, asked: &Resource, max: &Resource) -> Result<(), DsClientError> {
+    // Only the types the RM reports a maximum for can be checked.
+    let over = asked
+        .entries()
+        .any(|(k, v)| v > max.get(k) && (max.get(k) > 0 || k == "memory-mb" || k == "vcores"));
+    if !max.is_zero() && over {
+        return Err(DsClientError::TooLarge {
+            what,
+            asked: asked.to_string(),
+            max: max.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Submits the distributed shell and follows it to a final state.
+pub async fn run_client(
+    rm: &RmClient,
+    opts: &DsOptions,
+    exe: &Path,
+    out: &mut (dyn FnMut(&str) + Send),
+) -> Result<DsOutcome, DsClientError> {
+    let new_app = rm.new_application().await?;
+    let app_id = new_app.application_id;
+    let max = new_app.maximum_resource_capability.to_resource();
+    check_fits("container", &opts.am.container_resources, &max)?;
+    check_fits("application master", &opts.master_resources, &max)?;
+    let ctx = build_submission(opts, &app_id, exe);
+    rm.submit(&ctx).await?;
+    out(&format!(
+        "Submitted application {app_id} to ResourceManager at {}",
+        rm.address()
+    ));
+    Ok(follow_application(rm, &app_id, POLL_INTERVAL, opts.timeout, out).await?)
+}
+
+/// Polls the application every `poll` until it reaches a final state, printing each state
+/// change, then the final report. With a `timeout`, kills the application when it runs out.
+pub async fn follow_application(
+    rm: &RmClient,
+    app_id: &ApplicationId,
+    poll: Duration,
+    timeout: Option<Duration>,
+    out: &mut (dyn FnMut(&str) + Send),
+) -> Result<DsOutcome, ClientError> {
+    let start = Instant::now();
+    let mut last_state: Option<YarnApplicationState> = None;
+    let mut unreachable_since: Option<Instant> = None;
+    let mut timed_out = false;
+    loop {
+        let app = match rm.app(app_id).await {
+            Ok(a) => {
+                unreachable_since = None;
+                a
+            }
+            Err(e) if e.is_connect() => {
+                let since = *unreachable_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > RM_UNREACHABLE_GRACE {
+                    return Err(e);
+                }
+                tracing::warn!(error = %e, "ResourceManager unreachable; retrying");
+                tokio::time::sleep(poll).await;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if last_state != Some(app.state) {
+            out(&state_line(&app));
+            last_state = Some(app.state);
+        }
+        if app.state.is_final() {
+            let outcome = DsOutcome {
+                app_id: *app_id,
+                state: app.state,
+                final_status: app.final_status,
+                diagnostics: app.diagnostics.clone(),
+                am_container_logs: app.am_container_logs.clone().filter(|s| !s.is_empty()),
+                timed_out,
+            };
+            for l in final_report(&outcome) {
+                out(&l);
+            }
+            return Ok(outcome);
+        }
+        if let Some(t) = timeout {
+            if !timed_out && start.elapsed() >= t {
+                out(&format!(
+                    "Reached the client timeout of {} ms; killing application {app_id}",
+                    t.as_millis()
+                ));
+                timed_out = true;
+                match rm.kill(app_id).await {
+                    Ok(KillOutcome::Done) | Ok(KillOutcome::InProgress) => {}
+                    // It may have finished meanwhile; the next poll tells.
+                    Err(e) => tracing::warn!(error = %e, "kill after timeout failed"),
+                }
+            }
+        }
+        tokio::time::sleep(poll).await;
+    }
+}
+
+fn state_line(app: &AppInfo) -> String {
+    let mut l = format!("Application {} is {}", app.id, app.state);
+    if let Some(u) = app.tracking_url.as_deref().filter(|u| !u.is_empty()) {
+        if app.state == YarnApplicationState::RUNNING {
+            l.push_str(&format!(" (tracking URL: {u})"));
+        }
+    }
+    l
+}
+
+/// The closing lines: final state and status, diagnostics, where the logs are.
+pub fn final_report(o: &DsOutcome) -> Vec<String> {
+    let diag = if o.diagnostics.trim().is_empty() {
+        "(none)".to_string()
+    } else {
+        o.diagnostics.trim().to_string()
+    };
+    vec![
+        format!(
+            "Application {} finished with state {} and final status {}",
+            o.app_id, o.state, o.final_status
+        ),
+        format!("Diagnostics: {diag}"),
+        format!(
+            "AM container logs: {}",
+            o.am_container_logs.as_deref().unwrap_or("(not available)")
+        ),
+        format!(
+            "All container logs: spindle logs -applicationId {}",
+            o.app_id
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn opts() -> DsOptions {
+        DsOptions::new(DsAmConfig {
+            num_containers: 2,
+            container_resources: Resource::new(256, 1),
+            shell_command: "echo hi".into(),
+            shell_env: BTreeMap::from([("K".into(), "V".into())]),
+            container_priority: 0,
+            no_progress_timeout: Duration::from_secs(60),
+        })
+    }
+
+    #[test]
+    fn submission_ships_this_binary_as_the_am() {
+        let exe = std::env::current_exe().unwrap();
+        let id: ApplicationId = "application_1_0002".parse().unwrap();
+        let ctx = build_submission(&opts(), &id, &exe);
+        let v = serde_json::to_value(&ctx).unwrap();
+        assert_eq!(v["application-id"], "application_1_0002");
+        assert_eq!(v["application-type"], "DISTRIBUTEDSHELL");
+        assert_eq!(v["application-name"], "DistributedShell");
+        assert_eq!(v["resource"], serde_json::json!({"memory":512,"vCores":1}));
+        let spec = &v["am-container-spec"];
+        assert_eq!(
+            spec["commands"]["command"],
+            "./spindle distributed-shell-am"
+        );
+        let lr = &spec["local-resources"]["entry"][0];
+        assert_eq!(lr["key"], "spindle");
+        assert_eq!(lr["value"]["type"], "FILE");
+        assert_eq!(lr["value"]["visibility"], "APPLICATION");
+        assert_eq!(lr["value"]["resource"], format!("file://{}", exe.display()));
+        assert!(lr["value"]["size"].as_i64().unwrap() > 0);
+        let env = spec["environment"]["entry"].as_array().unwrap();
+        let get = |k: &str| {
+            env.iter()
+                .find(|e| e["key"] == k)
+                .map(|e| e["value"].as_str().unwrap().to_string())
+        };
+        assert_eq!(get("DISTRIBUTEDSHELL_NUM_CONTAINERS").unwrap(), "2");
+        assert_eq!(get("DISTRIBUTEDSHELL_SHELL_COMMAND").unwrap(), "echo hi");
+        assert_eq!(get("DISTRIBUTEDSHELL_SHELL_ENV").unwrap(), r#"{"K":"V"}"#);
+        assert_eq!(
+            get("DISTRIBUTEDSHELL_CONTAINER_RESOURCES").unwrap(),
+            "memory-mb=256,vcores=1"
+        );
+    }
+
+    #[test]
+    fn oversized_asks_are_refused_before_submission() {
+        let max = Resource::new(1024, 2);
+        assert!(check_fits("container", &Resource::new(1024, 2), &max).is_ok());
+        assert!(check_fits("container", &Resource::new(2048, 1), &max).is_err());
+        assert!(check_fits(
+            "container",
+            &Resource::new(1, 1).with("yarn.io/gpu", 1),
+            &max
+        )
+        .is_ok());
+        let gmax = Resource::new(1024, 2).with("yarn.io/gpu", 1);
+        assert!(check_fits(
+            "container",
+            &Resource::new(1, 1).with("yarn.io/gpu", 2),
+            &gmax
+        )
+        .is_err());
+        assert!(check_fits("container", &Resource::new(9999, 9), &Resource::zero()).is_ok());
+    }
+
+    #[test]
+    fn final_report_names_the_logs() {
+        let o = DsOutcome {
+            app_id: "application_1_0002".parse().unwrap(),
+            state: YarnApplicationState::FINISHED,
+            final_status: FinalApplicationStatus::FAILED,
+            diagnostics: "1 of 2 containers failed".into(),
+            am_container_logs: Some("http://h:1/node/containerlogs/c/u".into()),
+            timed_out: false,
+        };
+        assert!(!o.succeeded());
+        let r = final_report(&o);
+        assert_eq!(
+            r[0],
+            "Application application_1_0002 finished with state FINISHED and final status FAILED"
+        );
+        assert_eq!(r[1], "Diagnostics: 1 of 2 containers failed");
+        assert!(r[2].ends_with("/node/containerlogs/c/u"));
+        assert_eq!(
+            r[3],
+            "All container logs: spindle logs -applicationId application_1_0002"
+        );
+    }
+}

@@ -1,0 +1,126 @@
+//! The error every HTTP client of this crate returns.
+
+use spindle_common::records::exception::RemoteException;
+
+/// Why a call to the RM or an NM failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The peer answered with YARN's `RemoteException` body.
+    #[error("{exception}: {message} (HTTP {status} from {url})")]
+    Remote {
+        status: u16,
+        exception: String,
+        message: String,
+        java_class_name: String,
+        url: String,
+    },
+    /// The peer answered with an error status and no `RemoteException` body.
+    #[error("HTTP {status} from {url}: {body}")]
+    Http {
+        status: u16,
+        url: String,
+        body: String,
+    },
+    /// Nothing answered at the address (refused, unreachable, timed out).
+    #[error("cannot reach {address}: {}", causes(cause))]
+    Connect {
+        address: String,
+        cause: reqwest::Error,
+    },
+    /// The request failed after the connection was made (reset, body read error, ...).
+    #[error("request to {url} failed: {}", causes(cause))]
+    Request { url: String, cause: reqwest::Error },
+    /// The body is not the JSON record we expected.
+    #[error("unexpected answer from {url}: {message}")]
+    Decode { url: String, message: String },
+    /// The answer is well-formed but breaks the protocol (wrong status, missing header, ...).
+    #[error("protocol error from {url}: {message}")]
+    Protocol { url: String, message: String },
+    /// An NM refused to start or stop a container.
+    #[error("{operation} of container {container_id} refused: {exception}: {message}")]
+    ContainerRequest {
+        operation: &'static str,
+        container_id: String,
+        exception: String,
+        message: String,
+    },
+    /// The HTTP client itself could not be built.
+    #[error("cannot build the HTTP client: {}", causes(.0))]
+    Build(reqwest::Error),
+}
+
+/// The messages of an error's causes, innermost last, without reqwest's outer
+/// "error sending request for url (...)" (the URL is in our own message). The reqwest error
+/// is kept out of `source()` so that `anyhow`'s `{:#}` does not print it twice.
+fn causes(e: &reqwest::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut cur: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    while let Some(c) = cur {
+        let m = c.to_string();
+        if parts.last() != Some(&m) {
+            parts.push(m);
+        }
+        cur = c.source();
+    }
+    if parts.is_empty() {
+        e.to_string()
+    } else {
+        parts.join(": ")
+    }
+}
+
+impl ClientError {
+    /// The HTTP status the peer answered with, if it answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Remote { status, .. } | Self::Http { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// The peer's `RemoteException` as YARN sends it, if it sent one.
+    pub fn remote_exception(&self) -> Option<RemoteException> {
+        match self {
+            Self::Remote {
+                exception,
+                message,
+                java_class_name,
+                ..
+            } => Some(RemoteException {
+                exception: exception.clone(),
+                message: message.clone(),
+                java_class_name: java_class_name.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// 404, or a `NotFoundException` body.
+    pub fn is_not_found(&self) -> bool {
+        match self {
+            Self::Remote {
+                status, exception, ..
+            } => *status == 404 || exception == "NotFoundException",
+            Self::Http { status, .. } => *status == 404,
+            _ => false,
+        }
+    }
+
+    /// True when the peer could not be reached at all; worth retrying while it restarts.
+    pub fn is_connect(&self) -> bool {
+        matches!(self, Self::Connect { .. })
+    }
+
+    /// True when the exception name (e.g. `ApplicationMasterNotRegisteredException`) matches.
+    pub fn is_exception(&self, name: &str) -> bool {
+        match self {
+            Self::Remote {
+                exception,
+                java_class_name,
+                message,
+                ..
+            } => exception == name || java_class_name.ends_with(name) || message.contains(name),
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! The small JSON-over-HTTP layer the RM, AM and NM clients share: status and
+//! `RemoteException` mapping, connection errors that name the address.
+
+use std::time::Duration;
+
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use spindle_common::records::exception::RemoteExceptionBody;
+
+use crate::error::ClientError;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How much of an unexpected body an error message quotes.
+const BODY_QUOTE: usize = 500;
+
+/// A reqwest client bound to one base URL (`http://host:port`).
+#[derive(Debug, Clone)]
+pub(crate) struct Http {
+    client: reqwest::Client,
+    base: String,
+}
+
+/// Normalizes `host:port`, `http://host:port` or `http://host:port/` to `http://host:port`.
+pub(crate) fn base_url(address: &str) -> String {
+    let a = address.trim().trim_end_matches('/');
+    if a.starts_with("http://") || a.starts_with("https://") {
+        a.to_string()
+    } else {
+        format!("http://{a}")
+    }
+}
+
+pub(crate) fn build_client() -> Result<reqwest::Client, ClientError> {
+    reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .timeout(REQUEST_TIMEOUT)
+        .build()
+        .map_err(ClientError::Build)
+}
+
+impl Http {
+    pub(crate) fn new(base: &str) -> Result<Self, ClientError> {
+        Ok(Self {
+            client: build_client()?,
+            base: base_url(base),
+        })
+    }
+
+    /// The same client, aimed at another peer.
+    pub(crate) fn with_client(client: reqwest::Client, base: &str) -> Self {
+        Self {
+            client,
+            base: base_url(base),
+        }
+    }
+
+    pub(crate) fn base(&self) -> &str {
+        &self.base
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub(crate) fn request(&self, method: Method, path: &str) -> (RequestBuilder, String) {
+        let url = self.url(path);
+        let rb = self
+            .client
+            .request(method, &url)
+            .header(reqwest::header::ACCEPT, "application/json");
+        (rb, url)
+    }
+
+    /// Sends, mapping transport failures; does not look at the status.
+    pub(crate) async fn send(
+        &self,
+        rb: RequestBuilder,
+        url: &str,
+    ) -> Result<Response, ClientError> {
+        tracing::debug!(%url, "http request");
+        rb.send().await.map_err(|e| self.transport_error(e, url))
+    }
+
+    fn transport_error(&self, e: reqwest::Error, url: &str) -> ClientError {
+        if e.is_connect() || e.is_timeout() {
+            ClientError::Connect {
+                address: self.base.clone(),
+                cause: e,
+            }
+        } else {
+            ClientError::Request {
+                url: url.to_string(),
+                cause: e,
+            }
+        }
+    }
+
+    /// Sends and returns the response if its status is a success, else the mapped error.
+    pub(crate) async fn send_ok(
+        &self,
+        rb: RequestBuilder,
+        url: &str,
+    ) -> Result<Response, ClientError> {
+        let resp = self.send(rb, url).await?;
+        check_status(resp, url).await
+    }
+
+    pub(crate) async fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        let (rb, url) = self.request(Method::GET, path);
+        let resp = self.send_ok(rb, &url).await?;
+        decode(resp, &url).await
+    }
+
+    pub(crate) async fn get_text(&self, path: &str) -> Result<String, ClientError> {
+        let (rb, url) = self.request(Method::GET, path);
+        let resp = self.send_ok(rb, &url).await?;
+        resp.text().await.map_err(|e| ClientError::Request {
+            url: url.clone(),
+            cause: e,
+        })
+    }
+
+    pub(crate) async fn post_json<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, ClientError> {
+        let (rb, url) = self.request(Method::POST, path);
+        let resp = self.send_ok(rb.json(body), &url).await?;
+        decode(resp, &url).await
+    }
+}
+
+/// Maps a non-success status to [`ClientError::Remote`] (when the body is a YARN
+/// `RemoteException`) or [`ClientError::Http`].
+pub(crate) async fn check_status(resp: Response, url: &str) -> Result<Response, ClientError> {
+    let status = resp.status();
+    if status.is_success() {
+        return Ok(resp);
+    }
+    let body = resp.text().await.unwrap_or_default();
+    Err(error_from_body(status, url, &body))
+}
+
+pub(crate) fn error_from_body(status: StatusCode, url: &str, body: &str) -> ClientError {
+    if let Ok(b) = serde_json::from_str::<RemoteExceptionBody>(body) {
+        let r = b.remote_exception;
+        return ClientError::Remote {
+            status: status.as_u16(),
+            exception: r.exception,
+            message: r.message,
+            java_class_name: r.java_class_name,
+            url: url.to_string(),
+        };
+    }
+    ClientError::Http {
+        status: status.as_u16(),
+        url: url.to_string(),
+        body: quote(body),
+    }
+}
+
+pub(crate) async fn decode<T: DeserializeOwned>(
+    resp: Response,
+    url: &str,
+) -> Result<T, ClientError> {
+    let bytes = resp.bytes().await.map_err(|e| ClientError::Request {
+        url: url.to_string(),
+        cause: e,
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
+        url: url.to_string(),
+        message: format!("{e}; body: {}", quote(&String::from_utf8_lossy(&bytes))),
+    })
+}
+
+fn quote(body: &str) -> String {
+    let t = body.trim();
+    if t.len() <= BODY_QUOTE {
+        return t.to_string();
+    }
+    let mut end = BODY_QUOTE;
+    while !t.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &t[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_are_normalized() {
+        assert_eq!(base_url("h:1"), "http://h:1");
+        assert_eq!(base_url("http://h:1/"), "http://h:1");
+        assert_eq!(base_url(" h:1 "), "http://h:1");
+    }
+
+    #[test]
+    fn remote_exceptions_are_recognized() {
+        let body = r#"{"RemoteException":{"exception":"NotFoundException","message":"app with id: application_1_0001 not found","javaClassName":"org.apache.hadoop.yarn.webapp.NotFoundException"}}"#;
+        let e = error_from_body(StatusCode::NOT_FOUND, "http://h:1/x", body);
+        assert!(e.is_not_found());
+        assert_eq!(e.status(), Some(404));
+        assert_eq!(
+            e.remote_exception().map(|r| r.exception),
+            Some("NotFoundException".to_string())
+        );
+        assert!(e.to_string().contains("app with id"));
+        let e = error_from_body(StatusCode::BAD_GATEWAY, "u", &"x".repeat(2000));
+        assert!(matches!(e, ClientError::Http { status: 502, ref body, .. } if body.len() < 600));
+    }
+}

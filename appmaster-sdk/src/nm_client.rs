@@ -1,0 +1,243 @@
+//! A client of NodeManagers: start, stop and status of containers
+//! (`/ws/v1/node/containers/...`), and their logs.
+//!
+//! NMs are addressed by their `nodeHttpAddress` (`host:port`, with or without `http://`),
+//! as a granted [`Container`] carries it.
+
+use reqwest::Method;
+use serde_json::Value;
+use spindle_common::ids::{ApplicationId, ContainerId};
+use spindle_common::records::am::Container;
+use spindle_common::records::node::{
+    ContainerLaunchContext, NmAppBody, NmContainerBody, NmContainerInfo, StartContainerRequest,
+    StartContainersRequest, StartContainersResponse, StopContainersRequest, StopContainersResponse,
+};
+
+use crate::error::ClientError;
+use crate::http::{build_client, decode, Http};
+
+const NODE: &str = "/ws/v1/node";
+
+/// One log file of a container, as the NM lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogFileInfo {
+    pub file_name: String,
+    /// Bytes, when the NM says.
+    pub file_size: Option<u64>,
+    pub last_modified_time: Option<String>,
+}
+
+/// Client of any number of NMs (one connection pool).
+#[derive(Debug, Clone)]
+pub struct NmClient {
+    client: reqwest::Client,
+}
+
+impl NmClient {
+    pub fn new() -> Result<Self, ClientError> {
+        Ok(Self {
+            client: build_client()?,
+        })
+    }
+
+    fn at(&self, node_http_address: &str) -> Http {
+        Http::with_client(self.client.clone(), node_http_address)
+    }
+
+    /// Starts `container` with `ctx`; a refusal in `failedRequests` is an error.
+    pub async fn start_container(
+        &self,
+        container: &Container,
+        ctx: ContainerLaunchContext,
+    ) -> Result<(), ClientError> {
+        let req = StartContainersRequest {
+            start_container_request: vec![StartContainerRequest {
+                container_token: container.container_token.clone(),
+                container_launch_context: ctx,
+            }],
+        };
+        let resp = self
+            .start_containers(&container.node_http_address, &req)
+            .await?;
+        let id = container.id.to_string();
+        if let Some(f) = resp
+            .failed_requests
+            .iter()
+            .find(|f| f.container_id == id)
+            .or(resp.failed_requests.first())
+        {
+            return Err(ClientError::ContainerRequest {
+                operation: "start",
+                container_id: f.container_id.clone(),
+                exception: f.exception.clone(),
+                message: f.message.clone(),
+            });
+        }
+        if !resp.successfully_started_containers.contains(&container.id) {
+            return Err(ClientError::Protocol {
+                url: self
+                    .at(&container.node_http_address)
+                    .url(&format!("{NODE}/containers/start")),
+                message: format!("container {id} is neither started nor failed in the answer"),
+            });
+        }
+        Ok(())
+    }
+
+    /// `POST /ws/v1/node/containers/start`.
+    pub async fn start_containers(
+        &self,
+        node_http_address: &str,
+        req: &StartContainersRequest,
+    ) -> Result<StartContainersResponse, ClientError> {
+        self.at(node_http_address)
+            .post_json(&format!("{NODE}/containers/start"), req)
+            .await
+    }
+
+    /// `POST /ws/v1/node/containers/stop` for one container; a refusal is an error.
+    pub async fn stop_container(
+        &self,
+        node_http_address: &str,
+        id: &ContainerId,
+    ) -> Result<(), ClientError> {
+        let req = StopContainersRequest {
+            container_ids: vec![*id],
+        };
+        let resp: StopContainersResponse = self
+            .at(node_http_address)
+            .post_json(&format!("{NODE}/containers/stop"), &req)
+            .await?;
+        if let Some(f) = resp.failed_requests.first() {
+            return Err(ClientError::ContainerRequest {
+                operation: "stop",
+                container_id: f.container_id.clone(),
+                exception: f.exception.clone(),
+                message: f.message.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// `GET /ws/v1/node/containers/{id}`.
+    pub async fn container_status(
+        &self,
+        node_http_address: &str,
+        id: &ContainerId,
+    ) -> Result<NmContainerInfo, ClientError> {
+        let b: NmContainerBody = self
+            .at(node_http_address)
+            .get_json(&format!("{NODE}/containers/{id}"))
+            .await?;
+        Ok(b.container)
+    }
+
+    /// The container ids an NM knows for an application (`GET /ws/v1/node/apps/{id}`).
+    pub async fn app_containers(
+        &self,
+        node_http_address: &str,
+        app: &ApplicationId,
+    ) -> Result<Vec<String>, ClientError> {
+        let b: NmAppBody = self
+            .at(node_http_address)
+            .get_json(&format!("{NODE}/apps/{app}"))
+            .await?;
+        Ok(b.app.containerids)
+    }
+
+    /// `GET /ws/v1/node/containers/{id}/logs`: the container's log files.
+    pub async fn container_log_files(
+        &self,
+        node_http_address: &str,
+        id: &ContainerId,
+    ) -> Result<Vec<LogFileInfo>, ClientError> {
+        let http = self.at(node_http_address);
+        let (rb, url) = http.request(Method::GET, &format!("{NODE}/containers/{id}/logs"));
+        let resp = http.send_ok(rb, &url).await?;
+        let v: Value = decode(resp, &url).await?;
+        Ok(parse_log_files(&v))
+    }
+
+    /// `GET /ws/v1/node/containerlogs/{id}/{file}` as text.
+    pub async fn container_log(
+        &self,
+        node_http_address: &str,
+        id: &ContainerId,
+        file: &str,
+    ) -> Result<String, ClientError> {
+        let file = urlencoding::encode(file);
+        self.at(node_http_address)
+            .get_text(&format!("{NODE}/containerlogs/{id}/{file}"))
+            .await
+    }
+}
+
+/// Finds every `{"fileName": ..}` object in a log listing, whatever the wrapping: YARN's
+/// `[{"containerLogInfo":[...],"logAggregationType":..}]`,
+/// `{"containerLogsInfo":{"containerLogInfo":[...]}}`, or a bare list. Duplicates (the same
+/// file listed as local and aggregated) are dropped.
+pub fn parse_log_files(v: &Value) -> Vec<LogFileInfo> {
+    fn walk(v: &Value, out: &mut Vec<LogFileInfo>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(name)) = m.get("fileName") {
+                    let file_size = match m.get("fileSize") {
+                        Some(Value::Number(n)) => n.as_u64(),
+                        Some(Value::String(s)) => s.trim().parse().ok(),
+                        _ => None,
+                    };
+                    let last_modified_time = match m.get("lastModifiedTime") {
+                        Some(Value::String(s)) => Some(s.clone()),
+                        Some(Value::Number(n)) => Some(n.to_string()),
+                        _ => None,
+                    };
+                    if !out.iter().any(|f| &f.file_name == name) {
+                        out.push(LogFileInfo {
+                            file_name: name.clone(),
+                            file_size,
+                            last_modified_time,
+                        });
+                    }
+                } else {
+                    m.values().for_each(|x| walk(x, out));
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(v, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn log_listings_of_any_wrapping() {
+        let yarn = json!([{"containerLogInfo":[
+            {"fileName":"stdout","fileSize":"12","lastModifiedTime":"Mon Jan 01"},
+            {"fileName":"stderr","fileSize":"0","lastModifiedTime":"Mon Jan 01"}],
+            "logAggregationType":"LOCAL","containerId":"c","nodeId":"n"}]);
+        let f = parse_log_files(&yarn);
+        assert_eq!(f.len(), 2);
+        assert_eq!(f[0].file_name, "stdout");
+        assert_eq!(f[0].file_size, Some(12));
+        let brief = json!({"containerLogsInfo":{"containerLogInfo":
+            {"fileName":"stdout","fileSize":3,"lastModifiedTime":17}}});
+        let f = parse_log_files(&brief);
+        assert_eq!(
+            f,
+            vec![LogFileInfo {
+                file_name: "stdout".into(),
+                file_size: Some(3),
+                last_modified_time: Some("17".into())
+            }]
+        );
+        assert!(parse_log_files(&json!({"x":null})).is_empty());
+    }
+}

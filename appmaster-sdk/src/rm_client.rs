@@ -1,0 +1,305 @@
+//! An async client of the ResourceManager REST API v1 (`/ws/v1/cluster/...`), as Hadoop
+//! YARN's. Writes carry `?user.name=<user>` (YARN's pseudo authentication).
+
+use reqwest::{Method, StatusCode};
+use spindle_common::ids::{ApplicationAttemptId, ApplicationId, NodeId};
+use spindle_common::records::cluster::{
+    AppAttemptInfo, AppAttemptsBody, AppBody, AppInfo, AppStateBody, ApplicationSubmissionContext,
+    AppsBody, ClusterInfo, ClusterInfoBody, ClusterMetrics, ClusterMetricsBody,
+    ContainerReportInfo, ContainersBody, NewApplication, NodeBody, NodeInfo, NodesBody,
+};
+use spindle_common::states::{FinalApplicationStatus, NodeState, YarnApplicationState};
+
+use crate::address::{current_user, RmAddress};
+use crate::error::ClientError;
+use crate::http::{decode, Http};
+
+const CLUSTER: &str = "/ws/v1/cluster";
+
+/// Filters of `GET /apps`, named as YARN's query parameters. Empty fields are not sent.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AppsFilter {
+    pub states: Vec<YarnApplicationState>,
+    pub final_status: Option<FinalApplicationStatus>,
+    pub user: Option<String>,
+    pub queue: Option<String>,
+    pub limit: Option<u64>,
+    pub started_time_begin: Option<u64>,
+    pub started_time_end: Option<u64>,
+    pub finished_time_begin: Option<u64>,
+    pub finished_time_end: Option<u64>,
+    pub application_types: Vec<String>,
+    pub application_tags: Vec<String>,
+    pub name: Option<String>,
+}
+
+impl AppsFilter {
+    /// The query parameters, in a stable order.
+    pub fn to_query(&self) -> Vec<(&'static str, String)> {
+        let mut q = Vec::new();
+        let join = |v: &[String]| v.join(",");
+        if !self.states.is_empty() {
+            let s: Vec<String> = self.states.iter().map(|s| s.to_string()).collect();
+            q.push(("states", join(&s)));
+        }
+        if let Some(f) = self.final_status {
+            q.push(("finalStatus", f.to_string()));
+        }
+        let opt = |q: &mut Vec<(&'static str, String)>, k: &'static str, v: &Option<String>| {
+            if let Some(v) = v {
+                q.push((k, v.clone()));
+            }
+        };
+        opt(&mut q, "user", &self.user);
+        opt(&mut q, "queue", &self.queue);
+        let num = |q: &mut Vec<(&'static str, String)>, k: &'static str, v: Option<u64>| {
+            if let Some(v) = v {
+                q.push((k, v.to_string()));
+            }
+        };
+        num(&mut q, "limit", self.limit);
+        num(&mut q, "startedTimeBegin", self.started_time_begin);
+        num(&mut q, "startedTimeEnd", self.started_time_end);
+        num(&mut q, "finishedTimeBegin", self.finished_time_begin);
+        num(&mut q, "finishedTimeEnd", self.finished_time_end);
+        if !self.application_types.is_empty() {
+            q.push(("applicationTypes", join(&self.application_types)));
+        }
+        if !self.application_tags.is_empty() {
+            q.push(("applicationTags", join(&self.application_tags)));
+        }
+        opt(&mut q, "name", &self.name);
+        q
+    }
+}
+
+/// What `PUT /apps/{id}/state {"state":"KILLED"}` answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillOutcome {
+    /// 200: the application is killed (or had already finished).
+    Done,
+    /// 202: the kill is in progress; poll the state.
+    InProgress,
+}
+
+/// Client of one RM.
+#[derive(Debug, Clone)]
+pub struct RmClient {
+    http: Http,
+    address: RmAddress,
+    user: String,
+}
+
+impl RmClient {
+    /// A client that writes as [`current_user`].
+    pub fn new(address: &RmAddress) -> Result<Self, ClientError> {
+        Ok(Self {
+            http: Http::new(&address.base_url())?,
+            address: address.clone(),
+            user: current_user(),
+        })
+    }
+
+    /// Writes as `user` instead.
+    pub fn with_user(mut self, user: impl Into<String>) -> Self {
+        self.user = user.into();
+        self
+    }
+
+    pub fn address(&self) -> &RmAddress {
+        &self.address
+    }
+
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
+    fn path(p: &str) -> String {
+        format!("{CLUSTER}{p}")
+    }
+
+    fn user_query(&self) -> [(&'static str, &str); 1] {
+        [("user.name", self.user.as_str())]
+    }
+
+    pub async fn cluster_info(&self) -> Result<ClusterInfo, ClientError> {
+        let b: ClusterInfoBody = self.http.get_json(&Self::path("/info")).await?;
+        Ok(b.cluster_info)
+    }
+
+    pub async fn metrics(&self) -> Result<ClusterMetrics, ClientError> {
+        let b: ClusterMetricsBody = self.http.get_json(&Self::path("/metrics")).await?;
+        Ok(b.cluster_metrics)
+    }
+
+    /// `GET /apps` with the filter; `{"apps":null}` is an empty list.
+    pub async fn apps(&self, filter: &AppsFilter) -> Result<Vec<AppInfo>, ClientError> {
+        let (rb, url) = self.http.request(Method::GET, &Self::path("/apps"));
+        let resp = self
+            .http
+            .send_ok(rb.query(&filter.to_query()), &url)
+            .await?;
+        let b: AppsBody = decode(resp, &url).await?;
+        Ok(b.apps.map(|a| a.app.0).unwrap_or_default())
+    }
+
+    pub async fn app(&self, id: &ApplicationId) -> Result<AppInfo, ClientError> {
+        let b: AppBody = self
+            .http
+            .get_json(&Self::path(&format!("/apps/{id}")))
+            .await?;
+        Ok(b.app)
+    }
+
+    pub async fn app_attempts(
+        &self,
+        id: &ApplicationId,
+    ) -> Result<Vec<AppAttemptInfo>, ClientError> {
+        let b: AppAttemptsBody = self
+            .http
+            .get_json(&Self::path(&format!("/apps/{id}/appattempts")))
+            .await?;
+        Ok(b.app_attempts.app_attempt.0)
+    }
+
+    /// The containers the RM knows for one attempt (`{"containers":null}` is empty).
+    pub async fn attempt_containers(
+        &self,
+        attempt: &ApplicationAttemptId,
+    ) -> Result<Vec<ContainerReportInfo>, ClientError> {
+        let app = attempt.application_id;
+        let b: ContainersBody = self
+            .http
+            .get_json(&Self::path(&format!(
+                "/apps/{app}/appattempts/{attempt}/containers"
+            )))
+            .await?;
+        Ok(b.containers.map(|c| c.container.0).unwrap_or_default())
+    }
+
+    /// `GET /nodes?states=...`; no states means the RM's default (all nodes).
+    pub async fn nodes(&self, states: &[NodeState]) -> Result<Vec<NodeInfo>, ClientError> {
+        let (rb, url) = self.http.request(Method::GET, &Self::path("/nodes"));
+        let rb = if states.is_empty() {
+            rb
+        } else {
+            let s: Vec<String> = states.iter().map(|s| s.to_string()).collect();
+            rb.query(&[("states", s.join(","))])
+        };
+        let resp = self.http.send_ok(rb, &url).await?;
+        let b: NodesBody = decode(resp, &url).await?;
+        Ok(b.nodes.map(|n| n.node.0).unwrap_or_default())
+    }
+
+    pub async fn node(&self, id: &NodeId) -> Result<NodeInfo, ClientError> {
+        let b: NodeBody = self
+            .http
+            .get_json(&Self::path(&format!("/nodes/{id}")))
+            .await?;
+        Ok(b.node)
+    }
+
+    /// `POST /apps/new-application`.
+    pub async fn new_application(&self) -> Result<NewApplication, ClientError> {
+        let (rb, url) = self
+            .http
+            .request(Method::POST, &Self::path("/apps/new-application"));
+        let resp = self
+            .http
+            .send_ok(rb.query(&self.user_query()), &url)
+            .await?;
+        decode(resp, &url).await
+    }
+
+    /// `POST /apps`; YARN answers 202 with a `Location` header naming the new app, which is
+    /// returned.
+    pub async fn submit(&self, ctx: &ApplicationSubmissionContext) -> Result<String, ClientError> {
+        let (rb, url) = self.http.request(Method::POST, &Self::path("/apps"));
+        let resp = self
+            .http
+            .send_ok(rb.query(&self.user_query()).json(ctx), &url)
+            .await?;
+        if resp.status() != StatusCode::ACCEPTED {
+            return Err(ClientError::Protocol {
+                url,
+                message: format!(
+                    "submission answered {} instead of 202 Accepted",
+                    resp.status()
+                ),
+            });
+        }
+        let location = resp
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        location.ok_or(ClientError::Protocol {
+            url,
+            message: "submission answered 202 without a Location header".into(),
+        })
+    }
+
+    /// `PUT /apps/{id}/state {"state":"KILLED"}`.
+    pub async fn kill(&self, id: &ApplicationId) -> Result<KillOutcome, ClientError> {
+        let (rb, url) = self
+            .http
+            .request(Method::PUT, &Self::path(&format!("/apps/{id}/state")));
+        let body = AppStateBody {
+            state: YarnApplicationState::KILLED.to_string(),
+        };
+        let resp = self
+            .http
+            .send_ok(rb.query(&self.user_query()).json(&body), &url)
+            .await?;
+        match resp.status() {
+            StatusCode::OK => Ok(KillOutcome::Done),
+            StatusCode::ACCEPTED => Ok(KillOutcome::InProgress),
+            s => Err(ClientError::Protocol {
+                url,
+                message: format!("kill answered {s} instead of 200 or 202"),
+            }),
+        }
+    }
+
+    /// `GET /apps/{id}/state`.
+    pub async fn app_state(&self, id: &ApplicationId) -> Result<YarnApplicationState, ClientError> {
+        let path = Self::path(&format!("/apps/{id}/state"));
+        let b: AppStateBody = self.http.get_json(&path).await?;
+        b.state.parse().map_err(|e: String| ClientError::Decode {
+            url: self.http.url(&path),
+            message: e,
+        })
+    }
+
+    /// The base URL, `http://host:port`.
+    pub fn base_url(&self) -> &str {
+        self.http.base()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filter_query_uses_yarn_names() {
+        let f = AppsFilter {
+            states: vec![
+                YarnApplicationState::RUNNING,
+                YarnApplicationState::ACCEPTED,
+            ],
+            application_types: vec!["DISTRIBUTEDSHELL".into(), "SPARK".into()],
+            limit: Some(5),
+            ..Default::default()
+        };
+        assert_eq!(
+            f.to_query(),
+            vec![
+                ("states", "RUNNING,ACCEPTED".to_string()),
+                ("limit", "5".to_string()),
+                ("applicationTypes", "DISTRIBUTEDSHELL,SPARK".to_string()),
+            ]
+        );
+        assert!(AppsFilter::default().to_query().is_empty());
+    }
+}
