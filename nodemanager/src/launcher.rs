@@ -60,6 +60,8 @@ pub struct LaunchSpec {
     /// `<log-dir>/<appId>/<containerId>` for every log dir; stdout/stderr go to the first.
     pub log_dirs: Vec<PathBuf>,
     pub local_resources: BTreeMap<String, LocalResourceInfo>,
+    /// Limits to enforce (cgroups, or the process-tree watcher where cgroups are missing).
+    pub isolation: crate::isolation::IsolationSpec,
 }
 
 impl LaunchSpec {

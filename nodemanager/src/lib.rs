@@ -17,6 +17,7 @@
 
 pub mod config;
 pub mod containers;
+pub mod isolation;
 pub mod launcher;
 pub mod logs;
 pub mod manager;

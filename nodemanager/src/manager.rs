@@ -628,6 +628,7 @@ impl Manager {
             app_local_dirs,
             log_dirs,
             local_resources: ctx.local_resources.clone(),
+            isolation: crate::isolation::IsolationSpec::for_resource(&ident.resource.to_resource()),
         }
     }
 
