@@ -5,6 +5,7 @@
 //! and the simulator just record). The driver owns the one `RmCore` of a running RM.
 
 pub mod model;
+pub mod queue_conf;
 pub mod scheduler;
 
 #[cfg(test)]

@@ -1,0 +1,234 @@
+//! The capacity scheduler's configuration as typed data: what `capacity-scheduler.xml`
+//! (and the `scheduler-conf` mutation API) describe, already parsed and validated by
+//! `crate::config::capacity`. The scheduler core consumes it; nothing here reads files.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use spindle_common::Resource;
+
+/// `<qp>.capacity` in YARN's three forms.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CapacitySpec {
+    /// Percent of the parent's guaranteed resources, e.g. `12.5`.
+    Percent(f64),
+    /// An absolute vector, e.g. `[memory=10240,vcores=12,yarn.io/gpu=8]`.
+    Absolute(Resource),
+    /// A weight such as `2w`: a share of what the parent has left after absolute and
+    /// percent siblings, in proportion to the sibling weights.
+    Weight(f64),
+}
+
+/// `<qp>.maximum-capacity`: percent of the parent's maximum (default 100), or absolute.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MaxCapacitySpec {
+    Percent(f64),
+    Absolute(Resource),
+}
+
+/// A YARN ACL: `"user1,user2 group1,group2"`, `*` for everyone, a single space for no one.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Acl {
+    pub all: bool,
+    pub users: BTreeSet<String>,
+    pub groups: BTreeSet<String>,
+}
+
+impl Acl {
+    pub fn everyone() -> Self {
+        Self { all: true, ..Default::default() }
+    }
+    pub fn nobody() -> Self {
+        Self::default()
+    }
+    pub fn allows(&self, user: &str, groups: &[String]) -> bool {
+        self.all || self.users.contains(user) || groups.iter().any(|g| self.groups.contains(g))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueState {
+    Running,
+    Stopped,
+}
+
+impl QueueState {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Running => "RUNNING",
+            Self::Stopped => "STOPPED",
+        }
+    }
+}
+
+/// `<qp>.ordering-policy` of a leaf.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrderingPolicy {
+    /// By application priority (higher first), then submission order.
+    Fifo,
+    /// The application using least (dominant share) first, ties by submission.
+    Fair,
+}
+
+impl OrderingPolicy {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Fifo => "fifo",
+            Self::Fair => "fair",
+        }
+    }
+}
+
+/// `resource-calculator`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Calculator {
+    /// `DefaultResourceCalculator`: memory only.
+    Memory,
+    /// `DominantResourceCalculator`: the dominant share over every type.
+    Dominant,
+}
+
+/// One queue of the tree, with every property already resolved to a value (defaults and
+/// inheritance applied by the parser, except ACLs, which the scheduler checks up the tree
+/// with YARN's OR semantics).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueSpec {
+    /// Full path, `root.a.b`.
+    pub path: String,
+    /// Short name, YARN's `queueName`.
+    pub name: String,
+    pub capacity: CapacitySpec,
+    pub max_capacity: MaxCapacitySpec,
+    pub state: QueueState,
+    /// `<qp>.user-limit-factor`; -1 disables (a user may use the queue's maximum).
+    pub user_limit_factor: f64,
+    /// `<qp>.minimum-user-limit-percent`, 1..=100.
+    pub minimum_user_limit_percent: f64,
+    /// `<qp>.maximum-applications`; None derives it from the global value and the queue's
+    /// absolute capacity, as YARN does.
+    pub max_applications: Option<u32>,
+    /// `<qp>.max-parallel-apps`; None is unlimited.
+    pub max_parallel_apps: Option<u32>,
+    /// `<qp>.maximum-am-resource-percent` as a fraction (0.1 = 10%).
+    pub max_am_resource_percent: f64,
+    /// `<qp>.maximum-allocation-mb` / `-vcores` (and extended types): per-container cap.
+    pub max_allocation: Option<Resource>,
+    /// `<qp>.acl_submit_applications`; None inherits (root's default is everyone).
+    pub acl_submit: Option<Acl>,
+    /// `<qp>.acl_administer_queue`; None inherits (root's default is everyone).
+    pub acl_admin: Option<Acl>,
+    pub ordering: OrderingPolicy,
+    /// `<qp>.default-application-priority`.
+    pub default_application_priority: i32,
+    /// `<qp>.priority`: among siblings equally under-served, the higher goes first.
+    pub priority: i32,
+    pub children: Vec<QueueSpec>,
+}
+
+impl QueueSpec {
+    /// A leaf or parent with YARN's defaults.
+    pub fn new(path: &str, capacity: CapacitySpec) -> Self {
+        Self {
+            path: path.to_string(),
+            name: path.rsplit('.').next().unwrap_or(path).to_string(),
+            capacity,
+            max_capacity: MaxCapacitySpec::Percent(100.0),
+            state: QueueState::Running,
+            user_limit_factor: 1.0,
+            minimum_user_limit_percent: 100.0,
+            max_applications: None,
+            max_parallel_apps: None,
+            max_am_resource_percent: 0.1,
+            max_allocation: None,
+            acl_submit: None,
+            acl_admin: None,
+            ordering: OrderingPolicy::Fifo,
+            default_application_priority: 0,
+            priority: 0,
+            children: Vec::new(),
+        }
+    }
+
+    pub fn is_leaf(&self) -> bool {
+        self.children.is_empty()
+    }
+
+    pub fn find(&self, path_or_name: &str) -> Option<&QueueSpec> {
+        if self.path == path_or_name || self.name == path_or_name {
+            return Some(self);
+        }
+        self.children.iter().find_map(|c| c.find(path_or_name))
+    }
+
+    /// Every queue, depth first, parents before children.
+    pub fn walk(&self) -> Vec<&QueueSpec> {
+        let mut out = vec![self];
+        for c in &self.children {
+            out.extend(c.walk());
+        }
+        out
+    }
+}
+
+/// `queue-mappings` entries, first match wins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueMapping {
+    /// `u:<user>:<queue>`; `user` may be `%user` (any user); `queue` may be `%user` or
+    /// `%primary_group`.
+    User { user: String, queue: String },
+    /// `g:<group>:<queue>`.
+    Group { group: String, queue: String },
+}
+
+/// Everything the capacity scheduler is configured with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchedulerConf {
+    pub root: QueueSpec,
+    pub calculator: Calculator,
+    /// `yarn.scheduler.capacity.maximum-applications` (10000).
+    pub max_applications: u32,
+    /// `yarn.scheduler.capacity.maximum-am-resource-percent` (0.1).
+    pub max_am_resource_percent: f64,
+    /// `yarn.scheduler.capacity.max-parallel-apps` for every queue without its own.
+    pub max_parallel_apps: Option<u32>,
+    /// `yarn.scheduler.capacity.user.max-parallel-apps` (default for every user).
+    pub user_max_parallel_apps: Option<u32>,
+    /// `yarn.scheduler.capacity.user.<u>.max-parallel-apps`.
+    pub user_max_parallel_apps_for: BTreeMap<String, u32>,
+    pub queue_mappings: Vec<QueueMapping>,
+    /// `queue-mappings-override.enable`: mappings win over the queue the app named.
+    pub queue_mappings_override: bool,
+    /// `node-locality-delay` (40) missed scheduling opportunities before rack-local.
+    pub node_locality_delay: u32,
+    /// `rack-locality-additional-delay` (-1: derived) further ones before off-switch.
+    pub rack_locality_additional_delay: i32,
+    /// `yarn.cluster.max-application-priority` (0).
+    pub max_application_priority: i32,
+    /// `yarn.admin.acl` (`*`).
+    pub admin_acl: Acl,
+    /// `yarn.acl.enable` (false): when false, every ACL allows everyone, as in YARN.
+    pub acl_enabled: bool,
+}
+
+impl SchedulerConf {
+    /// YARN's defaults: `root` with one leaf `default` at 100%.
+    pub fn single_default_queue() -> Self {
+        let mut root = QueueSpec::new("root", CapacitySpec::Percent(100.0));
+        root.children.push(QueueSpec::new("root.default", CapacitySpec::Percent(100.0)));
+        Self {
+            root,
+            calculator: Calculator::Dominant,
+            max_applications: 10_000,
+            max_am_resource_percent: 0.1,
+            max_parallel_apps: None,
+            user_max_parallel_apps: None,
+            user_max_parallel_apps_for: BTreeMap::new(),
+            queue_mappings: Vec::new(),
+            queue_mappings_override: false,
+            node_locality_delay: 40,
+            rack_locality_additional_delay: -1,
+            max_application_priority: 0,
+            admin_acl: Acl::everyone(),
+            acl_enabled: false,
+        }
+    }
+}
