@@ -20,8 +20,9 @@ use tracing::{error, info, warn};
 use crate::config::RmConfig;
 use crate::core::scheduler::{Ask, AskKey};
 use crate::core::{
-    AllocateReply, App, AskUpdate, CoreError, Counters, Effect, HeartbeatReply, KillOutcome, Node,
-    NodeRegistration, QueueConf, ReportedContainer, RmContainer, RmCore, Submission,
+    AllocateReply, App, AskUpdate, Caller, CoreError, Counters, Effect, HeartbeatReply,
+    KillOutcome, Node, NodeRegistration, QueueView, ReportedContainer, RmContainer, RmCore,
+    Submission,
 };
 use crate::store::StateStore;
 
@@ -48,7 +49,7 @@ pub struct NodeRegistered {
 pub enum Command {
     NewApplication(Reply<(ApplicationId, Resource)>),
     Submit(ApplicationId, Box<Submission>, Reply<()>),
-    Kill(ApplicationId, Reply<KillOutcome>),
+    Kill(ApplicationId, Caller, Reply<KillOutcome>),
     RegisterNode(Box<NodeRegistration>, Reply<NodeRegistered>),
     Heartbeat {
         node: NodeId,
@@ -94,7 +95,8 @@ pub struct Snapshot {
     pub counters: Counters,
     pub pending_containers: u64,
     pub pending: Resource,
-    pub queues: QueueConf,
+    /// Every queue, parents before children (`/scheduler`, the UI, `queue -status`).
+    pub queue_views: Vec<QueueView>,
     pub max_allocation: Resource,
     /// Resources used per application, as the scheduler accounts them.
     pub app_usage: BTreeMap<ApplicationId, Resource>,
@@ -115,7 +117,7 @@ impl Snapshot {
             counters: core.counters().clone(),
             pending_containers,
             pending,
-            queues: core.conf().queues.clone(),
+            queue_views: core.queue_views(),
             max_allocation: core.max_allocation(),
             app_usage: core
                 .scheduler()
@@ -127,7 +129,7 @@ impl Snapshot {
                 .scheduler()
                 .nodes()
                 .iter()
-                .map(|(k, v)| (k.clone(), (v.total.clone(), v.used.clone())))
+                .map(|n| (n.id.clone(), (n.total.clone(), n.used.clone())))
                 .collect(),
             app_asks: core
                 .scheduler()
@@ -267,8 +269,8 @@ impl Driver {
                 let s = self.settle();
                 let _ = reply.send(r.and(s));
             }
-            Command::Kill(id, reply) => {
-                let r = self.core.kill(&id, now).map_err(RmError::from);
+            Command::Kill(id, caller, reply) => {
+                let r = self.core.kill(&id, &caller, now).map_err(RmError::from);
                 let s = self.settle();
                 let _ = reply.send(r.and_then(|o| s.map(|_| o)));
             }

@@ -347,6 +347,12 @@ async fn a_yarn_client_an_nm_and_an_am_drive_the_rm() {
     assert!(app["app"]["amContainerLogs"]
         .as_str()
         .is_some_and(|l| l.contains("/node/containerlogs/")));
+    // The AM process exits after unregistering, and its NM says so: the queue's AM slot is free.
+    rm.post(
+        "/ws/v1/node-tracker/heartbeat",
+        hb(vec![container_report(&am_cid, "COMPLETE", 0)]),
+    )
+    .await;
 
     // Filters.
     for (q, n) in [

@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use spindle_common::config::{keys, ConfigError, Configuration};
 use spindle_common::Resource;
 
-use crate::core::{CoreConfig, QueueConf};
+use crate::core::queue_conf::{
+    CapacitySpec, MaxCapacitySpec, QueueSpec, QueueState, SchedulerConf,
+};
+use crate::core::CoreConfig;
 
 const CS: &str = "yarn.scheduler.capacity.";
 /// Where the SQLite state store lives (Spindle's own key: YARN's stores are ZK, FS or LevelDB).
@@ -165,10 +168,13 @@ impl RmConfig {
             )?,
             max_completed_apps: max_completed as usize,
             rm_address: String::new(),
-            queues,
-            max_application_priority: conf
-                .get_i64("yarn.cluster.max-application-priority", 0)?
-                .clamp(0, i64::from(i32::MAX)) as i32,
+            scheduler: SchedulerConf {
+                root: queues,
+                max_application_priority: conf
+                    .get_i64("yarn.cluster.max-application-priority", 0)?
+                    .clamp(0, i64::from(i32::MAX)) as i32,
+                ..SchedulerConf::single_default_queue()
+            },
         };
         Ok(Self {
             webapp_address,
@@ -181,8 +187,8 @@ impl RmConfig {
 
 /// Reads the queue tree from `capacity-scheduler.xml` properties. Without any, the tree is
 /// YARN's default: `root` with one leaf `default` at 100%.
-pub fn parse_queues(conf: &Configuration) -> Result<QueueConf, RmConfigError> {
-    fn build(conf: &Configuration, path: &str, depth: usize) -> Result<QueueConf, RmConfigError> {
+pub fn parse_queues(conf: &Configuration) -> Result<QueueSpec, RmConfigError> {
+    fn build(conf: &Configuration, path: &str, depth: usize) -> Result<QueueSpec, RmConfigError> {
         if depth > 32 {
             return Err(rule(
                 conf,
@@ -239,7 +245,13 @@ pub fn parse_queues(conf: &Configuration) -> Result<QueueConf, RmConfigError> {
             ));
         }
         if !children.is_empty() {
-            let sum: f64 = children.iter().map(|c| c.capacity).sum();
+            let sum: f64 = children
+                .iter()
+                .map(|c| match c.capacity {
+                    CapacitySpec::Percent(p) => p,
+                    _ => 0.0,
+                })
+                .sum();
             if (sum - 100.0).abs() > 0.05 && sum != 0.0 {
                 return Err(rule(conf, &children_key, format!(
                     "Illegal capacity sum of {:.2} for children of queue {path} for label=. It should be either 0 or 1.0",
@@ -247,14 +259,16 @@ pub fn parse_queues(conf: &Configuration) -> Result<QueueConf, RmConfigError> {
                 )));
             }
         }
-        Ok(QueueConf {
-            path: path.to_string(),
-            name,
-            capacity,
-            maximum_capacity,
-            state,
-            children,
-        })
+        let _ = name;
+        let mut q = QueueSpec::new(path, CapacitySpec::Percent(capacity));
+        q.max_capacity = MaxCapacitySpec::Percent(maximum_capacity);
+        q.state = if state == "STOPPED" {
+            QueueState::Stopped
+        } else {
+            QueueState::Running
+        };
+        q.children = children;
+        Ok(q)
     }
     let root_key = format!("{CS}root.queues");
     if conf.get_raw(&root_key).is_none() {
@@ -301,7 +315,12 @@ mod tests {
         assert_eq!(c.core.max_allocation, Resource::new(8192, 4));
         assert_eq!(c.core.am_max_attempts, 2);
         assert_eq!(c.core.nm_expiry_ms, 600_000);
-        assert!(c.core.queues.find_leaf("default").is_some());
+        assert!(c
+            .core
+            .scheduler
+            .root
+            .find("default")
+            .is_some_and(|q| q.is_leaf()));
     }
 
     #[test]
@@ -314,8 +333,11 @@ mod tests {
         </configuration>"#,
         );
         let q = parse_queues(&c).unwrap();
-        assert_eq!(q.leaves().len(), 2);
-        assert_eq!(q.find_leaf("root.b").unwrap().capacity, 30.0);
+        assert_eq!(q.children.len(), 2);
+        assert_eq!(
+            q.find("root.b").unwrap().capacity,
+            CapacitySpec::Percent(30.0)
+        );
         let mut bad = c.clone();
         bad.set("yarn.scheduler.capacity.root.b.capacity", "40");
         let e = parse_queues(&bad).unwrap_err().to_string();

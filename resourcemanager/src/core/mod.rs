@@ -27,6 +27,7 @@ use spindle_common::token::{self, ContainerTokenIdentifier, TokenSecret};
 use spindle_common::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, Resource};
 
 pub use model::*;
+use queue_conf::{QueueMapping, QueueState, SchedulerConf};
 use scheduler::{Ask, AskKey, Scheduler};
 
 /// How long a killed application waits for its containers before it is declared KILLED.
@@ -49,8 +50,8 @@ pub struct CoreConfig {
     pub max_completed_apps: usize,
     /// `http://host:port` that AMs use to reach this RM; set once the RM has bound its port.
     pub rm_address: String,
-    pub queues: QueueConf,
-    pub max_application_priority: i32,
+    /// The capacity scheduler's queues and policies.
+    pub scheduler: SchedulerConf,
 }
 
 impl CoreConfig {
@@ -66,22 +67,7 @@ impl CoreConfig {
             container_alloc_expiry_ms: 600_000,
             max_completed_apps: 1000,
             rm_address: "http://127.0.0.1:8088".into(),
-            queues: QueueConf {
-                path: "root".into(),
-                name: "root".into(),
-                capacity: 100.0,
-                maximum_capacity: 100.0,
-                state: "RUNNING".into(),
-                children: vec![QueueConf {
-                    path: "root.default".into(),
-                    name: "default".into(),
-                    capacity: 100.0,
-                    maximum_capacity: 100.0,
-                    state: "RUNNING".into(),
-                    children: vec![],
-                }],
-            },
-            max_application_priority: 0,
+            scheduler: SchedulerConf::single_default_queue(),
         }
     }
 }
@@ -116,6 +102,9 @@ pub enum CoreError {
     NotRegistered(ApplicationAttemptId),
     #[error("{0}")]
     WrongState(String),
+    /// The caller may not do this (YARN's 403 `ForbiddenException`).
+    #[error("{0}")]
+    Forbidden(String),
 }
 
 /// A container as an NM reports it (register or heartbeat).
@@ -212,6 +201,7 @@ pub struct RmCore {
 
 impl RmCore {
     pub fn new(conf: CoreConfig, cluster_ts: u64, epoch: u32, secret: TokenSecret) -> Self {
+        let sched = Scheduler::new(conf.scheduler.clone(), conf.min_allocation.clone());
         Self {
             conf,
             cluster_ts,
@@ -222,7 +212,7 @@ impl RmCore {
             apps: BTreeMap::new(),
             nodes: BTreeMap::new(),
             containers: BTreeMap::new(),
-            sched: Scheduler::new(),
+            sched,
             effects: Vec::new(),
             counters: Counters::default(),
             version: 0,
@@ -316,24 +306,40 @@ impl RmCore {
                 true,
             ));
         }
-        let unfinished = !app.state.is_final();
         let id = app.id;
+        let unfinished = !app.state.is_final();
+        let leaf = self.sched.tree().leaf(&app.queue);
         self.apps.insert(id, app);
         if unfinished {
-            if let Some(a) = self.apps.get_mut(&id) {
-                a.state = AppState::ACCEPTED;
-                a.diagnostics =
-                    "Recovered after a ResourceManager restart; starting a new attempt.".into();
+            match leaf {
+                Some(leaf) => {
+                    if let Some(a) = self.apps.get_mut(&id) {
+                        a.state = AppState::ACCEPTED;
+                        a.diagnostics =
+                            "Recovered after a ResourceManager restart; starting a new attempt."
+                                .into();
+                    }
+                    self.admit(id, leaf, now);
+                    self.persist(&id);
+                }
+                None => {
+                    let q = self
+                        .apps
+                        .get(&id)
+                        .map(|a| a.queue.clone())
+                        .unwrap_or_default();
+                    let diag = format!(
+                        "Application {id} was recovered but its queue {q} no longer exists"
+                    );
+                    self.finish_app(
+                        &id,
+                        AppState::FAILED,
+                        FinalApplicationStatus::FAILED,
+                        Some(diag),
+                        now,
+                    );
+                }
             }
-            self.sched.add_app(
-                id,
-                self.apps[&id].sub.priority,
-                self.apps[&id].submit_seq,
-                &self.apps[&id].queue,
-                &self.apps[&id].sub.user,
-            );
-            self.start_attempt(id, now);
-            self.persist(&id);
         }
         self.changed();
     }
@@ -353,7 +359,7 @@ impl RmCore {
     pub fn max_allocation(&self) -> Resource {
         let conf = &self.conf.max_allocation;
         let mut largest: Option<Resource> = None;
-        for n in self.sched.nodes().values().filter(|n| n.schedulable) {
+        for n in self.sched.nodes().iter().filter(|n| n.schedulable) {
             let l = largest.get_or_insert_with(Resource::zero);
             for (k, v) in n.total.entries() {
                 if v > l.get(k) {
@@ -371,9 +377,29 @@ impl RmCore {
         out
     }
 
+    /// The maximum allocation in a leaf: the cluster's, lowered by the queue's own
+    /// `maximum-allocation-mb` / `-vcores`.
+    fn max_allocation_in(&self, leaf: Option<usize>) -> Resource {
+        let mut max = self.max_allocation();
+        if let Some(q) = leaf.and_then(|l| self.sched.tree().queues.get(l)) {
+            if let Some(qm) = &q.spec.max_allocation {
+                for (k, v) in qm.entries() {
+                    if v > 0 && v < max.get(k) {
+                        max.set(k, v);
+                    }
+                }
+            }
+        }
+        max
+    }
+
     /// Normalizes an ask up to the minimum allocation (memory to a multiple of it) and
-    /// checks it against the maximum.
+    /// checks it against the maximum of the cluster (and of the leaf, when given).
     pub fn normalize(&self, r: &Resource) -> Result<Resource, CoreError> {
+        self.normalize_in(r, None)
+    }
+
+    fn normalize_in(&self, r: &Resource, leaf: Option<usize>) -> Result<Resource, CoreError> {
         if r.any_negative() {
             return Err(CoreError::InvalidResourceRequest(format!(
                 "requested resource {r} has a negative value"
@@ -383,11 +409,16 @@ impl RmCore {
         let step = self.conf.min_allocation.memory_mb.max(1);
         n.memory_mb = (r.memory_mb.max(step) + step - 1) / step * step;
         n.vcores = r.vcores.max(self.conf.min_allocation.vcores);
-        let max = &self.max_allocation();
+        let max = &self.max_allocation_in(leaf);
         for (name, v) in n.entries() {
             let limit = max.get(name);
             let bounded = name == "memory-mb" || name == "vcores" || limit > 0;
-            if bounded && v > limit {
+            if (bounded && v > limit)
+                || (!bounded
+                    && v > 0
+                    && self.sched.cluster().get(name) == 0
+                    && !self.sched.nodes().is_empty())
+            {
                 return Err(CoreError::InvalidResourceRequest(format!(
                     "requested resource type=[{name}] < 0 or greater than maximum allowed allocation. \
                      Requested resource={r}, maximum allowed allocation={max}, please note that maximum \
@@ -397,6 +428,148 @@ impl RmCore {
             }
         }
         Ok(n)
+    }
+
+    /// Applies `queue-mappings` (first match wins) to the queue an application named.
+    fn mapped_queue(&self, sub: &Submission) -> String {
+        let conf = self.sched.conf();
+        let named = sub.queue.as_str();
+        if conf.queue_mappings.is_empty()
+            || (named != "default" && named != "root.default" && !conf.queue_mappings_override)
+        {
+            return named.to_string();
+        }
+        for m in &conf.queue_mappings {
+            match m {
+                QueueMapping::User { user, queue } if user == "%user" || *user == sub.user => {
+                    let q = match queue.as_str() {
+                        "%user" => Some(sub.user.clone()),
+                        "%primary_group" => sub.groups.first().cloned(),
+                        q => Some(q.to_string()),
+                    };
+                    if let Some(q) = q {
+                        return q;
+                    }
+                }
+                QueueMapping::Group { group, queue } if sub.groups.iter().any(|g| g == group) => {
+                    return queue.clone();
+                }
+                _ => {}
+            }
+        }
+        named.to_string()
+    }
+
+    /// The leaf an application goes to, or YARN's diagnostic for why it may not.
+    fn place(&self, id: &ApplicationId, sub: &Submission) -> Result<usize, String> {
+        let tree = self.sched.tree();
+        let conf = self.sched.conf();
+        let queue = self.mapped_queue(sub);
+        let Some(idx) = tree.find(&queue) else {
+            return Err(format!(
+                "Application {id} submitted by user {} to unknown queue: {queue}",
+                sub.user
+            ));
+        };
+        if !tree.queues[idx].is_leaf() {
+            return Err(format!(
+                "Application {id} submitted by user {} to non-leaf queue: {queue}",
+                sub.user
+            ));
+        }
+        if let Some(stopped) = tree
+            .path_up(idx)
+            .find(|q| tree.queues[*q].spec.state == QueueState::Stopped)
+        {
+            return Err(format!(
+                "Queue {} is STOPPED. Cannot accept submission of application: {id}",
+                tree.queues[stopped].spec.path
+            ));
+        }
+        let path = &tree.queues[idx].spec.path;
+        if conf.acl_enabled
+            && !tree.acl_allows(idx, &sub.user, &sub.groups, false)
+            && !conf.admin_acl.allows(&sub.user, &sub.groups)
+        {
+            return Err(format!(
+                "org.apache.hadoop.security.AccessControlException: User {} does not have permission to submit {id} to queue {path}",
+                sub.user
+            ));
+        }
+        let q = &tree.queues[idx];
+        let (max_apps, max_per_user) = self.app_limits(idx);
+        if q.apps.len() as u64 >= u64::from(max_apps) {
+            return Err(format!("Queue {path} already has {} applications, cannot accept submission of application: {id}", q.apps.len()));
+        }
+        let from_user = q
+            .apps
+            .iter()
+            .filter(|a| self.apps.get(a).is_some_and(|x| x.sub.user == sub.user))
+            .count();
+        if from_user as u64 >= u64::from(max_per_user) {
+            return Err(format!(
+                "Queue {path} already has {from_user} applications from user {} cannot accept submission of application: {id}",
+                sub.user
+            ));
+        }
+        Ok(idx)
+    }
+
+    /// YARN's `maxApplications` of a leaf (its own, else the system-wide figure scaled by its
+    /// absolute capacity) and `maxApplicationsPerUser`.
+    fn app_limits(&self, leaf: usize) -> (u32, u32) {
+        let q = &self.sched.tree().queues[leaf];
+        let max = q.spec.max_applications.unwrap_or_else(|| {
+            (f64::from(self.sched.conf().max_applications) * q.abs_capacity / 100.0)
+                .floor()
+                .max(1.0) as u32
+        });
+        let ulf = if q.spec.user_limit_factor < 0.0 {
+            1.0
+        } else {
+            q.spec.user_limit_factor
+        };
+        let per_user = (f64::from(max) * q.spec.minimum_user_limit_percent / 100.0 * ulf)
+            .floor()
+            .clamp(1.0, f64::from(max)) as u32;
+        (max, per_user)
+    }
+
+    /// Registers an accepted application with the scheduler and starts attempts for every
+    /// application that activates as a result.
+    fn admit(&mut self, id: ApplicationId, leaf: usize, now: u64) {
+        let Some(app) = self.apps.get(&id) else {
+            return;
+        };
+        let activated = self.sched.add_app(
+            id,
+            leaf,
+            &app.sub.user.clone(),
+            app.sub.priority,
+            app.submit_seq,
+            app.sub.am_resource.clone(),
+        );
+        self.start_activated(activated, now);
+        if let Some(reason) = self.sched.waiting_reason(&id) {
+            if let Some(a) = self.apps.get_mut(&id) {
+                a.diagnostics = reason;
+            }
+        }
+    }
+
+    fn start_activated(&mut self, activated: Vec<ApplicationId>, now: u64) {
+        for a in activated {
+            if let Some(app) = self.apps.get_mut(&a) {
+                if app
+                    .diagnostics
+                    .starts_with("Application is added to the scheduler")
+                {
+                    app.diagnostics.clear();
+                }
+            }
+            self.start_attempt(a, now);
+            self.persist(&a);
+        }
     }
 
     /// `POST /apps`. Validation errors are answered to the client; queue problems end the
@@ -428,23 +601,25 @@ impl RmCore {
                 "am-container-spec.commands.command must not be empty".into(),
             ));
         }
-        sub.am_resource = self.normalize(&sub.am_resource)?;
-        sub.priority = sub
-            .priority
-            .clamp(0, self.conf.max_application_priority.max(0));
-        let leaf = self
-            .conf
-            .queues
-            .find_leaf(&sub.queue)
-            .map(|q| (q.path.clone(), q.state.clone()));
-        let parent = self.conf.queues.find(&sub.queue).is_some();
+        let placed = self.place(&id, &sub);
+        sub.am_resource = self.normalize_in(&sub.am_resource, placed.as_ref().ok().copied())?;
+        let max_prio = self.sched.conf().max_application_priority.max(0);
+        if sub.priority == 0 {
+            if let Ok(leaf) = placed {
+                sub.priority = self.sched.tree().queues[leaf]
+                    .spec
+                    .default_application_priority;
+            }
+        }
+        sub.priority = sub.priority.clamp(0, max_prio);
         let max_attempts = self.max_attempts_for(&sub);
+        let queue = match &placed {
+            Ok(leaf) => self.sched.tree().queues[*leaf].spec.path.clone(),
+            Err(_) => self.mapped_queue(&sub),
+        };
         let mut app = App {
             id,
-            queue: leaf
-                .as_ref()
-                .map(|l| l.0.clone())
-                .unwrap_or_else(|| sub.queue.clone()),
+            queue,
             sub,
             state: AppState::NEW_SAVING,
             final_status: FinalApplicationStatus::UNDEFINED,
@@ -464,43 +639,25 @@ impl RmCore {
         };
         self.next_submit_seq += 1;
         self.counters.apps_submitted += 1;
-        let refusal = match &leaf {
-            None if parent => Some(format!(
-                "Application {id} submitted by user {} to non-leaf queue: {}",
-                app.sub.user, app.sub.queue
-            )),
-            None => Some(format!(
-                "Application {id} submitted by user {} to unknown queue: {}",
-                app.sub.user, app.sub.queue
-            )),
-            Some((path, state)) if state != "RUNNING" => Some(format!(
-                "Queue {path} is STOPPED. Cannot accept submission of application: {id}"
-            )),
-            _ => None,
+        let leaf = match placed {
+            Ok(leaf) => leaf,
+            Err(diag) => {
+                app.state = AppState::FAILED;
+                app.final_status = FinalApplicationStatus::FAILED;
+                app.diagnostics = diag;
+                app.finish_time = now;
+                self.counters.apps_failed += 1;
+                self.counters.apps_completed += 1;
+                self.apps.insert(id, app);
+                self.persist(&id);
+                self.evict_completed();
+                self.changed();
+                return Ok(());
+            }
         };
-        if let Some(diag) = refusal {
-            app.state = AppState::FAILED;
-            app.final_status = FinalApplicationStatus::FAILED;
-            app.diagnostics = diag;
-            app.finish_time = now;
-            self.counters.apps_failed += 1;
-            self.counters.apps_completed += 1;
-            self.apps.insert(id, app);
-            self.persist(&id);
-            self.evict_completed();
-            self.changed();
-            return Ok(());
-        }
         app.state = AppState::ACCEPTED;
-        self.sched.add_app(
-            id,
-            app.sub.priority,
-            app.submit_seq,
-            &app.queue,
-            &app.sub.user,
-        );
         self.apps.insert(id, app);
-        self.start_attempt(id, now);
+        self.admit(id, leaf, now);
         // The record is written with the attempt counted, before the client is answered.
         self.persist(&id);
         self.run_scheduler(now);
@@ -549,7 +706,13 @@ impl RmCore {
     }
 
     /// `PUT /apps/{id}/state {"state":"KILLED"}`.
-    pub fn kill(&mut self, id: &ApplicationId, now: u64) -> Result<KillOutcome, CoreError> {
+    pub fn kill(
+        &mut self,
+        id: &ApplicationId,
+        caller: &Caller,
+        now: u64,
+    ) -> Result<KillOutcome, CoreError> {
+        self.check_modify(id, caller, "kill")?;
         let app = self
             .apps
             .get_mut(id)
@@ -664,14 +827,14 @@ impl RmCore {
             }
         }
         self.persist(id);
-        self.maybe_retire(id);
+        self.maybe_retire(id, now);
         self.evict_completed();
         self.changed();
     }
 
     /// Once a final app has no live containers: forget it in the scheduler and tell every
     /// node that ran it to clean up.
-    fn maybe_retire(&mut self, id: &ApplicationId) {
+    fn maybe_retire(&mut self, id: &ApplicationId, now: u64) {
         let Some(app) = self.apps.get(id) else { return };
         if !app.state.is_final() || !self.live_containers_of_app(id).is_empty() {
             return;
@@ -685,7 +848,11 @@ impl RmCore {
         if let Some(app) = self.apps.get_mut(id) {
             app.nodes_touched.clear();
         }
-        self.sched.remove_app(id);
+        let activated = self.sched.remove_app(id);
+        if !activated.is_empty() {
+            self.start_activated(activated, now);
+            self.run_scheduler(now);
+        }
     }
 
     fn evict_completed(&mut self) {
@@ -712,6 +879,327 @@ impl RmCore {
             }
             self.effects.push(Effect::ForgetApp(id));
         }
+    }
+
+    // ------------------------------------------------------------------ queues and ACLs
+
+    pub fn scheduler_conf(&self) -> &SchedulerConf {
+        self.sched.conf()
+    }
+
+    /// Whether `caller` may modify (kill, move, reprioritize) an application: its owner, an
+    /// administrator of its queue, or a cluster administrator (`yarn.admin.acl`). Everyone
+    /// may when `yarn.acl.enable` is false, as in YARN.
+    fn check_modify(
+        &self,
+        id: &ApplicationId,
+        caller: &Caller,
+        what: &str,
+    ) -> Result<(), CoreError> {
+        let app = self
+            .apps
+            .get(id)
+            .ok_or_else(|| CoreError::NotFound(format!("app with id: {id} not found")))?;
+        let conf = self.sched.conf();
+        if !conf.acl_enabled
+            || app.sub.user == caller.user
+            || conf.admin_acl.allows(&caller.user, &caller.groups)
+        {
+            return Ok(());
+        }
+        let tree = self.sched.tree();
+        if let Some(leaf) = tree.leaf(&app.queue) {
+            if tree.acl_allows(leaf, &caller.user, &caller.groups, true) {
+                return Ok(());
+            }
+        }
+        Err(CoreError::Forbidden(format!(
+            "User {} does not have privilege to {what} application {id}: only its owner ({}), an administrator of queue {} or a cluster administrator may",
+            caller.user, app.sub.user, app.queue
+        )))
+    }
+
+    /// `GET /queues/{queue}/access`: whether `caller` holds `acl` on `queue`.
+    pub fn queue_access(
+        &self,
+        queue: &str,
+        caller: &Caller,
+        acl: QueueAclType,
+    ) -> Result<bool, CoreError> {
+        let tree = self.sched.tree();
+        let idx = tree
+            .find(queue)
+            .ok_or_else(|| CoreError::NotFound(format!("queue {queue} not found")))?;
+        let conf = self.sched.conf();
+        if !conf.acl_enabled || conf.admin_acl.allows(&caller.user, &caller.groups) {
+            return Ok(true);
+        }
+        let admin = acl == QueueAclType::AdministerQueue;
+        // Queue admins may also submit, as in YARN.
+        Ok(tree.acl_allows(idx, &caller.user, &caller.groups, admin)
+            || (!admin && tree.acl_allows(idx, &caller.user, &caller.groups, true)))
+    }
+
+    /// `PUT /apps/{id}/queue`: moves a running or accepted application, with its usage, to
+    /// another RUNNING leaf whose limits admit it. Returns the new leaf's path.
+    pub fn move_app(
+        &mut self,
+        id: &ApplicationId,
+        queue: &str,
+        caller: &Caller,
+        now: u64,
+    ) -> Result<String, CoreError> {
+        self.check_modify(id, caller, "move")?;
+        let app = self
+            .apps
+            .get(id)
+            .ok_or_else(|| CoreError::NotFound(format!("app with id: {id} not found")))?;
+        if app.state.is_final() || app.killing_since.is_some() {
+            return Err(CoreError::WrongState(format!(
+                "App in {} state cannot be moved.",
+                app.state
+            )));
+        }
+        let tree = self.sched.tree();
+        let target = tree.find(queue).ok_or_else(|| {
+            CoreError::BadRequest(format!(
+                "Failed to move {id} to queue {queue}: queue does not exist"
+            ))
+        })?;
+        let q = &tree.queues[target];
+        if !q.is_leaf() {
+            return Err(CoreError::BadRequest(format!(
+                "Failed to move {id} to queue {queue}: {} is not a leaf queue",
+                q.spec.path
+            )));
+        }
+        if tree
+            .path_up(target)
+            .any(|x| tree.queues[x].spec.state == QueueState::Stopped)
+        {
+            return Err(CoreError::BadRequest(format!(
+                "Failed to move {id} to queue {}: the queue is STOPPED",
+                q.spec.path
+            )));
+        }
+        let conf = self.sched.conf();
+        if conf.acl_enabled
+            && !tree.acl_allows(target, &caller.user, &caller.groups, false)
+            && !tree.acl_allows(target, &caller.user, &caller.groups, true)
+            && !conf.admin_acl.allows(&caller.user, &caller.groups)
+        {
+            return Err(CoreError::Forbidden(format!(
+                "User {} may not submit to queue {}",
+                caller.user, q.spec.path
+            )));
+        }
+        let path = q.spec.path.clone();
+        if path == app.queue {
+            return Ok(path);
+        }
+        let (max_apps, _) = self.app_limits(target);
+        if q.apps.len() as u64 >= u64::from(max_apps) {
+            return Err(CoreError::BadRequest(format!(
+                "Failed to move {id} to queue {path}: it already has {} applications",
+                q.apps.len()
+            )));
+        }
+        let used = self
+            .sched
+            .app(id)
+            .map(|a| a.used.clone())
+            .unwrap_or_default();
+        let calc = self.sched.calculator();
+        for x in tree.path_up(target) {
+            let after = tree.queues[x].used.plus(&used);
+            if !scheduler::queues::within(calc, &after, &tree.queues[x].maximum) {
+                return Err(CoreError::BadRequest(format!(
+                    "Failed to move {id} to queue {path}: its usage {used} would exceed the maximum of {}",
+                    tree.queues[x].spec.path
+                )));
+            }
+        }
+        self.sched.move_app(id, target);
+        if let Some(a) = self.apps.get_mut(id) {
+            a.queue = path.clone();
+        }
+        self.persist(id);
+        self.run_scheduler(now);
+        self.changed();
+        Ok(path)
+    }
+
+    /// `PUT /apps/{id}/priority`: the effective priority (clamped to
+    /// `[0, yarn.cluster.max-application-priority]`).
+    pub fn set_priority(
+        &mut self,
+        id: &ApplicationId,
+        priority: i32,
+        caller: &Caller,
+        now: u64,
+    ) -> Result<i32, CoreError> {
+        self.check_modify(id, caller, "update the priority of")?;
+        let app = self
+            .apps
+            .get(id)
+            .ok_or_else(|| CoreError::NotFound(format!("app with id: {id} not found")))?;
+        if app.state.is_final() {
+            return Err(CoreError::WrongState(format!(
+                "Application {id} is in {} state; its priority cannot be updated",
+                app.state
+            )));
+        }
+        let p = priority.clamp(0, self.sched.conf().max_application_priority.max(0));
+        if let Some(a) = self.apps.get_mut(id) {
+            a.sub.priority = p;
+        }
+        self.sched.set_priority(id, p);
+        self.persist(id);
+        self.run_scheduler(now);
+        self.changed();
+        Ok(p)
+    }
+
+    /// Applies a new, parsed and self-consistent scheduler configuration. Refuses, changing
+    /// nothing, when live applications forbid it: a queue that holds applications is removed
+    /// or turned into a parent.
+    pub fn reconfigure(&mut self, conf: SchedulerConf, now: u64) -> Result<(), CoreError> {
+        let new_tree = scheduler::QueueTree::build(&conf.root);
+        let mut leaves = BTreeMap::new();
+        for app in self
+            .apps
+            .values()
+            .filter(|a| !a.state.is_final() || self.sched.app(&a.id).is_some())
+        {
+            if self.sched.app(&app.id).is_none() {
+                continue;
+            }
+            match new_tree.find(&app.queue) {
+                Some(i) if new_tree.queues[i].is_leaf() => {
+                    leaves.insert(app.id, new_tree.queues[i].spec.path.clone());
+                }
+                Some(_) => {
+                    return Err(CoreError::BadRequest(format!(
+                        "Failed to re-init queues : queue {} has running applications and cannot become a parent queue (it must be STOPPED and empty)",
+                        app.queue
+                    )))
+                }
+                None => {
+                    return Err(CoreError::BadRequest(format!(
+                        "Failed to re-init queues : queue {} cannot be removed: it still has applications (application {} is {})",
+                        app.queue, app.id, app.state
+                    )))
+                }
+            }
+        }
+        let activated = self.sched.reconfigure(conf, &leaves);
+        for (id, path) in &leaves {
+            if let Some(a) = self.apps.get_mut(id) {
+                a.queue = path.clone();
+            }
+        }
+        self.start_activated(activated, now);
+        self.run_scheduler(now);
+        self.changed();
+        Ok(())
+    }
+
+    /// Every queue's configuration, effective capacities and usage, parents before children.
+    pub fn queue_views(&self) -> Vec<QueueView> {
+        let tree = self.sched.tree();
+        let cluster = self.sched.cluster();
+        let pending = self.sched.pending_by_queue();
+        let calc = self.sched.calculator();
+        let mut out = Vec::with_capacity(tree.queues.len());
+        for (i, q) in tree.queues.iter().enumerate() {
+            let (max_apps, max_per_user) = if q.is_leaf() {
+                self.app_limits(i)
+            } else {
+                (0, 0)
+            };
+            let am_limit = if q.is_leaf() {
+                self.sched.am_limit(i)
+            } else {
+                Resource::zero()
+            };
+            let (apps, active, pending_apps) = if q.is_leaf() {
+                (q.apps.len(), q.active_apps, q.waiting.len())
+            } else {
+                let leaves: Vec<&scheduler::Queue> = tree
+                    .queues
+                    .iter()
+                    .filter(|l| {
+                        l.is_leaf() && l.spec.path.starts_with(&format!("{}.", q.spec.path))
+                    })
+                    .collect();
+                (
+                    leaves.iter().map(|l| l.apps.len()).sum(),
+                    leaves.iter().map(|l| l.active_apps).sum(),
+                    leaves.iter().map(|l| l.waiting.len()).sum(),
+                )
+            };
+            let users = q
+                .users
+                .iter()
+                .map(|(name, u)| UserView {
+                    name: name.clone(),
+                    used: u.used.clone(),
+                    am_used: u.am_used.clone(),
+                    active_apps: u.active_apps,
+                    pending_apps: u.pending_apps,
+                    user_limit: self.sched.user_limit(i, &Resource::zero()),
+                })
+                .collect();
+            let pct = |r: &Resource, base: &Resource| -> f64 {
+                let x = scheduler::queues::ratio(calc, r, base);
+                if x.is_finite() {
+                    x * 100.0
+                } else {
+                    0.0
+                }
+            };
+            out.push(QueueView {
+                path: q.spec.path.clone(),
+                name: q.spec.name.clone(),
+                is_leaf: q.is_leaf(),
+                parent: q.parent.map(|p| tree.queues[p].spec.path.clone()),
+                state: q.spec.state,
+                capacity: q.spec.capacity.clone(),
+                max_capacity: q.spec.max_capacity.clone(),
+                guaranteed: q.guaranteed.clone(),
+                maximum: q.maximum.clone(),
+                used: q.used.clone(),
+                pending: pending.get(i).cloned().unwrap_or_default(),
+                am_used: q.am_used.clone(),
+                user_am_limit: am_limit.clone(),
+                am_limit,
+                absolute_capacity: q.abs_capacity,
+                absolute_max_capacity: q.abs_max_capacity,
+                absolute_used_capacity: pct(&q.used, cluster),
+                used_capacity: pct(&q.used, &q.guaranteed),
+                num_applications: apps,
+                num_active_applications: active,
+                num_pending_applications: pending_apps,
+                num_containers: q.num_containers,
+                max_applications: max_apps,
+                max_applications_per_user: max_per_user,
+                max_parallel_apps: q
+                    .spec
+                    .max_parallel_apps
+                    .or(self.sched.conf().max_parallel_apps),
+                user_limit_factor: q.spec.user_limit_factor,
+                minimum_user_limit_percent: q.spec.minimum_user_limit_percent,
+                users,
+                ordering: q.spec.ordering,
+                default_application_priority: q.spec.default_application_priority,
+                priority: q.spec.priority,
+                acl_submit: tree.acl_string(i, false),
+                acl_admin: tree.acl_string(i, true),
+                max_allocation: self.max_allocation_in(Some(i)),
+                max_am_resource_percent: q.spec.max_am_resource_percent,
+            });
+        }
+        out
     }
 
     // ------------------------------------------------------------------ containers
@@ -962,7 +1450,7 @@ impl RmCore {
         {
             self.try_finish_kill(&app_id, now);
         }
-        self.maybe_retire(&app_id);
+        self.maybe_retire(&app_id, now);
         self.changed();
     }
 
@@ -1393,7 +1881,8 @@ impl RmCore {
                     a.priority
                 )));
             }
-            let cap = self.normalize(&a.capability)?;
+            let leaf = self.sched.app(&app_id).map(|x| x.queue);
+            let cap = self.normalize_in(&a.capability, leaf)?;
             normalized.push((a, cap));
         }
         for (a, cap) in normalized {
@@ -1439,7 +1928,7 @@ impl RmCore {
             .values()
             .filter(|n| n.state == NodeState::RUNNING)
             .count() as i32;
-        let headroom = self.headroom();
+        let headroom = self.headroom(&app_id);
         let att = self.live_attempt_mut(attempt)?;
         att.response_id = att.response_id.wrapping_add(1);
         let allocated = std::mem::take(&mut att.to_deliver);
@@ -1463,13 +1952,39 @@ impl RmCore {
         Ok(reply)
     }
 
-    fn headroom(&self) -> Resource {
-        self.sched
+    /// What the application could still get: the least of the cluster's free resources,
+    /// its queue's room below the maximum on every level, and its user's room below the
+    /// user limit (YARN's headroom).
+    fn headroom(&self, app: &ApplicationId) -> Resource {
+        let mut free = self
+            .sched
             .nodes()
-            .values()
+            .iter()
             .filter(|n| n.schedulable)
-            .fold(Resource::zero(), |acc, n| acc.plus(&n.free()))
-            .clamp_non_negative()
+            .fold(Resource::zero(), |acc, n| acc.plus(&n.free))
+            .clamp_non_negative();
+        let Some(a) = self.sched.app(app) else {
+            return free;
+        };
+        let tree = self.sched.tree();
+        for q in tree.path_up(a.queue) {
+            let room = tree.queues[q]
+                .maximum
+                .minus(&tree.queues[q].used)
+                .clamp_non_negative();
+            free = scheduler::queues::min_each(&free, &room);
+        }
+        let used = tree.queues[a.queue]
+            .users
+            .get(&a.user)
+            .map(|u| u.used.clone())
+            .unwrap_or_default();
+        let room = self
+            .sched
+            .user_limit(a.queue, &Resource::zero())
+            .minus(&used)
+            .clamp_non_negative();
+        scheduler::queues::min_each(&free, &room)
     }
 
     pub fn am_finish(
@@ -1629,7 +2144,8 @@ impl RmCore {
                 .or_default()
                 .add_assign(&c.resource);
         }
-        for (id, n) in self.sched.nodes() {
+        for n in self.sched.nodes().iter() {
+            let id = &n.id;
             let expect = node_use.get(id).cloned().unwrap_or_default();
             if n.used != expect {
                 return Err(format!(

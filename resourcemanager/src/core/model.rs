@@ -12,6 +12,8 @@ use spindle_common::states::{
 };
 use spindle_common::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, Resource};
 
+use super::queue_conf::{CapacitySpec, MaxCapacitySpec, OrderingPolicy, QueueState};
+
 /// What the submitter asked for, after validation at the REST edge.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Submission {
@@ -27,6 +29,83 @@ pub struct Submission {
     pub max_app_attempts: u32,
     pub keep_containers: bool,
     pub unmanaged_am: bool,
+    /// The submitter's groups, resolved at the edge (ACLs and `g:` queue mappings use them).
+    pub groups: Vec<String>,
+}
+
+/// Who is asking, for ACL checks: the user from `?user.name=` and their groups.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Caller {
+    pub user: String,
+    pub groups: Vec<String>,
+}
+
+impl Caller {
+    pub fn new(user: impl Into<String>, groups: Vec<String>) -> Self {
+        Self {
+            user: user.into(),
+            groups,
+        }
+    }
+}
+
+/// YARN's `QueueACL`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueAclType {
+    SubmitApplications,
+    AdministerQueue,
+}
+
+/// A queue as the REST view and the CLI show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueView {
+    pub path: String,
+    pub name: String,
+    pub is_leaf: bool,
+    pub parent: Option<String>,
+    pub state: QueueState,
+    pub capacity: CapacitySpec,
+    pub max_capacity: MaxCapacitySpec,
+    pub guaranteed: Resource,
+    pub maximum: Resource,
+    pub used: Resource,
+    pub pending: Resource,
+    pub am_used: Resource,
+    pub am_limit: Resource,
+    pub user_am_limit: Resource,
+    /// Percents, as YARN's `absoluteCapacity`, `absoluteMaxCapacity`, `absoluteUsedCapacity`
+    /// and `usedCapacity` (used over guaranteed).
+    pub absolute_capacity: f64,
+    pub absolute_max_capacity: f64,
+    pub absolute_used_capacity: f64,
+    pub used_capacity: f64,
+    pub num_applications: usize,
+    pub num_active_applications: usize,
+    pub num_pending_applications: usize,
+    pub num_containers: usize,
+    pub max_applications: u32,
+    pub max_applications_per_user: u32,
+    pub max_parallel_apps: Option<u32>,
+    pub user_limit_factor: f64,
+    pub minimum_user_limit_percent: f64,
+    pub users: Vec<UserView>,
+    pub ordering: OrderingPolicy,
+    pub default_application_priority: i32,
+    pub priority: i32,
+    pub acl_submit: String,
+    pub acl_admin: String,
+    pub max_allocation: Resource,
+    pub max_am_resource_percent: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserView {
+    pub name: String,
+    pub used: Resource,
+    pub am_used: Resource,
+    pub active_apps: usize,
+    pub pending_apps: usize,
+    pub user_limit: Resource,
 }
 
 #[derive(Debug, Clone)]
@@ -147,46 +226,6 @@ pub struct Node {
     pub to_ack: BTreeSet<ContainerId>,
     pub mem_used_physical_mb: i64,
     pub cpu_usage: f32,
-}
-
-/// The scheduler queues as configured (from `capacity-scheduler.xml`), for placement checks
-/// and the `/scheduler` view. Full capacity semantics come with the capacity scheduler.
-#[derive(Debug, Clone, PartialEq)]
-pub struct QueueConf {
-    pub path: String,
-    pub name: String,
-    pub capacity: f64,
-    pub maximum_capacity: f64,
-    pub state: String,
-    pub children: Vec<QueueConf>,
-}
-
-impl QueueConf {
-    pub fn is_leaf(&self) -> bool {
-        self.children.is_empty()
-    }
-
-    /// Finds a leaf by full path or by its short name, as YARN's CapacityScheduler accepts.
-    pub fn find_leaf(&self, name: &str) -> Option<&QueueConf> {
-        if self.is_leaf() && (self.path == name || self.name == name) {
-            return Some(self);
-        }
-        self.children.iter().find_map(|c| c.find_leaf(name))
-    }
-
-    pub fn find(&self, name: &str) -> Option<&QueueConf> {
-        if self.path == name || self.name == name {
-            return Some(self);
-        }
-        self.children.iter().find_map(|c| c.find(name))
-    }
-
-    pub fn leaves(&self) -> Vec<&QueueConf> {
-        if self.is_leaf() {
-            return vec![self];
-        }
-        self.children.iter().flat_map(|c| c.leaves()).collect()
-    }
 }
 
 /// Everything the RM must not lose about an application, as written to the state store.

@@ -35,7 +35,10 @@ pub struct Acl {
 
 impl Acl {
     pub fn everyone() -> Self {
-        Self { all: true, ..Default::default() }
+        Self {
+            all: true,
+            ..Default::default()
+        }
     }
     pub fn nobody() -> Self {
         Self::default()
@@ -213,7 +216,8 @@ impl SchedulerConf {
     /// YARN's defaults: `root` with one leaf `default` at 100%.
     pub fn single_default_queue() -> Self {
         let mut root = QueueSpec::new("root", CapacitySpec::Percent(100.0));
-        root.children.push(QueueSpec::new("root.default", CapacitySpec::Percent(100.0)));
+        root.children
+            .push(QueueSpec::new("root.default", CapacitySpec::Percent(100.0)));
         Self {
             root,
             calculator: Calculator::Dominant,

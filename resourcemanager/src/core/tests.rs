@@ -76,6 +76,7 @@ impl TestEnv {
             max_app_attempts: 0,
             keep_containers: false,
             unmanaged_am: false,
+            groups: vec![],
         }
     }
 
@@ -324,14 +325,18 @@ fn kill_waits_for_running_containers_then_is_final() {
     let (_, am) = env.launch_all()[0];
     env.heartbeat(&n1, vec![TestEnv::running(am)]);
     assert_eq!(
-        env.core.kill(&app, env.now).unwrap(),
+        env.core
+            .kill(&app, &Caller::new("alice", vec![]), env.now)
+            .unwrap(),
         KillOutcome::InProgress
     );
     let hb = env.heartbeat(&n1, vec![TestEnv::running(am)]);
     assert_eq!(hb.containers_to_cleanup, vec![am]);
     env.heartbeat(&n1, vec![TestEnv::done(am, 143)]);
     assert_eq!(
-        env.core.kill(&app, env.now).unwrap(),
+        env.core
+            .kill(&app, &Caller::new("alice", vec![]), env.now)
+            .unwrap(),
         KillOutcome::Done(AppState::KILLED)
     );
     assert_eq!(env.app(&app).final_status, FinalApplicationStatus::KILLED);
@@ -392,16 +397,25 @@ fn core_is_pure() {
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/core");
     let mut checked = 0;
-    for entry in std::fs::read_dir(&dir).expect("core dir") {
-        let path = entry.expect("entry").path();
-        if path.file_name().is_some_and(|n| n == "tests.rs") {
-            continue;
+    let mut stack = vec![dir];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("core dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.file_name().is_some_and(|n| n == "tests.rs")
+                || path.extension().is_none_or(|e| e != "rs")
+            {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("read");
+            for f in forbidden {
+                assert!(!text.contains(f), "{} uses {f}", path.display());
+            }
+            checked += 1;
         }
-        let text = std::fs::read_to_string(&path).expect("read");
-        for f in forbidden {
-            assert!(!text.contains(f), "{} uses {f}", path.display());
-        }
-        checked += 1;
     }
     assert!(checked >= 3);
 }
@@ -477,7 +491,7 @@ proptest! {
                     }
                     Op::Kill(a) => {
                         if let Some(app) = apps.get(*a) {
-                            let _ = env.core.kill(app, env.now);
+                            let _ = env.core.kill(app, &Caller::new("alice", vec![]), env.now);
                             env.step();
                         }
                     }

@@ -16,7 +16,8 @@ use spindle_common::time::now_ms;
 use spindle_common::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, Resource};
 
 use super::{caller, ApiError, AppState, JsonBody};
-use crate::core::{App, Attempt, KillOutcome, Node, QueueConf, RmContainer, Submission};
+use crate::core::queue_conf::{CapacitySpec, MaxCapacitySpec};
+use crate::core::{App, Attempt, KillOutcome, Node, QueueView, RmContainer, Submission};
 use crate::driver::{Command, Snapshot};
 
 pub(super) fn routes() -> Router<AppState> {
@@ -160,184 +161,199 @@ async fn metrics(State(st): State<AppState>) -> Json<ClusterMetricsBody> {
 
 // ------------------------------------------------------------------------ scheduler
 
-fn queue_used(s: &Snapshot, q: &QueueConf) -> (Resource, usize, usize, usize) {
-    let mut used = Resource::zero();
-    let (mut apps, mut active, mut containers) = (0, 0, 0);
-    for a in s.apps.values() {
-        let inside = a.queue == q.path || a.queue.starts_with(&format!("{}.", q.path));
-        if !inside || a.state.is_final() {
-            continue;
-        }
-        apps += 1;
-        if a.state == YarnApplicationState::RUNNING {
-            active += 1;
-        }
-        if let Some(u) = s.app_usage.get(&a.id) {
-            used.add_assign(u);
-        }
-        containers += s
-            .containers
-            .values()
-            .filter(|c| c.is_live() && c.id.application_id() == a.id)
-            .count();
+fn capacity_mode(c: &CapacitySpec) -> &'static str {
+    match c {
+        CapacitySpec::Percent(_) => "percentage",
+        CapacitySpec::Absolute(_) => "absolute",
+        CapacitySpec::Weight(_) => "weight",
     }
-    (used, apps, active, containers)
 }
 
-fn queue_json(
-    s: &Snapshot,
-    q: &QueueConf,
-    parent_abs: f64,
-    parent_abs_max: f64,
-    cluster: &Resource,
-) -> Value {
-    let abs = parent_abs * q.capacity / 100.0;
-    let abs_max = parent_abs_max * q.maximum_capacity / 100.0;
-    let (used, apps, active, containers) = queue_used(s, q);
-    let share = |r: &Resource| -> f64 {
-        if cluster.memory_mb > 0 {
-            r.memory_mb as f64 * 100.0 / cluster.memory_mb as f64
-        } else {
-            0.0
+fn configured_percent(c: &CapacitySpec) -> f64 {
+    match c {
+        CapacitySpec::Percent(p) => *p,
+        _ => 0.0,
+    }
+}
+
+fn configured_max_percent(c: &MaxCapacitySpec) -> f64 {
+    match c {
+        MaxCapacitySpec::Percent(p) => *p,
+        MaxCapacitySpec::Absolute(_) => 100.0,
+    }
+}
+
+/// One queue in YARN's `capacityScheduler` JSON shape; children nested under
+/// `queues.queue[]`.
+fn queue_json(views: &[QueueView], v: &QueueView) -> Value {
+    let zero = ResourceInfo::from(&Resource::zero());
+    let weight = match v.capacity {
+        CapacitySpec::Weight(w) => w,
+        _ => -1.0,
+    };
+    let (cfg_min, cfg_max) = match (&v.capacity, &v.max_capacity) {
+        (CapacitySpec::Absolute(r), MaxCapacitySpec::Absolute(m)) => {
+            (ResourceInfo::from(r), ResourceInfo::from(m))
         }
+        (CapacitySpec::Absolute(r), _) => (ResourceInfo::from(r), zero.clone()),
+        (_, MaxCapacitySpec::Absolute(m)) => (zero.clone(), ResourceInfo::from(m)),
+        _ => (zero.clone(), zero.clone()),
     };
-    let abs_used = share(&used);
-    let used_cap = if abs > 0.0 {
-        abs_used * 100.0 / abs
-    } else {
-        0.0
-    };
-    let resources_used = ResourceInfo::from(&used);
-    let mut v = json!({
-        "queuePath": q.path,
-        "capacity": q.capacity,
-        "usedCapacity": used_cap,
-        "maxCapacity": q.maximum_capacity,
-        "absoluteCapacity": abs,
-        "absoluteMaxCapacity": abs_max,
-        "absoluteUsedCapacity": abs_used,
-        "weight": -1.0,
+    let capacity = configured_percent(&v.capacity);
+    let max_capacity = configured_max_percent(&v.max_capacity);
+    let mut q = json!({
+        "queuePath": v.path,
+        "capacity": capacity,
+        "usedCapacity": v.used_capacity,
+        "maxCapacity": max_capacity,
+        "absoluteCapacity": v.absolute_capacity,
+        "absoluteMaxCapacity": v.absolute_max_capacity,
+        "absoluteUsedCapacity": v.absolute_used_capacity,
+        "weight": weight,
         "normalizedWeight": 0.0,
-        "numApplications": apps,
-        "maxParallelApps": i32::MAX,
-        "queueName": q.name,
-        "isAbsoluteResource": false,
-        "state": q.state,
-        "usedResources": used.to_string(),
-        "resourcesUsed": resources_used,
+        "numApplications": v.num_applications,
+        "maxParallelApps": v.max_parallel_apps.map(i64::from).unwrap_or(i64::from(i32::MAX)),
+        "queueName": v.name,
+        "isAbsoluteResource": matches!(v.capacity, CapacitySpec::Absolute(_)),
+        "state": v.state.as_str(),
+        "usedResources": v.used.to_string(),
+        "resourcesUsed": ResourceInfo::from(&v.used),
         "hideReservationQueues": false,
         "nodeLabels": ["*"],
-        "allocatedContainers": containers,
+        "allocatedContainers": v.num_containers,
         "reservedContainers": 0,
         "pendingContainers": 0,
         "capacities": {"queueCapacitiesByPartition": [{
             "partitionName": "",
-            "capacity": q.capacity, "usedCapacity": used_cap, "maxCapacity": q.maximum_capacity,
-            "absoluteCapacity": abs, "absoluteUsedCapacity": abs_used, "absoluteMaxCapacity": abs_max,
-            "maxAMLimitPercentage": 10.0, "weight": -1.0, "normalizedWeight": 0.0,
-            "configuredMinResource": ResourceInfo::from(&Resource::zero()),
-            "configuredMaxResource": ResourceInfo::from(&Resource::zero()),
-            "effectiveMinResource": ResourceInfo::from(&scale(cluster, abs)),
-            "effectiveMaxResource": ResourceInfo::from(&scale(cluster, abs_max)),
+            "capacity": capacity, "usedCapacity": v.used_capacity, "maxCapacity": max_capacity,
+            "absoluteCapacity": v.absolute_capacity, "absoluteUsedCapacity": v.absolute_used_capacity,
+            "absoluteMaxCapacity": v.absolute_max_capacity,
+            "maxAMLimitPercentage": v.max_am_resource_percent * 100.0, "weight": weight, "normalizedWeight": 0.0,
+            "configuredMinResource": cfg_min, "configuredMaxResource": cfg_max,
+            "effectiveMinResource": ResourceInfo::from(&v.guaranteed),
+            "effectiveMaxResource": ResourceInfo::from(&v.maximum),
         }]},
         "resources": {"resourceUsagesByPartition": [{
             "partitionName": "",
-            "used": resources_used,
-            "reserved": ResourceInfo::from(&Resource::zero()),
-            "pending": ResourceInfo::from(&Resource::zero()),
+            "used": ResourceInfo::from(&v.used),
+            "reserved": zero,
+            "pending": ResourceInfo::from(&v.pending),
+            "amUsed": ResourceInfo::from(&v.am_used),
+            "amLimit": ResourceInfo::from(&v.am_limit),
+            "userAmLimit": ResourceInfo::from(&v.user_am_limit),
         }]},
-        "minEffectiveCapacity": ResourceInfo::from(&scale(cluster, abs)),
-        "maxEffectiveCapacity": ResourceInfo::from(&scale(cluster, abs_max)),
-        "maximumAllocation": ResourceInfo::from(&s.max_allocation),
+        "minEffectiveCapacity": ResourceInfo::from(&v.guaranteed),
+        "maxEffectiveCapacity": ResourceInfo::from(&v.maximum),
+        "maximumAllocation": ResourceInfo::from(&v.max_allocation),
         "queueAcls": {"queueAcl": [
-            {"accessType": "ADMINISTER_QUEUE", "accessControlList": "*"},
-            {"accessType": "SUBMIT_APP", "accessControlList": "*"}
+            {"accessType": "ADMINISTER_QUEUE", "accessControlList": v.acl_admin},
+            {"accessType": "SUBMIT_APP", "accessControlList": v.acl_submit}
         ]},
-        "queuePriority": 0,
-        "orderingPolicyInfo": "fifo",
+        "queuePriority": v.priority,
+        "orderingPolicyInfo": v.ordering.as_str(),
         "autoCreateChildQueueEnabled": false,
-        "mode": "percentage",
-        "queueType": if q.is_leaf() { "leaf" } else { "parent" },
+        "mode": capacity_mode(&v.capacity),
+        "queueType": if v.is_leaf { "leaf" } else { "parent" },
         "creationMethod": "static",
         "autoCreationEligibility": "off",
     });
-    if q.is_leaf() {
-        if let Some(o) = v.as_object_mut() {
-            o.insert("type".into(), json!("capacitySchedulerLeafQueueInfo"));
-            o.insert("numActiveApplications".into(), json!(active));
-            o.insert("numPendingApplications".into(), json!(apps - active));
-            o.insert("numContainers".into(), json!(containers));
-            o.insert("maxApplications".into(), json!(10000));
-            o.insert("maxApplicationsPerUser".into(), json!(10000));
-            o.insert("userLimit".into(), json!(100));
-            o.insert("userLimitFactor".into(), json!(1.0));
-            o.insert("users".into(), Value::Null);
-            o.insert("configuredMaxAMResourceLimit".into(), json!(0.1));
-            o.insert(
-                "AMResourceLimit".into(),
-                json!(ResourceInfo::from(&scale(cluster, abs_max / 10.0))),
-            );
-            o.insert(
-                "usedAMResource".into(),
-                json!(ResourceInfo::from(&Resource::zero())),
-            );
-            o.insert(
-                "userAMResourceLimit".into(),
-                json!(ResourceInfo::from(&scale(cluster, abs_max / 10.0))),
-            );
-            o.insert("preemptionDisabled".into(), json!(true));
-            o.insert("intraQueuePreemptionDisabled".into(), json!(true));
-            o.insert("defaultPriority".into(), json!(0));
-            o.insert("isAutoCreatedLeafQueue".into(), json!(false));
-            o.insert("maxApplicationLifetime".into(), json!(-1));
-            o.insert("defaultApplicationLifetime".into(), json!(-1));
-        }
-    } else {
-        let children: Vec<Value> = q
-            .children
+    let Some(o) = q.as_object_mut() else { return q };
+    if v.is_leaf {
+        let users: Vec<Value> = v
+            .users
             .iter()
-            .map(|c| queue_json(s, c, abs, abs_max, cluster))
+            .map(|u| {
+                json!({
+                    "username": u.name,
+                    "resourcesUsed": ResourceInfo::from(&u.used),
+                    "numActiveApplications": u.active_apps,
+                    "numPendingApplications": u.pending_apps,
+                    "AMResourceUsed": ResourceInfo::from(&u.am_used),
+                    "userResourceLimit": ResourceInfo::from(&u.user_limit),
+                    "isActive": u.active_apps > 0,
+                })
+            })
             .collect();
-        if let Some(o) = v.as_object_mut() {
-            o.insert("queues".into(), json!({ "queue": children }));
-        }
+        o.insert("type".into(), json!("capacitySchedulerLeafQueueInfo"));
+        o.insert(
+            "numActiveApplications".into(),
+            json!(v.num_active_applications),
+        );
+        o.insert(
+            "numPendingApplications".into(),
+            json!(v.num_pending_applications),
+        );
+        o.insert("numContainers".into(), json!(v.num_containers));
+        o.insert("maxApplications".into(), json!(v.max_applications));
+        o.insert(
+            "maxApplicationsPerUser".into(),
+            json!(v.max_applications_per_user),
+        );
+        o.insert("userLimit".into(), json!(v.minimum_user_limit_percent));
+        o.insert("userLimitFactor".into(), json!(v.user_limit_factor));
+        o.insert(
+            "users".into(),
+            if users.is_empty() {
+                Value::Null
+            } else {
+                json!({ "user": users })
+            },
+        );
+        o.insert(
+            "configuredMaxAMResourceLimit".into(),
+            json!(v.max_am_resource_percent),
+        );
+        o.insert(
+            "AMResourceLimit".into(),
+            json!(ResourceInfo::from(&v.am_limit)),
+        );
+        o.insert(
+            "usedAMResource".into(),
+            json!(ResourceInfo::from(&v.am_used)),
+        );
+        o.insert(
+            "userAMResourceLimit".into(),
+            json!(ResourceInfo::from(&v.user_am_limit)),
+        );
+        o.insert("preemptionDisabled".into(), json!(true));
+        o.insert("intraQueuePreemptionDisabled".into(), json!(true));
+        o.insert(
+            "defaultPriority".into(),
+            json!(v.default_application_priority),
+        );
+        o.insert("isAutoCreatedLeafQueue".into(), json!(false));
+        o.insert("maxApplicationLifetime".into(), json!(-1));
+        o.insert("defaultApplicationLifetime".into(), json!(-1));
+    } else {
+        let children: Vec<Value> = views
+            .iter()
+            .filter(|c| c.parent.as_deref() == Some(v.path.as_str()))
+            .map(|c| queue_json(views, c))
+            .collect();
+        o.insert("queues".into(), json!({ "queue": children }));
     }
-    v
-}
-
-fn scale(r: &Resource, percent: f64) -> Resource {
-    let mut out = Resource::zero();
-    for (k, v) in r.entries() {
-        out.set(k, (v as f64 * percent / 100.0).floor() as i64);
-    }
-    out
+    q
 }
 
 async fn scheduler(State(st): State<AppState>) -> Json<Value> {
     let s = st.driver.snapshot();
-    let cluster = s
-        .node_usage
-        .values()
-        .fold(Resource::zero(), |acc, (t, _)| acc.plus(t));
-    let root = &s.queues;
-    let root_json = queue_json(&s, root, 100.0, 100.0, &cluster);
-    let children: Vec<Value> = root
-        .children
-        .iter()
-        .map(|c| queue_json(&s, c, 100.0, 100.0, &cluster))
-        .collect();
+    let views = &s.queue_views;
+    let Some(root) = views.iter().find(|v| v.parent.is_none()) else {
+        return Json(json!({"scheduler": {"schedulerInfo": {"type": "capacityScheduler"}}}));
+    };
+    let root_json = queue_json(views, root);
     Json(json!({"scheduler": {"schedulerInfo": {
         "type": "capacityScheduler",
         "capacity": 100.0,
-        "usedCapacity": root_json["usedCapacity"],
+        "usedCapacity": root.used_capacity,
         "maxCapacity": 100.0,
         "weight": -1.0,
         "normalizedWeight": 0.0,
         "queueName": "root",
         "queuePath": "root",
         "queueType": "parent",
-        "mode": "percentage",
-        "queues": {"queue": children},
+        "mode": capacity_mode(&root.capacity),
+        "queues": root_json["queues"],
         "capacities": root_json["capacities"],
         "health": {"lastrun": 0, "operationsInfo": [], "lastRunDetails": []},
         "maximumAllocation": ResourceInfo::from(&s.max_allocation),
@@ -705,6 +721,7 @@ async fn app_state(
 async fn put_app_state(
     State(st): State<AppState>,
     headers: HeaderMap,
+    Query(q): Q,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<AppStateBody>,
 ) -> Result<Response, ApiError> {
@@ -714,7 +731,8 @@ async fn put_app_state(
             "Only 'KILLED' is allowed as a target state.",
         ));
     }
-    let out = st.driver.call(|r| Command::Kill(aid, r)).await?;
+    let who = crate::core::Caller::new(caller(&q), Vec::new());
+    let out = st.driver.call(|r| Command::Kill(aid, who, r)).await?;
     Ok(match out {
         KillOutcome::Done(state) => (
             StatusCode::OK,
@@ -1041,6 +1059,7 @@ fn submission(
             max_app_attempts: attempts as u32,
             keep_containers: ctx.keep_containers_across_application_attempts,
             unmanaged_am: ctx.unmanaged_am,
+            groups: Vec::new(),
         },
     ))
 }

@@ -105,6 +105,7 @@ impl From<RmError> for ApiError {
                     CoreError::NotRegistered(_) | CoreError::WrongState(_) => {
                         ExceptionKind::Conflict
                     }
+                    CoreError::Forbidden(_) => ExceptionKind::Forbidden,
                 };
                 ApiError::new(kind, c.to_string())
             }

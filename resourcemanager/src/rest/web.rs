@@ -12,7 +12,7 @@ use spindle_common::time::now_ms;
 
 use super::cluster::{app_info, cluster_metrics, node_info};
 use super::AppState;
-use crate::core::QueueConf;
+use crate::core::QueueView;
 use crate::driver::Snapshot;
 
 pub(super) fn routes() -> Router<AppState> {
@@ -149,37 +149,35 @@ async fn nodes_page(State(st): State<AppState>) -> Html<String> {
     page("Nodes", &b)
 }
 
-fn queue_rows(s: &Snapshot, q: &QueueConf, depth: usize, out: &mut String) {
-    let used: i64 = s
-        .apps
-        .values()
-        .filter(|a| {
-            !a.state.is_final()
-                && (a.queue == q.path || a.queue.starts_with(&format!("{}.", q.path)))
-        })
-        .filter_map(|a| s.app_usage.get(&a.id))
-        .map(|r| r.memory_mb)
-        .sum();
-    let total: i64 = s.node_usage.values().map(|(t, _)| t.memory_mb).sum();
-    let pct = if total > 0 {
-        used as f64 * 100.0 / total as f64
-    } else {
-        0.0
-    };
+fn queue_rows(views: &[QueueView], v: &QueueView, depth: usize, out: &mut String) {
     let _ = write!(
         out,
-        "<tr><td style=\"padding-left:{}em\">{}</td><td>{}</td><td>{:.1}%</td><td>{:.1}%</td><td><div class=\"bar\"><span style=\"width:{:.0}%\"></span></div> {:.1}%</td></tr>",
-        depth * 2, esc(&q.name), esc(&q.state), q.capacity, q.maximum_capacity, pct.min(100.0), pct
+        "<tr><td style=\"padding-left:{}em\">{}</td><td>{}</td><td>{:.1}%</td><td>{:.1}%</td><td><div class=\"bar\"><span style=\"width:{:.0}%\"></span></div> {:.1}% of guarantee</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        depth * 2,
+        esc(&v.name),
+        v.state.as_str(),
+        v.absolute_capacity,
+        v.absolute_max_capacity,
+        v.used_capacity.min(100.0),
+        v.used_capacity,
+        esc(&v.used.to_string()),
+        esc(&v.guaranteed.to_string()),
+        v.num_applications
     );
-    for c in &q.children {
-        queue_rows(s, c, depth + 1, out);
+    for c in views
+        .iter()
+        .filter(|c| c.parent.as_deref() == Some(v.path.as_str()))
+    {
+        queue_rows(views, c, depth + 1, out);
     }
 }
 
 async fn scheduler_page(State(st): State<AppState>) -> Html<String> {
     let s = st.driver.snapshot();
-    let mut b = String::from("<table id=\"queues\"><tr><th>Queue</th><th>State</th><th>Capacity</th><th>Max Capacity</th><th>Used (of cluster memory)</th></tr>");
-    queue_rows(&s, &s.queues, 0, &mut b);
+    let mut b = String::from("<table id=\"queues\"><tr><th>Queue</th><th>State</th><th>Absolute Capacity</th><th>Absolute Max Capacity</th><th>Used</th><th>Used Resources</th><th>Guaranteed</th><th>Applications</th></tr>");
+    if let Some(root) = s.queue_views.iter().find(|v| v.parent.is_none()) {
+        queue_rows(&s.queue_views, root, 0, &mut b);
+    }
     b.push_str("</table>");
     page("Scheduler", &b)
 }

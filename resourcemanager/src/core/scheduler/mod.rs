@@ -1,0 +1,937 @@
+//! The capacity scheduler: a queue tree with guarantees and maxima, users with limits,
+//! applications with YARN's desired-state asks, and a node index. Pure: it is told about
+//! nodes, applications, asks and releases, and answers with placements; the lifecycle layer
+//! ([`super::RmCore`]) turns placements into containers.
+//!
+//! One pass ([`Scheduler::schedule`]) places one container at a time, each time choosing
+//! the most under-served queue (used over guaranteed by the resource calculator, then the
+//! queue's priority) down to a leaf, the first application in the leaf's order (FIFO by
+//! application priority then submission, or fair: least used first) whose user is within its
+//! limit, its first ask (by request priority) that fits the queue's maximum on every level,
+//! and a node by the index's policy, honouring locality with YARN's delay scheduling. A pass
+//! runs after every event (an ask, a node joining or a container ending), so an allocation
+//! never waits for a heartbeat. A leaf, a user or an ask shape that cannot be served is
+//! skipped for the rest of the pass, which bounds a pass's cost on a full cluster.
+
+pub mod nodes;
+pub mod queues;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+
+use spindle_common::{ApplicationId, NodeId, Resource};
+
+use super::queue_conf::{Calculator, OrderingPolicy, SchedulerConf};
+pub use nodes::{NodeIndex, SchedNode};
+use queues::{min_each, ratio, scale, within};
+pub use queues::{Queue, QueueTree, UserUsage};
+
+/// (YARN request priority, allocationRequestId): the key of a desired-state ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AskKey {
+    pub priority: i32,
+    pub allocation_request_id: i64,
+}
+
+/// The desired state for one [`AskKey`]: how many containers are still wanted anywhere
+/// (`any`), on given hosts and racks, and whether the ask may fall back from them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ask {
+    pub capability: Resource,
+    pub any: u32,
+    pub relax_locality: bool,
+    pub hosts: BTreeMap<String, u32>,
+    pub racks: BTreeMap<String, u32>,
+    /// The application's AM container ask.
+    pub is_am: bool,
+    /// Scheduling opportunities passed up waiting for locality (delay scheduling).
+    pub missed: u32,
+}
+
+impl Ask {
+    pub fn new(capability: Resource, n: u32) -> Self {
+        Self {
+            capability,
+            any: n,
+            relax_locality: true,
+            hosts: BTreeMap::new(),
+            racks: BTreeMap::new(),
+            is_am: false,
+            missed: 0,
+        }
+    }
+    fn has_hosts(&self) -> bool {
+        self.hosts.values().any(|c| *c > 0)
+    }
+    fn has_racks(&self) -> bool {
+        self.racks.values().any(|c| *c > 0)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct SchedApp {
+    /// The leaf queue's index in the tree.
+    pub queue: usize,
+    pub user: String,
+    pub priority: i32,
+    pub submit_seq: u64,
+    pub asks: BTreeMap<AskKey, Ask>,
+    pub used: Resource,
+    pub containers: usize,
+    pub am_resource: Resource,
+    /// Activated: counted against max-parallel-apps and the AM limit, may be scheduled.
+    pub active: bool,
+    order: Option<(i64, u64)>,
+}
+
+/// One decision: place a container of `resource` for `app`'s ask `key` on `node`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    pub app: ApplicationId,
+    pub key: AskKey,
+    pub node: NodeId,
+    pub resource: Resource,
+    pub is_am: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Scheduler {
+    conf: SchedulerConf,
+    min_alloc: Resource,
+    tree: QueueTree,
+    nodes: NodeIndex,
+    apps: BTreeMap<ApplicationId, SchedApp>,
+    /// Per queue: schedulable applications in its subtree (to skip idle branches quickly).
+    demand: Vec<usize>,
+    /// Per (leaf, user): the user's schedulable applications there ("active users").
+    active_users: BTreeMap<(usize, String), usize>,
+}
+
+impl Scheduler {
+    pub fn new(conf: SchedulerConf, min_alloc: Resource) -> Self {
+        let tree = QueueTree::build(&conf.root);
+        let n = tree.queues.len();
+        Self {
+            conf,
+            nodes: NodeIndex::new(min_alloc.clone()),
+            min_alloc,
+            tree,
+            apps: BTreeMap::new(),
+            demand: vec![0; n],
+            active_users: BTreeMap::new(),
+        }
+    }
+
+    // ------------------------------------------------------------------ accessors
+
+    pub fn conf(&self) -> &SchedulerConf {
+        &self.conf
+    }
+    pub fn tree(&self) -> &QueueTree {
+        &self.tree
+    }
+    pub fn nodes(&self) -> &NodeIndex {
+        &self.nodes
+    }
+    pub fn node(&self, id: &NodeId) -> Option<&SchedNode> {
+        self.nodes.by_id(id)
+    }
+    pub fn apps(&self) -> &BTreeMap<ApplicationId, SchedApp> {
+        &self.apps
+    }
+    pub fn app(&self, id: &ApplicationId) -> Option<&SchedApp> {
+        self.apps.get(id)
+    }
+    pub fn cluster(&self) -> &Resource {
+        &self.nodes.cluster
+    }
+    pub fn calculator(&self) -> Calculator {
+        self.conf.calculator
+    }
+
+    // ------------------------------------------------------------------ nodes
+
+    pub fn add_node(&mut self, id: NodeId, rack: String, total: Resource, used: Resource) {
+        self.nodes.add(id, rack, total, used);
+        self.recompute();
+    }
+
+    pub fn remove_node(&mut self, id: &NodeId) -> Option<SchedNode> {
+        let n = self.nodes.remove(id);
+        self.recompute();
+        n
+    }
+
+    pub fn set_schedulable(&mut self, id: &NodeId, schedulable: bool) {
+        self.nodes.set_schedulable(id, schedulable);
+        self.recompute();
+    }
+
+    fn recompute(&mut self) {
+        let cluster = self.nodes.cluster.clone();
+        self.tree.compute_capacities(&cluster);
+    }
+
+    // ------------------------------------------------------------------ applications
+
+    /// Registers an application in `leaf` (an index from [`QueueTree::leaf`]). Returns the
+    /// applications activated as a result (possibly including this one).
+    pub fn add_app(
+        &mut self,
+        id: ApplicationId,
+        leaf: usize,
+        user: &str,
+        priority: i32,
+        submit_seq: u64,
+        am_resource: Resource,
+    ) -> Vec<ApplicationId> {
+        self.apps.insert(
+            id,
+            SchedApp {
+                queue: leaf,
+                user: user.to_string(),
+                priority,
+                submit_seq,
+                asks: BTreeMap::new(),
+                used: Resource::zero(),
+                containers: 0,
+                am_resource,
+                active: false,
+                order: None,
+            },
+        );
+        let q = &mut self.tree.queues[leaf];
+        q.apps.insert(id);
+        q.waiting.insert((submit_seq, id));
+        q.users.entry(user.to_string()).or_default().pending_apps += 1;
+        self.try_activate(leaf)
+    }
+
+    /// Forgets an application (its containers must have been released) and activates the
+    /// next ones its departure makes room for.
+    pub fn remove_app(&mut self, id: &ApplicationId) -> Vec<ApplicationId> {
+        let Some(mut app) = self.apps.remove(id) else {
+            return vec![];
+        };
+        app.asks.clear();
+        self.set_order(id, &mut app, None);
+        let leaf = app.queue;
+        self.detach(id, &app);
+        self.try_activate(leaf)
+    }
+
+    /// Takes an app's membership and AM charge out of its leaf (usage must be zero or moved).
+    fn detach(&mut self, id: &ApplicationId, app: &SchedApp) {
+        let q = &mut self.tree.queues[app.queue];
+        q.apps.remove(id);
+        q.waiting.remove(&(app.submit_seq, *id));
+        let mut drop_user = false;
+        if let Some(u) = q.users.get_mut(&app.user) {
+            if app.active {
+                u.active_apps = u.active_apps.saturating_sub(1);
+                u.am_used.sub_assign(&app.am_resource);
+            } else {
+                u.pending_apps = u.pending_apps.saturating_sub(1);
+            }
+            drop_user = u.active_apps == 0 && u.pending_apps == 0 && u.used.is_zero();
+        }
+        if drop_user {
+            q.users.remove(&app.user);
+        }
+        if app.active {
+            q.active_apps = q.active_apps.saturating_sub(1);
+            q.am_used.sub_assign(&app.am_resource);
+        }
+    }
+
+    /// The AM resource limit of a leaf: `maximum-am-resource-percent` of what the queue may
+    /// currently use (its guarantee, or more while it is using more).
+    pub fn am_limit(&self, leaf: usize) -> Resource {
+        let q = &self.tree.queues[leaf];
+        let base = max_each(&q.guaranteed, &q.used);
+        let mut l = scale(&base, q.spec.max_am_resource_percent);
+        l.memory_mb = l.memory_mb.max(self.min_alloc.memory_mb);
+        l.vcores = l.vcores.max(self.min_alloc.vcores);
+        l
+    }
+
+    fn max_parallel(&self, leaf: usize) -> Option<u32> {
+        self.tree.queues[leaf]
+            .spec
+            .max_parallel_apps
+            .or(self.conf.max_parallel_apps)
+    }
+
+    fn user_max_parallel(&self, user: &str) -> Option<u32> {
+        self.conf
+            .user_max_parallel_apps_for
+            .get(user)
+            .copied()
+            .or(self.conf.user_max_parallel_apps)
+    }
+
+    /// Why a waiting application is not active yet, in YARN's words; None if it is active.
+    pub fn waiting_reason(&self, id: &ApplicationId) -> Option<String> {
+        let app = self.apps.get(id)?;
+        if app.active {
+            return None;
+        }
+        let q = &self.tree.queues[app.queue];
+        if let Some(m) = self.max_parallel(app.queue) {
+            if q.active_apps as u64 >= u64::from(m) {
+                return Some(format!(
+                    "Application is added to the scheduler and is not yet activated. Queue's max-parallel-apps ({m}) reached: {} running in {}",
+                    q.active_apps, q.spec.path
+                ));
+            }
+        }
+        if let Some(m) = self.user_max_parallel(&app.user) {
+            let active = q.users.get(&app.user).map(|u| u.active_apps).unwrap_or(0);
+            if active as u64 >= u64::from(m) {
+                return Some(format!(
+                    "Application is added to the scheduler and is not yet activated. User {}'s max-parallel-apps ({m}) reached",
+                    app.user
+                ));
+            }
+        }
+        Some(format!(
+            "Application is added to the scheduler and is not yet activated. Queue's AM resource limit exceeded. Details : AM Partition = <DEFAULT_PARTITION>; AM Resource Request = {}; Queue Resource Limit for AM = {}; Queue AM Resource Usage = {};",
+            app.am_resource,
+            self.am_limit(app.queue),
+            q.am_used
+        ))
+    }
+
+    /// Activates waiting applications of `leaf` in submission order while the limits allow:
+    /// max-parallel-apps (queue, then user) and the AM resource limit (at least one AM may
+    /// always run, as in YARN).
+    fn try_activate(&mut self, leaf: usize) -> Vec<ApplicationId> {
+        let mut out = Vec::new();
+        let waiting: Vec<(u64, ApplicationId)> =
+            self.tree.queues[leaf].waiting.iter().copied().collect();
+        for (seq, id) in waiting {
+            let Some(app) = self.apps.get(&id) else {
+                continue;
+            };
+            let q = &self.tree.queues[leaf];
+            if let Some(m) = self.max_parallel(leaf) {
+                if q.active_apps as u64 >= u64::from(m) {
+                    break;
+                }
+            }
+            if let Some(m) = self.user_max_parallel(&app.user) {
+                let active = q.users.get(&app.user).map(|u| u.active_apps).unwrap_or(0);
+                if active as u64 >= u64::from(m) {
+                    continue;
+                }
+            }
+            if q.active_apps > 0 {
+                let after = q.am_used.plus(&app.am_resource);
+                if !within(self.conf.calculator, &after, &self.am_limit(leaf)) {
+                    break;
+                }
+            }
+            let am = app.am_resource.clone();
+            let user = app.user.clone();
+            let q = &mut self.tree.queues[leaf];
+            q.waiting.remove(&(seq, id));
+            q.active_apps += 1;
+            q.am_used.add_assign(&am);
+            let u = q.users.entry(user).or_default();
+            u.pending_apps = u.pending_apps.saturating_sub(1);
+            u.active_apps += 1;
+            u.am_used.add_assign(&am);
+            if let Some(a) = self.apps.get_mut(&id) {
+                a.active = true;
+            }
+            self.refresh_order(&id);
+            out.push(id);
+        }
+        out
+    }
+
+    /// Moves an application to another leaf with its usage (YARN's move).
+    pub fn move_app(&mut self, id: &ApplicationId, leaf: usize) {
+        let Some(mut app) = self.apps.remove(id) else {
+            return;
+        };
+        let old = app.queue;
+        self.set_order(id, &mut app, None);
+        let used = app.used.clone();
+        for q in self.tree.path_up(old).collect::<Vec<_>>() {
+            self.tree.queues[q].used.sub_assign(&used);
+            self.tree.queues[q].num_containers = self.tree.queues[q]
+                .num_containers
+                .saturating_sub(app.containers);
+        }
+        if let Some(u) = self.tree.queues[old].users.get_mut(&app.user) {
+            u.used.sub_assign(&used);
+        }
+        self.detach(id, &app);
+        app.queue = leaf;
+        for q in self.tree.path_up(leaf).collect::<Vec<_>>() {
+            self.tree.queues[q].used.add_assign(&used);
+            self.tree.queues[q].num_containers += app.containers;
+        }
+        let nq = &mut self.tree.queues[leaf];
+        nq.apps.insert(*id);
+        let u = nq.users.entry(app.user.clone()).or_default();
+        u.used.add_assign(&used);
+        if app.active {
+            u.active_apps += 1;
+            u.am_used.add_assign(&app.am_resource);
+            nq.active_apps += 1;
+            nq.am_used.add_assign(&app.am_resource);
+        } else {
+            u.pending_apps += 1;
+            nq.waiting.insert((app.submit_seq, *id));
+        }
+        self.apps.insert(*id, app);
+        self.refresh_order(id);
+        self.try_activate(old);
+        self.try_activate(leaf);
+    }
+
+    pub fn set_priority(&mut self, id: &ApplicationId, priority: i32) {
+        if let Some(a) = self.apps.get_mut(id) {
+            a.priority = priority;
+        }
+        self.refresh_order(id);
+    }
+
+    /// Replaces the configuration: the tree is rebuilt and every application re-attached to
+    /// its leaf by path with its usage. The caller has checked that every application's leaf
+    /// still exists. Returns applications activated by the new limits.
+    pub fn reconfigure(
+        &mut self,
+        conf: SchedulerConf,
+        app_leaves: &BTreeMap<ApplicationId, String>,
+    ) -> Vec<ApplicationId> {
+        let old_tree = std::mem::replace(&mut self.tree, QueueTree::build(&conf.root));
+        self.conf = conf;
+        self.demand = vec![0; self.tree.queues.len()];
+        self.active_users.clear();
+        self.recompute();
+        let ids: Vec<ApplicationId> = self.apps.keys().copied().collect();
+        let mut touched = BTreeSet::new();
+        for id in ids {
+            let Some(mut app) = self.apps.remove(&id) else {
+                continue;
+            };
+            let path = app_leaves
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| old_tree.queues[app.queue].spec.path.clone());
+            let Some(leaf) = self.tree.leaf(&path) else {
+                // Unreachable when the caller validated; keep the app out of scheduling.
+                continue;
+            };
+            app.queue = leaf;
+            app.order = None;
+            touched.insert(leaf);
+            for q in self.tree.path_up(leaf).collect::<Vec<_>>() {
+                self.tree.queues[q].used.add_assign(&app.used);
+                self.tree.queues[q].num_containers += app.containers;
+            }
+            let q = &mut self.tree.queues[leaf];
+            q.apps.insert(id);
+            let u = q.users.entry(app.user.clone()).or_default();
+            u.used.add_assign(&app.used);
+            if app.active {
+                u.active_apps += 1;
+                u.am_used.add_assign(&app.am_resource);
+                q.active_apps += 1;
+                q.am_used.add_assign(&app.am_resource);
+            } else {
+                u.pending_apps += 1;
+                q.waiting.insert((app.submit_seq, id));
+            }
+            self.apps.insert(id, app);
+            self.refresh_order(&id);
+        }
+        touched
+            .into_iter()
+            .flat_map(|l| self.try_activate(l))
+            .collect()
+    }
+
+    // ------------------------------------------------------------------ asks
+
+    /// Replaces the desired state for one key; nothing wanted anywhere removes it.
+    pub fn set_ask(&mut self, app: &ApplicationId, key: AskKey, ask: Ask) {
+        if let Some(a) = self.apps.get_mut(app) {
+            if ask.any == 0 && !ask.has_hosts() {
+                a.asks.remove(&key);
+            } else {
+                a.asks.insert(key, ask);
+            }
+        }
+        self.refresh_order(app);
+    }
+
+    pub fn ask(&self, app: &ApplicationId, key: &AskKey) -> Option<&Ask> {
+        self.apps.get(app).and_then(|a| a.asks.get(key))
+    }
+
+    pub fn clear_asks(&mut self, app: &ApplicationId) {
+        if let Some(a) = self.apps.get_mut(app) {
+            a.asks.clear();
+        }
+        self.refresh_order(app);
+    }
+
+    /// Re-files an application in its leaf's serving order (or out of it).
+    fn refresh_order(&mut self, id: &ApplicationId) {
+        let Some(mut app) = self.apps.remove(id) else {
+            return;
+        };
+        let key = if app.active && !app.asks.is_empty() {
+            Some(match self.tree.queues[app.queue].spec.ordering {
+                OrderingPolicy::Fifo => (-i64::from(app.priority), app.submit_seq),
+                OrderingPolicy::Fair => {
+                    let share = ratio(self.conf.calculator, &app.used, &self.nodes.cluster);
+                    let scaled = if share.is_finite() {
+                        (share * 1e9) as i64
+                    } else {
+                        i64::MAX
+                    };
+                    (scaled, app.submit_seq)
+                }
+            })
+        } else {
+            None
+        };
+        self.set_order(id, &mut app, key);
+        self.apps.insert(*id, app);
+    }
+
+    fn set_order(&mut self, id: &ApplicationId, app: &mut SchedApp, key: Option<(i64, u64)>) {
+        if app.order == key {
+            return;
+        }
+        let leaf = app.queue;
+        if let Some(old) = app.order.take() {
+            self.tree.queues[leaf]
+                .schedulable
+                .remove(&(old.0, old.1, *id));
+            if key.is_none() {
+                self.bump_demand(leaf, &app.user, false);
+            }
+        } else if key.is_some() {
+            self.bump_demand(leaf, &app.user, true);
+        }
+        if let Some(k) = key {
+            self.tree.queues[leaf].schedulable.insert((k.0, k.1, *id));
+        }
+        app.order = key;
+    }
+
+    fn bump_demand(&mut self, leaf: usize, user: &str, up: bool) {
+        for q in self.tree.path_up(leaf).collect::<Vec<_>>() {
+            if up {
+                self.demand[q] += 1;
+            } else {
+                self.demand[q] = self.demand[q].saturating_sub(1);
+            }
+        }
+        let k = (leaf, user.to_string());
+        let e = self.active_users.entry(k.clone()).or_insert(0);
+        if up {
+            *e += 1;
+        } else {
+            *e = e.saturating_sub(1);
+            if *e == 0 {
+                self.active_users.remove(&k);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ usage
+
+    /// Accounts a container (placed by a pass, or recovered / re-reported by an NM).
+    pub fn charge(&mut self, app: &ApplicationId, node: &NodeId, r: &Resource) {
+        if let Some(slot) = self.nodes.slot(node) {
+            self.nodes.charge(slot, r);
+        }
+        self.charge_app(app, r, true);
+    }
+
+    /// Gives a finished or released container's resources back.
+    pub fn release(&mut self, app: &ApplicationId, node: &NodeId, r: &Resource) {
+        if let Some(slot) = self.nodes.slot(node) {
+            self.nodes.release(slot, r);
+        }
+        self.charge_app(app, r, false);
+    }
+
+    fn charge_app(&mut self, id: &ApplicationId, r: &Resource, up: bool) {
+        let Some(app) = self.apps.get_mut(id) else {
+            return;
+        };
+        let leaf = app.queue;
+        let user = app.user.clone();
+        if up {
+            app.used.add_assign(r);
+            app.containers += 1;
+        } else {
+            app.used.sub_assign(r);
+            app.containers = app.containers.saturating_sub(1);
+        }
+        let mut q = Some(leaf);
+        while let Some(i) = q {
+            let queue = &mut self.tree.queues[i];
+            if up {
+                queue.used.add_assign(r);
+                queue.num_containers += 1;
+            } else {
+                queue.used.sub_assign(r);
+                queue.num_containers = queue.num_containers.saturating_sub(1);
+            }
+            q = queue.parent;
+        }
+        let u = self.tree.queues[leaf].users.entry(user).or_default();
+        if up {
+            u.used.add_assign(r);
+        } else {
+            u.used.sub_assign(r);
+        }
+        if self.tree.queues[leaf].spec.ordering == OrderingPolicy::Fair {
+            self.refresh_order(id);
+        }
+    }
+
+    // ------------------------------------------------------------------ limits
+
+    /// YARN's user limit in a leaf for a user about to take `ask`: the larger of an equal
+    /// share among active users and `minimum-user-limit-percent` of the queue's current
+    /// capacity, capped by `user-limit-factor` x the guarantee (-1: the queue maximum), and
+    /// never below one minimum allocation.
+    pub fn user_limit(&self, leaf: usize, ask: &Resource) -> Resource {
+        let q = &self.tree.queues[leaf];
+        let calc = self.conf.calculator;
+        let current = if !q.guaranteed.is_zero() && within(calc, &q.used, &q.guaranteed) {
+            q.guaranteed.clone()
+        } else {
+            min_each(&q.used.plus(ask), &q.maximum)
+        };
+        let active = self
+            .active_users
+            .range((leaf, String::new())..)
+            .take_while(|((l, _), _)| *l == leaf)
+            .count()
+            .max(1);
+        let equal = scale(&current, 1.0 / active as f64);
+        let floor = scale(&current, q.spec.minimum_user_limit_percent / 100.0);
+        let limit = max_each(&equal, &floor);
+        let cap = if q.spec.user_limit_factor < 0.0 {
+            q.maximum.clone()
+        } else {
+            scale(&q.guaranteed, q.spec.user_limit_factor)
+        };
+        let mut l = min_each(&limit, &cap);
+        l.memory_mb = l.memory_mb.max(self.min_alloc.memory_mb);
+        l.vcores = l.vcores.max(self.min_alloc.vcores);
+        l
+    }
+
+    fn queue_fits(&self, leaf: usize, ask: &Resource) -> bool {
+        let calc = self.conf.calculator;
+        self.tree.path_up(leaf).all(|q| {
+            within(
+                calc,
+                &self.tree.queues[q].used.plus(ask),
+                &self.tree.queues[q].maximum,
+            )
+        })
+    }
+
+    // ------------------------------------------------------------------ the pass
+
+    /// Places as many outstanding asks as fit now, and charges them.
+    pub fn schedule(&mut self) -> Vec<Placement> {
+        let mut out = Vec::new();
+        if self.nodes.is_empty() {
+            return out;
+        }
+        let mut excluded = vec![false; self.tree.queues.len()];
+        let mut failed_shapes: Vec<Resource> = Vec::new();
+        let mut blocked_users: BTreeSet<(usize, String)> = BTreeSet::new();
+        while let Some(leaf) = self.pick_leaf(&mut excluded) {
+            match self.serve_leaf(leaf, &mut failed_shapes, &mut blocked_users) {
+                Some(p) => out.push(p),
+                None => excluded[leaf] = true,
+            }
+        }
+        out
+    }
+
+    /// Descends from the root to the most under-served leaf with demand not yet excluded.
+    fn pick_leaf(&self, excluded: &mut [bool]) -> Option<usize> {
+        let root = self.tree.root();
+        let calc = self.conf.calculator;
+        loop {
+            if excluded[root] || self.demand[root] == 0 {
+                return None;
+            }
+            let mut q = root;
+            loop {
+                let queue = &self.tree.queues[q];
+                if queue.is_leaf() {
+                    return Some(q);
+                }
+                let best = queue
+                    .children
+                    .iter()
+                    .copied()
+                    .filter(|c| !excluded[*c] && self.demand[*c] > 0)
+                    .min_by(|a, b| {
+                        let ka = self.order_key(calc, *a);
+                        let kb = self.order_key(calc, *b);
+                        ka.partial_cmp(&kb).unwrap_or(std::cmp::Ordering::Equal)
+                    });
+                match best {
+                    Some(c) => q = c,
+                    None => {
+                        excluded[q] = true;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Under-served first: queues with a guarantee by used/guaranteed, then those without
+    /// one by their share of the cluster; ties by higher queue priority, then tree order.
+    fn order_key(&self, calc: Calculator, q: usize) -> (u8, f64, i64, usize) {
+        let queue = &self.tree.queues[q];
+        if queue.guaranteed.is_zero() {
+            (
+                1,
+                ratio(calc, &queue.used, &self.nodes.cluster),
+                -i64::from(queue.spec.priority),
+                q,
+            )
+        } else {
+            (
+                0,
+                ratio(calc, &queue.used, &queue.guaranteed),
+                -i64::from(queue.spec.priority),
+                q,
+            )
+        }
+    }
+
+    /// Places one container for the first servable application of `leaf`, or None.
+    fn serve_leaf(
+        &mut self,
+        leaf: usize,
+        failed_shapes: &mut Vec<Resource>,
+        blocked_users: &mut BTreeSet<(usize, String)>,
+    ) -> Option<Placement> {
+        let calc = self.conf.calculator;
+        let mut cursor: Option<(i64, u64, ApplicationId)> = None;
+        loop {
+            let next = {
+                let set = &self.tree.queues[leaf].schedulable;
+                match cursor {
+                    None => set.iter().next().copied(),
+                    Some(c) => set
+                        .range((Bound::Excluded(c), Bound::Unbounded))
+                        .next()
+                        .copied(),
+                }
+            };
+            let entry = next?;
+            cursor = Some(entry);
+            let app_id = entry.2;
+            let Some(app) = self.apps.get(&app_id) else {
+                continue;
+            };
+            if blocked_users.contains(&(leaf, app.user.clone())) {
+                continue;
+            }
+            let keys: Vec<AskKey> = app.asks.keys().copied().collect();
+            let user = app.user.clone();
+            let user_used = self.tree.queues[leaf]
+                .users
+                .get(&user)
+                .map(|u| u.used.clone())
+                .unwrap_or_default();
+            for key in keys {
+                let Some(ask) = self.apps.get(&app_id).and_then(|a| a.asks.get(&key)) else {
+                    continue;
+                };
+                if ask.any == 0 {
+                    continue;
+                }
+                let cap = ask.capability.clone();
+                if failed_shapes.iter().any(|s| s.fits_in(&cap)) {
+                    continue;
+                }
+                if !self.queue_fits(leaf, &cap) {
+                    continue;
+                }
+                // AM containers were admitted by the AM limit; the user limit governs the rest.
+                if !ask.is_am && !within(calc, &user_used, &self.user_limit(leaf, &cap)) {
+                    blocked_users.insert((leaf, user.clone()));
+                    break;
+                }
+                match self.find_node(&app_id, &key) {
+                    Some(slot) => return self.commit(&app_id, &key, slot),
+                    None => {
+                        let ask = self.apps.get(&app_id).and_then(|a| a.asks.get(&key));
+                        if ask.is_some_and(|a| !a.has_hosts() && !a.has_racks()) {
+                            failed_shapes.push(cap);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A node for an ask, honouring locality with delay scheduling: host-local while fewer
+    /// than `node-locality-delay` opportunities were missed, rack-local for
+    /// `rack-locality-additional-delay` more (-1: as many again), then anywhere if allowed.
+    fn find_node(&mut self, app: &ApplicationId, key: &AskKey) -> Option<usize> {
+        let node_delay = self.conf.node_locality_delay;
+        let rack_delay = if self.conf.rack_locality_additional_delay < 0 {
+            node_delay
+        } else {
+            self.conf.rack_locality_additional_delay as u32
+        };
+        let ask = self.apps.get(app)?.asks.get(key)?;
+        let cap = &ask.capability;
+        if !ask.has_hosts() && !ask.has_racks() {
+            return self.nodes.find_any(cap);
+        }
+        let hosts = ask.hosts.iter().filter(|(_, c)| **c > 0).map(|(h, _)| h);
+        if let Some(s) = self.nodes.find_on_hosts(hosts, cap) {
+            return Some(s);
+        }
+        let missed = ask.missed;
+        let mut found = None;
+        if ask.has_racks() && (missed >= node_delay || !ask.has_hosts()) {
+            let racks = ask.racks.iter().filter(|(_, c)| **c > 0).map(|(r, _)| r);
+            found = self.nodes.find_in_racks(racks, cap);
+        }
+        if found.is_none() && ask.relax_locality && missed >= node_delay.saturating_add(rack_delay)
+        {
+            found = self.nodes.find_any(cap);
+        }
+        if found.is_none() {
+            if let Some(a) = self.apps.get_mut(app).and_then(|a| a.asks.get_mut(key)) {
+                a.missed = a.missed.saturating_add(1);
+            }
+        }
+        found
+    }
+
+    fn commit(&mut self, app_id: &ApplicationId, key: &AskKey, slot: usize) -> Option<Placement> {
+        let node = self.nodes.get(slot)?;
+        let (node_id, host, rack) = (node.id.clone(), node.host.clone(), node.rack.clone());
+        let app = self.apps.get_mut(app_id)?;
+        let ask = app.asks.get_mut(key)?;
+        let resource = ask.capability.clone();
+        let is_am = ask.is_am;
+        ask.any = ask.any.saturating_sub(1);
+        ask.missed = 0;
+        if let Some(c) = ask.hosts.get_mut(&host) {
+            *c = c.saturating_sub(1);
+        }
+        if let Some(c) = ask.racks.get_mut(&rack) {
+            *c = c.saturating_sub(1);
+        }
+        if ask.any == 0 {
+            app.asks.remove(key);
+        }
+        self.nodes.charge(slot, &resource);
+        self.charge_app(app_id, &resource, true);
+        self.refresh_order(app_id);
+        Some(Placement {
+            app: *app_id,
+            key: *key,
+            node: node_id,
+            resource,
+            is_am,
+        })
+    }
+
+    // ------------------------------------------------------------------ figures
+
+    /// Outstanding containers and resources over all asks (the cluster's pending figures).
+    pub fn pending(&self) -> (u64, Resource) {
+        let mut n = 0u64;
+        let mut r = Resource::zero();
+        for a in self.apps.values() {
+            for ask in a.asks.values() {
+                n += u64::from(ask.any);
+                r.add_assign(&ask.capability.times(i64::from(ask.any)));
+            }
+        }
+        (n, r)
+    }
+
+    /// Pending resources per queue (leaves and, summed, parents).
+    pub fn pending_by_queue(&self) -> Vec<Resource> {
+        let mut out = vec![Resource::zero(); self.tree.queues.len()];
+        for a in self.apps.values() {
+            let mut p = Resource::zero();
+            for ask in a.asks.values() {
+                p.add_assign(&ask.capability.times(i64::from(ask.any)));
+            }
+            if p.is_zero() {
+                continue;
+            }
+            for q in self.tree.path_up(a.queue) {
+                out[q].add_assign(&p);
+            }
+        }
+        out
+    }
+
+    /// The scheduler's own invariants: no node over-allocated, no negative usage, every
+    /// queue's usage the sum of its children's (or its applications'), within its maximum.
+    pub fn check(&self) -> Result<(), String> {
+        for n in self.nodes.iter() {
+            if !n.used.fits_in(&n.total) || n.used.any_negative() {
+                return Err(format!(
+                    "node {} used {} exceeds total {}",
+                    n.id, n.used, n.total
+                ));
+            }
+        }
+        let mut sums = vec![Resource::zero(); self.tree.queues.len()];
+        for (id, a) in &self.apps {
+            if a.used.any_negative() {
+                return Err(format!("app {id} has negative usage {}", a.used));
+            }
+            sums[a.queue].add_assign(&a.used);
+        }
+        for i in (0..self.tree.queues.len()).rev() {
+            let q = &self.tree.queues[i];
+            if !q.is_leaf() {
+                let s = q.children.iter().fold(Resource::zero(), |acc, c| {
+                    acc.plus(&self.tree.queues[*c].used)
+                });
+                sums[i] = s;
+            }
+            if q.used != sums[i] {
+                return Err(format!(
+                    "queue {} accounts {} but its contents sum to {}",
+                    q.spec.path, q.used, sums[i]
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn max_each(a: &Resource, b: &Resource) -> Resource {
+    let mut out = a.clone();
+    for (k, v) in b.entries() {
+        if v > out.get(k) {
+            out.set(k, v);
+        }
+    }
+    out
+}

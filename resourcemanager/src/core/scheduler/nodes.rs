@@ -1,0 +1,253 @@
+//! The node table and its free-capacity index: nodes bucketed by free GPUs, and within a
+//! bucket ordered by free memory, so that a fit is found in a few probes at any cluster size.
+//!
+//! Placement policy: a GPU ask takes the node with the fewest free GPUs that still fits and,
+//! among those, the least free memory (best fit: whole free GPU nodes stay whole). An ask
+//! without GPUs prefers nodes without free GPUs and, among those, the most free memory
+//! (spreading CPU work, as YARN's heartbeat-driven placement does).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use spindle_common::resource::GPU;
+use spindle_common::{NodeId, Resource};
+
+/// Nodes with this many free GPUs or more share the top bucket.
+pub const MAX_BUCKET: usize = 16;
+/// How many nodes one search looks at per bucket before giving up for this pass. Bounds a
+/// pass's cost on a full cluster; a miss is retried on the next pass.
+pub const PROBES: usize = 64;
+
+#[derive(Debug, Clone)]
+pub struct SchedNode {
+    pub id: NodeId,
+    pub host: String,
+    pub rack: String,
+    pub total: Resource,
+    pub used: Resource,
+    /// `total - used`, kept current.
+    pub free: Resource,
+    /// RUNNING nodes take containers; others keep what they have.
+    pub schedulable: bool,
+    key: Option<(usize, i64)>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct NodeIndex {
+    slots: Vec<Option<SchedNode>>,
+    free_slots: Vec<usize>,
+    by_id: BTreeMap<NodeId, usize>,
+    by_host: BTreeMap<String, BTreeSet<usize>>,
+    by_rack: BTreeMap<String, BTreeSet<usize>>,
+    buckets: Vec<BTreeSet<(i64, usize)>>,
+    min_alloc: Resource,
+    /// Sum of the totals of schedulable nodes.
+    pub cluster: Resource,
+}
+
+impl NodeIndex {
+    pub fn new(min_alloc: Resource) -> Self {
+        Self {
+            buckets: vec![BTreeSet::new(); MAX_BUCKET + 1],
+            min_alloc,
+            ..Default::default()
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    pub fn slot(&self, id: &NodeId) -> Option<usize> {
+        self.by_id.get(id).copied()
+    }
+
+    pub fn get(&self, slot: usize) -> Option<&SchedNode> {
+        self.slots.get(slot).and_then(Option::as_ref)
+    }
+
+    pub fn by_id(&self, id: &NodeId) -> Option<&SchedNode> {
+        self.slot(id).and_then(|s| self.get(s))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &SchedNode> {
+        self.by_id.values().filter_map(|s| self.get(*s))
+    }
+
+    pub fn add(&mut self, id: NodeId, rack: String, total: Resource, used: Resource) {
+        self.remove(&id);
+        let slot = self.free_slots.pop().unwrap_or(self.slots.len());
+        let host = id.host.clone();
+        let node = SchedNode {
+            id: id.clone(),
+            host: host.clone(),
+            rack: rack.clone(),
+            free: total.minus(&used),
+            total,
+            used,
+            schedulable: true,
+            key: None,
+        };
+        self.cluster.add_assign(&node.total);
+        if slot == self.slots.len() {
+            self.slots.push(Some(node));
+        } else {
+            self.slots[slot] = Some(node);
+        }
+        self.by_id.insert(id, slot);
+        self.by_host.entry(host).or_default().insert(slot);
+        self.by_rack.entry(rack).or_default().insert(slot);
+        self.reindex(slot);
+    }
+
+    pub fn remove(&mut self, id: &NodeId) -> Option<SchedNode> {
+        let slot = self.by_id.remove(id)?;
+        let node = self.slots.get_mut(slot)?.take()?;
+        if let Some(k) = node.key {
+            self.buckets[k.0].remove(&(k.1, slot));
+        }
+        if node.schedulable {
+            self.cluster.sub_assign(&node.total);
+        }
+        if let Some(s) = self.by_host.get_mut(&node.host) {
+            s.remove(&slot);
+            if s.is_empty() {
+                self.by_host.remove(&node.host);
+            }
+        }
+        if let Some(s) = self.by_rack.get_mut(&node.rack) {
+            s.remove(&slot);
+            if s.is_empty() {
+                self.by_rack.remove(&node.rack);
+            }
+        }
+        self.free_slots.push(slot);
+        Some(node)
+    }
+
+    pub fn set_schedulable(&mut self, id: &NodeId, schedulable: bool) {
+        let Some(slot) = self.slot(id) else { return };
+        let Some(n) = self.slots[slot].as_mut() else {
+            return;
+        };
+        if n.schedulable == schedulable {
+            return;
+        }
+        n.schedulable = schedulable;
+        let total = n.total.clone();
+        if schedulable {
+            self.cluster.add_assign(&total);
+        } else {
+            self.cluster.sub_assign(&total);
+        }
+        self.reindex(slot);
+    }
+
+    pub fn charge(&mut self, slot: usize, r: &Resource) {
+        if let Some(n) = self.slots.get_mut(slot).and_then(Option::as_mut) {
+            n.used.add_assign(r);
+            n.free.sub_assign(r);
+        }
+        self.reindex(slot);
+    }
+
+    pub fn release(&mut self, slot: usize, r: &Resource) {
+        if let Some(n) = self.slots.get_mut(slot).and_then(Option::as_mut) {
+            n.used.sub_assign(r);
+            n.free.add_assign(r);
+        }
+        self.reindex(slot);
+    }
+
+    fn reindex(&mut self, slot: usize) {
+        let min = &self.min_alloc;
+        let Some(n) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        if let Some(k) = n.key.take() {
+            self.buckets[k.0].remove(&(k.1, slot));
+        }
+        if n.schedulable && n.free.memory_mb >= min.memory_mb && n.free.vcores >= min.vcores {
+            let gpus = n.free.get(GPU).clamp(0, MAX_BUCKET as i64) as usize;
+            let key = (gpus, n.free.memory_mb);
+            self.buckets[key.0].insert((key.1, slot));
+            n.key = Some(key);
+        }
+    }
+
+    fn fits(&self, slot: usize, ask: &Resource) -> bool {
+        self.get(slot)
+            .is_some_and(|n| n.schedulable && ask.fits_in(&n.free))
+    }
+
+    /// A node anywhere that fits `ask`, by the placement policy of this module.
+    pub fn find_any(&self, ask: &Resource) -> Option<usize> {
+        let g = ask.get(GPU).clamp(0, MAX_BUCKET as i64) as usize;
+        if g > 0 {
+            for b in g..=MAX_BUCKET {
+                let found = self.buckets[b]
+                    .range((ask.memory_mb, 0)..)
+                    .take(PROBES)
+                    .map(|(_, s)| *s)
+                    .find(|s| self.fits(*s, ask));
+                if found.is_some() {
+                    return found;
+                }
+            }
+            return None;
+        }
+        for b in 0..=MAX_BUCKET {
+            let found = self.buckets[b]
+                .iter()
+                .rev()
+                .take_while(|(mem, _)| *mem >= ask.memory_mb)
+                .take(PROBES)
+                .map(|(_, s)| *s)
+                .find(|s| self.fits(*s, ask));
+            if found.is_some() {
+                return found;
+            }
+        }
+        None
+    }
+
+    /// A node on one of `hosts` that fits.
+    pub fn find_on_hosts<'a>(
+        &self,
+        hosts: impl Iterator<Item = &'a String>,
+        ask: &Resource,
+    ) -> Option<usize> {
+        for h in hosts {
+            if let Some(slots) = self.by_host.get(h) {
+                if let Some(s) = slots.iter().copied().find(|s| self.fits(*s, ask)) {
+                    return Some(s);
+                }
+            }
+        }
+        None
+    }
+
+    /// A node in one of `racks` that fits (bounded probes per rack).
+    pub fn find_in_racks<'a>(
+        &self,
+        racks: impl Iterator<Item = &'a String>,
+        ask: &Resource,
+    ) -> Option<usize> {
+        for r in racks {
+            if let Some(slots) = self.by_rack.get(r) {
+                if let Some(s) = slots
+                    .iter()
+                    .copied()
+                    .take(PROBES * 4)
+                    .find(|s| self.fits(*s, ask))
+                {
+                    return Some(s);
+                }
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,320 @@
+//! The runtime queue tree: each queue's configured spec, its effective guaranteed and
+//! maximum resources for the current cluster size, and its usage. Pure bookkeeping; the
+//! policy that reads it lives in [`super::Scheduler`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use spindle_common::{ApplicationId, Resource};
+
+use crate::core::queue_conf::{Acl, Calculator, CapacitySpec, MaxCapacitySpec, QueueSpec};
+
+/// A user's usage inside one leaf.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UserUsage {
+    pub used: Resource,
+    pub am_used: Resource,
+    pub active_apps: usize,
+    pub pending_apps: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct Queue {
+    /// The configuration of this queue (its `children` list is emptied: see `children`).
+    pub spec: QueueSpec,
+    pub parent: Option<usize>,
+    pub children: Vec<usize>,
+    pub depth: usize,
+    /// Effective guaranteed resources (YARN's effective minimum).
+    pub guaranteed: Resource,
+    /// Effective maximum resources.
+    pub maximum: Resource,
+    /// Percent of the cluster, as YARN's `absoluteCapacity` / `absoluteMaxCapacity`.
+    pub abs_capacity: f64,
+    pub abs_max_capacity: f64,
+    pub used: Resource,
+    pub am_used: Resource,
+    pub num_containers: usize,
+    /// Leaf only: every application in the queue.
+    pub apps: BTreeSet<ApplicationId>,
+    /// Leaf only: active applications with outstanding asks, in serving order.
+    pub schedulable: BTreeSet<(i64, u64, ApplicationId)>,
+    /// Leaf only: applications not yet activated (max-parallel-apps, AM limit), by submission.
+    pub waiting: BTreeSet<(u64, ApplicationId)>,
+    pub active_apps: usize,
+    pub users: BTreeMap<String, UserUsage>,
+}
+
+impl Queue {
+    pub fn is_leaf(&self) -> bool {
+        self.children.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct QueueTree {
+    pub queues: Vec<Queue>,
+    by_path: BTreeMap<String, usize>,
+    by_name: BTreeMap<String, Vec<usize>>,
+}
+
+impl QueueTree {
+    pub fn build(root: &QueueSpec) -> Self {
+        let mut t = QueueTree::default();
+        t.add(root, None, 0);
+        t
+    }
+
+    fn add(&mut self, spec: &QueueSpec, parent: Option<usize>, depth: usize) -> usize {
+        let idx = self.queues.len();
+        let mut own = spec.clone();
+        own.children.clear();
+        self.queues.push(Queue {
+            spec: own,
+            parent,
+            children: Vec::new(),
+            depth,
+            guaranteed: Resource::zero(),
+            maximum: Resource::zero(),
+            abs_capacity: 0.0,
+            abs_max_capacity: 0.0,
+            used: Resource::zero(),
+            am_used: Resource::zero(),
+            num_containers: 0,
+            apps: BTreeSet::new(),
+            schedulable: BTreeSet::new(),
+            waiting: BTreeSet::new(),
+            active_apps: 0,
+            users: BTreeMap::new(),
+        });
+        self.by_path.insert(spec.path.clone(), idx);
+        self.by_name.entry(spec.name.clone()).or_default().push(idx);
+        for c in &spec.children {
+            let ci = self.add(c, Some(idx), depth + 1);
+            self.queues[idx].children.push(ci);
+        }
+        idx
+    }
+
+    pub fn root(&self) -> usize {
+        0
+    }
+
+    /// By full path, else by short name when that is unambiguous (YARN accepts both).
+    pub fn find(&self, name: &str) -> Option<usize> {
+        if let Some(i) = self.by_path.get(name) {
+            return Some(*i);
+        }
+        match self.by_name.get(name).map(Vec::as_slice) {
+            Some([one]) => Some(*one),
+            _ => None,
+        }
+    }
+
+    pub fn leaf(&self, name: &str) -> Option<usize> {
+        self.find(name).filter(|i| self.queues[*i].is_leaf())
+    }
+
+    /// The queue and its ancestors, leaf first.
+    pub fn path_up(&self, mut idx: usize) -> impl Iterator<Item = usize> + '_ {
+        let mut done = false;
+        std::iter::from_fn(move || {
+            if done {
+                return None;
+            }
+            let cur = idx;
+            match self.queues[cur].parent {
+                Some(p) => idx = p,
+                None => done = true,
+            }
+            Some(cur)
+        })
+    }
+
+    /// Recomputes every queue's effective guaranteed and maximum for a cluster of `cluster`.
+    pub fn compute_capacities(&mut self, cluster: &Resource) {
+        let root = self.root();
+        self.queues[root].guaranteed = cluster.clone();
+        self.queues[root].maximum = cluster.clone();
+        self.queues[root].abs_capacity = 100.0;
+        self.queues[root].abs_max_capacity = 100.0;
+        self.compute_children(root, cluster);
+    }
+
+    fn compute_children(&mut self, parent: usize, cluster: &Resource) {
+        let children = self.queues[parent].children.clone();
+        if children.is_empty() {
+            return;
+        }
+        let pg = self.queues[parent].guaranteed.clone();
+        let pm = self.queues[parent].maximum.clone();
+        let p_abs = self.queues[parent].abs_capacity;
+        let p_abs_max = self.queues[parent].abs_max_capacity;
+        // Absolute and percent siblings take theirs first; weights share what is left.
+        let mut taken = Resource::zero();
+        let mut weight_sum = 0.0;
+        for &c in &children {
+            match &self.queues[c].spec.capacity {
+                CapacitySpec::Percent(p) => taken.add_assign(&scale(&pg, *p / 100.0)),
+                CapacitySpec::Absolute(r) => taken.add_assign(&min_each(r, &pg)),
+                CapacitySpec::Weight(w) => weight_sum += w.max(0.0),
+            }
+        }
+        let left = pg.minus(&taken).clamp_non_negative();
+        for &c in &children {
+            let (g, abs) = match &self.queues[c].spec.capacity {
+                CapacitySpec::Percent(p) => (scale(&pg, *p / 100.0), p_abs * p / 100.0),
+                CapacitySpec::Absolute(r) => {
+                    let g = min_each(r, &pg);
+                    let abs = share_pct(&g, cluster);
+                    (g, abs)
+                }
+                CapacitySpec::Weight(w) => {
+                    let f = if weight_sum > 0.0 {
+                        w.max(0.0) / weight_sum
+                    } else {
+                        0.0
+                    };
+                    let g = scale(&left, f);
+                    let abs = share_pct(&g, cluster);
+                    (g, abs)
+                }
+            };
+            let (mut m, abs_max) = match &self.queues[c].spec.max_capacity {
+                MaxCapacitySpec::Percent(p) => (scale(&pm, *p / 100.0), p_abs_max * p / 100.0),
+                MaxCapacitySpec::Absolute(r) => {
+                    let m = min_each(r, &pm);
+                    let abs = share_pct(&m, cluster);
+                    (m, abs)
+                }
+            };
+            // The maximum is never below the guarantee.
+            for (k, v) in g.entries() {
+                if m.get(k) < v {
+                    m.set(k, v);
+                }
+            }
+            let q = &mut self.queues[c];
+            q.guaranteed = g;
+            q.maximum = m;
+            q.abs_capacity = abs;
+            q.abs_max_capacity = abs_max.max(abs);
+            self.compute_children(c, cluster);
+        }
+    }
+
+    /// The effective ACL: a queue allows what it or any ancestor allows (YARN's OR rule);
+    /// an unset ACL on root allows everyone.
+    pub fn acl_allows(&self, idx: usize, user: &str, groups: &[String], admin: bool) -> bool {
+        for q in self.path_up(idx) {
+            let spec = &self.queues[q].spec;
+            let acl: Option<&Acl> = if admin {
+                spec.acl_admin.as_ref()
+            } else {
+                spec.acl_submit.as_ref()
+            };
+            match acl {
+                Some(a) if a.allows(user, groups) => return true,
+                None if self.queues[q].parent.is_none() => return true,
+                _ => {}
+            }
+        }
+        false
+    }
+
+    /// The ACL string of a queue as YARN shows it (inherited ones resolved to the nearest set).
+    pub fn acl_string(&self, idx: usize, admin: bool) -> String {
+        for q in self.path_up(idx) {
+            let spec = &self.queues[q].spec;
+            let acl = if admin {
+                spec.acl_admin.as_ref()
+            } else {
+                spec.acl_submit.as_ref()
+            };
+            if let Some(a) = acl {
+                return acl_text(a);
+            }
+        }
+        "*".into()
+    }
+}
+
+pub fn acl_text(a: &Acl) -> String {
+    if a.all {
+        return "*".into();
+    }
+    let users: Vec<&str> = a.users.iter().map(String::as_str).collect();
+    let groups: Vec<&str> = a.groups.iter().map(String::as_str).collect();
+    if users.is_empty() && groups.is_empty() {
+        return " ".into();
+    }
+    format!("{} {}", users.join(","), groups.join(","))
+        .trim_end()
+        .to_string()
+}
+
+/// Component-wise `r * f`, rounded down.
+pub fn scale(r: &Resource, f: f64) -> Resource {
+    let mut out = Resource::zero();
+    for (k, v) in r.entries() {
+        out.set(k, (v as f64 * f).floor() as i64);
+    }
+    out
+}
+
+pub fn min_each(a: &Resource, b: &Resource) -> Resource {
+    let mut out = Resource::zero();
+    for (k, v) in a.entries() {
+        out.set(k, v.min(b.get(k)));
+    }
+    out
+}
+
+/// `r` as a percent of `cluster`, by memory (YARN's absolute figures are per partition and
+/// memory-based for display).
+fn share_pct(r: &Resource, cluster: &Resource) -> f64 {
+    if cluster.memory_mb > 0 {
+        r.memory_mb as f64 * 100.0 / cluster.memory_mb as f64
+    } else {
+        0.0
+    }
+}
+
+/// How far `used` is into `base`, by the configured calculator: memory only, or the dominant
+/// share over every type `base` has (a type `base` lacks counts as fully used when used).
+pub fn ratio(calc: Calculator, used: &Resource, base: &Resource) -> f64 {
+    match calc {
+        Calculator::Memory => {
+            if base.memory_mb > 0 {
+                used.memory_mb as f64 / base.memory_mb as f64
+            } else if used.memory_mb > 0 {
+                f64::INFINITY
+            } else {
+                0.0
+            }
+        }
+        Calculator::Dominant => {
+            let mut worst: f64 = 0.0;
+            for (k, v) in used.entries() {
+                if v <= 0 {
+                    continue;
+                }
+                let b = base.get(k);
+                let r = if b > 0 {
+                    v as f64 / b as f64
+                } else {
+                    f64::INFINITY
+                };
+                worst = worst.max(r);
+            }
+            worst
+        }
+    }
+}
+
+/// `a` within `b` by the calculator: memory only, or every type.
+pub fn within(calc: Calculator, a: &Resource, b: &Resource) -> bool {
+    match calc {
+        Calculator::Memory => a.memory_mb <= b.memory_mb,
+        Calculator::Dominant => a.fits_in(b),
+    }
+}
