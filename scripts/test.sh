@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
-cargo build --workspace --bins --locked
-cargo test --workspace --locked --no-fail-fast -- --test-threads="${SPINDLE_TEST_THREADS:-4}"
+cargo build --workspace --bins
+cargo test --workspace --no-fail-fast -- --test-threads="${SPINDLE_TEST_THREADS:-4}"

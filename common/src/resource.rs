@@ -12,7 +12,7 @@ pub const VCORES: &str = "vcores";
 pub const GPU: &str = "yarn.io/gpu";
 pub const FPGA: &str = "yarn.io/fpga";
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Resource {
     pub memory_mb: i64,
     pub vcores: i64,

@@ -5,6 +5,7 @@
 //! Must not touch: processes, cgroups or devices (the NodeManager's), and no REST handler
 //! holds cluster state: handlers send typed commands to the driver and read its snapshot.
 
+pub mod bench;
 pub mod config;
 pub mod core;
 pub mod driver;

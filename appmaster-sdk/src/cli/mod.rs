@@ -18,6 +18,7 @@ macro_rules! say_raw {
 
 pub mod application;
 pub mod args;
+pub mod bench;
 pub mod dshell;
 pub mod format;
 pub mod logs;
@@ -54,6 +55,7 @@ defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the
   logs               -applicationId APPID [-containerId CID] [-log_files F1,F2]
   distributed-shell  run a shell command in N containers (see `spindle distributed-shell -help`)
   minicluster        start a resourcemanager and N nodemanagers on this machine
+  bench scheduler    --nodes N: benchmark the scheduler core (one JSON line)
 
 Options may be spelled -name, --name, -name=value; YARN's names (-appStates, -num_containers)
 and GNU ones (--app-states, --num-containers) both work. `spindle COMMAND -help` for more.";
@@ -72,6 +74,7 @@ pub async fn run(args: Vec<String>) -> u8 {
         "distributed-shell" | "distributedshell" | "dshell" => dshell::run_client_cmd(rest).await,
         "distributed-shell-am" => dshell::run_am_cmd(rest).await,
         "minicluster" => minicluster::run(rest).await,
+        "bench" => bench::run(rest).await,
         "help" | "-help" | "--help" | "-h" => {
             say!("{USAGE}");
             Ok(EXIT_OK)

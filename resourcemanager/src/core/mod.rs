@@ -9,7 +9,9 @@ pub mod queue_conf;
 pub mod scheduler;
 
 #[cfg(test)]
-mod tests;
+mod capacity_tests;
+#[cfg(test)]
+pub(crate) mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -358,18 +360,11 @@ impl RmCore {
     /// active.
     pub fn max_allocation(&self) -> Resource {
         let conf = &self.conf.max_allocation;
-        let mut largest: Option<Resource> = None;
-        for n in self.sched.nodes().iter().filter(|n| n.schedulable) {
-            let l = largest.get_or_insert_with(Resource::zero);
-            for (k, v) in n.total.entries() {
-                if v > l.get(k) {
-                    l.set(k, v);
-                }
-            }
-        }
-        let Some(largest) = largest else {
+        let nodes = self.sched.nodes();
+        if nodes.schedulable_count() == 0 {
             return conf.clone();
-        };
+        }
+        let largest = &nodes.largest;
         let mut out = Resource::zero();
         for (k, v) in conf.entries() {
             out.set(k, v.min(largest.get(k)));
@@ -520,7 +515,13 @@ impl RmCore {
     fn app_limits(&self, leaf: usize) -> (u32, u32) {
         let q = &self.sched.tree().queues[leaf];
         let max = q.spec.max_applications.unwrap_or_else(|| {
-            (f64::from(self.sched.conf().max_applications) * q.abs_capacity / 100.0)
+            (f64::from(self.sched.conf().max_applications)
+                * (if q.abs_capacity > 0.0 {
+                    q.abs_capacity
+                } else {
+                    q.abs_max_capacity
+                })
+                / 100.0)
                 .floor()
                 .max(1.0) as u32
         });
@@ -1204,32 +1205,27 @@ impl RmCore {
 
     // ------------------------------------------------------------------ containers
 
-    fn allocate_container(&mut self, p: &scheduler::Placement, now: u64) -> Option<Container> {
-        let node = self.nodes.get(&p.node)?;
+    /// Records a placed container. Its token is issued when the container is handed out
+    /// ([`Self::container_record`]), as YARN creates container tokens when the AM pulls them:
+    /// allocation stays cheap, and a container never pulled never costs a signature.
+    fn allocate_container(&mut self, p: &scheduler::Placement, now: u64) -> Option<ContainerId> {
+        let node = self.nodes.get_mut(&p.node)?;
         let node_http = node.http_address.clone();
         let app = self.apps.get_mut(&p.app)?;
-        let user = app.sub.user.clone();
         let attempt = app.current_attempt_mut()?;
         attempt.next_container_seq += 1;
         let cid = ContainerId::new(attempt.id, self.epoch, attempt.next_container_seq);
         attempt.containers.insert(cid);
-        app.nodes_touched.insert(p.node.clone());
-        let ident = ContainerTokenIdentifier {
-            container_id: cid,
-            node_id: p.node.clone(),
-            app_submitter: user,
-            resource: ResourceInfo::from(&p.resource),
-            expiry_time_ms: now + self.conf.container_alloc_expiry_ms,
-            rm_identifier: self.cluster_ts,
-            is_am: p.is_am,
-        };
-        let tok = token::issue_container_token(&self.secret, &ident);
+        if !app.nodes_touched.contains(&p.node) {
+            app.nodes_touched.insert(p.node.clone());
+        }
+        node.containers.insert(cid);
         self.containers.insert(
             cid,
             RmContainer {
                 id: cid,
                 node: p.node.clone(),
-                node_http: node_http.clone(),
+                node_http,
                 resource: p.resource.clone(),
                 priority: p.key.priority,
                 allocation_request_id: p.key.allocation_request_id,
@@ -1242,19 +1238,33 @@ impl RmCore {
                 diagnostics: String::new(),
             },
         );
-        if let Some(n) = self.nodes.get_mut(&p.node) {
-            n.containers.insert(cid);
-        }
         self.counters.containers_allocated += 1;
+        Some(cid)
+    }
+
+    /// The wire record of a container, with a freshly signed token that expires with the
+    /// allocation.
+    fn container_record(&self, cid: &ContainerId) -> Option<Container> {
+        let c = self.containers.get(cid)?;
+        let user = self.apps.get(&cid.application_id())?.sub.user.clone();
+        let ident = ContainerTokenIdentifier {
+            container_id: *cid,
+            node_id: c.node.clone(),
+            app_submitter: user,
+            resource: ResourceInfo::from(&c.resource),
+            expiry_time_ms: c.allocated_time + self.conf.container_alloc_expiry_ms,
+            rm_identifier: self.cluster_ts,
+            is_am: c.is_am,
+        };
         Some(Container {
-            id: cid,
-            node_id: p.node.clone(),
-            node_http_address: node_http,
-            resource: ResourceInfo::from(&p.resource),
-            priority: p.key.priority,
-            container_token: tok,
+            id: *cid,
+            node_id: c.node.clone(),
+            node_http_address: c.node_http.clone(),
+            resource: ResourceInfo::from(&c.resource),
+            priority: c.priority,
+            container_token: token::issue_container_token(&self.secret, &ident),
             execution_type: "GUARANTEED".into(),
-            allocation_request_id: p.key.allocation_request_id,
+            allocation_request_id: c.allocation_request_id,
             version: 0,
         })
     }
@@ -1270,7 +1280,9 @@ impl RmCore {
                 continue;
             };
             if p.is_am {
-                self.launch_am(&p.app, container, now);
+                if let Some(record) = self.container_record(&container) {
+                    self.launch_am(&p.app, record, now);
+                }
             } else if let Some(att) = self.apps.get_mut(&p.app).and_then(App::current_attempt_mut) {
                 att.to_deliver.push(container);
             }
@@ -1923,18 +1935,19 @@ impl RmCore {
             app.progress = (progress.clamp(0.0, 1.0)) * 100.0;
         }
         self.run_scheduler(now);
-        let num_nodes = self
-            .nodes
-            .values()
-            .filter(|n| n.state == NodeState::RUNNING)
-            .count() as i32;
+        let num_nodes = self.sched.nodes().schedulable_count() as i32;
         let headroom = self.headroom(&app_id);
         let att = self.live_attempt_mut(attempt)?;
         att.response_id = att.response_id.wrapping_add(1);
-        let allocated = std::mem::take(&mut att.to_deliver);
+        let pulled = std::mem::take(&mut att.to_deliver);
         let completed = std::mem::take(&mut att.to_report);
+        let response_id = att.response_id;
+        let allocated: Vec<Container> = pulled
+            .iter()
+            .filter_map(|c| self.container_record(c))
+            .collect();
         let reply = AllocateReply {
-            response_id: att.response_id,
+            response_id,
             allocated,
             completed,
             headroom,
@@ -1956,13 +1969,7 @@ impl RmCore {
     /// its queue's room below the maximum on every level, and its user's room below the
     /// user limit (YARN's headroom).
     fn headroom(&self, app: &ApplicationId) -> Resource {
-        let mut free = self
-            .sched
-            .nodes()
-            .iter()
-            .filter(|n| n.schedulable)
-            .fold(Resource::zero(), |acc, n| acc.plus(&n.free))
-            .clamp_non_negative();
+        let mut free = self.sched.nodes().cluster_free();
         let Some(a) = self.sched.app(app) else {
             return free;
         };

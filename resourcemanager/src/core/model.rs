@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use spindle_common::records::am::{Container, ContainerStatus};
+use spindle_common::records::am::ContainerStatus;
 use spindle_common::records::node::ContainerLaunchContext;
 use spindle_common::states::{
     FinalApplicationStatus, NodeState, RmContainerState, YarnApplicationAttemptState,
@@ -169,7 +169,7 @@ pub struct Attempt {
     /// Every container ever allocated to this attempt, for REST and logs.
     pub containers: BTreeSet<ContainerId>,
     /// Allocated, not yet handed to the AM.
-    pub to_deliver: Vec<Container>,
+    pub to_deliver: Vec<ContainerId>,
     /// Completed, not yet told to the AM.
     pub to_report: Vec<ContainerStatus>,
     pub diagnostics: String,

@@ -30,7 +30,7 @@ impl TestEnv {
         }
     }
 
-    fn step(&mut self) {
+    pub fn step(&mut self) {
         self.effects.extend(self.core.take_effects());
         if let Err(e) = self.core.sanity_check() {
             panic!("sanity check failed at t={}: {e}", self.now);

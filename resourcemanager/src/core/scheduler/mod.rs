@@ -105,6 +105,18 @@ pub struct Scheduler {
     demand: Vec<usize>,
     /// Per (leaf, user): the user's schedulable applications there ("active users").
     active_users: BTreeMap<(usize, String), usize>,
+    /// Containers wanted, by shape, over every ask: a pass ends as soon as every wanted
+    /// shape is known not to fit anywhere.
+    shapes: BTreeMap<Resource, u64>,
+}
+
+/// How serving one leaf ended.
+enum Served {
+    Placed(Placement),
+    /// Nothing more for this leaf in this pass.
+    LeafDone,
+    /// No wanted shape fits anywhere: the pass is over.
+    PassDone,
 }
 
 impl Scheduler {
@@ -119,6 +131,21 @@ impl Scheduler {
             apps: BTreeMap::new(),
             demand: vec![0; n],
             active_users: BTreeMap::new(),
+            shapes: BTreeMap::new(),
+        }
+    }
+
+    fn count_shape(&mut self, cap: &Resource, n: u32, up: bool) {
+        if n == 0 {
+            return;
+        }
+        if up {
+            *self.shapes.entry(cap.clone()).or_insert(0) += u64::from(n);
+        } else if let Some(c) = self.shapes.get_mut(cap) {
+            *c = c.saturating_sub(u64::from(n));
+            if *c == 0 {
+                self.shapes.remove(cap);
+            }
         }
     }
 
@@ -459,12 +486,19 @@ impl Scheduler {
 
     /// Replaces the desired state for one key; nothing wanted anywhere removes it.
     pub fn set_ask(&mut self, app: &ApplicationId, key: AskKey, ask: Ask) {
-        if let Some(a) = self.apps.get_mut(app) {
-            if ask.any == 0 && !ask.has_hosts() {
-                a.asks.remove(&key);
-            } else {
-                a.asks.insert(key, ask);
-            }
+        let Some(a) = self.apps.get_mut(app) else {
+            return;
+        };
+        let old = if ask.any == 0 && !ask.has_hosts() {
+            a.asks.remove(&key)
+        } else {
+            let (cap, n) = (ask.capability.clone(), ask.any);
+            let old = a.asks.insert(key, ask);
+            self.count_shape(&cap, n, true);
+            old
+        };
+        if let Some(o) = old {
+            self.count_shape(&o.capability, o.any, false);
         }
         self.refresh_order(app);
     }
@@ -474,8 +508,12 @@ impl Scheduler {
     }
 
     pub fn clear_asks(&mut self, app: &ApplicationId) {
-        if let Some(a) = self.apps.get_mut(app) {
-            a.asks.clear();
+        let asks = match self.apps.get_mut(app) {
+            Some(a) => std::mem::take(&mut a.asks),
+            None => return,
+        };
+        for ask in asks.into_values() {
+            self.count_shape(&ask.capability, ask.any, false);
         }
         self.refresh_order(app);
     }
@@ -658,8 +696,9 @@ impl Scheduler {
         let mut blocked_users: BTreeSet<(usize, String)> = BTreeSet::new();
         while let Some(leaf) = self.pick_leaf(&mut excluded) {
             match self.serve_leaf(leaf, &mut failed_shapes, &mut blocked_users) {
-                Some(p) => out.push(p),
-                None => excluded[leaf] = true,
+                Served::Placed(p) => out.push(p),
+                Served::LeafDone => excluded[leaf] = true,
+                Served::PassDone => break,
             }
         }
         out
@@ -700,34 +739,38 @@ impl Scheduler {
         }
     }
 
-    /// Under-served first: queues with a guarantee by used/guaranteed, then those without
-    /// one by their share of the cluster; ties by higher queue priority, then tree order.
+    /// Under-served first. A queue below its guarantee is served before any other, the one
+    /// furthest below first (the gap as a share of the cluster): this is what makes
+    /// every queue converge to within one container of its guarantee under saturating
+    /// demand. Queues at or over their guarantee come next, by used over guaranteed (YARN's
+    /// utilization order), then queues without a guarantee by their share of the cluster.
+    /// Ties go to the higher queue priority, then to tree order.
     fn order_key(&self, calc: Calculator, q: usize) -> (u8, f64, i64, usize) {
         let queue = &self.tree.queues[q];
+        let prio = -i64::from(queue.spec.priority);
+        let cluster = &self.nodes.cluster;
         if queue.guaranteed.is_zero() {
-            (
-                1,
-                ratio(calc, &queue.used, &self.nodes.cluster),
-                -i64::from(queue.spec.priority),
-                q,
-            )
+            return (2, ratio(calc, &queue.used, cluster), prio, q);
+        }
+        let r = ratio(calc, &queue.used, &queue.guaranteed);
+        if r < 1.0 {
+            // The gap to the guarantee, measured along the queue's dominant dimension and
+            // scaled to the cluster: (1 - used/guaranteed) x guaranteed's share.
+            let gap_share = (1.0 - r) * ratio(calc, &queue.guaranteed, cluster);
+            (0, -gap_share, prio, q)
         } else {
-            (
-                0,
-                ratio(calc, &queue.used, &queue.guaranteed),
-                -i64::from(queue.spec.priority),
-                q,
-            )
+            (1, r, prio, q)
         }
     }
 
-    /// Places one container for the first servable application of `leaf`, or None.
+    /// Places one container for the first servable application of `leaf`. Cheap checks
+    /// come first (a shape already known not to fit), so a full cluster costs little.
     fn serve_leaf(
         &mut self,
         leaf: usize,
         failed_shapes: &mut Vec<Resource>,
         blocked_users: &mut BTreeSet<(usize, String)>,
-    ) -> Option<Placement> {
+    ) -> Served {
         let calc = self.conf.calculator;
         let mut cursor: Option<(i64, u64, ApplicationId)> = None;
         loop {
@@ -741,30 +784,41 @@ impl Scheduler {
                         .copied(),
                 }
             };
-            let entry = next?;
+            let Some(entry) = next else {
+                return Served::LeafDone;
+            };
             cursor = Some(entry);
             let app_id = entry.2;
-            let Some(app) = self.apps.get(&app_id) else {
-                continue;
+            // The asks of this app that might be placed, without allocating for the rest.
+            let candidates: Vec<(AskKey, Resource, bool)> = match self.apps.get(&app_id) {
+                Some(app) => app
+                    .asks
+                    .iter()
+                    .filter(|(_, a)| a.any > 0)
+                    .filter(|(_, a)| {
+                        a.has_hosts()
+                            || a.has_racks()
+                            || !failed_shapes.iter().any(|s| s.fits_in(&a.capability))
+                    })
+                    .map(|(k, a)| (*k, a.capability.clone(), a.is_am))
+                    .collect(),
+                None => continue,
             };
-            if blocked_users.contains(&(leaf, app.user.clone())) {
+            if candidates.is_empty() {
                 continue;
             }
-            let keys: Vec<AskKey> = app.asks.keys().copied().collect();
-            let user = app.user.clone();
+            let Some(user) = self.apps.get(&app_id).map(|a| a.user.clone()) else {
+                continue;
+            };
+            if blocked_users.contains(&(leaf, user.clone())) {
+                continue;
+            }
             let user_used = self.tree.queues[leaf]
                 .users
                 .get(&user)
                 .map(|u| u.used.clone())
                 .unwrap_or_default();
-            for key in keys {
-                let Some(ask) = self.apps.get(&app_id).and_then(|a| a.asks.get(&key)) else {
-                    continue;
-                };
-                if ask.any == 0 {
-                    continue;
-                }
-                let cap = ask.capability.clone();
+            for (key, cap, is_am) in candidates {
                 if failed_shapes.iter().any(|s| s.fits_in(&cap)) {
                     continue;
                 }
@@ -772,16 +826,32 @@ impl Scheduler {
                     continue;
                 }
                 // AM containers were admitted by the AM limit; the user limit governs the rest.
-                if !ask.is_am && !within(calc, &user_used, &self.user_limit(leaf, &cap)) {
+                if !is_am && !within(calc, &user_used, &self.user_limit(leaf, &cap)) {
                     blocked_users.insert((leaf, user.clone()));
                     break;
                 }
                 match self.find_node(&app_id, &key) {
-                    Some(slot) => return self.commit(&app_id, &key, slot),
+                    Some(slot) => {
+                        return match self.commit(&app_id, &key, slot) {
+                            Some(p) => Served::Placed(p),
+                            None => Served::LeafDone,
+                        }
+                    }
                     None => {
-                        let ask = self.apps.get(&app_id).and_then(|a| a.asks.get(&key));
-                        if ask.is_some_and(|a| !a.has_hosts() && !a.has_racks()) {
+                        let local = self
+                            .apps
+                            .get(&app_id)
+                            .and_then(|a| a.asks.get(&key))
+                            .is_some_and(|a| a.has_hosts() || a.has_racks());
+                        if !local {
                             failed_shapes.push(cap);
+                            if self
+                                .shapes
+                                .keys()
+                                .all(|s| failed_shapes.iter().any(|f| f.fits_in(s)))
+                            {
+                                return Served::PassDone;
+                            }
                         }
                     }
                 }
@@ -833,6 +903,7 @@ impl Scheduler {
         let ask = app.asks.get_mut(key)?;
         let resource = ask.capability.clone();
         let is_am = ask.is_am;
+        let had = ask.any;
         ask.any = ask.any.saturating_sub(1);
         ask.missed = 0;
         if let Some(c) = ask.hosts.get_mut(&host) {
@@ -843,6 +914,9 @@ impl Scheduler {
         }
         if ask.any == 0 {
             app.asks.remove(key);
+        }
+        if had > 0 {
+            self.count_shape(&resource, 1, false);
         }
         self.nodes.charge(slot, &resource);
         self.charge_app(app_id, &resource, true);
@@ -899,6 +973,18 @@ impl Scheduler {
                     n.id, n.used, n.total
                 ));
             }
+        }
+        let mut shapes: BTreeMap<Resource, u64> = BTreeMap::new();
+        for a in self.apps.values() {
+            for ask in a.asks.values().filter(|x| x.any > 0) {
+                *shapes.entry(ask.capability.clone()).or_insert(0) += u64::from(ask.any);
+            }
+        }
+        if shapes != self.shapes {
+            return Err(format!(
+                "wanted shapes {:?} differ from the asks {:?}",
+                self.shapes, shapes
+            ));
         }
         let mut sums = vec![Resource::zero(); self.tree.queues.len()];
         for (id, a) in &self.apps {

@@ -42,6 +42,12 @@ pub struct NodeIndex {
     min_alloc: Resource,
     /// Sum of the totals of schedulable nodes.
     pub cluster: Resource,
+    /// Sum of what is used on schedulable nodes.
+    pub cluster_used: Resource,
+    /// Component-wise largest total of any schedulable node (YARN caps the maximum
+    /// allocation by it).
+    pub largest: Resource,
+    schedulable_count: usize,
 }
 
 impl NodeIndex {
@@ -55,6 +61,53 @@ impl NodeIndex {
 
     pub fn len(&self) -> usize {
         self.by_id.len()
+    }
+
+    /// Nodes that take containers.
+    pub fn schedulable_count(&self) -> usize {
+        self.schedulable_count
+    }
+
+    /// Free resources over schedulable nodes.
+    pub fn cluster_free(&self) -> Resource {
+        self.cluster.minus(&self.cluster_used).clamp_non_negative()
+    }
+
+    fn account(&mut self, slot: usize, up: bool) {
+        let Some(n) = self.slots.get(slot).and_then(Option::as_ref) else {
+            return;
+        };
+        if !n.schedulable {
+            return;
+        }
+        let (total, used) = (n.total.clone(), n.used.clone());
+        if up {
+            self.cluster.add_assign(&total);
+            self.cluster_used.add_assign(&used);
+            self.schedulable_count += 1;
+            for (k, v) in total.entries() {
+                if v > self.largest.get(k) {
+                    self.largest.set(k, v);
+                }
+            }
+        } else {
+            self.cluster.sub_assign(&total);
+            self.cluster_used.sub_assign(&used);
+            self.schedulable_count = self.schedulable_count.saturating_sub(1);
+            self.recompute_largest();
+        }
+    }
+
+    fn recompute_largest(&mut self) {
+        let mut l = Resource::zero();
+        for n in self.slots.iter().flatten().filter(|n| n.schedulable) {
+            for (k, v) in n.total.entries() {
+                if v > l.get(k) {
+                    l.set(k, v);
+                }
+            }
+        }
+        self.largest = l;
     }
 
     pub fn is_empty(&self) -> bool {
@@ -91,12 +144,12 @@ impl NodeIndex {
             schedulable: true,
             key: None,
         };
-        self.cluster.add_assign(&node.total);
         if slot == self.slots.len() {
             self.slots.push(Some(node));
         } else {
             self.slots[slot] = Some(node);
         }
+        self.account(slot, true);
         self.by_id.insert(id, slot);
         self.by_host.entry(host).or_default().insert(slot);
         self.by_rack.entry(rack).or_default().insert(slot);
@@ -104,13 +157,15 @@ impl NodeIndex {
     }
 
     pub fn remove(&mut self, id: &NodeId) -> Option<SchedNode> {
-        let slot = self.by_id.remove(id)?;
+        let slot = *self.by_id.get(id)?;
+        self.account(slot, false);
+        self.by_id.remove(id);
         let node = self.slots.get_mut(slot)?.take()?;
         if let Some(k) = node.key {
             self.buckets[k.0].remove(&(k.1, slot));
         }
         if node.schedulable {
-            self.cluster.sub_assign(&node.total);
+            self.recompute_largest();
         }
         if let Some(s) = self.by_host.get_mut(&node.host) {
             s.remove(&slot);
@@ -150,6 +205,9 @@ impl NodeIndex {
         if let Some(n) = self.slots.get_mut(slot).and_then(Option::as_mut) {
             n.used.add_assign(r);
             n.free.sub_assign(r);
+            if n.schedulable {
+                self.cluster_used.add_assign(r);
+            }
         }
         self.reindex(slot);
     }
@@ -158,6 +216,9 @@ impl NodeIndex {
         if let Some(n) = self.slots.get_mut(slot).and_then(Option::as_mut) {
             n.used.sub_assign(r);
             n.free.add_assign(r);
+            if n.schedulable {
+                self.cluster_used.sub_assign(r);
+            }
         }
         self.reindex(slot);
     }

@@ -1,0 +1,46 @@
+//! `spindle bench scheduler --nodes N [--apps A] [--containers-per-app C] [--steady-events E]`:
+//! the scheduler benchmark of the RM's pure core (`spindle_resourcemanager::bench`), printed
+//! as one JSON line. A benchmark, not a test: run it on a quiet machine, in a release build.
+
+use anyhow::{bail, Context};
+
+use super::EXIT_OK;
+
+pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
+    let mut it = args.iter();
+    match it.next().map(String::as_str) {
+        Some("scheduler") => {}
+        _ => bail!("usage: spindle bench scheduler --nodes N [--apps A] [--containers-per-app C] [--steady-events E] [--seed S]"),
+    }
+    let mut spec = spindle_resourcemanager::bench::BenchSpec::new(10_000);
+    let rest: Vec<&String> = it.collect();
+    let mut i = 0;
+    while i < rest.len() {
+        let flag = rest[i].trim_start_matches('-');
+        let value = rest
+            .get(i + 1)
+            .with_context(|| format!("{} needs a value", rest[i]))?;
+        let n: u64 = value
+            .parse()
+            .with_context(|| format!("{} must be a non-negative integer, got '{value}'", rest[i]))?;
+        match flag {
+            "nodes" => spec.nodes = n as usize,
+            "apps" => spec.apps = n as usize,
+            "containers-per-app" => spec.containers_per_app = n as u32,
+            "steady-events" => spec.steady_events = n as usize,
+            "racks" => spec.racks = (n as usize).max(1),
+            "seed" => spec.seed = n,
+            other => bail!("unknown option --{other}"),
+        }
+        i += 2;
+    }
+    if spec.nodes == 0 || spec.apps == 0 {
+        bail!("--nodes and --apps must be positive");
+    }
+    // The core is synchronous and single-threaded: run it off the async runtime's workers.
+    let result = tokio::task::spawn_blocking(move || spindle_resourcemanager::bench::run(&spec))
+        .await
+        .context("the benchmark task failed")?;
+    println!("{}", serde_json::to_string(&result).context("encoding the result")?);
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,319 @@
+//! The scheduler benchmark behind `spindle bench scheduler --nodes N`: it feeds the pure core
+//! (the same [`RmCore`] the live RM runs) a large cluster, a three-level tree of 64 leaf
+//! queues and 2,000 applications with 200,000 pending containers of mixed shapes, through
+//! the same inputs the live RM gives it (node registrations, submissions, AM registration,
+//! allocate calls, container completions in node heartbeats), and times it. Not a test: the
+//! figures go to `docs/performance.md`.
+
+use std::time::Instant;
+
+use spindle_common::records::node::ContainerLaunchContext;
+use spindle_common::resource::GPU;
+use spindle_common::states::{ContainerState, FinalApplicationStatus};
+use spindle_common::token::TokenSecret;
+use spindle_common::{NodeId, Resource};
+
+use crate::core::queue_conf::{CapacitySpec, QueueSpec, SchedulerConf};
+use crate::core::{AskUpdate, CoreConfig, NodeRegistration, ReportedContainer, RmCore, Submission};
+
+/// What to build.
+#[derive(Debug, Clone)]
+pub struct BenchSpec {
+    pub nodes: usize,
+    pub racks: usize,
+    pub apps: usize,
+    pub containers_per_app: u32,
+    /// Container completions (each followed by one scheduling pass) in the steady phase.
+    pub steady_events: usize,
+    pub seed: u64,
+}
+
+impl BenchSpec {
+    pub fn new(nodes: usize) -> Self {
+        Self {
+            nodes,
+            racks: 40,
+            apps: 2_000,
+            containers_per_app: 100,
+            steady_events: 20_000,
+            seed: 42,
+        }
+    }
+}
+
+/// The figures, printed as one JSON line.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BenchResult {
+    pub nodes: usize,
+    pub racks: usize,
+    pub leaf_queues: usize,
+    pub apps: usize,
+    pub pending_containers: u64,
+    /// Containers allocated while the backlog was fed in (allocate calls).
+    pub fill_allocations: u64,
+    pub fill_secs: f64,
+    /// Allocations per second over the whole run (fill and steady phases).
+    pub allocations_per_sec: f64,
+    /// Steady state: one container completes on a full cluster, one pass refills it.
+    pub steady_allocations: u64,
+    pub steady_allocations_per_sec: f64,
+    pub pass_p50_us: f64,
+    pub pass_p99_us: f64,
+    pub pass_max_us: f64,
+    /// Wall time per allocation over the run, in nanoseconds.
+    pub ns_per_allocation: f64,
+}
+
+/// A small deterministic PRNG (xorshift64*), so runs are repeatable without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// root -> 4 x 25% -> 4 x 25% -> 4 x 25% = 64 leaves, every queue elastic to 100%, users
+/// unbounded by the user-limit factor (so the tree, not user limits, decides).
+fn tree() -> (SchedulerConf, Vec<String>) {
+    let mut conf = SchedulerConf::single_default_queue();
+    let mut root = QueueSpec::new("root", CapacitySpec::Percent(100.0));
+    let mut leaves = Vec::new();
+    for a in 0..4 {
+        let pa = format!("root.d{a}");
+        let mut qa = QueueSpec::new(&pa, CapacitySpec::Percent(25.0));
+        for b in 0..4 {
+            let pb = format!("{pa}.t{b}");
+            let mut qb = QueueSpec::new(&pb, CapacitySpec::Percent(25.0));
+            for c in 0..4 {
+                let pc = format!("{pb}.q{c}");
+                let mut leaf = QueueSpec::new(&pc, CapacitySpec::Percent(25.0));
+                leaf.user_limit_factor = -1.0;
+                leaf.max_am_resource_percent = 0.5;
+                leaf.ordering = if c % 2 == 0 {
+                    crate::core::queue_conf::OrderingPolicy::Fifo
+                } else {
+                    crate::core::queue_conf::OrderingPolicy::Fair
+                };
+                qb.children.push(leaf);
+                leaves.push(pc);
+            }
+            qa.children.push(qb);
+        }
+        root.children.push(qa);
+    }
+    conf.root = root;
+    conf.max_applications = 100_000;
+    (conf, leaves)
+}
+
+/// Mixed shapes: 1-GPU and 8-GPU training workers, 2-GPU inference, CPU-only preprocessing.
+fn shape(i: u64) -> Resource {
+    match i % 10 {
+        0 => Resource::new(512 * 1024, 64).with(GPU, 8),
+        1 | 2 => Resource::new(128 * 1024, 16).with(GPU, 2),
+        3..=5 => Resource::new(64 * 1024, 8).with(GPU, 1),
+        _ => Resource::new(16 * 1024, 4),
+    }
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+pub fn run(spec: &BenchSpec) -> BenchResult {
+    let (sched, leaves) = tree();
+    let conf = CoreConfig {
+        min_allocation: Resource::new(1024, 1),
+        max_allocation: Resource::new(1024 * 1024, 96).with(GPU, 8),
+        heartbeat_interval_ms: 1000,
+        nm_expiry_ms: u64::MAX / 4,
+        am_expiry_ms: u64::MAX / 4,
+        am_max_attempts: 2,
+        container_alloc_expiry_ms: u64::MAX / 4,
+        max_completed_apps: 10_000,
+        rm_address: "http://127.0.0.1:8088".into(),
+        scheduler: sched,
+    };
+    let secret = TokenSecret::from_hex("000102030405060708090a0b0c0d0e0f")
+        .unwrap_or_else(|_| unreachable_secret());
+    let mut core = RmCore::new(conf, 1, 0, secret);
+    let mut now: u64 = 1_000;
+    let mut rng = Rng(spec.seed | 1);
+    let mut nodes = Vec::with_capacity(spec.nodes);
+    for i in 0..spec.nodes {
+        let id = NodeId::new(format!("n{i:05}.r{:02}", i % spec.racks), 8042);
+        core.register_node(
+            NodeRegistration {
+                id: id.clone(),
+                http_address: id.to_string(),
+                rack: format!("/rack{:02}", i % spec.racks),
+                total: Resource::new(1024 * 1024, 96).with(GPU, 8),
+                version: "bench".into(),
+                containers: vec![],
+            },
+            now,
+        );
+        nodes.push(id);
+    }
+    let _ = core.take_effects();
+    // Submit every application; each AM is allocated at once, and registers.
+    let mut attempts = Vec::with_capacity(spec.apps);
+    for a in 0..spec.apps {
+        let id = core.new_application();
+        let sub = Submission {
+            name: format!("bench-{a}"),
+            queue: leaves[a % leaves.len()].clone(),
+            user: format!("user{}", a % 200),
+            priority: 0,
+            application_type: "BENCH".into(),
+            tags: vec![],
+            am_resource: Resource::new(2048, 1),
+            am_launch: ContainerLaunchContext {
+                commands: vec!["am".into()],
+                ..Default::default()
+            },
+            max_app_attempts: 1,
+            keep_containers: false,
+            unmanaged_am: false,
+            groups: vec![],
+        };
+        if core.submit(id, sub, now).is_err() {
+            continue;
+        }
+        for e in core.take_effects() {
+            if let crate::core::Effect::LaunchAm {
+                attempt, container, ..
+            } = e
+            {
+                core.am_launched(&attempt, &container, Ok(()), now);
+                let _ = core.am_register(&attempt, "am".into(), 0, String::new(), now);
+                attempts.push(attempt);
+            }
+        }
+    }
+    // Feed the backlog: every AM asks for its containers in one allocate call (three shapes
+    // per application), and the core places what fits at once.
+    let mut pending: u64 = 0;
+    let mut allocated: u64 = 0;
+    let fill_start = Instant::now();
+    for (i, att) in attempts.iter().enumerate() {
+        let per_shape = spec.containers_per_app / 3;
+        let counts = [
+            per_shape,
+            per_shape,
+            spec.containers_per_app - 2 * per_shape,
+        ];
+        let asks = (0..3u64)
+            .map(|k| AskUpdate {
+                priority: 1 + k as i32,
+                allocation_request_id: k as i64,
+                resource_name: "*".into(),
+                capability: shape(i as u64 * 3 + k),
+                num_containers: counts[k as usize],
+                relax_locality: true,
+            })
+            .collect();
+        pending += u64::from(spec.containers_per_app);
+        if let Ok(r) = core.am_allocate(att, 0, asks, vec![], 0.0, now) {
+            allocated += r.allocated.len() as u64;
+        }
+        now += 1;
+    }
+    let fill_secs = fill_start.elapsed().as_secs_f64();
+    let fill_allocations = allocated;
+    // Steady state: a random running worker completes (reported in its node's heartbeat);
+    // the pass that follows refills the space.
+    let mut live: Vec<(spindle_common::ContainerId, NodeId)> = core
+        .containers()
+        .values()
+        .filter(|c| c.is_live() && !c.is_am)
+        .map(|c| (c.id, c.node.clone()))
+        .collect();
+    let mut passes = Vec::with_capacity(spec.steady_events);
+    let mut steady_allocated: u64 = 0;
+    let steady_start = Instant::now();
+    for _ in 0..spec.steady_events {
+        if live.is_empty() {
+            break;
+        }
+        let i = rng.below(live.len() as u64) as usize;
+        let (cid, node) = live.swap_remove(i);
+        let before = core.counters().containers_allocated;
+        let t = Instant::now();
+        core.node_heartbeat(
+            &node,
+            true,
+            String::new(),
+            vec![ReportedContainer {
+                id: cid,
+                state: ContainerState::COMPLETE,
+                exit_status: 0,
+                diagnostics: String::new(),
+                resource: Resource::zero(),
+            }],
+            now,
+        );
+        passes.push(t.elapsed().as_secs_f64() * 1e6);
+        let after = core.counters().containers_allocated;
+        let new = after - before;
+        steady_allocated += new;
+        if new > 0 {
+            // Pick up what was placed so it can complete later too.
+            live.extend(
+                core.containers()
+                    .values()
+                    .rev()
+                    .filter(|c| c.is_live() && !c.is_am)
+                    .take(new as usize)
+                    .map(|c| (c.id, c.node.clone())),
+            );
+        }
+        now += 1;
+    }
+    let steady_secs = steady_start.elapsed().as_secs_f64();
+    // Let every AM finish, so a run also exercises teardown (not timed).
+    for att in &attempts {
+        let _ = core.am_finish(
+            att,
+            FinalApplicationStatus::SUCCEEDED,
+            String::new(),
+            String::new(),
+            now,
+        );
+    }
+    passes.sort_by(f64::total_cmp);
+    let total_alloc = fill_allocations + steady_allocated;
+    let total_secs = fill_secs + steady_secs;
+    BenchResult {
+        nodes: spec.nodes,
+        racks: spec.racks,
+        leaf_queues: leaves.len(),
+        apps: attempts.len(),
+        pending_containers: pending,
+        fill_allocations,
+        fill_secs,
+        allocations_per_sec: total_alloc as f64 / total_secs.max(1e-9),
+        steady_allocations: steady_allocated,
+        steady_allocations_per_sec: steady_allocated as f64 / steady_secs.max(1e-9),
+        pass_p50_us: pct(&passes, 0.5),
+        pass_p99_us: pct(&passes, 0.99),
+        pass_max_us: passes.last().copied().unwrap_or(0.0),
+        ns_per_allocation: total_secs * 1e9 / (total_alloc.max(1) as f64),
+    }
+}
+
+fn unreachable_secret() -> TokenSecret {
+    // from_hex of a constant 16-byte string cannot fail; keep a non-panicking path anyway.
+    TokenSecret::generate().unwrap_or_else(|_| std::process::abort())
+}
