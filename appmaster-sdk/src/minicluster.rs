@@ -5,6 +5,12 @@
 //!
 //! Every daemon is owned by a guard: dropping the [`MiniCluster`] (also on an error path or
 //! a cancelled start) sends SIGTERM to each, waits up to 5 s, then SIGKILLs what is left.
+//!
+//! With [`MiniClusterOptions::gpus_per_node`], every NM discovers that many fake GPUs: the
+//! repository's `scripts/fake-nvidia-smi` (compiled in, so an installed `spindle` has it) is
+//! written to `<work>/fake-gpus/nvidia-smi` with its `fake-gpu.conf`, the NMs get the GPU
+//! plugin pointed at it, and the RM gets `yarn.io/gpu` in `yarn.resource-types`. It needs
+//! `python3` on the machine.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -25,6 +31,9 @@ pub const RM_STATE_STORE_PATH: &str = "spindle.resourcemanager.state-store.path"
 /// The property that tells an NM where the RM is (the team brief's name).
 pub const NM_RM_ADDRESS: &str = "spindle.nodemanager.rm-address";
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// `scripts/fake-nvidia-smi`, written out for `--gpus-per-node`.
+pub const FAKE_NVIDIA_SMI: &str = include_str!("../../scripts/fake-nvidia-smi");
+const GPU: &str = "yarn.io/gpu";
 const STOP_GRACE: Duration = Duration::from_secs(5);
 const POLL: Duration = Duration::from_millis(50);
 
@@ -40,6 +49,8 @@ pub struct MiniClusterOptions {
     pub startup_timeout: Duration,
     /// Where the daemon binaries are; default: next to the current executable, then `PATH`.
     pub bin_dir: Option<PathBuf>,
+    /// Fake GPUs each NM discovers (0: the GPU plugin is left as the configuration says).
+    pub gpus_per_node: u32,
 }
 
 impl Default for MiniClusterOptions {
@@ -51,6 +62,7 @@ impl Default for MiniClusterOptions {
             work_dir: None,
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             bin_dir: None,
+            gpus_per_node: 0,
         }
     }
 }
@@ -292,6 +304,36 @@ fn d(key: &str, value: impl std::fmt::Display) -> [String; 2] {
     ["-D".to_string(), format!("{key}={value}")]
 }
 
+/// `list` (a comma list) with `item` added unless present.
+fn with_item(list: &str, item: &str) -> String {
+    let mut items: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if !items.contains(&item) {
+        items.push(item);
+    }
+    items.join(",")
+}
+
+/// Writes the fake `nvidia-smi` and its config (`count` GPUs) into `<work>/fake-gpus`.
+pub fn write_fake_gpus(work_dir: &Path, count: u32) -> Result<PathBuf, MiniClusterError> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = work_dir.join("fake-gpus");
+    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    let exe = dir.join("nvidia-smi");
+    std::fs::write(&exe, FAKE_NVIDIA_SMI).map_err(io(&exe))?;
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).map_err(io(&exe))?;
+    let conf = dir.join("fake-gpu.conf");
+    std::fs::write(
+        &conf,
+        format!("# Written by the minicluster (--gpus-per-node).\nFAKE_GPU_COUNT={count}\n"),
+    )
+    .map_err(io(&conf))?;
+    Ok(dir)
+}
+
 impl MiniCluster {
     /// Starts the RM, then the NMs, and waits until the RM lists every NM as RUNNING.
     pub async fn start(opts: &MiniClusterOptions) -> Result<Self, MiniClusterError> {
@@ -316,6 +358,30 @@ impl MiniCluster {
             tracing::info!(missing = %conf_dir.display(), using = %c.display(), "no configuration directory; using an empty one");
             c
         };
+        // Fake GPUs: the RM schedules yarn.io/gpu, every NM runs the GPU plugin on the fake.
+        let (mut rm_extra, mut nm_extra) = (Vec::new(), Vec::new());
+        if opts.gpus_per_node > 0 {
+            let fake = write_fake_gpus(&work_dir, opts.gpus_per_node)?;
+            let conf = spindle_common::config::Configuration::load_dir(&conf_dir).ok();
+            let get = |k: &str| {
+                conf.as_ref()
+                    .and_then(|c| c.get(k).ok().flatten())
+                    .unwrap_or_default()
+            };
+            rm_extra.extend(d(
+                keys::RESOURCE_TYPES,
+                with_item(&get(keys::RESOURCE_TYPES), GPU),
+            ));
+            nm_extra.extend(d(
+                keys::NM_RESOURCE_PLUGINS,
+                with_item(&get(keys::NM_RESOURCE_PLUGINS), GPU),
+            ));
+            nm_extra.extend(d(
+                keys::NM_GPU_PATH_TO_DISCOVERY_EXECUTABLES,
+                fake.display(),
+            ));
+            nm_extra.extend(d(keys::NM_GPU_ALLOWED_DEVICES, "auto"));
+        }
         let rm_bin = find_binary(RM_BINARY, opts.bin_dir.as_deref())?;
         let nm_bin = find_binary(NM_BINARY, opts.bin_dir.as_deref())?;
 
@@ -329,6 +395,7 @@ impl MiniCluster {
         args.extend(d(keys::RM_WEBAPP_ADDRESS, &bind));
         args.extend(d(RM_STATE_STORE_PATH, store.display()));
         args.extend(d(keys::RM_STORE_PATH, store.display()));
+        args.extend(rm_extra.iter().cloned());
         args.extend([
             "--address-file".to_string(),
             rm_address_file.display().to_string(),
@@ -369,6 +436,7 @@ impl MiniCluster {
             args.extend(d(keys::NM_LOCAL_DIRS, local.display()));
             args.extend(d(keys::NM_LOG_DIRS, logs.display()));
             args.extend(d(keys::NM_RECOVERY_DIR, recovery.display()));
+            args.extend(nm_extra.iter().cloned());
             args.extend([
                 "--address-file".to_string(),
                 address_file.display().to_string(),
@@ -492,6 +560,23 @@ async fn wait_for_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fake_gpus_are_written_with_their_count() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fake = write_fake_gpus(dir.path(), 3).unwrap();
+        let exe = fake.join("nvidia-smi");
+        assert!(exe.metadata().unwrap().permissions().mode() & 0o111 != 0);
+        assert!(std::fs::read_to_string(&exe)
+            .unwrap()
+            .contains("nvsmi_device_v12"));
+        let conf = std::fs::read_to_string(fake.join("fake-gpu.conf")).unwrap();
+        assert!(conf.contains("FAKE_GPU_COUNT=3"), "{conf}");
+        assert_eq!(with_item("yarn.io/fpga", GPU), "yarn.io/fpga,yarn.io/gpu");
+        assert_eq!(with_item(" yarn.io/gpu ", GPU), "yarn.io/gpu");
+        assert_eq!(with_item("", GPU), "yarn.io/gpu");
+    }
 
     #[test]
     fn missing_binaries_are_named() {

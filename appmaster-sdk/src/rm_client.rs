@@ -4,9 +4,11 @@
 use reqwest::{Method, StatusCode};
 use spindle_common::ids::{ApplicationAttemptId, ApplicationId, NodeId};
 use spindle_common::records::cluster::{
-    AppAttemptInfo, AppAttemptsBody, AppBody, AppInfo, AppStateBody, ApplicationSubmissionContext,
-    AppsBody, ClusterInfo, ClusterInfoBody, ClusterMetrics, ClusterMetricsBody,
-    ContainerReportInfo, ContainersBody, NewApplication, NodeBody, NodeInfo, NodesBody,
+    AppAttemptInfo, AppAttemptsBody, AppBody, AppInfo, AppPriorityBody, AppQueueBody, AppStateBody,
+    ApplicationSubmissionContext, AppsBody, CapacitySchedulerInfo, ClusterInfo, ClusterInfoBody,
+    ClusterMetrics, ClusterMetricsBody, ConfInfo, ConfigVersionInfo, ContainerReportInfo,
+    ContainersBody, NewApplication, NodeBody, NodeInfo, NodesBody, RmQueueAclInfo,
+    SchedConfUpdateInfo, SchedulerBody,
 };
 use spindle_common::states::{FinalApplicationStatus, NodeState, YarnApplicationState};
 
@@ -269,6 +271,141 @@ impl RmClient {
             url: self.http.url(&path),
             message: e,
         })
+    }
+
+    /// `GET /scheduler`: the capacity scheduler's queue tree.
+    pub async fn scheduler(&self) -> Result<CapacitySchedulerInfo, ClientError> {
+        let b: SchedulerBody = self.http.get_json(&Self::path("/scheduler")).await?;
+        Ok(b.scheduler.scheduler_info)
+    }
+
+    /// `POST /refresh-queues` (`rmadmin -refreshQueues`): the RM re-reads
+    /// `capacity-scheduler.xml`. Answers the configuration version now in effect.
+    pub async fn refresh_queues(&self) -> Result<u64, ClientError> {
+        let (rb, url) = self
+            .http
+            .request(Method::POST, &Self::path("/refresh-queues"));
+        let resp = self
+            .http
+            .send_ok(rb.query(&self.user_query()), &url)
+            .await?;
+        let b: ConfigVersionInfo = decode(resp, &url).await?;
+        Ok(b.version_id)
+    }
+
+    /// `GET /scheduler-conf`: the live capacity-scheduler properties, `(name, value)`.
+    pub async fn scheduler_conf(&self) -> Result<Vec<(String, String)>, ClientError> {
+        let (rb, url) = self
+            .http
+            .request(Method::GET, &Self::path("/scheduler-conf"));
+        let resp = self
+            .http
+            .send_ok(rb.query(&self.user_query()), &url)
+            .await?;
+        let b: ConfInfo = decode(resp, &url).await?;
+        Ok(b.property.into_iter().map(|p| (p.name, p.value)).collect())
+    }
+
+    /// `PUT /scheduler-conf`: applies a `sched-conf` mutation (a refusal is a `Remote`
+    /// error whose message names queue, property and rule).
+    pub async fn update_scheduler_conf(
+        &self,
+        update: &SchedConfUpdateInfo,
+    ) -> Result<(), ClientError> {
+        let (rb, url) = self
+            .http
+            .request(Method::PUT, &Self::path("/scheduler-conf"));
+        self.http
+            .send_ok(rb.query(&self.user_query()).json(update), &url)
+            .await?;
+        Ok(())
+    }
+
+    /// `POST /scheduler-conf/validate`: the properties the mutation would produce.
+    pub async fn validate_scheduler_conf(
+        &self,
+        update: &SchedConfUpdateInfo,
+    ) -> Result<Vec<(String, String)>, ClientError> {
+        let (rb, url) = self
+            .http
+            .request(Method::POST, &Self::path("/scheduler-conf/validate"));
+        let resp = self
+            .http
+            .send_ok(rb.query(&self.user_query()).json(update), &url)
+            .await?;
+        let b: ConfInfo = decode(resp, &url).await?;
+        Ok(b.property.into_iter().map(|p| (p.name, p.value)).collect())
+    }
+
+    /// `GET /scheduler-conf/version`.
+    pub async fn scheduler_conf_version(&self) -> Result<u64, ClientError> {
+        let (rb, url) = self
+            .http
+            .request(Method::GET, &Self::path("/scheduler-conf/version"));
+        let resp = self
+            .http
+            .send_ok(rb.query(&self.user_query()), &url)
+            .await?;
+        let b: ConfigVersionInfo = decode(resp, &url).await?;
+        Ok(b.version_id)
+    }
+
+    /// `PUT /apps/{id}/queue`: moves the application; answers its new queue (leaf name).
+    pub async fn move_app(&self, id: &ApplicationId, queue: &str) -> Result<String, ClientError> {
+        let (rb, url) = self
+            .http
+            .request(Method::PUT, &Self::path(&format!("/apps/{id}/queue")));
+        let body = AppQueueBody {
+            queue: queue.to_string(),
+        };
+        let resp = self
+            .http
+            .send_ok(rb.query(&self.user_query()).json(&body), &url)
+            .await?;
+        let b: AppQueueBody = decode(resp, &url).await?;
+        Ok(b.queue)
+    }
+
+    /// `PUT /apps/{id}/priority`: answers the effective priority.
+    pub async fn set_priority(
+        &self,
+        id: &ApplicationId,
+        priority: i32,
+    ) -> Result<i32, ClientError> {
+        let (rb, url) = self
+            .http
+            .request(Method::PUT, &Self::path(&format!("/apps/{id}/priority")));
+        let resp = self
+            .http
+            .send_ok(
+                rb.query(&self.user_query())
+                    .json(&AppPriorityBody { priority }),
+                &url,
+            )
+            .await?;
+        let b: AppPriorityBody = decode(resp, &url).await?;
+        Ok(b.priority)
+    }
+
+    /// `GET /queues/{queue}/access`: whether `user` holds the ACL (`SUBMIT_APPLICATIONS` or
+    /// `ADMINISTER_QUEUE`) on the queue.
+    pub async fn queue_access(
+        &self,
+        queue: &str,
+        user: &str,
+        acl_type: &str,
+    ) -> Result<RmQueueAclInfo, ClientError> {
+        let path = Self::path(&format!("/queues/{}/access", urlencoding::encode(queue)));
+        let (rb, url) = self.http.request(Method::GET, &path);
+        let resp = self
+            .http
+            .send_ok(
+                rb.query(&self.user_query())
+                    .query(&[("user", user), ("queue-acl-type", acl_type)]),
+                &url,
+            )
+            .await?;
+        decode(resp, &url).await
     }
 
     /// The base URL, `http://host:port`.

@@ -4,21 +4,55 @@
 //! Values are whole units as YARN's countable resources are. A missing extended type means 0,
 //! so a GPU-less ask fits on a GPU-less node without either side naming the type.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::{Mutex, OnceLock};
+
+use smallvec::SmallVec;
 
 pub const MEMORY_MB: &str = "memory-mb";
 pub const VCORES: &str = "vcores";
 pub const GPU: &str = "yarn.io/gpu";
 pub const FPGA: &str = "yarn.io/fpga";
 
+/// Distinct extended type names kept; names past this (only garbage input produces them)
+/// all map to [`UNKNOWN_TYPE`], which no node offers, so such asks are refused as unknown.
+const MAX_INTERNED: usize = 4096;
+pub const UNKNOWN_TYPE: &str = "<unknown-resource-type>";
+
+/// Resource type names are interned, so a vector is plain data (copied without allocating)
+/// and a name compares by pointer in the common case.
+fn intern(name: &str) -> &'static str {
+    match name {
+        GPU => return GPU,
+        FPGA => return FPGA,
+        _ => {}
+    }
+    static TABLE: OnceLock<Mutex<BTreeSet<&'static str>>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| Mutex::new(BTreeSet::new()));
+    let mut set = match table.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    };
+    if let Some(s) = set.get(name) {
+        return s;
+    }
+    if set.len() >= MAX_INTERNED {
+        return UNKNOWN_TYPE;
+    }
+    let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
+    set.insert(leaked);
+    leaked
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Resource {
     pub memory_mb: i64,
     pub vcores: i64,
-    /// Extended countable types, never containing `memory-mb` or `vcores`; zero entries are
-    /// removed so that equality is structural.
-    others: BTreeMap<String, i64>,
+    /// Extended countable types sorted by name, never containing `memory-mb` or `vcores`;
+    /// zero entries are removed so that equality is structural. Inline for up to three
+    /// types: the scheduler copies vectors on every step.
+    others: SmallVec<[(&'static str, i64); 3]>,
 }
 
 impl Resource {
@@ -26,7 +60,7 @@ impl Resource {
         Self {
             memory_mb,
             vcores,
-            others: BTreeMap::new(),
+            others: SmallVec::new(),
         }
     }
 
@@ -40,17 +74,28 @@ impl Resource {
         self
     }
 
+    fn position(&self, name: &str) -> Result<usize, usize> {
+        self.others.binary_search_by(|(k, _)| (*k).cmp(name))
+    }
+
     pub fn set(&mut self, name: &str, value: i64) {
         match name {
             MEMORY_MB | "memory" => self.memory_mb = value,
             VCORES => self.vcores = value,
-            _ => {
-                if value == 0 {
-                    self.others.remove(name);
-                } else {
-                    self.others.insert(name.to_string(), value);
+            _ => match self.position(name) {
+                Ok(i) => {
+                    if value == 0 {
+                        self.others.remove(i);
+                    } else {
+                        self.others[i].1 = value;
+                    }
                 }
-            }
+                Err(i) => {
+                    if value != 0 {
+                        self.others.insert(i, (intern(name), value));
+                    }
+                }
+            },
         }
     }
 
@@ -58,19 +103,25 @@ impl Resource {
         match name {
             MEMORY_MB | "memory" => self.memory_mb,
             VCORES => self.vcores,
-            _ => self.others.get(name).copied().unwrap_or(0),
+            _ => {
+                // Pointer equality first: names are interned.
+                if let Some((_, v)) = self.others.iter().find(|(k, _)| std::ptr::eq(*k, name)) {
+                    return *v;
+                }
+                self.position(name).map(|i| self.others[i].1).unwrap_or(0)
+            }
         }
     }
 
     /// Every named value, memory and vcores first, then extended types in name order.
-    pub fn entries(&self) -> impl Iterator<Item = (&str, i64)> + '_ {
+    pub fn entries(&self) -> impl Iterator<Item = (&'static str, i64)> + '_ {
         [(MEMORY_MB, self.memory_mb), (VCORES, self.vcores)]
             .into_iter()
-            .chain(self.others.iter().map(|(k, v)| (k.as_str(), *v)))
+            .chain(self.others.iter().copied())
     }
 
-    pub fn extended(&self) -> impl Iterator<Item = (&str, i64)> + '_ {
-        self.others.iter().map(|(k, v)| (k.as_str(), *v))
+    pub fn extended(&self) -> impl Iterator<Item = (&'static str, i64)> + '_ {
+        self.others.iter().copied()
     }
 
     pub fn is_zero(&self) -> bool {
@@ -78,7 +129,7 @@ impl Resource {
     }
 
     pub fn any_negative(&self) -> bool {
-        self.memory_mb < 0 || self.vcores < 0 || self.others.values().any(|v| *v < 0)
+        self.memory_mb < 0 || self.vcores < 0 || self.others.iter().any(|(_, v)| *v < 0)
     }
 
     /// True when every component of `self` is at most the same component of `other`.
@@ -88,28 +139,28 @@ impl Resource {
             && self.others.iter().all(|(k, v)| *v <= other.get(k))
     }
 
-    pub fn add_assign(&mut self, o: &Resource) {
-        self.memory_mb += o.memory_mb;
-        self.vcores += o.vcores;
+    fn merge(&mut self, o: &Resource, sign: i64) {
+        self.memory_mb += sign * o.memory_mb;
+        self.vcores += sign * o.vcores;
         for (k, v) in &o.others {
-            let e = self.others.entry(k.clone()).or_insert(0);
-            *e += v;
-            if *e == 0 {
-                self.others.remove(k);
+            match self.position(k) {
+                Ok(i) => {
+                    self.others[i].1 += sign * v;
+                    if self.others[i].1 == 0 {
+                        self.others.remove(i);
+                    }
+                }
+                Err(i) => self.others.insert(i, (*k, sign * v)),
             }
         }
     }
 
+    pub fn add_assign(&mut self, o: &Resource) {
+        self.merge(o, 1);
+    }
+
     pub fn sub_assign(&mut self, o: &Resource) {
-        self.memory_mb -= o.memory_mb;
-        self.vcores -= o.vcores;
-        for (k, v) in &o.others {
-            let e = self.others.entry(k.clone()).or_insert(0);
-            *e -= v;
-            if *e == 0 {
-                self.others.remove(k);
-            }
-        }
+        self.merge(o, -1);
     }
 
     pub fn plus(&self, o: &Resource) -> Resource {
@@ -127,8 +178,8 @@ impl Resource {
     /// Component-wise multiple, for `n` containers of one shape.
     pub fn times(&self, n: i64) -> Resource {
         let mut r = Resource::new(self.memory_mb * n, self.vcores * n);
-        for (k, v) in &self.others {
-            r.set(k, v * n);
+        if n != 0 {
+            r.others = self.others.iter().map(|(k, v)| (*k, v * n)).collect();
         }
         r
     }
@@ -136,9 +187,12 @@ impl Resource {
     /// Component-wise maximum with zero: what is left when usage may exceed capacity.
     pub fn clamp_non_negative(&self) -> Resource {
         let mut r = Resource::new(self.memory_mb.max(0), self.vcores.max(0));
-        for (k, v) in &self.others {
-            r.set(k, (*v).max(0));
-        }
+        r.others = self
+            .others
+            .iter()
+            .filter(|(_, v)| *v > 0)
+            .copied()
+            .collect();
         r
     }
 

@@ -11,6 +11,8 @@ use std::time::Duration;
 use spindle_common::config::{keys, ConfigError, Configuration, DEFAULT_SOURCE};
 use spindle_common::resource::Resource;
 
+use crate::isolation::{DeviceIsolation, IsolationConfig};
+
 /// Whether a stopped NM leaves its containers running for the next NM to re-adopt
 /// (YARN's key; not yet in `common::config::keys`).
 pub const NM_RECOVERY_ENABLED: &str = "yarn.nodemanager.recovery.enabled";
@@ -22,6 +24,39 @@ pub const DEFAULT_NM_ENV_WHITELIST: &str = "JAVA_HOME,PATH,LANG,TZ,TMPDIR,RUST_L
 pub const NM_STDERR_TAIL_BYTES: &str = "yarn.nodemanager.container.stderr.tail.bytes";
 pub const DEFAULT_NM_STDERR_TAIL_BYTES: u64 = 4096;
 pub const DEFAULT_NM_HOSTNAME: &str = "127.0.0.1";
+
+// ---- Resource plugins (GPU, FPGA). YARN's names where YARN has one; `spindle.` otherwise.
+
+/// Where the FPGA vendor's discovery tool (`aocl`) is; unset: `$ALTERAOCLSDKROOT/bin/aocl`,
+/// else `aocl` on the NM's `PATH` (YARN's order).
+pub const NM_FPGA_PATH_TO_DISCOVERY_EXECUTABLES: &str =
+    "yarn.nodemanager.resource-plugins.fpga.path-to-discovery-executables";
+/// The FPGA vendor plugin; YARN ships (and Spindle implements) only Intel's OpenCL one.
+pub const NM_FPGA_VENDOR_PLUGIN_CLASS: &str =
+    "yarn.nodemanager.resource-plugins.fpga.vendor-plugin.class";
+pub const DEFAULT_NM_FPGA_VENDOR_PLUGIN_CLASS: &str =
+    "org.apache.hadoop.yarn.server.nodemanager.containermanager.resourceplugin.fpga.IntelFpgaOpenclPlugin";
+/// How long one run of a discovery executable (`nvidia-smi`, `aocl diagnose`) may take before
+/// it is killed. YARN hard-codes 10 s; configurable so tests of a hanging tool stay short.
+pub const NM_DEVICE_DISCOVERY_TIMEOUT_MS: &str =
+    "spindle.nodemanager.resource-plugins.discovery-timeout-ms";
+pub const DEFAULT_NM_DEVICE_DISCOVERY_TIMEOUT_MS: u64 = 10_000;
+/// How often the GPU plugin re-reads utilization, memory and temperature (and notices GPUs
+/// that vanished); 0 disables the refresh. YARN re-runs `nvidia-smi` on every REST read
+/// instead; a background refresh keeps a hanging `nvidia-smi` away from REST callers.
+pub const NM_GPU_REFRESH_INTERVAL_MS: &str =
+    "spindle.nodemanager.resource-plugins.gpu.refresh-interval-ms";
+pub const DEFAULT_NM_GPU_REFRESH_INTERVAL_MS: u64 = 30_000;
+/// Major number of GPU device nodes (`/dev/nvidia<minor>`) when the node itself cannot be
+/// stat'ed (YARN's container-executor `gpu.major-device-number`).
+pub const NM_GPU_MAJOR_DEVICE_NUMBER: &str =
+    "spindle.nodemanager.resource-plugins.gpu.major-device-number";
+pub const DEFAULT_NM_GPU_MAJOR_DEVICE_NUMBER: u32 = 195;
+/// Major number of FPGA device nodes when `/dev/<name>` cannot be stat'ed (YARN's
+/// container-executor `fpga.major-device-number`).
+pub const NM_FPGA_MAJOR_DEVICE_NUMBER: &str =
+    "spindle.nodemanager.resource-plugins.fpga.major-device-number";
+pub const DEFAULT_NM_FPGA_MAJOR_DEVICE_NUMBER: u32 = 246;
 
 /// Why the configuration was refused. One variant per rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -79,6 +114,116 @@ pub enum NmConfigError {
         name: &'static str,
         value: String,
     },
+    #[error("{at}: property '{name}': expected resource plugins among yarn.io/gpu, yarn.io/fpga, got '{value}'")]
+    UnknownResourcePlugin {
+        at: String,
+        name: &'static str,
+        value: String,
+    },
+    #[error("{at}: property '{name}': expected 'auto' or index:minor pairs such as 0:0,1:1, got '{value}' ({reason})")]
+    BadAllowedGpus {
+        at: String,
+        name: &'static str,
+        value: String,
+        reason: String,
+    },
+    #[error("{at}: property '{name}': expected 'auto' or minor numbers such as 0,1, got '{value}' ({reason})")]
+    BadAllowedFpgas {
+        at: String,
+        name: &'static str,
+        value: String,
+        reason: String,
+    },
+    #[error("{at}: property '{name}': expected IntelFpgaOpenclPlugin (the only FPGA vendor plugin), got '{value}'")]
+    UnknownFpgaVendorPlugin {
+        at: String,
+        name: &'static str,
+        value: String,
+    },
+    #[error("{at}: property '{name}': expected a time in ms greater than 0, got '{value}'")]
+    TimeoutNotPositive {
+        at: String,
+        name: &'static str,
+        value: String,
+    },
+    #[error("{at}: property '{name}': expected a device major number (0 to 4095), got '{value}'")]
+    BadMajorNumber {
+        at: String,
+        name: &'static str,
+        value: String,
+    },
+    // ---- Container isolation
+    #[error("{at}: property '{name}': expected DefaultContainerExecutor or LinuxContainerExecutor, got '{value}'")]
+    UnknownContainerExecutor {
+        at: String,
+        name: &'static str,
+        value: String,
+    },
+    #[error("{at}: property '{name}': expected a cgroup path of names without '.', '..' or ',' (such as /spindle), got '{value}'")]
+    BadCgroupHierarchy {
+        at: String,
+        name: &'static str,
+        value: String,
+    },
+    #[error("{at}: property '{name}': expected auto, v1 or ebpf, got '{value}'")]
+    UnknownDeviceIsolation {
+        at: String,
+        name: &'static str,
+        value: String,
+    },
+    #[error("{at}: property '{name}': expected an interval in ms greater than 0, got '{value}'")]
+    MonitorIntervalNotPositive {
+        at: String,
+        name: &'static str,
+        value: String,
+    },
+}
+
+/// Which GPUs the NM may hand out (`yarn.nodemanager.resource-plugins.gpu.allowed-gpu-devices`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllowedGpus {
+    /// Every GPU discovery finds; index = position in the discovery output.
+    Auto,
+    /// Exactly these `(index, minor)` pairs, discovered or not (YARN's rule: an explicit list
+    /// is authoritative, for machines where discovery does not work).
+    List(Vec<(u32, u32)>),
+}
+
+/// Which FPGAs the NM may hand out (`...fpga.allowed-fpga-devices`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllowedFpgas {
+    Auto,
+    /// Discovered devices with these minor numbers only.
+    Minors(Vec<u32>),
+}
+
+/// The GPU plugin's settings (`yarn.io/gpu` in `yarn.nodemanager.resource-plugins`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuPluginConfig {
+    pub allowed: AllowedGpus,
+    /// `path-to-discovery-executables` (file or directory). When set, `nvidia-smi` is used
+    /// even where NVML is present: the operator chose the tool.
+    pub discovery_executable: Option<PathBuf>,
+    pub timeout: Duration,
+    /// None: no background refresh.
+    pub refresh_interval: Option<Duration>,
+    pub major: u32,
+}
+
+/// The FPGA plugin's settings (`yarn.io/fpga` in `yarn.nodemanager.resource-plugins`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FpgaPluginConfig {
+    pub allowed: AllowedFpgas,
+    pub discovery_executable: Option<PathBuf>,
+    pub timeout: Duration,
+    pub major: u32,
+}
+
+/// The enabled resource plugins; both None when `yarn.nodemanager.resource-plugins` is empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResourcePluginsConfig {
+    pub gpu: Option<GpuPluginConfig>,
+    pub fpga: Option<FpgaPluginConfig>,
 }
 
 /// The NodeManager's validated configuration.
@@ -108,6 +253,10 @@ pub struct NmConfig {
     pub env_whitelist: Vec<String>,
     /// Bytes of stderr quoted in a failed container's diagnostics.
     pub stderr_tail_bytes: u64,
+    /// GPU/FPGA plugins (`yarn.nodemanager.resource-plugins` and their keys).
+    pub plugins: ResourcePluginsConfig,
+    /// cgroups and the memory watcher (see [`isolation_config`]).
+    pub isolation: IsolationConfig,
 }
 
 impl NmConfig {
@@ -224,6 +373,8 @@ impl NmConfig {
             });
         }
         let stderr_tail_bytes = conf.get_u64(NM_STDERR_TAIL_BYTES, DEFAULT_NM_STDERR_TAIL_BYTES)?;
+        let plugins = resource_plugins(conf)?;
+        let isolation = isolation_config(conf)?;
 
         Ok(Self {
             webapp_address,
@@ -238,8 +389,265 @@ impl NmConfig {
             conf_dir: absolute(conf_dir),
             env_whitelist,
             stderr_tail_bytes,
+            plugins,
+            isolation,
         })
     }
+}
+
+// ---- Container isolation: cgroups, and the process-tree memory watcher without them.
+
+/// YARN's executor choice: a class name ending in `DefaultContainerExecutor` turns cgroups
+/// off, one ending in `LinuxContainerExecutor` asks for them; unset means "cgroups where the
+/// node has them" (Spindle's default, unlike YARN's).
+pub const NM_CONTAINER_EXECUTOR_CLASS: &str = "yarn.nodemanager.container-executor.class";
+/// Spindle's switch: false keeps containers out of cgroups whatever the executor class.
+pub const NM_CGROUPS_ENABLED: &str = "spindle.nodemanager.cgroups.enabled";
+pub const NM_CGROUPS_STRICT_RESOURCE_USAGE: &str =
+    "yarn.nodemanager.linux-container-executor.cgroups.strict-resource-usage";
+/// `pids.max` of every container; 0 = no limit.
+pub const NM_CONTAINER_PIDS_LIMIT: &str = "spindle.nodemanager.container.pids-limit";
+/// `auto`, `v1` (devices.deny) or `ebpf` (a cgroup2 device program).
+pub const NM_CGROUPS_DEVICE_ISOLATION: &str = "spindle.nodemanager.cgroups.device-isolation";
+
+/// Reads the isolation keys (defaults in [`IsolationConfig::default`]).
+fn isolation_config(conf: &Configuration) -> Result<IsolationConfig, NmConfigError> {
+    let d = IsolationConfig::default();
+    let class_allows = match conf.get_nonempty(NM_CONTAINER_EXECUTOR_CLASS)? {
+        None => true,
+        Some(c) if c.ends_with("LinuxContainerExecutor") => true,
+        Some(c) if c.ends_with("DefaultContainerExecutor") => false,
+        Some(c) => {
+            return Err(NmConfigError::UnknownContainerExecutor {
+                at: at(conf, NM_CONTAINER_EXECUTOR_CLASS),
+                name: NM_CONTAINER_EXECUTOR_CLASS,
+                value: c,
+            })
+        }
+    };
+    let cgroups_enabled = class_allows && conf.get_bool(NM_CGROUPS_ENABLED, true)?;
+    let hierarchy = conf.get_string(keys::NM_CGROUPS_HIERARCHY, &d.hierarchy)?;
+    let parts: Vec<&str> = hierarchy.split('/').filter(|p| !p.is_empty()).collect();
+    if parts.is_empty()
+        || parts
+            .iter()
+            .any(|p| *p == "." || *p == ".." || p.contains([',', '\0', '\n']))
+    {
+        return Err(NmConfigError::BadCgroupHierarchy {
+            at: at(conf, keys::NM_CGROUPS_HIERARCHY),
+            name: keys::NM_CGROUPS_HIERARCHY,
+            value: hierarchy,
+        });
+    }
+    let device_raw = conf.get_string(NM_CGROUPS_DEVICE_ISOLATION, "auto")?;
+    let device_isolation = DeviceIsolation::parse(&device_raw).ok_or_else(|| {
+        NmConfigError::UnknownDeviceIsolation {
+            at: at(conf, NM_CGROUPS_DEVICE_ISOLATION),
+            name: NM_CGROUPS_DEVICE_ISOLATION,
+            value: device_raw.clone(),
+        }
+    })?;
+    let interval = conf.get_duration_ms(
+        keys::NM_CONTAINER_MONITOR_INTERVAL_MS,
+        keys::DEFAULT_NM_CONTAINER_MONITOR_INTERVAL_MS,
+    )?;
+    if interval == 0 {
+        return Err(NmConfigError::MonitorIntervalNotPositive {
+            at: at(conf, keys::NM_CONTAINER_MONITOR_INTERVAL_MS),
+            name: keys::NM_CONTAINER_MONITOR_INTERVAL_MS,
+            value: "0".into(),
+        });
+    }
+    Ok(IsolationConfig {
+        cgroups_enabled,
+        hierarchy,
+        strict_cpu: conf.get_bool(NM_CGROUPS_STRICT_RESOURCE_USAGE, d.strict_cpu)?,
+        pids_limit: conf.get_u64(NM_CONTAINER_PIDS_LIMIT, d.pids_limit)?,
+        monitor_interval: Duration::from_millis(interval),
+        pmem_check: conf.get_bool(
+            keys::NM_PMEM_CHECK_ENABLED,
+            keys::DEFAULT_NM_PMEM_CHECK_ENABLED,
+        )?,
+        device_isolation,
+        mount_path: conf
+            .get_nonempty(keys::NM_CGROUPS_MOUNT_PATH)?
+            .map(|p| absolute(Path::new(&p))),
+    })
+}
+
+/// Reads `yarn.nodemanager.resource-plugins` and the keys of each plugin it enables.
+fn resource_plugins(conf: &Configuration) -> Result<ResourcePluginsConfig, NmConfigError> {
+    let raw = conf.get_string(keys::NM_RESOURCE_PLUGINS, keys::DEFAULT_NM_RESOURCE_PLUGINS)?;
+    let mut out = ResourcePluginsConfig::default();
+    let names: Vec<&str> = raw
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if names.is_empty() {
+        return Ok(out);
+    }
+    let timeout_ms = conf.get_duration_ms(
+        NM_DEVICE_DISCOVERY_TIMEOUT_MS,
+        DEFAULT_NM_DEVICE_DISCOVERY_TIMEOUT_MS,
+    )?;
+    if timeout_ms == 0 {
+        return Err(NmConfigError::TimeoutNotPositive {
+            at: at(conf, NM_DEVICE_DISCOVERY_TIMEOUT_MS),
+            name: NM_DEVICE_DISCOVERY_TIMEOUT_MS,
+            value: timeout_ms.to_string(),
+        });
+    }
+    let timeout = Duration::from_millis(timeout_ms);
+    for n in names {
+        match n {
+            spindle_common::resource::GPU => {
+                let allowed_raw = conf.get_string(
+                    keys::NM_GPU_ALLOWED_DEVICES,
+                    keys::DEFAULT_NM_GPU_ALLOWED_DEVICES,
+                )?;
+                let allowed = parse_allowed_gpus(&allowed_raw).map_err(|reason| {
+                    NmConfigError::BadAllowedGpus {
+                        at: at(conf, keys::NM_GPU_ALLOWED_DEVICES),
+                        name: keys::NM_GPU_ALLOWED_DEVICES,
+                        value: allowed_raw.clone(),
+                        reason,
+                    }
+                })?;
+                let refresh = conf.get_duration_ms(
+                    NM_GPU_REFRESH_INTERVAL_MS,
+                    DEFAULT_NM_GPU_REFRESH_INTERVAL_MS,
+                )?;
+                out.gpu = Some(GpuPluginConfig {
+                    allowed,
+                    discovery_executable: conf
+                        .get_nonempty(keys::NM_GPU_PATH_TO_DISCOVERY_EXECUTABLES)?
+                        .map(|p| absolute(Path::new(&p))),
+                    timeout,
+                    refresh_interval: (refresh > 0).then(|| Duration::from_millis(refresh)),
+                    major: major_number(
+                        conf,
+                        NM_GPU_MAJOR_DEVICE_NUMBER,
+                        DEFAULT_NM_GPU_MAJOR_DEVICE_NUMBER,
+                    )?,
+                });
+            }
+            spindle_common::resource::FPGA => {
+                let allowed_raw = conf.get_string(
+                    keys::NM_FPGA_ALLOWED_DEVICES,
+                    keys::DEFAULT_NM_FPGA_ALLOWED_DEVICES,
+                )?;
+                let allowed = parse_allowed_fpgas(&allowed_raw).map_err(|reason| {
+                    NmConfigError::BadAllowedFpgas {
+                        at: at(conf, keys::NM_FPGA_ALLOWED_DEVICES),
+                        name: keys::NM_FPGA_ALLOWED_DEVICES,
+                        value: allowed_raw.clone(),
+                        reason,
+                    }
+                })?;
+                let class = conf.get_string(
+                    NM_FPGA_VENDOR_PLUGIN_CLASS,
+                    DEFAULT_NM_FPGA_VENDOR_PLUGIN_CLASS,
+                )?;
+                let short = class.rsplit('.').next().unwrap_or_default().trim();
+                if short != "IntelFpgaOpenclPlugin" {
+                    return Err(NmConfigError::UnknownFpgaVendorPlugin {
+                        at: at(conf, NM_FPGA_VENDOR_PLUGIN_CLASS),
+                        name: NM_FPGA_VENDOR_PLUGIN_CLASS,
+                        value: class,
+                    });
+                }
+                out.fpga = Some(FpgaPluginConfig {
+                    allowed,
+                    discovery_executable: conf
+                        .get_nonempty(NM_FPGA_PATH_TO_DISCOVERY_EXECUTABLES)?
+                        .map(|p| absolute(Path::new(&p))),
+                    timeout,
+                    major: major_number(
+                        conf,
+                        NM_FPGA_MAJOR_DEVICE_NUMBER,
+                        DEFAULT_NM_FPGA_MAJOR_DEVICE_NUMBER,
+                    )?,
+                });
+            }
+            _ => {
+                return Err(NmConfigError::UnknownResourcePlugin {
+                    at: at(conf, keys::NM_RESOURCE_PLUGINS),
+                    name: keys::NM_RESOURCE_PLUGINS,
+                    value: raw.clone(),
+                })
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn major_number(
+    conf: &Configuration,
+    name: &'static str,
+    default: u32,
+) -> Result<u32, NmConfigError> {
+    let v = conf.get_u64(name, u64::from(default))?;
+    // Linux majors are 12 bits.
+    match u32::try_from(v) {
+        Ok(m) if m < 4096 => Ok(m),
+        _ => Err(NmConfigError::BadMajorNumber {
+            at: at(conf, name),
+            name,
+            value: v.to_string(),
+        }),
+    }
+}
+
+/// `auto`, or `index:minor[,index:minor]`: every pair two unsigned integers, no index and no
+/// minor twice. The error is the reason, for [`NmConfigError::BadAllowedGpus`].
+pub fn parse_allowed_gpus(raw: &str) -> Result<AllowedGpus, String> {
+    let t = raw.trim();
+    if t.eq_ignore_ascii_case("auto") {
+        return Ok(AllowedGpus::Auto);
+    }
+    if t.is_empty() {
+        return Err("empty".into());
+    }
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
+    for item in t.split(',').map(str::trim) {
+        let parsed = item.split_once(':').and_then(|(i, m)| {
+            Some((i.trim().parse::<u32>().ok()?, m.trim().parse::<u32>().ok()?))
+        });
+        let Some((index, minor)) = parsed else {
+            return Err(format!("'{item}' is not index:minor"));
+        };
+        if pairs.iter().any(|(i, _)| *i == index) {
+            return Err(format!("index {index} is listed twice"));
+        }
+        if pairs.iter().any(|(_, m)| *m == minor) {
+            return Err(format!("minor number {minor} is listed twice"));
+        }
+        pairs.push((index, minor));
+    }
+    Ok(AllowedGpus::List(pairs))
+}
+
+/// `auto`, or a comma list of distinct minor numbers.
+pub fn parse_allowed_fpgas(raw: &str) -> Result<AllowedFpgas, String> {
+    let t = raw.trim();
+    if t.eq_ignore_ascii_case("auto") {
+        return Ok(AllowedFpgas::Auto);
+    }
+    if t.is_empty() {
+        return Err("empty".into());
+    }
+    let mut minors = Vec::new();
+    for item in t.split(',').map(str::trim) {
+        let Ok(m) = item.parse::<u32>() else {
+            return Err(format!("'{item}' is not a minor number"));
+        };
+        if minors.contains(&m) {
+            return Err(format!("minor number {m} is listed twice"));
+        }
+        minors.push(m);
+    }
+    Ok(AllowedFpgas::Minors(minors))
 }
 
 fn is_wildcard(host: &str) -> bool {
@@ -422,9 +830,158 @@ mod tests {
     }
 
     #[test]
+    fn resource_plugins_are_read_with_yarns_names() {
+        let c = NmConfig::from_configuration(&Configuration::new(), Path::new("c")).unwrap();
+        assert_eq!(c.plugins, ResourcePluginsConfig::default());
+        let c = NmConfig::from_configuration(
+            &conf(&[
+                (keys::NM_RESOURCE_PLUGINS, "yarn.io/gpu, yarn.io/fpga"),
+                (keys::NM_GPU_ALLOWED_DEVICES, "0:0,1:1,2:2,3:4"),
+                (
+                    keys::NM_GPU_PATH_TO_DISCOVERY_EXECUTABLES,
+                    "/opt/nvidia/bin",
+                ),
+                (NM_DEVICE_DISCOVERY_TIMEOUT_MS, "500"),
+                (NM_GPU_REFRESH_INTERVAL_MS, "0"),
+                (keys::NM_FPGA_ALLOWED_DEVICES, "0,2"),
+                (NM_FPGA_VENDOR_PLUGIN_CLASS, "IntelFpgaOpenclPlugin"),
+            ]),
+            Path::new("c"),
+        )
+        .unwrap();
+        let gpu = c.plugins.gpu.unwrap();
+        assert_eq!(
+            gpu.allowed,
+            AllowedGpus::List(vec![(0, 0), (1, 1), (2, 2), (3, 4)])
+        );
+        assert_eq!(
+            gpu.discovery_executable,
+            Some(PathBuf::from("/opt/nvidia/bin"))
+        );
+        assert_eq!(gpu.timeout, Duration::from_millis(500));
+        assert_eq!(gpu.refresh_interval, None);
+        assert_eq!(gpu.major, 195);
+        let fpga = c.plugins.fpga.unwrap();
+        assert_eq!(fpga.allowed, AllowedFpgas::Minors(vec![0, 2]));
+        assert_eq!(fpga.major, 246);
+        assert_eq!(fpga.discovery_executable, None);
+    }
+
+    #[test]
+    fn allowed_devices_refuse_duplicates_and_garbage() {
+        assert_eq!(parse_allowed_gpus(" AUTO "), Ok(AllowedGpus::Auto));
+        for (bad, why) in [
+            ("0:0,0:1", "index 0 is listed twice"),
+            ("0:0,1:0", "minor number 0 is listed twice"),
+            ("0:0,x", "'x' is not index:minor"),
+            ("0-0", "'0-0' is not index:minor"),
+            ("0:-1", "not index:minor"),
+            ("", "empty"),
+            ("0:0,,1:1", "'' is not index:minor"),
+        ] {
+            let e = parse_allowed_gpus(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        assert_eq!(parse_allowed_fpgas("auto"), Ok(AllowedFpgas::Auto));
+        assert!(parse_allowed_fpgas("1,1").unwrap_err().contains("twice"));
+        assert!(parse_allowed_fpgas("a").unwrap_err().contains("'a'"));
+        let cases: Vec<(&str, &str, &str)> = vec![
+            (
+                keys::NM_RESOURCE_PLUGINS,
+                "yarn.io/tpu",
+                "yarn.io/gpu, yarn.io/fpga",
+            ),
+            (keys::NM_GPU_ALLOWED_DEVICES, "0:1,1:1", "listed twice"),
+            (keys::NM_FPGA_ALLOWED_DEVICES, "x", "minor numbers"),
+            (
+                NM_FPGA_VENDOR_PLUGIN_CLASS,
+                "com.acme.Fpga",
+                "IntelFpgaOpenclPlugin",
+            ),
+            (NM_DEVICE_DISCOVERY_TIMEOUT_MS, "0", "greater than 0"),
+            (NM_GPU_MAJOR_DEVICE_NUMBER, "5000", "major number"),
+        ];
+        for (k, v, want) in cases {
+            let mut pairs = vec![(keys::NM_RESOURCE_PLUGINS, "yarn.io/gpu,yarn.io/fpga")];
+            pairs.push((k, v));
+            let e = NmConfig::from_configuration(&conf(&pairs), Path::new("c")).unwrap_err();
+            let msg = e.to_string();
+            assert!(msg.contains(want), "{k}={v}: {msg}");
+            assert!(msg.contains(&format!("property '{k}'")), "{msg}");
+        }
+    }
+
+    #[test]
     fn wildcard_hosts_become_loopback() {
         assert_eq!(connectable("0.0.0.0:1"), "127.0.0.1:1");
         assert_eq!(connectable(":1"), "127.0.0.1:1");
         assert_eq!(connectable("h:1"), "h:1");
+    }
+
+    #[test]
+    fn isolation_keys() {
+        let c = NmConfig::from_configuration(&Configuration::new(), Path::new("c")).unwrap();
+        assert_eq!(c.isolation, IsolationConfig::default());
+        assert!(c.isolation.cgroups_enabled && c.isolation.pmem_check);
+        assert_eq!(c.isolation.hierarchy, "/spindle");
+        assert_eq!(c.isolation.pids_limit, 4096);
+        assert_eq!(c.isolation.monitor_interval, Duration::from_millis(3000));
+        let c = NmConfig::from_configuration(
+            &conf(&[
+                (keys::NM_CGROUPS_HIERARCHY, "spindle-tests/a"),
+                (NM_CGROUPS_STRICT_RESOURCE_USAGE, "true"),
+                (NM_CONTAINER_PIDS_LIMIT, "0"),
+                (keys::NM_CONTAINER_MONITOR_INTERVAL_MS, "250"),
+                (keys::NM_PMEM_CHECK_ENABLED, "false"),
+                (NM_CGROUPS_DEVICE_ISOLATION, "eBPF"),
+                (keys::NM_CGROUPS_MOUNT_PATH, "/sys/fs/cgroup"),
+                (
+                    NM_CONTAINER_EXECUTOR_CLASS,
+                    "org.apache.hadoop.yarn.server.nodemanager.LinuxContainerExecutor",
+                ),
+            ]),
+            Path::new("c"),
+        )
+        .unwrap();
+        let i = &c.isolation;
+        assert!(i.cgroups_enabled && i.strict_cpu && !i.pmem_check);
+        assert_eq!(i.hierarchy, "spindle-tests/a");
+        assert_eq!(i.pids_limit, 0);
+        assert_eq!(i.monitor_interval, Duration::from_millis(250));
+        assert_eq!(i.device_isolation, DeviceIsolation::Ebpf);
+        assert_eq!(i.mount_path, Some(PathBuf::from("/sys/fs/cgroup")));
+        for off in [
+            (
+                NM_CONTAINER_EXECUTOR_CLASS,
+                "org.apache.hadoop.yarn.server.nodemanager.DefaultContainerExecutor",
+            ),
+            (NM_CGROUPS_ENABLED, "false"),
+        ] {
+            let c = NmConfig::from_configuration(&conf(&[off]), Path::new("c")).unwrap();
+            assert!(!c.isolation.cgroups_enabled, "{off:?}");
+        }
+        let cases: Vec<(&str, &str, &str)> = vec![
+            (
+                NM_CONTAINER_EXECUTOR_CLASS,
+                "Docker",
+                "LinuxContainerExecutor",
+            ),
+            (keys::NM_CGROUPS_HIERARCHY, "/a/../b", "cgroup path"),
+            (keys::NM_CGROUPS_HIERARCHY, "/", "cgroup path"),
+            (keys::NM_CGROUPS_HIERARCHY, "a,b", "cgroup path"),
+            (NM_CGROUPS_DEVICE_ISOLATION, "v3", "auto, v1 or ebpf"),
+            (
+                keys::NM_CONTAINER_MONITOR_INTERVAL_MS,
+                "0",
+                "greater than 0",
+            ),
+            (NM_CONTAINER_PIDS_LIMIT, "-1", "expected"),
+        ];
+        for (k, v, want) in cases {
+            let e = NmConfig::from_configuration(&conf(&[(k, v)]), Path::new("c")).unwrap_err();
+            let msg = e.to_string();
+            assert!(msg.contains(want), "{k}={v}: {msg}");
+            assert!(msg.contains(&format!("property '{k}'")), "{msg}");
+        }
     }
 }

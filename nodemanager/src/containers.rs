@@ -75,6 +75,9 @@ pub enum ProcessExit {
     Signal(i32),
     /// Not observed (it ended while the NM was down and left no exit-code file).
     Unknown(String),
+    /// Killed for exceeding its memory limit: by the kernel's OOM killer in its cgroup, or by
+    /// the NM's process-tree watcher. `detail` says which, for the diagnostics.
+    MemoryExceeded { limit_mb: i64, detail: String },
 }
 
 impl ProcessExit {
@@ -84,6 +87,7 @@ impl ProcessExit {
             Self::Code(c) => *c,
             Self::Signal(s) => 128 + s,
             Self::Unknown(_) => exit_status::ABORTED,
+            Self::MemoryExceeded { .. } => exit_status::KILLED_EXCEEDED_PMEM,
         }
     }
 }
@@ -354,8 +358,32 @@ impl ContainerTable {
             ProcessExit::Code(code) => format!("Exit code is {code}"),
             ProcessExit::Signal(s) => format!("Killed by signal {s}"),
             ProcessExit::Unknown(why) => why.clone(),
+            ProcessExit::MemoryExceeded { detail, .. } => format!("Killed: {detail}"),
         };
         match c.state {
+            NmContainerState::RUNNING if matches!(exit, ProcessExit::MemoryExceeded { .. }) => {
+                // YARN's pmem kill: the NM (or the kernel on its behalf) killed the container.
+                let limit = match exit {
+                    ProcessExit::MemoryExceeded { limit_mb, .. } => *limit_mb,
+                    _ => 0,
+                };
+                let mut diag = format!(
+                    "Container killed for exceeding its memory limit of {limit} MB. {how}."
+                );
+                if !stderr_tail.is_empty() {
+                    diag.push_str(&format!(
+                        "\nLast {} bytes of stderr :\n{stderr_tail}",
+                        stderr_tail.len()
+                    ));
+                }
+                c.complete(
+                    NmContainerState::CONTAINER_CLEANEDUP_AFTER_KILL,
+                    status,
+                    diag,
+                    now_ms,
+                );
+                Some(Outcome::Killed)
+            }
             NmContainerState::RUNNING => {
                 if status == 0 {
                     c.complete(
@@ -646,6 +674,33 @@ mod tests {
         assert!(t.live_of_app(&app).is_empty());
         assert_eq!(t.live_ids(), vec![b]);
         assert!(t.insert(container(b)).is_err());
+    }
+
+    #[test]
+    fn a_memory_kill_is_reported_with_minus_104() {
+        let mut t = ContainerTable::new();
+        let (a, b) = (cid(1, 1), cid(1, 2));
+        running(&mut t, a, 100);
+        running(&mut t, b, 101);
+        let oom = ProcessExit::MemoryExceeded {
+            limit_mb: 64,
+            detail: "the kernel's OOM killer killed 1 of its processes".into(),
+        };
+        assert_eq!(t.exited(&a, &oom, "Killed", 5), Some(Outcome::Killed));
+        let c = t.get(&a).unwrap();
+        assert_eq!(c.exit_status, -104);
+        assert_eq!(c.state, NmContainerState::CONTAINER_CLEANEDUP_AFTER_KILL);
+        assert!(
+            c.diagnostics
+                .starts_with("Container killed for exceeding its memory limit of 64 MB."),
+            "{}",
+            c.diagnostics
+        );
+        assert!(c.diagnostics.contains("OOM killer"), "{}", c.diagnostics);
+        // A container being stopped keeps its stopper's status.
+        t.request_stop(&b, StopReason::AppMaster, 6);
+        assert_eq!(t.exited(&b, &oom, "", 7), Some(Outcome::Killed));
+        assert_eq!(t.get(&b).unwrap().exit_status, -105);
     }
 
     #[test]

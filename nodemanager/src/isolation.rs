@@ -57,3 +57,89 @@ impl IsolationSpec {
         }
     }
 }
+
+pub mod proctree;
+
+/// How the devices a container was not granted are denied when cgroups are in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeviceIsolation {
+    /// The v1 devices controller where it is mounted (v1 or hybrid), else an eBPF device
+    /// program on the cgroup2 hierarchy.
+    #[default]
+    Auto,
+    /// Only the v1 devices controller (`devices.deny`).
+    V1,
+    /// Only an eBPF `BPF_PROG_TYPE_CGROUP_DEVICE` program attached to the container's cgroup2
+    /// cgroup (also works on a hybrid machine, where cgroup2 is mounted beside v1).
+    Ebpf,
+}
+
+impl DeviceIsolation {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(Self::Auto),
+            "v1" => Some(Self::V1),
+            "ebpf" | "bpf" => Some(Self::Ebpf),
+            _ => None,
+        }
+    }
+}
+
+/// The node's isolation policy, from the NM configuration (see `docs/configuration.md`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsolationConfig {
+    /// Whether cgroups may be used at all (the executor class and Spindle's switch). Even when
+    /// true, the NM falls back to the process-tree watcher where cgroups are not usable.
+    pub cgroups_enabled: bool,
+    /// `yarn.nodemanager.linux-container-executor.cgroups.hierarchy`: with a leading `/`,
+    /// relative to each controller's mount point (YARN's meaning); without, relative to the
+    /// NM's own cgroup in each controller (delegated setups, and tests).
+    pub hierarchy: String,
+    /// A hard CPU quota of `vcores` cores per container, not only a proportional share.
+    pub strict_cpu: bool,
+    /// `pids.max` of each container; 0 means no limit.
+    pub pids_limit: u64,
+    /// How often running containers are checked (pmem watcher, v1 OOM follow-up).
+    pub monitor_interval: std::time::Duration,
+    /// `yarn.nodemanager.pmem-check-enabled`: without cgroups, kill containers whose process
+    /// tree's resident memory exceeds their limit.
+    pub pmem_check: bool,
+    pub device_isolation: DeviceIsolation,
+    /// `yarn.nodemanager.linux-container-executor.cgroups.mount-path`: only hierarchies
+    /// mounted under it are used (YARN's pre-mounted cgroups); None: any found in
+    /// `/proc/self/mountinfo`.
+    pub mount_path: Option<std::path::PathBuf>,
+}
+
+/// Spindle's default hierarchy (YARN's is `/hadoop-yarn`).
+pub const DEFAULT_CGROUP_HIERARCHY: &str =
+    spindle_common::config::keys::DEFAULT_NM_CGROUPS_HIERARCHY;
+/// Default `pids.max` of a container: generous for training jobs with many data-loader
+/// workers, small enough to stop a fork bomb from taking the node's pid space.
+pub const DEFAULT_PIDS_LIMIT: u64 = 4096;
+/// YARN's `yarn.nodemanager.container-monitor.interval-ms` default.
+pub const DEFAULT_MONITOR_INTERVAL_MS: u64 = 3000;
+
+impl Default for IsolationConfig {
+    fn default() -> Self {
+        Self {
+            cgroups_enabled: true,
+            hierarchy: DEFAULT_CGROUP_HIERARCHY.to_string(),
+            strict_cpu: false,
+            pids_limit: DEFAULT_PIDS_LIMIT,
+            monitor_interval: std::time::Duration::from_millis(DEFAULT_MONITOR_INTERVAL_MS),
+            pmem_check: true,
+            device_isolation: DeviceIsolation::Auto,
+            mount_path: None,
+        }
+    }
+}
+
+impl IsolationSpec {
+    /// Adds the node-wide parts of the policy (strict CPU, pids limit) to a container's limits.
+    pub fn with_node_policy(mut self, conf: &IsolationConfig) -> Self {
+        self.strict_cpu = conf.strict_cpu;
+        self.pids_max = conf.pids_limit;
+        self
+    }
+}

@@ -18,8 +18,20 @@
 //!
 //! Containers run as the NodeManager's own user: there is no setuid launch yet (YARN's
 //! LinuxContainerExecutor), so `USER` names the submitter but the uid is the NM's.
-//! Resource isolation (cgroups) and device plugins hook in by wrapping or replacing this
-//! executor and through [`crate::plugins`]; none exist yet.
+//!
+//! Limits are enforced by the executor's [`Enforcement`], chosen once at NM start
+//! ([`ProcessExecutor::for_node`]):
+//! * **cgroups** ([`crate::cgroups`]): the container's cgroups are made before the fork, and
+//!   the child joins them (writes `0` to each pre-opened `cgroup.procs`) after `setsid` and
+//!   before `exec`, so nothing it runs escapes; when the leader has been reaped, the OOM-kill
+//!   counter is read and the cgroups are emptied and removed. An OOM kill is reported as
+//!   [`ProcessExit::MemoryExceeded`] (-104). On v1, where the kernel kills only one process,
+//!   the monitor kills the rest of the container within one interval (cgroup2 does it itself,
+//!   `memory.oom.group`).
+//! * **process tree** (no cgroups, `yarn.nodemanager.pmem-check-enabled`): every
+//!   `yarn.nodemanager.container-monitor.interval-ms` the container's process tree's RSS is
+//!   summed from `/proc`, and a tree over its limit is killed and reported with -104.
+//! * **none**: no cgroups and the pmem check disabled.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -33,10 +45,16 @@ use std::process::Stdio;
 use nix::errno::Errno;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
+use std::sync::Arc;
+use std::time::Duration;
+
 use spindle_common::ids::ContainerId;
 use spindle_common::records::cluster::LocalResourceInfo;
+use tracing::{info, warn};
 
+use crate::cgroups::{CgroupError, Cgroups, Layout};
 use crate::containers::ProcessExit;
+use crate::isolation::{proctree, IsolationConfig};
 
 /// The name of the exit-code file the wrapper writes in the work dir.
 pub const EXIT_CODE_FILE: &str = ".exitcode";
@@ -90,6 +108,9 @@ pub enum LaunchError {
     NoPid,
     #[error("cannot signal process group {pgid}: {source}")]
     Signal { pgid: i32, source: Errno },
+    /// The container's cgroups could not be made: it is not run unconfined.
+    #[error("cannot isolate the container: {0}")]
+    Isolation(#[from] CgroupError),
 }
 
 impl LaunchError {
@@ -137,6 +158,34 @@ pub trait ContainerExecutor: Send + Sync + 'static {
     fn is_alive(&self, pid: i32, start_ticks: Option<u64>) -> bool;
     /// The exit code the wrapper recorded in `work_dir`, if any.
     fn recorded_exit_code(&self, work_dir: &Path) -> Option<i32>;
+    /// Called once at NM start, before recovery: removes isolation (cgroups) left by an
+    /// earlier NM for containers other than `live` (the ones about to be re-adopted).
+    /// Blocking.
+    fn reclaim(&self, live: &[ContainerId]) {
+        let _ = live;
+    }
+    /// A container this NM did not start (re-adopted after a restart) has ended: releases
+    /// its isolation and refines how it ended (an OOM kill seen in its cgroup). Blocking.
+    fn adopted_ended(&self, id: &ContainerId, memory_mb: i64, exit: ProcessExit) -> ProcessExit {
+        let _ = (id, memory_mb);
+        exit
+    }
+    /// The NM is stopping: removes what the executor made for itself (empty cgroup dirs).
+    fn shutdown(&self) {}
+}
+
+/// How container limits are enforced on this node.
+#[derive(Debug, Clone)]
+pub enum Enforcement {
+    /// Nothing enforced: no cgroups, and the pmem check is disabled.
+    None,
+    /// No cgroups: the process tree's RSS is checked every `interval`.
+    ProcessTree { interval: Duration },
+    /// Each container in its own cgroups; `interval` paces the v1 OOM follow-up.
+    Cgroups {
+        cgroups: Arc<Cgroups>,
+        interval: Duration,
+    },
 }
 
 /// Runs containers as local process groups of the NM's user.
@@ -144,6 +193,7 @@ pub trait ContainerExecutor: Send + Sync + 'static {
 pub struct ProcessExecutor {
     /// bash, found once in the NM's `PATH`: a container's environment may have no `PATH`.
     bash: PathBuf,
+    enforcement: Enforcement,
 }
 
 impl Default for ProcessExecutor {
@@ -161,7 +211,173 @@ impl ProcessExecutor {
                     .find(|p| p.is_file())
             })
             .unwrap_or_else(|| PathBuf::from("/bin/bash"));
-        Self { bash }
+        Self {
+            bash,
+            enforcement: Enforcement::None,
+        }
+    }
+
+    /// An executor that enforces limits as `enforcement` says.
+    pub fn with_enforcement(enforcement: Enforcement) -> Self {
+        Self {
+            enforcement,
+            ..Self::new()
+        }
+    }
+
+    /// The executor of a node: cgroups where the configuration allows them and the machine
+    /// has them, else the process-tree watcher (if the pmem check is on), with one warning
+    /// that says why. `first_local_dir` names this NM's cgroups ([`crate::cgroups::instance_name`]).
+    pub fn for_node(conf: &IsolationConfig, first_local_dir: &Path) -> Self {
+        let why_not = if conf.cgroups_enabled {
+            let instance = crate::cgroups::instance_name(first_local_dir);
+            match Layout::detect()
+                .map(|l| match &conf.mount_path {
+                    Some(dir) => l.restricted_to(dir),
+                    None => l,
+                })
+                .map_err(|e| CgroupError::Unavailable(format!("cannot read /proc/self: {e}")))
+                .and_then(|l| Cgroups::new(&l, conf, &instance))
+            {
+                Ok(cg) => {
+                    info!(cgroups = %cg.describe(), strict_cpu = conf.strict_cpu, pids_limit = conf.pids_limit, "containers run in cgroups");
+                    match cg.device_isolation() {
+                        Ok(how) => info!(devices = how, "device isolation"),
+                        Err(reason) => warn!(
+                            %reason,
+                            "device isolation is unavailable: containers that must be denied \
+                             GPU/FPGA devices will fail to launch"
+                        ),
+                    }
+                    return Self::with_enforcement(Enforcement::Cgroups {
+                        cgroups: Arc::new(cg),
+                        interval: conf.monitor_interval,
+                    });
+                }
+                Err(e) => e.to_string(),
+            }
+        } else {
+            "disabled by configuration".to_string()
+        };
+        if conf.pmem_check {
+            warn!(
+                reason = %why_not,
+                interval_ms = conf.monitor_interval.as_millis() as u64,
+                "cgroups are not used: container memory is enforced by watching process-tree RSS; \
+                 CPU, pids and devices are not isolated"
+            );
+            Self::with_enforcement(Enforcement::ProcessTree {
+                interval: conf.monitor_interval,
+            })
+        } else {
+            warn!(
+                reason = %why_not,
+                "cgroups are not used and the pmem check is disabled: container limits are not enforced"
+            );
+            Self::new()
+        }
+    }
+
+    pub fn enforcement(&self) -> &Enforcement {
+        &self.enforcement
+    }
+
+    /// The node's cgroups, when containers run in them.
+    pub fn cgroups(&self) -> Option<&Arc<Cgroups>> {
+        match &self.enforcement {
+            Enforcement::Cgroups { cgroups, .. } => Some(cgroups),
+            _ => None,
+        }
+    }
+}
+
+/// What watches one running container and tears its isolation down when it ends.
+struct Watch {
+    enforcement: Enforcement,
+    id: ContainerId,
+    pid: i32,
+    limit_mb: i64,
+}
+
+impl Watch {
+    fn interval(&self) -> Option<Duration> {
+        match &self.enforcement {
+            Enforcement::None => None,
+            Enforcement::ProcessTree { interval } => (self.limit_mb > 0).then_some(*interval),
+            Enforcement::Cgroups { interval, .. } => (self.limit_mb > 0).then_some(*interval),
+        }
+    }
+
+    /// One check; `Some(why)` once the container has been killed for its memory.
+    async fn check(&self) -> Option<String> {
+        let enforcement = self.enforcement.clone();
+        let (id, pid, limit) = (self.id, self.pid, self.limit_mb);
+        tokio::task::spawn_blocking(move || match enforcement {
+            Enforcement::None => None,
+            Enforcement::ProcessTree { .. } => match proctree::check(pid, limit) {
+                proctree::PmemVerdict::Within => None,
+                proctree::PmemVerdict::Over { rss_bytes, members } => {
+                    proctree::kill_tree(pid, &members);
+                    let mb = rss_bytes >> 20;
+                    warn!(container_id = %id, rss_mb = mb, limit_mb = limit, "container is over its memory limit: killed");
+                    Some(format!("its process tree used {mb} MB (pmem check)"))
+                }
+            },
+            Enforcement::Cgroups { cgroups, .. } => {
+                let n = cgroups.oom_kills(&id);
+                (n > 0).then(|| {
+                    cgroups.kill_all(&id);
+                    warn!(container_id = %id, oom_kills = n, limit_mb = limit, "the kernel OOM-killed a container process: container killed");
+                    oom_detail(n)
+                })
+            }
+        })
+        .await
+        .unwrap_or(None)
+    }
+
+    /// The leader has been reaped: reads the OOM counter, then empties and removes the
+    /// container's cgroups.
+    async fn finish(self, exit: ProcessExit, killed: Option<String>) -> ProcessExit {
+        let limit_mb = self.limit_mb;
+        let detail = match self.enforcement {
+            Enforcement::Cgroups { cgroups, .. } => {
+                let id = self.id;
+                tokio::task::spawn_blocking(move || teardown(&cgroups, &id))
+                    .await
+                    .unwrap_or(None)
+                    .or(killed)
+            }
+            _ => killed,
+        };
+        match detail {
+            Some(detail) => ProcessExit::MemoryExceeded { limit_mb, detail },
+            None => exit,
+        }
+    }
+}
+
+fn oom_detail(kills: u64) -> String {
+    format!("the kernel's OOM killer killed {kills} of its processes")
+}
+
+/// Reads the container's OOM kills and removes its cgroups; the OOM detail, if any.
+fn teardown(cgroups: &Cgroups, id: &ContainerId) -> Option<String> {
+    let n = cgroups.oom_kills(id);
+    if let Err(e) = cgroups.destroy(id) {
+        warn!(container_id = %id, error = %e, "cannot remove the container's cgroups");
+    }
+    (n > 0).then(|| oom_detail(n))
+}
+
+fn process_exit(st: std::io::Result<std::process::ExitStatus>) -> ProcessExit {
+    match st {
+        Ok(st) => match (st.code(), st.signal()) {
+            (Some(code), _) => ProcessExit::Code(code),
+            (None, Some(sig)) => ProcessExit::Signal(sig),
+            (None, None) => ProcessExit::Unknown(format!("unrecognised wait status {st}")),
+        },
+        Err(e) => ProcessExit::Unknown(format!("cannot wait for the container: {e}")),
     }
 }
 
@@ -199,30 +415,71 @@ impl ContainerExecutor for ProcessExecutor {
             .stdout(Stdio::from(stdout))
             .stderr(Stdio::from(stderr))
             .kill_on_drop(false);
-        // SAFETY: the closure runs in the forked child before exec and only calls setsid(2),
-        // which is async-signal-safe; it touches no memory shared with the parent.
+        let cgroups = self.cgroups().cloned();
+        let placement = match &cgroups {
+            Some(cg) => Some(cg.create(&spec.container_id, &spec.isolation)?),
+            None => None,
+        };
+        let fds = placement.as_ref().map(|p| p.fds()).unwrap_or_default();
+        // SAFETY: the closure runs in the forked child before exec. It calls only setsid(2)
+        // and write(2), both async-signal-safe, and reads `fds`, which was allocated before
+        // the fork and is not freed or changed in the child; it allocates nothing.
         unsafe {
-            cmd.pre_exec(|| {
-                nix::unistd::setsid()
-                    .map(|_| ())
-                    .map_err(std::io::Error::from)
+            cmd.pre_exec(move || {
+                nix::unistd::setsid().map_err(std::io::Error::from)?;
+                for &fd in &fds {
+                    crate::cgroups::enter_cgroup(fd)?;
+                }
+                Ok(())
             });
         }
-        let mut child = cmd.spawn().map_err(LaunchError::Spawn)?;
-        let pid = child
-            .id()
-            .and_then(|p| i32::try_from(p).ok())
-            .ok_or(LaunchError::NoPid)?;
-        let start_ticks = proc_start_ticks(pid);
-        let exit = Box::pin(async move {
-            match child.wait().await {
-                Ok(st) => match (st.code(), st.signal()) {
-                    (Some(code), _) => ProcessExit::Code(code),
-                    (None, Some(sig)) => ProcessExit::Signal(sig),
-                    (None, None) => ProcessExit::Unknown(format!("unrecognised wait status {st}")),
-                },
-                Err(e) => ProcessExit::Unknown(format!("cannot wait for the container: {e}")),
+        let spawned = cmd.spawn();
+        // The child has its own copies (closed on exec): the parent's can go.
+        drop(placement);
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(cg) = &cgroups {
+                    if let Err(e) = cg.destroy(&spec.container_id) {
+                        warn!(error = %e, "cannot remove the cgroups of a container that did not start");
+                    }
+                }
+                return Err(LaunchError::Spawn(e));
             }
+        };
+        let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) else {
+            // Already reaped (cannot happen before our own wait): clean up all the same.
+            if let Some(cg) = &cgroups {
+                let _ = cg.destroy(&spec.container_id);
+            }
+            return Err(LaunchError::NoPid);
+        };
+        let start_ticks = proc_start_ticks(pid);
+        let watch = Watch {
+            enforcement: self.enforcement.clone(),
+            id: spec.container_id,
+            pid,
+            limit_mb: spec.isolation.memory_mb,
+        };
+        let exit = Box::pin(async move {
+            let mut killed: Option<String> = None;
+            let status = match watch.interval() {
+                None => child.wait().await,
+                Some(every) => {
+                    let mut tick = tokio::time::interval(every);
+                    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    tick.tick().await;
+                    loop {
+                        tokio::select! {
+                            st = child.wait() => break st,
+                            _ = tick.tick(), if killed.is_none() => {
+                                killed = watch.check().await;
+                            }
+                        }
+                    }
+                }
+            };
+            watch.finish(process_exit(status), killed).await
         });
         Ok(StartedProcess {
             pid,
@@ -275,6 +532,38 @@ impl ContainerExecutor for ProcessExecutor {
             .trim()
             .parse()
             .ok()
+    }
+
+    fn reclaim(&self, live: &[ContainerId]) {
+        if let Some(cg) = self.cgroups() {
+            let keep = live.iter().map(ToString::to_string).collect();
+            let n = cg.reclaim(&keep);
+            if n > 0 {
+                info!(
+                    reclaimed = n,
+                    "removed stale container cgroups left by an earlier NodeManager"
+                );
+            }
+        }
+    }
+
+    fn adopted_ended(&self, id: &ContainerId, memory_mb: i64, exit: ProcessExit) -> ProcessExit {
+        match self.cgroups() {
+            Some(cg) => match teardown(cg, id) {
+                Some(detail) => ProcessExit::MemoryExceeded {
+                    limit_mb: memory_mb,
+                    detail,
+                },
+                None => exit,
+            },
+            None => exit,
+        }
+    }
+
+    fn shutdown(&self) {
+        if let Some(cg) = self.cgroups() {
+            cg.shutdown();
+        }
     }
 }
 

@@ -9,12 +9,15 @@
 //! It must not touch the scheduler or any application state beyond its own containers, must
 //! not define wire records (they live in `spindle_common::records`; only the REST module and
 //! the store's on-disk format derive serde here), and must never signal a process it did not
-//! start. GPUs, devices and cgroups are not here yet: they plug in through
-//! [`launcher::ContainerExecutor`] and [`plugins::ResourcePlugin`].
+//! start. Limits are enforced by the executor: cgroups ([`cgroups`]) where the node has them,
+//! else a process-tree memory watcher ([`isolation::proctree`]).
+//! GPUs and FPGAs are discovered, assigned and released by the device plugins ([`plugins`]),
+//! which tell the executor which device nodes each container may use.
 //!
 //! Shape: one actor ([`manager::Manager`]) owns the container table; HTTP handlers
 //! ([`rest`]), the [`status_updater`], and per-container tasks talk to it by message.
 
+pub mod cgroups;
 pub mod config;
 pub mod containers;
 pub mod isolation;
@@ -29,6 +32,7 @@ pub mod store;
 
 use std::collections::BTreeMap;
 use std::future::{Future, IntoFuture};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,14 +81,17 @@ pub async fn run(
     conf: NmConfig,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), NmError> {
-    run_with(
-        listener,
-        conf,
-        Arc::new(ProcessExecutor::new()),
-        Plugins::default(),
-        shutdown,
-    )
-    .await
+    // GPU/FPGA discovery (bounded by the discovery timeout; never fails the NM).
+    let plugins = Plugins::from_config(&conf.plugins).await;
+    // cgroups where the node has them, else the process-tree watcher (warns once).
+    let executor = Arc::new(ProcessExecutor::for_node(
+        &conf.isolation,
+        conf.local_dirs
+            .first()
+            .map(PathBuf::as_path)
+            .unwrap_or(Path::new("/")),
+    ));
+    run_with(listener, conf, executor, plugins, shutdown).await
 }
 
 /// [`run`] with a chosen executor and resource plugins.
@@ -122,6 +129,7 @@ async fn serve(
         (None, Vec::new())
     };
     let capacity = plugins.node_resource(&conf.resource);
+    let plugin_health = plugins.health_view();
     let inherited_env: BTreeMap<String, String> = conf
         .env_whitelist
         .iter()
@@ -136,7 +144,17 @@ async fn serve(
         sigkill_delay: conf.sigkill_delay,
         stderr_tail_bytes: conf.stderr_tail_bytes,
         capacity: capacity.clone(),
+        isolation: conf.isolation.clone(),
     };
+    // The cgroups of containers this NM will not re-adopt are stale: reclaim them first.
+    let live: Vec<_> = records
+        .iter()
+        .filter(|r| r.completed.is_none() && r.pid.is_some())
+        .map(|r| r.container_id)
+        .collect();
+    let ex = Arc::clone(&executor);
+    let _ = tokio::task::spawn_blocking(move || ex.reclaim(&live)).await;
+    let final_executor = Arc::clone(&executor);
 
     let wake = Arc::new(Notify::new());
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -160,15 +178,19 @@ async fn serve(
         wake,
         stop_rx.clone(),
         rm_shutdown_tx,
-    )?;
+    )?
+    .with_health(plugin_health.clone());
     let updater_task = tokio::spawn(updater.run().in_current_span());
 
-    let app = rest::router(RestState::new(
-        handle.clone(),
-        node_id.clone(),
-        capacity,
-        conf.log_dirs.clone(),
-    ));
+    let app = rest::router(
+        RestState::new(
+            handle.clone(),
+            node_id.clone(),
+            capacity,
+            conf.log_dirs.clone(),
+        )
+        .with_health(plugin_health),
+    );
     let mut server_stop = stop_rx.clone();
     let mut server = tokio::spawn(
         axum::serve(listener, app)
@@ -221,6 +243,7 @@ async fn serve(
     };
     let _ = handle.shutdown().await;
     let _ = manager_task.await;
+    let _ = tokio::task::spawn_blocking(move || final_executor.shutdown()).await;
     info!("NodeManager stopped");
     match server_result {
         Some(Ok(Err(e))) => Err(NmError::Server(e)),

@@ -57,6 +57,8 @@ pub struct NodeContext {
     pub sigkill_delay: Duration,
     pub stderr_tail_bytes: u64,
     pub capacity: Resource,
+    /// Node-wide limits added to every container's (strict CPU, pids limit).
+    pub isolation: crate::isolation::IsolationConfig,
 }
 
 /// The node as REST shows it.
@@ -104,6 +106,11 @@ pub enum Command {
     },
     Metrics {
         reply: Reply<NmMetrics>,
+    },
+    /// A resource plugin's devices and who holds them (None: no plugin for that type).
+    Resource {
+        name: String,
+        reply: Reply<Option<crate::plugins::ResourceView>>,
     },
     /// The RM accepted our registration.
     Registered {
@@ -187,6 +194,12 @@ impl NmHandle {
     }
     pub async fn metrics(&self) -> Result<NmMetrics, Unavailable> {
         self.ask(|reply| Command::Metrics { reply }).await
+    }
+    pub async fn resource(
+        &self,
+        name: String,
+    ) -> Result<Option<crate::plugins::ResourceView>, Unavailable> {
+        self.ask(|reply| Command::Resource { name, reply }).await
     }
     pub async fn registered(
         &self,
@@ -349,6 +362,9 @@ impl Manager {
                 m.running = self.table.running_count() as u64;
                 m.allocated = self.table.allocated();
                 let _ = reply.send(m);
+            }
+            Command::Resource { name, reply } => {
+                let _ = reply.send(self.plugins.view(&name));
             }
             Command::Registered {
                 secret,
@@ -517,11 +533,20 @@ impl Manager {
                 ),
             ));
         }
-        let assignment = self
+        let grant = self
             .plugins
             .assign(id, &ident.resource.to_resource())
             .map_err(|e| fail(&label, "YarnException", e.to_string()))?;
-        let spec = self.launch_spec(&ident, ctx, assignment.env);
+        let mut spec = self.launch_spec(&ident, ctx, grant.env);
+        // Every device node a plugin manages that this container was not granted is denied
+        // (also when it asked for none, so a CPU-only container cannot open a GPU).
+        spec.isolation.denied_devices = self
+            .plugins
+            .managed_devices()
+            .into_iter()
+            .filter(|d| !grant.devices.contains(d))
+            .collect();
+        spec.isolation.granted_devices = grant.devices;
         let container = Container::new(ident, spec.work_dir.clone(), spec.log_dirs.clone(), now);
         if self.table.insert(container).is_err() {
             self.plugins.release(id);
@@ -628,7 +653,8 @@ impl Manager {
             app_local_dirs,
             log_dirs,
             local_resources: ctx.local_resources.clone(),
-            isolation: crate::isolation::IsolationSpec::for_resource(&ident.resource.to_resource()),
+            isolation: crate::isolation::IsolationSpec::for_resource(&ident.resource.to_resource())
+                .with_node_policy(&self.ctx.isolation),
         }
     }
 
@@ -698,6 +724,7 @@ impl Manager {
     fn spawn_poller(&self, c: &Container, pid: i32) {
         let id = c.id;
         let ticks = c.start_ticks;
+        let memory_mb = c.resource.memory_mb;
         let work_dir = c.work_dir.clone();
         let stderr = c.log_dirs.first().map(|d| d.join("stderr"));
         let tx = self.tx.clone();
@@ -715,6 +742,13 @@ impl Manager {
                         continue;
                     }
                     let exit = recorded_exit(executor.as_ref(), &work_dir);
+                    let ex = Arc::clone(&executor);
+                    let exit =
+                        tokio::task::spawn_blocking(move || ex.adopted_ended(&id, memory_mb, exit))
+                            .await
+                            .unwrap_or_else(|e| {
+                                ProcessExit::Unknown(format!("cannot clean up: {e}"))
+                            });
                     let stderr_tail = read_tail(&exit, stderr, tail).await;
                     let _ = tx
                         .send(Command::Exited {
@@ -876,6 +910,8 @@ impl Manager {
             };
             if self.executor.is_alive(pid, c.start_ticks) {
                 info!(pid, "re-adopted a running container");
+                // Its devices stay its own: no new container may be given them.
+                self.plugins.restore(id, &r.devices);
                 if c.stop.is_some() {
                     // The stop's SIGKILL deadline died with the old NM.
                     self.signal(pid, StopSignal::Kill);
@@ -884,6 +920,7 @@ impl Manager {
                 let _ = self.table.insert(c);
             } else {
                 let exit = recorded_exit(self.executor.as_ref(), &c.work_dir);
+                let exit = self.executor.adopted_ended(&id, c.resource.memory_mb, exit);
                 let stderr = c.log_dirs.first().map(|d| d.join("stderr"));
                 let tail = match &exit {
                     ProcessExit::Code(0) => String::new(),
@@ -925,6 +962,7 @@ impl Manager {
                     diagnostics: c.diagnostics.clone(),
                     finish_time_ms: c.finish_time_ms.unwrap_or(0),
                 }),
+                devices: self.plugins.assigned_minors(&c.id),
             })
             .collect();
         if let Err(e) = store.save(&records) {

@@ -27,6 +27,7 @@ use spindle_common::resource::Resource;
 use crate::containers::Container;
 use crate::logs;
 use crate::manager::{AppView, NmHandle, Unavailable};
+use crate::plugins::{HealthView, PluginDetails, ResourceView};
 
 /// The YARN REST API version these shapes follow.
 pub const HADOOP_COMPAT_VERSION: &str = "3.4.0";
@@ -52,6 +53,7 @@ struct Inner {
     node_id: NodeId,
     capacity: Resource,
     log_roots: Vec<PathBuf>,
+    health: HealthView,
 }
 
 impl RestState {
@@ -66,7 +68,20 @@ impl RestState {
             node_id,
             capacity,
             log_roots,
+            health: HealthView::default(),
         }))
+    }
+
+    /// Shows the device plugins' problems as the node's `healthReport`.
+    pub fn with_health(self, health: HealthView) -> Self {
+        let inner = Inner {
+            handle: self.0.handle.clone(),
+            node_id: self.0.node_id.clone(),
+            capacity: self.0.capacity.clone(),
+            log_roots: self.0.log_roots.clone(),
+            health,
+        };
+        Self(Arc::new(inner))
     }
 }
 
@@ -95,6 +110,7 @@ pub fn router(state: RestState) -> Router {
             "/node/containerlogs/{containerid}/{user}/{filename}",
             get(ui_log_file),
         )
+        .route("/ws/v1/node/resources/{resourcename}", get(resource_info))
         .route("/metrics", get(metrics))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -191,7 +207,7 @@ async fn node_info(State(s): State<RestState>) -> Result<Json<NodeInfoBody>, Api
             pmem_check_enabled: false,
             last_node_update_time: v.last_heartbeat_ms,
             nm_startup_time: v.started_ms,
-            health_report: String::new(),
+            health_report: s.0.health.report(),
             node_healthy: true,
             node_manager_version: version.to_string(),
             node_manager_build_version: format!("spindle {version}"),
@@ -343,6 +359,231 @@ async fn metrics(State(s): State<RestState>) -> Result<impl IntoResponse, ApiErr
         )],
         m.render(),
     ))
+}
+
+// ---------------------------------------------------------------------------------------
+// Resource plugins (`/ws/v1/node/resources/{resourcename}`)
+//
+// YARN 3.3/3.4 (Jersey 1 + Jackson bean names) answers the GPU plugin with
+// `NMGpuResourceInfo` unwrapped: `{gpuDeviceInformation, totalGpuDevices, assignedGpuDevices}`;
+// other device plugins with `NMDeviceResourceInfo` `{totalDevices, assignedDevices}`; and an
+// empty `{}` for a name no plugin manages. Spindle's additions are optional fields with new
+// names (`cudaVersion`, `pciBusId`, `discoveryProblems`), never renames.
+
+/// YARN's `NMGpuResourceInfo`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GpuResourceInfo {
+    gpu_device_information: Option<GpuDeviceInfoJson>,
+    total_gpu_devices: Vec<GpuDeviceJson>,
+    assigned_gpu_devices: Vec<AssignedGpuDeviceJson>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    discovery_problems: Vec<String>,
+}
+
+/// YARN's `GpuDeviceInformation`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GpuDeviceInfoJson {
+    gpus: Vec<PerGpuJson>,
+    driver_version: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cuda_version: Option<String>,
+}
+
+/// YARN's `PerGpuDeviceInformation` ("N/A" and -1 where unknown, as YARN's defaults).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PerGpuJson {
+    product_name: String,
+    uuid: String,
+    minor_number: i64,
+    gpu_utilizations: GpuUtilizationsJson,
+    gpu_memory_usage: GpuMemoryUsageJson,
+    temperature: GpuTemperatureJson,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pci_bus_id: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GpuUtilizationsJson {
+    overall_gpu_utilization: f32,
+}
+
+#[derive(Debug, Serialize)]
+struct GpuMemoryUsageJson {
+    #[serde(rename = "usedMemoryMiB")]
+    used: i64,
+    #[serde(rename = "availMemoryMiB")]
+    avail: i64,
+    #[serde(rename = "totalMemoryMiB")]
+    total: i64,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GpuTemperatureJson {
+    current_gpu_temp: f32,
+    max_gpu_temp: f32,
+    slow_threshold_gpu_temp: f32,
+}
+
+/// YARN's `GpuDevice`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GpuDeviceJson {
+    index: u32,
+    minor_number: u32,
+}
+
+/// YARN's `AssignedGpuDevice`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AssignedGpuDeviceJson {
+    index: u32,
+    minor_number: u32,
+    container_id: String,
+}
+
+/// YARN's `NMDeviceResourceInfo`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DeviceResourceInfo {
+    total_devices: Vec<DeviceJson>,
+    assigned_devices: Vec<AssignedDeviceJson>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    discovery_problems: Vec<String>,
+}
+
+/// YARN's `Device` (plugin API).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DeviceJson {
+    id: u32,
+    dev_path: String,
+    major_number: u32,
+    minor_number: u32,
+    #[serde(rename = "busID")]
+    bus_id: String,
+    #[serde(rename = "healthy")]
+    is_healthy: bool,
+    status: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AssignedDeviceJson {
+    container_id: String,
+    device: DeviceJson,
+}
+
+fn device_json(d: &crate::plugins::Device) -> DeviceJson {
+    DeviceJson {
+        id: d.index,
+        dev_path: d
+            .dev_path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        major_number: d.major,
+        minor_number: d.minor,
+        bus_id: d.bus_id.clone().unwrap_or_default(),
+        is_healthy: d.healthy,
+        status: d.status.clone(),
+    }
+}
+
+fn gpu_json(v: ResourceView) -> GpuResourceInfo {
+    let info = match &v.details {
+        PluginDetails::Gpu(Some(i)) => Some(GpuDeviceInfoJson {
+            gpus: i
+                .gpus
+                .iter()
+                .map(|g| {
+                    let used = g.memory_used_mib.map_or(-1, |m| m as i64);
+                    let avail = g.memory_free_mib.map_or(-1, |m| m as i64);
+                    PerGpuJson {
+                        product_name: g.product_name.clone().unwrap_or_else(|| "N/A".into()),
+                        uuid: g.uuid.clone().unwrap_or_else(|| "N/A".into()),
+                        minor_number: g.minor_number.map_or(-1, i64::from),
+                        gpu_utilizations: GpuUtilizationsJson {
+                            overall_gpu_utilization: g.gpu_util.unwrap_or(-1.0),
+                        },
+                        gpu_memory_usage: GpuMemoryUsageJson {
+                            used,
+                            avail,
+                            total: g.memory_total_mib.map_or(
+                                if used < 0 || avail < 0 {
+                                    -1
+                                } else {
+                                    used + avail
+                                },
+                                |t| t as i64,
+                            ),
+                        },
+                        temperature: GpuTemperatureJson {
+                            current_gpu_temp: g.gpu_temp.unwrap_or(-1.0),
+                            max_gpu_temp: g.gpu_temp_max_threshold.unwrap_or(-1.0),
+                            slow_threshold_gpu_temp: g.gpu_temp_slow_threshold.unwrap_or(-1.0),
+                        },
+                        pci_bus_id: g.pci_bus_id.clone(),
+                    }
+                })
+                .collect(),
+            driver_version: i.driver_version.clone().unwrap_or_else(|| "N/A".into()),
+            cuda_version: i.cuda_version.clone(),
+        }),
+        _ => None,
+    };
+    GpuResourceInfo {
+        gpu_device_information: info,
+        total_gpu_devices: v
+            .devices
+            .iter()
+            .map(|d| GpuDeviceJson {
+                index: d.index,
+                minor_number: d.minor,
+            })
+            .collect(),
+        assigned_gpu_devices: v
+            .assigned
+            .iter()
+            .map(|(c, d)| AssignedGpuDeviceJson {
+                index: d.index,
+                minor_number: d.minor,
+                container_id: c.to_string(),
+            })
+            .collect(),
+        discovery_problems: v.problems,
+    }
+}
+
+/// `GET /ws/v1/node/resources/{resourcename}` (the name URL-encoded: `yarn.io%2Fgpu`).
+async fn resource_info(
+    State(s): State<RestState>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let Some(view) = s.0.handle.resource(name.clone()).await? else {
+        // YARN answers an empty NMResourceInfo for a name no plugin manages.
+        return Ok(Json(serde_json::json!({})).into_response());
+    };
+    if name == spindle_common::resource::GPU {
+        return Ok(Json(gpu_json(view)).into_response());
+    }
+    Ok(Json(DeviceResourceInfo {
+        total_devices: view.devices.iter().map(device_json).collect(),
+        assigned_devices: view
+            .assigned
+            .iter()
+            .map(|(c, d)| AssignedDeviceJson {
+                container_id: c.to_string(),
+                device: device_json(d),
+            })
+            .collect(),
+        discovery_problems: view.problems,
+    })
+    .into_response())
 }
 
 // ---------------------------------------------------------------------------------------

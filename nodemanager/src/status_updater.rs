@@ -25,6 +25,7 @@ use tokio::sync::{oneshot, watch, Notify};
 use tracing::{debug, error, info, warn};
 
 use crate::manager::{until_stopped, NmHandle};
+use crate::plugins::HealthView;
 
 pub const REGISTER_PATH: &str = "/ws/v1/node-tracker/register";
 pub const HEARTBEAT_PATH: &str = "/ws/v1/node-tracker/heartbeat";
@@ -56,6 +57,8 @@ pub struct StatusUpdater {
     wake: Arc<Notify>,
     stopping: watch::Receiver<bool>,
     rm_shutdown: Option<oneshot::Sender<()>>,
+    /// Device plugins' problems, sent as the heartbeat's health report.
+    health: HealthView,
 }
 
 enum Next {
@@ -87,7 +90,15 @@ impl StatusUpdater {
             wake,
             stopping,
             rm_shutdown: Some(rm_shutdown),
+            health: HealthView::default(),
         })
+    }
+
+    /// Reports the plugins' problems (a failing `nvidia-smi`, a vanished GPU) in every
+    /// heartbeat's health report. The node stays healthy: it can still run CPU-only work.
+    pub fn with_health(mut self, health: HealthView) -> Self {
+        self.health = health;
+        self
     }
 
     /// Registers and heartbeats until the NM stops or the RM says SHUTDOWN.
@@ -227,7 +238,7 @@ impl StatusUpdater {
             response_id,
             node_status: NodeStatus {
                 healthy: true,
-                health_report: String::new(),
+                health_report: self.health.report(),
                 last_health_report_time: now_ms(),
                 containers_statuses: reports,
                 node_utilization: None,

@@ -7,6 +7,7 @@
 //! would buy nothing at this size. These records are the store's on-disk wire format, which
 //! is why they derive serde here rather than in `common::records`.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -53,6 +54,10 @@ pub struct ContainerRecord {
     /// Set once complete, until the RM acknowledges it.
     #[serde(default)]
     pub completed: Option<CompletedRecord>,
+    /// Devices the container holds, by resource type (`yarn.io/gpu`), as device minor
+    /// numbers: a restarted NM gives them back to the re-adopted container and to no other.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub devices: BTreeMap<String, Vec<u32>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -170,6 +175,7 @@ mod tests {
             log_dirs: vec!["/l".into()],
             stop: None,
             completed: None,
+            devices: [("yarn.io/gpu".to_string(), vec![0, 3])].into(),
         }
     }
 
@@ -184,6 +190,18 @@ mod tests {
         assert_eq!(two, vec![record(1), record(2)]);
         s.save(&[record(3)]).unwrap();
         assert_eq!(Store::open(&dir).unwrap().1, vec![record(3)]);
+    }
+
+    #[test]
+    fn records_without_devices_still_load() {
+        // A store written before device plugins existed.
+        let d = tempfile::tempdir().unwrap();
+        let mut r = serde_json::to_value(record(1)).unwrap();
+        r.as_object_mut().unwrap().remove("devices");
+        let file = serde_json::json!({"version": VERSION, "containers": [r]});
+        fs::write(d.path().join(STORE_FILE), file.to_string()).unwrap();
+        let (_, got) = Store::open(d.path()).unwrap();
+        assert!(got[0].devices.is_empty());
     }
 
     #[test]

@@ -17,24 +17,38 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{error, info, warn};
 
+use crate::config::capacity::{self, CapacityConfError, CsProps, SchedConfMutation, SiteSettings};
 use crate::config::RmConfig;
+use crate::core::queue_conf::SchedulerConf;
 use crate::core::scheduler::{Ask, AskKey};
 use crate::core::{
     AllocateReply, App, AskUpdate, Caller, CoreError, Counters, Effect, HeartbeatReply,
-    KillOutcome, Node, NodeRegistration, QueueView, ReportedContainer, RmContainer, RmCore,
-    Submission,
+    KillOutcome, Node, NodeRegistration, QueueAclType, QueueView, ReportedContainer, RmContainer,
+    RmCore, Submission,
 };
-use crate::store::StateStore;
+use crate::store::{SchedConfSource, StateStore, StoredSchedConf};
+
+/// YARN's answer to a non-admin on an admin-only REST endpoint.
+pub const ONLY_ADMINS: &str = "Only admins can carry out this operation.";
 
 /// What can go wrong with a command, beyond the core's own refusals.
 #[derive(Debug, thiserror::Error)]
 pub enum RmError {
     #[error(transparent)]
     Core(#[from] CoreError),
+    /// A capacity-scheduler configuration that breaks a rule; nothing was changed.
+    #[error("{0}")]
+    SchedulerConf(Box<CapacityConfError>),
     #[error("state store write failed: {0}")]
     Store(String),
     #[error("the ResourceManager is shutting down")]
     Unavailable,
+}
+
+impl From<CapacityConfError> for RmError {
+    fn from(e: CapacityConfError) -> Self {
+        RmError::SchedulerConf(Box::new(e))
+    }
 }
 
 type Reply<T> = oneshot::Sender<Result<T, RmError>>;
@@ -81,6 +95,49 @@ pub enum Command {
         reply: Reply<()>,
     },
     UnregisterNode(NodeId, Reply<()>),
+    /// `PUT /apps/{id}/queue`: answers the new leaf's path.
+    MoveApp {
+        id: ApplicationId,
+        queue: String,
+        caller: Caller,
+        reply: Reply<String>,
+    },
+    /// `PUT /apps/{id}/priority`: answers the effective priority.
+    SetPriority {
+        id: ApplicationId,
+        priority: i32,
+        caller: Caller,
+        reply: Reply<i32>,
+    },
+    /// `GET /queues/{queue}/access`: whether `user` holds `acl` on `queue`. The `caller`
+    /// must administer the queue to ask about someone else.
+    QueueAccess {
+        queue: String,
+        caller: Caller,
+        user: Caller,
+        acl: QueueAclType,
+        reply: Reply<bool>,
+    },
+    /// Fails with 403 unless the caller is a cluster administrator (checked before the
+    /// REST layer reads any file on the caller's behalf).
+    CheckAdmin(Caller, Reply<()>),
+    /// `refreshQueues`: replace the live capacity-scheduler properties by `props` (read from
+    /// `capacity-scheduler.xml` by the REST layer). Answers the configuration version.
+    RefreshQueues {
+        props: Box<CsProps>,
+        caller: Caller,
+        reply: Reply<u64>,
+    },
+    /// `PUT /scheduler-conf` (`dry_run`: `POST /scheduler-conf/validate`). Answers the
+    /// version and the resulting (or would-be) property set.
+    MutateSchedulerConf {
+        mutation: Box<SchedConfMutation>,
+        caller: Caller,
+        dry_run: bool,
+        reply: Reply<(u64, CsProps)>,
+    },
+    /// `GET /scheduler-conf` and `/scheduler-conf/version`: the live set and its version.
+    GetSchedulerConf(Caller, Reply<(u64, CsProps)>),
     /// Internal: how an AM launch went.
     AmLaunched(ApplicationAttemptId, ContainerId, Result<(), String>),
 }
@@ -165,9 +222,19 @@ impl DriverHandle {
     }
 }
 
+/// The live capacity-scheduler configuration as the driver keeps it beside the core: the
+/// raw property set (what `GET /scheduler-conf` shows and mutations edit), the yarn-site
+/// settings it is parsed with, and its version (bumped by every applied change).
+struct SchedConfState {
+    props: CsProps,
+    site: SiteSettings,
+    version: u64,
+}
+
 struct Driver {
     core: RmCore,
     store: StateStore,
+    sched: SchedConfState,
     publish: watch::Sender<Arc<Snapshot>>,
     published_version: u64,
     /// Weak, so that the driver stops once every handle (router, tests) is gone.
@@ -359,11 +426,218 @@ impl Driver {
                 let _ = self.settle();
                 let _ = reply.send(Ok(()));
             }
+            Command::MoveApp {
+                id,
+                queue,
+                caller,
+                reply,
+            } => {
+                let r = self
+                    .core
+                    .move_app(&id, &queue, &caller, now)
+                    .map_err(RmError::from);
+                if let Ok(path) = &r {
+                    info!(app_id = %id, user = %caller.user, "application moved to queue {path}");
+                }
+                let s = self.settle();
+                let _ = reply.send(r.and_then(|o| s.map(|_| o)));
+            }
+            Command::SetPriority {
+                id,
+                priority,
+                caller,
+                reply,
+            } => {
+                let r = self
+                    .core
+                    .set_priority(&id, priority, &caller, now)
+                    .map_err(RmError::from);
+                let s = self.settle();
+                let _ = reply.send(r.and_then(|o| s.map(|_| o)));
+            }
+            Command::QueueAccess {
+                queue,
+                caller,
+                user,
+                acl,
+                reply,
+            } => {
+                let r = self.queue_access(&queue, &caller, &user, acl);
+                let _ = reply.send(r);
+            }
+            Command::CheckAdmin(caller, reply) => {
+                let _ = reply.send(self.check_admin(&caller));
+            }
+            Command::RefreshQueues {
+                props,
+                caller,
+                reply,
+            } => {
+                let r = self.check_admin(&caller).and_then(|()| {
+                    self.apply_scheduler_props(*props, SchedConfSource::Refresh, &caller, now)
+                });
+                let _ = reply.send(r);
+            }
+            Command::MutateSchedulerConf {
+                mutation,
+                caller,
+                dry_run,
+                reply,
+            } => {
+                let r = self
+                    .check_admin(&caller)
+                    .and_then(|()| self.mutate(&mutation, &caller, dry_run, now));
+                let _ = reply.send(r);
+            }
+            Command::GetSchedulerConf(caller, reply) => {
+                let r = self
+                    .check_admin(&caller)
+                    .map(|()| (self.sched.version, self.sched.props.clone()));
+                let _ = reply.send(r);
+            }
             Command::AmLaunched(attempt, container, result) => {
                 self.core.am_launched(&attempt, &container, result, now);
                 let _ = self.settle();
             }
         }
+    }
+}
+
+impl Driver {
+    /// YARN's admin check for the scheduler-configuration endpoints and `refreshQueues`:
+    /// with `yarn.acl.enable`, only `yarn.admin.acl` may.
+    fn check_admin(&self, caller: &Caller) -> Result<(), RmError> {
+        let conf = self.core.scheduler_conf();
+        if !conf.acl_enabled || conf.admin_acl.allows(&caller.user, &caller.groups) {
+            Ok(())
+        } else {
+            Err(CoreError::Forbidden(ONLY_ADMINS.into()).into())
+        }
+    }
+
+    fn queue_access(
+        &self,
+        queue: &str,
+        caller: &Caller,
+        user: &Caller,
+        acl: QueueAclType,
+    ) -> Result<bool, RmError> {
+        // YARN: only someone who administers the queue may ask about another user.
+        if caller.user != user.user
+            && !self
+                .core
+                .queue_access(queue, caller, QueueAclType::AdministerQueue)?
+        {
+            return Err(CoreError::Forbidden(format!(
+                "User={} doesn't haven access to queue={queue} so it cannot check ACLs for other users.",
+                caller.user
+            ))
+            .into());
+        }
+        Ok(self.core.queue_access(queue, user, acl)?)
+    }
+
+    /// Applies a `sched-conf` mutation to the live set, or (dry run) only says whether it
+    /// would be accepted.
+    fn mutate(
+        &mut self,
+        m: &SchedConfMutation,
+        caller: &Caller,
+        dry_run: bool,
+        now: u64,
+    ) -> Result<(u64, CsProps), RmError> {
+        let new_props = capacity::apply_mutation(&self.sched.props, m)?;
+        if dry_run {
+            let conf = self.check_scheduler_props(&new_props)?;
+            self.check_apps_allow(&conf)?;
+            return Ok((self.sched.version, new_props));
+        }
+        let version =
+            self.apply_scheduler_props(new_props, SchedConfSource::Mutation, caller, now)?;
+        Ok((version, self.sched.props.clone()))
+    }
+
+    /// Parses `props` and checks the move from the running tree (everything but the
+    /// applications, which the core checks).
+    fn check_scheduler_props(&self, props: &CsProps) -> Result<SchedulerConf, RmError> {
+        let conf = capacity::parse_props(props, &self.sched.site)?;
+        capacity::validate_transition(self.core.scheduler_conf(), &conf)
+            .map_err(|e| e.locate(props))?;
+        Ok(conf)
+    }
+
+    /// For a dry run only: the core's reconfigure refusals (a queue that still has
+    /// applications may be neither removed nor turned into a parent), without changing it.
+    fn check_apps_allow(&self, conf: &SchedulerConf) -> Result<(), RmError> {
+        for app in self.core.apps().values().filter(|a| !a.state.is_final()) {
+            match conf.root.find(&app.queue) {
+                Some(q) if q.is_leaf() => {}
+                Some(_) => {
+                    return Err(CoreError::BadRequest(format!(
+                        "Failed to re-init queues : queue {} has running applications and cannot become a parent queue (it must be STOPPED and empty)",
+                        app.queue
+                    ))
+                    .into())
+                }
+                None => {
+                    return Err(CoreError::BadRequest(format!(
+                        "Failed to re-init queues : queue {} cannot be removed: it still has applications (application {} is {})",
+                        app.queue, app.id, app.state
+                    ))
+                    .into())
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Validates `props` as a whole, applies them to the core, and makes them durable, in
+    /// that order; any refusal leaves the running tree, the live set and the store as they
+    /// were. A set equal to the live one changes nothing (and keeps the version).
+    fn apply_scheduler_props(
+        &mut self,
+        props: CsProps,
+        source: SchedConfSource,
+        caller: &Caller,
+        now: u64,
+    ) -> Result<u64, RmError> {
+        let conf = self.check_scheduler_props(&props)?;
+        if props.values() == self.sched.props.values() {
+            return Ok(self.sched.version);
+        }
+        let old = self.core.scheduler_conf().clone();
+        if let Err(e) = self.core.reconfigure(conf, now) {
+            let _ = self.settle();
+            return Err(e.into());
+        }
+        let version = self.sched.version + 1;
+        let stored = StoredSchedConf {
+            version,
+            source,
+            user: caller.user.clone(),
+            time: now,
+            props: props.values(),
+        };
+        if let Err(e) = self.store.put_sched_conf(&stored) {
+            // Not durable, so not applied: put the old tree back.
+            error!("state store write of scheduler configuration version {version} failed: {e}");
+            if let Err(re) = self.core.reconfigure(old, now) {
+                error!("restoring the previous scheduler configuration failed: {re}");
+            }
+            let _ = self.settle();
+            return Err(RmError::Store(e.to_string()));
+        }
+        info!(
+            version,
+            user = %caller.user,
+            source = ?source,
+            "scheduler configuration applied ({} properties)",
+            props.len()
+        );
+        self.sched.props = props;
+        self.sched.version = version;
+        self.settle()?;
+        Ok(version)
     }
 }
 
@@ -400,13 +674,26 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
     for s in &recovered.skipped {
         warn!("state store: skipped unreadable record: {s}");
     }
+    let sched = stored_scheduler_conf(&store, &conf)?;
+    let mut core_conf = conf.core.clone();
+    if let Some((props, parsed)) = &sched.1 {
+        core_conf.scheduler = parsed.clone();
+        info!(
+            version = sched.0,
+            "capacity scheduler configured from the state store ({} properties set through scheduler-conf; capacity-scheduler.xml is not read until refreshQueues)",
+            props.len()
+        );
+    }
+    let sched = SchedConfState {
+        version: sched.0,
+        props: sched
+            .1
+            .map(|(p, _)| p)
+            .unwrap_or_else(|| conf.scheduler_props.clone()),
+        site: conf.scheduler_site.clone(),
+    };
     let cluster_ts = now_ms();
-    let mut core = RmCore::new(
-        conf.core.clone(),
-        cluster_ts,
-        recovered.epoch,
-        recovered.secret,
-    );
+    let mut core = RmCore::new(core_conf, cluster_ts, recovered.epoch, recovered.secret);
     let host = if addr.ip().is_unspecified() {
         "127.0.0.1".to_string()
     } else {
@@ -434,6 +721,7 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
     let mut driver = Driver {
         core,
         store,
+        sched,
         publish,
         published_version: u64::MAX,
         tx: tx.downgrade(),
@@ -462,6 +750,7 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
         started_on: cluster_ts,
         cluster_id: conf.cluster_id.clone(),
         store_path: conf.store_path.display().to_string(),
+        conf: Arc::new(conf),
     };
     let router = crate::rest::router(handle.clone(), info);
     let serve: Serve = Box::new(move |shutdown| {
@@ -476,4 +765,36 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
         })
     });
     Ok((RunningRm { addr, handle }, serve))
+}
+
+/// The configuration version, and the stored property set with its parsed tree when the
+/// last applied change was a mutation (which then wins over `capacity-scheduler.xml`, as
+/// YARN's mutable configuration stores do). A stored set that no longer validates (say,
+/// yarn-site.xml lowered the maximum allocation) stops the RM with an error naming it,
+/// rather than silently running a different tree.
+#[allow(clippy::type_complexity)]
+fn stored_scheduler_conf(
+    store: &StateStore,
+    conf: &RmConfig,
+) -> anyhow::Result<(u64, Option<(CsProps, SchedulerConf)>)> {
+    let Some(stored) = store.latest_sched_conf()? else {
+        return Ok((0, None));
+    };
+    if stored.source != SchedConfSource::Mutation {
+        return Ok((stored.version, None));
+    }
+    let origin = format!(
+        "{} (scheduler-conf version {})",
+        conf.store_path.display(),
+        stored.version
+    );
+    let props = CsProps::from_pairs(stored.props, Some(&origin));
+    let parsed = capacity::parse_props(&props, &conf.scheduler_site).map_err(|e| {
+        anyhow::anyhow!(
+            "the capacity-scheduler configuration stored by PUT /ws/v1/cluster/scheduler-conf (version {}, by {}) is refused: {e}",
+            stored.version,
+            stored.user
+        )
+    })?;
+    Ok((stored.version, Some((props, parsed))))
 }

@@ -22,16 +22,18 @@ struct Args {
     address_file: Option<PathBuf>,
 }
 
+/// Loads the configuration directory and the `-D` overrides; the RM keeps both, so that
+/// `refreshQueues` re-reads `capacity-scheduler.xml` with the same overrides on top.
 fn load(args: &Args) -> Result<RmConfig, String> {
     let dir = Configuration::resolve_conf_dir(args.conf_dir.as_deref());
-    let mut conf = Configuration::load_dir(&dir).map_err(|e| e.to_string())?;
+    let mut overrides = Vec::new();
     for d in &args.define {
         let (k, v) = d
             .split_once('=')
             .ok_or_else(|| format!("-D {d}: expected NAME=VALUE"))?;
-        conf.set(k.trim(), v);
+        overrides.push((k.trim().to_string(), v.to_string()));
     }
-    RmConfig::from_conf(&conf).map_err(|e| e.to_string())
+    RmConfig::load(&dir, &overrides).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {

@@ -1,11 +1,13 @@
 //! The RM state store: SQLite through rusqlite. It keeps what must survive a restart (the
-//! applications with their submission contexts and final states, the restart epoch and the
-//! token secret), written before the client is answered.
+//! applications with their submission contexts and final states, the restart epoch, the
+//! token secret, and every accepted capacity-scheduler change, versioned), written before
+//! the client is answered.
 //!
 //! WAL mode with `synchronous=NORMAL`: a committed write survives a process crash; only an
 //! operating-system crash may lose the last transactions, the trade YARN's LevelDB store
 //! makes too.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use rusqlite::{params, Connection, OptionalExtension};
@@ -107,6 +109,13 @@ impl StateStore {
                 record TEXT NOT NULL,
                 state TEXT NOT NULL,
                 finish_time INTEGER NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS sched_conf (
+                version INTEGER PRIMARY KEY,
+                source TEXT NOT NULL,
+                user TEXT NOT NULL,
+                time INTEGER NOT NULL,
+                props TEXT NOT NULL
              );",
         )
         .map_err(sq)?;
@@ -234,6 +243,118 @@ impl StateStore {
     }
 }
 
+/// How many scheduler-configuration versions are kept (YARN's
+/// `yarn.scheduler.configuration.store.max-logs`); only the newest one is ever read back, the
+/// rest are an audit trail.
+pub const SCHED_CONF_VERSIONS_KEPT: u64 = 1000;
+
+/// Where a stored scheduler configuration came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchedConfSource {
+    /// `PUT /scheduler-conf`: the stored set wins over `capacity-scheduler.xml` at the next
+    /// start, as with YARN's mutable configuration stores.
+    Mutation,
+    /// `refreshQueues` from the file: the file is authoritative again (the set is kept for
+    /// the audit trail and the version count only).
+    Refresh,
+}
+
+impl SchedConfSource {
+    fn as_str(&self) -> &'static str {
+        match self {
+            Self::Mutation => "mutation",
+            Self::Refresh => "refresh",
+        }
+    }
+}
+
+/// One stored version of the live capacity-scheduler property set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSchedConf {
+    pub version: u64,
+    pub source: SchedConfSource,
+    pub user: String,
+    pub time: u64,
+    pub props: BTreeMap<String, String>,
+}
+
+impl StateStore {
+    /// Records an applied scheduler configuration as `version` and drops versions older than
+    /// the newest [`SCHED_CONF_VERSIONS_KEPT`], in one transaction.
+    pub fn put_sched_conf(&mut self, conf: &StoredSchedConf) -> Result<(), StoreError> {
+        let json = serde_json::to_string(&conf.props).map_err(|e| StoreError::Corrupt {
+            path: self.path.clone(),
+            key: format!("scheduler configuration version {}", conf.version),
+            message: e.to_string(),
+        })?;
+        let version = i64::try_from(conf.version).unwrap_or(i64::MAX);
+        let time = i64::try_from(conf.time).unwrap_or(i64::MAX);
+        let tx = self.conn.transaction().map_err(|e| StoreError::Sqlite {
+            path: self.path.clone(),
+            source: e,
+        })?;
+        let r = tx
+            .execute(
+                "INSERT OR REPLACE INTO sched_conf(version, source, user, time, props) VALUES(?1, ?2, ?3, ?4, ?5)",
+                params![version, conf.source.as_str(), conf.user, time, json],
+            )
+            .and_then(|_| {
+                tx.execute(
+                    "DELETE FROM sched_conf WHERE version <= ?1",
+                    params![version.saturating_sub(SCHED_CONF_VERSIONS_KEPT as i64)],
+                )
+            })
+            .and_then(|_| tx.commit());
+        r.map(|_| ()).map_err(|e| StoreError::Sqlite {
+            path: self.path.clone(),
+            source: e,
+        })
+    }
+
+    /// The newest stored scheduler configuration, if any change was ever applied.
+    pub fn latest_sched_conf(&self) -> Result<Option<StoredSchedConf>, StoreError> {
+        let row = self
+            .conn
+            .query_row(
+                "SELECT version, source, user, time, props FROM sched_conf ORDER BY version DESC LIMIT 1",
+                [],
+                |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, i64>(3)?,
+                        r.get::<_, String>(4)?,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(|e| self.sq(e))?;
+        let Some((version, source, user, time, json)) = row else {
+            return Ok(None);
+        };
+        let corrupt = |message: String| StoreError::Corrupt {
+            path: self.path.clone(),
+            key: format!("scheduler configuration version {version}"),
+            message,
+        };
+        let source = match source.as_str() {
+            "mutation" => SchedConfSource::Mutation,
+            "refresh" => SchedConfSource::Refresh,
+            other => return Err(corrupt(format!("unknown source '{other}'"))),
+        };
+        let props: BTreeMap<String, String> =
+            serde_json::from_str(&json).map_err(|e| corrupt(e.to_string()))?;
+        Ok(Some(StoredSchedConf {
+            version: u64::try_from(version).unwrap_or(0),
+            source,
+            user,
+            time: u64::try_from(time).unwrap_or(0),
+            props,
+        }))
+    }
+}
+
 fn to_stored(r: &AppRecord) -> StoredApp {
     StoredApp {
         id: r.id,
@@ -351,5 +472,53 @@ mod tests {
         assert_eq!(r.apps[0].sub.am_resource, rec.sub.am_resource);
         s.delete_app(&rec.id).unwrap();
         assert!(s.recover().unwrap().apps.is_empty());
+    }
+
+    #[test]
+    fn scheduler_conf_versions_survive_reopen_and_are_pruned() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rm.sqlite");
+        let conf = |version: u64, source| StoredSchedConf {
+            version,
+            source,
+            user: "admin".into(),
+            time: 7,
+            props: BTreeMap::from([(
+                "yarn.scheduler.capacity.root.queues".to_string(),
+                format!("a{version}"),
+            )]),
+        };
+        {
+            let mut s = StateStore::open(&path).unwrap();
+            assert_eq!(s.latest_sched_conf().unwrap(), None);
+            s.put_sched_conf(&conf(1, SchedConfSource::Mutation))
+                .unwrap();
+            s.put_sched_conf(&conf(2, SchedConfSource::Refresh))
+                .unwrap();
+            s.put_sched_conf(&conf(3, SchedConfSource::Mutation))
+                .unwrap();
+        }
+        let mut s = StateStore::open(&path).unwrap();
+        assert_eq!(
+            s.latest_sched_conf().unwrap(),
+            Some(conf(3, SchedConfSource::Mutation))
+        );
+        s.put_sched_conf(&conf(
+            3 + SCHED_CONF_VERSIONS_KEPT,
+            SchedConfSource::Refresh,
+        ))
+        .unwrap();
+        let n: i64 = s
+            .conn
+            .query_row("SELECT COUNT(*) FROM sched_conf", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(
+            n, 1,
+            "versions older than the newest {SCHED_CONF_VERSIONS_KEPT} are dropped"
+        );
+        assert_eq!(
+            s.latest_sched_conf().unwrap().unwrap().source,
+            SchedConfSource::Refresh
+        );
     }
 }

@@ -37,6 +37,7 @@ fn sample(param: &str) -> &'static str {
         "nodeid" => "host.example.com:45454",
         "filename" => "stdout",
         "user" => "alice",
+        "queue" => "default",
         other => panic!("docs/openapi.yaml uses path parameter {{{other}}}: add a sample value to the contract test"),
     }
 }

@@ -127,6 +127,11 @@ pub struct Cluster {
     pub nm_addrs: Vec<String>,
     pub http: reqwest::blocking::Client,
     pub conf_dir: PathBuf,
+    /// The RM's command line, to start it again on the same state store
+    /// ([`Cluster::restart_rm`]).
+    pub rm_args: Vec<String>,
+    /// How many times the RM was restarted (each run logs to its own file).
+    pub rm_restarts: usize,
 }
 
 /// Extra `-D` properties for the RM and the NMs.
@@ -155,6 +160,12 @@ fn read_addr(path: &Path, d: &mut Daemon) -> String {
 
 impl Cluster {
     pub fn start(opts: ClusterOpts) -> Self {
+        Self::start_with_files(opts, &[])
+    }
+
+    /// Like [`Cluster::start`], with extra files (`capacity-scheduler.xml`, ...) written into
+    /// the configuration directory the daemons and the CLI read, as `(file name, content)`.
+    pub fn start_with_files(opts: ClusterOpts, files: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let conf_dir = dir.path().join("conf");
         std::fs::create_dir_all(&conf_dir).expect("conf dir");
@@ -164,6 +175,13 @@ impl Cluster {
             "<configuration></configuration>\n",
         )
         .expect("write conf");
+        for (name, content) in files {
+            assert!(
+                !name.contains('/'),
+                "conf files are plain names in the conf dir: {name}"
+            );
+            std::fs::write(conf_dir.join(name), content).expect("write conf file");
+        }
         let rm_dir = dir.path().join("rm");
         std::fs::create_dir_all(&rm_dir).expect("rm dir");
         let mut args = vec!["--conf-dir".to_string(), conf_dir.display().to_string()];
@@ -196,6 +214,7 @@ impl Cluster {
             &[],
         );
         let rm_addr = read_addr(&rm_dir.join("address"), &mut rm);
+        let rm_args = args;
         let mut c = Cluster {
             dir,
             rm,
@@ -207,6 +226,8 @@ impl Cluster {
                 .build()
                 .expect("client"),
             conf_dir,
+            rm_args,
+            rm_restarts: 0,
         };
         for _ in 0..opts.nodes {
             c.add_nm(&opts.nm_props);
@@ -278,6 +299,45 @@ impl Cluster {
         i
     }
 
+    /// Stops the RM (SIGTERM, then SIGKILL after 10 s) and starts a new one with the same
+    /// configuration, state store and address, so the NMs and clients find it again.
+    pub fn restart_rm(&mut self) {
+        self.rm.signal(Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.rm.is_running() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if self.rm.is_running() {
+            let _ = self.rm.child.kill();
+        }
+        let _ = self.rm.child.wait();
+        self.rm_restarts += 1;
+        let webapp = "yarn.resourcemanager.webapp.address=";
+        let mut args = self.rm_args.clone();
+        for a in args.iter_mut() {
+            if a.starts_with(webapp) {
+                *a = format!("{webapp}{}", self.rm_addr);
+            }
+        }
+        let addr_file = self.dir.path().join("rm").join("address");
+        let _ = std::fs::remove_file(&addr_file);
+        let mut rm = spawn(
+            "resourcemanager",
+            &bin("resourcemanager"),
+            &args,
+            self.dir
+                .path()
+                .join(format!("rm-restart{}.log", self.rm_restarts)),
+            &[],
+        );
+        let addr = read_addr(&addr_file, &mut rm);
+        assert_eq!(
+            addr, self.rm_addr,
+            "the restarted RM binds the same address"
+        );
+        self.rm = rm;
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.rm_addr)
     }
@@ -343,6 +403,17 @@ impl Cluster {
             .args(args)
             .env("SPINDLE_RM_ADDRESS", &self.rm_addr)
             .env("SPINDLE_CONF_DIR", &self.conf_dir)
+            .output()
+            .expect("run spindle")
+    }
+
+    /// Runs the `spindle` CLI as `user` (its `?user.name=`).
+    pub fn spindle_as(&self, user: &str, args: &[&str]) -> std::process::Output {
+        Command::new(bin("spindle"))
+            .args(args)
+            .env("SPINDLE_RM_ADDRESS", &self.rm_addr)
+            .env("SPINDLE_CONF_DIR", &self.conf_dir)
+            .env("USER", user)
             .output()
             .expect("run spindle")
     }

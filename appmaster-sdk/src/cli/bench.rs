@@ -20,9 +20,9 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
         let value = rest
             .get(i + 1)
             .with_context(|| format!("{} needs a value", rest[i]))?;
-        let n: u64 = value
-            .parse()
-            .with_context(|| format!("{} must be a non-negative integer, got '{value}'", rest[i]))?;
+        let n: u64 = value.parse().with_context(|| {
+            format!("{} must be a non-negative integer, got '{value}'", rest[i])
+        })?;
         match flag {
             "nodes" => spec.nodes = n as usize,
             "apps" => spec.apps = n as usize,
@@ -41,6 +41,9 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
     let result = tokio::task::spawn_blocking(move || spindle_resourcemanager::bench::run(&spec))
         .await
         .context("the benchmark task failed")?;
-    println!("{}", serde_json::to_string(&result).context("encoding the result")?);
+    println!(
+        "{}",
+        serde_json::to_string(&result).context("encoding the result")?
+    );
     Ok(EXIT_OK)
 }

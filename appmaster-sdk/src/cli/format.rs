@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use spindle_common::records::cluster::{AppInfo, NodeInfo};
+use spindle_common::records::cluster::{AppInfo, CapacitySchedulerQueueInfo, NodeInfo};
 use spindle_common::states::{NodeState, YarnApplicationState};
 
 /// Java's `DecimalFormat("###.##%")` of a REST progress given in percent (0..=100).
@@ -259,6 +259,60 @@ pub fn format_log_file(
     s
 }
 
+/// Java's `DecimalFormat("#.00")`: two decimals, no leading zero (`.00`, `70.00`).
+pub fn java_two_decimals(v: f64) -> String {
+    let v = if v.is_finite() { v } else { 0.0 };
+    let s = format!("{:.2}", v.abs());
+    let s = s.strip_prefix("0.").map(|d| format!(".{d}")).unwrap_or(s);
+    if v < 0.0 && s != ".00" {
+        format!("-{s}")
+    } else {
+        s
+    }
+}
+
+/// `yarn queue -status` output (QueueCLI's `Queue Information :` block). The figures are
+/// the REST view's percents: capacity and maximum of the parent, current capacity as used
+/// over guaranteed.
+pub fn format_queue_status(q: &CapacitySchedulerQueueInfo) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "Queue Information : ");
+    let _ = writeln!(o, "Queue Name : {}", q.queue_name);
+    let _ = writeln!(o, "Queue Path : {}", q.queue_path);
+    let _ = writeln!(o, "\tState : {}", q.state);
+    let _ = writeln!(o, "\tCapacity : {}%", java_two_decimals(q.capacity));
+    let _ = writeln!(
+        o,
+        "\tCurrent Capacity : {}%",
+        java_two_decimals(q.used_capacity)
+    );
+    let _ = writeln!(
+        o,
+        "\tMaximum Capacity : {}%",
+        java_two_decimals(q.max_capacity)
+    );
+    let _ = writeln!(o, "\tWeight : {}", java_two_decimals(q.weight));
+    let _ = writeln!(o, "\tMaximum Parallel Apps : {}", q.max_parallel_apps);
+    let label = q
+        .default_node_label_expression
+        .as_deref()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .unwrap_or("<DEFAULT_PARTITION>");
+    let _ = writeln!(o, "\tDefault Node Label expression : {label}");
+    let _ = writeln!(o, "\tAccessible Node Labels : {}", q.node_labels.join(","));
+    // Spindle does not preempt: a parent's REST record has no flag, and it is off too.
+    let (preempt, intra) = q
+        .leaf
+        .as_ref()
+        .map(|l| (l.preemption_disabled, l.intra_queue_preemption_disabled))
+        .unwrap_or((true, true));
+    let word = |disabled: bool| if disabled { "disabled" } else { "enabled" };
+    let _ = writeln!(o, "\tPreemption : {}", word(preempt));
+    let _ = writeln!(o, "\tIntra-queue Preemption : {}", word(intra));
+    o
+}
+
 #[cfg(test)]
 mod tests {
     use spindle_common::states::FinalApplicationStatus;
@@ -426,5 +480,26 @@ mod tests {
         assert_eq!(lines[7], "");
         assert_eq!(lines[8], "End of LogType:stdout");
         assert!(lines[9].starts_with("*****"));
+    }
+
+    #[test]
+    fn queue_status_like_queue_cli() {
+        assert_eq!(java_two_decimals(0.0), ".00");
+        assert_eq!(java_two_decimals(70.0), "70.00");
+        assert_eq!(java_two_decimals(12.345), "12.35");
+        assert_eq!(java_two_decimals(-1.0), "-1.00");
+        assert_eq!(java_two_decimals(-0.5), "-.50");
+        let q: CapacitySchedulerQueueInfo = serde_json::from_value(serde_json::json!({
+            "queueName": "a", "queuePath": "root.a", "state": "RUNNING", "capacity": 70.0,
+            "usedCapacity": 12.5, "maxCapacity": 100.0, "weight": -1.0,
+            "maxParallelApps": 2147483647, "nodeLabels": ["*"],
+            "type": "capacitySchedulerLeafQueueInfo", "preemptionDisabled": true,
+            "intraQueuePreemptionDisabled": true
+        }))
+        .unwrap();
+        assert_eq!(
+            format_queue_status(&q),
+            "Queue Information : \nQueue Name : a\nQueue Path : root.a\n\tState : RUNNING\n\tCapacity : 70.00%\n\tCurrent Capacity : 12.50%\n\tMaximum Capacity : 100.00%\n\tWeight : -1.00\n\tMaximum Parallel Apps : 2147483647\n\tDefault Node Label expression : <DEFAULT_PARTITION>\n\tAccessible Node Labels : *\n\tPreemption : disabled\n\tIntra-queue Preemption : disabled\n"
+        );
     }
 }

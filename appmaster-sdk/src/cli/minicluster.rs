@@ -15,9 +15,11 @@ use crate::minicluster::{MiniCluster, MiniClusterOptions, DEFAULT_STARTUP_TIMEOU
 use crate::rm_client::RmClient;
 
 pub const USAGE: &str = "\
-usage: spindle minicluster [--nodes N] [--rm-address HOST:PORT] [--conf-dir DIR] [--work-dir DIR]
-                           [--demo] [--keep-running] [--startup-timeout-ms MS]
+usage: spindle minicluster [--nodes N] [--gpus-per-node G] [--rm-address HOST:PORT] [--conf-dir DIR]
+                           [--work-dir DIR] [--demo] [--keep-running] [--startup-timeout-ms MS]
   --nodes N              nodemanagers to start (default 1)
+  --gpus-per-node G      every nodemanager discovers G fake GPUs (scripts/fake-nvidia-smi,
+                         needs python3) and the RM schedules yarn.io/gpu
   --rm-address HOST:PORT where the RM listens (default 127.0.0.1 and a free port)
   --conf-dir DIR         configuration for every daemon (default $SPINDLE_CONF_DIR, ./conf)
   --work-dir DIR         state, container dirs and daemon logs (default: a new temp dir)
@@ -28,6 +30,7 @@ The daemons (resourcemanager, nodemanager) are taken from next to this binary, e
 
 const OPTS: &[Opt] = &[
     Opt::one("nodes", &["num_nodes"]),
+    Opt::one("gpus-per-node", &[]),
     Opt::one("work-dir", &["workDir"]),
     Opt::flag("demo", &[]),
     Opt::flag("keep-running", &[]),
@@ -56,6 +59,7 @@ pub fn options_from(p: &Parsed) -> Result<MiniClusterOptions, UsageError> {
             .map(Duration::from_millis)
             .unwrap_or(DEFAULT_STARTUP_TIMEOUT),
         bin_dir: p.value("bin-dir").map(PathBuf::from),
+        gpus_per_node: p.parse::<u32>("gpus-per-node")?.unwrap_or(0),
     })
 }
 
@@ -97,6 +101,13 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
     }
     for (i, a) in cluster.nm_addresses.iter().enumerate() {
         say!("NodeManager nm{i}: http://{a}/");
+    }
+    if opts.gpus_per_node > 0 {
+        say!(
+            "Fake GPUs: {} per node ({}/fake-gpus/nvidia-smi)",
+            opts.gpus_per_node,
+            cluster.work_dir.display()
+        );
     }
     say!("RM web UI: http://{}/", cluster.rm_address);
     say!("SPINDLE_RM_ADDRESS={}", cluster.rm_address);
@@ -196,6 +207,8 @@ mod tests {
             "-keep-running",
             "--work-dir",
             "/tmp/x",
+            "--gpus-per-node",
+            "4",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -204,6 +217,7 @@ mod tests {
         let o = options_from(&p).unwrap();
         assert_eq!(o.nodes, 3);
         assert_eq!(o.work_dir, Some(PathBuf::from("/tmp/x")));
+        assert_eq!(o.gpus_per_node, 4);
         assert!(p.has("demo") && p.has("keep-running"));
         let p = parse(&["--nodes".to_string(), "0".to_string()], &all).unwrap();
         assert!(options_from(&p).is_err());

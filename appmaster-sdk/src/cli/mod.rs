@@ -1,5 +1,5 @@
-//! The `spindle` command line, modelled on `yarn`: `application`, `node`, `logs`,
-//! `distributed-shell`, `minicluster` (and the hidden `distributed-shell-am`).
+//! The `spindle` command line, modelled on `yarn`: `application`, `node`, `queue`, `rmadmin`,
+//! `logs`, `distributed-shell`, `minicluster` (and the hidden `distributed-shell-am`).
 //!
 //! This module is the binary's edge: commands report with `anyhow` and context, print
 //! user-facing output on stdout and errors on stderr, and map outcomes to exit statuses:
@@ -24,6 +24,8 @@ pub mod format;
 pub mod logs;
 pub mod minicluster;
 pub mod node;
+pub mod queue;
+pub mod rmadmin;
 
 use std::path::PathBuf;
 
@@ -52,6 +54,8 @@ Client commands (each takes --rm-address HOST:PORT and --conf-dir DIR; the RM ad
 defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the conf dir):
   application        -list [-appStates S1,S2|ALL] [-appTypes T] | -status APPID | -kill APPID
   node               -list [-all] [-states S1,S2] [-showDetails]
+  queue              -status QUEUE
+  rmadmin            -refreshQueues
   logs               -applicationId APPID [-containerId CID] [-log_files F1,F2]
   distributed-shell  run a shell command in N containers (see `spindle distributed-shell -help`)
   minicluster        start a resourcemanager and N nodemanagers on this machine
@@ -70,6 +74,8 @@ pub async fn run(args: Vec<String>) -> u8 {
     let result = match cmd.as_str() {
         "application" | "app" | "-application" => application::run(rest).await,
         "node" | "-node" => node::run(rest).await,
+        "queue" | "-queue" => queue::run(rest).await,
+        "rmadmin" | "-rmadmin" => rmadmin::run(rest).await,
         "logs" | "-logs" => logs::run(rest).await,
         "distributed-shell" | "distributedshell" | "dshell" => dshell::run_client_cmd(rest).await,
         "distributed-shell-am" => dshell::run_am_cmd(rest).await,

@@ -192,7 +192,7 @@ pub const DEFAULT_NM_HEALTH_CHECKER_SCRIPT_TIMEOUT_MS: u64 = 1_200_000;
 /// cgroup (under each controller's root) that holds all of the NM's containers.
 pub const NM_CGROUPS_HIERARCHY: &str =
     "yarn.nodemanager.linux-container-executor.cgroups.hierarchy";
-pub const DEFAULT_NM_CGROUPS_HIERARCHY: &str = "/hadoop-yarn";
+pub const DEFAULT_NM_CGROUPS_HIERARCHY: &str = "/spindle";
 /// Where cgroups are mounted; unset: found from `/proc/self/mountinfo`.
 pub const NM_CGROUPS_MOUNT_PATH: &str =
     "yarn.nodemanager.linux-container-executor.cgroups.mount-path";

@@ -35,7 +35,8 @@ const PRECISION: f64 = 0.0005;
 /// Longest queue name accepted.
 const MAX_QUEUE_NAME: usize = 255;
 
-const DEFAULT_CALCULATOR_CLASS: &str = "org.apache.hadoop.yarn.util.resource.DefaultResourceCalculator";
+const DEFAULT_CALCULATOR_CLASS: &str =
+    "org.apache.hadoop.yarn.util.resource.DefaultResourceCalculator";
 const DOMINANT_CALCULATOR_CLASS: &str =
     "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator";
 
@@ -230,9 +231,7 @@ impl CsProps {
         for name in conf.names_with_prefix(PREFIX) {
             let value = conf
                 .get(name)
-                .map_err(|e| {
-                    CapacityConfError::new(Rule::BadValue, e.to_string()).property(name)
-                })?
+                .map_err(|e| CapacityConfError::new(Rule::BadValue, e.to_string()).property(name))?
                 .unwrap_or_default();
             let origin = conf.source(name).map(|s| s.to_string());
             out.insert(name.to_string(), CsProp { value, origin });
@@ -339,7 +338,11 @@ impl CsProps {
         match self.trimmed(name) {
             None => Ok(None),
             Some(v) => value::parse_f64(v).map(Some).ok_or_else(|| {
-                self.err(Rule::BadValue, name, format!("expected a number, got '{v}'"))
+                self.err(
+                    Rule::BadValue,
+                    name,
+                    format!("expected a number, got '{v}'"),
+                )
             }),
         }
     }
@@ -445,14 +448,18 @@ impl SiteSettings {
         let prio = conf
             .get_i64(prio_key, keys::DEFAULT_CLUSTER_MAX_APPLICATION_PRIORITY)
             .map_err(|e| site_err(prio_key, e.to_string()))?;
-        let max_application_priority = i32::try_from(prio)
-            .ok()
-            .filter(|p| *p >= 0)
-            .ok_or_else(|| {
-                let mut e = site_err(prio_key, format!("must be from 0 to {}, got {prio}", i32::MAX));
-                e.rule = Rule::LimitRange;
-                e
-            })?;
+        let max_application_priority =
+            i32::try_from(prio)
+                .ok()
+                .filter(|p| *p >= 0)
+                .ok_or_else(|| {
+                    let mut e = site_err(
+                        prio_key,
+                        format!("must be from 0 to {}, got {prio}", i32::MAX),
+                    );
+                    e.rule = Rule::LimitRange;
+                    e
+                })?;
         let acl_raw = conf
             .get(keys::ADMIN_ACL)
             .map_err(|e| site_err(keys::ADMIN_ACL, e.to_string()))?
@@ -577,7 +584,10 @@ pub fn parse_props(props: &CsProps, site: &SiteSettings) -> Result<SchedulerConf
             props.err(
                 Rule::LimitRange,
                 &nld_key,
-                format!("node-locality-delay must be from 0 to {}, got {n}", u32::MAX),
+                format!(
+                    "node-locality-delay must be from 0 to {}, got {n}",
+                    u32::MAX
+                ),
             )
         })?,
     };
@@ -635,7 +645,7 @@ struct Parser<'a> {
 }
 
 /// Whether a capacity was configured and in which form, for the sibling checks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Mode {
     Percent,
     Absolute,
@@ -733,7 +743,15 @@ impl Parser<'_> {
             ),
             _ => (None, None),
         };
-        self.check_max_vs_capacity(path, &cap_key, &max_key, &capacity, &max_capacity, abs_capacity, abs_max)?;
+        self.check_max_vs_capacity(
+            path,
+            &cap_key,
+            &max_key,
+            &capacity,
+            &max_capacity,
+            abs_capacity,
+            abs_max,
+        )?;
         if let (CapacitySpec::Absolute(_), Some(pc)) = (&capacity, &parent.capacity) {
             if Mode::of(pc) == Mode::Percent {
                 return Err(props
@@ -804,7 +822,10 @@ impl Parser<'_> {
                 .err(
                     Rule::LimitRange,
                     &ulf_key,
-                    format!("user-limit-factor must be positive, or -1 for no limit, got {}", num(user_limit_factor)),
+                    format!(
+                        "user-limit-factor must be positive, or -1 for no limit, got {}",
+                        num(user_limit_factor)
+                    ),
                 )
                 .queue(path));
         }
@@ -901,7 +922,11 @@ impl Parser<'_> {
             state,
             abs_capacity: if is_root { Some(1.0) } else { abs_capacity },
             abs_max: if is_root { Some(1.0) } else { abs_max },
-            capacity: if is_root { None } else { Some(capacity.clone()) },
+            capacity: if is_root {
+                None
+            } else {
+                Some(capacity.clone())
+            },
             max_allocation,
         };
         let mut set_modes = Vec::new();
@@ -925,7 +950,11 @@ impl Parser<'_> {
                     .err(
                         Rule::LimitRange,
                         name,
-                        format!("expected an integer from {} to {}, got {n}", i32::MIN, i32::MAX),
+                        format!(
+                            "expected an integer from {} to {}, got {n}",
+                            i32::MIN,
+                            i32::MAX
+                        ),
                     )
                     .queue(path)
             }),
@@ -969,7 +998,10 @@ impl Parser<'_> {
                     .err(
                         Rule::CapacityRange,
                         name,
-                        format!("Illegal weight of {} for queue {path}: weights may not be negative", num(weight)),
+                        format!(
+                            "Illegal weight of {} for queue {path}: weights may not be negative",
+                            num(weight)
+                        ),
                     )
                     .queue(path));
             }
@@ -1032,7 +1064,10 @@ impl Parser<'_> {
                 .err(
                     Rule::CapacityRange,
                     name,
-                    format!("Illegal maximum-capacity of {} for queue {path}", num(pct / 100.0)),
+                    format!(
+                        "Illegal maximum-capacity of {} for queue {path}",
+                        num(pct / 100.0)
+                    ),
                 )
                 .queue(path));
         }
@@ -1166,20 +1201,18 @@ impl Parser<'_> {
                         .queue(path));
                 }
             }
-            (CapacitySpec::Absolute(c), MaxCapacitySpec::Absolute(m)) => {
-                if !c.fits_in(m) {
-                    return Err(props
-                        .err(
-                            Rule::MaxCapacityBelowCapacity,
-                            name,
-                            format!(
-                                "Min resource configuration {} is greater than its max value:{} in queue:{path}",
-                                res(c),
-                                res(m)
-                            ),
-                        )
-                        .queue(path));
-                }
+            (CapacitySpec::Absolute(c), MaxCapacitySpec::Absolute(m)) if !c.fits_in(m) => {
+                return Err(props
+                    .err(
+                        Rule::MaxCapacityBelowCapacity,
+                        name,
+                        format!(
+                            "Min resource configuration {} is greater than its max value:{} in queue:{path}",
+                            res(c),
+                            res(m)
+                        ),
+                    )
+                    .queue(path));
             }
             _ => {}
         }
@@ -1209,7 +1242,10 @@ impl Parser<'_> {
             return Ok(parent.max_allocation.clone());
         }
         let cluster = &self.site.max_allocation;
-        let base = parent.max_allocation.clone().unwrap_or_else(|| cluster.clone());
+        let base = parent
+            .max_allocation
+            .clone()
+            .unwrap_or_else(|| cluster.clone());
         let mut own = base.clone();
         if let Some(mb) = mb {
             own.memory_mb = mb;
@@ -1254,19 +1290,21 @@ impl Parser<'_> {
         let name = key(path, suffix);
         match self.props.get(&name) {
             None => Ok(None),
-            Some(raw) => parse_acl(raw).map(Some).map_err(|m| {
-                self.props.err(Rule::InvalidAcl, &name, m).queue(path)
-            }),
+            Some(raw) => parse_acl(raw)
+                .map(Some)
+                .map_err(|m| self.props.err(Rule::InvalidAcl, &name, m).queue(path)),
         }
     }
 
     fn ordering(&self, path: &str, name: &str, raw: &str, is_leaf: bool) -> Result<OrderingPolicy> {
         let props = self.props;
         let leaf_policy = match raw {
-            "fifo" | "org.apache.hadoop.yarn.server.resourcemanager.scheduler.policy.FifoOrderingPolicy" => {
+            "fifo"
+            | "org.apache.hadoop.yarn.server.resourcemanager.scheduler.policy.FifoOrderingPolicy" => {
                 Some(OrderingPolicy::Fifo)
             }
-            "fair" | "org.apache.hadoop.yarn.server.resourcemanager.scheduler.policy.FairOrderingPolicy" => {
+            "fair"
+            | "org.apache.hadoop.yarn.server.resourcemanager.scheduler.policy.FairOrderingPolicy" => {
                 Some(OrderingPolicy::Fair)
             }
             _ => None,
@@ -1449,13 +1487,13 @@ impl Parser<'_> {
             };
             let parts: Vec<&str> = entry.split(':').map(str::trim).collect();
             if parts.len() != 3 {
-                return Err(bad(
-                    "expected u:<user>:<queue> or g:<group>:<queue>".into(),
-                ));
+                return Err(bad("expected u:<user>:<queue> or g:<group>:<queue>".into()));
             }
             let (kind, who, queue) = (parts[0], parts[1], parts[2]);
             if who.is_empty() || queue.is_empty() {
-                return Err(bad("the user (or group) and the queue may not be empty".into()));
+                return Err(bad(
+                    "the user (or group) and the queue may not be empty".into()
+                ));
             }
             if queue.contains('%') && queue != "%user" && queue != "%primary_group" {
                 return Err(bad(format!(
@@ -1503,28 +1541,35 @@ pub fn check_queue_name(name: &str) -> std::result::Result<(), String> {
     if name.len() > MAX_QUEUE_NAME {
         return Err(format!("longer than {MAX_QUEUE_NAME} bytes"));
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| c.is_whitespace() || c.is_control() || matches!(c, '.' | ':' | '/' | ',' | '%' | '*'))
-    {
+    if let Some(c) = name.chars().find(|c| {
+        c.is_whitespace() || c.is_control() || matches!(c, '.' | ':' | '/' | ',' | '%' | '*')
+    }) {
         return Err(format!("may not contain {:?}", c));
     }
     Ok(())
 }
 
 /// A Hadoop ACL: `"user1,user2 group1,group2"`; `*` for everyone; a lone space (or nothing)
-/// for no one. Surrounding newlines and tabs (XML formatting) are ignored; a leading
-/// *space* is kept, because `" admins"` means "only the group admins".
+/// for no one. Trailing whitespace, and leading whitespace that holds a newline or a tab (XML
+/// formatting), are ignored; leading *spaces* alone are kept, because `" admins"` means
+/// "only the group admins".
 pub fn parse_acl(raw: &str) -> std::result::Result<Acl, String> {
-    let text = raw
-        .trim_end()
-        .trim_start_matches(['\n', '\r', '\t']);
+    let text = raw.trim_end();
+    let lead = &text[..text.len() - text.trim_start().len()];
+    let text = if lead.contains(['\n', '\r', '\t']) {
+        text.trim_start()
+    } else {
+        text
+    };
     let (users, groups) = text.split_once(' ').unwrap_or((text, ""));
     if users.trim() == "*" || groups.trim() == "*" {
         return Ok(Acl::everyone());
     }
     let mut acl = Acl::nobody();
-    for (part, set, what) in [(users, &mut acl.users, "user"), (groups, &mut acl.groups, "group")] {
+    for (part, set, what) in [
+        (users, &mut acl.users, "user"),
+        (groups, &mut acl.groups, "group"),
+    ] {
         for n in part.split(',').map(str::trim).filter(|n| !n.is_empty()) {
             if n.contains(char::is_whitespace) {
                 return Err(format!(
@@ -1627,7 +1672,9 @@ pub fn validate_transition(old: &SchedulerConf, new: &SchedulerConf) -> Result<(
     for q in old.root.walk() {
         let parent_queues = |p: &str| {
             key(
-                p.rsplit_once('.').map(|(parent, _)| parent).unwrap_or("root"),
+                p.rsplit_once('.')
+                    .map(|(parent, _)| parent)
+                    .unwrap_or("root"),
                 "queues",
             )
         };
@@ -1736,7 +1783,10 @@ fn full_path(q: &str, what: &str) -> Result<String> {
     }
     for part in q.split('.').skip(1) {
         check_queue_name(part).map_err(|why| {
-            mutation_err(Some(q), format!("Can't {what} invalid queue {q}: '{part}' {why}"))
+            mutation_err(
+                Some(q),
+                format!("Can't {what} invalid queue {q}: '{part}' {why}"),
+            )
         })?;
     }
     Ok(q.to_string())
@@ -1771,7 +1821,10 @@ pub fn apply_mutation(props: &CsProps, m: &SchedConfMutation) -> Result<CsProps>
         let q = full_path(q, "remove")?;
         let (parent, leaf) = q.rsplit_once('.').unwrap_or(("root", q.as_str()));
         let parent_key = key(parent, "queues");
-        let mut siblings = out.get(&parent_key).map(value::split_list).unwrap_or_default();
+        let mut siblings = out
+            .get(&parent_key)
+            .map(value::split_list)
+            .unwrap_or_default();
         let Some(pos) = siblings.iter().position(|s| s == leaf) else {
             return Err(mutation_err(Some(&q), format!("Queue {q} not found")));
         };
@@ -1798,7 +1851,10 @@ pub fn apply_mutation(props: &CsProps, m: &SchedConfMutation) -> Result<CsProps>
         let (parent, leaf) = q.rsplit_once('.').unwrap_or(("root", q.as_str()));
         let existing = out.queue_paths();
         if existing.iter().any(|p| p == &q) {
-            return Err(mutation_err(Some(&q), format!("Can't add existing queue {q}")));
+            return Err(mutation_err(
+                Some(&q),
+                format!("Can't add existing queue {q}"),
+            ));
         }
         if !existing.iter().any(|p| p == parent) {
             return Err(mutation_err(
@@ -1807,7 +1863,10 @@ pub fn apply_mutation(props: &CsProps, m: &SchedConfMutation) -> Result<CsProps>
             ));
         }
         let parent_key = key(parent, "queues");
-        let mut siblings = out.get(&parent_key).map(value::split_list).unwrap_or_default();
+        let mut siblings = out
+            .get(&parent_key)
+            .map(value::split_list)
+            .unwrap_or_default();
         siblings.push(leaf.to_string());
         out.set(&parent_key, &siblings.join(","));
         for (k, v) in &add.params {

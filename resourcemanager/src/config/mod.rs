@@ -1,19 +1,31 @@
 //! The RM's typed configuration, built from the raw Hadoop properties. Every rule has its
-//! own error, which names the property and, through the raw layer, the file and line.
+//! own error, which names the property and, through the raw layer, the file and line. The
+//! capacity scheduler's part (`capacity-scheduler.xml`) is [`capacity`].
 
-use std::path::PathBuf;
+pub mod capacity;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use spindle_common::config::{keys, ConfigError, Configuration};
 use spindle_common::Resource;
 
-use crate::core::queue_conf::{
-    CapacitySpec, MaxCapacitySpec, QueueSpec, QueueState, SchedulerConf,
-};
 use crate::core::CoreConfig;
+use capacity::{CapacityConfError, CsProps, SiteSettings};
 
-const CS: &str = "yarn.scheduler.capacity.";
 /// Where the SQLite state store lives (Spindle's own key: YARN's stores are ZK, FS or LevelDB).
 pub const STATE_STORE_PATH: &str = "spindle.resourcemanager.state-store.path";
+/// Hadoop's static user-to-groups table, consulted before any lookup:
+/// `user1=group1,group2;user2=;` (default `dr.who=;`, the web user has no groups).
+pub const GROUP_STATIC_OVERRIDES: &str = "hadoop.user.group.static.mapping.overrides";
+/// How long a user's groups are cached (Hadoop: 300 s).
+pub const GROUPS_CACHE_SECS: &str = "hadoop.security.groups.cache.secs";
+/// How long a failed lookup (no such user) is cached (Hadoop: 30 s).
+pub const GROUPS_NEGATIVE_CACHE_SECS: &str = "hadoop.security.groups.negative-cache.secs";
+/// How long one `id -Gn` may run; Hadoop's 0 (no limit) is taken as 5 s, because a hung
+/// lookup would hold a REST request forever.
+pub const GROUPS_COMMAND_TIMEOUT: &str = "hadoop.security.groups.shell.command.timeout";
 
 #[derive(Debug, thiserror::Error)]
 pub enum RmConfigError {
@@ -25,6 +37,30 @@ pub enum RmConfigError {
         name: String,
         message: String,
     },
+    /// `capacity-scheduler.xml` (or a yarn-site key it reads) broke a rule.
+    #[error(transparent)]
+    Capacity(#[from] CapacityConfError),
+}
+
+/// How the RM learns a caller's groups (Hadoop's `ShellBasedUnixGroupsMapping`: `id -Gn`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupsConfig {
+    /// Users whose groups are fixed by configuration, never looked up.
+    pub static_overrides: BTreeMap<String, Vec<String>>,
+    pub cache_ttl: Duration,
+    pub negative_cache_ttl: Duration,
+    pub command_timeout: Duration,
+}
+
+impl Default for GroupsConfig {
+    fn default() -> Self {
+        Self {
+            static_overrides: BTreeMap::from([("dr.who".to_string(), Vec::new())]),
+            cache_ttl: Duration::from_secs(300),
+            negative_cache_ttl: Duration::from_secs(30),
+            command_timeout: Duration::from_secs(5),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -33,6 +69,17 @@ pub struct RmConfig {
     pub store_path: PathBuf,
     pub cluster_id: String,
     pub core: CoreConfig,
+    /// The live capacity-scheduler property set the RM starts with (from the files; the
+    /// driver replaces it with the state store's when mutations were stored).
+    pub scheduler_props: CsProps,
+    /// The yarn-site settings the capacity scheduler reads, fixed while the RM runs.
+    pub scheduler_site: SiteSettings,
+    /// Where `refreshQueues` re-reads `capacity-scheduler.xml`; `None` when the RM was
+    /// configured in memory (tests), in which case a refresh re-applies `scheduler_props`.
+    pub conf_dir: Option<PathBuf>,
+    /// `-D name=value` overrides, re-applied on every refresh so they keep winning.
+    pub overrides: Vec<(String, String)>,
+    pub groups: GroupsConfig,
 }
 
 fn rule(conf: &Configuration, name: &str, message: String) -> RmConfigError {
@@ -151,7 +198,9 @@ impl RmConfig {
             let v = conf.get_i64(&k, i64::MAX)?;
             max_allocation.set(&t, v);
         }
-        let queues = parse_queues(conf)?;
+        let scheduler_props = CsProps::from_conf(conf)?;
+        let scheduler_site = SiteSettings::from_conf(conf, &max_allocation)?;
+        let scheduler = capacity::parse_props(&scheduler_props, &scheduler_site)?;
         let core = CoreConfig {
             min_allocation: Resource::new(min_mb, min_vc),
             max_allocation,
@@ -168,131 +217,83 @@ impl RmConfig {
             )?,
             max_completed_apps: max_completed as usize,
             rm_address: String::new(),
-            scheduler: SchedulerConf {
-                root: queues,
-                max_application_priority: conf
-                    .get_i64("yarn.cluster.max-application-priority", 0)?
-                    .clamp(0, i64::from(i32::MAX)) as i32,
-                ..SchedulerConf::single_default_queue()
-            },
+            scheduler,
         };
         Ok(Self {
             webapp_address,
             store_path: PathBuf::from(store_path),
             cluster_id: conf.get_string(keys::RM_CLUSTER_ID, "spindle")?,
             core,
+            scheduler_props,
+            scheduler_site,
+            conf_dir: None,
+            overrides: Vec::new(),
+            groups: groups_config(conf)?,
         })
     }
+
+    /// Loads `dir` (see [`Configuration::load_dir`]), applies the `-D` overrides, and
+    /// remembers both so that `refreshQueues` can read `capacity-scheduler.xml` again.
+    pub fn load(dir: &Path, overrides: &[(String, String)]) -> Result<Self, RmConfigError> {
+        let conf = load_conf(dir, overrides)?;
+        let mut c = Self::from_conf(&conf)?;
+        c.conf_dir = Some(dir.to_path_buf());
+        c.overrides = overrides.to_vec();
+        Ok(c)
+    }
+
+    /// The capacity-scheduler properties as the files say now (`refreshQueues`). Reads the
+    /// configuration directory: call it off the driver task.
+    pub fn reload_scheduler_props(&self) -> Result<CsProps, RmConfigError> {
+        match &self.conf_dir {
+            Some(dir) => Ok(CsProps::from_conf(&load_conf(dir, &self.overrides)?)?),
+            None => Ok(self.scheduler_props.clone()),
+        }
+    }
 }
 
-/// Reads the queue tree from `capacity-scheduler.xml` properties. Without any, the tree is
-/// YARN's default: `root` with one leaf `default` at 100%.
-pub fn parse_queues(conf: &Configuration) -> Result<QueueSpec, RmConfigError> {
-    fn build(conf: &Configuration, path: &str, depth: usize) -> Result<QueueSpec, RmConfigError> {
-        if depth > 32 {
-            return Err(rule(
-                conf,
-                &format!("{CS}{path}.queues"),
-                "queue tree deeper than 32 levels".into(),
-            ));
-        }
-        let name = path.rsplit('.').next().unwrap_or(path).to_string();
-        let children_key = format!("{CS}{path}.queues");
-        let child_names = conf.get_strings(&children_key)?;
-        let mut seen = std::collections::BTreeSet::new();
-        let mut children = Vec::new();
-        for c in &child_names {
-            if c.contains('.') || c.contains(char::is_whitespace) {
-                return Err(rule(
-                    conf,
-                    &children_key,
-                    format!("queue name '{c}' may not contain '.' or spaces"),
-                ));
-            }
-            if !seen.insert(c.clone()) {
-                return Err(rule(
-                    conf,
-                    &children_key,
-                    format!("queue '{c}' is listed twice"),
-                ));
-            }
-            children.push(build(conf, &format!("{path}.{c}"), depth + 1)?);
-        }
-        let cap_key = format!("{CS}{path}.capacity");
-        let capacity = if path == "root" {
-            100.0
-        } else {
-            let raw = conf.get_string(&cap_key, "0")?;
-            percent(conf, &cap_key, &raw)?
-        };
-        let max_key = format!("{CS}{path}.maximum-capacity");
-        let raw_max = conf.get_string(&max_key, "100")?;
-        let maximum_capacity = if raw_max.trim() == "-1" {
-            100.0
-        } else {
-            percent(conf, &max_key, &raw_max)?
-        };
-        if maximum_capacity < capacity {
-            return Err(rule(conf, &max_key, format!("maximum-capacity {maximum_capacity} is below capacity {capacity} of queue {path}")));
-        }
-        let state_key = format!("{CS}{path}.state");
-        let state = conf.get_string(&state_key, "RUNNING")?.to_ascii_uppercase();
-        if state != "RUNNING" && state != "STOPPED" {
-            return Err(rule(
-                conf,
-                &state_key,
-                format!("expected RUNNING or STOPPED, got '{state}'"),
-            ));
-        }
-        if !children.is_empty() {
-            let sum: f64 = children
-                .iter()
-                .map(|c| match c.capacity {
-                    CapacitySpec::Percent(p) => p,
-                    _ => 0.0,
-                })
-                .sum();
-            if (sum - 100.0).abs() > 0.05 && sum != 0.0 {
-                return Err(rule(conf, &children_key, format!(
-                    "Illegal capacity sum of {:.2} for children of queue {path} for label=. It should be either 0 or 1.0",
-                    sum / 100.0
-                )));
-            }
-        }
-        let _ = name;
-        let mut q = QueueSpec::new(path, CapacitySpec::Percent(capacity));
-        q.max_capacity = MaxCapacitySpec::Percent(maximum_capacity);
-        q.state = if state == "STOPPED" {
-            QueueState::Stopped
-        } else {
-            QueueState::Running
-        };
-        q.children = children;
-        Ok(q)
+fn load_conf(dir: &Path, overrides: &[(String, String)]) -> Result<Configuration, RmConfigError> {
+    let mut conf = Configuration::load_dir(dir)?;
+    for (k, v) in overrides {
+        conf.set(k, v);
     }
-    let root_key = format!("{CS}root.queues");
-    if conf.get_raw(&root_key).is_none() {
-        let mut c = conf.clone();
-        c.set(&root_key, "default");
-        c.set(&format!("{CS}root.default.capacity"), "100");
-        return build(&c, "root", 0);
-    }
-    build(conf, "root", 0)
+    Ok(conf)
 }
 
-fn percent(conf: &Configuration, key: &str, raw: &str) -> Result<f64, RmConfigError> {
-    let v: f64 = raw
-        .trim()
-        .parse()
-        .map_err(|_| rule(conf, key, format!("expected a percentage such as 12.5, got '{raw}' (absolute and weight forms arrive with the capacity scheduler)")))?;
-    if !(0.0..=100.0).contains(&v) {
-        return Err(rule(
-            conf,
-            key,
-            format!("expected a percentage between 0 and 100, got {v}"),
-        ));
+fn groups_config(conf: &Configuration) -> Result<GroupsConfig, RmConfigError> {
+    let mut g = GroupsConfig::default();
+    let raw = conf.get_string(GROUP_STATIC_OVERRIDES, "dr.who=;")?;
+    g.static_overrides.clear();
+    for entry in raw.split(';').map(str::trim).filter(|e| !e.is_empty()) {
+        let Some((user, groups)) = entry.split_once('=') else {
+            return Err(rule(
+                conf,
+                GROUP_STATIC_OVERRIDES,
+                format!("entry '{entry}' is not user=group1,group2"),
+            ));
+        };
+        let user = user.trim();
+        if user.is_empty() {
+            return Err(rule(
+                conf,
+                GROUP_STATIC_OVERRIDES,
+                format!("entry '{entry}' names no user"),
+            ));
+        }
+        g.static_overrides.insert(
+            user.to_string(),
+            spindle_common::config::value::split_list(groups),
+        );
     }
-    Ok(v)
+    g.cache_ttl = Duration::from_secs(conf.get_u64(GROUPS_CACHE_SECS, 300)?);
+    g.negative_cache_ttl = Duration::from_secs(conf.get_u64(GROUPS_NEGATIVE_CACHE_SECS, 30)?);
+    let timeout = conf.get_duration_ms(GROUPS_COMMAND_TIMEOUT, 0)?;
+    g.command_timeout = if timeout == 0 {
+        Duration::from_secs(5)
+    } else {
+        Duration::from_millis(timeout)
+    };
+    Ok(g)
 }
 
 #[cfg(test)]
@@ -332,15 +333,81 @@ mod tests {
           <property><name>yarn.scheduler.capacity.root.b.capacity</name><value>30</value></property>
         </configuration>"#,
         );
-        let q = parse_queues(&c).unwrap();
+        let rm = RmConfig::from_conf(&c).unwrap();
+        let q = &rm.core.scheduler.root;
         assert_eq!(q.children.len(), 2);
         assert_eq!(
             q.find("root.b").unwrap().capacity,
-            CapacitySpec::Percent(30.0)
+            crate::core::queue_conf::CapacitySpec::Percent(30.0)
+        );
+        assert_eq!(
+            rm.scheduler_props
+                .get("yarn.scheduler.capacity.root.a.capacity"),
+            Some("70")
         );
         let mut bad = c.clone();
         bad.set("yarn.scheduler.capacity.root.b.capacity", "40");
-        let e = parse_queues(&bad).unwrap_err().to_string();
-        assert!(e.contains("Illegal capacity sum of 1.10"), "{e}");
+        let e = RmConfig::from_conf(&bad).unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "capacity-scheduler.xml:2: Illegal capacity sum of 1.1 for children of queue root"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn load_remembers_the_dir_and_overrides_for_refresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let cs = dir.path().join("capacity-scheduler.xml");
+        std::fs::write(
+            &cs,
+            "<configuration><property><name>yarn.scheduler.capacity.root.queues</name><value>a</value></property>\n\
+             <property><name>yarn.scheduler.capacity.root.a.capacity</name><value>100</value></property></configuration>",
+        )
+        .unwrap();
+        let overrides = vec![(
+            "yarn.scheduler.capacity.root.a.user-limit-factor".to_string(),
+            "3".to_string(),
+        )];
+        let rm = RmConfig::load(dir.path(), &overrides).unwrap();
+        assert_eq!(rm.conf_dir.as_deref(), Some(dir.path()));
+        std::fs::write(
+            &cs,
+            "<configuration><property><name>yarn.scheduler.capacity.root.queues</name><value>a,b</value></property></configuration>",
+        )
+        .unwrap();
+        let props = rm.reload_scheduler_props().unwrap();
+        assert_eq!(
+            props.get("yarn.scheduler.capacity.root.queues"),
+            Some("a,b")
+        );
+        assert_eq!(
+            props.get("yarn.scheduler.capacity.root.a.user-limit-factor"),
+            Some("3"),
+            "-D overrides survive a refresh"
+        );
+        // In memory: a refresh re-applies what the RM started with.
+        let mem = RmConfig::from_conf(&Configuration::new()).unwrap();
+        assert_eq!(mem.reload_scheduler_props().unwrap(), mem.scheduler_props);
+    }
+
+    #[test]
+    fn group_settings() {
+        let mut c = Configuration::new();
+        let g = RmConfig::from_conf(&c).unwrap().groups;
+        assert_eq!(g.static_overrides.get("dr.who"), Some(&vec![]));
+        assert_eq!(g.command_timeout, Duration::from_secs(5));
+        c.set(GROUP_STATIC_OVERRIDES, "alice=devs,ops;bob=;");
+        c.set(GROUPS_COMMAND_TIMEOUT, "2s");
+        let g = RmConfig::from_conf(&c).unwrap().groups;
+        assert_eq!(
+            g.static_overrides.get("alice"),
+            Some(&vec!["devs".to_string(), "ops".to_string()])
+        );
+        assert_eq!(g.static_overrides.get("bob"), Some(&vec![]));
+        assert_eq!(g.command_timeout, Duration::from_secs(2));
+        c.set(GROUP_STATIC_OVERRIDES, "alice");
+        assert!(RmConfig::from_conf(&c).is_err());
     }
 }

@@ -7,7 +7,6 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde_json::{json, Value};
 use spindle_common::records::cluster::*;
 use spindle_common::records::resource::ResourceInfo;
 use spindle_common::records::OneOrMany;
@@ -15,7 +14,7 @@ use spindle_common::states::{FinalApplicationStatus, NodeState, YarnApplicationS
 use spindle_common::time::now_ms;
 use spindle_common::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, Resource};
 
-use super::{caller, ApiError, AppState, JsonBody};
+use super::{ApiError, AppState, JsonBody};
 use crate::core::queue_conf::{CapacitySpec, MaxCapacitySpec};
 use crate::core::{App, Attempt, KillOutcome, Node, QueueView, RmContainer, Submission};
 use crate::driver::{Command, Snapshot};
@@ -36,8 +35,14 @@ pub(super) fn routes() -> Router<AppState> {
             "/ws/v1/cluster/apps/{appid}/state",
             get(app_state).put(put_app_state),
         )
-        .route("/ws/v1/cluster/apps/{appid}/queue", get(app_queue))
-        .route("/ws/v1/cluster/apps/{appid}/priority", get(app_priority))
+        .route(
+            "/ws/v1/cluster/apps/{appid}/queue",
+            get(app_queue).put(put_app_queue),
+        )
+        .route(
+            "/ws/v1/cluster/apps/{appid}/priority",
+            get(app_priority).put(put_app_priority),
+        )
         .route("/ws/v1/cluster/apps/{appid}/appattempts", get(attempts))
         .route(
             "/ws/v1/cluster/apps/{appid}/appattempts/{attemptid}",
@@ -169,201 +174,283 @@ fn capacity_mode(c: &CapacitySpec) -> &'static str {
     }
 }
 
-fn configured_percent(c: &CapacitySpec) -> f64 {
-    match c {
-        CapacitySpec::Percent(p) => *p,
-        _ => 0.0,
-    }
+/// YARN reports `capacity`/`maxCapacity` as percents of the parent even for absolute and
+/// weight queues (derived from the effective resources); `weight`/`normalizedWeight` only
+/// for weight queues (-1 and 0 otherwise).
+struct Shares {
+    capacity: f64,
+    max_capacity: f64,
+    weight: f64,
+    normalized_weight: f64,
 }
 
-fn configured_max_percent(c: &MaxCapacitySpec) -> f64 {
-    match c {
-        MaxCapacitySpec::Percent(p) => *p,
-        MaxCapacitySpec::Absolute(_) => 100.0,
-    }
-}
-
-/// One queue in YARN's `capacityScheduler` JSON shape; children nested under
-/// `queues.queue[]`.
-fn queue_json(views: &[QueueView], v: &QueueView) -> Value {
-    let zero = ResourceInfo::from(&Resource::zero());
-    let weight = match v.capacity {
-        CapacitySpec::Weight(w) => w,
-        _ => -1.0,
+fn shares(views: &[QueueView], v: &QueueView) -> Shares {
+    let parent = v
+        .parent
+        .as_deref()
+        .and_then(|p| views.iter().find(|x| x.path == p));
+    let relative = |own: f64, of: Option<f64>| match of {
+        Some(p) if p > 0.0 => (own * 100.0 / p).min(100.0),
+        Some(_) => 0.0,
+        None => own,
     };
+    let capacity = match v.capacity {
+        CapacitySpec::Percent(p) => p,
+        _ => relative(v.absolute_capacity, parent.map(|p| p.absolute_capacity)),
+    };
+    let max_capacity = match v.max_capacity {
+        MaxCapacitySpec::Percent(p) => p,
+        MaxCapacitySpec::Absolute(_) => relative(
+            v.absolute_max_capacity,
+            parent.map(|p| p.absolute_max_capacity),
+        ),
+    };
+    let (weight, normalized_weight) = match v.capacity {
+        CapacitySpec::Weight(w) => {
+            let sum: f64 = views
+                .iter()
+                .filter(|x| x.parent == v.parent)
+                .filter_map(|x| match x.capacity {
+                    CapacitySpec::Weight(w) => Some(w),
+                    _ => None,
+                })
+                .sum();
+            (w, if sum > 0.0 { w / sum } else { 0.0 })
+        }
+        _ => (-1.0, 0.0),
+    };
+    Shares {
+        capacity,
+        max_capacity,
+        weight,
+        normalized_weight,
+    }
+}
+
+fn queue_acls(v: &QueueView) -> QueueAclsInfo {
+    QueueAclsInfo {
+        queue_acl: vec![
+            QueueAclInfo {
+                access_type: "ADMINISTER_QUEUE".into(),
+                access_control_list: v.acl_admin.clone(),
+            },
+            QueueAclInfo {
+                access_type: "SUBMIT_APP".into(),
+                access_control_list: v.acl_submit.clone(),
+            },
+        ],
+    }
+}
+
+fn capacities(v: &QueueView, sh: &Shares) -> QueueCapacities {
+    let zero = ResourceInfo::from(&Resource::zero());
     let (cfg_min, cfg_max) = match (&v.capacity, &v.max_capacity) {
         (CapacitySpec::Absolute(r), MaxCapacitySpec::Absolute(m)) => {
             (ResourceInfo::from(r), ResourceInfo::from(m))
         }
         (CapacitySpec::Absolute(r), _) => (ResourceInfo::from(r), zero.clone()),
         (_, MaxCapacitySpec::Absolute(m)) => (zero.clone(), ResourceInfo::from(m)),
-        _ => (zero.clone(), zero.clone()),
+        _ => (zero.clone(), zero),
     };
-    let capacity = configured_percent(&v.capacity);
-    let max_capacity = configured_max_percent(&v.max_capacity);
-    let mut q = json!({
-        "queuePath": v.path,
-        "capacity": capacity,
-        "usedCapacity": v.used_capacity,
-        "maxCapacity": max_capacity,
-        "absoluteCapacity": v.absolute_capacity,
-        "absoluteMaxCapacity": v.absolute_max_capacity,
-        "absoluteUsedCapacity": v.absolute_used_capacity,
-        "weight": weight,
-        "normalizedWeight": 0.0,
-        "numApplications": v.num_applications,
-        "maxParallelApps": v.max_parallel_apps.map(i64::from).unwrap_or(i64::from(i32::MAX)),
-        "queueName": v.name,
-        "isAbsoluteResource": matches!(v.capacity, CapacitySpec::Absolute(_)),
-        "state": v.state.as_str(),
-        "usedResources": v.used.to_string(),
-        "resourcesUsed": ResourceInfo::from(&v.used),
-        "hideReservationQueues": false,
-        "nodeLabels": ["*"],
-        "allocatedContainers": v.num_containers,
-        "reservedContainers": 0,
-        "pendingContainers": 0,
-        "capacities": {"queueCapacitiesByPartition": [{
-            "partitionName": "",
-            "capacity": capacity, "usedCapacity": v.used_capacity, "maxCapacity": max_capacity,
-            "absoluteCapacity": v.absolute_capacity, "absoluteUsedCapacity": v.absolute_used_capacity,
-            "absoluteMaxCapacity": v.absolute_max_capacity,
-            "maxAMLimitPercentage": v.max_am_resource_percent * 100.0, "weight": weight, "normalizedWeight": 0.0,
-            "configuredMinResource": cfg_min, "configuredMaxResource": cfg_max,
-            "effectiveMinResource": ResourceInfo::from(&v.guaranteed),
-            "effectiveMaxResource": ResourceInfo::from(&v.maximum),
-        }]},
-        "resources": {"resourceUsagesByPartition": [{
-            "partitionName": "",
-            "used": ResourceInfo::from(&v.used),
-            "reserved": zero,
-            "pending": ResourceInfo::from(&v.pending),
-            "amUsed": ResourceInfo::from(&v.am_used),
-            "amLimit": ResourceInfo::from(&v.am_limit),
-            "userAmLimit": ResourceInfo::from(&v.user_am_limit),
-        }]},
-        "minEffectiveCapacity": ResourceInfo::from(&v.guaranteed),
-        "maxEffectiveCapacity": ResourceInfo::from(&v.maximum),
-        "maximumAllocation": ResourceInfo::from(&v.max_allocation),
-        "queueAcls": {"queueAcl": [
-            {"accessType": "ADMINISTER_QUEUE", "accessControlList": v.acl_admin},
-            {"accessType": "SUBMIT_APP", "accessControlList": v.acl_submit}
-        ]},
-        "queuePriority": v.priority,
-        "orderingPolicyInfo": v.ordering.as_str(),
-        "autoCreateChildQueueEnabled": false,
-        "mode": capacity_mode(&v.capacity),
-        "queueType": if v.is_leaf { "leaf" } else { "parent" },
-        "creationMethod": "static",
-        "autoCreationEligibility": "off",
-    });
-    let Some(o) = q.as_object_mut() else { return q };
-    if v.is_leaf {
-        let users: Vec<Value> = v
-            .users
-            .iter()
-            .map(|u| {
-                json!({
-                    "username": u.name,
-                    "resourcesUsed": ResourceInfo::from(&u.used),
-                    "numActiveApplications": u.active_apps,
-                    "numPendingApplications": u.pending_apps,
-                    "AMResourceUsed": ResourceInfo::from(&u.am_used),
-                    "userResourceLimit": ResourceInfo::from(&u.user_limit),
-                    "isActive": u.active_apps > 0,
-                })
-            })
-            .collect();
-        o.insert("type".into(), json!("capacitySchedulerLeafQueueInfo"));
-        o.insert(
-            "numActiveApplications".into(),
-            json!(v.num_active_applications),
-        );
-        o.insert(
-            "numPendingApplications".into(),
-            json!(v.num_pending_applications),
-        );
-        o.insert("numContainers".into(), json!(v.num_containers));
-        o.insert("maxApplications".into(), json!(v.max_applications));
-        o.insert(
-            "maxApplicationsPerUser".into(),
-            json!(v.max_applications_per_user),
-        );
-        o.insert("userLimit".into(), json!(v.minimum_user_limit_percent));
-        o.insert("userLimitFactor".into(), json!(v.user_limit_factor));
-        o.insert(
-            "users".into(),
-            if users.is_empty() {
-                Value::Null
-            } else {
-                json!({ "user": users })
-            },
-        );
-        o.insert(
-            "configuredMaxAMResourceLimit".into(),
-            json!(v.max_am_resource_percent),
-        );
-        o.insert(
-            "AMResourceLimit".into(),
-            json!(ResourceInfo::from(&v.am_limit)),
-        );
-        o.insert(
-            "usedAMResource".into(),
-            json!(ResourceInfo::from(&v.am_used)),
-        );
-        o.insert(
-            "userAMResourceLimit".into(),
-            json!(ResourceInfo::from(&v.user_am_limit)),
-        );
-        o.insert("preemptionDisabled".into(), json!(true));
-        o.insert("intraQueuePreemptionDisabled".into(), json!(true));
-        o.insert(
-            "defaultPriority".into(),
-            json!(v.default_application_priority),
-        );
-        o.insert("isAutoCreatedLeafQueue".into(), json!(false));
-        o.insert("maxApplicationLifetime".into(), json!(-1));
-        o.insert("defaultApplicationLifetime".into(), json!(-1));
-    } else {
-        let children: Vec<Value> = views
-            .iter()
-            .filter(|c| c.parent.as_deref() == Some(v.path.as_str()))
-            .map(|c| queue_json(views, c))
-            .collect();
-        o.insert("queues".into(), json!({ "queue": children }));
+    QueueCapacities {
+        queue_capacities_by_partition: vec![PartitionQueueCapacitiesInfo {
+            partition_name: String::new(),
+            capacity: sh.capacity,
+            used_capacity: v.used_capacity,
+            max_capacity: sh.max_capacity,
+            absolute_capacity: v.absolute_capacity,
+            absolute_used_capacity: v.absolute_used_capacity,
+            absolute_max_capacity: v.absolute_max_capacity,
+            max_am_limit_percentage: v.max_am_resource_percent * 100.0,
+            weight: sh.weight,
+            normalized_weight: sh.normalized_weight,
+            configured_min_resource: cfg_min,
+            configured_max_resource: cfg_max,
+            effective_min_resource: ResourceInfo::from(&v.guaranteed),
+            effective_max_resource: ResourceInfo::from(&v.maximum),
+        }],
     }
-    q
 }
 
-async fn scheduler(State(st): State<AppState>) -> Json<Value> {
+/// One queue in YARN's `capacityScheduler` shape; children nested under `queues.queue[]`.
+fn queue_info(views: &[QueueView], v: &QueueView) -> CapacitySchedulerQueueInfo {
+    let sh = shares(views, v);
+    let leaf = v.is_leaf.then(|| {
+        let users: Vec<UserInfo> = v
+            .users
+            .iter()
+            .map(|u| UserInfo {
+                username: u.name.clone(),
+                resources_used: ResourceInfo::from(&u.used),
+                num_pending_applications: u.pending_apps as u64,
+                num_active_applications: u.active_apps as u64,
+                am_resource_used: ResourceInfo::from(&u.am_used),
+                user_resource_limit: ResourceInfo::from(&u.user_limit),
+                user_weight: 1.0,
+                is_active: u.active_apps > 0,
+            })
+            .collect();
+        LeafQueueInfo {
+            kind: "capacitySchedulerLeafQueueInfo".into(),
+            num_active_applications: v.num_active_applications as u64,
+            num_pending_applications: v.num_pending_applications as u64,
+            num_containers: v.num_containers as u64,
+            max_applications: u64::from(v.max_applications),
+            max_applications_per_user: u64::from(v.max_applications_per_user),
+            user_limit: v.minimum_user_limit_percent,
+            users: (!users.is_empty()).then_some(UsersInfo {
+                user: OneOrMany(users),
+            }),
+            user_limit_factor: v.user_limit_factor,
+            configured_max_am_resource_limit: v.max_am_resource_percent,
+            am_resource_limit: ResourceInfo::from(&v.am_limit),
+            used_am_resource: ResourceInfo::from(&v.am_used),
+            user_am_resource_limit: ResourceInfo::from(&v.user_am_limit),
+            preemption_disabled: true,
+            intra_queue_preemption_disabled: true,
+            default_priority: v.default_application_priority,
+            is_auto_created_leaf_queue: false,
+            max_application_lifetime: -1,
+            default_application_lifetime: -1,
+        }
+    });
+    let queues = (!v.is_leaf).then(|| CapacitySchedulerQueues {
+        queue: OneOrMany(
+            views
+                .iter()
+                .filter(|c| c.parent.as_deref() == Some(v.path.as_str()))
+                .map(|c| queue_info(views, c))
+                .collect(),
+        ),
+    });
+    CapacitySchedulerQueueInfo {
+        queue_path: v.path.clone(),
+        capacity: sh.capacity,
+        used_capacity: v.used_capacity,
+        max_capacity: sh.max_capacity,
+        absolute_capacity: v.absolute_capacity,
+        absolute_max_capacity: v.absolute_max_capacity,
+        absolute_used_capacity: v.absolute_used_capacity,
+        weight: sh.weight,
+        normalized_weight: sh.normalized_weight,
+        num_applications: v.num_applications as u64,
+        max_parallel_apps: v
+            .max_parallel_apps
+            .map(i64::from)
+            .unwrap_or(i64::from(i32::MAX)),
+        queue_name: v.name.clone(),
+        is_absolute_resource: matches!(v.capacity, CapacitySpec::Absolute(_)),
+        state: v.state.as_str().into(),
+        used_resources: v.used.to_string(),
+        resources_used: ResourceInfo::from(&v.used),
+        hide_reservation_queues: false,
+        node_labels: vec!["*".into()],
+        default_node_label_expression: None,
+        allocated_containers: v.num_containers as u64,
+        reserved_containers: 0,
+        pending_containers: 0,
+        capacities: capacities(v, &sh),
+        resources: ResourceUsages {
+            resource_usages_by_partition: vec![PartitionResourcesInfo {
+                partition_name: String::new(),
+                used: ResourceInfo::from(&v.used),
+                reserved: ResourceInfo::from(&Resource::zero()),
+                pending: ResourceInfo::from(&v.pending),
+                am_used: ResourceInfo::from(&v.am_used),
+                am_limit: ResourceInfo::from(&v.am_limit),
+                user_am_limit: ResourceInfo::from(&v.user_am_limit),
+            }],
+        },
+        min_effective_capacity: ResourceInfo::from(&v.guaranteed),
+        max_effective_capacity: ResourceInfo::from(&v.maximum),
+        maximum_allocation: ResourceInfo::from(&v.max_allocation),
+        queue_acls: queue_acls(v),
+        queue_priority: v.priority,
+        ordering_policy_info: if v.is_leaf {
+            v.ordering.as_str().into()
+        } else {
+            "utilization".into()
+        },
+        auto_create_child_queue_enabled: false,
+        mode: capacity_mode(&v.capacity).into(),
+        queue_type: if v.is_leaf { "leaf" } else { "parent" }.into(),
+        creation_method: "static".into(),
+        auto_creation_eligibility: "off".into(),
+        queues,
+        leaf,
+    }
+}
+
+/// YARN's health block; Spindle keeps no per-operation history, so it reads as a scheduler
+/// that has done nothing notable (every figure 0, every id `N/A`).
+fn health() -> CapacitySchedulerHealthInfo {
+    CapacitySchedulerHealthInfo {
+        lastrun: 0,
+        operations_info: [
+            "last-allocation",
+            "last-release",
+            "last-preemption",
+            "last-reservation",
+        ]
+        .into_iter()
+        .map(|op| SchedulerOperationInfo {
+            operation: op.into(),
+            node_id: "N/A".into(),
+            container_id: "N/A".into(),
+            queue: "N/A".into(),
+        })
+        .collect(),
+        last_run_details: ["releases", "allocations", "reservations"]
+            .into_iter()
+            .map(|op| LastRunDetail {
+                operation: op.into(),
+                count: 0,
+                resources: ResourceInfo::plain(&Resource::zero()),
+            })
+            .collect(),
+    }
+}
+
+async fn scheduler(State(st): State<AppState>) -> Json<SchedulerBody> {
     let s = st.driver.snapshot();
     let views = &s.queue_views;
     let Some(root) = views.iter().find(|v| v.parent.is_none()) else {
-        return Json(json!({"scheduler": {"schedulerInfo": {"type": "capacityScheduler"}}}));
+        return Json(SchedulerBody {
+            scheduler: SchedulerTypeInfo {
+                scheduler_info: CapacitySchedulerInfo {
+                    kind: "capacityScheduler".into(),
+                    ..Default::default()
+                },
+            },
+        });
     };
-    let root_json = queue_json(views, root);
-    Json(json!({"scheduler": {"schedulerInfo": {
-        "type": "capacityScheduler",
-        "capacity": 100.0,
-        "usedCapacity": root.used_capacity,
-        "maxCapacity": 100.0,
-        "weight": -1.0,
-        "normalizedWeight": 0.0,
-        "queueName": "root",
-        "queuePath": "root",
-        "queueType": "parent",
-        "mode": capacity_mode(&root.capacity),
-        "queues": root_json["queues"],
-        "capacities": root_json["capacities"],
-        "health": {"lastrun": 0, "operationsInfo": [], "lastRunDetails": []},
-        "maximumAllocation": ResourceInfo::from(&s.max_allocation),
-        "queueAcls": root_json["queueAcls"],
-        "queuePriority": 0,
-        "orderingPolicyInfo": "utilization",
-        "autoCreateChildQueueEnabled": false,
-        "creationMethod": "static",
-        "autoCreationEligibility": "off",
-    }}}))
+    let r = queue_info(views, root);
+    Json(SchedulerBody {
+        scheduler: SchedulerTypeInfo {
+            scheduler_info: CapacitySchedulerInfo {
+                kind: "capacityScheduler".into(),
+                capacity: 100.0,
+                used_capacity: root.used_capacity,
+                max_capacity: 100.0,
+                weight: -1.0,
+                normalized_weight: 0.0,
+                queue_name: "root".into(),
+                queue_path: "root".into(),
+                queue_type: "parent".into(),
+                mode: r.mode,
+                queues: r.queues,
+                capacities: r.capacities,
+                health: health(),
+                maximum_allocation: ResourceInfo::from(&s.max_allocation),
+                queue_acls: r.queue_acls,
+                queue_priority: 0,
+                ordering_policy_info: "utilization".into(),
+                auto_create_child_queue_enabled: false,
+                creation_method: "static".into(),
+                auto_creation_eligibility: "off".into(),
+            },
+        },
+    })
 }
 
 // ------------------------------------------------------------------------ nodes
@@ -731,7 +818,7 @@ async fn put_app_state(
             "Only 'KILLED' is allowed as a target state.",
         ));
     }
-    let who = crate::core::Caller::new(caller(&q), Vec::new());
+    let who = st.caller(&q).await;
     let out = st.driver.call(|r| Command::Kill(aid, who, r)).await?;
     Ok(match out {
         KillOutcome::Done(state) => (
@@ -767,6 +854,61 @@ async fn app_queue(
     Ok(Json(AppQueueBody {
         queue: a.queue.rsplit('.').next().unwrap_or(&a.queue).to_string(),
     }))
+}
+
+/// The short leaf name, as `GET /apps/{id}/queue` and `AppInfo.queue` show a queue.
+fn leaf_name(path: &str) -> String {
+    path.rsplit('.').next().unwrap_or(path).to_string()
+}
+
+/// `PUT /apps/{id}/queue {"queue":"b"}`: moves the application (owner, queue admin or
+/// cluster admin only); answers the queue it is now in.
+async fn put_app_queue(
+    State(st): State<AppState>,
+    Query(q): Q,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<AppQueueBody>,
+) -> Result<Json<AppQueueBody>, ApiError> {
+    let aid = app_id(&id)?;
+    let queue = body.queue.trim().to_string();
+    if queue.is_empty() {
+        return Err(ApiError::bad_request("Target Queue cannot be empty"));
+    }
+    let caller = st.caller(&q).await;
+    let path = st
+        .driver
+        .call(|r| Command::MoveApp {
+            id: aid,
+            queue,
+            caller,
+            reply: r,
+        })
+        .await?;
+    Ok(Json(AppQueueBody {
+        queue: leaf_name(&path),
+    }))
+}
+
+/// `PUT /apps/{id}/priority {"priority":N}`: answers the effective priority (clamped to
+/// `[0, yarn.cluster.max-application-priority]`, as YARN does).
+async fn put_app_priority(
+    State(st): State<AppState>,
+    Query(q): Q,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<AppPriorityBody>,
+) -> Result<Json<AppPriorityBody>, ApiError> {
+    let aid = app_id(&id)?;
+    let caller = st.caller(&q).await;
+    let priority = st
+        .driver
+        .call(|r| Command::SetPriority {
+            id: aid,
+            priority: body.priority,
+            caller,
+            reply: r,
+        })
+        .await?;
+    Ok(Json(AppPriorityBody { priority }))
 }
 
 async fn app_priority(
@@ -1070,7 +1212,9 @@ async fn submit(
     Query(q): Q,
     JsonBody(ctx): JsonBody<ApplicationSubmissionContext>,
 ) -> Result<Response, ApiError> {
-    let (id, sub) = submission(ctx, caller(&q))?;
+    let who = st.caller(&q).await;
+    let (id, mut sub) = submission(ctx, who.user)?;
+    sub.groups = who.groups;
     st.driver
         .call(|r| Command::Submit(id, Box::new(sub), r))
         .await?;

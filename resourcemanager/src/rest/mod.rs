@@ -5,9 +5,13 @@
 
 mod am;
 mod cluster;
+mod groups;
 mod metrics;
+mod schedconf;
 mod tracker;
 mod web;
+
+use std::sync::Arc;
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request};
@@ -17,7 +21,8 @@ use axum::Router;
 use serde::de::DeserializeOwned;
 use spindle_common::records::exception::ExceptionKind;
 
-use crate::core::CoreError;
+use crate::config::RmConfig;
+use crate::core::{Caller, CoreError};
 use crate::driver::{DriverHandle, RmError};
 
 /// Facts about this RM that do not change while it runs.
@@ -27,18 +32,37 @@ pub struct RmInfo {
     pub started_on: u64,
     pub cluster_id: String,
     pub store_path: String,
+    /// The configuration the RM started with: where `refreshQueues` reads
+    /// `capacity-scheduler.xml` again, and how callers' groups are found.
+    pub conf: Arc<RmConfig>,
 }
 
 #[derive(Clone)]
 pub(crate) struct AppState {
     pub driver: DriverHandle,
     pub info: RmInfo,
+    pub groups: Arc<groups::Groups>,
+}
+
+impl AppState {
+    /// The caller named by `?user.name=` (default `dr.who`) with their groups.
+    pub async fn caller(&self, query: &std::collections::HashMap<String, String>) -> Caller {
+        let user = caller(query);
+        let groups = self.groups.of(&user).await;
+        Caller::new(user, groups)
+    }
 }
 
 pub fn router(driver: DriverHandle, info: RmInfo) -> Router {
-    let state = AppState { driver, info };
+    let groups = Arc::new(groups::Groups::new(info.conf.groups.clone()));
+    let state = AppState {
+        driver,
+        info,
+        groups,
+    };
     Router::new()
         .merge(cluster::routes())
+        .merge(schedconf::routes())
         .merge(am::routes())
         .merge(tracker::routes())
         .merge(metrics::routes())
@@ -109,6 +133,11 @@ impl From<RmError> for ApiError {
                 };
                 ApiError::new(kind, c.to_string())
             }
+            // YARN's refresh and mutation refusals read "Failed to re-init queues : ...".
+            RmError::SchedulerConf(e) => ApiError::new(
+                ExceptionKind::BadRequest,
+                format!("Failed to re-init queues : {e}"),
+            ),
             RmError::Store(m) => ApiError::new(ExceptionKind::Internal, m),
             RmError::Unavailable => ApiError::new(ExceptionKind::ServiceUnavailable, e.to_string()),
         }

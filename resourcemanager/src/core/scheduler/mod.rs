@@ -108,6 +108,19 @@ pub struct Scheduler {
     /// Containers wanted, by shape, over every ask: a pass ends as soon as every wanted
     /// shape is known not to fit anywhere.
     shapes: BTreeMap<Resource, u64>,
+    /// Work counters of the passes so far (for benchmarks and diagnosis).
+    pub stats: PassStats,
+}
+
+/// What scheduling passes did: how many, and how much work they took.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PassStats {
+    pub passes: u64,
+    pub leaves_served: u64,
+    pub apps_visited: u64,
+    pub node_searches: u64,
+    pub failed_searches: u64,
+    pub placements: u64,
 }
 
 /// How serving one leaf ended.
@@ -132,6 +145,7 @@ impl Scheduler {
             demand: vec![0; n],
             active_users: BTreeMap::new(),
             shapes: BTreeMap::new(),
+            stats: PassStats::default(),
         }
     }
 
@@ -672,13 +686,14 @@ impl Scheduler {
         l
     }
 
-    fn queue_fits(&self, leaf: usize, ask: &Resource) -> bool {
+    /// The first queue from `leaf` up whose maximum `ask` would exceed, or None if it fits.
+    fn queue_blocking(&self, leaf: usize, ask: &Resource) -> Option<usize> {
         let calc = self.conf.calculator;
-        self.tree.path_up(leaf).all(|q| {
-            within(
+        self.tree.path_up(leaf).find(|q| {
+            !within(
                 calc,
-                &self.tree.queues[q].used.plus(ask),
-                &self.tree.queues[q].maximum,
+                &self.tree.queues[*q].used.plus(ask),
+                &self.tree.queues[*q].maximum,
             )
         })
     }
@@ -691,12 +706,17 @@ impl Scheduler {
         if self.nodes.is_empty() {
             return out;
         }
+        self.stats.passes += 1;
         let mut excluded = vec![false; self.tree.queues.len()];
         let mut failed_shapes: Vec<Resource> = Vec::new();
         let mut blocked_users: BTreeSet<(usize, String)> = BTreeSet::new();
         while let Some(leaf) = self.pick_leaf(&mut excluded) {
+            self.stats.leaves_served += 1;
             match self.serve_leaf(leaf, &mut failed_shapes, &mut blocked_users) {
-                Served::Placed(p) => out.push(p),
+                Served::Placed(p) => {
+                    self.stats.placements += 1;
+                    out.push(p)
+                }
                 Served::LeafDone => excluded[leaf] = true,
                 Served::PassDone => break,
             }
@@ -772,6 +792,9 @@ impl Scheduler {
         blocked_users: &mut BTreeSet<(usize, String)>,
     ) -> Served {
         let calc = self.conf.calculator;
+        let root = self.tree.root();
+        // Shapes that exceed a maximum of this leaf or one of its parents, in this call.
+        let mut over_max: Vec<Resource> = Vec::new();
         let mut cursor: Option<(i64, u64, ApplicationId)> = None;
         loop {
             let next = {
@@ -788,6 +811,7 @@ impl Scheduler {
                 return Served::LeafDone;
             };
             cursor = Some(entry);
+            self.stats.apps_visited += 1;
             let app_id = entry.2;
             // The asks of this app that might be placed, without allocating for the rest.
             let candidates: Vec<(AskKey, Resource, bool)> = match self.apps.get(&app_id) {
@@ -796,9 +820,10 @@ impl Scheduler {
                     .iter()
                     .filter(|(_, a)| a.any > 0)
                     .filter(|(_, a)| {
-                        a.has_hosts()
-                            || a.has_racks()
-                            || !failed_shapes.iter().any(|s| s.fits_in(&a.capability))
+                        !over_max.iter().any(|s| s.fits_in(&a.capability))
+                            && (a.has_hosts()
+                                || a.has_racks()
+                                || !failed_shapes.iter().any(|s| s.fits_in(&a.capability)))
                     })
                     .map(|(k, a)| (*k, a.capability.clone(), a.is_am))
                     .collect(),
@@ -822,7 +847,20 @@ impl Scheduler {
                 if failed_shapes.iter().any(|s| s.fits_in(&cap)) {
                     continue;
                 }
-                if !self.queue_fits(leaf, &cap) {
+                if let Some(q) = self.queue_blocking(leaf, &cap) {
+                    // Over the root's maximum means the cluster itself is full in some
+                    // dimension: no node can take this shape in this pass.
+                    if q == root {
+                        failed_shapes.push(cap.clone());
+                        if self
+                            .shapes
+                            .keys()
+                            .all(|s| failed_shapes.iter().any(|f| f.fits_in(s)))
+                        {
+                            return Served::PassDone;
+                        }
+                    }
+                    over_max.push(cap);
                     continue;
                 }
                 // AM containers were admitted by the AM limit; the user limit governs the rest.
@@ -830,6 +868,7 @@ impl Scheduler {
                     blocked_users.insert((leaf, user.clone()));
                     break;
                 }
+                self.stats.node_searches += 1;
                 match self.find_node(&app_id, &key) {
                     Some(slot) => {
                         return match self.commit(&app_id, &key, slot) {
@@ -838,6 +877,7 @@ impl Scheduler {
                         }
                     }
                     None => {
+                        self.stats.failed_searches += 1;
                         let local = self
                             .apps
                             .get(&app_id)
