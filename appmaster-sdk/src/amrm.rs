@@ -271,6 +271,7 @@ impl AskTable {
                 relax_locality: e.relax_locality,
                 node_label_expression: e.node_label_expression.clone(),
                 allocation_request_id: k.allocation_request_id,
+                gang: None,
             })
             .collect()
     }

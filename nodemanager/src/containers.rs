@@ -178,6 +178,7 @@ impl Container {
                 state: self.public_state(),
                 exit_status: self.exit_status,
                 diagnostics: self.diagnostics.clone(),
+                gang_id: None,
             },
             resource: ResourceInfo::from(&self.resource),
         }

@@ -39,6 +39,94 @@ pub struct ResourceRequest {
     pub relax_locality: bool,
     pub node_label_expression: Option<String>,
     pub allocation_request_id: i64,
+    /// Spindle's extension: this ask belongs to a gang, granted whole or not at all. Every
+    /// ask of the application naming the same gang id is a member (several shapes, e.g. one
+    /// chief and seven workers); the gang's settings are taken from the member that carries
+    /// them (the first one sent wins).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gang: Option<GangSpec>,
+}
+
+/// How a gang wants to be placed and how long it may wait.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct GangSpec {
+    /// The gang's id within the application (any non-empty string).
+    pub id: String,
+    /// PACK (fewest nodes, tightest fit; the default), STRICT_PACK (all on one node, or on
+    /// at most `maxNodes`), SPREAD (at most one member per node), SAME_RACK (one rack).
+    pub placement: GangPlacement,
+    /// At most this many nodes (0: no limit).
+    pub max_nodes: u32,
+    /// How long the gang may wait for its placement, in ms (0: the RM's default).
+    pub timeout_ms: u64,
+    /// SOFT: when the timeout passes, the gang's asks are withdrawn and the AM is told
+    /// (it may relax and ask again); HARD: the application fails.
+    pub timeout_policy: GangTimeoutPolicy,
+}
+
+impl Default for GangSpec {
+    fn default() -> Self {
+        Self {
+            id: String::new(),
+            placement: GangPlacement::PACK,
+            max_nodes: 0,
+            timeout_ms: 0,
+            timeout_policy: GangTimeoutPolicy::SOFT,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[allow(non_camel_case_types)]
+pub enum GangPlacement {
+    #[default]
+    PACK,
+    STRICT_PACK,
+    SPREAD,
+    SAME_RACK,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[allow(non_camel_case_types)]
+pub enum GangTimeoutPolicy {
+    #[default]
+    SOFT,
+    HARD,
+}
+
+/// A gang's state as the AM sees it in allocate responses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(non_camel_case_types)]
+pub enum GangState {
+    /// Waiting for a fit; nothing held.
+    PENDING,
+    /// Waiting, with nodes reserved for it as they drain.
+    RESERVED,
+    /// Granted whole in this response (or an earlier one).
+    ALLOCATED,
+    /// The soft timeout passed; the asks were withdrawn.
+    TIMED_OUT,
+    /// A member ended (failed, or its node was lost); see `failedContainers`.
+    FAILED,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GangStatus {
+    pub id: String,
+    pub state: GangState,
+    /// Containers the gang asks for in all.
+    pub size: u32,
+    /// Why it waits, in words ("needs 16 GPUs on at most 2 nodes; the best fit now is 12;
+    /// reserved nodes a, b").
+    #[serde(default)]
+    pub diagnostics: String,
+    #[serde(default)]
+    pub reserved_nodes: Vec<NodeId>,
+    /// Members that ended while the gang ran (state FAILED).
+    #[serde(default)]
+    pub failed_containers: Vec<ContainerId>,
 }
 
 impl Default for ResourceRequest {
@@ -51,6 +139,7 @@ impl Default for ResourceRequest {
             relax_locality: true,
             node_label_expression: None,
             allocation_request_id: 0,
+            gang: None,
         }
     }
 }
@@ -105,6 +194,9 @@ pub struct ContainerStatus {
     pub exit_status: i32,
     #[serde(default)]
     pub diagnostics: String,
+    /// Spindle's extension: the gang the container belonged to, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -136,6 +228,9 @@ pub struct AllocateResponse {
     pub num_cluster_nodes: i32,
     pub am_command: Option<AmCommand>,
     pub application_priority: i32,
+    /// Spindle's extension: the state of every gang the application asked for.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gang_statuses: Vec<GangStatus>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -159,6 +159,8 @@ pub struct AskUpdate {
 #[derive(Debug, Clone)]
 pub struct AllocateReply {
     pub response_id: i32,
+    /// Every gang of the application, with its state.
+    pub gangs: Vec<spindle_common::records::am::GangStatus>,
     pub allocated: Vec<Container>,
     pub completed: Vec<ContainerStatus>,
     pub headroom: Resource,
@@ -1423,6 +1425,7 @@ impl RmCore {
                         state: ContainerState::COMPLETE,
                         exit_status: exit,
                         diagnostics: c.diagnostics.clone(),
+                        gang_id: None,
                     });
                 }
                 if c.is_am {
@@ -1948,6 +1951,7 @@ impl RmCore {
             .collect();
         let reply = AllocateReply {
             response_id,
+            gangs: Vec::new(),
             allocated,
             completed,
             headroom,

@@ -114,6 +114,7 @@ async fn allocate(
         num_cluster_nodes: r.num_cluster_nodes,
         am_command: None,
         application_priority: 0,
+        gang_statuses: r.gangs,
     }))
 }
 
