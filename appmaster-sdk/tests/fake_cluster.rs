@@ -138,6 +138,7 @@ async fn allocate(
             state: ContainerState::COMPLETE,
             exit_status: -100,
             diagnostics: "Container released by application".into(),
+            gang_id: None,
         });
     }
     let node: NodeId = f.addr.parse().unwrap();
@@ -203,6 +204,7 @@ async fn nm_start(State(s): State<Shared>, Json(req): Json<StartContainersReques
             } else {
                 String::new()
             },
+            gang_id: None,
         });
         resp.successfully_started_containers.push(id);
     }

@@ -371,6 +371,7 @@ mod tests {
             state: ContainerState::COMPLETE,
             exit_status: -100,
             diagnostics: "node lost".into(),
+            gang_id: None,
         };
         assert_eq!(
             completion_line(&s, "h:1"),
