@@ -356,7 +356,8 @@ async fn a_strict_one_vcore_container_is_throttled_to_one_core() {
 
 /// An NM crashed and left a running container in its cgroups: the next NM on the same local
 /// dir reclaims them at start (kills what runs, removes the cgroups), and keeps the ones of
-/// containers it re-adopts.
+/// containers it re-adopts. Empty cgroups that other, long-gone NMs left are reclaimed too;
+/// another NM's recent ones are not.
 #[tokio::test]
 async fn stale_cgroups_are_reclaimed_and_adopted_ones_kept() {
     let test = "reclaim";
@@ -385,6 +386,23 @@ async fn stale_cgroups_are_reclaimed_and_adopted_ones_kept() {
     // The "crash": nobody waits for them any more.
     drop((a.exit, b.exit));
 
+    // What two other NMs left: a long-dead one's empty cgroups (reclaimed) and a live one's
+    // just-made empty cgroup (kept: it may be about to receive its process).
+    let hier_dir = cg
+        .container_dir(Controller::Memory, &stale)
+        .and_then(|d| d.parent()?.parent().map(Path::to_path_buf))
+        .unwrap();
+    let (dead, alive) = (hier_dir.join("nm-dead"), hier_dir.join("nm-alive"));
+    for d in [dead.join("container_x"), alive.join("container_y")] {
+        std::fs::create_dir_all(&d).unwrap();
+    }
+    let long_ago = std::time::SystemTime::now() - Duration::from_secs(7200);
+    for d in [dead.join("container_x"), dead.clone()] {
+        std::fs::File::open(&d)
+            .and_then(|f| f.set_modified(long_ago))
+            .unwrap();
+    }
+
     let cg2 = Cgroups::new(&layout, &h.config(), "nm-test").expect("cgroups as root");
     let ex2 = ProcessExecutor::with_enforcement(Enforcement::Cgroups {
         cgroups: Arc::new(cg2),
@@ -399,6 +417,13 @@ async fn stale_cgroups_are_reclaimed_and_adopted_ones_kept() {
     })
     .await;
     assert!(ex.is_alive(pb, None), "the re-adopted container was killed");
+    assert!(!dead.exists(), "an abandoned instance was not reclaimed");
+    assert!(
+        alive.join("container_y").exists(),
+        "a live NM's cgroup was taken"
+    );
+    std::fs::remove_dir(alive.join("container_y")).unwrap();
+    std::fs::remove_dir(&alive).unwrap();
     // It ends later: the adopting executor cleans up.
     ex.signal_group(pb, StopSignal::Kill).unwrap();
     wait_until("the kept container to die", || {

@@ -357,30 +357,7 @@ impl Cgroups {
 
         // Create the bases; on cgroup2 make the limit controllers available to containers.
         for b in &bases {
-            match b.version {
-                Version::V1 => fs::create_dir_all(&b.dir).map_err(|e| {
-                    CgroupError::Unavailable(format!("cannot create {}: {e}", b.dir.display()))
-                })?,
-                Version::V2 => {
-                    let mut controllers = Vec::new();
-                    if b.roles.cpu {
-                        controllers.push("cpu");
-                    }
-                    if b.roles.memory {
-                        controllers.push("memory");
-                    }
-                    if controllers.is_empty() {
-                        fs::create_dir_all(&b.dir).map_err(|e| {
-                            CgroupError::Unavailable(format!(
-                                "cannot create {}: {e}",
-                                b.dir.display()
-                            ))
-                        })?;
-                    } else {
-                        v2::delegate(&b.start, &b.dir, &controllers)?;
-                    }
-                }
-            }
+            ensure_base(b)?;
         }
         // cgroup2's pids controller is optional: used when it can be delegated.
         for b in bases
@@ -482,6 +459,12 @@ impl Cgroups {
             let dir = Self::dir_of(b, name);
             match fs::create_dir(&dir) {
                 Ok(()) => {}
+                // The NM's own directory was removed under it (an operator, or another NM's
+                // reclaim of empty cgroups): make it again.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    ensure_base(b)?;
+                    fs::create_dir(&dir).map_err(CgroupError::io("create cgroup", &dir))?;
+                }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                     // A leftover of an earlier life of this id: start clean.
                     kill_and_remove(std::slice::from_ref(&dir), TEARDOWN_TIMEOUT)?;
@@ -602,6 +585,46 @@ impl Cgroups {
                 }
             }
         }
+        n + self.reclaim_abandoned()
+    }
+
+    /// Removes what NMs that are gone left under the hierarchy: cgroups of other instances
+    /// (a killed NM whose local dirs are not reused) that have had no process for
+    /// [`ABANDONED_AGE`]. Another instance's cgroups with processes are never touched: they
+    /// may belong to a live NM on this host. Returns how many container cgroups went.
+    fn reclaim_abandoned(&self) -> usize {
+        let mut n = 0;
+        for b in &self.bases {
+            let Some(hierarchy) = b.dir.parent() else {
+                continue;
+            };
+            let Ok(rd) = fs::read_dir(hierarchy) else {
+                continue;
+            };
+            for inst in rd.flatten() {
+                let path = inst.path();
+                if path == b.dir || !inst.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                    continue;
+                }
+                // Judged before its children go (removing them refreshes its mtime).
+                let whole = abandoned(&path);
+                let Ok(containers) = fs::read_dir(&path) else {
+                    continue;
+                };
+                for c in containers.flatten() {
+                    let cpath = c.path();
+                    if c.file_type().map(|t| t.is_dir()).unwrap_or(false)
+                        && abandoned(&cpath)
+                        && remove_empty_tree(&cpath)
+                    {
+                        n += 1;
+                    }
+                }
+                if whole {
+                    let _ = fs::remove_dir(&path);
+                }
+            }
+        }
         n
     }
 
@@ -631,6 +654,51 @@ pub fn enter_cgroup(fd: std::os::fd::RawFd) -> std::io::Result<()> {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())
+    }
+}
+
+/// How long a cgroup must have been without processes before another NM takes it for
+/// abandoned (a live NM removes its own within milliseconds of a container's end).
+pub const ABANDONED_AGE: Duration = Duration::from_secs(60);
+
+/// True if no process is in `dir` or below and `dir` was last changed over
+/// [`ABANDONED_AGE`] ago.
+fn abandoned(dir: &Path) -> bool {
+    let old = fs::metadata(dir)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age >= ABANDONED_AGE);
+    old && procs_of(&post_order(&[dir.to_path_buf()])).is_empty()
+}
+
+/// Removes a cgroup tree without processes, children first; false if any of it stays.
+fn remove_empty_tree(dir: &Path) -> bool {
+    post_order(&[dir.to_path_buf()])
+        .iter()
+        .all(|d| fs::remove_dir(d).is_ok())
+}
+
+/// Makes a base directory (again): `mkdir -p`, and on cgroup2 the controller delegation.
+fn ensure_base(b: &Base) -> Result<(), CgroupError> {
+    let mut controllers = Vec::new();
+    if b.version == Version::V2 {
+        for (on, c) in [
+            (b.roles.cpu, "cpu"),
+            (b.roles.memory, "memory"),
+            (b.roles.pids, "pids"),
+        ] {
+            if on {
+                controllers.push(c);
+            }
+        }
+    }
+    if controllers.is_empty() {
+        fs::create_dir_all(&b.dir).map_err(|e| {
+            CgroupError::Unavailable(format!("cannot create {}: {e}", b.dir.display()))
+        })
+    } else {
+        v2::delegate(&b.start, &b.dir, &controllers)
     }
 }
 
