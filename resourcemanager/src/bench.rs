@@ -152,6 +152,7 @@ pub fn run(spec: &BenchSpec) -> BenchResult {
         max_completed_apps: 10_000,
         rm_address: "http://127.0.0.1:8088".into(),
         scheduler: sched,
+        gang_timeout_ms: crate::core::DEFAULT_GANG_TIMEOUT_MS,
     };
     let secret = TokenSecret::from_hex("000102030405060708090a0b0c0d0e0f")
         .unwrap_or_else(|_| unreachable_secret());
@@ -230,6 +231,7 @@ pub fn run(spec: &BenchSpec) -> BenchResult {
                 capability: shape(i as u64 * 3 + k),
                 num_containers: counts[k as usize],
                 relax_locality: true,
+                gang: None,
             })
             .collect();
         pending += u64::from(spec.containers_per_app);

@@ -159,6 +159,8 @@ pub struct Snapshot {
     pub app_usage: BTreeMap<ApplicationId, Resource>,
     /// (total, used) per schedulable node.
     pub node_usage: BTreeMap<NodeId, (Resource, Resource)>,
+    /// Gangs per application (Spindle's `gangs` extension of the app view).
+    pub app_gangs: BTreeMap<ApplicationId, Vec<spindle_common::records::am::GangStatus>>,
     /// Outstanding asks per application, for `resourceRequests`.
     pub app_asks: BTreeMap<ApplicationId, Vec<(AskKey, Ask)>>,
 }
@@ -187,6 +189,13 @@ impl Snapshot {
                 .nodes()
                 .iter()
                 .map(|n| (n.id.clone(), (n.total.clone(), n.used.clone())))
+                .collect(),
+            app_gangs: core
+                .scheduler()
+                .apps()
+                .iter()
+                .filter(|(_, a)| !a.gangs.is_empty())
+                .map(|(k, _)| (*k, core.gang_statuses(k)))
                 .collect(),
             app_asks: core
                 .scheduler()

@@ -158,6 +158,9 @@ pub struct AppInfo {
     pub app_node_label_expression: Option<String>,
     pub am_node_label_expression: Option<String>,
     pub resource_requests: Vec<AppResourceRequestInfo>,
+    /// Spindle's extension: the application's gangs and why any of them waits.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gangs: Vec<super::am::GangStatus>,
 }
 
 impl Default for AppInfo {
@@ -205,6 +208,7 @@ impl Default for AppInfo {
             app_node_label_expression: None,
             am_node_label_expression: None,
             resource_requests: Vec::new(),
+            gangs: Vec::new(),
         }
     }
 }

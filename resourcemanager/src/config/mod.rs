@@ -15,6 +15,8 @@ use crate::core::CoreConfig;
 use capacity::{CapacityConfError, CsProps, SiteSettings};
 
 /// Where the SQLite state store lives (Spindle's own key: YARN's stores are ZK, FS or LevelDB).
+/// How long a gang may wait when its AM names no timeout (Spindle's own key).
+pub const GANG_TIMEOUT: &str = "spindle.scheduler.gang.timeout-ms";
 pub const STATE_STORE_PATH: &str = "spindle.resourcemanager.state-store.path";
 /// Hadoop's static user-to-groups table, consulted before any lookup:
 /// `user1=group1,group2;user2=;` (default `dr.who=;`, the web user has no groups).
@@ -201,7 +203,10 @@ impl RmConfig {
         let scheduler_props = CsProps::from_conf(conf)?;
         let scheduler_site = SiteSettings::from_conf(conf, &max_allocation)?;
         let scheduler = capacity::parse_props(&scheduler_props, &scheduler_site)?;
+        let gang_timeout_ms =
+            conf.get_duration_ms(GANG_TIMEOUT, crate::core::DEFAULT_GANG_TIMEOUT_MS)?;
         let core = CoreConfig {
+            gang_timeout_ms,
             min_allocation: Resource::new(min_mb, min_vc),
             max_allocation,
             heartbeat_interval_ms: heartbeat,

@@ -260,6 +260,7 @@ fn fifo_serves_priority_then_submission_and_fair_shares() {
                     capability: Resource::new(1024, 1),
                     num_containers: 100,
                     relax_locality: true,
+                    gang: None,
                 }],
                 vec![],
                 0.0,
@@ -652,6 +653,7 @@ fn delay_scheduling_waits_for_the_host_then_relaxes() {
         capability: Resource::new(2048, 1),
         num_containers: 1,
         relax_locality: false,
+        gang: None,
     };
     let star = AskUpdate {
         priority: 1,
@@ -660,6 +662,7 @@ fn delay_scheduling_waits_for_the_host_then_relaxes() {
         capability: Resource::new(2048, 1),
         num_containers: 1,
         relax_locality: false,
+        gang: None,
     };
     let r = env
         .core
@@ -678,6 +681,7 @@ fn delay_scheduling_waits_for_the_host_then_relaxes() {
         capability: Resource::new(1024, 1),
         num_containers: 1,
         relax_locality: true,
+        gang: None,
     };
     let star2 = AskUpdate {
         priority: 2,
@@ -686,6 +690,7 @@ fn delay_scheduling_waits_for_the_host_then_relaxes() {
         capability: Resource::new(1024, 1),
         num_containers: 1,
         relax_locality: true,
+        gang: None,
     };
     let r = env
         .core
@@ -730,6 +735,7 @@ fn per_queue_maximum_allocation_refuses_bigger_asks() {
         capability: Resource::new(4096, 1),
         num_containers: 1,
         relax_locality: true,
+        gang: None,
     };
     let err = env
         .core

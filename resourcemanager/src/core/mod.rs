@@ -11,6 +11,8 @@ pub mod scheduler;
 #[cfg(test)]
 mod capacity_tests;
 #[cfg(test)]
+mod gang_tests;
+#[cfg(test)]
 pub(crate) mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -54,6 +56,9 @@ pub struct CoreConfig {
     pub rm_address: String,
     /// The capacity scheduler's queues and policies.
     pub scheduler: SchedulerConf,
+    /// How long a gang may wait when its AM names no timeout
+    /// (`spindle.scheduler.gang.timeout-ms`).
+    pub gang_timeout_ms: u64,
 }
 
 impl CoreConfig {
@@ -70,9 +75,14 @@ impl CoreConfig {
             max_completed_apps: 1000,
             rm_address: "http://127.0.0.1:8088".into(),
             scheduler: SchedulerConf::single_default_queue(),
+            gang_timeout_ms: DEFAULT_GANG_TIMEOUT_MS,
         }
     }
 }
+
+/// A gang's default wait before its timeout applies: ten minutes, YuniKorn's placeholder
+/// default is fifteen.
+pub const DEFAULT_GANG_TIMEOUT_MS: u64 = 600_000;
 
 /// What the core asks the outside world to do, in order.
 #[derive(Debug, Clone)]
@@ -154,6 +164,8 @@ pub struct AskUpdate {
     pub capability: Resource,
     pub num_containers: u32,
     pub relax_locality: bool,
+    /// Set when the ask is a member of a gang: (gang id, its placement and timeout).
+    pub gang: Option<(String, scheduler::gang::GangParams)>,
 }
 
 #[derive(Debug, Clone)]
@@ -1232,6 +1244,7 @@ impl RmCore {
                 priority: p.key.priority,
                 allocation_request_id: p.key.allocation_request_id,
                 is_am: p.is_am,
+                gang: p.gang.clone(),
                 state: RmContainerState::ALLOCATED,
                 allocated_time: now,
                 start_time: 0,
@@ -1241,6 +1254,9 @@ impl RmCore {
             },
         );
         self.counters.containers_allocated += 1;
+        if let Some(g) = &p.gang {
+            self.sched.gang_member(&p.app, g, cid);
+        }
         Some(cid)
     }
 
@@ -1410,6 +1426,10 @@ impl RmCore {
         let c = c.clone();
         let app_id = cid.application_id();
         self.sched.release(&app_id, &c.node, &c.resource);
+        if let Some(g) = &c.gang {
+            self.sched
+                .gang_member_ended(&app_id, g, *cid, exit != exit_status::SUCCESS);
+        }
         if let Some(n) = self.nodes.get_mut(&c.node) {
             n.containers.remove(cid);
         }
@@ -1425,7 +1445,7 @@ impl RmCore {
                         state: ContainerState::COMPLETE,
                         exit_status: exit,
                         diagnostics: c.diagnostics.clone(),
-                        gang_id: None,
+                        gang_id: c.gang.clone(),
                     });
                 }
                 if c.is_am {
@@ -1912,6 +1932,10 @@ impl RmCore {
                 .cloned()
                 .unwrap_or_else(|| Ask::new(cap.clone(), 0));
             ask.capability = cap;
+            if let Some((gid, params)) = &a.gang {
+                self.sched.set_gang(&app_id, gid, params.clone(), now);
+                ask.gang = Some(gid.clone());
+            }
             if a.resource_name == "*" {
                 ask.any = a.num_containers;
                 ask.relax_locality = a.relax_locality;
@@ -1949,9 +1973,25 @@ impl RmCore {
             .iter()
             .filter_map(|c| self.container_record(c))
             .collect();
+        let gangs = self.gang_statuses(&app_id);
+        if let Some(w) = gangs.iter().find(|g| {
+            matches!(
+                g.state,
+                spindle_common::records::am::GangState::PENDING
+                    | spindle_common::records::am::GangState::RESERVED
+            )
+        }) {
+            if let Some(a) = self.apps.get_mut(&app_id) {
+                a.diagnostics = format!("Gang {} is waiting: {}", w.id, w.diagnostics);
+            }
+        } else if let Some(a) = self.apps.get_mut(&app_id) {
+            if a.diagnostics.starts_with("Gang ") {
+                a.diagnostics.clear();
+            }
+        }
         let reply = AllocateReply {
             response_id,
-            gangs: Vec::new(),
+            gangs,
             allocated,
             completed,
             headroom,
@@ -1967,6 +2007,35 @@ impl RmCore {
         }
         self.changed();
         Ok(reply)
+    }
+
+    /// Every gang of an application, as its AM hears of them.
+    pub fn gang_statuses(
+        &self,
+        app: &ApplicationId,
+    ) -> Vec<spindle_common::records::am::GangStatus> {
+        use scheduler::gang::GangPhase;
+        use spindle_common::records::am::{GangState, GangStatus};
+        let Some(a) = self.sched.app(app) else {
+            return vec![];
+        };
+        a.gangs
+            .iter()
+            .map(|(id, g)| GangStatus {
+                id: id.clone(),
+                state: match g.phase {
+                    GangPhase::Pending => GangState::PENDING,
+                    GangPhase::Reserved => GangState::RESERVED,
+                    GangPhase::Allocated => GangState::ALLOCATED,
+                    GangPhase::TimedOut => GangState::TIMED_OUT,
+                    GangPhase::Failed => GangState::FAILED,
+                },
+                size: g.size,
+                diagnostics: g.diagnostics.clone(),
+                reserved_nodes: g.reserved.clone(),
+                failed_containers: g.failed.clone(),
+            })
+            .collect()
     }
 
     /// What the application could still get: the least of the cluster's free resources,
@@ -2031,6 +2100,22 @@ impl RmCore {
 
     /// Liveness of nodes and AMs, allocation expiry, kill deadlines, AM exit grace.
     pub fn tick(&mut self, now: u64) {
+        for (app, id, hard, diag) in self.sched.expire_gangs(now, self.conf.gang_timeout_ms) {
+            if hard {
+                let msg =
+                    format!("Application {app} failed: its gang's hard timeout passed: {diag}");
+                self.finish_app(
+                    &app,
+                    AppState::FAILED,
+                    FinalApplicationStatus::FAILED,
+                    Some(msg),
+                    now,
+                );
+            } else if let Some(a) = self.apps.get_mut(&app) {
+                a.diagnostics = format!("Gang {id}: {diag}");
+            }
+            self.changed();
+        }
         let expired_nodes: Vec<NodeId> = self
             .nodes
             .values()

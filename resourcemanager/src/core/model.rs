@@ -186,6 +186,8 @@ pub struct RmContainer {
     pub priority: i32,
     pub allocation_request_id: i64,
     pub is_am: bool,
+    /// The gang it was granted with, if any.
+    pub gang: Option<String>,
     pub state: RmContainerState,
     pub allocated_time: u64,
     pub start_time: u64,

@@ -150,6 +150,7 @@ impl TestEnv {
                     capability: Resource::new(mem, 1),
                     num_containers: n,
                     relax_locality: true,
+                    gang: None,
                 }],
                 vec![],
                 0.1,
@@ -368,6 +369,7 @@ fn oversized_asks_are_refused_and_change_nothing() {
                 capability: Resource::new(1 << 20, 1),
                 num_containers: 1,
                 relax_locality: true,
+                gang: None,
             }],
             vec![],
             0.0,
@@ -466,7 +468,7 @@ proptest! {
                             let att = env.core.apps()[app].current_attempt().map(|x| x.id);
                             if let Some(att) = att {
                                 let _ = env.core.am_register(&att, "h".into(), 0, String::new(), env.now);
-                                let r = env.core.am_allocate(&att, 0, vec![AskUpdate { priority: 1, allocation_request_id: 0, resource_name: "*".into(), capability: Resource::new(*m, 1), num_containers: *n, relax_locality: true }], vec![], 0.0, env.now);
+                                let r = env.core.am_allocate(&att, 0, vec![AskUpdate { priority: 1, allocation_request_id: 0, resource_name: "*".into(), capability: Resource::new(*m, 1), num_containers: *n, relax_locality: true, gang: None }], vec![], 0.0, env.now);
                                 if let Ok(r) = r { trace.push(format!("{:?}", r.allocated.iter().map(|c| c.id.to_string()).collect::<Vec<_>>())); }
                                 env.step();
                             }

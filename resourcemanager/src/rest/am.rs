@@ -10,6 +10,7 @@ use spindle_common::records::exception::ExceptionKind;
 use spindle_common::records::resource::ResourceInfo;
 
 use super::{ApiError, AppState, JsonBody};
+use crate::core::scheduler::gang::{GangParams, GangPolicy};
 use crate::core::AskUpdate;
 use crate::driver::Command;
 
@@ -80,6 +81,32 @@ async fn allocate(
                 "resourceName must be '*', a rack or a host",
             ));
         }
+        let gang = match a.gang {
+            Some(g) => {
+                let id = g.id.trim().to_string();
+                if id.is_empty() || id.len() > 256 {
+                    return Err(ApiError::bad_request(
+                        "gang.id must be a non-empty string of at most 256 characters",
+                    ));
+                }
+                let policy = match g.placement {
+                    GangPlacement::PACK => GangPolicy::Pack,
+                    GangPlacement::STRICT_PACK => GangPolicy::StrictPack,
+                    GangPlacement::SPREAD => GangPolicy::Spread,
+                    GangPlacement::SAME_RACK => GangPolicy::SameRack,
+                };
+                Some((
+                    id,
+                    GangParams {
+                        policy,
+                        max_nodes: g.max_nodes,
+                        timeout_ms: g.timeout_ms,
+                        hard: g.timeout_policy == GangTimeoutPolicy::HARD,
+                    },
+                ))
+            }
+            None => None,
+        };
         asks.push(AskUpdate {
             priority: a.priority,
             allocation_request_id: a.allocation_request_id,
@@ -87,6 +114,7 @@ async fn allocate(
             capability: a.capability.to_resource(),
             num_containers: a.num_containers as u32,
             relax_locality: a.relax_locality,
+            gang,
         });
     }
     let progress = if req.progress.is_finite() {

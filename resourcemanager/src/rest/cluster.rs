@@ -660,6 +660,7 @@ pub(super) fn app_info(s: &Snapshot, a: &App, now: u64, rm: &str, with_requests:
             0.0
         },
         resource_requests,
+        gangs: s.app_gangs.get(&a.id).cloned().unwrap_or_default(),
         ..Default::default()
     }
 }

@@ -13,6 +13,7 @@
 //! never waits for a heartbeat. A leaf, a user or an ask shape that cannot be served is
 //! skipped for the rest of the pass, which bounds a pass's cost on a full cluster.
 
+pub mod gang;
 pub mod nodes;
 pub mod queues;
 
@@ -46,6 +47,8 @@ pub struct Ask {
     pub is_am: bool,
     /// Scheduling opportunities passed up waiting for locality (delay scheduling).
     pub missed: u32,
+    /// The gang this ask belongs to: placed only together with the gang's other asks.
+    pub gang: Option<String>,
 }
 
 impl Ask {
@@ -58,6 +61,7 @@ impl Ask {
             racks: BTreeMap::new(),
             is_am: false,
             missed: 0,
+            gang: None,
         }
     }
     fn has_hosts(&self) -> bool {
@@ -81,6 +85,8 @@ pub struct SchedApp {
     pub am_resource: Resource,
     /// Activated: counted against max-parallel-apps and the AM limit, may be scheduled.
     pub active: bool,
+    /// Gangs by id.
+    pub gangs: BTreeMap<String, gang::Gang>,
     order: Option<(i64, u64)>,
 }
 
@@ -92,6 +98,8 @@ pub struct Placement {
     pub node: NodeId,
     pub resource: Resource,
     pub is_am: bool,
+    /// Set for members of a gang (all of which are in the same pass's placements).
+    pub gang: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -125,7 +133,7 @@ pub struct PassStats {
 
 /// How serving one leaf ended.
 enum Served {
-    Placed(Placement),
+    Placed(Vec<Placement>),
     /// Nothing more for this leaf in this pass.
     LeafDone,
     /// No wanted shape fits anywhere: the pass is over.
@@ -238,6 +246,7 @@ impl Scheduler {
                 containers: 0,
                 am_resource,
                 active: false,
+                gangs: BTreeMap::new(),
                 order: None,
             },
         );
@@ -506,12 +515,14 @@ impl Scheduler {
         let old = if ask.any == 0 && !ask.has_hosts() {
             a.asks.remove(&key)
         } else {
-            let (cap, n) = (ask.capability.clone(), ask.any);
+            let (cap, n, solo) = (ask.capability.clone(), ask.any, ask.gang.is_none());
             let old = a.asks.insert(key, ask);
-            self.count_shape(&cap, n, true);
+            if solo {
+                self.count_shape(&cap, n, true);
+            }
             old
         };
-        if let Some(o) = old {
+        if let Some(o) = old.filter(|o| o.gang.is_none()) {
             self.count_shape(&o.capability, o.any, false);
         }
         self.refresh_order(app);
@@ -526,9 +537,10 @@ impl Scheduler {
             Some(a) => std::mem::take(&mut a.asks),
             None => return,
         };
-        for ask in asks.into_values() {
+        for ask in asks.into_values().filter(|a| a.gang.is_none()) {
             self.count_shape(&ask.capability, ask.any, false);
         }
+        self.release_reservations(app);
         self.refresh_order(app);
     }
 
@@ -690,10 +702,11 @@ impl Scheduler {
     fn queue_blocking(&self, leaf: usize, ask: &Resource) -> Option<usize> {
         let calc = self.conf.calculator;
         self.tree.path_up(leaf).find(|q| {
+            let queue = &self.tree.queues[*q];
             !within(
                 calc,
-                &self.tree.queues[*q].used.plus(ask),
-                &self.tree.queues[*q].maximum,
+                &queue.used.plus(&queue.reserved).plus(ask),
+                &queue.maximum,
             )
         })
     }
@@ -714,8 +727,8 @@ impl Scheduler {
             self.stats.leaves_served += 1;
             match self.serve_leaf(leaf, &mut failed_shapes, &mut blocked_users) {
                 Served::Placed(p) => {
-                    self.stats.placements += 1;
-                    out.push(p)
+                    self.stats.placements += p.len() as u64;
+                    out.extend(p)
                 }
                 Served::LeafDone => excluded[leaf] = true,
                 Served::PassDone => break,
@@ -795,6 +808,7 @@ impl Scheduler {
         let root = self.tree.root();
         // Shapes that exceed a maximum of this leaf or one of its parents, in this call.
         let mut over_max: Vec<Resource> = Vec::new();
+        let mut tried_gangs: BTreeSet<String> = BTreeSet::new();
         let mut cursor: Option<(i64, u64, ApplicationId)> = None;
         loop {
             let next = {
@@ -814,11 +828,32 @@ impl Scheduler {
             self.stats.apps_visited += 1;
             let app_id = entry.2;
             // The asks of this app that might be placed, without allocating for the rest.
+            // Gangs first: each is tried whole, once per leaf visit.
+            let gangs: Vec<String> = self
+                .apps
+                .get(&app_id)
+                .map(|a| {
+                    a.asks
+                        .values()
+                        .filter_map(|x| x.gang.clone())
+                        .collect::<BTreeSet<_>>()
+                        .into_iter()
+                        .collect()
+                })
+                .unwrap_or_default();
+            for g in gangs {
+                if tried_gangs.insert(g.clone()) {
+                    self.stats.node_searches += 1;
+                    if let Some(p) = self.try_gang(&app_id, &g, leaf) {
+                        return Served::Placed(p);
+                    }
+                }
+            }
             let candidates: Vec<(AskKey, Resource, bool)> = match self.apps.get(&app_id) {
                 Some(app) => app
                     .asks
                     .iter()
-                    .filter(|(_, a)| a.any > 0)
+                    .filter(|(_, a)| a.any > 0 && a.gang.is_none())
                     .filter(|(_, a)| {
                         !over_max.iter().any(|s| s.fits_in(&a.capability))
                             && (a.has_hosts()
@@ -872,7 +907,7 @@ impl Scheduler {
                 match self.find_node(&app_id, &key) {
                     Some(slot) => {
                         return match self.commit(&app_id, &key, slot) {
-                            Some(p) => Served::Placed(p),
+                            Some(p) => Served::Placed(vec![p]),
                             None => Served::LeafDone,
                         }
                     }
@@ -943,6 +978,7 @@ impl Scheduler {
         let ask = app.asks.get_mut(key)?;
         let resource = ask.capability.clone();
         let is_am = ask.is_am;
+        let gang = ask.gang.clone();
         let had = ask.any;
         ask.any = ask.any.saturating_sub(1);
         ask.missed = 0;
@@ -955,7 +991,7 @@ impl Scheduler {
         if ask.any == 0 {
             app.asks.remove(key);
         }
-        if had > 0 {
+        if had > 0 && gang.is_none() {
             self.count_shape(&resource, 1, false);
         }
         self.nodes.charge(slot, &resource);
@@ -967,7 +1003,315 @@ impl Scheduler {
             node: node_id,
             resource,
             is_am,
+            gang,
         })
+    }
+
+    // ------------------------------------------------------------------ gangs
+
+    /// Registers (or renews) a gang: a new round of asking starts when the gang is new or
+    /// its last round ended (allocated, timed out, failed).
+    pub fn set_gang(&mut self, app: &ApplicationId, id: &str, params: gang::GangParams, now: u64) {
+        let Some(a) = self.apps.get_mut(app) else {
+            return;
+        };
+        match a.gangs.get_mut(id) {
+            Some(g) if g.phase.is_waiting() => g.params = params,
+            _ => {
+                a.gangs.insert(id.to_string(), gang::Gang::new(params, now));
+            }
+        }
+    }
+
+    pub fn gang(&self, app: &ApplicationId, id: &str) -> Option<&gang::Gang> {
+        self.apps.get(app).and_then(|a| a.gangs.get(id))
+    }
+
+    /// Records a granted member's container.
+    pub fn gang_member(&mut self, app: &ApplicationId, id: &str, c: spindle_common::ContainerId) {
+        if let Some(g) = self.apps.get_mut(app).and_then(|a| a.gangs.get_mut(id)) {
+            g.members.push(c);
+        }
+    }
+
+    /// A member ended; a failure (non-zero exit, lost node) turns the gang FAILED.
+    pub fn gang_member_ended(
+        &mut self,
+        app: &ApplicationId,
+        id: &str,
+        c: spindle_common::ContainerId,
+        failed: bool,
+    ) {
+        if let Some(g) = self.apps.get_mut(app).and_then(|a| a.gangs.get_mut(id)) {
+            if failed && g.members.contains(&c) && !g.failed.contains(&c) {
+                g.failed.push(c);
+                g.phase = gang::GangPhase::Failed;
+                g.changed = true;
+            }
+        }
+    }
+
+    /// Ends every waiting gang older than its timeout: soft ones withdraw their asks and
+    /// turn TIMED_OUT; hard ones are returned for the caller to fail their application.
+    pub fn expire_gangs(
+        &mut self,
+        now: u64,
+        default_timeout_ms: u64,
+    ) -> Vec<(ApplicationId, String, bool, String)> {
+        let mut expired = Vec::new();
+        for (app, a) in &self.apps {
+            for (id, g) in &a.gangs {
+                let t = if g.params.timeout_ms > 0 {
+                    g.params.timeout_ms
+                } else {
+                    default_timeout_ms
+                };
+                if g.phase.is_waiting() && now.saturating_sub(g.since) > t {
+                    let diag = format!("gang {id} timed out after {t} ms: {}", g.diagnostics);
+                    expired.push((*app, id.clone(), g.params.hard, diag));
+                }
+            }
+        }
+        for (app, id, _, diag) in &expired {
+            self.withdraw_gang(app, id);
+            if let Some(g) = self.apps.get_mut(app).and_then(|a| a.gangs.get_mut(id)) {
+                g.phase = gang::GangPhase::TimedOut;
+                g.diagnostics = diag.clone();
+                g.reserved.clear();
+                g.changed = true;
+            }
+        }
+        expired
+    }
+
+    /// Removes a gang's asks and frees its reservation.
+    fn withdraw_gang(&mut self, app: &ApplicationId, id: &str) {
+        let keys: Vec<AskKey> = self
+            .apps
+            .get(app)
+            .map(|a| {
+                a.asks
+                    .iter()
+                    .filter(|(_, x)| x.gang.as_deref() == Some(id))
+                    .map(|(k, _)| *k)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(a) = self.apps.get_mut(app) {
+            for k in keys {
+                a.asks.remove(&k);
+            }
+        }
+        self.unreserve(app, id);
+        self.refresh_order(app);
+    }
+
+    fn unreserve(&mut self, app: &ApplicationId, id: &str) {
+        let held: Vec<usize> = self
+            .nodes
+            .reservations()
+            .iter()
+            .filter(|(_, h)| h.0 == *app && h.1 == id)
+            .map(|(s, _)| *s)
+            .collect();
+        for slot in held {
+            self.nodes.reserve(slot, None);
+        }
+        let Some(a) = self.apps.get_mut(app) else {
+            return;
+        };
+        let leaf = a.queue;
+        let Some(g) = a.gangs.get_mut(id) else { return };
+        g.reserved.clear();
+        let need = std::mem::take(&mut g.reserved_need);
+        for q in self.tree.path_up(leaf).collect::<Vec<_>>() {
+            self.tree.queues[q].reserved.sub_assign(&need);
+        }
+    }
+
+    fn release_reservations(&mut self, app: &ApplicationId) {
+        let ids: Vec<String> = self
+            .apps
+            .get(app)
+            .map(|a| a.gangs.keys().cloned().collect())
+            .unwrap_or_default();
+        for id in ids {
+            self.unreserve(app, &id);
+        }
+    }
+
+    /// Tries to place a waiting gang whole on what is free now (its own reservation
+    /// included); if it does not fit, reserves the nodes it will use as they drain.
+    fn try_gang(
+        &mut self,
+        app_id: &ApplicationId,
+        id: &str,
+        leaf: usize,
+    ) -> Option<Vec<Placement>> {
+        let app = self.apps.get(app_id)?;
+        let g = app.gangs.get(id)?;
+        if !g.phase.is_waiting() {
+            return None;
+        }
+        let params = g.params.clone();
+        let mut units = Vec::new();
+        for (k, a) in app
+            .asks
+            .iter()
+            .filter(|(_, a)| a.gang.as_deref() == Some(id))
+        {
+            for _ in 0..a.any.min(100_000) {
+                units.push(gang::Unit {
+                    key: *k,
+                    cap: a.capability.clone(),
+                });
+            }
+        }
+        if units.is_empty() {
+            return None;
+        }
+        let need = units
+            .iter()
+            .fold(Resource::zero(), |acc, u| acc.plus(&u.cap));
+        let own_reserved = g.reserved_need.clone();
+        let calc = self.conf.calculator;
+        // Placing now needs room under every maximum on the gang's path (its own hold
+        // aside); holding nodes for it needs only that it could ever fit there, since the
+        // hold then keeps the queue's other work from growing into the room it needs.
+        let path: Vec<usize> = self.tree.path_up(leaf).collect();
+        let fits_now = path.iter().all(|q| {
+            let queue = &self.tree.queues[*q];
+            within(
+                calc,
+                &queue
+                    .used
+                    .plus(&queue.reserved)
+                    .minus(&own_reserved)
+                    .plus(&need),
+                &queue.maximum,
+            )
+        });
+        let blocked = path.iter().copied().find(|q| {
+            let queue = &self.tree.queues[*q];
+            !within(
+                calc,
+                &queue.reserved.minus(&own_reserved).plus(&need),
+                &queue.maximum,
+            )
+        });
+        let holder: gang::Holder = (*app_id, id.to_string());
+        if let Some(q) = blocked {
+            let diag = format!(
+                "gang of {} containers needs {need}, more than queue {} may ever use (maximum {})",
+                units.len(),
+                self.tree.queues[q].spec.path,
+                self.tree.queues[q].maximum
+            );
+            if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {
+                g.diagnostics = diag;
+                g.size = units.len() as u32;
+            }
+            return None;
+        }
+        let nodes = &self.nodes;
+        let free = |s: usize| {
+            nodes
+                .get(s)
+                .filter(|n| n.schedulable)
+                .map(|n| n.free.clone())
+        };
+        let mine_or_free = |s: usize| nodes.reserved_by(s).is_none_or(|h| *h == holder);
+        let attempt = match gang::plan(nodes, &units, &params, &free, &mine_or_free) {
+            gang::Plan::Fits(v) if !fits_now => gang::Plan::Short {
+                placed: v.len(),
+                nodes: vec![],
+            },
+            other => other,
+        };
+        match attempt {
+            gang::Plan::Fits(assign) => {
+                self.unreserve(app_id, id);
+                let mut out = Vec::with_capacity(assign.len());
+                for (key, slot, _) in assign {
+                    if let Some(p) = self.commit(app_id, &key, slot) {
+                        out.push(p);
+                    }
+                }
+                if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {
+                    g.phase = gang::GangPhase::Allocated;
+                    g.size = out.len() as u32;
+                    g.members.clear();
+                    g.failed.clear();
+                    g.diagnostics.clear();
+                    g.changed = true;
+                }
+                Some(out)
+            }
+            gang::Plan::Short { placed, .. } => {
+                let has_hold = self
+                    .apps
+                    .get(app_id)
+                    .and_then(|a| a.gangs.get(id))
+                    .is_some_and(|g| !g.reserved.is_empty());
+                let hold_intact = has_hold
+                    && self
+                        .apps
+                        .get(app_id)
+                        .and_then(|a| a.gangs.get(id))
+                        .is_some_and(|g| {
+                            g.reserved.iter().all(|n| {
+                                self.nodes
+                                    .slot(n)
+                                    .is_some_and(|s| self.nodes.reserved_by(s) == Some(&holder))
+                            })
+                        });
+                if !hold_intact {
+                    self.unreserve(app_id, id);
+                    let nodes = &self.nodes;
+                    let total = |s: usize| {
+                        nodes
+                            .get(s)
+                            .filter(|n| n.schedulable)
+                            .map(|n| n.total.clone())
+                    };
+                    let not_others = |s: usize| nodes.reserved_by(s).is_none();
+                    if let gang::Plan::Fits(assign) =
+                        gang::plan(nodes, &units, &params, &total, &not_others)
+                    {
+                        let slots: BTreeSet<usize> = assign.iter().map(|(_, s, _)| *s).collect();
+                        let mut names = Vec::new();
+                        for s in &slots {
+                            self.nodes.reserve(*s, Some(holder.clone()));
+                            if let Some(n) = self.nodes.get(*s) {
+                                names.push(n.id.clone());
+                            }
+                        }
+                        for q in self.tree.path_up(leaf).collect::<Vec<_>>() {
+                            self.tree.queues[q].reserved.add_assign(&need);
+                        }
+                        if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id))
+                        {
+                            g.reserved = names;
+                            g.reserved_need = need.clone();
+                        }
+                    }
+                }
+                if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {
+                    g.phase = if g.reserved.is_empty() {
+                        gang::GangPhase::Pending
+                    } else {
+                        gang::GangPhase::Reserved
+                    };
+                    g.size = units.len() as u32;
+                    g.diagnostics = gang::describe(&units, &params, placed, &g.reserved);
+                    if !fits_now {
+                        g.diagnostics
+                            .push_str("; its queue must first drain below its maximum");
+                    }
+                }
+                None
+            }
+        }
     }
 
     // ------------------------------------------------------------------ figures
@@ -1016,7 +1360,7 @@ impl Scheduler {
         }
         let mut shapes: BTreeMap<Resource, u64> = BTreeMap::new();
         for a in self.apps.values() {
-            for ask in a.asks.values().filter(|x| x.any > 0) {
+            for ask in a.asks.values().filter(|x| x.any > 0 && x.gang.is_none()) {
                 *shapes.entry(ask.capability.clone()).or_insert(0) += u64::from(ask.any);
             }
         }

@@ -48,6 +48,8 @@ pub struct NodeIndex {
     /// allocation by it).
     pub largest: Resource,
     schedulable_count: usize,
+    /// Nodes held for a waiting gang: no other ask is placed on them.
+    reserved: BTreeMap<usize, (spindle_common::ApplicationId, String)>,
 }
 
 impl NodeIndex {
@@ -158,6 +160,7 @@ impl NodeIndex {
 
     pub fn remove(&mut self, id: &NodeId) -> Option<SchedNode> {
         let slot = *self.by_id.get(id)?;
+        self.reserved.remove(&slot);
         self.account(slot, false);
         self.by_id.remove(id);
         let node = self.slots.get_mut(slot)?.take()?;
@@ -240,8 +243,54 @@ impl NodeIndex {
     }
 
     fn fits(&self, slot: usize, ask: &Resource) -> bool {
-        self.get(slot)
-            .is_some_and(|n| n.schedulable && ask.fits_in(&n.free))
+        !self.reserved.contains_key(&slot)
+            && self
+                .get(slot)
+                .is_some_and(|n| n.schedulable && ask.fits_in(&n.free))
+    }
+
+    /// Holds `slot` for a gang (`None` frees it).
+    pub fn reserve(
+        &mut self,
+        slot: usize,
+        holder: Option<(spindle_common::ApplicationId, String)>,
+    ) {
+        match holder {
+            Some(h) => {
+                self.reserved.insert(slot, h);
+            }
+            None => {
+                self.reserved.remove(&slot);
+            }
+        }
+    }
+
+    pub fn reserved_by(&self, slot: usize) -> Option<&(spindle_common::ApplicationId, String)> {
+        self.reserved.get(&slot)
+    }
+
+    pub fn reservations(&self) -> &BTreeMap<usize, (spindle_common::ApplicationId, String)> {
+        &self.reserved
+    }
+
+    /// Every indexed node (with room for at least a minimum allocation), most free GPUs
+    /// first and, within that, most free memory first.
+    pub fn by_free_desc(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..=MAX_BUCKET)
+            .rev()
+            .flat_map(move |b| self.buckets[b].iter().rev().map(|(_, s)| *s))
+    }
+
+    /// Indexed nodes with at least `gpus` free GPUs and `mem` free memory, fewest free GPUs
+    /// first and, within that, least free memory first (best fit).
+    pub fn best_fit_order(&self, gpus: i64, mem: i64) -> impl Iterator<Item = usize> + '_ {
+        let g = gpus.clamp(0, MAX_BUCKET as i64) as usize;
+        (g..=MAX_BUCKET).flat_map(move |b| self.buckets[b].range((mem, 0)..).map(|(_, s)| *s))
+    }
+
+    /// Slots of every node, schedulable or not.
+    pub fn slots(&self) -> impl Iterator<Item = usize> + '_ {
+        self.by_id.values().copied()
     }
 
     /// A node anywhere that fits `ask`, by the placement policy of this module.

@@ -32,6 +32,8 @@ pub struct Queue {
     pub abs_capacity: f64,
     pub abs_max_capacity: f64,
     pub used: Resource,
+    /// Held for waiting gangs (YARN's reserved containers): counts against the maximum.
+    pub reserved: Resource,
     pub am_used: Resource,
     pub num_containers: usize,
     /// Leaf only: every application in the queue.
@@ -78,6 +80,7 @@ impl QueueTree {
             abs_capacity: 0.0,
             abs_max_capacity: 0.0,
             used: Resource::zero(),
+            reserved: Resource::zero(),
             am_used: Resource::zero(),
             num_containers: 0,
             apps: BTreeSet::new(),

@@ -1,0 +1,332 @@
+//! Gangs: asks granted whole or not at all. A gang is every ask of one application naming
+//! the same gang id. Each pass tries to place a waiting gang on the nodes free now, by its
+//! placement policy; if it does not fit, the gang reserves the nodes it will use as they
+//! drain, and no other ask is placed there, so the gang's wait is bounded by the running
+//! time of what those nodes already run. Pure, like the rest of the scheduler.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use spindle_common::resource::GPU;
+use spindle_common::{ApplicationId, ContainerId, NodeId, Resource};
+
+use super::nodes::NodeIndex;
+use super::AskKey;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GangPolicy {
+    Pack,
+    StrictPack,
+    Spread,
+    SameRack,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GangPhase {
+    Pending,
+    Reserved,
+    Allocated,
+    TimedOut,
+    Failed,
+}
+
+impl GangPhase {
+    pub fn is_waiting(&self) -> bool {
+        matches!(self, Self::Pending | Self::Reserved)
+    }
+}
+
+/// What the AM asked of the gang.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GangParams {
+    pub policy: GangPolicy,
+    /// At most this many nodes (0: no limit; STRICT_PACK without one means 1).
+    pub max_nodes: u32,
+    /// 0: the scheduler's default.
+    pub timeout_ms: u64,
+    /// Fail the application at the timeout (else withdraw the asks and tell the AM).
+    pub hard: bool,
+}
+
+/// A gang's life in the scheduler.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gang {
+    pub params: GangParams,
+    /// When the current round of asking began (for the timeout).
+    pub since: u64,
+    pub phase: GangPhase,
+    pub reserved: Vec<NodeId>,
+    pub diagnostics: String,
+    /// Containers granted in the current round.
+    pub members: Vec<ContainerId>,
+    pub failed: Vec<ContainerId>,
+    /// Containers the gang asks for in all (last known).
+    pub size: u32,
+    /// What the reservation holds against the queue (YARN's reserved containers).
+    pub reserved_need: Resource,
+    /// Set when the AM must hear of a state change (TIMED_OUT, FAILED, ALLOCATED).
+    pub changed: bool,
+}
+
+impl Gang {
+    pub fn new(params: GangParams, now: u64) -> Self {
+        Self {
+            params,
+            since: now,
+            phase: GangPhase::Pending,
+            reserved: Vec::new(),
+            diagnostics: String::new(),
+            members: Vec::new(),
+            failed: Vec::new(),
+            size: 0,
+            reserved_need: Resource::zero(),
+            changed: false,
+        }
+    }
+}
+
+/// One member container to place: its ask key and shape.
+#[derive(Debug, Clone)]
+pub struct Unit {
+    pub key: AskKey,
+    pub cap: Resource,
+}
+
+/// The result of planning: where each unit goes, or how far the best attempt got.
+pub enum Plan {
+    Fits(Vec<(AskKey, usize, Resource)>),
+    Short { placed: usize, nodes: Vec<usize> },
+}
+
+/// How many GPUs, then how much memory: the order units are packed in (largest first).
+fn size_key(r: &Resource) -> (i64, i64, i64) {
+    (r.get(GPU), r.memory_mb, r.vcores)
+}
+
+/// Plans `units` onto nodes given each node's capacity (`cap`), by `params`. `allowed`
+/// filters nodes (reservations of others, racks). Deterministic for the same inputs.
+pub fn plan(
+    nodes: &NodeIndex,
+    units: &[Unit],
+    params: &GangParams,
+    cap: &dyn Fn(usize) -> Option<Resource>,
+    allowed: &dyn Fn(usize) -> bool,
+) -> Plan {
+    let max_nodes = match (params.policy, params.max_nodes) {
+        (GangPolicy::StrictPack, 0) => 1,
+        (_, 0) => usize::MAX,
+        (_, n) => n as usize,
+    };
+    let mut sorted: Vec<&Unit> = units.iter().collect();
+    sorted.sort_by(|a, b| {
+        size_key(&b.cap)
+            .cmp(&size_key(&a.cap))
+            .then(a.key.cmp(&b.key))
+    });
+    match params.policy {
+        GangPolicy::Spread => spread(nodes, &sorted, max_nodes, cap, allowed),
+        GangPolicy::SameRack => {
+            let mut racks: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+            for s in nodes.by_free_desc().filter(|s| allowed(*s)) {
+                if let Some(n) = nodes.get(s) {
+                    racks.entry(n.rack.as_str()).or_default().push(s);
+                }
+            }
+            let mut best: Option<Plan> = None;
+            for slots in racks.values() {
+                let set: BTreeSet<usize> = slots.iter().copied().collect();
+                let p = pack(nodes, &sorted, max_nodes, cap, &|s| set.contains(&s));
+                best = Some(match (best, p) {
+                    (Some(Plan::Fits(a)), Plan::Fits(b)) => {
+                        Plan::Fits(if distinct(&b) < distinct(&a) { b } else { a })
+                    }
+                    (Some(Plan::Fits(a)), _) => Plan::Fits(a),
+                    (_, Plan::Fits(b)) => Plan::Fits(b),
+                    (
+                        Some(Plan::Short {
+                            placed: pa,
+                            nodes: na,
+                        }),
+                        Plan::Short {
+                            placed: pb,
+                            nodes: nb,
+                        },
+                    ) => {
+                        if pb > pa {
+                            Plan::Short {
+                                placed: pb,
+                                nodes: nb,
+                            }
+                        } else {
+                            Plan::Short {
+                                placed: pa,
+                                nodes: na,
+                            }
+                        }
+                    }
+                    (None, p) => p,
+                });
+            }
+            best.unwrap_or(Plan::Short {
+                placed: 0,
+                nodes: vec![],
+            })
+        }
+        GangPolicy::Pack | GangPolicy::StrictPack => pack(nodes, &sorted, max_nodes, cap, allowed),
+    }
+}
+
+fn distinct(p: &[(AskKey, usize, Resource)]) -> usize {
+    p.iter().map(|(_, s, _)| *s).collect::<BTreeSet<_>>().len()
+}
+
+fn total(units: &[&Unit]) -> Resource {
+    units
+        .iter()
+        .fold(Resource::zero(), |acc, u| acc.plus(&u.cap))
+}
+
+/// Fewest nodes, tightest fit: if what is left fits on one node, the node that fits it most
+/// tightly; otherwise the node with the most room (most free GPUs, then memory), filled
+/// first-fit with the largest units, and again.
+fn pack(
+    nodes: &NodeIndex,
+    units: &[&Unit],
+    max_nodes: usize,
+    cap: &dyn Fn(usize) -> Option<Resource>,
+    allowed: &dyn Fn(usize) -> bool,
+) -> Plan {
+    let mut left: Vec<&Unit> = units.to_vec();
+    let mut out: Vec<(AskKey, usize, Resource)> = Vec::new();
+    let mut used: Vec<usize> = Vec::new();
+    // Bounds the search on huge clusters: a gang never needs more candidates than this.
+    let budget = 256 + 8 * units.len();
+    while !left.is_empty() {
+        if used.len() >= max_nodes {
+            break;
+        }
+        let rest = total(&left);
+        let mut probes = 0;
+        let single = nodes
+            .best_fit_order(rest.get(GPU), rest.memory_mb)
+            .filter(|s| !used.contains(s) && allowed(*s))
+            .take_while(|_| {
+                probes += 1;
+                probes <= budget
+            })
+            .find(|s| cap(*s).is_some_and(|c| rest.fits_in(&c)));
+        if let Some(s) = single {
+            for u in left.drain(..) {
+                out.push((u.key, s, u.cap.clone()));
+            }
+            used.push(s);
+            break;
+        }
+        // The roomiest node that takes at least one unit.
+        let mut chosen = None;
+        for s in nodes
+            .by_free_desc()
+            .filter(|s| !used.contains(s) && allowed(*s))
+            .take(budget)
+        {
+            let Some(mut room) = cap(s) else { continue };
+            let mut took = Vec::new();
+            for (i, u) in left.iter().enumerate() {
+                if u.cap.fits_in(&room) {
+                    room.sub_assign(&u.cap);
+                    took.push(i);
+                }
+            }
+            if !took.is_empty() {
+                chosen = Some((s, took));
+                break;
+            }
+        }
+        let Some((s, took)) = chosen else { break };
+        for i in took.into_iter().rev() {
+            let u = left.remove(i);
+            out.push((u.key, s, u.cap.clone()));
+        }
+        used.push(s);
+    }
+    if left.is_empty() {
+        Plan::Fits(out)
+    } else {
+        Plan::Short {
+            placed: out.len(),
+            nodes: used,
+        }
+    }
+}
+
+/// At most one member per node.
+fn spread(
+    nodes: &NodeIndex,
+    units: &[&Unit],
+    max_nodes: usize,
+    cap: &dyn Fn(usize) -> Option<Resource>,
+    allowed: &dyn Fn(usize) -> bool,
+) -> Plan {
+    let mut out = Vec::new();
+    let mut used: Vec<usize> = Vec::new();
+    let budget = 256 + 8 * units.len();
+    for u in units {
+        if used.len() >= max_nodes {
+            break;
+        }
+        let s = nodes
+            .by_free_desc()
+            .filter(|s| !used.contains(s) && allowed(*s))
+            .take(budget)
+            .find(|s| cap(*s).is_some_and(|c| u.cap.fits_in(&c)));
+        match s {
+            Some(s) => {
+                out.push((u.key, s, u.cap.clone()));
+                used.push(s);
+            }
+            None => break,
+        }
+    }
+    if out.len() == units.len() {
+        Plan::Fits(out)
+    } else {
+        Plan::Short {
+            placed: out.len(),
+            nodes: used,
+        }
+    }
+}
+
+/// "needs 16 GPUs, 64 vcores, 65536 MB on at most 2 nodes; the best fit now is 12 of 16
+/// containers; reserved nodes a, b", the reason a gang waits, for its AM and the REST view.
+pub fn describe(units: &[Unit], params: &GangParams, placed: usize, reserved: &[NodeId]) -> String {
+    let need = units
+        .iter()
+        .fold(Resource::zero(), |acc, u| acc.plus(&u.cap));
+    let mut parts = vec![];
+    if need.get(GPU) > 0 {
+        parts.push(format!("{} GPUs", need.get(GPU)));
+    }
+    parts.push(format!("{} vcores", need.vcores));
+    parts.push(format!("{} MB", need.memory_mb));
+    let scope = match (params.policy, params.max_nodes) {
+        (GangPolicy::StrictPack, 0) | (_, 1) => " on one node".to_string(),
+        (GangPolicy::Spread, _) => format!(" on {} distinct nodes", units.len()),
+        (GangPolicy::SameRack, 0) => " in one rack".to_string(),
+        (_, 0) => String::new(),
+        (_, n) => format!(" on at most {n} nodes"),
+    };
+    let mut s = format!(
+        "gang of {} containers needs {}{scope}; the best fit now is {placed} of {}",
+        units.len(),
+        parts.join(", "),
+        units.len()
+    );
+    if !reserved.is_empty() {
+        let names: Vec<String> = reserved.iter().map(|n| n.to_string()).collect();
+        s.push_str(&format!("; reserved nodes {}", names.join(", ")));
+    }
+    s
+}
+
+/// The owner of a reservation.
+pub type Holder = (ApplicationId, String);
