@@ -336,3 +336,226 @@ fn unreachable_secret() -> TokenSecret {
     // from_hex of a constant 16-byte string cannot fail; keep a non-panicking path anyway.
     TokenSecret::generate().unwrap_or_else(|_| std::process::abort())
 }
+
+/// The figures of the gang benchmark, printed as one JSON line.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct GangBenchResult {
+    pub nodes: usize,
+    pub apps: usize,
+    pub gangs_asked: u64,
+    pub gangs_placed_fill: u64,
+    pub fill_secs: f64,
+    /// Gang placements per second while the backlog is fed in.
+    pub gang_placements_per_sec: f64,
+    /// Steady state: a running gang ends, its application asks for a new one.
+    pub steady_gang_placements: u64,
+    pub steady_gang_placements_per_sec: f64,
+    pub pass_p50_us: f64,
+    pub pass_p99_us: f64,
+    pub containers_in_gangs: u64,
+}
+
+/// Gangs of 1 to 32 one-GPU members (8 vcores, 64 GiB each) from every application, beside
+/// CPU-only single asks, on N 8-GPU nodes: how fast whole gangs are placed.
+pub fn run_gangs(spec: &BenchSpec) -> GangBenchResult {
+    use crate::core::scheduler::gang::{GangParams, GangPolicy};
+    let (sched, leaves) = tree();
+    let conf = CoreConfig {
+        min_allocation: Resource::new(1024, 1),
+        max_allocation: Resource::new(1024 * 1024, 96).with(GPU, 8),
+        heartbeat_interval_ms: 1000,
+        nm_expiry_ms: u64::MAX / 4,
+        am_expiry_ms: u64::MAX / 4,
+        am_max_attempts: 2,
+        container_alloc_expiry_ms: u64::MAX / 4,
+        max_completed_apps: 10_000,
+        rm_address: "http://127.0.0.1:8088".into(),
+        scheduler: sched,
+        gang_timeout_ms: u64::MAX / 4,
+    };
+    let secret = TokenSecret::from_hex("000102030405060708090a0b0c0d0e0f")
+        .unwrap_or_else(|_| unreachable_secret());
+    let mut core = RmCore::new(conf, 1, 0, secret);
+    let mut now: u64 = 1_000;
+    let mut rng = Rng(spec.seed | 1);
+    for i in 0..spec.nodes {
+        let id = NodeId::new(format!("n{i:05}.r{:02}", i % spec.racks), 8042);
+        core.register_node(
+            NodeRegistration {
+                id: id.clone(),
+                http_address: id.to_string(),
+                rack: format!("/rack{:02}", i % spec.racks),
+                total: Resource::new(1024 * 1024, 96).with(GPU, 8),
+                version: "bench".into(),
+                containers: vec![],
+            },
+            now,
+        );
+    }
+    let _ = core.take_effects();
+    let mut attempts = Vec::new();
+    for a in 0..spec.apps {
+        let id = core.new_application();
+        let sub = Submission {
+            name: format!("gang-{a}"),
+            queue: leaves[a % leaves.len()].clone(),
+            user: format!("user{}", a % 200),
+            priority: 0,
+            application_type: "BENCH".into(),
+            tags: vec![],
+            am_resource: Resource::new(2048, 1),
+            am_launch: ContainerLaunchContext {
+                commands: vec!["am".into()],
+                ..Default::default()
+            },
+            max_app_attempts: 1,
+            keep_containers: false,
+            unmanaged_am: false,
+            groups: vec![],
+        };
+        if core.submit(id, sub, now).is_err() {
+            continue;
+        }
+        for e in core.take_effects() {
+            if let crate::core::Effect::LaunchAm {
+                attempt, container, ..
+            } = e
+            {
+                core.am_launched(&attempt, &container, Ok(()), now);
+                let _ = core.am_register(&attempt, "am".into(), 0, String::new(), now);
+                attempts.push(attempt);
+            }
+        }
+    }
+    let sizes = [1u32, 2, 4, 8, 16, 32];
+    let gang_ask = |size: u32, round: u64| AskUpdate {
+        priority: 1,
+        allocation_request_id: 1,
+        resource_name: "*".into(),
+        capability: Resource::new(64 * 1024, 8).with(GPU, 1),
+        num_containers: size,
+        relax_locality: true,
+        gang: Some((
+            format!("g{round}"),
+            GangParams {
+                policy: GangPolicy::Pack,
+                max_nodes: 0,
+                timeout_ms: 0,
+                hard: false,
+            },
+        )),
+    };
+    let cpu_ask = AskUpdate {
+        priority: 2,
+        allocation_request_id: 2,
+        resource_name: "*".into(),
+        capability: Resource::new(16 * 1024, 4),
+        num_containers: 20,
+        relax_locality: true,
+        gang: None,
+    };
+    let mut gangs_asked = 0u64;
+    let mut placed = 0u64;
+    let mut containers = 0u64;
+    let mut app_size = Vec::with_capacity(attempts.len());
+    let mut running: Vec<(usize, Vec<(spindle_common::ContainerId, NodeId)>)> = Vec::new();
+    let fill_start = Instant::now();
+    for (i, att) in attempts.iter().enumerate() {
+        let size = sizes[rng.below(sizes.len() as u64) as usize];
+        app_size.push(size);
+        gangs_asked += 1;
+        if let Ok(r) = core.am_allocate(
+            att,
+            0,
+            vec![gang_ask(size, 0), cpu_ask.clone()],
+            vec![],
+            0.0,
+            now,
+        ) {
+            let members: Vec<_> = r
+                .allocated
+                .iter()
+                .filter(|c| c.allocation_request_id == 1)
+                .map(|c| (c.id, c.node_id.clone()))
+                .collect();
+            if !members.is_empty() {
+                placed += 1;
+                containers += members.len() as u64;
+                running.push((i, members));
+            }
+        }
+        now += 1;
+    }
+    let fill_secs = fill_start.elapsed().as_secs_f64();
+    let fill_placed = placed;
+    // Steady state: a random running gang ends; its application asks for a new one. Each
+    // allocate call is one pass that may place this gang or any waiting one.
+    let mut passes = Vec::new();
+    let gangs_before = core.scheduler().stats.gangs_placed;
+    let mut round = 1u64;
+    let steady_start = Instant::now();
+    for _ in 0..spec.steady_events.min(5_000) {
+        if running.is_empty() {
+            break;
+        }
+        let k = rng.below(running.len() as u64) as usize;
+        let (app_idx, members) = running.swap_remove(k);
+        let mut by_node: std::collections::BTreeMap<NodeId, Vec<ReportedContainer>> =
+            Default::default();
+        for (cid, node) in members {
+            by_node.entry(node).or_default().push(ReportedContainer {
+                id: cid,
+                state: ContainerState::COMPLETE,
+                exit_status: 0,
+                diagnostics: String::new(),
+                resource: Resource::zero(),
+            });
+        }
+        for (node, reports) in by_node {
+            core.node_heartbeat(&node, true, String::new(), reports, now);
+        }
+        let att = attempts[app_idx];
+        let before = core.counters().containers_allocated;
+        let t = Instant::now();
+        let r = core.am_allocate(
+            &att,
+            0,
+            vec![gang_ask(app_size[app_idx], round)],
+            vec![],
+            0.0,
+            now,
+        );
+        passes.push(t.elapsed().as_secs_f64() * 1e6);
+        round += 1;
+        let _ = before;
+        if let Ok(r) = r {
+            let members: Vec<_> = r
+                .allocated
+                .iter()
+                .filter(|c| c.allocation_request_id == 1)
+                .map(|c| (c.id, c.node_id.clone()))
+                .collect();
+            if !members.is_empty() {
+                running.push((app_idx, members));
+            }
+        }
+        now += 1;
+    }
+    let steady_secs = steady_start.elapsed().as_secs_f64();
+    // Every gang placed in the steady phase, whichever application it belonged to.
+    let steady_placed = core.scheduler().stats.gangs_placed - gangs_before;
+    passes.sort_by(f64::total_cmp);
+    GangBenchResult {
+        nodes: spec.nodes,
+        apps: attempts.len(),
+        gangs_asked,
+        gangs_placed_fill: fill_placed,
+        fill_secs,
+        gang_placements_per_sec: fill_placed as f64 / fill_secs.max(1e-9),
+        steady_gang_placements: steady_placed,
+        steady_gang_placements_per_sec: steady_placed as f64 / steady_secs.max(1e-9),
+        pass_p50_us: pct(&passes, 0.5),
+        pass_p99_us: pct(&passes, 0.99),
+        containers_in_gangs: containers,
+    }
+}

@@ -8,10 +8,11 @@ use super::EXIT_OK;
 
 pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
     let mut it = args.iter();
-    match it.next().map(String::as_str) {
-        Some("scheduler") => {}
-        _ => bail!("usage: spindle bench scheduler --nodes N [--apps A] [--containers-per-app C] [--steady-events E] [--seed S]"),
-    }
+    let gangs = match it.next().map(String::as_str) {
+        Some("scheduler") => false,
+        Some("gangs") => true,
+        _ => bail!("usage: spindle bench scheduler|gangs --nodes N [--apps A] [--containers-per-app C] [--steady-events E] [--seed S]"),
+    };
     let mut spec = spindle_resourcemanager::bench::BenchSpec::new(10_000);
     let rest: Vec<&String> = it.collect();
     let mut i = 0;
@@ -38,12 +39,16 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
         bail!("--nodes and --apps must be positive");
     }
     // The core is synchronous and single-threaded: run it off the async runtime's workers.
-    let result = tokio::task::spawn_blocking(move || spindle_resourcemanager::bench::run(&spec))
-        .await
-        .context("the benchmark task failed")?;
-    println!(
-        "{}",
-        serde_json::to_string(&result).context("encoding the result")?
-    );
+    let line = tokio::task::spawn_blocking(move || {
+        if gangs {
+            serde_json::to_string(&spindle_resourcemanager::bench::run_gangs(&spec))
+        } else {
+            serde_json::to_string(&spindle_resourcemanager::bench::run(&spec))
+        }
+    })
+    .await
+    .context("the benchmark task failed")?
+    .context("encoding the result")?;
+    println!("{line}");
     Ok(EXIT_OK)
 }

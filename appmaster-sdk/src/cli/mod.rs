@@ -59,7 +59,7 @@ defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the
   logs               -applicationId APPID [-containerId CID] [-log_files F1,F2]
   distributed-shell  run a shell command in N containers (see `spindle distributed-shell -help`)
   minicluster        start a resourcemanager and N nodemanagers on this machine
-  bench scheduler    --nodes N: benchmark the scheduler core (one JSON line)
+  bench scheduler|gangs  --nodes N: benchmark the scheduler core (one JSON line)
 
 Options may be spelled -name, --name, -name=value; YARN's names (-appStates, -num_containers)
 and GNU ones (--app-states, --num-containers) both work. `spindle COMMAND -help` for more.";

@@ -129,6 +129,8 @@ pub struct PassStats {
     pub node_searches: u64,
     pub failed_searches: u64,
     pub placements: u64,
+    /// Gangs placed whole.
+    pub gangs_placed: u64,
 }
 
 /// How serving one leaf ended.
@@ -1237,6 +1239,7 @@ impl Scheduler {
                         out.push(p);
                     }
                 }
+                self.stats.gangs_placed += 1;
                 if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {
                     g.phase = gang::GangPhase::Allocated;
                     g.size = out.len() as u32;
