@@ -492,9 +492,8 @@ pub fn run_gangs(spec: &BenchSpec) -> GangBenchResult {
     // allocate call is one pass that may place this gang or any waiting one.
     let mut passes = Vec::new();
     let gangs_before = core.scheduler().stats.gangs_placed;
-    let mut round = 1u64;
     let steady_start = Instant::now();
-    for _ in 0..spec.steady_events.min(5_000) {
+    for round in 1..=spec.steady_events.min(5_000) as u64 {
         if running.is_empty() {
             break;
         }
@@ -526,7 +525,6 @@ pub fn run_gangs(spec: &BenchSpec) -> GangBenchResult {
             now,
         );
         passes.push(t.elapsed().as_secs_f64() * 1e6);
-        round += 1;
         let _ = before;
         if let Ok(r) = r {
             let members: Vec<_> = r
