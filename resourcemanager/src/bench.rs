@@ -139,7 +139,17 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
-pub fn run(spec: &BenchSpec) -> BenchResult {
+/// A core with `spec.nodes` 8-GPU nodes in `spec.racks` racks and `spec.apps` applications
+/// spread over the 64 leaves, each AM placed, launched and registered: what both benchmarks
+/// start from.
+struct Setup {
+    core: RmCore,
+    attempts: Vec<spindle_common::ApplicationAttemptId>,
+    leaves: usize,
+    now: u64,
+}
+
+fn setup(spec: &BenchSpec, gang_timeout_ms: u64) -> Setup {
     let (sched, leaves) = tree();
     let conf = CoreConfig {
         min_allocation: Resource::new(1024, 1),
@@ -152,14 +162,12 @@ pub fn run(spec: &BenchSpec) -> BenchResult {
         max_completed_apps: 10_000,
         rm_address: "http://127.0.0.1:8088".into(),
         scheduler: sched,
-        gang_timeout_ms: crate::core::DEFAULT_GANG_TIMEOUT_MS,
+        gang_timeout_ms,
     };
     let secret = TokenSecret::from_hex("000102030405060708090a0b0c0d0e0f")
         .unwrap_or_else(|_| unreachable_secret());
     let mut core = RmCore::new(conf, 1, 0, secret);
-    let mut now: u64 = 1_000;
-    let mut rng = Rng(spec.seed | 1);
-    let mut nodes = Vec::with_capacity(spec.nodes);
+    let now: u64 = 1_000;
     for i in 0..spec.nodes {
         let id = NodeId::new(format!("n{i:05}.r{:02}", i % spec.racks), 8042);
         core.register_node(
@@ -173,7 +181,6 @@ pub fn run(spec: &BenchSpec) -> BenchResult {
             },
             now,
         );
-        nodes.push(id);
     }
     let _ = core.take_effects();
     // Submit every application; each AM is allocated at once, and registers.
@@ -211,6 +218,22 @@ pub fn run(spec: &BenchSpec) -> BenchResult {
             }
         }
     }
+    Setup {
+        core,
+        attempts,
+        leaves: leaves.len(),
+        now,
+    }
+}
+
+pub fn run(spec: &BenchSpec) -> BenchResult {
+    let Setup {
+        mut core,
+        attempts,
+        leaves,
+        mut now,
+    } = setup(spec, crate::core::DEFAULT_GANG_TIMEOUT_MS);
+    let mut rng = Rng(spec.seed | 1);
     // Feed the backlog: every AM asks for its containers in one allocate call (three shapes
     // per application), and the core places what fits at once.
     let mut pending: u64 = 0;
@@ -314,7 +337,7 @@ pub fn run(spec: &BenchSpec) -> BenchResult {
     BenchResult {
         nodes: spec.nodes,
         racks: spec.racks,
-        leaf_queues: leaves.len(),
+        leaf_queues: leaves,
         apps: attempts.len(),
         pending_containers: pending,
         fill_allocations,
@@ -359,74 +382,13 @@ pub struct GangBenchResult {
 /// CPU-only single asks, on N 8-GPU nodes: how fast whole gangs are placed.
 pub fn run_gangs(spec: &BenchSpec) -> GangBenchResult {
     use crate::core::scheduler::gang::{GangParams, GangPolicy};
-    let (sched, leaves) = tree();
-    let conf = CoreConfig {
-        min_allocation: Resource::new(1024, 1),
-        max_allocation: Resource::new(1024 * 1024, 96).with(GPU, 8),
-        heartbeat_interval_ms: 1000,
-        nm_expiry_ms: u64::MAX / 4,
-        am_expiry_ms: u64::MAX / 4,
-        am_max_attempts: 2,
-        container_alloc_expiry_ms: u64::MAX / 4,
-        max_completed_apps: 10_000,
-        rm_address: "http://127.0.0.1:8088".into(),
-        scheduler: sched,
-        gang_timeout_ms: u64::MAX / 4,
-    };
-    let secret = TokenSecret::from_hex("000102030405060708090a0b0c0d0e0f")
-        .unwrap_or_else(|_| unreachable_secret());
-    let mut core = RmCore::new(conf, 1, 0, secret);
-    let mut now: u64 = 1_000;
+    let Setup {
+        mut core,
+        attempts,
+        mut now,
+        ..
+    } = setup(spec, u64::MAX / 4);
     let mut rng = Rng(spec.seed | 1);
-    for i in 0..spec.nodes {
-        let id = NodeId::new(format!("n{i:05}.r{:02}", i % spec.racks), 8042);
-        core.register_node(
-            NodeRegistration {
-                id: id.clone(),
-                http_address: id.to_string(),
-                rack: format!("/rack{:02}", i % spec.racks),
-                total: Resource::new(1024 * 1024, 96).with(GPU, 8),
-                version: "bench".into(),
-                containers: vec![],
-            },
-            now,
-        );
-    }
-    let _ = core.take_effects();
-    let mut attempts = Vec::new();
-    for a in 0..spec.apps {
-        let id = core.new_application();
-        let sub = Submission {
-            name: format!("gang-{a}"),
-            queue: leaves[a % leaves.len()].clone(),
-            user: format!("user{}", a % 200),
-            priority: 0,
-            application_type: "BENCH".into(),
-            tags: vec![],
-            am_resource: Resource::new(2048, 1),
-            am_launch: ContainerLaunchContext {
-                commands: vec!["am".into()],
-                ..Default::default()
-            },
-            max_app_attempts: 1,
-            keep_containers: false,
-            unmanaged_am: false,
-            groups: vec![],
-        };
-        if core.submit(id, sub, now).is_err() {
-            continue;
-        }
-        for e in core.take_effects() {
-            if let crate::core::Effect::LaunchAm {
-                attempt, container, ..
-            } = e
-            {
-                core.am_launched(&attempt, &container, Ok(()), now);
-                let _ = core.am_register(&attempt, "am".into(), 0, String::new(), now);
-                attempts.push(attempt);
-            }
-        }
-    }
     let sizes = [1u32, 2, 4, 8, 16, 32];
     let gang_ask = |size: u32, round: u64| AskUpdate {
         priority: 1,
