@@ -6,6 +6,10 @@
 //! the scheduler core and the SDK depend on it, and it must stay cheap for all of them.
 
 pub mod config;
+/// The OpenAPI contract tests' spec and route readers (pure text processing, used only by
+/// the RM's and the NM's `tests/openapi.rs`). It lives here because both daemon crates
+/// already depend on this one, so one copy serves both without a new crate or dependency.
+pub mod contract;
 pub mod env;
 pub mod ids;
 pub mod records;
