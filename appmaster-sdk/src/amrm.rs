@@ -13,13 +13,19 @@
 //! with `removeContainerRequest`). The RM has already counted the grant down on its side,
 //! so that removal is *not* sent; it only keeps the two tables in step. Turn it off with
 //! [`AmRmClient::set_auto_remove_matched`].
+//!
+//! Gangs (Spindle's all-or-nothing extension) ride on the same table: a request may carry a
+//! [`GangSpec`], and every ask of a gang is sent in one allocate call because the table
+//! sends all its changes at once. [`crate::gang`] builds `request_gang` / `release_gang`
+//! on this client; [`AmRmClient::events`] gives the heartbeats as a `futures::Stream`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
+use futures::stream::{BoxStream, StreamExt};
 use spindle_common::ids::ContainerId;
 use spindle_common::records::am::{
-    AllocateRequest, AmCommand, Container, ContainerStatus, NodeReport,
+    AllocateRequest, AmCommand, Container, ContainerStatus, GangSpec, GangStatus, NodeReport,
     RegisterApplicationMasterRequest, RegisterApplicationMasterResponse, ResourceRequest,
 };
 use spindle_common::records::resource::ResourceInfo;
@@ -27,6 +33,7 @@ use spindle_common::resource::Resource;
 use spindle_common::states::FinalApplicationStatus;
 
 use crate::am_client::{AmClient, AmError};
+use crate::gang::GangTrack;
 
 /// YARN's `ResourceRequest.ANY`.
 pub const ANY: &str = "*";
@@ -36,6 +43,9 @@ pub const FAST_INTERVAL: Duration = Duration::from_millis(50);
 /// First idle interval; it doubles per idle heartbeat up to [`MAX_INTERVAL`].
 pub const IDLE_INTERVAL: Duration = Duration::from_millis(100);
 pub const MAX_INTERVAL: Duration = Duration::from_millis(1000);
+/// Heartbeat interval while a gang waits: the RM grants a gang in one response, and every
+/// millisecond between the grant and the AM hearing of it delays the whole job.
+pub const GANG_INTERVAL: Duration = Duration::from_millis(20);
 
 /// YARN's `AMRMClient.ContainerRequest`: one container of `capability`, anywhere (`*`) and,
 /// if given, preferably on `nodes` / `racks`.
@@ -50,6 +60,9 @@ pub struct ContainerRequest {
     pub relax_locality: bool,
     pub allocation_request_id: i64,
     pub node_label_expression: Option<String>,
+    /// Spindle's extension: the gang this request is a member of (granted whole or not at
+    /// all with the gang's other members). Usually set through [`crate::gang::GangRequest`].
+    pub gang: Option<GangSpec>,
 }
 
 impl ContainerRequest {
@@ -62,7 +75,12 @@ impl ContainerRequest {
             relax_locality: true,
             allocation_request_id: 0,
             node_label_expression: None,
+            gang: None,
         }
+    }
+    pub fn gang(mut self, spec: GangSpec) -> Self {
+        self.gang = Some(spec);
+        self
     }
     pub fn nodes(mut self, nodes: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.nodes = nodes.into_iter().map(Into::into).collect();
@@ -134,6 +152,28 @@ pub enum AskError {
         existing: bool,
         requested: bool,
     },
+    /// The RM keys asks by (priority, allocationRequestId): one key cannot serve two gangs,
+    /// or a gang and plain asks.
+    #[error(
+        "priority {priority}, allocationRequestId {allocation_request_id} is already asked \
+         {existing}; a request {requested} needs another allocationRequestId"
+    )]
+    GangMismatch {
+        priority: i32,
+        allocation_request_id: i64,
+        existing: String,
+        requested: String,
+    },
+    /// The RM places a gang itself; its members name no nodes or racks.
+    #[error("a gang member cannot name nodes or racks (gang '{0}')")]
+    GangWithLocality(String),
+}
+
+fn gang_words(g: &Option<GangSpec>) -> String {
+    match g {
+        Some(g) => format!("for gang '{}'", g.id),
+        None => "without a gang".into(),
+    }
 }
 
 /// The RM's key for an ask: SchedulerRequestKey(priority, allocationRequestId) x resourceName.
@@ -150,6 +190,7 @@ struct AskEntry {
     num_containers: i32,
     relax_locality: bool,
     node_label_expression: Option<String>,
+    gang: Option<GangSpec>,
 }
 
 /// The client side of the desired-state ask table.
@@ -176,9 +217,22 @@ impl AskTable {
         if !req.relax_locality && req.nodes.is_empty() && req.racks.is_empty() {
             return Err(AskError::RelaxWithoutLocation);
         }
+        if let Some(g) = &req.gang {
+            if !req.nodes.is_empty() || !req.racks.is_empty() {
+                return Err(AskError::GangWithLocality(g.id.clone()));
+            }
+        }
         let keys = req.keys();
         for (k, relax) in &keys {
             if let Some(e) = self.entries.get(k).filter(|e| e.num_containers > 0) {
+                if e.gang.as_ref().map(|g| &g.id) != req.gang.as_ref().map(|g| &g.id) {
+                    return Err(AskError::GangMismatch {
+                        priority: k.priority,
+                        allocation_request_id: k.allocation_request_id,
+                        existing: gang_words(&e.gang),
+                        requested: gang_words(&req.gang),
+                    });
+                }
                 if e.capability != req.capability {
                     return Err(AskError::CapabilityMismatch {
                         priority: k.priority,
@@ -204,11 +258,13 @@ impl AskTable {
                 num_containers: 0,
                 relax_locality: relax,
                 node_label_expression: req.node_label_expression.clone(),
+                gang: req.gang.clone(),
             });
             if e.num_containers == 0 {
                 e.capability = req.capability.clone();
                 e.relax_locality = relax;
                 e.node_label_expression = req.node_label_expression.clone();
+                e.gang = req.gang.clone();
             }
             e.num_containers += 1;
         }
@@ -234,6 +290,38 @@ impl AskTable {
             }
         }
         found
+    }
+
+    /// Takes every outstanding request that `pred` selects out of the table; returns how many.
+    ///
+    /// With `rm_knows` (the RM already dropped them, as for a gang whose soft timeout passed,
+    /// or never accepted them, as for a refused allocate call) the RM's remembered view is
+    /// counted down too, so nothing is sent; without it the new absolute counts (zero) are
+    /// sent with the next heartbeat, withdrawing the asks at the RM.
+    pub fn withdraw(&mut self, pred: impl Fn(&ContainerRequest) -> bool, rm_knows: bool) -> usize {
+        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.requests)
+            .into_iter()
+            .partition(|r| pred(r));
+        self.requests = kept;
+        for req in &gone {
+            for (k, _) in req.keys() {
+                if let Some(e) = self.entries.get_mut(&k) {
+                    e.num_containers = (e.num_containers - 1).max(0);
+                }
+                if rm_knows {
+                    if let Some(e) = self.sent.get_mut(&k) {
+                        e.num_containers = (e.num_containers - 1).max(0);
+                    }
+                    if self.entries.get(&k).is_some_and(|e| e.num_containers == 0)
+                        && self.sent.get(&k).is_none_or(|s| s.num_containers == 0)
+                    {
+                        self.entries.remove(&k);
+                        self.sent.remove(&k);
+                    }
+                }
+            }
+        }
+        gone.len()
     }
 
     /// Containers still wanted: the sum of the `*` entries.
@@ -271,7 +359,7 @@ impl AskTable {
                 relax_locality: e.relax_locality,
                 node_label_expression: e.node_label_expression.clone(),
                 allocation_request_id: k.allocation_request_id,
-                gang: None,
+                gang: e.gang.clone(),
             })
             .collect()
     }
@@ -350,12 +438,47 @@ pub struct AllocationEvents {
     pub allocated: Vec<Container>,
     pub completed: Vec<ContainerStatus>,
     pub nodes: Vec<NodeReport>,
+    /// Gang statuses that changed (state, diagnostics, reserved nodes or failed members)
+    /// since the AM last heard of that gang; the RM repeats them every heartbeat, the client
+    /// passes each change on once.
+    pub gangs: Vec<GangStatus>,
 }
 
 impl AllocationEvents {
     pub fn is_empty(&self) -> bool {
-        self.allocated.is_empty() && self.completed.is_empty() && self.nodes.is_empty()
+        self.allocated.is_empty()
+            && self.completed.is_empty()
+            && self.nodes.is_empty()
+            && self.gangs.is_empty()
     }
+
+    /// Appends `other` after these events.
+    pub fn extend(&mut self, other: AllocationEvents) {
+        self.allocated.extend(other.allocated);
+        self.completed.extend(other.completed);
+        self.nodes.extend(other.nodes);
+        self.gangs.extend(other.gangs);
+    }
+
+    /// One [`AllocationEvent`] per item, in the order gang statuses, grants, completions,
+    /// node updates (a gang's status comes before its containers' later completions).
+    pub fn into_items(self) -> impl Iterator<Item = AllocationEvent> {
+        self.gangs
+            .into_iter()
+            .map(AllocationEvent::Gang)
+            .chain(self.allocated.into_iter().map(AllocationEvent::Allocated))
+            .chain(self.completed.into_iter().map(AllocationEvent::Completed))
+            .chain(self.nodes.into_iter().map(AllocationEvent::NodeUpdated))
+    }
+}
+
+/// One thing the RM told the AM, as [`AmRmClient::events`] yields them.
+#[derive(Debug, Clone)]
+pub enum AllocationEvent {
+    Allocated(Container),
+    Completed(ContainerStatus),
+    NodeUpdated(NodeReport),
+    Gang(GangStatus),
 }
 
 /// An AM's view of the RM, with YARN's AMRMClient bookkeeping.
@@ -373,6 +496,15 @@ pub struct AmRmClient {
     idle_polls: u32,
     headroom: Resource,
     num_cluster_nodes: i32,
+    /// Gangs asked through [`crate::gang`], by id.
+    pub(crate) gangs: BTreeMap<String, GangTrack>,
+    /// The last status heard per gang id, to pass on only changes.
+    pub(crate) gang_seen: BTreeMap<String, GangStatus>,
+    /// Events heard while a gang call was driving the heartbeat, handed out by the next
+    /// [`AmRmClient::poll`] so that nothing is lost.
+    pub(crate) backlog: AllocationEvents,
+    /// Single events not yet yielded by [`AmRmClient::next_event`].
+    queued: VecDeque<AllocationEvent>,
 }
 
 impl AmRmClient {
@@ -389,6 +521,10 @@ impl AmRmClient {
             idle_polls: 0,
             headroom: Resource::zero(),
             num_cluster_nodes: 0,
+            gangs: BTreeMap::new(),
+            gang_seen: BTreeMap::new(),
+            backlog: AllocationEvents::default(),
+            queued: VecDeque::new(),
         }
     }
 
@@ -398,6 +534,10 @@ impl AmRmClient {
 
     pub fn table(&self) -> &AskTable {
         &self.table
+    }
+
+    pub(crate) fn table_mut(&mut self) -> &mut AskTable {
+        &mut self.table
     }
 
     /// See the module doc; on by default.
@@ -464,9 +604,13 @@ impl AmRmClient {
         self.num_cluster_nodes
     }
 
-    /// How long to wait before the next heartbeat: 50 ms while containers are wanted or
-    /// changes are unsent, else 100 ms doubling per quiet heartbeat up to 1 s.
+    /// How long to wait before the next heartbeat: 20 ms while a gang waits, 50 ms while
+    /// containers are wanted or changes are unsent, else 100 ms doubling per quiet heartbeat
+    /// up to 1 s.
     pub fn next_interval(&self) -> Duration {
+        if self.gangs.values().any(GangTrack::is_pending) {
+            return GANG_INTERVAL;
+        }
         if self.table.outstanding() > 0
             || self.table.has_changes()
             || !self.pending_release.is_empty()
@@ -477,11 +621,25 @@ impl AmRmClient {
         (IDLE_INTERVAL * factor).min(MAX_INTERVAL)
     }
 
-    /// One heartbeat: sends the changed asks, releases and progress; returns what came back.
+    /// One heartbeat: sends the changed asks, releases and progress; returns what came back
+    /// (after anything heard while a gang call drove the heartbeat).
     /// On `AM_RESYNC` (or an `ApplicationMasterNotRegisteredException`) it registers again
     /// and marks the whole table for resending; on `AM_SHUTDOWN` it fails with
     /// [`AmError::Shutdown`].
     pub async fn poll(&mut self) -> Result<AllocationEvents, AmError> {
+        let fresh = self.heartbeat().await?;
+        let mut events = std::mem::take(&mut self.backlog);
+        events.extend(fresh);
+        Ok(events)
+    }
+
+    /// Hands out what gang calls heard and kept, without a heartbeat.
+    pub fn take_backlog(&mut self) -> AllocationEvents {
+        std::mem::take(&mut self.backlog)
+    }
+
+    /// The heartbeat itself: what came back, with gang bookkeeping applied.
+    pub(crate) async fn heartbeat(&mut self) -> Result<AllocationEvents, AmError> {
         if self.registration.is_none() {
             return Err(AmError::NotRegistered);
         }
@@ -532,11 +690,13 @@ impl AmRmClient {
         for s in &resp.completed_container_statuses {
             self.released.remove(&s.container_id);
         }
-        let events = AllocationEvents {
+        let mut events = AllocationEvents {
             allocated: resp.allocated_containers,
             completed: resp.completed_container_statuses,
             nodes: resp.updated_nodes,
+            gangs: Vec::new(),
         };
+        self.observe_gangs(&ask, resp.gang_statuses, &mut events);
         if events.is_empty() {
             self.idle_polls = self.idle_polls.saturating_add(1);
         } else {
@@ -549,6 +709,56 @@ impl AmRmClient {
     pub async fn tick(&mut self) -> Result<AllocationEvents, AmError> {
         tokio::time::sleep(self.next_interval()).await;
         self.poll().await
+    }
+
+    /// The next single event: one left from the last heartbeat, else heartbeats (at
+    /// [`AmRmClient::next_interval`]) until something happens. A failed heartbeat is
+    /// returned as the error; calling again retries.
+    ///
+    /// Cancelling this future while a heartbeat is in flight loses that heartbeat's answer
+    /// (which may carry containers), as with any allocate call: do not race it in a
+    /// `select!` against something that wins often; events already queued are never lost.
+    pub async fn next_event(&mut self) -> Result<AllocationEvent, AmError> {
+        loop {
+            if let Some(e) = self.queued.pop_front() {
+                return Ok(e);
+            }
+            let backlog = self.take_backlog();
+            if !backlog.is_empty() {
+                self.queued.extend(backlog.into_items());
+                continue;
+            }
+            let ev = self.tick().await?;
+            self.queued.extend(ev.into_items());
+        }
+    }
+
+    /// The heartbeats as a `futures::Stream` of single events, for incremental asks: add
+    /// requests, then take grants and completions as they come (see `docs/sdk.md`). The
+    /// stream borrows the client; drop it to change the asks (nothing queued is lost) and
+    /// make a new one. After [`AmError::Shutdown`] or [`AmError::NotRegistered`] it ends;
+    /// after other errors (an unreachable RM) it yields the error and carries on, after a
+    /// pause of [`MAX_INTERVAL`].
+    ///
+    /// Boxed (and so `Unpin`), so that `events.next().await` works without pinning.
+    pub fn events(&mut self) -> BoxStream<'_, Result<AllocationEvent, AmError>> {
+        // State: the client, whether the stream has ended, whether to back off first.
+        futures::stream::unfold((self, false, false), |(c, done, backoff)| async move {
+            if done {
+                return None;
+            }
+            if backoff {
+                tokio::time::sleep(MAX_INTERVAL).await;
+            }
+            match c.next_event().await {
+                Ok(e) => Some((Ok(e), (c, false, false))),
+                Err(e @ (AmError::Shutdown | AmError::NotRegistered)) => {
+                    Some((Err(e), (c, true, false)))
+                }
+                Err(e) => Some((Err(e), (c, false, true))),
+            }
+        })
+        .boxed()
     }
 
     async fn resync(&mut self) -> Result<(), AmError> {

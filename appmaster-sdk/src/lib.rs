@@ -4,9 +4,11 @@
 //!   [`address`] resolving where the RM is (`--rm-address`, `$SPINDLE_RM_ADDRESS`, the conf dir);
 //! - [`am_client`] and [`amrm`]: the ApplicationMasterProtocol (`/ws/v1/am/...`) for AMs, and
 //!   YARN's AMRMClient ask bookkeeping on top of it (desired-state ask table, releases,
-//!   resync, adaptive heartbeat);
+//!   resync, adaptive heartbeat, incremental asks as a `futures::Stream`);
+//! - [`gang`]: all-or-nothing gangs on top of it (`request_gang`, `release_gang`);
 //! - [`nm_client`]: starting, stopping and watching containers on NodeManagers, and their logs;
-//! - ready AMs: [`dshell`] (YARN's distributed shell, client and AM);
+//! - ready AMs: [`dshell`] (YARN's distributed shell, client and AM) and [`train`] (the
+//!   distributed-training launcher: a gang of workers with torchrun's rank environment);
 //! - the `spindle` CLI ([`cli`], modelled on `yarn`) and the local [`minicluster`].
 //!
 //! This crate must not touch the daemons' internals: it depends only on `spindle-common`
@@ -21,14 +23,17 @@ pub mod amrm;
 pub mod cli;
 pub mod dshell;
 pub mod error;
+pub mod gang;
 mod http;
 pub mod minicluster;
 pub mod nm_client;
 pub mod rm_client;
+pub mod train;
 
 pub use address::{current_user, RmAddress};
 pub use am_client::{AmClient, AmEnv, AmError};
-pub use amrm::{AllocationEvents, AmRmClient, AskError, ContainerRequest};
+pub use amrm::{AllocationEvent, AllocationEvents, AmRmClient, AskError, ContainerRequest};
 pub use error::ClientError;
+pub use gang::{GangError, GangMember, GangRequest};
 pub use nm_client::NmClient;
 pub use rm_client::{AppsFilter, KillOutcome, RmClient};

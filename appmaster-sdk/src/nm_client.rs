@@ -84,6 +84,87 @@ impl NmClient {
         Ok(())
     }
 
+    /// Starts several containers on one NM in one call (each with its launch context), so
+    /// that the node admits them together; the outcome per container, in the given order.
+    /// A failed call fails every one of them.
+    pub async fn start_batch(
+        &self,
+        node_http_address: &str,
+        batch: Vec<(Container, ContainerLaunchContext)>,
+    ) -> Vec<(ContainerId, Result<(), ClientError>)> {
+        let ids: Vec<ContainerId> = batch.iter().map(|(c, _)| c.id).collect();
+        let req = StartContainersRequest {
+            start_container_request: batch
+                .into_iter()
+                .map(|(c, ctx)| StartContainerRequest {
+                    container_token: c.container_token,
+                    container_launch_context: ctx,
+                })
+                .collect(),
+        };
+        let url = self
+            .at(node_http_address)
+            .url(&format!("{NODE}/containers/start"));
+        let resp = match self.start_containers(node_http_address, &req).await {
+            Ok(r) => r,
+            Err(e) => {
+                let msg = e.to_string();
+                return ids
+                    .into_iter()
+                    .map(|id| {
+                        (
+                            id,
+                            Err(ClientError::Protocol {
+                                url: url.clone(),
+                                message: msg.clone(),
+                            }),
+                        )
+                    })
+                    .collect();
+            }
+        };
+        ids.into_iter()
+            .map(|id| {
+                let key = id.to_string();
+                let r = if let Some(f) = resp.failed_requests.iter().find(|f| f.container_id == key)
+                {
+                    Err(ClientError::ContainerRequest {
+                        operation: "start",
+                        container_id: f.container_id.clone(),
+                        exception: f.exception.clone(),
+                        message: f.message.clone(),
+                    })
+                } else if resp.successfully_started_containers.contains(&id) {
+                    Ok(())
+                } else {
+                    Err(ClientError::Protocol {
+                        url: url.clone(),
+                        message: format!(
+                            "container {id} is neither started nor failed in the answer"
+                        ),
+                    })
+                };
+                (id, r)
+            })
+            .collect()
+    }
+
+    /// `GET /ws/v1/node/ports/free` (Spindle's extension): a TCP port free on that node a
+    /// moment ago, for a rendezvous such as `MASTER_PORT`.
+    pub async fn free_port(&self, node_http_address: &str) -> Result<u16, ClientError> {
+        let http = self.at(node_http_address);
+        let path = format!("{NODE}/ports/free");
+        let v: Value = http.get_json(&path).await?;
+        v.get("port")
+            .and_then(Value::as_u64)
+            .and_then(|p| u16::try_from(p).ok())
+            .filter(|p| *p != 0)
+            .ok_or_else(|| ClientError::Decode {
+                url: http.url(&path),
+                message: format!("expected {{\"port\": 1..65535}}, got {v}"),
+            })
+    }
+
     /// `POST /ws/v1/node/containers/start`.
     pub async fn start_containers(
         &self,

@@ -743,3 +743,61 @@ async fn ds_am_binary_reads_its_environment() {
     assert_eq!(code, 1);
     assert!(err.contains("SPINDLE_RM_ADDRESS"), "{err}");
 }
+
+#[tokio::test]
+async fn train_client_submits_the_training_am_and_follows_it() {
+    use spindle_appmaster_sdk::train::{run_client, TrainAmConfig, TrainOptions};
+    use spindle_common::records::am::GangPlacement;
+    let (shared, addr) = serve(Fake::default()).await;
+    let rm = RmClient::new(&RmAddress::parse(&addr).unwrap()).unwrap();
+    let opts = TrainOptions::new(TrainAmConfig {
+        workers: 4,
+        worker_resources: Resource::new(256, 1),
+        placement: GangPlacement::SPREAD,
+        max_nodes: 0,
+        gang_timeout: Some(Duration::from_secs(5)),
+        max_restarts: 2,
+        checkpoint_dir: None,
+        command: vec!["python".into(), "train.py".into()],
+        worker_env: Default::default(),
+    });
+    let exe = std::env::current_exe().unwrap();
+    let mut lines = Vec::new();
+    let outcome = run_client(&rm, &opts, &exe, &mut |l| lines.push(l.to_string()))
+        .await
+        .unwrap();
+    assert!(outcome.succeeded(), "{lines:#?}");
+    assert!(lines[0].starts_with("Submitted training application application_1_0001 (4 workers"));
+    let f = shared.lock().unwrap();
+    let ctx = f.submitted.as_ref().unwrap();
+    assert_eq!(ctx.application_type.as_deref(), Some("SPINDLE_TRAIN"));
+    let v = serde_json::to_value(ctx).unwrap();
+    let env = v["am-container-spec"]["environment"]["entry"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let get = |k: &str| {
+        env.iter()
+            .find(|e| e["key"] == k)
+            .and_then(|e| e["value"].as_str().map(str::to_string))
+    };
+    assert_eq!(get("SPINDLE_TRAIN_PLACEMENT").as_deref(), Some("SPREAD"));
+    assert_eq!(
+        get("SPINDLE_TRAIN_GANG_TIMEOUT_MS").as_deref(),
+        Some("5000")
+    );
+    assert_eq!(get("SPINDLE_TRAIN_MAX_RESTARTS").as_deref(), Some("2"));
+}
+
+#[tokio::test]
+async fn train_cli_refuses_bad_usage_and_the_am_needs_its_environment() {
+    let (code, _out, err) = spindle(&["train", "--workers", "2", "--", "w"], &[]).await;
+    assert_eq!(code, 255);
+    assert!(err.contains("--worker-resources LIST is required"), "{err}");
+    let (code, out, _err) = spindle(&["train", "-help"], &[]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("--max-restarts K"), "{out}");
+    let (code, _out, err) = spindle(&["train-am"], &[]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("SPINDLE_TRAIN_WORKERS"), "{err}");
+}

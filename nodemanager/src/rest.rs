@@ -111,6 +111,7 @@ pub fn router(state: RestState) -> Router {
             get(ui_log_file),
         )
         .route("/ws/v1/node/resources/{resourcename}", get(resource_info))
+        .route("/ws/v1/node/ports/free", get(free_port))
         .route("/metrics", get(metrics))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -586,6 +587,29 @@ async fn resource_info(
     .into_response())
 }
 
+/// `GET /ws/v1/node/ports/free` (a Spindle extension): a TCP port that was free on this node
+/// a moment ago, `{"port":N}`. The training launcher gives it to rank 0 as `MASTER_PORT`:
+/// only the node itself can tell which of its ports are free. The OS picks it (bind
+/// `0.0.0.0:0`), and the socket is closed before answering, so the port is free but not
+/// reserved: the caller should use it at once.
+async fn free_port() -> Result<Json<FreePort>, ApiError> {
+    let port = std::net::TcpListener::bind(("0.0.0.0", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| {
+            ApiError::new(
+                ExceptionKind::ServiceUnavailable,
+                format!("cannot find a free port: {e}"),
+            )
+        })?;
+    Ok(Json(FreePort { port }))
+}
+
+#[derive(Debug, Serialize)]
+struct FreePort {
+    port: u16,
+}
+
 // ---------------------------------------------------------------------------------------
 // Logs
 
@@ -775,5 +799,13 @@ mod tests {
             html_escape("<a href='x'>&"),
             "&lt;a href=&#39;x&#39;&gt;&amp;"
         );
+    }
+
+    #[tokio::test]
+    async fn a_free_port_can_be_bound() {
+        let Json(FreePort { port }) = free_port().await.expect("a free port");
+        assert_ne!(port, 0);
+        // Free means bindable now.
+        std::net::TcpListener::bind(("0.0.0.0", port)).expect("the port is free");
     }
 }

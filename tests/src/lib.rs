@@ -427,3 +427,88 @@ impl Cluster {
         }
     }
 }
+
+/// A directory holding an `nvidia-smi` (a symlink to `scripts/fake-nvidia-smi`) whose
+/// `fake-gpu.conf` says `count` GPUs, for `...gpu.path-to-discovery-executables`.
+pub fn fake_gpus(dir: &Path, count: u32) -> PathBuf {
+    let d = dir.join("gpus");
+    std::fs::create_dir_all(&d).expect("gpus dir");
+    let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/fake-nvidia-smi");
+    std::os::unix::fs::symlink(&fake, d.join("nvidia-smi")).expect("symlink");
+    std::fs::write(d.join("fake-gpu.conf"), format!("FAKE_GPU_COUNT={count}\n")).expect("conf");
+    d
+}
+
+/// Runs `cmd` to its end with stdout and stderr captured (through files, so a chatty child
+/// never blocks on a full pipe); kills it (SIGKILL) and panics if it runs past `timeout`.
+pub fn output_within(mut cmd: Command, timeout: Duration) -> std::process::Output {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (out_path, err_path) = (dir.path().join("stdout"), dir.path().join("stderr"));
+    let out = std::fs::File::create(&out_path).expect("stdout file");
+    let err = std::fs::File::create(&err_path).expect("stderr file");
+    let mut child = cmd
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{cmd:?} ran longer than {timeout:?}\nstdout:\n{}\nstderr:\n{}",
+                std::fs::read_to_string(&out_path).unwrap_or_default(),
+                std::fs::read_to_string(&err_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::process::Output {
+        status,
+        stdout: std::fs::read(&out_path).unwrap_or_default(),
+        stderr: std::fs::read(&err_path).unwrap_or_default(),
+    }
+}
+
+impl Cluster {
+    /// [`Cluster::spindle`], killed (and the test failed) if it runs past `timeout`.
+    pub fn spindle_within(&self, args: &[&str], timeout: Duration) -> std::process::Output {
+        let mut cmd = Command::new(bin("spindle"));
+        cmd.args(args)
+            .env("SPINDLE_RM_ADDRESS", &self.rm_addr)
+            .env("SPINDLE_CONF_DIR", &self.conf_dir);
+        output_within(cmd, timeout)
+    }
+
+    /// The text of a container's log file (`stdout`, `stderr`) from its NM; empty if the NM
+    /// does not answer.
+    pub fn container_log(&self, nm_http: &str, container_id: &str, file: &str) -> String {
+        self.http
+            .get(format!(
+                "http://{}/ws/v1/node/containerlogs/{container_id}/{file}",
+                nm_http.trim_start_matches("http://")
+            ))
+            .send()
+            .and_then(|r| r.text())
+            .unwrap_or_default()
+    }
+
+    /// The AM container's `stdout` of the application's first attempt (empty if unknown).
+    pub fn am_stdout(&self, app_id: &str) -> String {
+        let (_, atts) = self.get(&format!("/ws/v1/cluster/apps/{app_id}/appattempts"));
+        let Some(a) = atts["appAttempts"]["appAttempt"]
+            .as_array()
+            .and_then(|a| a.first().cloned())
+        else {
+            return String::new();
+        };
+        let cid = a["containerId"].as_str().unwrap_or_default();
+        let node = a["nodeHttpAddress"].as_str().unwrap_or_default();
+        self.container_log(node, cid, "stdout")
+    }
+}

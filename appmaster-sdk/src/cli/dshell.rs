@@ -78,7 +78,7 @@ fn memory_mb(option: &'static str, v: &str) -> Result<i64, UsageError> {
 
 /// A resource list over the defaults: `yarn.io/gpu=1` alone keeps the default memory and
 /// vcores.
-fn over_defaults(list: &str) -> Result<Resource, String> {
+pub(crate) fn over_defaults(list: &str) -> Result<Resource, String> {
     let given = parse_resource_list(list)?;
     let named = |names: &[&str]| {
         list.split(',')

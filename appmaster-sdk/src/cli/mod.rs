@@ -26,6 +26,7 @@ pub mod minicluster;
 pub mod node;
 pub mod queue;
 pub mod rmadmin;
+pub mod train;
 
 use std::path::PathBuf;
 
@@ -58,6 +59,7 @@ defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the
   rmadmin            -refreshQueues
   logs               -applicationId APPID [-containerId CID] [-log_files F1,F2]
   distributed-shell  run a shell command in N containers (see `spindle distributed-shell -help`)
+  train              run N workers as one gang with torchrun's rank environment (`spindle train -help`)
   minicluster        start a resourcemanager and N nodemanagers on this machine
   bench scheduler|gangs  --nodes N: benchmark the scheduler core (one JSON line)
 
@@ -79,6 +81,8 @@ pub async fn run(args: Vec<String>) -> u8 {
         "logs" | "-logs" => logs::run(rest).await,
         "distributed-shell" | "distributedshell" | "dshell" => dshell::run_client_cmd(rest).await,
         "distributed-shell-am" => dshell::run_am_cmd(rest).await,
+        "train" => train::run_client_cmd(rest).await,
+        "train-am" => train::run_am_cmd(rest).await,
         "minicluster" => minicluster::run(rest).await,
         "bench" => bench::run(rest).await,
         "help" | "-help" | "--help" | "-h" => {
@@ -154,7 +158,7 @@ pub fn rm_client(p: &Parsed) -> anyhow::Result<RmClient> {
 /// stderr is its log file, else `warn`).
 pub fn init_tracing(args: &[String]) {
     let default = match args.first().map(String::as_str) {
-        Some("distributed-shell-am") | Some("minicluster") => "info",
+        Some("distributed-shell-am") | Some("train-am") | Some("minicluster") => "info",
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

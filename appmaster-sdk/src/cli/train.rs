@@ -1,0 +1,322 @@
+//! `spindle train` (the client of the distributed-training launcher) and `spindle train-am`
+//! (the AM it ships).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Context;
+use spindle_common::states::FinalApplicationStatus;
+
+use super::args::{Opt, Parsed, UsageError};
+use super::dshell::{current_exe, over_defaults};
+use super::{parse_or_usage, rm_client, usage_error, EXIT_APP_FAILED, EXIT_OK};
+use crate::am_client::AmClient;
+use crate::amrm::AmRmClient;
+use crate::nm_client::NmClient;
+use crate::train::{
+    parse_placement, run_am, run_client, TrainAmConfig, TrainOptions, DEFAULT_MAX_RESTARTS,
+};
+
+pub const USAGE: &str = "\
+usage: spindle train --workers N --worker-resources LIST [options] -- CMD [ARGS...]
+Runs CMD in N workers granted together as one gang (all or nothing), each with the rank
+environment of torchrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK,
+MASTER_ADDR, MASTER_PORT (a free port on rank 0's node), SPINDLE_GANG_ATTEMPT,
+SPINDLE_CHECKPOINT_DIR, and CUDA_VISIBLE_DEVICES for its GPUs. A worker that fails restarts
+the whole gang.
+  --workers N                   workers in the gang (required)
+  --worker-resources LIST       per worker, e.g. yarn.io/gpu=1,vcores=4,memory-mb=4096
+                                (unnamed memory-mb / vcores default to 256 / 1)
+  --placement P                 pack (default), strict_pack, spread or same_rack
+  --max-nodes K                 at most K nodes (default: no limit)
+  --gang-timeout-ms T           fail if the gang is not granted within T ms (default: the
+                                RM's spindle.scheduler.gang.timeout-ms)
+  --max-restarts K              gang restarts after a worker failure (default 3)
+  --checkpoint-dir DIR          given to every worker as SPINDLE_CHECKPOINT_DIR
+  --env K=V                     worker environment (repeatable)
+  --queue Q                     queue to submit to
+  --appname NAME                application name (default spindle-train)
+  --priority P                  application priority
+  --master-memory MB            AM memory (default 512)
+  --master-vcores N             AM vcores (default 1)
+  --timeout-ms MS               kill the application if it has not finished after MS
+  --rm-address HOST:PORT, --conf-dir DIR
+Exit status 0 only if the application FINISHED with SUCCEEDED, 2 if it did not.";
+
+const OPTS: &[Opt] = &[
+    Opt::one("workers", &["num_workers", "nproc"]),
+    Opt::one("worker_resources", &[]),
+    Opt::one("placement", &[]),
+    Opt::one("max_nodes", &[]),
+    Opt::one("gang_timeout_ms", &[]),
+    Opt::one("max_restarts", &[]),
+    Opt::one("checkpoint_dir", &[]),
+    Opt::repeated("env", &["worker_env"]),
+    Opt::one("queue", &[]),
+    Opt::one("appname", &["app_name", "name"]),
+    Opt::one("priority", &[]),
+    Opt::one("master_memory", &[]),
+    Opt::one("master_vcores", &[]),
+    Opt::one("timeout_ms", &["timeout"]),
+];
+
+fn invalid(option: &'static str, value: &str, reason: impl Into<String>) -> UsageError {
+    UsageError::Invalid {
+        option,
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// The options of `spindle train` (the command is the positional words, after `--`).
+pub fn options_from(p: &Parsed) -> Result<TrainOptions, UsageError> {
+    let workers = p
+        .parse::<u32>("workers")?
+        .ok_or_else(|| UsageError::Other("--workers N is required".into()))?;
+    if workers == 0 {
+        return Err(invalid("workers", "0", "must be at least 1"));
+    }
+    let list = p
+        .value("worker_resources")
+        .ok_or_else(|| UsageError::Other("--worker-resources LIST is required".into()))?;
+    let worker_resources = over_defaults(list).map_err(|r| invalid("worker_resources", list, r))?;
+    if worker_resources.memory_mb <= 0 || worker_resources.vcores <= 0 {
+        return Err(invalid(
+            "worker_resources",
+            list,
+            "memory-mb and vcores must both be positive",
+        ));
+    }
+    let placement = match p.value("placement") {
+        Some(v) => parse_placement(v).map_err(|r| invalid("placement", v, r))?,
+        None => Default::default(),
+    };
+    let command = p.positionals.clone();
+    if command.first().is_none_or(|c| c.trim().is_empty()) {
+        return Err(UsageError::Other(
+            "no worker command given: put it after --, e.g. -- python train.py".into(),
+        ));
+    }
+    let mut worker_env = BTreeMap::new();
+    for kv in p.values("env") {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| invalid("env", kv, "expected K=V"))?;
+        if k.trim().is_empty() {
+            return Err(invalid("env", kv, "empty variable name"));
+        }
+        worker_env.insert(k.trim().to_string(), v.to_string());
+    }
+    let gang_timeout = match p.parse::<u64>("gang_timeout_ms")? {
+        Some(0) | None => None,
+        Some(ms) => Some(Duration::from_millis(ms)),
+    };
+    let mut o = TrainOptions::new(TrainAmConfig {
+        workers,
+        worker_resources,
+        placement,
+        max_nodes: p.parse::<u32>("max_nodes")?.unwrap_or(0),
+        gang_timeout,
+        max_restarts: p
+            .parse::<u32>("max_restarts")?
+            .unwrap_or(DEFAULT_MAX_RESTARTS),
+        checkpoint_dir: p.value("checkpoint_dir").map(str::to_string),
+        command,
+        worker_env,
+    });
+    if let Some(n) = p.value("appname") {
+        o.app_name = n.to_string();
+    }
+    o.queue = p.value("queue").map(str::to_string);
+    o.priority = p.parse::<i32>("priority")?;
+    if let Some(v) = p.value("master_memory") {
+        o.master_resources.memory_mb =
+            spindle_common::records::resource::parse_resource_list(&format!("memory-mb={v}"))
+                .map(|r| r.memory_mb)
+                .map_err(|r| invalid("master_memory", v, r))?;
+    }
+    if let Some(n) = p.parse::<i64>("master_vcores")? {
+        o.master_resources.vcores = n;
+    }
+    o.timeout = p.parse::<u64>("timeout_ms")?.map(Duration::from_millis);
+    Ok(o)
+}
+
+pub async fn run_client_cmd(args: Vec<String>) -> anyhow::Result<u8> {
+    let Some(p) = parse_or_usage(&args, OPTS, USAGE)? else {
+        return Ok(EXIT_OK);
+    };
+    let opts = options_from(&p).map_err(|e| usage_error(e, USAGE))?;
+    let rm = rm_client(&p)?;
+    let exe = current_exe()?;
+    let outcome = run_client(&rm, &opts, &exe, &mut |l| say!("{l}"))
+        .await
+        .with_context(|| format!("training application against {} failed", rm.address()))?;
+    Ok(if outcome.succeeded() {
+        EXIT_OK
+    } else {
+        EXIT_APP_FAILED
+    })
+}
+
+/// The AM: configuration and identity from the environment; exit 0 on SUCCEEDED, 2 else.
+pub async fn run_am_cmd(args: Vec<String>) -> anyhow::Result<u8> {
+    if !args.is_empty() {
+        tracing::warn!(
+            ?args,
+            "train-am takes its parameters from the environment; ignoring arguments"
+        );
+    }
+    let cfg = TrainAmConfig::from_env().context("bad training AM configuration")?;
+    let client = AmClient::from_env().context("not started as an application master")?;
+    let host = std::env::var(spindle_common::env::NM_HOST)
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    let nm = NmClient::new()?;
+    let mut amrm = AmRmClient::new(client);
+    let report = run_am(&cfg, &mut amrm, &nm, &host, &mut |l| say!("{l}"))
+        .await
+        .context("training application master failed")?;
+    Ok(
+        if report.final_status == FinalApplicationStatus::SUCCEEDED {
+            EXIT_OK
+        } else {
+            EXIT_APP_FAILED
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use spindle_common::records::am::GangPlacement;
+    use spindle_common::resource::Resource;
+
+    use super::super::args::parse;
+    use super::*;
+
+    fn parsed(a: &[&str]) -> Result<Parsed, UsageError> {
+        let all: Vec<Opt> = OPTS
+            .iter()
+            .chain(super::super::COMMON_OPTS.iter())
+            .copied()
+            .collect();
+        parse(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &all)
+    }
+
+    #[test]
+    fn the_issue_s_command_line() {
+        let p = parsed(&[
+            "--workers",
+            "16",
+            "--worker-resources",
+            "yarn.io/gpu=1,vcores=4,memory-mb=4096",
+            "--placement",
+            "strict_pack",
+            "--max-nodes",
+            "2",
+            "--gang-timeout-ms",
+            "60000",
+            "--max-restarts",
+            "5",
+            "--queue",
+            "gpu",
+            "--checkpoint-dir",
+            "/ckpt",
+            "--env",
+            "NCCL_DEBUG=INFO",
+            "--",
+            "python",
+            "train.py",
+            "--epochs",
+            "3",
+        ])
+        .unwrap();
+        let o = options_from(&p).unwrap();
+        assert_eq!(o.am.workers, 16);
+        assert_eq!(
+            o.am.worker_resources,
+            Resource::new(4096, 4).with("yarn.io/gpu", 1)
+        );
+        assert_eq!(o.am.placement, GangPlacement::STRICT_PACK);
+        assert_eq!(o.am.max_nodes, 2);
+        assert_eq!(o.am.gang_timeout, Some(Duration::from_secs(60)));
+        assert_eq!(o.am.max_restarts, 5);
+        assert_eq!(o.queue.as_deref(), Some("gpu"));
+        assert_eq!(o.am.checkpoint_dir.as_deref(), Some("/ckpt"));
+        assert_eq!(o.am.command, ["python", "train.py", "--epochs", "3"]);
+        assert_eq!(
+            o.am.worker_env.get("NCCL_DEBUG").map(String::as_str),
+            Some("INFO")
+        );
+        // Defaults.
+        let o = options_from(
+            &parsed(&[
+                "--workers",
+                "2",
+                "--worker-resources",
+                "yarn.io/gpu=1",
+                "--",
+                "w",
+            ])
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(o.am.placement, GangPlacement::PACK);
+        assert_eq!(o.am.max_restarts, DEFAULT_MAX_RESTARTS);
+        assert_eq!(
+            o.am.worker_resources,
+            Resource::new(256, 1).with("yarn.io/gpu", 1)
+        );
+        assert_eq!(o.max_app_attempts, Some(1));
+    }
+
+    #[test]
+    fn bad_command_lines_are_refused() {
+        for bad in [
+            &["--worker-resources", "vcores=1", "--", "w"][..],
+            &[
+                "--workers",
+                "0",
+                "--worker-resources",
+                "vcores=1",
+                "--",
+                "w",
+            ],
+            &["--workers", "2", "--", "w"],
+            &["--workers", "2", "--worker-resources", "vcores=1"],
+            &[
+                "--workers",
+                "2",
+                "--worker-resources",
+                "vcores=0",
+                "--",
+                "w",
+            ],
+            &[
+                "--workers",
+                "2",
+                "--worker-resources",
+                "vcores=1",
+                "--placement",
+                "x",
+                "--",
+                "w",
+            ],
+            &[
+                "--workers",
+                "2",
+                "--worker-resources",
+                "vcores=1",
+                "--env",
+                "NOEQ",
+                "--",
+                "w",
+            ],
+        ] {
+            let p = parsed(bad).unwrap();
+            assert!(options_from(&p).is_err(), "{bad:?}");
+        }
+        assert!(parsed(&["--wrkers", "2"]).is_err());
+    }
+}

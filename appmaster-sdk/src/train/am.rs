@@ -1,0 +1,511 @@
+//! The training application master.
+//!
+//! Registers, then runs gang attempts until one succeeds or the restarts run out. An
+//! attempt: ask for the N workers as one gang (printing the RM's word on why it waits), rank
+//! the granted containers, ask rank 0's NM for a free `MASTER_PORT`, start every worker at
+//! once (one start call per node, all nodes in parallel: the job cannot begin before its
+//! last worker does, so start skew is wasted time on every GPU), then watch. Any worker
+//! ending other than with 0 (a failure, a lost node's -100, a preemption's -102) fails the
+//! attempt: the AM stops and releases the rest and asks for the gang again, telling the new
+//! workers the attempt number. The application succeeds only when all N workers of one
+//! attempt exit 0.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use spindle_common::ids::ContainerId;
+use spindle_common::records::am::{Container, GangState, GangStatus};
+use spindle_common::records::node::ContainerLaunchContext;
+use spindle_common::states::{exit_status, FinalApplicationStatus};
+
+use super::{
+    assign_ranks, placement_name, worker_env, RankInfo, TrainAmConfig, GANG_ID, WORKER_REQUEST_ID,
+};
+use crate::am_client::AmError;
+use crate::amrm::{AmRmClient, MAX_INTERVAL};
+use crate::dshell::am::completion_line;
+use crate::gang::{is_permanent, GangError, GangMember, GangRequest};
+use crate::nm_client::NmClient;
+
+/// How long the AM keeps heartbeating through failures before it gives up.
+pub const RM_UNREACHABLE_LIMIT: Duration = Duration::from_secs(60);
+/// Tries at asking rank 0's NM for a free port.
+const FREE_PORT_TRIES: u32 = 3;
+
+/// How the AM ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrainReport {
+    pub final_status: FinalApplicationStatus,
+    pub diagnostics: String,
+    /// Gang attempts made (1 when the first one succeeded).
+    pub attempts: u32,
+}
+
+/// How one gang attempt ended.
+enum AttemptEnd {
+    Succeeded,
+    /// A worker failed or could not start: the gang may be restarted.
+    WorkerFailed(String),
+    /// The gang was never granted (timed out, refused): asking again the same way will not
+    /// help.
+    Fatal(String),
+}
+
+/// `gang workers is RESERVED: needs ...; reserved nodes a:1, b:1`.
+pub fn status_line(s: &GangStatus) -> String {
+    let state = match s.state {
+        GangState::PENDING => "PENDING",
+        GangState::RESERVED => "RESERVED",
+        GangState::ALLOCATED => "ALLOCATED",
+        GangState::TIMED_OUT => "TIMED_OUT",
+        GangState::FAILED => "FAILED",
+    };
+    let mut l = format!("gang {} is {state}", s.id);
+    let d = s.diagnostics.trim();
+    if !d.is_empty() {
+        l.push_str(": ");
+        l.push_str(d);
+    }
+    if !s.reserved_nodes.is_empty() && !d.contains("reserved") {
+        let nodes: Vec<String> = s.reserved_nodes.iter().map(ToString::to_string).collect();
+        l.push_str(&format!(" (reserved nodes {})", nodes.join(", ")));
+    }
+    if !s.failed_containers.is_empty() {
+        let ids: Vec<String> = s
+            .failed_containers
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        l.push_str(&format!(" (failed members {})", ids.join(", ")));
+    }
+    l
+}
+
+struct Attempt<'a> {
+    cfg: &'a TrainAmConfig,
+    nm: &'a NmClient,
+    number: u32,
+}
+
+impl Attempt<'_> {
+    fn gang_request(&self) -> GangRequest {
+        let member = GangMember::new(
+            self.cfg.worker_resources.clone(),
+            self.cfg.workers,
+            WORKER_REQUEST_ID,
+        );
+        let mut req = GangRequest::new(GANG_ID, vec![member])
+            .placement(self.cfg.placement)
+            .max_nodes(self.cfg.max_nodes);
+        if let Some(t) = self.cfg.gang_timeout {
+            req = req.timeout(t);
+        }
+        req
+    }
+
+    async fn run(
+        &self,
+        amrm: &mut AmRmClient,
+        out: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<AttemptEnd, AmError> {
+        let cfg = self.cfg;
+        let n = cfg.workers;
+        let mut asked = format!(
+            "gang {GANG_ID} attempt {}: asking for {n} workers of {} (placement {}",
+            self.number,
+            cfg.worker_resources,
+            placement_name(cfg.placement)
+        );
+        if cfg.max_nodes > 0 {
+            asked.push_str(&format!(", at most {} nodes", cfg.max_nodes));
+        }
+        if let Some(t) = cfg.gang_timeout {
+            asked.push_str(&format!(", timeout {} ms", t.as_millis()));
+        }
+        asked.push(')');
+        out(&asked);
+        let asked_at = Instant::now();
+        let granted = amrm
+            .request_gang_with(self.gang_request(), &mut |s| out(&status_line(s)))
+            .await;
+        let containers = match granted {
+            Ok(c) => c,
+            Err(GangError::TimedOut { diagnostics, .. }) => {
+                return Ok(AttemptEnd::Fatal(format!(
+                    "the gang of {n} workers was not granted in time: {diagnostics}"
+                )))
+            }
+            Err(GangError::Failed { diagnostics, .. }) => {
+                return Ok(AttemptEnd::WorkerFailed(format!(
+                    "the gang failed before it started: {diagnostics}"
+                )))
+            }
+            Err(GangError::Am(e)) => return Err(e),
+            Err(e) => return Ok(AttemptEnd::Fatal(e.to_string())),
+        };
+        let ranks = assign_ranks(&containers);
+        let nodes: BTreeSet<String> = ranks
+            .iter()
+            .map(|r| r.container.node_id.to_string())
+            .collect();
+        out(&format!(
+            "gang {GANG_ID} granted after {} ms: {n} workers on {} node(s): {}",
+            asked_at.elapsed().as_millis(),
+            nodes.len(),
+            nodes.iter().cloned().collect::<Vec<_>>().join(", ")
+        ));
+        let Some(master) = ranks.first().map(|r| r.container.clone()) else {
+            return Ok(AttemptEnd::Fatal("the gang was granted empty".into()));
+        };
+        let port = match self.free_port(&master).await {
+            Ok(p) => p,
+            Err(e) => {
+                return Ok(AttemptEnd::WorkerFailed(format!(
+                    "cannot get a free port on rank 0's node {}: {e}",
+                    master.node_id
+                )))
+            }
+        };
+        let master_addr = master.node_id.host.clone();
+        out(&format!(
+            "rendezvous: MASTER_ADDR={master_addr} MASTER_PORT={port} WORLD_SIZE={n}"
+        ));
+        if let Some(failure) = self.start_all(&ranks, &master_addr, port, out).await {
+            return Ok(AttemptEnd::WorkerFailed(failure));
+        }
+        self.watch(amrm, &ranks, out).await
+    }
+
+    async fn free_port(&self, master: &Container) -> Result<u16, crate::ClientError> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.nm.free_port(&master.node_http_address).await {
+                Ok(p) => return Ok(p),
+                Err(e) if tries >= FREE_PORT_TRIES => return Err(e),
+                Err(e) => {
+                    tracing::warn!(node = %master.node_id, error = %e, "free port; retrying");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
+    /// Starts every worker: one start call per node carrying all of that node's workers, all
+    /// nodes at once. Returns the first failure, if any.
+    async fn start_all(
+        &self,
+        ranks: &[RankInfo],
+        master_addr: &str,
+        port: u16,
+        out: &mut (dyn FnMut(&str) + Send),
+    ) -> Option<String> {
+        let n = self.cfg.workers;
+        let command = self.cfg.command_line();
+        let mut by_node: BTreeMap<String, Vec<(Container, ContainerLaunchContext)>> =
+            BTreeMap::new();
+        for r in ranks {
+            let ctx = ContainerLaunchContext {
+                commands: vec![command.clone()],
+                environment: worker_env(self.cfg, r, n, master_addr, port, self.number),
+                local_resources: BTreeMap::new(),
+            };
+            by_node
+                .entry(r.container.node_http_address.clone())
+                .or_default()
+                .push((r.container.clone(), ctx));
+        }
+        let started = Instant::now();
+        let results = futures::future::join_all(
+            by_node
+                .into_iter()
+                .map(|(addr, batch)| async move { self.nm.start_batch(&addr, batch).await }),
+        )
+        .await;
+        let took = started.elapsed();
+        let outcome: BTreeMap<ContainerId, Result<(), crate::ClientError>> =
+            results.into_iter().flatten().collect();
+        let mut failure = None;
+        for r in ranks {
+            let c = &r.container;
+            match outcome.get(&c.id) {
+                Some(Ok(())) => out(&format!(
+                    "worker rank {} started in container {} on node {} (local rank {} of {})",
+                    r.rank, c.id, c.node_id, r.local_rank, r.local_world_size
+                )),
+                Some(Err(e)) => {
+                    let l = format!(
+                        "worker rank {} could not be started in container {} on node {}: {e}",
+                        r.rank, c.id, c.node_id
+                    );
+                    out(&l);
+                    failure.get_or_insert(l);
+                }
+                None => {
+                    let l = format!(
+                        "worker rank {} got no start answer from {}",
+                        r.rank, c.node_id
+                    );
+                    out(&l);
+                    failure.get_or_insert(l);
+                }
+            }
+        }
+        if failure.is_none() {
+            out(&format!(
+                "all {n} start calls answered in {:.1} ms",
+                took.as_secs_f64() * 1e3
+            ));
+        }
+        failure
+    }
+
+    /// Heartbeats until every worker exited 0, or one did not.
+    async fn watch(
+        &self,
+        amrm: &mut AmRmClient,
+        ranks: &[RankInfo],
+        out: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<AttemptEnd, AmError> {
+        let n = self.cfg.workers;
+        let current: BTreeMap<ContainerId, &RankInfo> =
+            ranks.iter().map(|r| (r.container.id, r)).collect();
+        let mut done: BTreeSet<ContainerId> = BTreeSet::new();
+        let mut failing_since: Option<Instant> = None;
+        // Whatever the gang call heard meanwhile is handed out by this first poll.
+        loop {
+            if done.len() as u32 >= n {
+                return Ok(AttemptEnd::Succeeded);
+            }
+            let ev = match amrm.poll().await {
+                Ok(ev) => {
+                    failing_since = None;
+                    ev
+                }
+                Err(AmError::Client(e)) => {
+                    let since = *failing_since.get_or_insert_with(Instant::now);
+                    if is_permanent(&e) || since.elapsed() >= RM_UNREACHABLE_LIMIT {
+                        return Err(AmError::Client(e));
+                    }
+                    tracing::warn!(error = %e, "heartbeat failed; retrying");
+                    tokio::time::sleep(MAX_INTERVAL).await;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            for c in ev.allocated {
+                out(&format!(
+                    "container {} allocated on {} is not needed; releasing it",
+                    c.id, c.node_id
+                ));
+                amrm.release(c.id);
+            }
+            let mut failure = None;
+            for s in &ev.completed {
+                let Some(r) = current.get(&s.container_id) else {
+                    tracing::info!(container = %s.container_id, exit_status = s.exit_status,
+                        "a container of an earlier attempt completed");
+                    continue;
+                };
+                let node = r.container.node_id.to_string();
+                if s.exit_status == exit_status::SUCCESS {
+                    done.insert(s.container_id);
+                    out(&format!(
+                        "worker rank {} exited 0 in container {} on {node} ({} of {n} done)",
+                        r.rank,
+                        s.container_id,
+                        done.len()
+                    ));
+                } else {
+                    let l = format!(
+                        "worker rank {} failed: {}",
+                        r.rank,
+                        completion_line(s, &node)
+                    );
+                    out(&l);
+                    failure.get_or_insert(l);
+                }
+            }
+            for g in ev.gangs.iter().filter(|g| g.id == GANG_ID) {
+                // A FAILED status naming none of this attempt's workers is about the last one.
+                let ours = g.failed_containers.is_empty()
+                    || g.failed_containers.iter().any(|c| current.contains_key(c));
+                if !ours {
+                    continue;
+                }
+                out(&status_line(g));
+                if g.state == GangState::FAILED && failure.is_none() {
+                    failure = Some(status_line(g));
+                }
+            }
+            for node in &ev.nodes {
+                out(&format!("node {} is now {}", node.node_id, node.node_state));
+            }
+            amrm.set_progress(done.len() as f32 / n.max(1) as f32);
+            if let Some(f) = failure {
+                return Ok(AttemptEnd::WorkerFailed(f));
+            }
+            if (done.len() as u32) < n {
+                tokio::time::sleep(amrm.next_interval()).await;
+            }
+        }
+    }
+}
+
+/// Runs the training AM to its end: registers (as `am_host`), runs gang attempts, and
+/// unregisters with the workers' final status. Each event is one line given to `out`.
+pub async fn run_am(
+    cfg: &TrainAmConfig,
+    amrm: &mut AmRmClient,
+    nm: &NmClient,
+    am_host: &str,
+    out: &mut (dyn FnMut(&str) + Send),
+) -> Result<TrainReport, AmError> {
+    // One line per event: diagnostics from NMs carry newlines (stderr tails).
+    let out = &mut |l: &str| out(&one_line(l));
+    let attempt_id = amrm.client().attempt_id();
+    let reg = amrm.register(am_host, -1, "").await?;
+    let max = reg.maximum_resource_capability.to_resource();
+    out(&format!(
+        "registered {attempt_id} with the ResourceManager (queue '{}', maximum container {max})",
+        reg.queue
+    ));
+    let too_big = cfg
+        .worker_resources
+        .entries()
+        .any(|(k, v)| v > max.get(k) && (max.get(k) > 0 || k == "memory-mb" || k == "vcores"));
+    let mut report = TrainReport {
+        final_status: FinalApplicationStatus::FAILED,
+        diagnostics: String::new(),
+        attempts: 0,
+    };
+    if !max.is_zero() && too_big {
+        report.diagnostics = format!(
+            "worker resources {} exceed the cluster's maximum container {max}",
+            cfg.worker_resources
+        );
+        out(&report.diagnostics);
+        amrm.finish(report.final_status, &report.diagnostics)
+            .await?;
+        return Ok(report);
+    }
+    let max_attempts = cfg.max_restarts.saturating_add(1);
+    loop {
+        report.attempts += 1;
+        let attempt = Attempt {
+            cfg,
+            nm,
+            number: report.attempts,
+        };
+        match attempt.run(amrm, out).await? {
+            AttemptEnd::Succeeded => {
+                report.final_status = FinalApplicationStatus::SUCCEEDED;
+                out(&format!(
+                    "all {} workers of attempt {} exited 0",
+                    cfg.workers, report.attempts
+                ));
+                break;
+            }
+            AttemptEnd::Fatal(d) => {
+                report.diagnostics = d;
+                break;
+            }
+            AttemptEnd::WorkerFailed(d) => {
+                let last = report.attempts >= max_attempts;
+                if !last {
+                    out(&format!(
+                        "restarting the gang (attempt {} of at most {max_attempts}) after: {d}",
+                        report.attempts + 1
+                    ));
+                }
+                release(amrm, nm, out).await;
+                if last {
+                    report.diagnostics = format!(
+                        "{d}; gave up after {} gang attempt(s) (--max-restarts {})",
+                        report.attempts, cfg.max_restarts
+                    );
+                    break;
+                }
+            }
+        }
+    }
+    amrm.set_progress(1.0);
+    amrm.finish(report.final_status, &report.diagnostics)
+        .await?;
+    out(&format!(
+        "application master finished with status {}{}",
+        report.final_status,
+        if report.diagnostics.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", report.diagnostics)
+        }
+    ));
+    Ok(report)
+}
+
+/// Folds a multi-line message into one line (`a\n  b` -> `a | b`).
+pub fn one_line(s: &str) -> String {
+    s.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// Stops and releases what is left of the gang, telling how it went.
+async fn release(amrm: &mut AmRmClient, nm: &NmClient, out: &mut (dyn FnMut(&str) + Send)) {
+    match amrm.release_gang(GANG_ID, nm).await {
+        Ok(r) => {
+            let mut l = format!(
+                "gang {GANG_ID} released: {} running worker(s) stopped",
+                r.released.len()
+            );
+            if !r.problems.is_empty() {
+                l.push_str(&format!(" ({})", r.problems.join("; ")));
+            }
+            out(&l);
+        }
+        Err(GangError::Unknown(_)) => {}
+        Err(e) => out(&format!("gang {GANG_ID} could not be released: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_single() {
+        assert_eq!(
+            one_line("a: exit 137.\nLast bytes :\n  killed\n"),
+            "a: exit 137. | Last bytes : | killed"
+        );
+        assert_eq!(one_line("plain"), "plain");
+    }
+
+    #[test]
+    fn status_lines_carry_the_rm_words() {
+        let mut s = GangStatus {
+            id: "workers".into(),
+            state: GangState::RESERVED,
+            size: 16,
+            diagnostics: "needs 16 GPUs; the best fit now is 12".into(),
+            reserved_nodes: vec!["a:1".parse().unwrap(), "b:1".parse().unwrap()],
+            failed_containers: vec![],
+        };
+        assert_eq!(
+            status_line(&s),
+            "gang workers is RESERVED: needs 16 GPUs; the best fit now is 12 (reserved nodes a:1, b:1)"
+        );
+        s.diagnostics = "reserved nodes a:1, b:1".into();
+        assert_eq!(
+            status_line(&s),
+            "gang workers is RESERVED: reserved nodes a:1, b:1"
+        );
+        s.state = GangState::PENDING;
+        s.diagnostics.clear();
+        s.reserved_nodes.clear();
+        assert_eq!(status_line(&s), "gang workers is PENDING");
+    }
+}

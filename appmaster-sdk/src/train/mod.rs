@@ -1,0 +1,490 @@
+//! The distributed-training launcher: `spindle train` submits an application of type
+//! `SPINDLE_TRAIN` whose AM (this same binary, `spindle train-am`) asks for its workers as
+//! one gang, starts them all at once with the rank environment that torchrun and Horovod
+//! users expect, and restarts the whole gang when a worker fails.
+//!
+//! The client hands the AM its parameters in the AM container's environment
+//! (`SPINDLE_TRAIN_*`, see [`TrainAmConfig::to_env`]), as the distributed shell does.
+//!
+//! The environment contract every worker gets (see `docs/sdk.md`):
+//! `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `LOCAL_WORLD_SIZE`, `NODE_RANK`, `MASTER_ADDR`,
+//! `MASTER_PORT`, `SPINDLE_GANG_ATTEMPT` (1-based), `SPINDLE_CHECKPOINT_DIR` (if given), and
+//! from the NM `CUDA_VISIBLE_DEVICES` for its GPUs. Ranks are given in (node, container id)
+//! order, so a node's workers hold consecutive ranks and `LOCAL_RANK` counts within a node.
+
+pub mod am;
+pub mod client;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use spindle_common::ids::NodeId;
+use spindle_common::records::am::{Container, GangPlacement};
+use spindle_common::records::resource::parse_resource_list;
+use spindle_common::resource::Resource;
+
+pub use am::{run_am, TrainReport};
+pub use client::{build_submission, run_client, TrainOptions};
+
+pub const ENV_WORKERS: &str = "SPINDLE_TRAIN_WORKERS";
+pub const ENV_WORKER_RESOURCES: &str = "SPINDLE_TRAIN_WORKER_RESOURCES";
+pub const ENV_PLACEMENT: &str = "SPINDLE_TRAIN_PLACEMENT";
+pub const ENV_MAX_NODES: &str = "SPINDLE_TRAIN_MAX_NODES";
+pub const ENV_GANG_TIMEOUT_MS: &str = "SPINDLE_TRAIN_GANG_TIMEOUT_MS";
+pub const ENV_MAX_RESTARTS: &str = "SPINDLE_TRAIN_MAX_RESTARTS";
+pub const ENV_CHECKPOINT_DIR: &str = "SPINDLE_TRAIN_CHECKPOINT_DIR";
+/// The worker command as a JSON array of strings (program and arguments, unquoted).
+pub const ENV_COMMAND: &str = "SPINDLE_TRAIN_COMMAND";
+/// Extra worker environment as a JSON object of strings.
+pub const ENV_WORKER_ENV: &str = "SPINDLE_TRAIN_WORKER_ENV";
+
+/// YARN application type of these applications.
+pub const APPLICATION_TYPE: &str = "SPINDLE_TRAIN";
+pub const AM_RESOURCE_KEY: &str = "spindle";
+pub const AM_COMMAND: &str = "./spindle train-am";
+/// The gang's id within the application (one gang per attempt, asked again on restart).
+pub const GANG_ID: &str = "workers";
+/// The workers' allocationRequestId.
+pub const WORKER_REQUEST_ID: i64 = 1;
+pub const DEFAULT_MAX_RESTARTS: u32 = 3;
+
+/// What every worker is told (names as torchrun's).
+pub const RANK: &str = "RANK";
+pub const WORLD_SIZE: &str = "WORLD_SIZE";
+pub const LOCAL_RANK: &str = "LOCAL_RANK";
+pub const LOCAL_WORLD_SIZE: &str = "LOCAL_WORLD_SIZE";
+pub const NODE_RANK: &str = "NODE_RANK";
+pub const MASTER_ADDR: &str = "MASTER_ADDR";
+pub const MASTER_PORT: &str = "MASTER_PORT";
+pub const GANG_ATTEMPT: &str = "SPINDLE_GANG_ATTEMPT";
+pub const CHECKPOINT_DIR: &str = "SPINDLE_CHECKPOINT_DIR";
+
+/// What the AM is asked to do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrainAmConfig {
+    pub workers: u32,
+    pub worker_resources: Resource,
+    pub placement: GangPlacement,
+    /// At most this many nodes (0: no limit).
+    pub max_nodes: u32,
+    /// How long the gang may wait (None: the RM's default).
+    pub gang_timeout: Option<Duration>,
+    /// Gang restarts after a worker failure (attempts = restarts + 1).
+    pub max_restarts: u32,
+    pub checkpoint_dir: Option<String>,
+    /// Program and arguments.
+    pub command: Vec<String>,
+    pub worker_env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrainConfigError {
+    #[error("environment variable {0} is not set (is this the training AM container?)")]
+    Missing(&'static str),
+    #[error("environment variable {name}='{value}' is invalid: {reason}")]
+    Invalid {
+        name: &'static str,
+        value: String,
+        reason: String,
+    },
+}
+
+/// `pack`, `STRICT_PACK`, `strict-pack`, `spread`, `same_rack` (any case, `-` or `_`).
+pub fn parse_placement(s: &str) -> Result<GangPlacement, String> {
+    let n: String = s
+        .trim()
+        .chars()
+        .filter(|c| *c != '-' && *c != '_')
+        .flat_map(char::to_lowercase)
+        .collect();
+    Ok(match n.as_str() {
+        "pack" => GangPlacement::PACK,
+        "strictpack" => GangPlacement::STRICT_PACK,
+        "spread" => GangPlacement::SPREAD,
+        "samerack" => GangPlacement::SAME_RACK,
+        _ => {
+            return Err(format!(
+                "'{s}' is not a placement: use pack, strict_pack, spread or same_rack"
+            ))
+        }
+    })
+}
+
+pub fn placement_name(p: GangPlacement) -> &'static str {
+    match p {
+        GangPlacement::PACK => "PACK",
+        GangPlacement::STRICT_PACK => "STRICT_PACK",
+        GangPlacement::SPREAD => "SPREAD",
+        GangPlacement::SAME_RACK => "SAME_RACK",
+    }
+}
+
+impl TrainAmConfig {
+    /// The AM container's environment entries that carry this configuration.
+    pub fn to_env(&self) -> Vec<(String, String)> {
+        let command = serde_json::to_string(&self.command).unwrap_or_else(|_| "[]".into());
+        let env = serde_json::to_string(&self.worker_env).unwrap_or_else(|_| "{}".into());
+        let mut out = vec![
+            (ENV_WORKERS.into(), self.workers.to_string()),
+            (
+                ENV_WORKER_RESOURCES.into(),
+                crate::dshell::resource_list(&self.worker_resources),
+            ),
+            (
+                ENV_PLACEMENT.into(),
+                placement_name(self.placement).to_string(),
+            ),
+            (ENV_MAX_NODES.into(), self.max_nodes.to_string()),
+            (ENV_MAX_RESTARTS.into(), self.max_restarts.to_string()),
+            (ENV_COMMAND.into(), command),
+            (ENV_WORKER_ENV.into(), env),
+        ];
+        if let Some(t) = self.gang_timeout {
+            out.push((ENV_GANG_TIMEOUT_MS.into(), t.as_millis().to_string()));
+        }
+        if let Some(d) = &self.checkpoint_dir {
+            out.push((ENV_CHECKPOINT_DIR.into(), d.clone()));
+        }
+        out
+    }
+
+    pub fn from_env() -> Result<Self, TrainConfigError> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Reads the configuration back; the worker count, resources and command are required.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, TrainConfigError> {
+        let invalid = |name: &'static str, value: &str, reason: String| TrainConfigError::Invalid {
+            name,
+            value: value.to_string(),
+            reason,
+        };
+        let required = |name: &'static str| lookup(name).ok_or(TrainConfigError::Missing(name));
+        let number = |name: &'static str, v: &str| -> Result<u64, TrainConfigError> {
+            v.trim()
+                .parse()
+                .map_err(|_| invalid(name, v, "not a whole number".into()))
+        };
+        let n = required(ENV_WORKERS)?;
+        let workers = u32::try_from(number(ENV_WORKERS, &n)?)
+            .map_err(|_| invalid(ENV_WORKERS, &n, "too large".into()))?;
+        if workers == 0 {
+            return Err(invalid(ENV_WORKERS, &n, "must be at least 1".into()));
+        }
+        let r = required(ENV_WORKER_RESOURCES)?;
+        let worker_resources =
+            parse_resource_list(&r).map_err(|e| invalid(ENV_WORKER_RESOURCES, &r, e))?;
+        if worker_resources.memory_mb <= 0 || worker_resources.vcores <= 0 {
+            return Err(invalid(
+                ENV_WORKER_RESOURCES,
+                &r,
+                "memory-mb and vcores must both be positive".into(),
+            ));
+        }
+        let placement = match lookup(ENV_PLACEMENT) {
+            Some(p) => parse_placement(&p).map_err(|e| invalid(ENV_PLACEMENT, &p, e))?,
+            None => GangPlacement::PACK,
+        };
+        let max_nodes = match lookup(ENV_MAX_NODES) {
+            Some(v) => u32::try_from(number(ENV_MAX_NODES, &v)?)
+                .map_err(|_| invalid(ENV_MAX_NODES, &v, "too large".into()))?,
+            None => 0,
+        };
+        let gang_timeout = match lookup(ENV_GANG_TIMEOUT_MS) {
+            Some(v) => match number(ENV_GANG_TIMEOUT_MS, &v)? {
+                0 => None,
+                ms => Some(Duration::from_millis(ms)),
+            },
+            None => None,
+        };
+        let max_restarts = match lookup(ENV_MAX_RESTARTS) {
+            Some(v) => u32::try_from(number(ENV_MAX_RESTARTS, &v)?)
+                .map_err(|_| invalid(ENV_MAX_RESTARTS, &v, "too large".into()))?,
+            None => DEFAULT_MAX_RESTARTS,
+        };
+        let c = required(ENV_COMMAND)?;
+        let command: Vec<String> = serde_json::from_str(&c)
+            .map_err(|e| invalid(ENV_COMMAND, &c, format!("not a JSON array of strings: {e}")))?;
+        if command.first().is_none_or(|p| p.trim().is_empty()) {
+            return Err(invalid(ENV_COMMAND, &c, "no program to run".into()));
+        }
+        let worker_env = match lookup(ENV_WORKER_ENV).filter(|v| !v.trim().is_empty()) {
+            Some(v) => serde_json::from_str(&v).map_err(|e| {
+                invalid(
+                    ENV_WORKER_ENV,
+                    &v,
+                    format!("not a JSON object of strings: {e}"),
+                )
+            })?,
+            None => BTreeMap::new(),
+        };
+        let checkpoint_dir = lookup(ENV_CHECKPOINT_DIR).filter(|d| !d.trim().is_empty());
+        Ok(Self {
+            workers,
+            worker_resources,
+            placement,
+            max_nodes,
+            gang_timeout,
+            max_restarts,
+            checkpoint_dir,
+            command,
+            worker_env,
+        })
+    }
+
+    /// The command line the NM runs with `bash -c`: each word quoted for the shell, after
+    /// `exec` so that the worker is the container's process (signals reach it directly).
+    pub fn command_line(&self) -> String {
+        let words: Vec<String> = self.command.iter().map(|w| shell_quote(w)).collect();
+        format!("exec {}", words.join(" "))
+    }
+}
+
+/// Quotes a word for bash: as is when it is made of safe characters only, else in single
+/// quotes (a `'` inside becomes `'\''`).
+pub fn shell_quote(w: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c);
+    if !w.is_empty() && w.chars().all(safe) {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', r"'\''"))
+    }
+}
+
+/// One worker's place in the job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankInfo {
+    pub container: Container,
+    pub rank: u32,
+    pub local_rank: u32,
+    pub local_world_size: u32,
+    pub node_rank: u32,
+}
+
+/// Ranks in (node, container id) order; local ranks count within a node.
+pub fn assign_ranks(containers: &[Container]) -> Vec<RankInfo> {
+    let mut sorted: Vec<&Container> = containers.iter().collect();
+    sorted.sort_by(|a, b| a.node_id.cmp(&b.node_id).then(a.id.cmp(&b.id)));
+    let mut per_node: BTreeMap<&NodeId, u32> = BTreeMap::new();
+    for c in &sorted {
+        *per_node.entry(&c.node_id).or_default() += 1;
+    }
+    let node_ranks: BTreeMap<&NodeId, u32> = per_node
+        .keys()
+        .enumerate()
+        .map(|(i, n)| (*n, i as u32))
+        .collect();
+    let mut seen: BTreeMap<&NodeId, u32> = BTreeMap::new();
+    sorted
+        .iter()
+        .enumerate()
+        .map(|(rank, c)| {
+            let local = seen.entry(&c.node_id).or_default();
+            let info = RankInfo {
+                container: (*c).clone(),
+                rank: rank as u32,
+                local_rank: *local,
+                local_world_size: per_node.get(&c.node_id).copied().unwrap_or(1),
+                node_rank: node_ranks.get(&c.node_id).copied().unwrap_or(0),
+            };
+            *local += 1;
+            info
+        })
+        .collect()
+}
+
+/// The rank environment of one worker (the configuration's extra environment under it).
+pub fn worker_env(
+    cfg: &TrainAmConfig,
+    r: &RankInfo,
+    world_size: u32,
+    master_addr: &str,
+    master_port: u16,
+    attempt: u32,
+) -> BTreeMap<String, String> {
+    let mut env = cfg.worker_env.clone();
+    let mut set = |k: &str, v: String| {
+        env.insert(k.to_string(), v);
+    };
+    set(RANK, r.rank.to_string());
+    set(WORLD_SIZE, world_size.to_string());
+    set(LOCAL_RANK, r.local_rank.to_string());
+    set(LOCAL_WORLD_SIZE, r.local_world_size.to_string());
+    set(NODE_RANK, r.node_rank.to_string());
+    set(MASTER_ADDR, master_addr.to_string());
+    set(MASTER_PORT, master_port.to_string());
+    set(GANG_ATTEMPT, attempt.to_string());
+    if let Some(d) = &cfg.checkpoint_dir {
+        set(CHECKPOINT_DIR, d.clone());
+    }
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use spindle_common::ids::{ApplicationAttemptId, ApplicationId, ContainerId};
+    use spindle_common::records::resource::ResourceInfo;
+    use spindle_common::resource::GPU;
+
+    use super::*;
+
+    fn cfg() -> TrainAmConfig {
+        TrainAmConfig {
+            workers: 4,
+            worker_resources: Resource::new(4096, 4).with(GPU, 1),
+            placement: GangPlacement::SPREAD,
+            max_nodes: 2,
+            gang_timeout: Some(Duration::from_millis(1500)),
+            max_restarts: 5,
+            checkpoint_dir: Some("/ckpt/run 1".into()),
+            command: vec!["python".into(), "train.py".into(), "--lr=0.1".into()],
+            worker_env: BTreeMap::from([("A".into(), "b c".into())]),
+        }
+    }
+
+    #[test]
+    fn config_round_trips_through_the_environment() {
+        let c = cfg();
+        let env: HashMap<String, String> = c.to_env().into_iter().collect();
+        assert_eq!(env[ENV_PLACEMENT], "SPREAD");
+        assert_eq!(
+            env[ENV_WORKER_RESOURCES],
+            "memory-mb=4096,vcores=4,yarn.io/gpu=1"
+        );
+        assert_eq!(
+            TrainAmConfig::from_lookup(|k| env.get(k).cloned()).unwrap(),
+            c
+        );
+        // Defaults.
+        let env = HashMap::from([
+            (ENV_WORKERS, "2"),
+            (ENV_WORKER_RESOURCES, "memory-mb=128,vcores=1"),
+            (ENV_COMMAND, r#"["true"]"#),
+        ]);
+        let d = TrainAmConfig::from_lookup(|k| env.get(k).map(|v| v.to_string())).unwrap();
+        assert_eq!(d.placement, GangPlacement::PACK);
+        assert_eq!(d.max_restarts, DEFAULT_MAX_RESTARTS);
+        assert_eq!(
+            (d.max_nodes, d.gang_timeout, d.checkpoint_dir),
+            (0, None, None)
+        );
+    }
+
+    #[test]
+    fn bad_environment_is_named() {
+        let good: HashMap<&str, &str> = HashMap::from([
+            (ENV_WORKERS, "2"),
+            (ENV_WORKER_RESOURCES, "memory-mb=128,vcores=1"),
+            (ENV_COMMAND, r#"["true"]"#),
+        ]);
+        for (k, v) in [
+            (ENV_WORKERS, "0"),
+            (ENV_WORKERS, "x"),
+            (ENV_WORKER_RESOURCES, "vcores=0"),
+            (ENV_PLACEMENT, "anywhere"),
+            (ENV_COMMAND, "[]"),
+            (ENV_COMMAND, "python"),
+            (ENV_WORKER_ENV, "[1]"),
+            (ENV_MAX_RESTARTS, "-1"),
+        ] {
+            let mut env = good.clone();
+            env.insert(k, v);
+            let e = TrainAmConfig::from_lookup(|n| env.get(n).map(|v| v.to_string())).unwrap_err();
+            assert!(e.to_string().contains(k), "{k}={v}: {e}");
+        }
+        let mut env = good.clone();
+        env.remove(ENV_COMMAND);
+        assert!(matches!(
+            TrainAmConfig::from_lookup(|n| env.get(n).map(|v| v.to_string())),
+            Err(TrainConfigError::Missing(ENV_COMMAND))
+        ));
+    }
+
+    #[test]
+    fn placements_parse_in_any_spelling() {
+        assert_eq!(
+            parse_placement("strict-pack"),
+            Ok(GangPlacement::STRICT_PACK)
+        );
+        assert_eq!(parse_placement("SAME_RACK"), Ok(GangPlacement::SAME_RACK));
+        assert_eq!(parse_placement("Pack"), Ok(GangPlacement::PACK));
+        assert!(parse_placement("tight").is_err());
+    }
+
+    #[test]
+    fn command_words_are_quoted_for_bash() {
+        let mut c = cfg();
+        assert_eq!(c.command_line(), "exec python train.py --lr=0.1");
+        c.command = vec![
+            "sh".into(),
+            "-c".into(),
+            "echo $X 'q'".into(),
+            String::new(),
+        ];
+        assert_eq!(c.command_line(), r#"exec sh -c 'echo $X '\''q'\''' ''"#);
+    }
+
+    fn container(seq: u64, node: &str) -> Container {
+        let att = ApplicationAttemptId::new(ApplicationId::new(1, 1), 1);
+        Container {
+            id: ContainerId::new(att, 0, seq),
+            node_id: node.parse().unwrap(),
+            node_http_address: node.into(),
+            resource: ResourceInfo::from(&Resource::new(128, 1)),
+            priority: 0,
+            container_token: String::new(),
+            execution_type: "GUARANTEED".into(),
+            allocation_request_id: WORKER_REQUEST_ID,
+            version: 0,
+        }
+    }
+
+    #[test]
+    fn ranks_follow_node_then_container_order() {
+        let cs = vec![
+            container(5, "b:1"),
+            container(2, "b:1"),
+            container(9, "a:2"),
+            container(3, "c:1"),
+            container(4, "a:2"),
+        ];
+        let r = assign_ranks(&cs);
+        let got: Vec<(u64, String, u32, u32, u32, u32)> = r
+            .iter()
+            .map(|i| {
+                (
+                    i.container.id.seq,
+                    i.container.node_id.to_string(),
+                    i.rank,
+                    i.local_rank,
+                    i.local_world_size,
+                    i.node_rank,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (4, "a:2".into(), 0, 0, 2, 0),
+                (9, "a:2".into(), 1, 1, 2, 0),
+                (2, "b:1".into(), 2, 0, 2, 1),
+                (5, "b:1".into(), 3, 1, 2, 1),
+                (3, "c:1".into(), 4, 0, 1, 2),
+            ]
+        );
+        let env = worker_env(&cfg(), &r[3], 5, "a", 29500, 2);
+        let get = |k: &str| env.get(k).map(String::as_str);
+        assert_eq!(get(RANK), Some("3"));
+        assert_eq!(get(WORLD_SIZE), Some("5"));
+        assert_eq!(get(LOCAL_RANK), Some("1"));
+        assert_eq!(get(LOCAL_WORLD_SIZE), Some("2"));
+        assert_eq!(get(NODE_RANK), Some("1"));
+        assert_eq!(get(MASTER_ADDR), Some("a"));
+        assert_eq!(get(MASTER_PORT), Some("29500"));
+        assert_eq!(get(GANG_ATTEMPT), Some("2"));
+        assert_eq!(get(CHECKPOINT_DIR), Some("/ckpt/run 1"));
+        assert_eq!(get("A"), Some("b c"));
+    }
+}

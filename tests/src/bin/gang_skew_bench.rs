@@ -1,0 +1,225 @@
+//! Benchmark (not a test): the start skew of a gang on a minicluster of real daemons, i.e.
+//! the time from the first to the last member's process starting, when `spindle train`
+//! launches it. A job cannot begin before its last worker does, so skew is time every GPU
+//! of the gang waits.
+//!
+//! `cargo build --release --workspace --bins && ./target/release/gang_skew_bench`
+//! (`--runs 10 --members 64 --nodes 4 --vcores 20`, the defaults; `-D name=value` adds an NM
+//! property, e.g. `-D spindle.nodemanager.cgroups.enabled=false`).
+//!
+//! Each member is this binary in `stamp <dir>` mode: the first thing it does is write the
+//! wall clock (Unix ns; everything runs on this machine, one clock) to `<dir>/<CONTAINER_ID>`.
+//! Members are CPU-only, 128 MB and 1 vcore each.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use spindle_system_tests::{bin, output_within, Cluster, ClusterOpts};
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+fn arg(args: &[String], name: &str, default: usize) -> usize {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("stamp") {
+        let t = now_ns();
+        let (Some(dir), Ok(id)) = (args.get(2), std::env::var("CONTAINER_ID")) else {
+            eprintln!("usage: gang_skew_bench stamp DIR (in a container)");
+            std::process::exit(2);
+        };
+        let node = std::env::var("NM_PORT").unwrap_or_default();
+        if let Err(e) = std::fs::write(Path::new(dir).join(id), format!("{t} {node}\n")) {
+            eprintln!("gang_skew_bench stamp: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    let runs = arg(&args, "--runs", 10);
+    let members = arg(&args, "--members", 64);
+    let nodes = arg(&args, "--nodes", 4);
+    let vcores = arg(&args, "--vcores", 20);
+    // Extra NM properties, `-D name=value` (e.g. to compare without cgroups).
+    let props: Vec<(String, String)> = args
+        .windows(2)
+        .filter(|w| w[0] == "-D")
+        .filter_map(|w| w[1].split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    driver(runs, members, nodes, vcores, props);
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// (start ns, node) of every member.
+fn stamps(dir: &Path) -> Vec<(u128, String)> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+                .filter_map(|t| {
+                    let mut w = t.split_whitespace();
+                    let ns = w.next()?.parse().ok()?;
+                    Some((ns, w.next().unwrap_or_default().to_string()))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Largest first-to-last spread among the members of one node, in ms.
+fn worst_node_skew(t: &[(u128, String)]) -> f64 {
+    let mut by_node: std::collections::BTreeMap<&str, (u128, u128)> = Default::default();
+    for (ns, node) in t {
+        let e = by_node.entry(node.as_str()).or_insert((*ns, *ns));
+        e.0 = e.0.min(*ns);
+        e.1 = e.1.max(*ns);
+    }
+    by_node
+        .values()
+        .map(|(lo, hi)| (hi - lo) as f64 / 1e6)
+        .fold(0.0, f64::max)
+}
+
+fn driver(runs: usize, members: usize, nodes: usize, vcores: usize, props: Vec<(String, String)>) {
+    let mut nm_props = vec![
+        (
+            "yarn.nodemanager.resource.cpu-vcores".to_string(),
+            vcores.to_string(),
+        ),
+        (
+            "yarn.nodemanager.resource.memory-mb".to_string(),
+            "8192".to_string(),
+        ),
+    ];
+    nm_props.extend(props);
+    let cluster = Cluster::start(ClusterOpts {
+        nodes,
+        nm_props,
+        ..Default::default()
+    });
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let me: PathBuf = std::env::current_exe().expect("exe");
+    let mut skews = Vec::new();
+    let mut node_skews = Vec::new();
+    let mut dispatches = Vec::new();
+    for run in 0..runs {
+        let dir = scratch.path().join(format!("run-{run}"));
+        std::fs::create_dir_all(&dir).expect("run dir");
+        let mut cmd = Command::new(bin("spindle"));
+        cmd.env("SPINDLE_RM_ADDRESS", &cluster.rm_addr)
+            .env("SPINDLE_CONF_DIR", &cluster.conf_dir)
+            .args([
+                "train",
+                "--workers",
+                &members.to_string(),
+                "--worker-resources",
+                "vcores=1,memory-mb=128",
+                "--max-restarts",
+                "0",
+                "--gang-timeout-ms",
+                "60000",
+                "--timeout-ms",
+                "120000",
+                "--",
+            ])
+            .arg(&me)
+            .arg("stamp")
+            .arg(&dir);
+        let out = output_within(cmd, Duration::from_secs(180));
+        let t = stamps(&dir);
+        if !out.status.success() || t.len() != members {
+            cluster.dump_logs();
+            panic!(
+                "run {run}: {} stamps of {members}; spindle train said:\n{}{}",
+                t.len(),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let (lo, hi) = (
+            t.iter().map(|x| x.0).min().unwrap_or(0),
+            t.iter().map(|x| x.0).max().unwrap_or(0),
+        );
+        let skew = (hi - lo) as f64 / 1e6;
+        let node_skew = worst_node_skew(&t);
+        // The AM's side: how long its parallel start calls took to be answered.
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let app = stdout
+            .split_whitespace()
+            .find(|w| w.starts_with("application_"))
+            .unwrap_or_default();
+        let dispatch = cluster
+            .am_stdout(app)
+            .lines()
+            .find_map(|l| {
+                l.split_once("start calls answered in ")
+                    .and_then(|(_, r)| r.trim_end_matches(" ms").trim().parse::<f64>().ok())
+            })
+            .unwrap_or(f64::NAN);
+        eprintln!(
+            "run {run}: start skew {skew:.1} ms (worst within one node {node_skew:.1} ms; \
+             the AM's start calls answered in {dispatch:.1} ms)"
+        );
+        skews.push(skew);
+        node_skews.push(node_skew);
+        dispatches.push(dispatch);
+    }
+    let mut sorted = skews.clone();
+    sorted.sort_by(f64::total_cmp);
+    println!(
+        "start skew of a {members}-member gang (CPU-only, 128 MB / 1 vcore each) on a \
+         {nodes}-node minicluster ({vcores} vcores per node), {runs} runs"
+    );
+    println!("| runs | p50 ms | p99 ms | min ms | max ms |");
+    println!("|---|---|---|---|---|");
+    println!(
+        "| {runs} | {:.1} | {:.1} | {:.1} | {:.1} |",
+        pct(&sorted, 0.5),
+        pct(&sorted, 0.99),
+        pct(&sorted, 0.0),
+        pct(&sorted, 1.0)
+    );
+    let all: Vec<String> = skews.iter().map(|s| format!("{s:.1}")).collect();
+    println!("per run (ms): {}", all.join(", "));
+    // For diagnosis: keep the daemons' logs.
+    if let Ok(keep) = std::env::var("GANG_SKEW_BENCH_LOGS") {
+        let _ = std::fs::create_dir_all(&keep);
+        let _ = std::fs::copy(&cluster.rm.log, Path::new(&keep).join("rm.log"));
+        for nm in &cluster.nms {
+            let _ = std::fs::copy(&nm.log, Path::new(&keep).join(format!("{}.log", nm.name)));
+        }
+    }
+    let mut n = node_skews.clone();
+    n.sort_by(f64::total_cmp);
+    println!(
+        "worst spread within one node: p50 {:.1} ms, max {:.1} ms",
+        pct(&n, 0.5),
+        pct(&n, 1.0)
+    );
+    let mut d = dispatches.clone();
+    d.sort_by(f64::total_cmp);
+    println!(
+        "AM start calls (all nodes in parallel) answered in: p50 {:.1} ms, max {:.1} ms",
+        pct(&d, 0.5),
+        pct(&d, 1.0)
+    );
+}
