@@ -260,6 +260,9 @@ pub struct Manager {
     cleaned_apps: HashSet<ApplicationId>,
     /// Set by [`Command::StopAll`]: the NM is going away and starts nothing new.
     closing: bool,
+    /// The recovery store needs writing: set by [`Manager::persist`], written once per batch
+    /// of commands, so a burst of starts costs one fsync instead of one each.
+    dirty: std::cell::Cell<bool>,
 }
 
 impl Manager {
@@ -295,20 +298,36 @@ impl Manager {
             drain_waiters: Vec::new(),
             cleaned_apps: HashSet::new(),
             closing: false,
+            dirty: std::cell::Cell::new(false),
         };
         (m, NmHandle { tx })
     }
 
     /// Processes commands until [`Command::Shutdown`].
     pub async fn run(mut self) {
-        while let Some(cmd) = self.rx.recv().await {
-            if let Command::Shutdown { reply } = cmd {
-                let _ = reply.send(());
-                break;
+        'outer: while let Some(cmd) = self.rx.recv().await {
+            let mut next = Some(cmd);
+            // Handle what is already queued before writing the store once for all of it.
+            while let Some(cmd) = next.take() {
+                if let Command::Shutdown { reply } = cmd {
+                    self.flush();
+                    let _ = reply.send(());
+                    break 'outer;
+                }
+                self.handle(cmd);
+                next = self.rx.try_recv().ok();
             }
-            self.handle(cmd);
+            self.flush();
         }
+        self.flush();
         debug!("container manager stopped");
+    }
+
+    /// Writes the recovery store if anything changed since the last write.
+    fn flush(&self) {
+        if self.dirty.replace(false) {
+            self.write_store();
+        }
     }
 
     fn handle(&mut self, cmd: Command) {
@@ -938,7 +957,12 @@ impl Manager {
         self.persist();
     }
 
+    /// Marks the recovery store for writing at the end of the current batch of commands.
     fn persist(&self) {
+        self.dirty.set(true);
+    }
+
+    fn write_store(&self) {
         let Some(store) = &self.store else {
             return;
         };
