@@ -95,6 +95,10 @@ pub struct GangRequest {
     /// How long the gang may wait (None: the RM's default).
     pub timeout: Option<Duration>,
     pub policy: GangTimeoutPolicy,
+    /// All nodes with GPUs of one model.
+    pub same_gpu_model: bool,
+    /// Only nodes with this GPU model.
+    pub gpu_model: Option<String>,
 }
 
 impl GangRequest {
@@ -107,7 +111,21 @@ impl GangRequest {
             max_nodes: 0,
             timeout: None,
             policy: GangTimeoutPolicy::SOFT,
+            same_gpu_model: false,
+            gpu_model: None,
         }
+    }
+
+    /// All of the gang's nodes have GPUs of one model (whichever fits best).
+    pub fn same_gpu_model(mut self) -> Self {
+        self.same_gpu_model = true;
+        self
+    }
+
+    /// Only nodes whose GPUs are of this model (`nvidia-smi`'s product name).
+    pub fn gpu_model(mut self, model: impl Into<String>) -> Self {
+        self.gpu_model = Some(model.into());
+        self
     }
     pub fn placement(mut self, placement: GangPlacement) -> Self {
         self.placement = placement;
@@ -141,6 +159,8 @@ impl GangRequest {
                 .timeout
                 .map_or(0, |t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
             timeout_policy: self.policy,
+            same_gpu_model: self.same_gpu_model,
+            gpu_model: self.gpu_model.clone(),
         }
     }
 

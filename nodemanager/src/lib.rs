@@ -129,6 +129,7 @@ async fn serve(
         (None, Vec::new())
     };
     let capacity = plugins.node_resource(&conf.resource);
+    let attributes = plugins.node_attributes();
     let plugin_health = plugins.health_view();
     let inherited_env: BTreeMap<String, String> = conf
         .env_whitelist
@@ -179,7 +180,8 @@ async fn serve(
         stop_rx.clone(),
         rm_shutdown_tx,
     )?
-    .with_health(plugin_health.clone());
+    .with_health(plugin_health.clone())
+    .with_attributes(attributes);
     let updater_task = tokio::spawn(updater.run().in_current_span());
 
     let app = rest::router(

@@ -59,6 +59,7 @@ pub struct StatusUpdater {
     rm_shutdown: Option<oneshot::Sender<()>>,
     /// Device plugins' problems, sent as the heartbeat's health report.
     health: HealthView,
+    attributes: std::collections::BTreeMap<String, String>,
 }
 
 enum Next {
@@ -91,6 +92,7 @@ impl StatusUpdater {
             stopping,
             rm_shutdown: Some(rm_shutdown),
             health: HealthView::default(),
+            attributes: std::collections::BTreeMap::new(),
         })
     }
 
@@ -98,6 +100,15 @@ impl StatusUpdater {
     /// heartbeat's health report. The node stays healthy: it can still run CPU-only work.
     pub fn with_health(mut self, health: HealthView) -> Self {
         self.health = health;
+        self
+    }
+
+    /// Node attributes sent at registration (the GPU model).
+    pub fn with_attributes(
+        mut self,
+        attributes: std::collections::BTreeMap<String, String>,
+    ) -> Self {
+        self.attributes = attributes;
         self
     }
 
@@ -127,6 +138,7 @@ impl StatusUpdater {
                 nm_version: env!("CARGO_PKG_VERSION").to_string(),
                 rack: None,
                 container_statuses: reports,
+                node_attributes: self.attributes.clone(),
             };
             let failure = match self
                 .post::<_, RegisterNodeManagerResponse>(REGISTER_PATH, &req)

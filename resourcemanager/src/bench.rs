@@ -178,6 +178,7 @@ fn setup(spec: &BenchSpec, gang_timeout_ms: u64) -> Setup {
                 total: Resource::new(1024 * 1024, 96).with(GPU, 8),
                 version: "bench".into(),
                 containers: vec![],
+                attributes: Default::default(),
             },
             now,
         );
@@ -404,6 +405,7 @@ pub fn run_gangs(spec: &BenchSpec) -> GangBenchResult {
                 max_nodes: 0,
                 timeout_ms: 0,
                 hard: false,
+                ..Default::default()
             },
         )),
     };

@@ -89,6 +89,17 @@ fn eight_one_gpu_containers_on_two_4_gpu_nodes_get_distinct_gpus() {
         .map(|n| resource_value(&n["totalResource"], GPU))
         .collect();
     assert_eq!(totals, vec![4, 4], "{nodes}");
+    // Each node reports its GPU model as a node attribute (gangs may ask for one model).
+    for n in nodes["nodes"]["node"].as_array().expect("nodes") {
+        let attrs = &n["nodeAttributesInfo"]["nodeAttributeInfo"];
+        let model = attrs
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["name"] == "gpu-model"))
+            .and_then(|x| x["value"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        assert!(!model.is_empty(), "gpu-model attribute missing: {n}");
+    }
 
     // The containers print their GPUs, then wait (bounded) until the test has looked.
     let command = format!(

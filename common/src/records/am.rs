@@ -63,6 +63,11 @@ pub struct GangSpec {
     /// SOFT: when the timeout passes, the gang's asks are withdrawn and the AM is told
     /// (it may relax and ask again); HARD: the application fails.
     pub timeout_policy: GangTimeoutPolicy,
+    /// All of the gang's nodes have GPUs of one model (whichever fits best).
+    pub same_gpu_model: bool,
+    /// Only nodes whose GPUs are of this model (`nvidia-smi`'s product name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_model: Option<String>,
 }
 
 impl Default for GangSpec {
@@ -73,6 +78,8 @@ impl Default for GangSpec {
             max_nodes: 0,
             timeout_ms: 0,
             timeout_policy: GangTimeoutPolicy::SOFT,
+            same_gpu_model: false,
+            gpu_model: None,
         }
     }
 }

@@ -29,7 +29,15 @@ pub struct RegisterNodeManagerRequest {
     /// Containers the NM still runs, so a restarted RM does not lose them.
     #[serde(default)]
     pub container_statuses: Vec<NmContainerReport>,
+    /// Node attributes the NM reports (YARN's distributed `nm.yarn.io/` attributes), e.g.
+    /// `nm.yarn.io/gpu-model`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub node_attributes: std::collections::BTreeMap<String, String>,
 }
+
+/// The attribute naming a node's GPU model (one model per node; mixed nodes report the
+/// first GPU's and `mixed` in the value's stead).
+pub const GPU_MODEL_ATTRIBUTE: &str = "nm.yarn.io/gpu-model";
 
 /// A container as the NM reports it, with its resource so that a recovering RM can account it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -261,6 +261,36 @@ impl Plugins {
         r
     }
 
+    /// Attributes this node reports to the RM: its GPU model (`nm.yarn.io/gpu-model`), so a
+    /// gang can ask for one model. A node with several models reports `mixed`.
+    pub fn node_attributes(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        let models: std::collections::BTreeSet<String> = self
+            .slots
+            .iter()
+            .filter(|s| s.name() == spindle_common::resource::GPU)
+            .flat_map(|s| s.plugin.devices().iter().filter_map(|d| d.model.clone()))
+            .collect();
+        match models.len() {
+            0 => {}
+            1 => {
+                if let Some(m) = models.into_iter().next() {
+                    out.insert(
+                        spindle_common::records::tracker::GPU_MODEL_ATTRIBUTE.to_string(),
+                        m,
+                    );
+                }
+            }
+            _ => {
+                out.insert(
+                    spindle_common::records::tracker::GPU_MODEL_ATTRIBUTE.to_string(),
+                    "mixed".to_string(),
+                );
+            }
+        }
+        out
+    }
+
     /// Every device node any plugin manages: what a container without a grant is denied.
     pub fn managed_devices(&self) -> Vec<DeviceNumber> {
         let mut v: Vec<DeviceNumber> = self

@@ -546,6 +546,7 @@ fn absolute_and_weight_capacities_resolve_to_resources() {
             total: Resource::new(20480, 20).with(GPU, 8),
             version: "t".into(),
             containers: vec![],
+            attributes: Default::default(),
         },
         env.now,
     );

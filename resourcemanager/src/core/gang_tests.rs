@@ -48,6 +48,7 @@ fn params(policy: GangPolicy, max_nodes: u32) -> GangParams {
         max_nodes,
         timeout_ms: 0,
         hard: false,
+        ..Default::default()
     }
 }
 
@@ -269,6 +270,51 @@ fn policies_spread_strict_pack_same_rack_and_max_nodes() {
 }
 
 #[test]
+fn a_gang_can_ask_for_one_gpu_model() {
+    let mut s = sched(&[("a", "/r", 8), ("b", "/r", 8), ("c", "/r", 8)]);
+    s.set_gpu_model(&NodeId::new("a", 1), Some("NVIDIA H100 80GB HBM3".into()));
+    s.set_gpu_model(&NodeId::new("b", 1), Some("Tesla V100-SXM2-16GB".into()));
+    s.set_gpu_model(&NodeId::new("c", 1), Some("Tesla V100-SXM2-16GB".into()));
+    let l = leaf(&s);
+    s.add_app(app(1), l, "u", 0, 1, Resource::new(128, 1));
+    let one_model = GangParams {
+        same_gpu_model: true,
+        ..Default::default()
+    };
+    ask_gang(&mut s, app(1), "same", 12, gpu_unit(1), one_model, 0);
+    let p = s.schedule();
+    assert_eq!(p.len(), 12);
+    assert_eq!(
+        nodes_of(&p),
+        ["b".to_string(), "c".to_string()].into(),
+        "12 GPUs of one model: only the V100s have them"
+    );
+    s.add_app(app(2), l, "u", 0, 2, Resource::new(128, 1));
+    let h100 = GangParams {
+        gpu_model: Some("NVIDIA H100 80GB HBM3".into()),
+        ..Default::default()
+    };
+    ask_gang(&mut s, app(2), "h100", 4, gpu_unit(1), h100.clone(), 0);
+    let p = s.schedule();
+    assert_eq!(nodes_of(&p), ["a".to_string()].into());
+    // No A100 anywhere: the gang waits and says what it wants.
+    s.add_app(app(3), l, "u", 0, 3, Resource::new(128, 1));
+    let a100 = GangParams {
+        gpu_model: Some("NVIDIA A100".into()),
+        ..Default::default()
+    };
+    ask_gang(&mut s, app(3), "a100", 1, gpu_unit(1), a100, 0);
+    assert!(s.schedule().is_empty());
+    let g = s.gang(&app(3), "a100").expect("gang");
+    assert!(
+        g.diagnostics.contains("GPU model NVIDIA A100"),
+        "{}",
+        g.diagnostics
+    );
+    assert!(s.check().is_ok());
+}
+
+#[test]
 fn a_large_gang_behind_a_stream_of_small_jobs_starts_within_one_job_duration() {
     // 4 nodes x 8 GPUs, kept full by a stream of 1-GPU jobs that each run DURATION steps.
     // A 32-GPU gang arrives; the bound is DURATION steps: its reservation keeps new small
@@ -355,6 +401,7 @@ fn the_timeout_reaches_the_am_and_a_hard_one_fails_the_application() {
                     max_nodes: 0,
                     timeout_ms: 1000,
                     hard,
+                    ..Default::default()
                 },
             )),
         };
@@ -422,6 +469,7 @@ fn a_failed_member_is_reported_with_its_gang() {
                 max_nodes: 0,
                 timeout_ms: 0,
                 hard: false,
+                ..Default::default()
             },
         )),
     };

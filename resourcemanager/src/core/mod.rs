@@ -137,6 +137,8 @@ pub struct NodeRegistration {
     pub total: Resource,
     pub version: String,
     pub containers: Vec<ReportedContainer>,
+    /// Attributes the NM reports (`nm.yarn.io/...`), e.g. its GPU model.
+    pub attributes: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1625,9 +1627,15 @@ impl RmCore {
             to_ack: BTreeSet::new(),
             mem_used_physical_mb: 0,
             cpu_usage: 0.0,
+            attributes: reg.attributes.clone(),
         };
         self.nodes.insert(id.clone(), node);
         self.sched.add_node(id.clone(), reg.rack, reg.total, used);
+        let model = reg
+            .attributes
+            .get(spindle_common::records::tracker::GPU_MODEL_ATTRIBUTE)
+            .cloned();
+        self.sched.set_gpu_model(&id, model);
         self.process_reports(&id, &reg.containers, now);
         self.run_scheduler(now);
         self.changed();

@@ -228,6 +228,8 @@ pub struct Node {
     pub to_ack: BTreeSet<ContainerId>,
     pub mem_used_physical_mb: i64,
     pub cpu_usage: f32,
+    /// Attributes the NM reported (`nm.yarn.io/gpu-model`, ...).
+    pub attributes: BTreeMap<String, String>,
 }
 
 /// Everything the RM must not lose about an application, as written to the state store.

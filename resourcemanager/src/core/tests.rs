@@ -53,6 +53,7 @@ impl TestEnv {
                 total: Resource::new(mem, vcores),
                 version: "test".into(),
                 containers: vec![],
+                attributes: Default::default(),
             },
             self.now,
         );

@@ -102,6 +102,8 @@ async fn allocate(
                         max_nodes: g.max_nodes,
                         timeout_ms: g.timeout_ms,
                         hard: g.timeout_policy == GangTimeoutPolicy::HARD,
+                        gpu_model: g.gpu_model.filter(|m| !m.trim().is_empty()),
+                        same_gpu_model: g.same_gpu_model,
                     },
                 ))
             }

@@ -481,6 +481,12 @@ pub(super) fn node_info(s: &Snapshot, n: &Node) -> NodeInfo {
         used_resource: ResourceInfo::from(&used),
         available_resource: ResourceInfo::from(&avail),
         total_resource: ResourceInfo::from(&n.total),
+        node_attributes_info: serde_json::json!({
+            "nodeAttributeInfo": n.attributes.iter().map(|(k, v)| {
+                let (prefix, name) = k.rsplit_once('/').unwrap_or(("", k.as_str()));
+                serde_json::json!({"prefix": prefix, "name": name, "type": "STRING", "value": v})
+            }).collect::<Vec<_>>()
+        }),
         ..Default::default()
     }
 }

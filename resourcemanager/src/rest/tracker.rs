@@ -49,6 +49,7 @@ async fn register(
         total,
         version: req.nm_version,
         containers: reports(req.container_statuses),
+        attributes: req.node_attributes,
     };
     let r = st
         .driver

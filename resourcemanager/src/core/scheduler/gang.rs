@@ -12,8 +12,9 @@ use spindle_common::{ApplicationId, ContainerId, NodeId, Resource};
 use super::nodes::NodeIndex;
 use super::AskKey;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum GangPolicy {
+    #[default]
     Pack,
     StrictPack,
     Spread,
@@ -36,7 +37,7 @@ impl GangPhase {
 }
 
 /// What the AM asked of the gang.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct GangParams {
     pub policy: GangPolicy,
     /// At most this many nodes (0: no limit; STRICT_PACK without one means 1).
@@ -45,6 +46,10 @@ pub struct GangParams {
     pub timeout_ms: u64,
     /// Fail the application at the timeout (else withdraw the asks and tell the AM).
     pub hard: bool,
+    /// Only nodes whose GPUs are of this model.
+    pub gpu_model: Option<String>,
+    /// Every node of the gang has GPUs of one model.
+    pub same_gpu_model: bool,
 }
 
 /// A gang's life in the scheduler.
@@ -111,6 +116,72 @@ pub fn plan(
     cap: &dyn Fn(usize) -> Option<Resource>,
     allowed: &dyn Fn(usize) -> bool,
 ) -> Plan {
+    let model_of = |s: usize| nodes.get(s).and_then(|n| n.gpu_model.clone());
+    if let Some(m) = &params.gpu_model {
+        let only = |s: usize| allowed(s) && model_of(s).as_deref() == Some(m.as_str());
+        return plan_within(nodes, units, params, cap, &only);
+    }
+    if params.same_gpu_model {
+        let models: BTreeSet<String> = nodes
+            .by_free_desc()
+            .filter(|s| allowed(*s))
+            .filter_map(model_of)
+            .collect();
+        let mut best: Option<Plan> = None;
+        for m in models.iter().filter(|m| m.as_str() != "mixed") {
+            let only = |s: usize| allowed(s) && model_of(s).as_deref() == Some(m.as_str());
+            let p = plan_within(nodes, units, params, cap, &only);
+            best = Some(better(best, p));
+        }
+        return best.unwrap_or(Plan::Short {
+            placed: 0,
+            nodes: vec![],
+        });
+    }
+    plan_within(nodes, units, params, cap, allowed)
+}
+
+/// The better of two plans: a fit over a miss, fewer nodes over more, more placed over less.
+fn better(a: Option<Plan>, b: Plan) -> Plan {
+    match (a, b) {
+        (Some(Plan::Fits(x)), Plan::Fits(y)) => {
+            Plan::Fits(if distinct(&y) < distinct(&x) { y } else { x })
+        }
+        (Some(Plan::Fits(x)), _) => Plan::Fits(x),
+        (_, Plan::Fits(y)) => Plan::Fits(y),
+        (
+            Some(Plan::Short {
+                placed: pa,
+                nodes: na,
+            }),
+            Plan::Short {
+                placed: pb,
+                nodes: nb,
+            },
+        ) => {
+            if pb > pa {
+                Plan::Short {
+                    placed: pb,
+                    nodes: nb,
+                }
+            } else {
+                Plan::Short {
+                    placed: pa,
+                    nodes: na,
+                }
+            }
+        }
+        (None, p) => p,
+    }
+}
+
+fn plan_within(
+    nodes: &NodeIndex,
+    units: &[Unit],
+    params: &GangParams,
+    cap: &dyn Fn(usize) -> Option<Resource>,
+    allowed: &dyn Fn(usize) -> bool,
+) -> Plan {
     let max_nodes = match (params.policy, params.max_nodes) {
         (GangPolicy::StrictPack, 0) => 1,
         (_, 0) => usize::MAX,
@@ -135,36 +206,7 @@ pub fn plan(
             for slots in racks.values() {
                 let set: BTreeSet<usize> = slots.iter().copied().collect();
                 let p = pack(nodes, &sorted, max_nodes, cap, &|s| set.contains(&s));
-                best = Some(match (best, p) {
-                    (Some(Plan::Fits(a)), Plan::Fits(b)) => {
-                        Plan::Fits(if distinct(&b) < distinct(&a) { b } else { a })
-                    }
-                    (Some(Plan::Fits(a)), _) => Plan::Fits(a),
-                    (_, Plan::Fits(b)) => Plan::Fits(b),
-                    (
-                        Some(Plan::Short {
-                            placed: pa,
-                            nodes: na,
-                        }),
-                        Plan::Short {
-                            placed: pb,
-                            nodes: nb,
-                        },
-                    ) => {
-                        if pb > pa {
-                            Plan::Short {
-                                placed: pb,
-                                nodes: nb,
-                            }
-                        } else {
-                            Plan::Short {
-                                placed: pa,
-                                nodes: na,
-                            }
-                        }
-                    }
-                    (None, p) => p,
-                });
+                best = Some(better(best, p));
             }
             best.unwrap_or(Plan::Short {
                 placed: 0,
@@ -321,6 +363,11 @@ pub fn describe(units: &[Unit], params: &GangParams, placed: usize, reserved: &[
         parts.join(", "),
         units.len()
     );
+    if let Some(m) = &params.gpu_model {
+        s.push_str(&format!(" (GPU model {m})"));
+    } else if params.same_gpu_model {
+        s.push_str(" (all GPUs of one model)");
+    }
     if !reserved.is_empty() {
         let names: Vec<String> = reserved.iter().map(|n| n.to_string()).collect();
         s.push_str(&format!("; reserved nodes {}", names.join(", ")));

@@ -207,6 +207,11 @@ impl Scheduler {
         self.recompute();
     }
 
+    /// Records a node's GPU model (from its `nm.yarn.io/gpu-model` attribute).
+    pub fn set_gpu_model(&mut self, id: &NodeId, model: Option<String>) {
+        self.nodes.set_gpu_model(id, model);
+    }
+
     pub fn remove_node(&mut self, id: &NodeId) -> Option<SchedNode> {
         let n = self.nodes.remove(id);
         self.recompute();

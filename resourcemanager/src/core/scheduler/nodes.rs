@@ -28,6 +28,8 @@ pub struct SchedNode {
     pub free: Resource,
     /// RUNNING nodes take containers; others keep what they have.
     pub schedulable: bool,
+    /// The node's GPU model (`nm.yarn.io/gpu-model`), for gangs that want one model.
+    pub gpu_model: Option<String>,
     key: Option<(usize, i64)>,
 }
 
@@ -144,6 +146,7 @@ impl NodeIndex {
             total,
             used,
             schedulable: true,
+            gpu_model: None,
             key: None,
         };
         if slot == self.slots.len() {
@@ -247,6 +250,16 @@ impl NodeIndex {
             && self
                 .get(slot)
                 .is_some_and(|n| n.schedulable && ask.fits_in(&n.free))
+    }
+
+    pub fn set_gpu_model(&mut self, id: &NodeId, model: Option<String>) {
+        if let Some(n) = self
+            .slot(id)
+            .and_then(|s| self.slots.get_mut(s))
+            .and_then(Option::as_mut)
+        {
+            n.gpu_model = model;
+        }
     }
 
     /// Holds `slot` for a gang (`None` frees it).
