@@ -1,7 +1,8 @@
 //! The driver: the one task that owns the [`RmCore`]. REST handlers send it typed
 //! [`Command`]s with a oneshot reply; it applies them to the core, executes the core's
 //! effects in order (state-store writes first, so nothing is acknowledged before it is
-//! durable), republishes the read [`Snapshot`], and only then answers.
+//! durable), and only then answers. REST reads ask it for a [`Snapshot`], built lazily: only
+//! when a read comes and the state changed since the last one.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -140,9 +141,12 @@ pub enum Command {
     GetSchedulerConf(Caller, Reply<(u64, CsProps)>),
     /// Internal: how an AM launch went.
     AmLaunched(ApplicationAttemptId, ContainerId, Result<(), String>),
+    /// Internal: a REST read wants a snapshot as of now. Built only when the state changed
+    /// since the last one, so writes (heartbeats, allocate calls) never pay for copies.
+    Snapshot(oneshot::Sender<Arc<Snapshot>>),
 }
 
-/// An immutable copy of what REST reads serve, republished after every change.
+/// An immutable copy of what REST reads serve, rebuilt on demand after a change.
 #[derive(Clone)]
 pub struct Snapshot {
     pub cluster_ts: u64,
@@ -216,7 +220,16 @@ pub struct DriverHandle {
 }
 
 impl DriverHandle {
-    pub fn snapshot(&self) -> Arc<Snapshot> {
+    /// A snapshot as of this call: it queues behind every command sent before it, so a
+    /// client reads its own writes. Falls back to the last one published if the driver is
+    /// gone.
+    pub async fn snapshot(&self) -> Arc<Snapshot> {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Command::Snapshot(tx)).await.is_ok() {
+            if let Ok(s) = rx.await {
+                return s;
+            }
+        }
         self.snapshot.borrow().clone()
     }
 
@@ -252,7 +265,7 @@ struct Driver {
 }
 
 impl Driver {
-    /// Executes the core's effects in order, then republishes the snapshot if anything changed.
+    /// Executes the core's effects in order.
     fn settle(&mut self) -> Result<(), RmError> {
         let mut result = Ok(());
         for effect in self.core.take_effects() {
@@ -278,12 +291,17 @@ impl Driver {
                 }
             }
         }
+        result
+    }
+
+    /// The snapshot as of now, rebuilt only if the state changed since the last one.
+    fn current_snapshot(&mut self) -> Arc<Snapshot> {
         if self.core.version() != self.published_version {
             self.published_version = self.core.version();
             self.publish
                 .send_replace(Arc::new(Snapshot::of(&self.core)));
         }
-        result
+        self.publish.borrow().clone()
     }
 
     fn launch(
@@ -503,6 +521,9 @@ impl Driver {
                     .check_admin(&caller)
                     .map(|()| (self.sched.version, self.sched.props.clone()));
                 let _ = reply.send(r);
+            }
+            Command::Snapshot(reply) => {
+                let _ = reply.send(self.current_snapshot());
             }
             Command::AmLaunched(attempt, container, result) => {
                 self.core.am_launched(&attempt, &container, result, now);

@@ -158,7 +158,7 @@ pub(super) fn cluster_metrics(s: &Snapshot) -> ClusterMetrics {
 }
 
 async fn metrics(State(st): State<AppState>) -> Json<ClusterMetricsBody> {
-    let s = st.driver.snapshot();
+    let s = st.driver.snapshot().await;
     Json(ClusterMetricsBody {
         cluster_metrics: cluster_metrics(&s),
     })
@@ -412,7 +412,7 @@ fn health() -> CapacitySchedulerHealthInfo {
 }
 
 async fn scheduler(State(st): State<AppState>) -> Json<SchedulerBody> {
-    let s = st.driver.snapshot();
+    let s = st.driver.snapshot().await;
     let views = &s.queue_views;
     let Some(root) = views.iter().find(|v| v.parent.is_none()) else {
         return Json(SchedulerBody {
@@ -506,7 +506,7 @@ fn parse_list<T: std::str::FromStr<Err = String>>(
 }
 
 async fn nodes(State(st): State<AppState>, Query(q): Q) -> Result<Json<NodesBody>, ApiError> {
-    let s = st.driver.snapshot();
+    let s = st.driver.snapshot().await;
     let states = match parse_list::<NodeState>(&q, "states")? {
         Some(v) => Some(v),
         None => parse_list::<NodeState>(&q, "state")?,
@@ -535,7 +535,7 @@ async fn node(
     let nid: NodeId = id
         .parse()
         .map_err(|_| ApiError::bad_request(format!("Invalid NodeId [{id}]. Expected host:port")))?;
-    let s = st.driver.snapshot();
+    let s = st.driver.snapshot().await;
     let n = s.nodes.get(&nid).ok_or_else(|| {
         ApiError::not_found(format!("java.lang.Exception: nodeId, {id}, is not found"))
     })?;
@@ -699,7 +699,7 @@ async fn apps(
     headers: HeaderMap,
     Query(q): Q,
 ) -> Result<Json<AppsBody>, ApiError> {
-    let s = st.driver.snapshot();
+    let s = st.driver.snapshot().await;
     let mut states = parse_list::<YarnApplicationState>(&q, "states")?;
     if states.is_none() {
         states = parse_list::<YarnApplicationState>(&q, "state")?;
@@ -794,7 +794,7 @@ async fn app(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<AppBody>, ApiError> {
-    let s = st.driver.snapshot();
+    let s = st.driver.snapshot().await;
     let a = find_app(&s, &id)?;
     Ok(Json(AppBody {
         app: app_info(&s, a, now_ms(), &rm_host(&headers), true),
@@ -805,7 +805,7 @@ async fn app_state(
     State(st): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<AppStateBody>, ApiError> {
-    let s = st.driver.snapshot();
+    let s = st.driver.snapshot().await;
     let a = find_app(&s, &id)?;
     Ok(Json(AppStateBody {
         state: a.state.to_string(),
@@ -856,7 +856,7 @@ async fn app_queue(
     State(st): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<AppQueueBody>, ApiError> {
-    let s = st.driver.snapshot();
+    let s = st.driver.snapshot().await;
     let a = find_app(&s, &id)?;
     Ok(Json(AppQueueBody {
         queue: a.queue.rsplit('.').next().unwrap_or(&a.queue).to_string(),
@@ -922,7 +922,7 @@ async fn app_priority(
     State(st): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<AppPriorityBody>, ApiError> {
-    let s = st.driver.snapshot();
+    let s = st.driver.snapshot().await;
     let a = find_app(&s, &id)?;
     Ok(Json(AppPriorityBody {
         priority: a.sub.priority,
@@ -955,7 +955,7 @@ async fn attempts(
     State(st): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<AppAttemptsBody>, ApiError> {
-    let s = st.driver.snapshot();
+    let s = st.driver.snapshot().await;
     let a = find_app(&s, &id)?;
     let list = a.attempts.iter().map(|t| attempt_info(&s, a, t)).collect();
     Ok(Json(AppAttemptsBody {
@@ -982,7 +982,7 @@ async fn attempt(
     State(st): State<AppState>,
     Path((id, att)): Path<(String, String)>,
 ) -> Result<Json<AppAttemptBody>, ApiError> {
-    let s = st.driver.snapshot();
+    let s = st.driver.snapshot().await;
     let a = find_app(&s, &id)?;
     let t = find_attempt(a, &att)?;
     Ok(Json(AppAttemptBody {
@@ -1030,7 +1030,7 @@ async fn attempt_containers(
     State(st): State<AppState>,
     Path((id, att)): Path<(String, String)>,
 ) -> Result<Json<ContainersBody>, ApiError> {
-    let s = st.driver.snapshot();
+    let s = st.driver.snapshot().await;
     let a = find_app(&s, &id)?;
     let t = find_attempt(a, &att)?;
     let now = now_ms();
@@ -1055,7 +1055,7 @@ async fn attempt_container(
     State(st): State<AppState>,
     Path((id, att, cid)): Path<(String, String, String)>,
 ) -> Result<Json<ContainerReportBody>, ApiError> {
-    let s = st.driver.snapshot();
+    let s = st.driver.snapshot().await;
     let a = find_app(&s, &id)?;
     let t = find_attempt(a, &att)?;
     let c: ContainerId = cid
@@ -1080,7 +1080,7 @@ async fn app_statistics(
     State(st): State<AppState>,
     Query(q): Q,
 ) -> Result<Json<AppStatisticsBody>, ApiError> {
-    let s = st.driver.snapshot();
+    let s = st.driver.snapshot().await;
     let states = parse_list::<YarnApplicationState>(&q, "states")?
         .unwrap_or_else(|| YarnApplicationState::ALL.to_vec());
     let types: Vec<String> = q

@@ -15,7 +15,7 @@ pub(super) fn routes() -> Router<AppState> {
 }
 
 async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
-    let s = st.driver.snapshot();
+    let s = st.driver.snapshot().await;
     let m = super::cluster::cluster_metrics(&s);
     let mut out = String::new();
     let mut g = |name: &str, help: &str, kind: &str, v: i64| {

@@ -57,7 +57,7 @@ fn metrics_table(s: &Snapshot) -> String {
 }
 
 async fn overview(State(st): State<AppState>, headers: HeaderMap) -> Html<String> {
-    let s = st.driver.snapshot();
+    let s = st.driver.snapshot().await;
     let rm = headers
         .get("host")
         .and_then(|h| h.to_str().ok())
@@ -80,7 +80,7 @@ async fn overview(State(st): State<AppState>, headers: HeaderMap) -> Html<String
 }
 
 async fn app_page(State(st): State<AppState>, Path(id): Path<String>) -> Response {
-    let s = st.driver.snapshot();
+    let s = st.driver.snapshot().await;
     let Some(a) = id.parse().ok().and_then(|aid| s.apps.get(&aid)) else {
         return (
             axum::http::StatusCode::NOT_FOUND,
@@ -129,7 +129,7 @@ async fn app_page(State(st): State<AppState>, Path(id): Path<String>) -> Respons
 }
 
 async fn nodes_page(State(st): State<AppState>) -> Html<String> {
-    let s = st.driver.snapshot();
+    let s = st.driver.snapshot().await;
     let mut b = String::from("<table id=\"nodes\"><tr><th>Node</th><th>Rack</th><th>State</th><th>Containers</th><th>Mem Used</th><th>Mem Avail</th><th>VCores Used</th><th>VCores Avail</th><th>Resources</th><th>Health</th></tr>");
     for n in s.nodes.values() {
         let i = node_info(&s, n);
@@ -173,7 +173,7 @@ fn queue_rows(views: &[QueueView], v: &QueueView, depth: usize, out: &mut String
 }
 
 async fn scheduler_page(State(st): State<AppState>) -> Html<String> {
-    let s = st.driver.snapshot();
+    let s = st.driver.snapshot().await;
     let mut b = String::from("<table id=\"queues\"><tr><th>Queue</th><th>State</th><th>Absolute Capacity</th><th>Absolute Max Capacity</th><th>Used</th><th>Used Resources</th><th>Guaranteed</th><th>Applications</th></tr>");
     if let Some(root) = s.queue_views.iter().find(|v| v.parent.is_none()) {
         queue_rows(&s.queue_views, root, 0, &mut b);
