@@ -133,8 +133,20 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 }
 
 fn driver(apps: usize) {
+    // `--nm-prop NAME=VALUE` (repeatable) passes properties to the NMs, e.g.
+    // `spindle.nodemanager.cgroups.enabled=false` to measure without cgroup placement.
+    let args: Vec<String> = std::env::args().collect();
+    let nm_props: Vec<(String, String)> = args
+        .windows(2)
+        .filter(|w| w[0] == "--nm-prop")
+        .filter_map(|w| {
+            w[1].split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        })
+        .collect();
     let cluster = Cluster::start(ClusterOpts {
         nodes: 2,
+        nm_props,
         ..Default::default()
     });
     let dir = tempfile::tempdir().expect("tempdir");
