@@ -294,6 +294,28 @@ impl Driver {
         result
     }
 
+    /// An ApplicationMasterProtocol call: checks the AM-RM token, runs `f` on the core for
+    /// the attempt it names, and executes the effects; when `durable`, a state-store failure
+    /// fails the call (the caller must not believe a change that was not written).
+    fn am_call<T>(
+        &mut self,
+        token: &str,
+        durable: bool,
+        f: impl FnOnce(&mut RmCore, &ApplicationAttemptId) -> Result<T, CoreError>,
+    ) -> Result<T, RmError> {
+        let r = self
+            .core
+            .authenticate_am(token)
+            .and_then(|att| f(&mut self.core, &att))
+            .map_err(RmError::from);
+        let s = self.settle();
+        if durable {
+            r.and_then(|o| s.map(|_| o))
+        } else {
+            r
+        }
+    }
+
     /// The snapshot as of now, rebuilt only if the state changed since the last one.
     fn current_snapshot(&mut self) -> Arc<Snapshot> {
         if self.core.version() != self.published_version {
@@ -399,16 +421,10 @@ impl Driver {
                 tracking_url,
                 reply,
             } => {
-                let r = self
-                    .core
-                    .authenticate_am(&token)
-                    .and_then(|att| {
-                        self.core
-                            .am_register(&att, host, rpc_port, tracking_url, now)
-                    })
-                    .map_err(RmError::from);
-                let s = self.settle();
-                let _ = reply.send(r.and_then(|o| s.map(|_| o)));
+                let r = self.am_call(&token, true, |core, att| {
+                    core.am_register(att, host, rpc_port, tracking_url, now)
+                });
+                let _ = reply.send(r);
             }
             Command::AmAllocate {
                 token,
@@ -418,15 +434,10 @@ impl Driver {
                 progress,
                 reply,
             } => {
-                let r = self
-                    .core
-                    .authenticate_am(&token)
-                    .and_then(|att| {
-                        self.core
-                            .am_allocate(&att, response_id, asks, release, progress, now)
-                    })
-                    .map_err(RmError::from);
-                let _ = self.settle();
+                // Allocate writes nothing the client must wait for: a store problem is logged.
+                let r = self.am_call(&token, false, |core, att| {
+                    core.am_allocate(att, response_id, asks, release, progress, now)
+                });
                 let _ = reply.send(r);
             }
             Command::AmFinish {
@@ -436,16 +447,10 @@ impl Driver {
                 tracking_url,
                 reply,
             } => {
-                let r = self
-                    .core
-                    .authenticate_am(&token)
-                    .and_then(|att| {
-                        self.core
-                            .am_finish(&att, status, diagnostics, tracking_url, now)
-                    })
-                    .map_err(RmError::from);
-                let s = self.settle();
-                let _ = reply.send(r.and(s));
+                let r = self.am_call(&token, true, |core, att| {
+                    core.am_finish(att, status, diagnostics, tracking_url, now)
+                });
+                let _ = reply.send(r);
             }
             Command::UnregisterNode(node, reply) => {
                 self.core.unregister_node(&node, now);
