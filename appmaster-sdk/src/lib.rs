@@ -9,6 +9,8 @@
 //! - [`nm_client`]: starting, stopping and watching containers on NodeManagers, and their logs;
 //! - ready AMs: [`dshell`] (YARN's distributed shell, client and AM) and [`train`] (the
 //!   distributed-training launcher: a gang of workers with torchrun's rank environment);
+//! - [`launch`]: what those two clients share, submitting this binary as the AM and
+//!   following the application to its end;
 //! - the `spindle` CLI ([`cli`], modelled on `yarn`) and the local [`minicluster`].
 //!
 //! This crate must not touch the daemons' internals: it depends only on `spindle-common`
@@ -25,6 +27,7 @@ pub mod dshell;
 pub mod error;
 pub mod gang;
 mod http;
+pub mod launch;
 pub mod minicluster;
 pub mod nm_client;
 pub mod rm_client;

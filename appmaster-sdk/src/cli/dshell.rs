@@ -10,14 +10,13 @@ use spindle_common::resource::Resource;
 use spindle_common::states::FinalApplicationStatus;
 
 use super::args::{Opt, Parsed, UsageError};
-use super::{parse_or_usage, rm_client, usage_error, EXIT_APP_FAILED, EXIT_OK};
-use crate::am_client::AmClient;
-use crate::amrm::AmRmClient;
-use crate::dshell::{
-    default_container_resources, run_am, run_client, DsAmConfig, DsOptions,
-    DEFAULT_NO_PROGRESS_TIMEOUT,
+use super::launch::{
+    am_clients, app_options, exit_status, ignore_am_args, invalid, memory_mb, run_client, AppFields,
 };
-use crate::nm_client::NmClient;
+use super::{parse_or_usage, usage_error, EXIT_OK};
+use crate::dshell::{
+    default_container_resources, run_am, DsAmConfig, DsOptions, DEFAULT_NO_PROGRESS_TIMEOUT,
+};
 
 pub const USAGE: &str = "\
 usage: spindle distributed-shell --shell-command CMD [options]
@@ -61,20 +60,6 @@ const OPTS: &[Opt] = &[
     Opt::one("timeout_ms", &["timeout"]),
     Opt::one("no_progress_timeout_ms", &[]),
 ];
-
-fn invalid(option: &'static str, value: &str, reason: impl Into<String>) -> UsageError {
-    UsageError::Invalid {
-        option,
-        value: value.to_string(),
-        reason: reason.into(),
-    }
-}
-
-fn memory_mb(option: &'static str, v: &str) -> Result<i64, UsageError> {
-    parse_resource_list(&format!("memory-mb={v}"))
-        .map(|r| r.memory_mb)
-        .map_err(|r| invalid(option, v, r))
-}
 
 /// A resource list over the defaults: `yarn.io/gpu=1` alone keeps the default memory and
 /// vcores.
@@ -160,26 +145,18 @@ pub fn options_from(p: &Parsed, script: Option<String>) -> Result<DsOptions, Usa
         container_priority: p.parse::<i32>("container_priority")?.unwrap_or(0),
         no_progress_timeout,
     });
-    if let Some(n) = p.value("appname") {
-        o.app_name = n.to_string();
-    }
-    o.queue = p.value("queue").map(str::to_string);
-    o.priority = p.parse::<i32>("priority")?;
-    if let Some(v) = p.value("master_memory") {
-        o.master_resources.memory_mb = memory_mb("master_memory", v)?;
-    }
-    if let Some(n) = p.parse::<i64>("master_vcores")? {
-        o.master_resources.vcores = n;
-    }
-    o.max_app_attempts = p.parse::<i32>("max_app_attempts")?;
-    o.timeout = p.parse::<u64>("timeout_ms")?.map(Duration::from_millis);
+    app_options(
+        p,
+        AppFields {
+            app_name: &mut o.app_name,
+            queue: &mut o.queue,
+            priority: &mut o.priority,
+            master_resources: &mut o.master_resources,
+            max_app_attempts: Some(&mut o.max_app_attempts),
+            timeout: &mut o.timeout,
+        },
+    )?;
     Ok(o)
-}
-
-/// The path of this binary, to ship as the AM.
-pub fn current_exe() -> anyhow::Result<std::path::PathBuf> {
-    let exe = std::env::current_exe().context("cannot find the path of this executable")?;
-    Ok(exe.canonicalize().unwrap_or(exe))
 }
 
 pub async fn run_client_cmd(args: Vec<String>) -> anyhow::Result<u8> {
@@ -194,45 +171,21 @@ pub async fn run_client_cmd(args: Vec<String>) -> anyhow::Result<u8> {
         None => None,
     };
     let opts = options_from(&p, script).map_err(|e| usage_error(e, USAGE))?;
-    let rm = rm_client(&p)?;
-    let exe = current_exe()?;
-    let outcome = run_client(&rm, &opts, &exe, &mut |l| say!("{l}"))
-        .await
-        .with_context(|| format!("distributed shell against {} failed", rm.address()))?;
-    Ok(if outcome.succeeded() {
-        EXIT_OK
-    } else {
-        EXIT_APP_FAILED
-    })
+    run_client(&p, &opts.launch(), "distributed shell").await
 }
 
 /// The AM: configuration and identity from the environment; exit 0 on SUCCEEDED, 2 else
 /// (as YARN's distributed shell AM).
 pub async fn run_am_cmd(args: Vec<String>) -> anyhow::Result<u8> {
-    if !args.is_empty() {
-        tracing::warn!(
-            ?args,
-            "distributed-shell-am takes its parameters from the environment; ignoring arguments"
-        );
-    }
+    ignore_am_args("distributed-shell-am", &args);
     let cfg = DsAmConfig::from_env().context("bad distributed shell configuration")?;
-    let client = AmClient::from_env().context("not started as an application master")?;
-    let host = std::env::var(spindle_common::env::NM_HOST)
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into());
-    let nm = NmClient::new()?;
-    let mut amrm = AmRmClient::new(client);
+    let (mut amrm, nm, host) = am_clients()?;
     let report = run_am(&cfg, &mut amrm, &nm, &host, &mut |l| say!("{l}"))
         .await
         .context("distributed shell application master failed")?;
-    Ok(
-        if report.final_status == FinalApplicationStatus::SUCCEEDED {
-            EXIT_OK
-        } else {
-            EXIT_APP_FAILED
-        },
-    )
+    Ok(exit_status(
+        report.final_status == FinalApplicationStatus::SUCCEEDED,
+    ))
 }
 
 #[cfg(test)]

@@ -174,7 +174,7 @@ async fn demo(cluster: &MiniCluster) -> anyhow::Result<bool> {
     opts.app_name = "minicluster-demo".into();
     opts.timeout = Some(Duration::from_secs(120));
     say!("Running distributed shell: 2 containers, '{DEMO_COMMAND}'");
-    let exe = super::dshell::current_exe()?;
+    let exe = super::launch::current_exe()?;
     let outcome = run_client(&rm, &opts, &exe, &mut |l| say!("{l}")).await?;
     say!("Container output (stdout):");
     let files = vec!["stdout".to_string()];

@@ -21,6 +21,7 @@ pub mod args;
 pub mod bench;
 pub mod dshell;
 pub mod format;
+pub mod launch;
 pub mod logs;
 pub mod minicluster;
 pub mod node;

@@ -8,14 +8,12 @@ use anyhow::Context;
 use spindle_common::states::FinalApplicationStatus;
 
 use super::args::{Opt, Parsed, UsageError};
-use super::dshell::{current_exe, over_defaults};
-use super::{parse_or_usage, rm_client, usage_error, EXIT_APP_FAILED, EXIT_OK};
-use crate::am_client::AmClient;
-use crate::amrm::AmRmClient;
-use crate::nm_client::NmClient;
-use crate::train::{
-    parse_placement, run_am, run_client, TrainAmConfig, TrainOptions, DEFAULT_MAX_RESTARTS,
+use super::dshell::over_defaults;
+use super::launch::{
+    am_clients, app_options, exit_status, ignore_am_args, invalid, run_client, AppFields,
 };
+use super::{parse_or_usage, usage_error, EXIT_OK};
+use crate::train::{parse_placement, run_am, TrainAmConfig, TrainOptions, DEFAULT_MAX_RESTARTS};
 
 pub const USAGE: &str = "\
 usage: spindle train --workers N --worker-resources LIST [options] -- CMD [ARGS...]
@@ -59,14 +57,6 @@ const OPTS: &[Opt] = &[
     Opt::one("master_vcores", &[]),
     Opt::one("timeout_ms", &["timeout"]),
 ];
-
-fn invalid(option: &'static str, value: &str, reason: impl Into<String>) -> UsageError {
-    UsageError::Invalid {
-        option,
-        value: value.to_string(),
-        reason: reason.into(),
-    }
-}
 
 /// The options of `spindle train` (the command is the positional words, after `--`).
 pub fn options_from(p: &Parsed) -> Result<TrainOptions, UsageError> {
@@ -124,21 +114,17 @@ pub fn options_from(p: &Parsed) -> Result<TrainOptions, UsageError> {
         command,
         worker_env,
     });
-    if let Some(n) = p.value("appname") {
-        o.app_name = n.to_string();
-    }
-    o.queue = p.value("queue").map(str::to_string);
-    o.priority = p.parse::<i32>("priority")?;
-    if let Some(v) = p.value("master_memory") {
-        o.master_resources.memory_mb =
-            spindle_common::records::resource::parse_resource_list(&format!("memory-mb={v}"))
-                .map(|r| r.memory_mb)
-                .map_err(|r| invalid("master_memory", v, r))?;
-    }
-    if let Some(n) = p.parse::<i64>("master_vcores")? {
-        o.master_resources.vcores = n;
-    }
-    o.timeout = p.parse::<u64>("timeout_ms")?.map(Duration::from_millis);
+    app_options(
+        p,
+        AppFields {
+            app_name: &mut o.app_name,
+            queue: &mut o.queue,
+            priority: &mut o.priority,
+            master_resources: &mut o.master_resources,
+            max_app_attempts: None,
+            timeout: &mut o.timeout,
+        },
+    )?;
     Ok(o)
 }
 
@@ -147,44 +133,20 @@ pub async fn run_client_cmd(args: Vec<String>) -> anyhow::Result<u8> {
         return Ok(EXIT_OK);
     };
     let opts = options_from(&p).map_err(|e| usage_error(e, USAGE))?;
-    let rm = rm_client(&p)?;
-    let exe = current_exe()?;
-    let outcome = run_client(&rm, &opts, &exe, &mut |l| say!("{l}"))
-        .await
-        .with_context(|| format!("training application against {} failed", rm.address()))?;
-    Ok(if outcome.succeeded() {
-        EXIT_OK
-    } else {
-        EXIT_APP_FAILED
-    })
+    run_client(&p, &opts.launch(), "training application").await
 }
 
 /// The AM: configuration and identity from the environment; exit 0 on SUCCEEDED, 2 else.
 pub async fn run_am_cmd(args: Vec<String>) -> anyhow::Result<u8> {
-    if !args.is_empty() {
-        tracing::warn!(
-            ?args,
-            "train-am takes its parameters from the environment; ignoring arguments"
-        );
-    }
+    ignore_am_args("train-am", &args);
     let cfg = TrainAmConfig::from_env().context("bad training AM configuration")?;
-    let client = AmClient::from_env().context("not started as an application master")?;
-    let host = std::env::var(spindle_common::env::NM_HOST)
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into());
-    let nm = NmClient::new()?;
-    let mut amrm = AmRmClient::new(client);
+    let (mut amrm, nm, host) = am_clients()?;
     let report = run_am(&cfg, &mut amrm, &nm, &host, &mut |l| say!("{l}"))
         .await
         .context("training application master failed")?;
-    Ok(
-        if report.final_status == FinalApplicationStatus::SUCCEEDED {
-            EXIT_OK
-        } else {
-            EXIT_APP_FAILED
-        },
-    )
+    Ok(exit_status(
+        report.final_status == FinalApplicationStatus::SUCCEEDED,
+    ))
 }
 
 #[cfg(test)]

@@ -1,19 +1,16 @@
 //! The distributed shell client: new application, submission, and following it to the end.
 
 use std::path::Path;
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use spindle_common::ids::ApplicationId;
-use spindle_common::records::cluster::{
-    AmContainerSpec, AppInfo, ApplicationSubmissionContext, CommandsInfo, KeyValue, KeyValues,
-    LocalResourceEntry, LocalResourceInfo, LocalResourcesInfo,
-};
-use spindle_common::records::resource::ResourceInfo;
+use spindle_common::records::cluster::{AppInfo, ApplicationSubmissionContext};
 use spindle_common::resource::Resource;
 use spindle_common::states::{FinalApplicationStatus, YarnApplicationState};
 
 use super::{DsAmConfig, AM_COMMAND, AM_RESOURCE_KEY, APPLICATION_TYPE};
 use crate::error::ClientError;
+use crate::launch::{self, AmLaunch};
 use crate::rm_client::{KillOutcome, RmClient};
 
 /// How often the client looks at the application.
@@ -82,6 +79,28 @@ impl DsOutcome {
     }
 }
 
+impl DsOptions {
+    /// What the shared launcher submits: `./spindle distributed-shell-am` with the
+    /// parameters in `DISTRIBUTEDSHELL_*`, its containers checked before submission.
+    pub fn launch(&self) -> AmLaunch<'_> {
+        AmLaunch {
+            application_type: APPLICATION_TYPE,
+            am_resource_key: AM_RESOURCE_KEY,
+            am_command: AM_COMMAND,
+            am_env: self.am.to_env(),
+            app_name: &self.app_name,
+            queue: self.queue.as_deref(),
+            priority: self.priority,
+            master_resources: &self.master_resources,
+            max_app_attempts: self.max_app_attempts,
+            timeout: self.timeout,
+            asks: vec![("container", &self.am.container_resources)],
+            submitted_as: "application",
+            submitted_detail: String::new(),
+        }
+    }
+}
+
 /// The `application-submission-context` whose AM is `exe` (shipped as local resource
 /// `spindle`) run as `./spindle distributed-shell-am`.
 pub fn build_submission(
@@ -89,73 +108,7 @@ pub fn build_submission(
     app_id: &ApplicationId,
     exe: &Path,
 ) -> ApplicationSubmissionContext {
-    let meta = std::fs::metadata(exe).ok();
-    let size = meta
-        .as_ref()
-        .map(|m| i64::try_from(m.len()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
-    let timestamp = meta
-        .and_then(|m| m.modified().ok())
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
-    let env = opts
-        .am
-        .to_env()
-        .into_iter()
-        .map(|(key, value)| KeyValue { key, value })
-        .collect::<Vec<_>>();
-    ApplicationSubmissionContext {
-        application_id: app_id.to_string(),
-        application_name: Some(opts.app_name.clone()),
-        queue: opts.queue.clone(),
-        priority: opts.priority,
-        am_container_spec: AmContainerSpec {
-            local_resources: Some(LocalResourcesInfo {
-                entry: vec![LocalResourceEntry {
-                    key: AM_RESOURCE_KEY.into(),
-                    value: LocalResourceInfo {
-                        resource: format!("file://{}", exe.display()),
-                        kind: "FILE".into(),
-                        visibility: "APPLICATION".into(),
-                        size,
-                        timestamp,
-                    },
-                }]
-                .into(),
-            }),
-            environment: Some(KeyValues { entry: env.into() }),
-            commands: Some(CommandsInfo {
-                command: AM_COMMAND.into(),
-            }),
-            service_data: None,
-            application_acls: None,
-        },
-        unmanaged_am: false,
-        max_app_attempts: opts.max_app_attempts,
-        resource: Some(ResourceInfo::plain(&opts.master_resources)),
-        application_type: Some(APPLICATION_TYPE.into()),
-        keep_containers_across_application_attempts: false,
-        application_tags: None,
-        attempt_failures_validity_interval: None,
-        app_node_label_expression: None,
-        am_container_node_label_expression: None,
-    }
-}
-
-fn check_fits(what: &'static str, asked: &Resource, max: &Resource) -> Result<(), DsClientError> {
-    // Only the types the RM reports a maximum for can be checked.
-    let over = asked
-        .entries()
-        .any(|(k, v)| v > max.get(k) && (max.get(k) > 0 || k == "memory-mb" || k == "vcores"));
-    if !max.is_zero() && over {
-        return Err(DsClientError::TooLarge {
-            what,
-            asked: asked.to_string(),
-            max: max.to_string(),
-        });
-    }
-    Ok(())
+    launch::build_submission(&opts.launch(), app_id, exe)
 }
 
 /// Submits the distributed shell and follows it to a final state.
@@ -165,18 +118,7 @@ pub async fn run_client(
     exe: &Path,
     out: &mut (dyn FnMut(&str) + Send),
 ) -> Result<DsOutcome, DsClientError> {
-    let new_app = rm.new_application().await?;
-    let app_id = new_app.application_id;
-    let max = new_app.maximum_resource_capability.to_resource();
-    check_fits("container", &opts.am.container_resources, &max)?;
-    check_fits("application master", &opts.master_resources, &max)?;
-    let ctx = build_submission(opts, &app_id, exe);
-    rm.submit(&ctx).await?;
-    out(&format!(
-        "Submitted application {app_id} to ResourceManager at {}",
-        rm.address()
-    ));
-    Ok(follow_application(rm, &app_id, POLL_INTERVAL, opts.timeout, out).await?)
+    launch::run_client(rm, &opts.launch(), exe, out).await
 }
 
 /// Polls the application every `poll` until it reaches a final state, printing each state
@@ -330,27 +272,6 @@ mod tests {
             get("DISTRIBUTEDSHELL_CONTAINER_RESOURCES").unwrap(),
             "memory-mb=256,vcores=1"
         );
-    }
-
-    #[test]
-    fn oversized_asks_are_refused_before_submission() {
-        let max = Resource::new(1024, 2);
-        assert!(check_fits("container", &Resource::new(1024, 2), &max).is_ok());
-        assert!(check_fits("container", &Resource::new(2048, 1), &max).is_err());
-        assert!(check_fits(
-            "container",
-            &Resource::new(1, 1).with("yarn.io/gpu", 1),
-            &max
-        )
-        .is_ok());
-        let gmax = Resource::new(1024, 2).with("yarn.io/gpu", 1);
-        assert!(check_fits(
-            "container",
-            &Resource::new(1, 1).with("yarn.io/gpu", 2),
-            &gmax
-        )
-        .is_err());
-        assert!(check_fits("container", &Resource::new(9999, 9), &Resource::zero()).is_ok());
     }
 
     #[test]

@@ -2,18 +2,15 @@
 //! shipped as a local resource), and following it to the end, as the distributed shell does.
 
 use std::path::Path;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use spindle_common::ids::ApplicationId;
-use spindle_common::records::cluster::{
-    AmContainerSpec, ApplicationSubmissionContext, CommandsInfo, KeyValue, KeyValues,
-    LocalResourceEntry, LocalResourceInfo, LocalResourcesInfo,
-};
-use spindle_common::records::resource::ResourceInfo;
+use spindle_common::records::cluster::ApplicationSubmissionContext;
 use spindle_common::resource::Resource;
 
 use super::{TrainAmConfig, AM_COMMAND, AM_RESOURCE_KEY, APPLICATION_TYPE};
-use crate::dshell::client::{follow_application, DsClientError, DsOutcome, POLL_INTERVAL};
+use crate::dshell::client::{DsClientError, DsOutcome};
+use crate::launch::{self, AmLaunch};
 use crate::rm_client::RmClient;
 
 /// Everything `spindle train` takes.
@@ -47,6 +44,31 @@ impl TrainOptions {
     }
 }
 
+impl TrainOptions {
+    /// What the shared launcher submits: `./spindle train-am` with the parameters in
+    /// `SPINDLE_TRAIN_*`, its workers checked before submission.
+    pub fn launch(&self) -> AmLaunch<'_> {
+        AmLaunch {
+            application_type: APPLICATION_TYPE,
+            am_resource_key: AM_RESOURCE_KEY,
+            am_command: AM_COMMAND,
+            am_env: self.am.to_env(),
+            app_name: &self.app_name,
+            queue: self.queue.as_deref(),
+            priority: self.priority,
+            master_resources: &self.master_resources,
+            max_app_attempts: self.max_app_attempts,
+            timeout: self.timeout,
+            asks: vec![("worker", &self.am.worker_resources)],
+            submitted_as: "training application",
+            submitted_detail: format!(
+                " ({} workers of {})",
+                self.am.workers, self.am.worker_resources
+            ),
+        }
+    }
+}
+
 /// The `application-submission-context` whose AM is `exe` (shipped as local resource
 /// `spindle`) run as `./spindle train-am`, its parameters in `SPINDLE_TRAIN_*`.
 pub fn build_submission(
@@ -54,73 +76,7 @@ pub fn build_submission(
     app_id: &ApplicationId,
     exe: &Path,
 ) -> ApplicationSubmissionContext {
-    let meta = std::fs::metadata(exe).ok();
-    let size = meta
-        .as_ref()
-        .map(|m| i64::try_from(m.len()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
-    let timestamp = meta
-        .and_then(|m| m.modified().ok())
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
-    let env = opts
-        .am
-        .to_env()
-        .into_iter()
-        .map(|(key, value)| KeyValue { key, value })
-        .collect::<Vec<_>>();
-    ApplicationSubmissionContext {
-        application_id: app_id.to_string(),
-        application_name: Some(opts.app_name.clone()),
-        queue: opts.queue.clone(),
-        priority: opts.priority,
-        am_container_spec: AmContainerSpec {
-            local_resources: Some(LocalResourcesInfo {
-                entry: vec![LocalResourceEntry {
-                    key: AM_RESOURCE_KEY.into(),
-                    value: LocalResourceInfo {
-                        resource: format!("file://{}", exe.display()),
-                        kind: "FILE".into(),
-                        visibility: "APPLICATION".into(),
-                        size,
-                        timestamp,
-                    },
-                }]
-                .into(),
-            }),
-            environment: Some(KeyValues { entry: env.into() }),
-            commands: Some(CommandsInfo {
-                command: AM_COMMAND.into(),
-            }),
-            service_data: None,
-            application_acls: None,
-        },
-        unmanaged_am: false,
-        max_app_attempts: opts.max_app_attempts,
-        resource: Some(ResourceInfo::plain(&opts.master_resources)),
-        application_type: Some(APPLICATION_TYPE.into()),
-        keep_containers_across_application_attempts: false,
-        application_tags: None,
-        attempt_failures_validity_interval: None,
-        app_node_label_expression: None,
-        am_container_node_label_expression: None,
-    }
-}
-
-fn check_fits(what: &'static str, asked: &Resource, max: &Resource) -> Result<(), DsClientError> {
-    // Only the types the RM reports a maximum for can be checked.
-    let over = asked
-        .entries()
-        .any(|(k, v)| v > max.get(k) && (max.get(k) > 0 || k == "memory-mb" || k == "vcores"));
-    if !max.is_zero() && over {
-        return Err(DsClientError::TooLarge {
-            what,
-            asked: asked.to_string(),
-            max: max.to_string(),
-        });
-    }
-    Ok(())
+    launch::build_submission(&opts.launch(), app_id, exe)
 }
 
 /// Submits the training application and follows it to a final state.
@@ -130,20 +86,7 @@ pub async fn run_client(
     exe: &Path,
     out: &mut (dyn FnMut(&str) + Send),
 ) -> Result<DsOutcome, DsClientError> {
-    let new_app = rm.new_application().await?;
-    let app_id = new_app.application_id;
-    let max = new_app.maximum_resource_capability.to_resource();
-    check_fits("worker", &opts.am.worker_resources, &max)?;
-    check_fits("application master", &opts.master_resources, &max)?;
-    let ctx = build_submission(opts, &app_id, exe);
-    rm.submit(&ctx).await?;
-    out(&format!(
-        "Submitted training application {app_id} ({} workers of {}) to ResourceManager at {}",
-        opts.am.workers,
-        opts.am.worker_resources,
-        rm.address()
-    ));
-    Ok(follow_application(rm, &app_id, POLL_INTERVAL, opts.timeout, out).await?)
+    launch::run_client(rm, &opts.launch(), exe, out).await
 }
 
 #[cfg(test)]

@@ -1,0 +1,168 @@
+//! Submitting this binary as an application's AM and following it to the end: one launcher
+//! for the distributed shell and `spindle train`, which differ only in what [`AmLaunch`] holds.
+
+use std::path::Path;
+use std::time::{Duration, UNIX_EPOCH};
+
+use spindle_common::ids::ApplicationId;
+use spindle_common::records::cluster::{
+    AmContainerSpec, ApplicationSubmissionContext, CommandsInfo, KeyValue, KeyValues,
+    LocalResourceEntry, LocalResourceInfo, LocalResourcesInfo,
+};
+use spindle_common::records::resource::ResourceInfo;
+use spindle_common::resource::Resource;
+
+use crate::dshell::client::{follow_application, DsClientError, DsOutcome, POLL_INTERVAL};
+use crate::rm_client::RmClient;
+
+/// One application whose AM is this binary, shipped as local resource `am_resource_key` and
+/// run as `am_command` with its parameters in `am_env`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AmLaunch<'a> {
+    /// YARN's application type.
+    pub application_type: &'static str,
+    pub am_resource_key: &'static str,
+    pub am_command: &'static str,
+    pub am_env: Vec<(String, String)>,
+    pub app_name: &'a str,
+    pub queue: Option<&'a str>,
+    pub priority: Option<i32>,
+    pub master_resources: &'a Resource,
+    pub max_app_attempts: Option<i32>,
+    /// Kill the application when it has not finished after this long.
+    pub timeout: Option<Duration>,
+    /// The asks besides the AM's, by what they are called in the refusal, checked before
+    /// the AM's against the cluster's maximum container.
+    pub asks: Vec<(&'static str, &'a Resource)>,
+    /// Names the application in the line after submission: "Submitted {this} {id}{detail}".
+    pub submitted_as: &'static str,
+    pub submitted_detail: String,
+}
+
+/// The `application-submission-context` whose AM is `exe`.
+pub fn build_submission(
+    launch: &AmLaunch<'_>,
+    app_id: &ApplicationId,
+    exe: &Path,
+) -> ApplicationSubmissionContext {
+    let meta = std::fs::metadata(exe).ok();
+    let size = meta
+        .as_ref()
+        .map(|m| i64::try_from(m.len()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    let timestamp = meta
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    let env = launch
+        .am_env
+        .iter()
+        .map(|(key, value)| KeyValue {
+            key: key.clone(),
+            value: value.clone(),
+        })
+        .collect::<Vec<_>>();
+    ApplicationSubmissionContext {
+        application_id: app_id.to_string(),
+        application_name: Some(launch.app_name.to_string()),
+        queue: launch.queue.map(str::to_string),
+        priority: launch.priority,
+        am_container_spec: AmContainerSpec {
+            local_resources: Some(LocalResourcesInfo {
+                entry: vec![LocalResourceEntry {
+                    key: launch.am_resource_key.into(),
+                    value: LocalResourceInfo {
+                        resource: format!("file://{}", exe.display()),
+                        kind: "FILE".into(),
+                        visibility: "APPLICATION".into(),
+                        size,
+                        timestamp,
+                    },
+                }]
+                .into(),
+            }),
+            environment: Some(KeyValues { entry: env.into() }),
+            commands: Some(CommandsInfo {
+                command: launch.am_command.into(),
+            }),
+            service_data: None,
+            application_acls: None,
+        },
+        unmanaged_am: false,
+        max_app_attempts: launch.max_app_attempts,
+        resource: Some(ResourceInfo::plain(launch.master_resources)),
+        application_type: Some(launch.application_type.into()),
+        keep_containers_across_application_attempts: false,
+        application_tags: None,
+        attempt_failures_validity_interval: None,
+        app_node_label_expression: None,
+        am_container_node_label_expression: None,
+    }
+}
+
+fn check_fits(what: &'static str, asked: &Resource, max: &Resource) -> Result<(), DsClientError> {
+    // Only the types the RM reports a maximum for can be checked.
+    let over = asked
+        .entries()
+        .any(|(k, v)| v > max.get(k) && (max.get(k) > 0 || k == "memory-mb" || k == "vcores"));
+    if !max.is_zero() && over {
+        return Err(DsClientError::TooLarge {
+            what,
+            asked: asked.to_string(),
+            max: max.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Submits the application and follows it to a final state.
+pub async fn run_client(
+    rm: &RmClient,
+    launch: &AmLaunch<'_>,
+    exe: &Path,
+    out: &mut (dyn FnMut(&str) + Send),
+) -> Result<DsOutcome, DsClientError> {
+    let new_app = rm.new_application().await?;
+    let app_id = new_app.application_id;
+    let max = new_app.maximum_resource_capability.to_resource();
+    for (what, asked) in &launch.asks {
+        check_fits(what, asked, &max)?;
+    }
+    check_fits("application master", launch.master_resources, &max)?;
+    let ctx = build_submission(launch, &app_id, exe);
+    rm.submit(&ctx).await?;
+    out(&format!(
+        "Submitted {} {app_id}{} to ResourceManager at {}",
+        launch.submitted_as,
+        launch.submitted_detail,
+        rm.address()
+    ));
+    Ok(follow_application(rm, &app_id, POLL_INTERVAL, launch.timeout, out).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oversized_asks_are_refused_before_submission() {
+        let max = Resource::new(1024, 2);
+        assert!(check_fits("container", &Resource::new(1024, 2), &max).is_ok());
+        assert!(check_fits("container", &Resource::new(2048, 1), &max).is_err());
+        assert!(check_fits(
+            "container",
+            &Resource::new(1, 1).with("yarn.io/gpu", 1),
+            &max
+        )
+        .is_ok());
+        let gmax = Resource::new(1024, 2).with("yarn.io/gpu", 1);
+        assert!(check_fits(
+            "container",
+            &Resource::new(1, 1).with("yarn.io/gpu", 2),
+            &gmax
+        )
+        .is_err());
+        assert!(check_fits("container", &Resource::new(9999, 9), &Resource::zero()).is_ok());
+    }
+}
