@@ -350,3 +350,86 @@ fn killing_a_worker_restarts_the_gang_which_then_completes() {
     let left: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
     assert!(left.is_empty(), "attempt-1 workers still running: {left:?}");
 }
+
+/// A gang that does not fit waits with a reason and a reservation the REST view shows,
+/// and starts once the GPUs it needs are free.
+#[test]
+fn a_waiting_gang_says_why_and_starts_when_room_appears() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let c = gpu_cluster(scratch.path());
+    // Two GPUs held by a distributed shell that sleeps.
+    let ds_log = scratch.path().join("ds.log");
+    let ds_args: Vec<String> = [
+        "distributed-shell",
+        "--num-containers",
+        "2",
+        "--container-resources",
+        "memory-mb=256,vcores=1,yarn.io/gpu=1",
+        "--shell-command",
+        "sleep 120",
+        "--rm-address",
+        c.rm_addr.as_str(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let _ds = spawn("ds", &bin("spindle"), &ds_args, ds_log, &[]);
+    let ds_app = wait_until(
+        "the shell's GPUs to be held",
+        Duration::from_secs(60),
+        || {
+            let (_, v) =
+                c.get("/ws/v1/cluster/apps?states=RUNNING&applicationTypes=DISTRIBUTEDSHELL");
+            let app = v["apps"]["app"].as_array()?.first()?.clone();
+            (app["runningContainers"].as_i64() == Some(3))
+                .then(|| app["id"].as_str().unwrap_or_default().to_string())
+        },
+    );
+    // The 16-worker gang needs all 16 GPUs: it waits, and says so.
+    let worker = bin("allreduce_worker").display().to_string();
+    let mut args: Vec<String> = train_args(&worker, &[])
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.splice(1..1, ["--rm-address".to_string(), c.rm_addr.clone()]);
+    let mut train = spawn(
+        "train",
+        &bin("spindle"),
+        &args,
+        scratch.path().join("train.log"),
+        &[],
+    );
+    let waiting = wait_until(
+        "the gang to wait with a reason",
+        Duration::from_secs(60),
+        || {
+            let (_, v) = c.get("/ws/v1/cluster/apps?applicationTypes=SPINDLE_TRAIN");
+            let app = v["apps"]["app"].as_array()?.first()?.clone();
+            let gang = app["gangs"].as_array()?.first()?.clone();
+            (gang["state"] == "RESERVED" || gang["state"] == "PENDING").then_some(app)
+        },
+    );
+    let gang = &waiting["gangs"][0];
+    let why = gang["diagnostics"].as_str().unwrap_or_default();
+    assert!(why.contains("needs 16 GPUs"), "{waiting}");
+    assert!(why.contains("the best fit now is 14 of 16"), "{waiting}");
+    assert!(
+        waiting["diagnostics"]
+            .as_str()
+            .is_some_and(|d| d.contains("is waiting")),
+        "{waiting}"
+    );
+    // Freeing the GPUs lets the gang start whole; the job then completes.
+    let (status, _, _) = c.send(
+        reqwest::Method::PUT,
+        &format!("/ws/v1/cluster/apps/{ds_app}/state"),
+        &serde_json::json!({"state": "KILLED"}),
+    );
+    assert!(status == 200 || status == 202, "{status}");
+    let code = wait_until("spindle train to finish", RUN_LIMIT, || {
+        train.child.try_wait().ok().flatten()
+    });
+    let log = train.log_text();
+    assert!(code.success(), "spindle train failed:\n{log}");
+    assert!(log.contains("final status SUCCEEDED"), "{log}");
+}
