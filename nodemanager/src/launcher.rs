@@ -403,12 +403,26 @@ impl ContainerExecutor for ProcessExecutor {
         };
         let stdout = open_log(&out_path)?;
         let stderr = open_log(&err_path)?;
-        let mut cmd = tokio::process::Command::new(&self.bash);
-        cmd.arg("-c")
-            .arg(WRAPPER)
-            .arg("spindle-container")
-            .arg(&spec.command)
-            .current_dir(&spec.work_dir)
+        // A plain command (one program, literal arguments) is exec'd directly: bash would do
+        // the same in the end, and skipping the wrapper's two bash start-ups matters when a
+        // node starts many containers at once (gang start skew). Anything with shell syntax
+        // runs through the wrapper, which also records the exit code for recovery.
+        let mut cmd = match plain_argv(&spec.command, spec.env.contains_key("PATH")) {
+            Some(argv) => {
+                let mut c = tokio::process::Command::new(argv[0]);
+                c.args(&argv[1..]);
+                c
+            }
+            None => {
+                let mut c = tokio::process::Command::new(&self.bash);
+                c.arg("-c")
+                    .arg(WRAPPER)
+                    .arg("spindle-container")
+                    .arg(&spec.command);
+                c
+            }
+        };
+        cmd.current_dir(&spec.work_dir)
             .env_clear()
             .envs(&spec.env)
             .stdin(Stdio::null())
@@ -565,6 +579,116 @@ impl ContainerExecutor for ProcessExecutor {
             cg.shutdown();
         }
     }
+}
+
+/// bash builtins and keywords: a command starting with one must run in bash.
+const SHELL_WORDS: &[&str] = &[
+    "!",
+    ".",
+    ":",
+    "[",
+    "[[",
+    "alias",
+    "bg",
+    "bind",
+    "break",
+    "builtin",
+    "caller",
+    "case",
+    "cd",
+    "command",
+    "compgen",
+    "complete",
+    "continue",
+    "coproc",
+    "declare",
+    "dirs",
+    "disown",
+    "do",
+    "done",
+    "echo",
+    "elif",
+    "else",
+    "enable",
+    "esac",
+    "eval",
+    "exec",
+    "exit",
+    "export",
+    "false",
+    "fc",
+    "fg",
+    "fi",
+    "for",
+    "function",
+    "getopts",
+    "hash",
+    "help",
+    "history",
+    "if",
+    "in",
+    "jobs",
+    "kill",
+    "let",
+    "local",
+    "logout",
+    "mapfile",
+    "popd",
+    "printf",
+    "pushd",
+    "pwd",
+    "read",
+    "readarray",
+    "readonly",
+    "return",
+    "select",
+    "set",
+    "shift",
+    "shopt",
+    "source",
+    "suspend",
+    "test",
+    "then",
+    "time",
+    "times",
+    "trap",
+    "true",
+    "type",
+    "typeset",
+    "ulimit",
+    "umask",
+    "unalias",
+    "unset",
+    "until",
+    "wait",
+    "while",
+];
+
+/// The argv of a command bash would run as one plain program with literal arguments (no
+/// quotes, expansions, redirections, globs, operators or assignments), or None. A program
+/// without a slash needs the container's `PATH` to be found; a relative path with a slash is
+/// left to bash, whose meaning of it (the work dir) is certain.
+pub fn plain_argv(command: &str, has_path: bool) -> Option<Vec<&str>> {
+    let plain =
+        |c: char| c.is_ascii_alphanumeric() || "_./:,@%+=-".contains(c) || c == ' ' || c == '\t';
+    if !command.chars().all(plain) {
+        return None;
+    }
+    let mut words: Vec<&str> = command.split_ascii_whitespace().collect();
+    // `exec prog args` is what bash would do with a plain command anyway.
+    if words.first() == Some(&"exec") {
+        words.remove(0);
+    }
+    let prog = *words.first()?;
+    // `X=1 prog` is an assignment; a builtin or keyword needs bash.
+    if prog.contains('=') || SHELL_WORDS.contains(&prog) {
+        return None;
+    }
+    let absolute = prog.starts_with('/');
+    if !absolute && (prog.contains('/') || !has_path) {
+        return None;
+    }
+    Some(words)
 }
 
 fn open_log(path: &Path) -> Result<fs::File, LaunchError> {
@@ -742,6 +866,48 @@ mod tests {
         assert_eq!(resource_target(w, "a/b").unwrap(), PathBuf::from("/w/a/b"));
         for bad in ["", "../x", "/abs", "a/../../b", "."] {
             assert!(resource_target(w, bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn plain_commands_are_exec_d_directly_and_shell_syntax_is_not() {
+        assert_eq!(
+            plain_argv("/usr/bin/sleep 10", false),
+            Some(vec!["/usr/bin/sleep", "10"])
+        );
+        assert_eq!(
+            plain_argv("python3 train.py --lr 0.1", true),
+            Some(vec!["python3", "train.py", "--lr", "0.1"])
+        );
+        assert_eq!(
+            plain_argv("python3 train.py", false),
+            None,
+            "no PATH: leave it to bash"
+        );
+        assert_eq!(
+            plain_argv("exec /bin/prog a", false),
+            Some(vec!["/bin/prog", "a"])
+        );
+        assert_eq!(
+            plain_argv("exec python3 t.py --lr=0.1", true),
+            Some(vec!["python3", "t.py", "--lr=0.1"])
+        );
+        for shell in [
+            "echo hi",
+            "exit 3",
+            "a=1 prog",
+            "prog > out",
+            "prog | x",
+            "prog; y",
+            "p $X",
+            "p \"a b\"",
+            "./spindle am",
+            "p *.txt",
+            "cd /tmp",
+            "p 'a'",
+            "p && q",
+        ] {
+            assert_eq!(plain_argv(shell, true), None, "{shell}");
         }
     }
 
