@@ -150,9 +150,9 @@ pub enum Command {
 #[derive(Clone)]
 pub struct Snapshot {
     pub cluster_ts: u64,
-    pub apps: BTreeMap<ApplicationId, App>,
-    pub nodes: BTreeMap<NodeId, Node>,
-    pub containers: BTreeMap<ContainerId, RmContainer>,
+    pub apps: im::OrdMap<ApplicationId, App>,
+    pub nodes: im::OrdMap<NodeId, Node>,
+    pub containers: im::OrdMap<ContainerId, RmContainer>,
     pub counters: Counters,
     pub pending_containers: u64,
     pub pending: Resource,

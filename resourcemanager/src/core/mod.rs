@@ -207,9 +207,10 @@ pub struct RmCore {
     secret: TokenSecret,
     next_app: u32,
     next_submit_seq: u64,
-    apps: BTreeMap<ApplicationId, App>,
-    nodes: BTreeMap<NodeId, Node>,
-    containers: BTreeMap<ContainerId, RmContainer>,
+    // Persistent maps: the driver's read snapshot shares them instead of copying them.
+    apps: im::OrdMap<ApplicationId, App>,
+    nodes: im::OrdMap<NodeId, Node>,
+    containers: im::OrdMap<ContainerId, RmContainer>,
     sched: Scheduler,
     effects: Vec<Effect>,
     counters: Counters,
@@ -227,9 +228,9 @@ impl RmCore {
             secret,
             next_app: 1,
             next_submit_seq: 1,
-            apps: BTreeMap::new(),
-            nodes: BTreeMap::new(),
-            containers: BTreeMap::new(),
+            apps: im::OrdMap::new(),
+            nodes: im::OrdMap::new(),
+            containers: im::OrdMap::new(),
             sched,
             effects: Vec::new(),
             counters: Counters::default(),
@@ -251,13 +252,13 @@ impl RmCore {
     pub fn secret(&self) -> &TokenSecret {
         &self.secret
     }
-    pub fn apps(&self) -> &BTreeMap<ApplicationId, App> {
+    pub fn apps(&self) -> &im::OrdMap<ApplicationId, App> {
         &self.apps
     }
-    pub fn nodes(&self) -> &BTreeMap<NodeId, Node> {
+    pub fn nodes(&self) -> &im::OrdMap<NodeId, Node> {
         &self.nodes
     }
-    pub fn containers(&self) -> &BTreeMap<ContainerId, RmContainer> {
+    pub fn containers(&self) -> &im::OrdMap<ContainerId, RmContainer> {
         &self.containers
     }
     pub fn scheduler(&self) -> &Scheduler {
