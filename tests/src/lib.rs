@@ -382,6 +382,29 @@ impl Cluster {
         );
     }
 
+    /// Every container the RM lists for every attempt of `app`, AM first.
+    pub fn containers_of(&self, app: &str) -> Vec<Value> {
+        let (_, atts) = self.get(&format!("/ws/v1/cluster/apps/{app}/appattempts"));
+        let mut out = vec![];
+        for a in atts["appAttempts"]["appAttempt"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+        {
+            let att = a["appAttemptId"].as_str().unwrap_or_default().to_string();
+            let (_, cs) = self.get(&format!(
+                "/ws/v1/cluster/apps/{app}/appattempts/{att}/containers"
+            ));
+            out.extend(
+                cs["containers"]["container"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
+            );
+        }
+        out
+    }
+
     pub fn app(&self, id: &str) -> Value {
         self.get(&format!("/ws/v1/cluster/apps/{id}")).1["app"].clone()
     }

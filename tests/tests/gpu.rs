@@ -32,28 +32,6 @@ fn resource_value(r: &Value, name: &str) -> i64 {
         .unwrap_or(0)
 }
 
-fn containers_of(c: &Cluster, app: &str) -> Vec<Value> {
-    let (_, atts) = c.get(&format!("/ws/v1/cluster/apps/{app}/appattempts"));
-    let mut out = vec![];
-    for a in atts["appAttempts"]["appAttempt"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-    {
-        let att = a["appAttemptId"].as_str().unwrap_or_default().to_string();
-        let (_, cs) = c.get(&format!(
-            "/ws/v1/cluster/apps/{app}/appattempts/{att}/containers"
-        ));
-        out.extend(
-            cs["containers"]["container"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default(),
-        );
-    }
-    out
-}
-
 fn nm_get(c: &Cluster, nm: &str, path: &str) -> Value {
     c.http
         .get(format!("http://{nm}{path}"))
@@ -166,7 +144,7 @@ fn eight_one_gpu_containers_on_two_4_gpu_nodes_get_distinct_gpus() {
     }
 
     // The RM's placement: GPU containers (not the AM) by node.
-    let containers = containers_of(&c, &id);
+    let containers = c.containers_of(&id);
     let mut rm_view: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for ct in &containers {
         if ct["allocatedResources"][GPU].as_i64() == Some(1) {

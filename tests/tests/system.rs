@@ -50,28 +50,6 @@ fn ds_context(id: &str, n: u32, command: &str) -> Value {
     })
 }
 
-fn containers_of(c: &Cluster, app: &str) -> Vec<Value> {
-    let (_, atts) = c.get(&format!("/ws/v1/cluster/apps/{app}/appattempts"));
-    let mut out = vec![];
-    for a in atts["appAttempts"]["appAttempt"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-    {
-        let att = a["appAttemptId"].as_str().unwrap_or_default().to_string();
-        let (_, cs) = c.get(&format!(
-            "/ws/v1/cluster/apps/{app}/appattempts/{att}/containers"
-        ));
-        out.extend(
-            cs["containers"]["container"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default(),
-        );
-    }
-    out
-}
-
 fn nm_log(c: &Cluster, container: &Value, file: &str) -> String {
     let http = container["nodeHttpAddress"]
         .as_str()
@@ -132,7 +110,7 @@ fn a_yarn_rest_client_runs_a_distributed_shell_and_kills_an_application() {
         .as_str()
         .is_some_and(|l| l.contains("/node/containerlogs/")));
     // The workers' output is in their container logs, served by their NMs.
-    let containers = containers_of(&c, &id);
+    let containers = c.containers_of(&id);
     assert_eq!(
         containers.len(),
         4,
@@ -189,7 +167,7 @@ fn a_yarn_rest_client_runs_a_distributed_shell_and_kills_an_application() {
     assert_eq!(status, 202);
     c.wait_app_state(&id2, &["RUNNING"], Duration::from_secs(30));
     wait_until("the workers to run", Duration::from_secs(30), || {
-        (containers_of(&c, &id2)
+        (c.containers_of(&id2)
             .iter()
             .filter(|x| x["containerState"] == "RUNNING")
             .count()
@@ -297,7 +275,7 @@ fn a_killed_nodemanager_is_lost_and_its_containers_are_reported_to_the_am() {
     );
     assert_eq!(status, 202);
     wait_until("four workers to run", Duration::from_secs(30), || {
-        (containers_of(&c, &id)
+        (c.containers_of(&id)
             .iter()
             .filter(|x| x["containerState"] == "RUNNING")
             .count()
@@ -317,7 +295,7 @@ fn a_killed_nodemanager_is_lost_and_its_containers_are_reported_to_the_am() {
         .expect("another node");
     let victim_addr = c.nm_addrs[victim].clone();
     assert!(
-        containers_of(&c, &id)
+        c.containers_of(&id)
             .iter()
             .any(|x| x["nodeId"] == victim_addr.as_str()),
         "a worker runs on the victim"
@@ -339,14 +317,16 @@ fn a_killed_nodemanager_is_lost_and_its_containers_are_reported_to_the_am() {
         Duration::from_secs(60),
     );
     // The AM heard of the lost containers (-100 ABORTED), asked again, and succeeded.
-    let am = containers_of(&c, &id)
+    let am = c
+        .containers_of(&id)
         .into_iter()
         .next()
         .expect("am container");
     let am_out = nm_log(&c, &am, "stdout");
     assert!(am_out.contains("-100"), "the AM was told: {am_out}");
     assert_eq!(app["finalStatus"], "SUCCEEDED", "{app}\n{am_out}");
-    let aborted = containers_of(&c, &id)
+    let aborted = c
+        .containers_of(&id)
         .iter()
         .filter(|x| x["containerExitStatus"] == -100)
         .count();
