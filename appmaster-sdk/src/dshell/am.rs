@@ -341,19 +341,29 @@ pub async fn run_am(
     } else {
         report.diagnostics = format!("{} of {total} containers failed", shell.failed);
     }
-    amrm.set_progress(1.0);
-    amrm.finish(report.final_status, &report.diagnostics)
-        .await?;
-    out(&format!(
-        "application master finished with status {}{}",
-        report.final_status,
-        if report.diagnostics.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", report.diagnostics)
-        }
-    ));
+    finish_and_report(amrm, report.final_status, &report.diagnostics, out).await?;
     Ok(report)
+}
+
+/// Unregisters with the final status and prints the AM's closing line (shared by the ready
+/// AMs).
+pub(crate) async fn finish_and_report(
+    amrm: &mut AmRmClient,
+    status: FinalApplicationStatus,
+    diagnostics: &str,
+    out: &mut (dyn FnMut(&str) + Send),
+) -> Result<(), AmError> {
+    amrm.set_progress(1.0);
+    amrm.finish(status, diagnostics).await?;
+    let detail = if diagnostics.is_empty() {
+        String::new()
+    } else {
+        format!(": {diagnostics}")
+    };
+    out(&format!(
+        "application master finished with status {status}{detail}"
+    ));
+    Ok(())
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use super::{
 };
 use crate::am_client::AmError;
 use crate::amrm::{AmRmClient, MAX_INTERVAL};
-use crate::dshell::am::completion_line;
+use crate::dshell::am::{completion_line, finish_and_report};
 use crate::gang::{is_permanent, GangError, GangMember, GangRequest};
 use crate::nm_client::NmClient;
 
@@ -429,18 +429,7 @@ pub async fn run_am(
             }
         }
     }
-    amrm.set_progress(1.0);
-    amrm.finish(report.final_status, &report.diagnostics)
-        .await?;
-    out(&format!(
-        "application master finished with status {}{}",
-        report.final_status,
-        if report.diagnostics.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", report.diagnostics)
-        }
-    ));
+    finish_and_report(amrm, report.final_status, &report.diagnostics, out).await?;
     Ok(report)
 }
 
