@@ -34,13 +34,13 @@
 //! * **none**: no cgroups and the pmem check disabled.
 
 use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::future::Future;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Component, Path, PathBuf};
 use std::pin::Pin;
-use std::process::Stdio;
 
 use nix::errno::Errno;
 use nix::sys::signal::{kill, killpg, Signal};
@@ -55,6 +55,9 @@ use tracing::{info, warn};
 use crate::cgroups::{CgroupError, Cgroups, Layout};
 use crate::containers::ProcessExit;
 use crate::isolation::{proctree, IsolationConfig};
+
+mod spawn;
+pub use spawn::{Gate, GATE_ABANDONED_EXIT};
 
 /// The name of the exit-code file the wrapper writes in the work dir.
 pub const EXIT_CODE_FILE: &str = ".exitcode";
@@ -102,7 +105,7 @@ pub enum LaunchError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("cannot start bash: {0}")]
+    #[error("cannot start the container's process: {0}")]
     Spawn(std::io::Error),
     #[error("the started process has no pid (it exited at once)")]
     NoPid,
@@ -143,6 +146,8 @@ pub struct StartedProcess {
     pub pid: i32,
     pub start_ticks: Option<u64>,
     pub exit: Pin<Box<dyn Future<Output = ProcessExit> + Send>>,
+    /// Where a held process waits (started with `hold`): open it to let the process run.
+    pub gate: Option<spawn::Gate>,
 }
 
 /// The OS boundary for containers. Tests of the NM's logic may fake it; a cgroup executor
@@ -151,7 +156,9 @@ pub trait ContainerExecutor: Send + Sync + 'static {
     /// Creates the directories and localizes resources. Blocking: run it off the runtime.
     fn prepare(&self, spec: &LaunchSpec) -> Result<(), LaunchError>;
     /// Starts the process group. Called from within the tokio runtime; must not block long.
-    fn start(&self, spec: &LaunchSpec) -> Result<StartedProcess, LaunchError>;
+    /// With `hold`, the process is set up (cgroups, logs, session) but held before its
+    /// `exec` until [`StartedProcess::gate`] is opened; dropping the gate ends it unrun.
+    fn start(&self, spec: &LaunchSpec, hold: bool) -> Result<StartedProcess, LaunchError>;
     /// Signals every process of a group. A group that no longer exists is not an error.
     fn signal_group(&self, pgid: i32, signal: StopSignal) -> Result<(), LaunchError>;
     /// True while `pid` is a live (non-zombie) process started at `start_ticks`.
@@ -204,6 +211,7 @@ impl Default for ProcessExecutor {
 
 impl ProcessExecutor {
     pub fn new() -> Self {
+        keep_standard_descriptors_open();
         let bash = std::env::var_os("PATH")
             .and_then(|paths| {
                 std::env::split_paths(&paths)
@@ -289,6 +297,28 @@ impl ProcessExecutor {
             _ => None,
         }
     }
+}
+
+/// A daemon started with descriptor 0, 1 or 2 closed would give that number to the next file
+/// it opens, and a child's redirection onto 0-2 would then clobber it: each closed one is
+/// opened on `/dev/null` (once, and kept for the life of the process).
+fn keep_standard_descriptors_open() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for fd in 0..3 {
+            // SAFETY: F_GETFD only queries the descriptor's flags.
+            if unsafe { nix::libc::fcntl(fd, nix::libc::F_GETFD) } == -1 {
+                if let Ok(f) = fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open("/dev/null")
+                {
+                    // Deliberately leaked: it must stay open at its low number.
+                    std::mem::forget(f);
+                }
+            }
+        }
+    });
 }
 
 /// What watches one running container and tears its isolation down when it ends.
@@ -397,7 +427,7 @@ impl ContainerExecutor for ProcessExecutor {
         Ok(())
     }
 
-    fn start(&self, spec: &LaunchSpec) -> Result<StartedProcess, LaunchError> {
+    fn start(&self, spec: &LaunchSpec, hold: bool) -> Result<StartedProcess, LaunchError> {
         let (Some(out_path), Some(err_path)) = (spec.stdout_path(), spec.stderr_path()) else {
             return Err(LaunchError::Localization("no log directory".into()));
         };
@@ -407,51 +437,59 @@ impl ContainerExecutor for ProcessExecutor {
         // the same in the end, and skipping the wrapper's two bash start-ups matters when a
         // node starts many containers at once (gang start skew). Anything with shell syntax
         // runs through the wrapper, which also records the exit code for recovery.
-        let mut cmd = match plain_argv(&spec.command, spec.env.contains_key("PATH")) {
-            Some(argv) => {
-                let mut c = tokio::process::Command::new(argv[0]);
-                c.args(&argv[1..]);
-                c
-            }
-            None => {
-                let mut c = tokio::process::Command::new(&self.bash);
-                c.arg("-c")
-                    .arg(WRAPPER)
-                    .arg("spindle-container")
-                    .arg(&spec.command);
-                c
-            }
+        let (program, argv): (PathBuf, Vec<&OsStr>) =
+            match plain_argv(&spec.command, spec.env.contains_key("PATH")) {
+                Some(words) => {
+                    let path = spec
+                        .env
+                        .get("PATH")
+                        .map(OsString::from)
+                        .or_else(|| std::env::var_os("PATH"))
+                        .unwrap_or_default();
+                    let Some(program) = spawn::resolve(words[0], &path, &spec.work_dir) else {
+                        return Err(LaunchError::Spawn(std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            format!("{}: command not found in PATH", words[0]),
+                        )));
+                    };
+                    (program, words.into_iter().map(OsStr::new).collect())
+                }
+                None => (
+                    self.bash.clone(),
+                    vec![
+                        self.bash.as_os_str(),
+                        OsStr::new("-c"),
+                        OsStr::new(WRAPPER),
+                        OsStr::new("spindle-container"),
+                        OsStr::new(&spec.command),
+                    ],
+                ),
+            };
+        let gate = if hold {
+            Some(spawn::Gate::new().map_err(LaunchError::Spawn)?)
+        } else {
+            None
         };
-        cmd.current_dir(&spec.work_dir)
-            .env_clear()
-            .envs(&spec.env)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(stdout))
-            .stderr(Stdio::from(stderr))
-            .kill_on_drop(false);
         let cgroups = self.cgroups().cloned();
         let placement = match &cgroups {
             Some(cg) => Some(cg.create(&spec.container_id, &spec.isolation)?),
             None => None,
         };
         let fds = placement.as_ref().map(|p| p.fds()).unwrap_or_default();
-        // SAFETY: the closure runs in the forked child before exec. It calls only setsid(2)
-        // and write(2), both async-signal-safe, and reads `fds`, which was allocated before
-        // the fork and is not freed or changed in the child; it allocates nothing.
-        unsafe {
-            cmd.pre_exec(move || {
-                nix::unistd::setsid().map_err(std::io::Error::from)?;
-                for &fd in &fds {
-                    crate::cgroups::enter_cgroup(fd)?;
-                }
-                Ok(())
-            });
-        }
-        let spawned = cmd.spawn();
-        // The child has its own copies (closed on exec): the parent's can go.
+        let spawned = spawn::fork_exec(&spawn::ChildSpec {
+            program: &program,
+            argv: &argv,
+            env: &spec.env,
+            dir: &spec.work_dir,
+            stdout: &stdout,
+            stderr: &stderr,
+            cgroup_procs: &fds,
+            gate: gate.as_ref(),
+        });
+        // The child has joined its cgroups: the parent's descriptors can go.
         drop(placement);
-        let mut child = match spawned {
-            Ok(c) => c,
+        let pid = match spawned {
+            Ok(pid) => pid,
             Err(e) => {
                 if let Some(cg) = &cgroups {
                     if let Err(e) = cg.destroy(&spec.container_id) {
@@ -460,13 +498,6 @@ impl ContainerExecutor for ProcessExecutor {
                 }
                 return Err(LaunchError::Spawn(e));
             }
-        };
-        let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) else {
-            // Already reaped (cannot happen before our own wait): clean up all the same.
-            if let Some(cg) = &cgroups {
-                let _ = cg.destroy(&spec.container_id);
-            }
-            return Err(LaunchError::NoPid);
         };
         let start_ticks = proc_start_ticks(pid);
         let watch = Watch {
@@ -477,15 +508,16 @@ impl ContainerExecutor for ProcessExecutor {
         };
         let exit = Box::pin(async move {
             let mut killed: Option<String> = None;
+            let mut wait = std::pin::pin!(spawn::wait(pid));
             let status = match watch.interval() {
-                None => child.wait().await,
+                None => wait.await,
                 Some(every) => {
                     let mut tick = tokio::time::interval(every);
                     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                     tick.tick().await;
                     loop {
                         tokio::select! {
-                            st = child.wait() => break st,
+                            st = &mut wait => break st,
                             _ = tick.tick(), if killed.is_none() => {
                                 killed = watch.check().await;
                             }
@@ -499,6 +531,7 @@ impl ContainerExecutor for ProcessExecutor {
             pid,
             start_ticks,
             exit,
+            gate,
         })
     }
 

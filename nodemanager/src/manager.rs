@@ -693,7 +693,7 @@ impl Manager {
             debug!("container was stopped while localizing; not starting it");
             return;
         }
-        match self.executor.start(&spec) {
+        match self.executor.start(&spec, false) {
             Ok(p) => {
                 info!(pid = p.pid, "container process started");
                 self.table.started(&id, p.pid, p.start_ticks);

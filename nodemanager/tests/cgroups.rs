@@ -159,7 +159,7 @@ fn limits(vcores: i64, memory_mb: i64) -> IsolationSpec {
 
 async fn launch(ex: &ProcessExecutor, s: &LaunchSpec) -> StartedProcess {
     ex.prepare(s).expect("prepare");
-    ex.start(s).expect("start")
+    ex.start(s, false).expect("start")
 }
 
 async fn wait_exit(p: StartedProcess) -> ProcessExit {

@@ -417,12 +417,12 @@ impl ContainerExecutor for Recording {
     fn prepare(&self, spec: &LaunchSpec) -> Result<(), LaunchError> {
         self.inner.prepare(spec)
     }
-    fn start(&self, spec: &LaunchSpec) -> Result<StartedProcess, LaunchError> {
+    fn start(&self, spec: &LaunchSpec, hold: bool) -> Result<StartedProcess, LaunchError> {
         self.specs
             .lock()
             .unwrap()
             .push((spec.container_id, spec.isolation.clone()));
-        self.inner.start(spec)
+        self.inner.start(spec, hold)
     }
     fn signal_group(&self, pgid: i32, signal: StopSignal) -> Result<(), LaunchError> {
         self.inner.signal_group(pgid, signal)

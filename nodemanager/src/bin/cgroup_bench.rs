@@ -143,7 +143,7 @@ async fn end_to_end(
     let spec = launch_spec(base, id);
     ex.prepare(&spec).map_err(|e| e.to_string())?;
     let t = Instant::now();
-    let p = ex.start(&spec).map_err(|e| e.to_string())?;
+    let p = ex.start(&spec, false).map_err(|e| e.to_string())?;
     let exit = p.exit.await;
     let d = t.elapsed();
     if exit.exit_status() != 0 {
