@@ -9,7 +9,8 @@ use serde_json::Value;
 use spindle_common::ids::{ApplicationId, ContainerId};
 use spindle_common::records::am::Container;
 use spindle_common::records::node::{
-    ContainerLaunchContext, NmAppBody, NmContainerBody, NmContainerInfo, StartContainerRequest,
+    ContainerLaunchContext, LaunchHold, NmAppBody, NmContainerBody, NmContainerInfo,
+    ReleaseContainersRequest, ReleaseContainersResponse, StartContainerRequest,
     StartContainersRequest, StartContainersResponse, StopContainersRequest, StopContainersResponse,
 };
 
@@ -25,6 +26,18 @@ pub struct LogFileInfo {
     /// Bytes, when the NM says.
     pub file_size: Option<u64>,
     pub last_modified_time: Option<String>,
+}
+
+/// How [`NmClient::start_gang`] went.
+#[derive(Debug)]
+pub struct GangLaunch {
+    /// Per member: started (held, then released), or why not.
+    pub outcome: Vec<(ContainerId, Result<(), ClientError>)>,
+    /// From the first held start call sent to the last one answered.
+    pub held_in: std::time::Duration,
+    /// From the first release call sent to the last one answered; None if some member could
+    /// not be held, so none was released.
+    pub released_in: Option<std::time::Duration>,
 }
 
 /// Client of any number of NMs (one connection pool).
@@ -55,6 +68,7 @@ impl NmClient {
                 container_token: container.container_token.clone(),
                 container_launch_context: ctx,
             }],
+            hold: None,
         };
         let resp = self
             .start_containers(&container.node_http_address, &req)
@@ -92,6 +106,30 @@ impl NmClient {
         node_http_address: &str,
         batch: Vec<(Container, ContainerLaunchContext)>,
     ) -> Vec<(ContainerId, Result<(), ClientError>)> {
+        self.start_batch_with(node_http_address, batch, None).await
+    }
+
+    /// [`NmClient::start_batch`], held: the NM sets every container up (localized, in its
+    /// cgroups) and holds it before it runs; the call returns once all are held. Each one
+    /// runs when [`NmClient::release_containers`] names it, or is stopped (-100) if it is not
+    /// released within the hold's timeout. A gang released on all its nodes at once starts
+    /// within milliseconds, however long each node took to set its members up.
+    pub async fn start_batch_held(
+        &self,
+        node_http_address: &str,
+        batch: Vec<(Container, ContainerLaunchContext)>,
+        hold: LaunchHold,
+    ) -> Vec<(ContainerId, Result<(), ClientError>)> {
+        self.start_batch_with(node_http_address, batch, Some(hold))
+            .await
+    }
+
+    async fn start_batch_with(
+        &self,
+        node_http_address: &str,
+        batch: Vec<(Container, ContainerLaunchContext)>,
+        hold: Option<LaunchHold>,
+    ) -> Vec<(ContainerId, Result<(), ClientError>)> {
         let ids: Vec<ContainerId> = batch.iter().map(|(c, _)| c.id).collect();
         let req = StartContainersRequest {
             start_container_request: batch
@@ -101,6 +139,7 @@ impl NmClient {
                     container_launch_context: ctx,
                 })
                 .collect(),
+            hold,
         };
         let url = self
             .at(node_http_address)
@@ -163,6 +202,123 @@ impl NmClient {
                 url: http.url(&path),
                 message: format!("expected {{\"port\": 1..65535}}, got {v}"),
             })
+    }
+
+    /// Starts a gang's members together: one held start call per node, all nodes at once;
+    /// then, only if every member is held, one release call per node, all at once. So no
+    /// member runs unless all can, and the members start within the spread of the release
+    /// calls rather than of the whole launch path. Members that were held but not released
+    /// (because another failed) are left to the caller to stop, or to the hold's timeout.
+    pub async fn start_gang(
+        &self,
+        members: Vec<(Container, ContainerLaunchContext)>,
+        hold: LaunchHold,
+    ) -> GangLaunch {
+        let mut by_node: std::collections::BTreeMap<
+            String,
+            Vec<(Container, ContainerLaunchContext)>,
+        > = std::collections::BTreeMap::new();
+        for (c, ctx) in members {
+            by_node
+                .entry(c.node_http_address.clone())
+                .or_default()
+                .push((c, ctx));
+        }
+        let nodes: Vec<(String, Vec<ContainerId>)> = by_node
+            .iter()
+            .map(|(addr, b)| (addr.clone(), b.iter().map(|(c, _)| c.id).collect()))
+            .collect();
+        let began = std::time::Instant::now();
+        let held = futures::future::join_all(by_node.into_iter().map(|(addr, batch)| {
+            let hold = hold.clone();
+            async move { self.start_batch_held(&addr, batch, hold).await }
+        }))
+        .await;
+        let held_in = began.elapsed();
+        let mut outcome: Vec<(ContainerId, Result<(), ClientError>)> =
+            held.into_iter().flatten().collect();
+        if outcome.iter().any(|(_, r)| r.is_err()) {
+            return GangLaunch {
+                outcome,
+                held_in,
+                released_in: None,
+            };
+        }
+        let began = std::time::Instant::now();
+        let released = futures::future::join_all(nodes.into_iter().map(|(addr, ids)| async move {
+            let r = self.release_containers(&addr, ids.clone()).await;
+            (addr, ids, r)
+        }))
+        .await;
+        let released_in = began.elapsed();
+        let mut failed: std::collections::BTreeMap<ContainerId, ClientError> = Default::default();
+        for (addr, ids, r) in released {
+            match r {
+                Ok(resp) => {
+                    for id in ids {
+                        let key = id.to_string();
+                        if let Some(f) = resp.failed_requests.iter().find(|f| f.container_id == key)
+                        {
+                            failed.insert(
+                                id,
+                                ClientError::ContainerRequest {
+                                    operation: "release",
+                                    container_id: f.container_id.clone(),
+                                    exception: f.exception.clone(),
+                                    message: f.message.clone(),
+                                },
+                            );
+                        } else if !resp.successfully_released_containers.contains(&id) {
+                            failed.insert(
+                                id,
+                                ClientError::Protocol {
+                                    url: self.at(&addr).url(&format!("{NODE}/containers/release")),
+                                    message: format!(
+                                        "container {id} is neither released nor failed in the answer"
+                                    ),
+                                },
+                            );
+                        }
+                    }
+                }
+                Err(e) => {
+                    let message = e.to_string();
+                    for id in ids {
+                        failed.insert(
+                            id,
+                            ClientError::Protocol {
+                                url: self.at(&addr).url(&format!("{NODE}/containers/release")),
+                                message: message.clone(),
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        for (id, r) in outcome.iter_mut() {
+            if let Some(e) = failed.remove(id) {
+                *r = Err(e);
+            }
+        }
+        GangLaunch {
+            outcome,
+            held_in,
+            released_in: Some(released_in),
+        }
+    }
+
+    /// `POST /ws/v1/node/containers/release` (Spindle's extension): held containers run now.
+    pub async fn release_containers(
+        &self,
+        node_http_address: &str,
+        ids: Vec<ContainerId>,
+    ) -> Result<ReleaseContainersResponse, ClientError> {
+        self.at(node_http_address)
+            .post_json(
+                &format!("{NODE}/containers/release"),
+                &ReleaseContainersRequest { container_ids: ids },
+            )
+            .await
     }
 
     /// `POST /ws/v1/node/containers/start`.

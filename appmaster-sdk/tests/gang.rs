@@ -27,8 +27,9 @@ use spindle_common::records::am::{
 };
 use spindle_common::records::exception::ExceptionKind;
 use spindle_common::records::node::{
-    ContainerLaunchContext, NmContainerBody, NmContainerInfo, StartContainersRequest,
-    StartContainersResponse, StopContainersRequest, StopContainersResponse,
+    ContainerLaunchContext, NmContainerBody, NmContainerInfo, ReleaseContainersRequest,
+    ReleaseContainersResponse, StartContainersRequest, StartContainersResponse,
+    StopContainersRequest, StopContainersResponse,
 };
 use spindle_common::records::resource::ResourceInfo;
 use spindle_common::resource::Resource;
@@ -87,6 +88,10 @@ struct Fake {
     started: Vec<(usize, ContainerId, ContainerLaunchContext)>,
     /// (node, containers) per start call.
     start_calls: Vec<(usize, usize)>,
+    /// Containers of held start calls, not yet released, with their scripted exit.
+    held: BTreeMap<ContainerId, Option<i32>>,
+    /// Every container a release call let run.
+    released: Vec<ContainerId>,
     stops: Vec<ContainerId>,
     /// Exit status of (gang attempt, rank); unscripted ranks exit 0, or keep running in
     /// the attempts listed in `hang_attempts`.
@@ -432,10 +437,28 @@ async fn nm_start(State(s): State<S>, Json(req): Json<StartContainersRequest>) -
             c.started = true;
         }
         f.started.push((s.node, id, r.container_launch_context));
-        if let Some(e) = exit {
+        if req.hold.is_some() {
+            f.held.insert(id, exit);
+        } else if let Some(e) = exit {
             f.complete(id, e, "");
         }
         resp.successfully_started_containers.push(id);
+    }
+    Json(resp).into_response()
+}
+
+async fn nm_release(State(s): State<S>, Json(req): Json<ReleaseContainersRequest>) -> Response {
+    let mut f = lock(&s.shared);
+    let mut resp = ReleaseContainersResponse::default();
+    for id in req.container_ids {
+        let Some(exit) = f.held.remove(&id) else {
+            return remote(ExceptionKind::BadRequest, "BadRequestException", "not held");
+        };
+        f.released.push(id);
+        if let Some(e) = exit {
+            f.complete(id, e, "");
+        }
+        resp.successfully_released_containers.push(id);
     }
     Json(resp).into_response()
 }
@@ -514,6 +537,7 @@ async fn serve(nodes: usize, slots_per_node: u32, fake: Fake) -> (Shared, String
             .route("/ws/v1/am/finish", post(finish))
             .route("/ws/v1/node/containers/start", post(nm_start))
             .route("/ws/v1/node/containers/stop", post(nm_stop))
+            .route("/ws/v1/node/containers/release", post(nm_release))
             .route("/ws/v1/node/containers/{id}", get(nm_container))
             .route("/ws/v1/node/ports/free", get(nm_free_port))
             .with_state(S {
@@ -1009,6 +1033,9 @@ async fn train_am_gives_every_worker_its_rank_and_restarts_the_gang_on_a_failure
         FinalApplicationStatus::SUCCEEDED
     );
     assert_eq!(f.started.len(), 12);
+    // Every worker was held until the whole gang was, then released.
+    assert_eq!(f.released.len(), 12, "{:?}", f.released);
+    assert!(f.held.is_empty(), "{:?}", f.held);
     // One start call per node per attempt.
     assert_eq!(f.start_calls.len(), 6, "{:?}", f.start_calls);
     assert!(f.start_calls.iter().all(|(_, n)| *n == 2));

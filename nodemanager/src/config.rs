@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use spindle_common::config::{keys, ConfigError, Configuration, DEFAULT_SOURCE};
+use spindle_common::records::node::LaunchHold;
 use spindle_common::resource::Resource;
 
 use crate::isolation::{DeviceIsolation, IsolationConfig};
@@ -99,6 +100,12 @@ pub enum NmConfigError {
         at: String,
         name: &'static str,
         value: String,
+    },
+    #[error("{at}: property '{name}': expected a duration from 1 ms to 10 min, got {value} ms")]
+    BadLaunchHoldTimeout {
+        at: String,
+        name: &'static str,
+        value: u64,
     },
     #[error("{at}: property '{name}': expected a directory path, got '{value}'")]
     BadRecoveryDir {
@@ -241,6 +248,8 @@ pub struct NmConfig {
     pub log_dirs: Vec<PathBuf>,
     /// SIGTERM to SIGKILL delay when a container is stopped.
     pub sigkill_delay: Duration,
+    /// How long a held gang start waits for its release when the call names no timeout.
+    pub launch_hold_timeout: Duration,
     /// When true, a stopping NM leaves containers running and a restarted NM re-adopts them.
     pub recovery_enabled: bool,
     /// Where the container store lives (used only when recovery is enabled).
@@ -337,6 +346,19 @@ impl NmConfig {
             keys::DEFAULT_NM_SLEEP_DELAY_BEFORE_SIGKILL_MS,
         )?);
 
+        let hold_ms = conf.get_duration_ms(
+            keys::SPINDLE_NM_LAUNCH_HOLD_TIMEOUT_MS,
+            keys::DEFAULT_SPINDLE_NM_LAUNCH_HOLD_TIMEOUT_MS,
+        )?;
+        if hold_ms == 0 || hold_ms > LaunchHold::MAX_TIMEOUT_MS {
+            return Err(NmConfigError::BadLaunchHoldTimeout {
+                at: at(conf, keys::SPINDLE_NM_LAUNCH_HOLD_TIMEOUT_MS),
+                name: keys::SPINDLE_NM_LAUNCH_HOLD_TIMEOUT_MS,
+                value: hold_ms,
+            });
+        }
+        let launch_hold_timeout = Duration::from_millis(hold_ms);
+
         let recovery_enabled = conf.get_bool(NM_RECOVERY_ENABLED, DEFAULT_NM_RECOVERY_ENABLED)?;
         let recovery_raw = conf.get_string(keys::NM_RECOVERY_DIR, keys::DEFAULT_NM_RECOVERY_DIR)?;
         if recovery_raw.is_empty() || recovery_raw.contains(',') {
@@ -383,6 +405,7 @@ impl NmConfig {
             local_dirs,
             log_dirs,
             sigkill_delay,
+            launch_hold_timeout,
             recovery_enabled,
             recovery_dir,
             rm_address,
@@ -908,6 +931,35 @@ mod tests {
             let msg = e.to_string();
             assert!(msg.contains(want), "{k}={v}: {msg}");
             assert!(msg.contains(&format!("property '{k}'")), "{msg}");
+        }
+    }
+
+    #[test]
+    fn launch_hold_timeout_is_one_ms_to_ten_minutes() {
+        let key = keys::SPINDLE_NM_LAUNCH_HOLD_TIMEOUT_MS;
+        let c = NmConfig::from_configuration(&Configuration::new(), Path::new("c")).unwrap();
+        assert_eq!(c.launch_hold_timeout, Duration::from_secs(60));
+        for (v, want) in [
+            ("1", Duration::from_millis(1)),
+            ("90s", Duration::from_secs(90)),
+            ("10m", Duration::from_secs(600)),
+            ("600000", Duration::from_secs(600)),
+        ] {
+            let c = NmConfig::from_configuration(&conf(&[(key, v)]), Path::new("c")).unwrap();
+            assert_eq!(c.launch_hold_timeout, want, "{v}");
+        }
+        for (v, want) in [
+            ("0", "from 1 ms to 10 min, got 0 ms"),
+            ("600001", "from 1 ms to 10 min, got 600001 ms"),
+            ("11m", "from 1 ms to 10 min, got 660000 ms"),
+            ("soon", "expected a duration"),
+        ] {
+            let e = NmConfig::from_configuration(&conf(&[(key, v)]), Path::new("c")).unwrap_err();
+            let msg = e.to_string();
+            assert!(msg.contains(want), "{v}: {msg}");
+            assert!(msg.contains(&format!("property '{key}'")), "{msg}");
+            assert!(msg.starts_with("-D: "), "{msg}");
+            assert!(!msg.contains('\n'), "one line: {msg}");
         }
     }
 

@@ -32,6 +32,8 @@ pub enum StopReason {
     ResourceManager,
     /// The NM is shutting down without recovery: -100 ABORTED.
     NodeShutdown,
+    /// Held for a gang launch that was not released in time: -100 ABORTED.
+    HoldExpired,
 }
 
 impl StopReason {
@@ -39,7 +41,7 @@ impl StopReason {
         match self {
             Self::AppMaster => exit_status::KILLED_BY_APPMASTER,
             Self::ResourceManager => exit_status::KILLED_BY_RESOURCEMANAGER,
-            Self::NodeShutdown => exit_status::ABORTED,
+            Self::NodeShutdown | Self::HoldExpired => exit_status::ABORTED,
         }
     }
     fn describe(self) -> &'static str {
@@ -47,6 +49,9 @@ impl StopReason {
             Self::AppMaster => "Container killed by the ApplicationMaster.",
             Self::ResourceManager => "Container killed by the ResourceManager.",
             Self::NodeShutdown => "Container killed because the NodeManager is shutting down.",
+            Self::HoldExpired => {
+                "Container was held for a gang launch that was not released in time; it never ran."
+            }
         }
     }
     pub fn as_str(self) -> &'static str {
@@ -54,6 +59,7 @@ impl StopReason {
             Self::AppMaster => "APP_MASTER",
             Self::ResourceManager => "RESOURCE_MANAGER",
             Self::NodeShutdown => "NODE_SHUTDOWN",
+            Self::HoldExpired => "HOLD_EXPIRED",
         }
     }
     pub fn parse(s: &str) -> Option<Self> {
@@ -61,6 +67,7 @@ impl StopReason {
             "APP_MASTER" => Some(Self::AppMaster),
             "RESOURCE_MANAGER" => Some(Self::ResourceManager),
             "NODE_SHUTDOWN" => Some(Self::NodeShutdown),
+            "HOLD_EXPIRED" => Some(Self::HoldExpired),
             _ => None,
         }
     }
@@ -280,12 +287,39 @@ impl ContainerTable {
     }
 
     pub fn started(&mut self, id: &ContainerId, pid: i32, start_ticks: Option<u64>) {
+        self.forked(id, pid, start_ticks, NmContainerState::RUNNING);
+    }
+
+    /// Its process is set up and held before `exec` (a held gang start): `SCHEDULED`, YARN's
+    /// state for a localized container waiting to run, until [`ContainerTable::released`].
+    pub fn held(&mut self, id: &ContainerId, pid: i32, start_ticks: Option<u64>) {
+        self.forked(id, pid, start_ticks, NmContainerState::SCHEDULED);
+    }
+
+    fn forked(
+        &mut self,
+        id: &ContainerId,
+        pid: i32,
+        start_ticks: Option<u64>,
+        to: NmContainerState,
+    ) {
         if let Some(c) = self.containers.get_mut(id) {
             if c.state == NmContainerState::LOCALIZING {
-                c.state = NmContainerState::RUNNING;
+                c.state = to;
                 c.pid = Some(pid);
                 c.start_ticks = start_ticks;
             }
+        }
+    }
+
+    /// A held container was let go: true if it was held (it is `RUNNING` now).
+    pub fn released(&mut self, id: &ContainerId) -> bool {
+        match self.containers.get_mut(id) {
+            Some(c) if c.state == NmContainerState::SCHEDULED => {
+                c.state = NmContainerState::RUNNING;
+                true
+            }
+            _ => false,
         }
     }
 
@@ -333,7 +367,7 @@ impl ContainerTable {
                 );
                 StopAction::CompletedBeforeStart(Outcome::Killed)
             }
-            NmContainerState::RUNNING => match c.pid {
+            NmContainerState::RUNNING | NmContainerState::SCHEDULED => match c.pid {
                 Some(pgid) => {
                     c.state = NmContainerState::KILLING;
                     c.stop = Some(reason);
@@ -408,6 +442,21 @@ impl ContainerTable {
                     c.complete(NmContainerState::EXITED_WITH_FAILURE, status, diag, now_ms);
                     Some(Outcome::Failed)
                 }
+            }
+            NmContainerState::SCHEDULED => {
+                // Its gate was closed without a release (or someone else killed it): the
+                // command never ran.
+                let status = match exit {
+                    ProcessExit::Code(code) if *code != 0 => *code,
+                    _ => exit_status::ABORTED,
+                };
+                c.complete(
+                    NmContainerState::EXITED_WITH_FAILURE,
+                    status,
+                    format!("Container ended while held for its gang launch; it never ran. {how}."),
+                    now_ms,
+                );
+                Some(Outcome::Failed)
             }
             NmContainerState::KILLING => {
                 let reason = c.stop.unwrap_or(StopReason::AppMaster);

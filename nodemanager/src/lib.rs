@@ -143,6 +143,7 @@ async fn serve(
         conf_dir: conf.conf_dir.clone(),
         inherited_env,
         sigkill_delay: conf.sigkill_delay,
+        launch_hold_timeout: conf.launch_hold_timeout,
         stderr_tail_bytes: conf.stderr_tail_bytes,
         capacity: capacity.clone(),
         isolation: conf.isolation.clone(),

@@ -19,8 +19,8 @@ use base64::Engine;
 use spindle_common::env;
 use spindle_common::ids::{ApplicationId, ContainerId, NodeId};
 use spindle_common::records::node::{
-    ContainerLaunchContext, FailedContainerRequest, StartContainerRequest, StartContainersResponse,
-    StopContainersResponse,
+    ContainerLaunchContext, FailedContainerRequest, LaunchHold, ReleaseContainersResponse,
+    StartContainerRequest, StartContainersResponse, StopContainersResponse,
 };
 use spindle_common::records::tracker::NmContainerReport;
 use spindle_common::resource::Resource;
@@ -33,7 +33,9 @@ use tracing::{debug, error, info, info_span, warn, Instrument};
 use crate::containers::{
     Container, ContainerTable, Outcome, ProcessExit, StopAction, StopReason, APP_FINISHED,
 };
-use crate::launcher::{expand_placeholders, file_tail, ContainerExecutor, LaunchSpec, StopSignal};
+use crate::launcher::{
+    expand_placeholders, file_tail, ContainerExecutor, Gate, LaunchSpec, StopSignal,
+};
 use crate::metrics::NmMetrics;
 use crate::plugins::Plugins;
 use crate::store::{CompletedRecord, ContainerRecord, Store};
@@ -55,6 +57,8 @@ pub struct NodeContext {
     /// Whitelisted variables of the NM's own environment, captured at start.
     pub inherited_env: BTreeMap<String, String>,
     pub sigkill_delay: Duration,
+    /// How long a held gang start waits for its release when the call names no timeout.
+    pub launch_hold_timeout: Duration,
     pub stderr_tail_bytes: u64,
     pub capacity: Resource,
     /// Node-wide limits added to every container's (strict CPU, pids limit).
@@ -83,9 +87,20 @@ type Reply<T> = oneshot::Sender<T>;
 
 /// Everything the actor can be asked or told.
 pub enum Command {
+    /// Start containers; with `hold`, the reply waits until all are held or failed.
     Start {
         requests: Vec<StartContainerRequest>,
+        hold: Option<LaunchHold>,
         reply: Reply<StartContainersResponse>,
+    },
+    /// Let held containers run.
+    Release {
+        ids: Vec<ContainerId>,
+        reply: Reply<ReleaseContainersResponse>,
+    },
+    /// A held start's timeout: stop what was not released.
+    HoldExpired {
+        group: u64,
     },
     Stop {
         ids: Vec<ContainerId>,
@@ -174,8 +189,20 @@ impl NmHandle {
     pub async fn start(
         &self,
         requests: Vec<StartContainerRequest>,
+        hold: Option<LaunchHold>,
     ) -> Result<StartContainersResponse, Unavailable> {
-        self.ask(|reply| Command::Start { requests, reply }).await
+        self.ask(|reply| Command::Start {
+            requests,
+            hold,
+            reply,
+        })
+        .await
+    }
+    pub async fn release(
+        &self,
+        ids: Vec<ContainerId>,
+    ) -> Result<ReleaseContainersResponse, Unavailable> {
+        self.ask(|reply| Command::Release { ids, reply }).await
     }
     pub async fn stop(&self, ids: Vec<ContainerId>) -> Result<StopContainersResponse, Unavailable> {
         self.ask(|reply| Command::Stop { ids, reply }).await
@@ -237,11 +264,28 @@ impl NmHandle {
 }
 
 /// The actor's state. Built by [`Manager::new`], run by [`Manager::run`].
+/// One held start call (a gang's members on this node).
+struct HoldGroup {
+    /// Not yet released, stopped or complete.
+    members: Vec<ContainerId>,
+    /// Still being localized and set up; the call is answered when none is left.
+    waiting: HashSet<ContainerId>,
+    /// The answer being built (containers that fail to set up move to `failedRequests`).
+    resp: StartContainersResponse,
+    reply: Option<Reply<StartContainersResponse>>,
+}
+
 pub struct Manager {
     ctx: NodeContext,
     table: ContainerTable,
     /// Launch specs of containers still localizing.
     pending: HashMap<ContainerId, LaunchSpec>,
+    /// Held starts (gang launches) by number, and which one a container belongs to.
+    holds: BTreeMap<u64, HoldGroup>,
+    held_in: HashMap<ContainerId, u64>,
+    next_hold: u64,
+    /// The gates of held containers (`SCHEDULED`): opened by a release, dropped by a stop.
+    gates: HashMap<ContainerId, Gate>,
     secret: Option<TokenSecret>,
     rm_identifier: u64,
     executor: Arc<dyn ContainerExecutor>,
@@ -283,6 +327,10 @@ impl Manager {
             ctx,
             table: ContainerTable::new(),
             pending: HashMap::new(),
+            holds: BTreeMap::new(),
+            held_in: HashMap::new(),
+            next_hold: 0,
+            gates: HashMap::new(),
             secret: None,
             rm_identifier: 0,
             executor,
@@ -333,9 +381,22 @@ impl Manager {
     fn handle(&mut self, cmd: Command) {
         let now = now_ms();
         match cmd {
-            Command::Start { requests, reply } => {
+            Command::Start {
+                requests,
+                hold: None,
+                reply,
+            } => {
                 let _ = reply.send(self.start(requests, now));
             }
+            Command::Start {
+                requests,
+                hold: Some(hold),
+                reply,
+            } => self.start_held(requests, hold, reply, now),
+            Command::Release { ids, reply } => {
+                let _ = reply.send(self.release(ids));
+            }
+            Command::HoldExpired { group } => self.hold_expired(group, now),
             Command::Stop { ids, reply } => {
                 let mut resp = StopContainersResponse::default();
                 for id in ids {
@@ -684,6 +745,7 @@ impl Manager {
         };
         if let Err((localization, diag)) = result {
             warn!(%diag, "localization failed");
+            self.hold_settled(id, Some(diag.clone()));
             if let Some(o) = self.table.launch_failed(&id, localization, diag, now) {
                 self.completed(id, o, true);
             }
@@ -691,23 +753,226 @@ impl Manager {
         }
         if !self.table.may_start(&id) {
             debug!("container was stopped while localizing; not starting it");
+            self.hold_settled(
+                id,
+                Some("the container was stopped before it started".into()),
+            );
             return;
         }
-        match self.executor.start(&spec, false) {
+        let hold = self.held_in.contains_key(&id);
+        match self.executor.start(&spec, hold) {
             Ok(p) => {
-                info!(pid = p.pid, "container process started");
-                self.table.started(&id, p.pid, p.start_ticks);
-                self.metrics.launched += 1;
+                match p.gate {
+                    Some(gate) => {
+                        info!(
+                            pid = p.pid,
+                            "container process set up; held for its gang launch"
+                        );
+                        self.table.held(&id, p.pid, p.start_ticks);
+                        self.gates.insert(id, gate);
+                    }
+                    None => {
+                        info!(pid = p.pid, "container process started");
+                        self.table.started(&id, p.pid, p.start_ticks);
+                        self.metrics.launched += 1;
+                    }
+                }
                 self.persist();
                 self.spawn_reaper(id, p.exit, spec.stderr_path());
+                self.hold_settled(id, None);
             }
             Err(e) => {
                 warn!(error = %e, "container failed to start");
+                self.hold_settled(id, Some(e.to_string()));
                 if let Some(o) =
                     self.table
                         .launch_failed(&id, e.is_localization(), e.to_string(), now)
                 {
                     self.completed(id, o, true);
+                }
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Held starts (gang launches)
+
+    /// Admits a held start; the reply waits until every container is held or has failed.
+    fn start_held(
+        &mut self,
+        requests: Vec<StartContainerRequest>,
+        hold: LaunchHold,
+        reply: Reply<StartContainersResponse>,
+        now: u64,
+    ) {
+        let resp = self.start(requests, now);
+        if resp.successfully_started_containers.is_empty() {
+            // Nothing to hold: every request was refused.
+            let _ = reply.send(resp);
+            return;
+        }
+        let group = self.next_hold;
+        self.next_hold += 1;
+        let waiting: HashSet<ContainerId> = resp
+            .successfully_started_containers
+            .iter()
+            .copied()
+            .collect();
+        for id in &waiting {
+            self.held_in.insert(*id, group);
+        }
+        let timeout = hold
+            .timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or(self.ctx.launch_hold_timeout);
+        info!(
+            group,
+            containers = waiting.len(),
+            timeout_ms = timeout.as_millis() as u64,
+            "held start accepted"
+        );
+        self.holds.insert(
+            group,
+            HoldGroup {
+                members: waiting.iter().copied().collect(),
+                waiting,
+                resp,
+                reply: Some(reply),
+            },
+        );
+        self.maybe_answer_hold(group);
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            let _ = tx.send(Command::HoldExpired { group }).await;
+        });
+    }
+
+    /// A container of a held start is set up (held), or failed (`Some(why)`): the start call
+    /// is answered once none is left setting up.
+    fn hold_settled(&mut self, id: ContainerId, failed: Option<String>) {
+        let Some(&group) = self.held_in.get(&id) else {
+            return;
+        };
+        if let Some(g) = self.holds.get_mut(&group) {
+            if !g.waiting.remove(&id) {
+                return;
+            }
+            if let Some(message) = failed {
+                g.resp.successfully_started_containers.retain(|c| *c != id);
+                g.resp.failed_requests.push(FailedContainerRequest {
+                    container_id: id.to_string(),
+                    exception: "YarnException".into(),
+                    message,
+                });
+            }
+        }
+        self.maybe_answer_hold(group);
+    }
+
+    fn maybe_answer_hold(&mut self, group: u64) {
+        if let Some(g) = self.holds.get_mut(&group) {
+            if g.waiting.is_empty() {
+                if let Some(reply) = g.reply.take() {
+                    info!(
+                        group,
+                        held = g.resp.successfully_started_containers.len(),
+                        failed = g.resp.failed_requests.len(),
+                        "held start answered"
+                    );
+                    let _ = reply.send(std::mem::take(&mut g.resp));
+                }
+            }
+        }
+    }
+
+    /// Opens the gates of the named held containers, all before any book-keeping, so that
+    /// they exec as close together as this node can make it.
+    fn release(&mut self, ids: Vec<ContainerId>) -> ReleaseContainersResponse {
+        let mut resp = ReleaseContainersResponse::default();
+        let mut opened = Vec::with_capacity(ids.len());
+        for id in ids {
+            match self.gates.remove(&id) {
+                Some(gate) => match gate.open() {
+                    Ok(()) => opened.push(id),
+                    Err(e) => resp.failed_requests.push(FailedContainerRequest {
+                        container_id: id.to_string(),
+                        exception: "YarnException".into(),
+                        message: format!("cannot release container {id}: {e}"),
+                    }),
+                },
+                None => {
+                    let message = match self.table.get(&id) {
+                        Some(c) => format!("container {id} is not held (state {})", c.state),
+                        None => format!("Container {id} is not handled by this NodeManager"),
+                    };
+                    resp.failed_requests.push(FailedContainerRequest {
+                        container_id: id.to_string(),
+                        exception: "YarnException".into(),
+                        message,
+                    });
+                }
+            }
+        }
+        for id in &opened {
+            if self.table.released(id) {
+                self.metrics.launched += 1;
+            }
+            self.forget_hold(id);
+        }
+        // Nothing to store or tell the RM: the store keeps no state for a live container and
+        // the RM already sees it RUNNING. Not waking the heartbeat or writing the store here
+        // leaves this node's CPUs to the processes now starting.
+        if !opened.is_empty() {
+            info!(containers = opened.len(), "held containers released");
+        }
+        resp.successfully_released_containers = opened;
+        resp
+    }
+
+    /// A held start's time is up: what was not released is stopped, and a call still waiting
+    /// for its containers to be set up is answered with what there is.
+    fn hold_expired(&mut self, group: u64, now: u64) {
+        let Some(mut g) = self.holds.remove(&group) else {
+            return;
+        };
+        let mut stopped = 0;
+        for id in &g.members {
+            self.held_in.remove(id);
+            let held = self.gates.remove(id).is_some();
+            let localizing = g.waiting.contains(id);
+            if held || localizing {
+                stopped += 1;
+                let _ = self.stop(*id, StopReason::HoldExpired, now);
+            }
+        }
+        if stopped > 0 {
+            warn!(
+                group,
+                stopped, "held start was not released in time; its containers are stopped"
+            );
+        }
+        if let Some(reply) = g.reply.take() {
+            for id in g.waiting.drain() {
+                g.resp.successfully_started_containers.retain(|c| *c != id);
+                g.resp.failed_requests.push(FailedContainerRequest {
+                    container_id: id.to_string(),
+                    exception: "YarnException".into(),
+                    message: "still being set up when the hold timed out; stopped".into(),
+                });
+            }
+            let _ = reply.send(g.resp);
+        }
+    }
+
+    /// The container is no longer held (released, stopped or complete).
+    fn forget_hold(&mut self, id: &ContainerId) {
+        self.gates.remove(id);
+        if let Some(group) = self.held_in.remove(id) {
+            if let Some(g) = self.holds.get_mut(&group) {
+                g.members.retain(|m| m != id);
+                if g.members.is_empty() && g.reply.is_none() {
+                    self.holds.remove(&group);
                 }
             }
         }
@@ -788,6 +1053,8 @@ impl Manager {
 
     fn stop(&mut self, id: ContainerId, reason: StopReason, now: u64) -> Result<(), String> {
         let _g = span(&id).entered();
+        // A held process must not run now: without its gate it exits even before the signal.
+        self.gates.remove(&id);
         match self.table.request_stop(&id, reason, now) {
             StopAction::Unknown => {
                 Err(format!("Container {id} is not handled by this NodeManager"))
@@ -828,6 +1095,13 @@ impl Manager {
         }
         self.plugins.release(id);
         self.pending.remove(&id);
+        if self.held_in.contains_key(&id) {
+            self.hold_settled(
+                id,
+                Some("the container ended before it was released".into()),
+            );
+        }
+        self.forget_hold(&id);
         // A stopped container's leader is gone: whatever it left behind in its group gets the
         // SIGKILL now rather than at the deadline. (Exits nobody asked for leave stragglers
         // alone, as YARN without cgroups does.)

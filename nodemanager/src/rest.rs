@@ -19,8 +19,9 @@ use serde::{Deserialize, Serialize};
 use spindle_common::ids::{ApplicationId, ContainerId, NodeId};
 use spindle_common::records::exception::ExceptionKind;
 use spindle_common::records::node::{
-    NmAppBody, NmAppInfo, NmApps, NmAppsBody, NmContainerBody, NmContainerInfo, NmContainers,
-    NmContainersBody, NmNodeInfo, NodeInfoBody, StartContainersRequest, StopContainersRequest,
+    LaunchHold, NmAppBody, NmAppInfo, NmApps, NmAppsBody, NmContainerBody, NmContainerInfo,
+    NmContainers, NmContainersBody, NmNodeInfo, NodeInfoBody, ReleaseContainersRequest,
+    StartContainersRequest, StopContainersRequest,
 };
 use spindle_common::resource::Resource;
 
@@ -95,6 +96,7 @@ pub fn router(state: RestState) -> Router {
         .route("/ws/v1/node/containers", get(containers))
         .route("/ws/v1/node/containers/start", post(start))
         .route("/ws/v1/node/containers/stop", post(stop))
+        .route("/ws/v1/node/containers/release", post(release))
         .route("/ws/v1/node/containers/{containerid}", get(container))
         .route("/ws/v1/node/containers/{containerid}/logs", get(log_list))
         .route(
@@ -341,7 +343,27 @@ async fn start(
     State(s): State<RestState>,
     JsonBody(req): JsonBody<StartContainersRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
-    Ok(Json(s.0.handle.start(req.start_container_request).await?))
+    if let Some(ms) = req.hold.as_ref().and_then(|h| h.timeout_ms) {
+        if ms == 0 || ms > LaunchHold::MAX_TIMEOUT_MS {
+            return Err(ApiError::bad_request(format!(
+                "hold.timeoutMs must be from 1 to {}, got {ms}",
+                LaunchHold::MAX_TIMEOUT_MS
+            )));
+        }
+    }
+    Ok(Json(
+        s.0.handle
+            .start(req.start_container_request, req.hold)
+            .await?,
+    ))
+}
+
+/// `POST /ws/v1/node/containers/release` (Spindle's extension): held containers exec now.
+async fn release(
+    State(s): State<RestState>,
+    JsonBody(req): JsonBody<ReleaseContainersRequest>,
+) -> Result<impl IntoResponse, ApiError> {
+    Ok(Json(s.0.handle.release(req.container_ids).await?))
 }
 
 async fn stop(

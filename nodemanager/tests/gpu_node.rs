@@ -484,6 +484,7 @@ async fn every_managed_device_a_container_was_not_granted_is_denied() {
     let (a, b) = (cid(6, 1), cid(6, 2));
     let body = spindle_common::records::node::StartContainersRequest {
         start_container_request: vec![ident(a, gpus(1)), ident(b, Resource::new(256, 1))],
+        hold: None,
     };
     let r: StartContainersResponse = http
         .post(format!("http://{addr}/ws/v1/node/containers/start"))

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use spindle_common::ids::ContainerId;
 use spindle_common::records::am::{Container, GangState, GangStatus};
-use spindle_common::records::node::ContainerLaunchContext;
+use spindle_common::records::node::{ContainerLaunchContext, LaunchHold};
 use spindle_common::states::{exit_status, FinalApplicationStatus};
 
 use super::{
@@ -31,6 +31,9 @@ use crate::nm_client::NmClient;
 pub const RM_UNREACHABLE_LIMIT: Duration = Duration::from_secs(60);
 /// Tries at asking rank 0's NM for a free port.
 const FREE_PORT_TRIES: u32 = 3;
+/// How long the NMs hold set-up workers for the release: far beyond the release calls' few
+/// milliseconds, so it only matters if this AM dies between the two phases.
+const HOLD_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How the AM ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -191,8 +194,8 @@ impl Attempt<'_> {
         }
     }
 
-    /// Starts every worker: one start call per node carrying all of that node's workers, all
-    /// nodes at once. Returns the first failure, if any.
+    /// Starts every worker together ([`NmClient::start_gang`]): every node sets its workers up
+    /// and holds them, then all are released at once. Returns the first failure, if any.
     async fn start_all(
         &self,
         ranks: &[RankInfo],
@@ -202,29 +205,23 @@ impl Attempt<'_> {
     ) -> Option<String> {
         let n = self.cfg.workers;
         let command = self.cfg.command_line();
-        let mut by_node: BTreeMap<String, Vec<(Container, ContainerLaunchContext)>> =
-            BTreeMap::new();
-        for r in ranks {
-            let ctx = ContainerLaunchContext {
-                commands: vec![command.clone()],
-                environment: worker_env(self.cfg, r, n, master_addr, port, self.number),
-                local_resources: BTreeMap::new(),
-            };
-            by_node
-                .entry(r.container.node_http_address.clone())
-                .or_default()
-                .push((r.container.clone(), ctx));
-        }
-        let started = Instant::now();
-        let results = futures::future::join_all(
-            by_node
-                .into_iter()
-                .map(|(addr, batch)| async move { self.nm.start_batch(&addr, batch).await }),
-        )
-        .await;
-        let took = started.elapsed();
+        let members: Vec<(Container, ContainerLaunchContext)> = ranks
+            .iter()
+            .map(|r| {
+                let ctx = ContainerLaunchContext {
+                    commands: vec![command.clone()],
+                    environment: worker_env(self.cfg, r, n, master_addr, port, self.number),
+                    local_resources: BTreeMap::new(),
+                };
+                (r.container.clone(), ctx)
+            })
+            .collect();
+        let hold = LaunchHold {
+            timeout_ms: Some(HOLD_TIMEOUT.as_millis() as u64),
+        };
+        let launch = self.nm.start_gang(members, hold).await;
         let outcome: BTreeMap<ContainerId, Result<(), crate::ClientError>> =
-            results.into_iter().flatten().collect();
+            launch.outcome.into_iter().collect();
         let mut failure = None;
         for r in ranks {
             let c = &r.container;
@@ -253,8 +250,9 @@ impl Attempt<'_> {
         }
         if failure.is_none() {
             out(&format!(
-                "all {n} start calls answered in {:.1} ms",
-                took.as_secs_f64() * 1e3
+                "all {n} workers set up and held in {:.1} ms; all start calls answered in {:.1} ms",
+                launch.held_in.as_secs_f64() * 1e3,
+                launch.released_in.unwrap_or_default().as_secs_f64() * 1e3
             ));
         }
         failure

@@ -165,6 +165,10 @@ pub const DEFAULT_NM_RECOVERY_DIR: &str = "${hadoop.tmp.dir}/yarn-nm-recovery";
 /// Grace period between SIGTERM and SIGKILL when a container is stopped.
 pub const NM_SLEEP_DELAY_BEFORE_SIGKILL_MS: &str = "yarn.nodemanager.sleep-delay-before-sigkill.ms";
 pub const DEFAULT_NM_SLEEP_DELAY_BEFORE_SIGKILL_MS: u64 = 250;
+/// How long a held gang start (`"hold"` on a start call) waits for its release when the call
+/// names no timeout; held containers not released by then are stopped. 1 ms to 10 min.
+pub const SPINDLE_NM_LAUNCH_HOLD_TIMEOUT_MS: &str = "spindle.nodemanager.launch-hold.timeout-ms";
+pub const DEFAULT_SPINDLE_NM_LAUNCH_HOLD_TIMEOUT_MS: u64 = 60_000;
 /// Seconds to keep a finished container's directories before deleting them (debugging).
 pub const NM_DELETE_DEBUG_DELAY_SEC: &str = "yarn.nodemanager.delete.debug-delay-sec";
 pub const DEFAULT_NM_DELETE_DEBUG_DELAY_SEC: i64 = 0;
@@ -240,6 +244,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     (NM_LOG_DIRS, DEFAULT_NM_LOG_DIRS),
     (NM_RECOVERY_DIR, DEFAULT_NM_RECOVERY_DIR),
     (NM_SLEEP_DELAY_BEFORE_SIGKILL_MS, "250"),
+    (SPINDLE_NM_LAUNCH_HOLD_TIMEOUT_MS, "60000"),
     (NM_DELETE_DEBUG_DELAY_SEC, "0"),
     (NM_VMEM_CHECK_ENABLED, "true"),
     (NM_PMEM_CHECK_ENABLED, "true"),

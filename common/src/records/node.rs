@@ -33,6 +33,41 @@ pub struct StartContainerRequest {
 #[serde(default, rename_all = "camelCase")]
 pub struct StartContainersRequest {
     pub start_container_request: Vec<StartContainerRequest>,
+    /// Spindle's extension for gangs: set up every container of this call (localized, in its
+    /// cgroups, logs open) but hold it before its `exec` until
+    /// `POST /ws/v1/node/containers/release` names it. The answer comes once all are held
+    /// (or failed), so an AM can release a gang on every node at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hold: Option<LaunchHold>,
+}
+
+/// How a held start waits (see [`StartContainersRequest::hold`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct LaunchHold {
+    /// Containers not released this long after the start call are stopped (exit status
+    /// -100, ABORTED) without having run. None: the NM's default. At most [`LaunchHold::MAX_TIMEOUT_MS`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+impl LaunchHold {
+    /// The longest hold an NM accepts (ten minutes).
+    pub const MAX_TIMEOUT_MS: u64 = 600_000;
+}
+
+/// `POST /ws/v1/node/containers/release`: lets held containers run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ReleaseContainersRequest {
+    pub container_ids: Vec<ContainerId>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ReleaseContainersResponse {
+    pub successfully_released_containers: Vec<ContainerId>,
+    pub failed_requests: Vec<FailedContainerRequest>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -250,7 +250,14 @@ impl Child<'_> {
         if libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
             self.fail(4);
         }
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        // Handlers the NM installed (SIGTERM, SIGINT, SIGCHLD, ...) are copied by the fork:
+        // a held child must die of a stop's SIGTERM, not run the NM's handler. (exec would
+        // reset handlers but keeps ignored signals, such as Rust's SIGPIPE.)
+        for sig in 1..libc::SIGRTMAX() {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
         if libc::setsid() < 0 {
             self.fail(0);
         }

@@ -13,8 +13,9 @@ use axum::{Json, Router};
 use spindle_common::config::{keys, Configuration};
 use spindle_common::ids::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId};
 use spindle_common::records::node::{
-    ContainerLaunchContext, StartContainerRequest, StartContainersRequest, StartContainersResponse,
-    StopContainersRequest, StopContainersResponse,
+    ContainerLaunchContext, LaunchHold, ReleaseContainersRequest, ReleaseContainersResponse,
+    StartContainerRequest, StartContainersRequest, StartContainersResponse, StopContainersRequest,
+    StopContainersResponse,
 };
 use spindle_common::records::resource::ResourceInfo;
 use spindle_common::records::tracker::{
@@ -267,21 +268,67 @@ impl TestNm {
         }
     }
 
+    /// POSTs `body` as JSON to `path`; asserts 200 and decodes the answer.
+    async fn post_ok<R: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl serde::Serialize,
+    ) -> R {
+        let (status, v) = self
+            .post_json(path, &serde_json::to_value(body).unwrap())
+            .await;
+        assert_eq!(status, 200, "{path}: {v}");
+        serde_json::from_value(v).unwrap()
+    }
+
     pub async fn start_containers(
         &self,
         reqs: Vec<StartContainerRequest>,
     ) -> StartContainersResponse {
+        let body = StartContainersRequest {
+            start_container_request: reqs,
+            hold: None,
+        };
+        self.post_ok("/ws/v1/node/containers/start", &body).await
+    }
+
+    /// A held start (a gang launch): answers once every container is held or failed.
+    /// `timeout_ms` None: the NM's default hold timeout.
+    pub async fn start_containers_held(
+        &self,
+        reqs: Vec<StartContainerRequest>,
+        timeout_ms: Option<u64>,
+    ) -> StartContainersResponse {
+        let body = StartContainersRequest {
+            start_container_request: reqs,
+            hold: Some(LaunchHold { timeout_ms }),
+        };
+        self.post_ok("/ws/v1/node/containers/start", &body).await
+    }
+
+    /// Lets held containers run.
+    pub async fn release_containers(&self, ids: Vec<ContainerId>) -> ReleaseContainersResponse {
+        let body = ReleaseContainersRequest { container_ids: ids };
+        self.post_ok("/ws/v1/node/containers/release", &body).await
+    }
+
+    /// POSTs a raw JSON body; answers the status and the body as JSON.
+    pub async fn post_json(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> (u16, serde_json::Value) {
         let r = self
             .http
-            .post(format!("{}/ws/v1/node/containers/start", self.base))
-            .json(&StartContainersRequest {
-                start_container_request: reqs,
-            })
+            .post(format!("{}{path}", self.base))
+            .json(body)
             .send()
             .await
             .unwrap();
-        assert_eq!(r.status(), 200);
-        r.json().await.unwrap()
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}"));
+        (status, v)
     }
 
     /// Starts one container of `user` running `command`; asserts it was accepted.
@@ -312,15 +359,8 @@ impl TestNm {
     }
 
     pub async fn stop_containers(&self, ids: Vec<ContainerId>) -> StopContainersResponse {
-        let r = self
-            .http
-            .post(format!("{}/ws/v1/node/containers/stop", self.base))
-            .json(&StopContainersRequest { container_ids: ids })
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
-        r.json().await.unwrap()
+        let body = StopContainersRequest { container_ids: ids };
+        self.post_ok("/ws/v1/node/containers/stop", &body).await
     }
 
     pub async fn get(&self, path: &str) -> (u16, String) {

@@ -1346,6 +1346,7 @@ impl RmCore {
                     container_token: container.container_token,
                     container_launch_context: launch,
                 }],
+                hold: None,
             },
         });
     }
