@@ -16,6 +16,9 @@
 //! long enough to reap the command and write `143`; the command's exit code, including
 //! bash's 128+signo for a signalled command, is therefore what the wrapper exits with.
 //!
+//! The fork and exec are done by hand (`launcher/spawn.rs`), so that a held start (a gang launch) can
+//! keep a fully set-up child waiting before its `exec` until the AM releases the gang.
+//!
 //! Containers run as the NodeManager's own user: there is no setuid launch yet (YARN's
 //! LinuxContainerExecutor), so `USER` names the submitter but the uid is the NM's.
 //!

@@ -4,25 +4,19 @@
 //! of the gang waits.
 //!
 //! `cargo build --release --workspace --bins && ./target/release/gang_skew_bench`
-//! (`--runs 10 --members 64 --nodes 4 --vcores 20`, the defaults; `-D name=value` adds an NM
-//! property, e.g. `-D spindle.nodemanager.cgroups.enabled=false`).
+//! (`--runs 10 --members 64 --nodes 4 --vcores 20 --linger-ms 1000`, the defaults;
+//! `-D name=value` adds an NM property, e.g. `-D spindle.nodemanager.cgroups.enabled=false`).
 //!
-//! Each member is this binary in `stamp <dir>` mode: the first thing it does is write the
-//! wall clock (Unix ns; everything runs on this machine, one clock) to `<dir>/<CONTAINER_ID>`.
+//! Each member is `gang_stamp` (built beside this binary): the first thing it does is print
+//! the wall clock (Unix ns; everything runs on this machine, one clock) to its stdout, then it
+//! stays `--linger-ms` like a worker at its rendezvous.
 //! Members are CPU-only, 128 MB and 1 vcore each.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use spindle_system_tests::{bin, output_within, Cluster, ClusterOpts};
-
-fn now_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0)
-}
 
 fn arg(args: &[String], name: &str, default: usize) -> usize {
     args.iter()
@@ -34,23 +28,6 @@ fn arg(args: &[String], name: &str, default: usize) -> usize {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("stamp") {
-        let t = now_ns();
-        let (Some(dir), Ok(id)) = (args.get(2), std::env::var("CONTAINER_ID")) else {
-            eprintln!("usage: gang_skew_bench stamp DIR (in a container)");
-            std::process::exit(2);
-        };
-        let node = std::env::var("NM_PORT").unwrap_or_default();
-        if let Err(e) = std::fs::write(Path::new(dir).join(id), format!("{t} {node}\n")) {
-            eprintln!("gang_skew_bench stamp: {e}");
-            std::process::exit(1);
-        }
-        // Like a worker waiting at its rendezvous, stay a while: a member that exited at once
-        // would have its exit and cleanup compete with the later members' start.
-        let linger = args.get(3).and_then(|v| v.parse().ok()).unwrap_or(0);
-        std::thread::sleep(Duration::from_millis(linger));
-        return;
-    }
     let runs = arg(&args, "--runs", 10);
     let members = arg(&args, "--members", 64);
     let nodes = arg(&args, "--nodes", 4);
@@ -74,20 +51,29 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
-/// (start ns, node) of every member.
-fn stamps(dir: &Path) -> Vec<(u128, String)> {
-    std::fs::read_dir(dir)
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-                .filter_map(|t| {
-                    let mut w = t.split_whitespace();
-                    let ns = w.next()?.parse().ok()?;
-                    Some((ns, w.next().unwrap_or_default().to_string()))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+/// (start ns, node) of every member of `app`: the first line of each container's stdout
+/// under the NMs' log dirs (`<cluster>/nm<i>/logs/<app>/<container>/stdout`) that reads as
+/// "ns port" (the AM's stdout has none).
+fn stamps(cluster: &Cluster, nodes: usize, app: &str) -> Vec<(u128, String)> {
+    let mut out = Vec::new();
+    for i in 0..nodes {
+        let app_logs = cluster.dir.path().join(format!("nm{i}/logs/{app}"));
+        let Ok(containers) = std::fs::read_dir(&app_logs) else {
+            continue;
+        };
+        for c in containers.filter_map(Result::ok) {
+            let Ok(text) = std::fs::read_to_string(c.path().join("stdout")) else {
+                continue;
+            };
+            let stamp = text.lines().find_map(|l| {
+                let mut w = l.split_whitespace();
+                let ns = w.next()?.parse().ok()?;
+                Some((ns, w.next()?.to_string()))
+            });
+            out.extend(stamp);
+        }
+    }
+    out
 }
 
 /// Largest first-to-last spread among the members of one node, and the spread of the
@@ -135,14 +121,20 @@ fn driver(
         nm_props,
         ..Default::default()
     });
-    let scratch = tempfile::tempdir().expect("tempdir");
-    let me: PathBuf = std::env::current_exe().expect("exe");
+    // The members: `gang_stamp`, built next to this benchmark.
+    let stamp: PathBuf = std::env::current_exe()
+        .expect("exe")
+        .with_file_name("gang_stamp");
+    assert!(
+        stamp.is_file(),
+        "{} is missing: cargo build --release -p spindle-system-tests --bins",
+        stamp.display()
+    );
     let mut skews = Vec::new();
     let mut node_skews = Vec::new();
     let mut dispatches = Vec::new();
+    let mut helds = Vec::new();
     for run in 0..runs {
-        let dir = scratch.path().join(format!("run-{run}"));
-        std::fs::create_dir_all(&dir).expect("run dir");
         let mut cmd = Command::new(bin("spindle"));
         cmd.env("SPINDLE_RM_ADDRESS", &cluster.rm_addr)
             .env("SPINDLE_CONF_DIR", &cluster.conf_dir)
@@ -160,12 +152,16 @@ fn driver(
                 "120000",
                 "--",
             ])
-            .arg(&me)
-            .arg("stamp")
-            .arg(&dir)
+            .arg(&stamp)
             .arg(linger_ms.to_string());
         let out = output_within(cmd, Duration::from_secs(180));
-        let t = stamps(&dir);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let app = stdout
+            .split_whitespace()
+            .find(|w| w.starts_with("application_"))
+            .unwrap_or_default()
+            .trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+        let t = stamps(&cluster, nodes, app);
         if !out.status.success() || t.len() != members {
             cluster.dump_logs();
             panic!(
@@ -182,27 +178,27 @@ fn driver(
         let skew = (hi - lo) as f64 / 1e6;
         let (node_skew, first_spread) = node_spreads(&t);
         // The AM's side: how long its parallel start calls took to be answered.
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let app = stdout
-            .split_whitespace()
-            .find(|w| w.starts_with("application_"))
-            .unwrap_or_default();
-        let dispatch = cluster
-            .am_stdout(app)
-            .lines()
-            .find_map(|l| {
-                l.split_once("start calls answered in ")
-                    .and_then(|(_, r)| r.trim_end_matches(" ms").trim().parse::<f64>().ok())
-            })
-            .unwrap_or(f64::NAN);
+        // "all N workers set up and held in X ms; all start calls answered in Y ms"
+        let am = cluster.am_stdout(app);
+        let ms_after = |key: &str| {
+            am.lines()
+                .find_map(|l| {
+                    let (_, r) = l.split_once(key)?;
+                    r.split_whitespace().next()?.parse::<f64>().ok()
+                })
+                .unwrap_or(f64::NAN)
+        };
+        let dispatch = ms_after("start calls answered in ");
+        let held = ms_after("set up and held in ");
         eprintln!(
             "run {run}: start skew {skew:.1} ms (worst within one node {node_skew:.1} ms; \
-             nodes' first starts within {first_spread:.1} ms; the AM's start calls answered \
-             in {dispatch:.1} ms)"
+             nodes' first starts within {first_spread:.1} ms; all members held {held:.1} ms \
+             after the grant's start calls were sent; release calls answered in {dispatch:.1} ms)"
         );
         skews.push(skew);
         node_skews.push(node_skew);
         dispatches.push(dispatch);
+        helds.push(held);
     }
     let mut sorted = skews.clone();
     sorted.sort_by(f64::total_cmp);
@@ -239,8 +235,16 @@ fn driver(
     let mut d = dispatches.clone();
     d.sort_by(f64::total_cmp);
     println!(
-        "AM start calls (all nodes in parallel) answered in: p50 {:.1} ms, max {:.1} ms",
+        "AM release calls (all nodes in parallel) answered in: p50 {:.1} ms, max {:.1} ms",
         pct(&d, 0.5),
         pct(&d, 1.0)
+    );
+    let mut h = helds.clone();
+    h.sort_by(f64::total_cmp);
+    println!(
+        "held start calls (set-up of all members, all nodes in parallel) answered in: \
+         p50 {:.1} ms, max {:.1} ms",
+        pct(&h, 0.5),
+        pct(&h, 1.0)
     );
 }
