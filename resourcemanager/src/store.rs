@@ -17,7 +17,7 @@ use spindle_common::states::{FinalApplicationStatus, YarnApplicationState};
 use spindle_common::token::TokenSecret;
 use spindle_common::{ApplicationId, Resource};
 
-use crate::core::{AppRecord, Submission};
+use crate::core::{AppRecord, AttemptRecord, Submission};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -81,6 +81,9 @@ struct StoredApp {
     attempts: u32,
     memory_ms: i64,
     vcore_ms: i64,
+    /// Absent in records written before work-preserving recovery.
+    #[serde(default)]
+    live_attempt: Option<AttemptRecord>,
 }
 
 impl StateStore {
@@ -385,6 +388,7 @@ fn to_stored(r: &AppRecord) -> StoredApp {
         attempts: r.attempts,
         memory_ms: r.memory_ms,
         vcore_ms: r.vcore_ms,
+        live_attempt: r.live_attempt.clone(),
     }
 }
 
@@ -419,6 +423,7 @@ fn from_stored(s: StoredApp) -> AppRecord {
         attempts: s.attempts,
         memory_ms: s.memory_ms,
         vcore_ms: s.vcore_ms,
+        live_attempt: s.live_attempt,
     }
 }
 
@@ -456,6 +461,15 @@ mod tests {
             attempts: 1,
             memory_ms: 0,
             vcore_ms: 0,
+            live_attempt: Some(AttemptRecord {
+                am_container: "container_5_0001_01_000001".parse().unwrap(),
+                am_node: "127.0.0.1:4545".parse().unwrap(),
+                am_node_http: "127.0.0.1:4545".into(),
+                start_time: 2,
+                host: "h".into(),
+                rpc_port: -1,
+                tracking_url: String::new(),
+            }),
         };
         let secret = {
             let mut s = StateStore::open(&path).unwrap();
@@ -470,6 +484,7 @@ mod tests {
         assert_eq!(r.secret, secret);
         assert_eq!(r.apps.len(), 1);
         assert_eq!(r.apps[0].sub.am_resource, rec.sub.am_resource);
+        assert_eq!(r.apps[0].live_attempt, rec.live_attempt);
         s.delete_app(&rec.id).unwrap();
         assert!(s.recover().unwrap().apps.is_empty());
     }

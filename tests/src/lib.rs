@@ -302,7 +302,13 @@ impl Cluster {
     /// Stops the RM (SIGTERM, then SIGKILL after 10 s) and starts a new one with the same
     /// configuration, state store and address, so the NMs and clients find it again.
     pub fn restart_rm(&mut self) {
-        self.rm.signal(Signal::SIGTERM);
+        self.restart_rm_after(Signal::SIGTERM);
+    }
+
+    /// Stops the RM with `sig` (SIGKILL: a crash) and starts it again on the same address
+    /// and state store.
+    pub fn restart_rm_after(&mut self, sig: Signal) {
+        self.rm.signal(sig);
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.rm.is_running() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));

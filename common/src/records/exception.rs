@@ -33,6 +33,9 @@ pub enum ExceptionKind {
     MethodNotAllowed,
     /// 409
     Conflict,
+    /// 409: an AM called allocate or finish without (or before re-) registering, e.g.
+    /// after an RM restart; YARN's AMRMClient registers again and resends its asks.
+    AmNotRegistered,
     /// 500
     Internal,
     /// 503: YARN's fallback for anything unmapped, and what a stopping RM answers.
@@ -47,7 +50,7 @@ impl ExceptionKind {
             Self::Forbidden => 403,
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
-            Self::Conflict => 409,
+            Self::Conflict | Self::AmNotRegistered => 409,
             Self::Internal => 500,
             Self::ServiceUnavailable => 503,
         }
@@ -61,6 +64,7 @@ impl ExceptionKind {
             Self::NotFound => "NotFoundException",
             Self::MethodNotAllowed => "WebApplicationException",
             Self::Conflict => "YarnException",
+            Self::AmNotRegistered => "ApplicationMasterNotRegisteredException",
             Self::Internal => "YarnRuntimeException",
             Self::ServiceUnavailable => "YarnException",
         }
@@ -74,6 +78,9 @@ impl ExceptionKind {
             Self::NotFound => "org.apache.hadoop.yarn.webapp.NotFoundException",
             Self::MethodNotAllowed => "javax.ws.rs.WebApplicationException",
             Self::Conflict => "org.apache.hadoop.yarn.exceptions.YarnException",
+            Self::AmNotRegistered => {
+                "org.apache.hadoop.yarn.exceptions.ApplicationMasterNotRegisteredException"
+            }
             Self::Internal => "org.apache.hadoop.yarn.exceptions.YarnRuntimeException",
             Self::ServiceUnavailable => "org.apache.hadoop.yarn.exceptions.YarnException",
         }

@@ -13,6 +13,8 @@ mod capacity_tests;
 #[cfg(test)]
 mod gang_tests;
 #[cfg(test)]
+mod recovery_tests;
+#[cfg(test)]
 pub(crate) mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -198,6 +200,8 @@ pub struct Counters {
     pub apps_failed: u64,
     pub apps_killed: u64,
     pub containers_allocated: u64,
+    /// Running containers taken back from re-registering NMs after an RM restart.
+    pub containers_recovered: u64,
 }
 
 pub struct RmCore {
@@ -328,9 +332,38 @@ impl RmCore {
         let id = app.id;
         let unfinished = !app.state.is_final();
         let leaf = self.sched.tree().leaf(&app.queue);
+        // Work-preserving: an attempt whose AM container was live is taken back as it was,
+        // waiting for its NM to report the AM (and its containers) and for the AM to register
+        // again; only if the AM is not reported in time does a new attempt start.
+        let live = rec
+            .live_attempt
+            .filter(|_| unfinished && leaf.is_some() && !app.sub.unmanaged_am);
+        if let (Some(live), Some(last)) = (&live, app.attempts.last_mut()) {
+            let mut att = Attempt::new(last.id, live.start_time, false);
+            att.state = AttemptState::LAUNCHED;
+            att.am_container = Some(live.am_container);
+            att.am_node = Some(live.am_node.clone());
+            att.am_node_http = Some(live.am_node_http.clone());
+            att.host = live.host.clone();
+            att.rpc_port = live.rpc_port;
+            att.last_heard = now;
+            att.awaiting_am_until = Some(now + self.conf.nm_expiry_ms);
+            *last = att;
+            app.tracking_url = live.tracking_url.clone();
+            app.diagnostics = format!(
+                "Recovered after a ResourceManager restart; waiting for attempt {} to \
+                 re-register (its AM container {} on {}).",
+                last.id, live.am_container, live.am_node
+            );
+        }
+        let live = live.is_some() && !app.attempts.is_empty();
         self.apps.insert(id, app);
         if unfinished {
             match leaf {
+                Some(leaf) if live => {
+                    self.admit(id, leaf, now);
+                    self.persist(&id);
+                }
                 Some(leaf) => {
                     if let Some(a) = self.apps.get_mut(&id) {
                         a.state = AppState::ACCEPTED;
@@ -577,6 +610,21 @@ impl RmCore {
 
     fn start_activated(&mut self, activated: Vec<ApplicationId>, now: u64) {
         for a in activated {
+            // Never two live attempts: a recovered application whose AM still runs needs
+            // no new one.
+            let live = self
+                .apps
+                .get(&a)
+                .and_then(App::current_attempt)
+                .is_some_and(|att| {
+                    !matches!(
+                        att.state,
+                        AttemptState::FAILED | AttemptState::KILLED | AttemptState::FINISHED
+                    )
+                });
+            if live {
+                continue;
+            }
             if let Some(app) = self.apps.get_mut(&a) {
                 if app
                     .diagnostics
@@ -719,8 +767,33 @@ impl RmCore {
                 attempts: app.attempts.len() as u32,
                 memory_ms: app.memory_ms,
                 vcore_ms: app.vcore_ms,
+                live_attempt: Self::live_attempt_record(app),
             })));
         }
+    }
+
+    /// The current attempt of an unfinished, managed application whose AM container has
+    /// been allocated and whose attempt has not ended.
+    fn live_attempt_record(app: &App) -> Option<AttemptRecord> {
+        if app.state.is_final() || app.sub.unmanaged_am {
+            return None;
+        }
+        let att = app.current_attempt()?;
+        if !matches!(
+            att.state,
+            AttemptState::ALLOCATED | AttemptState::LAUNCHED | AttemptState::RUNNING
+        ) {
+            return None;
+        }
+        Some(AttemptRecord {
+            am_container: att.am_container?,
+            am_node: att.am_node.clone()?,
+            am_node_http: att.am_node_http.clone().unwrap_or_default(),
+            start_time: att.start_time,
+            host: att.host.clone(),
+            rpc_port: att.rpc_port,
+            tracking_url: app.tracking_url.clone(),
+        })
     }
 
     /// `PUT /apps/{id}/state {"state":"KILLED"}`.
@@ -1349,6 +1422,8 @@ impl RmCore {
                 hold: None,
             },
         });
+        // The AM container is known now: a restarted RM will wait for it.
+        self.persist(app_id);
     }
 
     /// The driver's report on an AM launch.
@@ -1710,6 +1785,8 @@ impl RmCore {
                             r.diagnostics.clone()
                         };
                         self.complete_container(&r.id, r.exit_status, diag, now);
+                    } else {
+                        self.report_recovered_completion(r);
                     }
                     if let Some(n) = self.nodes.get_mut(id) {
                         n.to_ack.insert(r.id);
@@ -1719,18 +1796,25 @@ impl RmCore {
                 ContainerState::RUNNING | ContainerState::NEW => {
                     let known = self
                         .containers
-                        .get_mut(&r.id)
-                        .filter(|c| c.node == *id && c.is_live());
+                        .get(&r.id)
+                        .is_some_and(|c| c.node == *id && c.is_live());
                     match known {
-                        Some(c) => {
+                        true => {
                             still_running.insert(r.id);
-                            if c.state != RmContainerState::RUNNING {
+                            if let Some(c) = self
+                                .containers
+                                .get_mut(&r.id)
+                                .filter(|c| c.state != RmContainerState::RUNNING)
+                            {
                                 c.state = RmContainerState::RUNNING;
                                 c.start_time = now;
                                 self.changed();
                             }
                         }
-                        None => {
+                        false if self.recover_container(id, r, now) => {
+                            still_running.insert(r.id);
+                        }
+                        false => {
                             // Unknown to the RM, or already ended here: the NM must stop it.
                             if let Some(n) = self.nodes.get_mut(id) {
                                 n.to_cleanup.insert(r.id);
@@ -1774,6 +1858,105 @@ impl RmCore {
                 .collect();
             n.to_cleanup.retain(|c| reported_running.contains(c));
         }
+    }
+
+    /// The current attempt of a live application, if `cid` was allocated to it by an
+    /// earlier incarnation of this RM (a lower epoch) and this RM does not know it: a
+    /// container to take back after a restart.
+    fn previous_epoch_attempt(&self, cid: &ContainerId) -> Option<ApplicationAttemptId> {
+        if cid.epoch >= self.epoch || self.containers.contains_key(cid) {
+            return None;
+        }
+        let app = self.apps.get(&cid.application_id())?;
+        let att = app.current_attempt()?;
+        let live = !app.state.is_final()
+            && att.id == cid.attempt_id
+            && matches!(
+                att.state,
+                AttemptState::ALLOCATED | AttemptState::LAUNCHED | AttemptState::RUNNING
+            );
+        live.then_some(att.id)
+    }
+
+    /// Takes back a running container an NM reports that an earlier incarnation of this RM
+    /// allocated to a still-live attempt: it is accounted on its node, queue and user again,
+    /// and if it is the attempt's AM container the attempt stops waiting for it. False (the
+    /// NM is told to stop it) when it belongs to no live attempt or no longer fits the node.
+    fn recover_container(&mut self, node: &NodeId, r: &ReportedContainer, now: u64) -> bool {
+        let Some(attempt) = self.previous_epoch_attempt(&r.id) else {
+            return false;
+        };
+        let app_id = attempt.application_id;
+        let fits = self
+            .sched
+            .node(node)
+            .is_some_and(|n| r.resource.fits_in(&n.free));
+        let Some(n) = self.nodes.get_mut(node).filter(|_| fits) else {
+            return false;
+        };
+        let node_http = n.http_address.clone();
+        n.containers.insert(r.id);
+        let Some(app) = self.apps.get_mut(&app_id) else {
+            return false;
+        };
+        app.nodes_touched.insert(node.clone());
+        let Some(att) = app.current_attempt_mut() else {
+            return false;
+        };
+        att.containers.insert(r.id);
+        let is_am = att.am_container == Some(r.id);
+        if is_am {
+            att.awaiting_am_until = None;
+        }
+        self.containers.insert(
+            r.id,
+            RmContainer {
+                id: r.id,
+                node: node.clone(),
+                node_http,
+                resource: r.resource.clone(),
+                priority: if is_am { AM_PRIORITY } else { 0 },
+                allocation_request_id: -1,
+                is_am,
+                gang: None,
+                state: RmContainerState::RUNNING,
+                allocated_time: now,
+                start_time: now,
+                finish_time: 0,
+                exit_status: exit_status::INVALID,
+                diagnostics: String::new(),
+            },
+        );
+        self.sched.charge(&app_id, node, &r.resource);
+        self.counters.containers_recovered += 1;
+        self.changed();
+        true
+    }
+
+    /// A container of a live attempt that ended while this RM was down (allocated by an
+    /// earlier incarnation): its AM is told, once.
+    fn report_recovered_completion(&mut self, r: &ReportedContainer) {
+        let Some(attempt) = self.previous_epoch_attempt(&r.id) else {
+            return;
+        };
+        let Some(att) = self
+            .apps
+            .get_mut(&attempt.application_id)
+            .and_then(App::current_attempt_mut)
+        else {
+            return;
+        };
+        if att.am_container == Some(r.id) || !att.containers.insert(r.id) {
+            return;
+        }
+        att.to_report.push(ContainerStatus {
+            container_id: r.id,
+            state: ContainerState::COMPLETE,
+            exit_status: r.exit_status,
+            diagnostics: r.diagnostics.clone(),
+            gang_id: None,
+        });
+        self.changed();
     }
 
     fn lose_node(&mut self, id: &NodeId, now: u64) {
@@ -2141,11 +2324,15 @@ impl RmCore {
         let mut am_expired = Vec::new();
         let mut am_linger = Vec::new();
         let mut killing = Vec::new();
+        let mut am_unreported = Vec::new();
         for app in self.apps.values() {
             if app.killing_since.is_some() {
                 killing.push(app.id);
             }
             if let Some(att) = app.current_attempt() {
+                if att.awaiting_am_until.is_some_and(|t| now > t) && !app.state.is_final() {
+                    am_unreported.push(att.id);
+                }
                 let live_am = matches!(att.state, AttemptState::LAUNCHED | AttemptState::RUNNING);
                 if live_am
                     && !app.state.is_final()
@@ -2161,6 +2348,16 @@ impl RmCore {
                     }
                 }
             }
+        }
+        for a in am_unreported {
+            // Most likely its node is gone: like a lost node, this does not count against
+            // the application's attempts.
+            let diag = format!(
+                "ApplicationMaster container of {a} was not reported by any NodeManager within \
+                 {} ms of the ResourceManager's restart",
+                self.conf.nm_expiry_ms
+            );
+            self.fail_attempt(&a, diag, false, now);
         }
         for a in am_expired {
             let c = self
@@ -2308,6 +2505,7 @@ impl Attempt {
                 String::new()
             },
             unregistered_at: None,
+            awaiting_am_until: None,
         }
     }
 }

@@ -175,6 +175,9 @@ pub struct Attempt {
     pub diagnostics: String,
     /// When the AM unregistered; its container is stopped after a grace period.
     pub unregistered_at: Option<u64>,
+    /// Recovered after an RM restart and its AM container not yet reported by its NM: the
+    /// time by which it must be, else the attempt fails.
+    pub awaiting_am_until: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -247,6 +250,22 @@ pub struct AppRecord {
     pub attempts: u32,
     pub memory_ms: i64,
     pub vcore_ms: i64,
+    /// The current attempt while its AM container lives: a restarted RM waits for that AM
+    /// (and its containers, as their NMs re-register) instead of starting a new attempt.
+    pub live_attempt: Option<AttemptRecord>,
+}
+
+/// What a restarted RM needs of a live attempt (work-preserving recovery).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptRecord {
+    pub am_container: ContainerId,
+    pub am_node: NodeId,
+    pub am_node_http: String,
+    pub start_time: u64,
+    pub host: String,
+    pub rpc_port: i32,
+    pub tracking_url: String,
 }
 
 /// Named things per container id for REST lookups.

@@ -126,9 +126,8 @@ impl From<RmError> for ApiError {
                         ExceptionKind::BadRequest
                     }
                     CoreError::InvalidToken(_) => ExceptionKind::Authorization,
-                    CoreError::NotRegistered(_) | CoreError::WrongState(_) => {
-                        ExceptionKind::Conflict
-                    }
+                    CoreError::NotRegistered(_) => ExceptionKind::AmNotRegistered,
+                    CoreError::WrongState(_) => ExceptionKind::Conflict,
                     CoreError::Forbidden(_) => ExceptionKind::Forbidden,
                 };
                 ApiError::new(kind, c.to_string())

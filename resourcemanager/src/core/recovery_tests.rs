@@ -1,0 +1,324 @@
+//! Work-preserving recovery: a restarted RM (a new core, one epoch later, fed the records the
+//! old one persisted) takes running work back as NMs re-register, and the AM carries on.
+
+use spindle_common::states::{ContainerState, YarnApplicationState as AppState};
+use spindle_common::token::TokenSecret;
+
+use super::tests::TestEnv;
+use super::*;
+
+fn report(id: ContainerId, state: ContainerState, exit: i32, mem: i64) -> ReportedContainer {
+    ReportedContainer {
+        id,
+        state,
+        exit_status: exit,
+        diagnostics: if state == ContainerState::COMPLETE {
+            format!("exit {exit}")
+        } else {
+            String::new()
+        },
+        resource: Resource::new(mem, 1),
+    }
+}
+
+fn registration(node: &NodeId, containers: Vec<ReportedContainer>) -> NodeRegistration {
+    NodeRegistration {
+        id: node.clone(),
+        http_address: format!("{}:{}", node.host, node.port),
+        rack: "/default-rack".into(),
+        total: Resource::new(8192, 8),
+        version: "test".into(),
+        containers,
+        attributes: Default::default(),
+    }
+}
+
+/// The last record the core asked to persist for `app`.
+fn last_record(env: &TestEnv, app: &ApplicationId) -> AppRecord {
+    env.effects
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            Effect::PersistApp(r) if r.id == *app => Some((**r).clone()),
+            _ => None,
+        })
+        .expect("a persisted record")
+}
+
+/// A new RM incarnation (epoch 1) with the same secret, which recovers `records`.
+fn restarted(records: Vec<AppRecord>, now: u64) -> TestEnv {
+    let mut env = TestEnv::new();
+    let secret = TokenSecret::from_hex("00112233445566778899aabbccddeeff").expect("static hex");
+    env.core = RmCore::new(CoreConfig::for_tests(), 2_000, 1, secret);
+    env.now = now;
+    for r in records {
+        env.core.recover_app(r, now);
+    }
+    env.step();
+    env
+}
+
+struct Running {
+    env: TestEnv,
+    node: NodeId,
+    app: ApplicationId,
+    attempt: ApplicationAttemptId,
+    am: ContainerId,
+    workers: Vec<ContainerId>,
+}
+
+/// One node, one application whose registered AM holds two 1024 MB workers, all running.
+fn running_app() -> Running {
+    let mut env = TestEnv::new();
+    let node = NodeId::new("h1", 1);
+    env.core.register_node(registration(&node, vec![]), env.now);
+    env.step();
+    let app = env.submit("default");
+    let (attempt, am) = env.launch_all()[0];
+    env.heartbeat(&node, vec![report(am, ContainerState::RUNNING, -1000, 512)]);
+    env.core
+        .am_register(
+            &attempt,
+            "amhost".into(),
+            7,
+            "http://amhost/ui".into(),
+            env.now,
+        )
+        .expect("register");
+    env.step();
+    let workers: Vec<ContainerId> = env
+        .ask(&attempt, 2, 1024)
+        .allocated
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    let workers = if workers.len() == 2 {
+        workers
+    } else {
+        let again = env
+            .core
+            .am_allocate(&attempt, 1, vec![], vec![], 0.1, env.now)
+            .expect("allocate");
+        env.step();
+        workers
+            .into_iter()
+            .chain(again.allocated.iter().map(|c| c.id))
+            .collect()
+    };
+    assert_eq!(workers.len(), 2, "two workers allocated");
+    let mut reports = vec![report(am, ContainerState::RUNNING, -1000, 512)];
+    reports.extend(
+        workers
+            .iter()
+            .map(|w| report(*w, ContainerState::RUNNING, -1000, 1024)),
+    );
+    env.heartbeat(&node, reports);
+    Running {
+        env,
+        node,
+        app,
+        attempt,
+        am,
+        workers,
+    }
+}
+
+#[test]
+fn a_restarted_rm_takes_running_work_back_and_the_am_carries_on() {
+    let r = running_app();
+    let rec = last_record(&r.env, &r.app);
+    let live = rec
+        .live_attempt
+        .clone()
+        .expect("the live attempt is persisted");
+    assert_eq!(live.am_container, r.am);
+    assert_eq!(live.am_node, r.node);
+
+    let mut env = restarted(vec![rec], r.env.now + 5_000);
+    let app = env.app(&r.app);
+    assert_eq!(app.state, AppState::RUNNING);
+    assert_eq!(app.attempts.len(), 1, "no new attempt");
+    assert!(
+        app.diagnostics.contains("waiting for attempt"),
+        "{}",
+        app.diagnostics
+    );
+    assert!(
+        !env.effects
+            .iter()
+            .any(|e| matches!(e, Effect::LaunchAm { .. })),
+        "no AM launched: {:?}",
+        env.effects
+    );
+
+    // The NM re-registers with the AM and one worker running; the other ended meanwhile.
+    let reports = vec![
+        report(r.am, ContainerState::RUNNING, -1000, 512),
+        report(r.workers[0], ContainerState::RUNNING, -1000, 1024),
+        report(r.workers[1], ContainerState::COMPLETE, 0, 1024),
+    ];
+    env.core
+        .register_node(registration(&r.node, reports), env.now);
+    env.step();
+    assert_eq!(env.core.counters().containers_recovered, 2);
+    for c in [r.am, r.workers[0]] {
+        assert_eq!(
+            env.core.containers()[&c].state,
+            RmContainerState::RUNNING,
+            "{c}"
+        );
+    }
+    assert!(!env.core.containers().contains_key(&r.workers[1]));
+    let node = env.core.scheduler().node(&r.node).expect("node");
+    assert_eq!(node.used, Resource::new(512 + 1024, 2));
+    assert_eq!(
+        env.app(&r.app)
+            .current_attempt()
+            .and_then(|a| a.awaiting_am_until),
+        None
+    );
+
+    // The AM must register again (the SDK does on this error), then hears of the worker
+    // that ended while the RM was down, and its asks are served with new-epoch ids.
+    let err = env
+        .core
+        .am_allocate(&r.attempt, 5, vec![], vec![], 0.5, env.now)
+        .expect_err("not registered yet");
+    assert!(matches!(err, CoreError::NotRegistered(_)), "{err:?}");
+    env.core
+        .am_register(&r.attempt, "amhost".into(), 7, String::new(), env.now)
+        .expect("re-register");
+    env.step();
+    let reply = env.ask(&r.attempt, 1, 1024);
+    let done: Vec<_> = reply
+        .completed
+        .iter()
+        .map(|s| (s.container_id, s.exit_status))
+        .collect();
+    assert_eq!(done, vec![(r.workers[1], 0)]);
+    let new: Vec<ContainerId> = reply.allocated.iter().map(|c| c.id).collect();
+    assert!(new.iter().all(|c| c.epoch == 1), "{new:?}");
+    // A second report of the ended worker is not told twice.
+    env.heartbeat(
+        &r.node,
+        vec![
+            report(r.am, ContainerState::RUNNING, -1000, 512),
+            report(r.workers[0], ContainerState::RUNNING, -1000, 1024),
+            report(r.workers[1], ContainerState::COMPLETE, 0, 1024),
+        ],
+    );
+    let again = env
+        .core
+        .am_allocate(&r.attempt, 1, vec![], vec![], 0.5, env.now)
+        .expect("allocate");
+    env.step();
+    assert!(
+        !again
+            .completed
+            .iter()
+            .any(|s| s.container_id == r.workers[1]),
+        "{:?}",
+        again.completed
+    );
+
+    // The recovered worker ends normally: its resources go back and the AM is told.
+    env.heartbeat(
+        &r.node,
+        vec![
+            report(r.am, ContainerState::RUNNING, -1000, 512),
+            report(r.workers[0], ContainerState::COMPLETE, 0, 1024),
+        ],
+    );
+    let after = env
+        .core
+        .am_allocate(&r.attempt, 2, vec![], vec![], 0.9, env.now)
+        .expect("allocate");
+    env.step();
+    assert!(after
+        .completed
+        .iter()
+        .any(|s| s.container_id == r.workers[0] && s.exit_status == 0));
+}
+
+#[test]
+fn an_am_not_reported_after_a_restart_gets_a_new_attempt_that_does_not_count() {
+    let r = running_app();
+    let rec = last_record(&r.env, &r.app);
+    let mut env = restarted(vec![rec], r.env.now + 5_000);
+    // The node comes back without the AM but with a worker of the old attempt.
+    env.core.register_node(
+        registration(
+            &r.node,
+            vec![report(r.workers[0], ContainerState::RUNNING, -1000, 1024)],
+        ),
+        env.now,
+    );
+    env.step();
+    let max_before = env.app(&r.app).max_attempts;
+    // The node keeps heartbeating (with the worker); the AM is never reported.
+    let expiry = CoreConfig::for_tests().nm_expiry_ms;
+    env.advance(expiry - 100);
+    env.heartbeat(
+        &r.node,
+        vec![report(r.workers[0], ContainerState::RUNNING, -1000, 1024)],
+    );
+    assert_eq!(env.app(&r.app).attempts.len(), 1, "still waiting");
+    env.advance(200);
+    let app = env.app(&r.app);
+    assert_eq!(app.attempts.len(), 2, "a second attempt");
+    assert_eq!(app.attempts[0].state, AttemptState::FAILED);
+    assert!(
+        app.attempts[0].diagnostics.contains("was not reported"),
+        "{}",
+        app.attempts[0].diagnostics
+    );
+    assert_eq!(
+        app.max_attempts,
+        max_before + 1,
+        "the lost AM does not count"
+    );
+    // The old attempt's worker is to be stopped; the new attempt's AM is being launched.
+    let hb = env.heartbeat(
+        &r.node,
+        vec![report(r.workers[0], ContainerState::RUNNING, -1000, 1024)],
+    );
+    assert!(hb.containers_to_cleanup.contains(&r.workers[0]), "{hb:?}");
+    assert!(env
+        .effects
+        .iter()
+        .any(|e| matches!(e, Effect::LaunchAm { attempt, .. } if attempt.attempt_id == 2)));
+}
+
+#[test]
+fn containers_of_unknown_or_finished_work_are_stopped_not_taken_back() {
+    let r = running_app();
+    let mut rec = last_record(&r.env, &r.app);
+    // The application finished while its record says so: nothing of it is taken back.
+    rec.state = AppState::FINISHED;
+    rec.final_status = spindle_common::states::FinalApplicationStatus::SUCCEEDED;
+    rec.live_attempt = None;
+    let mut env = restarted(vec![rec], r.env.now + 5_000);
+    env.core.register_node(
+        registration(
+            &r.node,
+            vec![
+                report(r.am, ContainerState::RUNNING, -1000, 512),
+                report(r.workers[0], ContainerState::RUNNING, -1000, 1024),
+            ],
+        ),
+        env.now,
+    );
+    env.step();
+    assert_eq!(env.core.counters().containers_recovered, 0);
+    let hb = env.heartbeat(
+        &r.node,
+        vec![
+            report(r.am, ContainerState::RUNNING, -1000, 512),
+            report(r.workers[0], ContainerState::RUNNING, -1000, 1024),
+        ],
+    );
+    assert!(hb.containers_to_cleanup.contains(&r.am), "{hb:?}");
+    assert!(hb.containers_to_cleanup.contains(&r.workers[0]), "{hb:?}");
+    let node = env.core.scheduler().node(&r.node).expect("node");
+    assert_eq!(node.used, Resource::zero());
+}

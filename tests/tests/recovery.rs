@@ -1,0 +1,83 @@
+//! Work-preserving RM restart, end to end: the RM is killed (SIGKILL) while a distributed
+//! shell's workers run; a new RM on the same state store takes the running work back as the
+//! NMs re-register, the AM registers again, and the application finishes with its first
+//! attempt and without any worker run twice.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use spindle_system_tests::{bin, wait_until, Cluster, ClusterOpts};
+
+#[test]
+fn an_rm_crash_loses_no_running_work() {
+    let mut c = Cluster::start(ClusterOpts {
+        nodes: 2,
+        ..Default::default()
+    });
+    let marks = tempfile::tempdir().expect("tempdir");
+    let ran = marks.path().join("ran");
+    let logs = tempfile::tempdir().expect("tempdir");
+    let out_path = logs.path().join("client.out");
+    let out = std::fs::File::create(&out_path).expect("client log");
+    let mut client = Command::new(bin("spindle"))
+        .args([
+            "distributed-shell",
+            "--num-containers",
+            "3",
+            "--container-resources",
+            "memory-mb=256,vcores=1",
+            "--shell-command",
+            &format!("echo $CONTAINER_ID >> {}; sleep 6", ran.display()),
+        ])
+        .env("SPINDLE_RM_ADDRESS", &c.rm_addr)
+        .env("SPINDLE_CONF_DIR", &c.conf_dir)
+        .stdout(Stdio::from(out.try_clone().expect("clone")))
+        .stderr(Stdio::from(out))
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn the client");
+    // Every worker is running.
+    wait_until("3 workers to run", Duration::from_secs(60), || {
+        let n = std::fs::read_to_string(&ran)
+            .unwrap_or_default()
+            .lines()
+            .count();
+        (n >= 3).then_some(())
+    });
+    let (_, apps) = c.get("/ws/v1/cluster/apps");
+    let id = apps["apps"]["app"][0]["id"]
+        .as_str()
+        .expect("one application")
+        .to_string();
+
+    c.restart_rm_after(Signal::SIGKILL);
+
+    let app = c.wait_app_state(
+        &id,
+        &["FINISHED", "FAILED", "KILLED"],
+        Duration::from_secs(90),
+    );
+    let status = client.wait().expect("client exit");
+    let text = std::fs::read_to_string(&out_path).unwrap_or_default();
+    if app["finalStatus"] != "SUCCEEDED" {
+        c.dump_logs();
+    }
+    assert_eq!(app["finalStatus"], "SUCCEEDED", "{app:#}\nclient:\n{text}");
+    assert!(status.success(), "client: {text}");
+    let (_, atts) = c.get(&format!("/ws/v1/cluster/apps/{id}/appattempts"));
+    let atts = atts["appAttempts"]["appAttempt"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(atts.len(), 1, "the first attempt carried on: {atts:#?}");
+    let runs = std::fs::read_to_string(&ran).unwrap_or_default();
+    assert_eq!(runs.lines().count(), 3, "no worker ran twice: {runs}");
+    let rm_log = std::fs::read_dir(c.dir.path())
+        .expect("cluster dir")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("rm-restart"))
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .collect::<String>();
+    assert!(rm_log.contains("recovered 1 applications"), "{rm_log}");
+}
