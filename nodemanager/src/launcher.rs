@@ -502,6 +502,10 @@ impl ContainerExecutor for ProcessExecutor {
                 return Err(LaunchError::Spawn(e));
             }
         };
+        let mut gate = gate;
+        if let Some(g) = gate.as_mut() {
+            g.forked();
+        }
         let start_ticks = proc_start_ticks(pid);
         let watch = Watch {
             enforcement: self.enforcement.clone(),

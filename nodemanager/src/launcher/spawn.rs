@@ -50,7 +50,9 @@ pub struct ChildSpec<'a> {
 /// end is closed instead (the NM dropped the container, or died), the child exits with
 /// [`GATE_ABANDONED_EXIT`] without running anything.
 pub struct Gate {
-    read: OwnedFd,
+    /// The child's end; the parent closes its copy once the child is forked
+    /// ([`Gate::forked`]), so a held container costs the NM one descriptor.
+    read: Option<OwnedFd>,
     write: OwnedFd,
 }
 
@@ -66,7 +68,15 @@ impl Gate {
         }
         // SAFETY: both descriptors were just created and are owned by nobody else.
         let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        Ok(Self { read, write })
+        Ok(Self {
+            read: Some(read),
+            write,
+        })
+    }
+
+    /// The child holds its own copy of the read end now: the parent's can go.
+    pub fn forked(&mut self) {
+        self.read = None;
     }
 
     /// Lets the held child exec. Consumes the gate: its parent-side descriptors are closed.
@@ -84,7 +94,7 @@ impl Gate {
 impl std::fmt::Debug for Gate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gate")
-            .field("read", &self.read.as_raw_fd())
+            .field("read", &self.read.as_ref().map(|r| r.as_raw_fd()))
             .field("write", &self.write.as_raw_fd())
             .finish()
     }
@@ -154,7 +164,15 @@ pub fn fork_exec(spec: &ChildSpec<'_>) -> io::Result<i32> {
             spec.stderr.as_raw_fd(),
         ],
         cgroup_procs: spec.cgroup_procs,
-        gate: spec.gate.map(|g| g.read.as_raw_fd()),
+        gate: match spec.gate {
+            Some(g) => Some(
+                g.read
+                    .as_ref()
+                    .map(|r| r.as_raw_fd())
+                    .ok_or_else(|| io::Error::other("the gate was already used for a child"))?,
+            ),
+            None => None,
+        },
         setup: setup_w.as_raw_fd(),
         exec_failed: exec_failed.as_bytes(),
     };
@@ -455,7 +473,7 @@ mod tests {
     #[tokio::test]
     async fn a_held_child_runs_only_when_its_gate_opens() {
         let d = tempfile::tempdir().unwrap();
-        let gate = Gate::new().unwrap();
+        let mut gate = Gate::new().unwrap();
         let (pid, out) = run(
             Path::new("/bin/sh"),
             &["sh", "-c", "echo ran"],
@@ -463,6 +481,7 @@ mod tests {
             d.path(),
         )
         .unwrap();
+        gate.forked();
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(
             std::fs::read_to_string(&out).unwrap(),
