@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use spindle_common::records::node::ContainerLaunchContext;
 use spindle_common::states::{FinalApplicationStatus, YarnApplicationState};
 use spindle_common::token::TokenSecret;
-use spindle_common::{ApplicationId, Resource};
+use spindle_common::{ApplicationId, ContainerId, NodeId, Resource};
 
 use crate::core::{AppRecord, AttemptRecord, Submission};
 
@@ -83,7 +83,7 @@ struct StoredApp {
     vcore_ms: i64,
     /// Absent in records written before work-preserving recovery.
     #[serde(default)]
-    live_attempt: Option<AttemptRecord>,
+    live_attempt: Option<StoredAttempt>,
 }
 
 impl StateStore {
@@ -358,6 +358,19 @@ impl StateStore {
     }
 }
 
+/// The stored form of [`AttemptRecord`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredAttempt {
+    am_container: ContainerId,
+    am_node: NodeId,
+    am_node_http: String,
+    start_time: u64,
+    host: String,
+    rpc_port: i32,
+    tracking_url: String,
+}
+
 fn to_stored(r: &AppRecord) -> StoredApp {
     StoredApp {
         id: r.id,
@@ -388,7 +401,15 @@ fn to_stored(r: &AppRecord) -> StoredApp {
         attempts: r.attempts,
         memory_ms: r.memory_ms,
         vcore_ms: r.vcore_ms,
-        live_attempt: r.live_attempt.clone(),
+        live_attempt: r.live_attempt.as_ref().map(|a| StoredAttempt {
+            am_container: a.am_container,
+            am_node: a.am_node.clone(),
+            am_node_http: a.am_node_http.clone(),
+            start_time: a.start_time,
+            host: a.host.clone(),
+            rpc_port: a.rpc_port,
+            tracking_url: a.tracking_url.clone(),
+        }),
     }
 }
 
@@ -423,7 +444,15 @@ fn from_stored(s: StoredApp) -> AppRecord {
         attempts: s.attempts,
         memory_ms: s.memory_ms,
         vcore_ms: s.vcore_ms,
-        live_attempt: s.live_attempt,
+        live_attempt: s.live_attempt.map(|a| AttemptRecord {
+            am_container: a.am_container,
+            am_node: a.am_node,
+            am_node_http: a.am_node_http,
+            start_time: a.start_time,
+            host: a.host,
+            rpc_port: a.rpc_port,
+            tracking_url: a.tracking_url,
+        }),
     }
 }
 

@@ -256,8 +256,7 @@ pub struct AppRecord {
 }
 
 /// What a restarted RM needs of a live attempt (work-preserving recovery).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AttemptRecord {
     pub am_container: ContainerId,
     pub am_node: NodeId,
