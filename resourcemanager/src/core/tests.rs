@@ -383,8 +383,10 @@ fn oversized_asks_are_refused_and_change_nothing() {
 
 #[test]
 fn core_is_pure() {
-    // The design rule: no I/O, clock, async or transport in the core.
+    // The design rule: no I/O, clock, async or transport in the core, and no wire format
+    // (only `common::records` and the REST and store edges derive serde).
     let forbidden = [
+        "serde",
         "std::fs",
         "std::net",
         "tokio",
