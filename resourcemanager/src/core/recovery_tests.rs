@@ -322,3 +322,183 @@ fn containers_of_unknown_or_finished_work_are_stopped_not_taken_back() {
     let node = env.core.scheduler().node(&r.node).expect("node");
     assert_eq!(node.used, Resource::zero());
 }
+
+#[derive(Debug, Clone)]
+enum Op {
+    Submit,
+    Ask(usize, u32, i64),
+    Finish(usize, usize),
+    Heartbeat(usize),
+    Advance(u64),
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        Just(Op::Submit),
+        (0..5usize, 0..4u32, 100..2500i64).prop_map(|(a, n, m)| Op::Ask(a, n, m)),
+        (0..5usize, 0..6usize).prop_map(|(a, c)| Op::Finish(a, c)),
+        (0..3usize).prop_map(Op::Heartbeat),
+        (1..2000u64).prop_map(Op::Advance),
+    ]
+}
+
+/// The newest record of each application among the effects so far (as the store keeps).
+fn harvest(env: &mut TestEnv, store: &mut BTreeMap<ApplicationId, AppRecord>) {
+    for e in &env.effects {
+        if let Effect::PersistApp(r) = e {
+            store.insert(r.id, (**r).clone());
+        }
+    }
+    env.effects.retain(|e| !matches!(e, Effect::PersistApp(_)));
+}
+
+/// Applies `ops` to `env` (nodes `nodes`, applications in `apps`), keeping `store` current.
+fn apply(
+    env: &mut TestEnv,
+    nodes: &[NodeId],
+    apps: &mut Vec<ApplicationId>,
+    store: &mut BTreeMap<ApplicationId, AppRecord>,
+    ops: &[Op],
+) {
+    for op in ops {
+        harvest(env, store);
+        match op {
+            Op::Submit => apps.push(env.submit("default")),
+            Op::Ask(a, n, m) => {
+                let Some(att) = apps
+                    .get(*a)
+                    .and_then(|app| env.core.apps()[app].current_attempt())
+                    .map(|x| x.id)
+                else {
+                    continue;
+                };
+                let _ = env
+                    .core
+                    .am_register(&att, "h".into(), 0, String::new(), env.now);
+                let ask = AskUpdate {
+                    priority: 1,
+                    allocation_request_id: 0,
+                    resource_name: "*".into(),
+                    capability: Resource::new(*m, 1),
+                    num_containers: *n,
+                    relax_locality: true,
+                    gang: None,
+                };
+                let _ = env
+                    .core
+                    .am_allocate(&att, 0, vec![ask], vec![], 0.0, env.now);
+                env.step();
+            }
+            Op::Finish(a, c) => {
+                let Some(app) = apps.get(*a) else { continue };
+                let live: Vec<RmContainer> = env
+                    .core
+                    .containers()
+                    .values()
+                    .filter(|x| x.id.application_id() == *app && x.is_live() && !x.is_am)
+                    .cloned()
+                    .collect();
+                if let Some(x) = live.get(*c % live.len().max(1)) {
+                    let node = x.node.clone();
+                    env.heartbeat(&node, vec![report(x.id, ContainerState::COMPLETE, 0, 0)]);
+                }
+            }
+            Op::Heartbeat(i) => {
+                let running = running_on(env, &nodes[*i]);
+                env.heartbeat(&nodes[*i], running);
+            }
+            Op::Advance(ms) => {
+                harvest(env, store);
+                env.launch_all();
+                // Every node reports before time moves, so none is lost.
+                for n in nodes {
+                    let running = running_on(env, n);
+                    env.heartbeat(n, running);
+                }
+                env.advance(*ms);
+            }
+        }
+    }
+}
+
+/// What an NM would report: the live containers the core placed on `node`.
+fn running_on(env: &TestEnv, node: &NodeId) -> Vec<ReportedContainer> {
+    env.core
+        .containers()
+        .values()
+        .filter(|c| &c.node == node && c.is_live())
+        .map(|c| report(c.id, ContainerState::RUNNING, -1000, c.resource.memory_mb))
+        .collect()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+    /// Whatever ran before, a restarted RM fed the persisted records and the NMs' reports
+    /// holds every invariant, takes back exactly the running containers of live attempts
+    /// (no new attempt for them), and keeps working afterwards.
+    #[test]
+    fn a_restart_takes_back_exactly_the_running_work(
+        before in proptest::collection::vec(op(), 1..40),
+        after in proptest::collection::vec(op(), 0..20),
+    ) {
+        let mut old = TestEnv::new();
+        let nodes: Vec<NodeId> = (0..3).map(|i| old.add_node(&format!("h{i}"), 1, 4096, 4)).collect();
+        let mut apps = vec![];
+        let mut store = BTreeMap::new();
+        apply(&mut old, &nodes, &mut apps, &mut store, &before);
+        // Every node has just reported: the core's RUNNING containers are the NMs' truth.
+        for n in &nodes {
+            let running = running_on(&old, n);
+            old.heartbeat(n, running);
+        }
+        harvest(&mut old, &mut store);
+        let reports: Vec<(NodeId, Vec<ReportedContainer>)> = nodes
+            .iter()
+            .map(|n| {
+                let r = old
+                    .core
+                    .containers()
+                    .values()
+                    .filter(|c| &c.node == n && c.state == RmContainerState::RUNNING)
+                    .map(|c| report(c.id, ContainerState::RUNNING, -1000, c.resource.memory_mb))
+                    .collect();
+                (n.clone(), r)
+            })
+            .collect();
+        let records: Vec<AppRecord> = store.values().cloned().collect();
+        let mut new = restarted(records, old.now + 1_000);
+        for (n, r) in &reports {
+            let mut reg = registration(n, r.clone());
+            reg.total = Resource::new(4096, 4);
+            new.core.register_node(reg, new.now);
+            new.step();
+        }
+        for app in &apps {
+            let was = &old.core.apps()[app];
+            let is = &new.core.apps()[app];
+            let live_am_running = was.current_attempt().and_then(|a| a.am_container).is_some_and(|c| {
+                old.core.containers().get(&c).is_some_and(|c| c.state == RmContainerState::RUNNING)
+            }) && !was.state.is_final();
+            if live_am_running {
+                proptest::prop_assert_eq!(is.attempts.len(), was.attempts.len(), "{}: no new attempt", app);
+                let att = was.current_attempt().map(|a| a.id);
+                let running_before: BTreeSet<ContainerId> = old.core.containers().values()
+                    .filter(|c| Some(c.id.attempt_id) == att && c.state == RmContainerState::RUNNING)
+                    .map(|c| c.id).collect();
+                let running_after: BTreeSet<ContainerId> = new.core.containers().values()
+                    .filter(|c| c.id.application_id() == *app && c.state == RmContainerState::RUNNING)
+                    .map(|c| c.id).collect();
+                proptest::prop_assert_eq!(running_after, running_before);
+            }
+        }
+        // Each node's usage is what it runs, and never more than it has.
+        for n in &nodes {
+            let used: i64 = new.core.containers().values().filter(|c| &c.node == n && c.is_live()).map(|c| c.resource.memory_mb).sum();
+            let node = new.core.scheduler().node(n).expect("node");
+            proptest::prop_assert_eq!(node.used.memory_mb, used);
+            proptest::prop_assert!(used <= 4096);
+        }
+        apply(&mut new, &nodes, &mut apps, &mut store, &after);
+    }
+}
