@@ -13,6 +13,7 @@ use spindle_common::records::node::LaunchHold;
 use spindle_common::resource::Resource;
 
 use crate::isolation::{DeviceIsolation, IsolationConfig};
+use crate::runas::{Credentials, RunAs};
 
 /// Whether a stopped NM leaves its containers running for the next NM to re-adopt
 /// (YARN's key; not yet in `common::config::keys`).
@@ -166,6 +167,13 @@ pub enum NmConfigError {
         name: &'static str,
         value: String,
     },
+    #[error("{at}: property '{name}': expected a local user to run containers as, got '{value}' ({reason})")]
+    BadRunAsUser {
+        at: String,
+        name: &'static str,
+        value: String,
+        reason: String,
+    },
     #[error("{at}: property '{name}': expected a cgroup path of names without '.', '..' or ',' (such as /spindle), got '{value}'")]
     BadCgroupHierarchy {
         at: String,
@@ -266,6 +274,8 @@ pub struct NmConfig {
     pub plugins: ResourcePluginsConfig,
     /// cgroups and the memory watcher (see [`isolation_config`]).
     pub isolation: IsolationConfig,
+    /// Who containers run as (see [`crate::runas`]).
+    pub run_as: RunAs,
 }
 
 impl NmConfig {
@@ -397,6 +407,7 @@ impl NmConfig {
         let stderr_tail_bytes = conf.get_u64(NM_STDERR_TAIL_BYTES, DEFAULT_NM_STDERR_TAIL_BYTES)?;
         let plugins = resource_plugins(conf)?;
         let isolation = isolation_config(conf)?;
+        let run_as = run_as_config(conf)?;
 
         Ok(Self {
             webapp_address,
@@ -414,6 +425,7 @@ impl NmConfig {
             stderr_tail_bytes,
             plugins,
             isolation,
+            run_as,
         })
     }
 }
@@ -432,6 +444,50 @@ pub const NM_CGROUPS_STRICT_RESOURCE_USAGE: &str =
 pub const NM_CONTAINER_PIDS_LIMIT: &str = "spindle.nodemanager.container.pids-limit";
 /// `auto`, `v1` (devices.deny) or `ebpf` (a cgroup2 device program).
 pub const NM_CGROUPS_DEVICE_ISOLATION: &str = "spindle.nodemanager.cgroups.device-isolation";
+
+/// `limit-users` of YARN's non-secure LinuxContainerExecutor: one local user for all.
+pub const NM_LCE_LIMIT_USERS: &str =
+    "yarn.nodemanager.linux-container-executor.nonsecure-mode.limit-users";
+/// The local user containers run as when users are limited (YARN's default `nobody`).
+pub const NM_LCE_LOCAL_USER: &str =
+    "yarn.nodemanager.linux-container-executor.nonsecure-mode.local-user";
+/// The lowest uid a submitter's containers may run as (`container-executor.cfg`'s
+/// `min.user.id`).
+pub const NM_LCE_MIN_USER_ID: &str = "spindle.nodemanager.linux-container-executor.min-user-id";
+/// Users whose containers may never run (`container-executor.cfg`'s `banned.users`).
+pub const NM_LCE_BANNED_USERS: &str = "spindle.nodemanager.linux-container-executor.banned-users";
+
+/// Who containers run as: only an explicit LinuxContainerExecutor changes user.
+fn run_as_config(conf: &Configuration) -> Result<RunAs, NmConfigError> {
+    let lce = conf
+        .get_nonempty(NM_CONTAINER_EXECUTOR_CLASS)?
+        .is_some_and(|c| c.ends_with("LinuxContainerExecutor"));
+    if !lce {
+        return Ok(RunAs::NmUser);
+    }
+    if conf.get_bool(NM_LCE_LIMIT_USERS, true)? {
+        let name = conf.get_string(NM_LCE_LOCAL_USER, "nobody")?;
+        let creds = Credentials::lookup(&name).map_err(|reason| NmConfigError::BadRunAsUser {
+            at: at(conf, NM_LCE_LOCAL_USER),
+            name: NM_LCE_LOCAL_USER,
+            value: name.clone(),
+            reason,
+        })?;
+        return Ok(RunAs::LocalUser(creds));
+    }
+    let min_uid = conf.get_u64(NM_LCE_MIN_USER_ID, 1000)?;
+    let banned = conf
+        .get_string(NM_LCE_BANNED_USERS, "yarn,hdfs,mapred,bin")?
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(String::from)
+        .collect();
+    Ok(RunAs::Submitter {
+        min_uid: u32::try_from(min_uid).unwrap_or(u32::MAX),
+        banned,
+    })
+}
 
 /// Reads the isolation keys (defaults in [`IsolationConfig::default`]).
 fn isolation_config(conf: &Configuration) -> Result<IsolationConfig, NmConfigError> {
@@ -961,6 +1017,58 @@ mod tests {
             assert!(msg.starts_with("-D: "), "{msg}");
             assert!(!msg.contains('\n'), "one line: {msg}");
         }
+    }
+
+    #[test]
+    fn only_an_explicit_linux_container_executor_changes_the_container_user() {
+        let from = |kv: &[(&str, &str)]| NmConfig::from_configuration(&conf(kv), Path::new("c"));
+        let lce = (
+            NM_CONTAINER_EXECUTOR_CLASS,
+            "org.apache.hadoop.yarn.server.nodemanager.LinuxContainerExecutor",
+        );
+        assert_eq!(from(&[]).unwrap().run_as, RunAs::NmUser);
+        let dce = (
+            NM_CONTAINER_EXECUTOR_CLASS,
+            "org.apache.hadoop.yarn.server.nodemanager.DefaultContainerExecutor",
+        );
+        assert_eq!(from(&[dce]).unwrap().run_as, RunAs::NmUser);
+        match from(&[lce]).unwrap().run_as {
+            RunAs::LocalUser(c) => assert_eq!(c.user, "nobody"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            from(&[lce, (NM_LCE_LIMIT_USERS, "false")]).unwrap().run_as,
+            RunAs::Submitter {
+                min_uid: 1000,
+                banned: ["bin", "hdfs", "mapred", "yarn"]
+                    .into_iter()
+                    .map(String::from)
+                    .collect(),
+            }
+        );
+        assert_eq!(
+            from(&[
+                lce,
+                (NM_LCE_LIMIT_USERS, "false"),
+                (NM_LCE_MIN_USER_ID, "500"),
+                (NM_LCE_BANNED_USERS, " a, b ,"),
+            ])
+            .unwrap()
+            .run_as,
+            RunAs::Submitter {
+                min_uid: 500,
+                banned: ["a", "b"].into_iter().map(String::from).collect(),
+            }
+        );
+        let msg = from(&[lce, (NM_LCE_LOCAL_USER, "no-such-user-spindle")])
+            .unwrap_err()
+            .to_string();
+        assert!(msg.starts_with("-D: "), "{msg}");
+        assert!(
+            msg.contains(NM_LCE_LOCAL_USER) && msg.contains("no local user"),
+            "{msg}"
+        );
+        assert!(!msg.contains('\n'), "{msg}");
     }
 
     #[test]

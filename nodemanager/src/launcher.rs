@@ -19,8 +19,9 @@
 //! The fork and exec are done by hand (`launcher/spawn.rs`), so that a held start (a gang launch) can
 //! keep a fully set-up child waiting before its `exec` until the AM releases the gang.
 //!
-//! Containers run as the NodeManager's own user: there is no setuid launch yet (YARN's
-//! LinuxContainerExecutor), so `USER` names the submitter but the uid is the NM's.
+//! Containers run as the NodeManager's own user unless [`crate::runas`] says otherwise
+//! (YARN's LinuxContainerExecutor in non-secure mode: `nobody`, or the submitter); `USER`
+//! always names the submitter, as in YARN.
 //!
 //! Limits are enforced by the executor's [`Enforcement`], chosen once at NM start
 //! ([`ProcessExecutor::for_node`]):
@@ -86,6 +87,8 @@ pub struct LaunchSpec {
     pub local_resources: BTreeMap<String, LocalResourceInfo>,
     /// Limits to enforce (cgroups, or the process-tree watcher where cgroups are missing).
     pub isolation: crate::isolation::IsolationSpec,
+    /// The account the process runs as; None: the NM's own ([`crate::runas`]).
+    pub run_as: Option<crate::runas::Credentials>,
 }
 
 impl LaunchSpec {
@@ -427,6 +430,18 @@ impl ContainerExecutor for ProcessExecutor {
         for (key, res) in &spec.local_resources {
             localize(&spec.work_dir, key, res)?;
         }
+        if let Some(c) = &spec.run_as {
+            // The container's own directories (and what was localized into them) become its
+            // user's; the application dirs too, so every container of the app can share them.
+            for d in &spec.app_local_dirs {
+                std::os::unix::fs::lchown(d, Some(c.uid), Some(c.gid))
+                    .map_err(io_err("give to the container's user", d))?;
+            }
+            for d in std::iter::once(&spec.work_dir).chain(spec.log_dirs.iter()) {
+                crate::runas::chown_tree(d, c)
+                    .map_err(io_err("give to the container's user", d))?;
+            }
+        }
         Ok(())
     }
 
@@ -436,6 +451,12 @@ impl ContainerExecutor for ProcessExecutor {
         };
         let stdout = open_log(&out_path)?;
         let stderr = open_log(&err_path)?;
+        if let Some(c) = &spec.run_as {
+            for (f, p) in [(&stdout, &out_path), (&stderr, &err_path)] {
+                std::os::unix::fs::fchown(f, Some(c.uid), Some(c.gid))
+                    .map_err(io_err("give to the container's user", p))?;
+            }
+        }
         // A plain command (one program, literal arguments) is exec'd directly: bash would do
         // the same in the end, and skipping the wrapper's two bash start-ups matters when a
         // node starts many containers at once (gang start skew). Anything with shell syntax
@@ -488,6 +509,7 @@ impl ContainerExecutor for ProcessExecutor {
             stderr: &stderr,
             cgroup_procs: &fds,
             gate: gate.as_ref(),
+            run_as: spec.run_as.as_ref(),
         });
         // The child has joined its cgroups: the parent's descriptors can go.
         drop(placement);

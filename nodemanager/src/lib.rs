@@ -27,6 +27,7 @@ pub mod manager;
 pub mod metrics;
 pub mod plugins;
 pub mod rest;
+pub mod runas;
 pub mod status_updater;
 pub mod store;
 
@@ -68,6 +69,8 @@ pub enum NmError {
     RmClient(#[from] RmError),
     #[error("the HTTP server failed: {0}")]
     Server(std::io::Error),
+    #[error("containers are configured to run as {0} (LinuxContainerExecutor), which needs the NodeManager to run as root")]
+    RunAsNeedsRoot(String),
 }
 
 /// Runs a NodeManager on `listener` until `shutdown` resolves or the RM says SHUTDOWN.
@@ -107,6 +110,13 @@ pub async fn run_with(
     if conf.local_dirs.is_empty() || conf.log_dirs.is_empty() {
         return Err(NmError::NoDirs);
     }
+    if conf.run_as.switches_user() && !nix::unistd::geteuid().is_root() {
+        let who = match &conf.run_as {
+            runas::RunAs::LocalUser(c) => format!("'{}'", c.user),
+            _ => "their submitting users".to_string(),
+        };
+        return Err(NmError::RunAsNeedsRoot(who));
+    }
     let span = info_span!("nodemanager", node_id = %node_id);
     serve(listener, conf, node_id, executor, plugins, shutdown)
         .instrument(span)
@@ -144,6 +154,7 @@ async fn serve(
         inherited_env,
         sigkill_delay: conf.sigkill_delay,
         launch_hold_timeout: conf.launch_hold_timeout,
+        run_as: conf.run_as.clone(),
         stderr_tail_bytes: conf.stderr_tail_bytes,
         capacity: capacity.clone(),
         isolation: conf.isolation.clone(),

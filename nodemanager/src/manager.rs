@@ -59,6 +59,8 @@ pub struct NodeContext {
     pub sigkill_delay: Duration,
     /// How long a held gang start waits for its release when the call names no timeout.
     pub launch_hold_timeout: Duration,
+    /// Who containers run as.
+    pub run_as: crate::runas::RunAs,
     pub stderr_tail_bytes: u64,
     pub capacity: Resource,
     /// Node-wide limits added to every container's (strict CPU, pids limit).
@@ -602,6 +604,11 @@ impl Manager {
                 ),
             ));
         }
+        let run_as = self
+            .ctx
+            .run_as
+            .credentials_for(&ident.app_submitter)
+            .map_err(|e| fail(&label, "YarnException", e))?;
         let ctx = &req.container_launch_context;
         if let Some(bad) = ctx.environment.iter().find(|(k, v)| !valid_env(k, v)) {
             return Err(fail(
@@ -618,6 +625,7 @@ impl Manager {
             .assign(id, &ident.resource.to_resource())
             .map_err(|e| fail(&label, "YarnException", e.to_string()))?;
         let mut spec = self.launch_spec(&ident, ctx, grant.env);
+        spec.run_as = run_as;
         // Every device node a plugin manages that this container was not granted is denied
         // (also when it asked for none, so a CPU-only container cannot open a GPU).
         spec.isolation.denied_devices = self
@@ -735,6 +743,7 @@ impl Manager {
             local_resources: ctx.local_resources.clone(),
             isolation: crate::isolation::IsolationSpec::for_resource(&ident.resource.to_resource())
                 .with_node_policy(&self.ctx.isolation),
+            run_as: None,
         }
     }
 

@@ -12,6 +12,7 @@
 mod support;
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -145,6 +146,7 @@ fn spec(base: &Path, id: ContainerId, command: &str, isolation: IsolationSpec) -
         log_dirs: vec![base.join("logs").join(id.to_string())],
         local_resources: BTreeMap::new(),
         isolation,
+        run_as: None,
     }
 }
 
@@ -155,6 +157,16 @@ fn limits(vcores: i64, memory_mb: i64) -> IsolationSpec {
         pids_max: 256,
         ..Default::default()
     }
+}
+
+/// The node's cgroups for `conf` (as root) and an executor that puts containers in them.
+fn cgroup_executor(layout: &Layout, conf: &IsolationConfig) -> (Arc<Cgroups>, ProcessExecutor) {
+    let cg = Arc::new(Cgroups::new(layout, conf, "nm-test").expect("cgroups as root"));
+    let ex = ProcessExecutor::with_enforcement(Enforcement::Cgroups {
+        cgroups: Arc::clone(&cg),
+        interval: Duration::from_millis(100),
+    });
+    (cg, ex)
 }
 
 async fn launch(ex: &ProcessExecutor, s: &LaunchSpec) -> StartedProcess {
@@ -300,11 +312,7 @@ async fn a_strict_one_vcore_container_is_throttled_to_one_core() {
         strict_cpu: true,
         ..h.config()
     };
-    let cg = Arc::new(Cgroups::new(&layout, &conf, "nm-test").expect("cgroups as root"));
-    let ex = ProcessExecutor::with_enforcement(Enforcement::Cgroups {
-        cgroups: Arc::clone(&cg),
-        interval: Duration::from_millis(100),
-    });
+    let (cg, ex) = cgroup_executor(&layout, &conf);
     let dir = tempfile::tempdir().unwrap();
     let id = cid(41, 1);
     let mut iso = limits(1, 128);
@@ -354,6 +362,68 @@ async fn a_strict_one_vcore_container_is_throttled_to_one_core() {
     assert!(h.gone(), "cgroups left behind: {:?}", h.dirs());
 }
 
+/// With LinuxContainerExecutor's run-as (here `nobody`), the container runs as that user,
+/// owns its work dir and logs, and cannot move itself out of its cgroups (a root container
+/// could, by writing its pid to another cgroup's `cgroup.procs`).
+#[tokio::test]
+async fn a_container_run_as_nobody_owns_its_dirs_and_cannot_leave_its_cgroups() {
+    let test = "run as nobody";
+    let Some(layout) = cgroups_or_skip(test) else {
+        return;
+    };
+    let h = Hierarchy::new(&layout);
+    let (cg, ex) = cgroup_executor(&layout, &h.config());
+    let nobody = spindle_nodemanager::runas::Credentials::lookup("nobody").expect("nobody");
+    let dir = tempfile::tempdir().unwrap();
+    // The test's tempdir is root's 0700: let nobody reach the container's dirs beneath it.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let id = cid(47, 1);
+    // Try to leave: write our pid into the hierarchy's parent cgroup (one level up).
+    let escape = layout
+        .v1_mount("memory")
+        .or(layout.v2.as_ref())
+        .map(|m| m.mount_point.join("cgroup.procs"))
+        .expect("a memory or cgroup2 mount");
+    let command = format!(
+        "id -u > uid; touch mine; {{ echo $$ > {}; }} 2> escape.err; echo $? > escape.rc; cat /proc/self/cgroup > cgroups",
+        escape.display()
+    );
+    let mut s = spec(dir.path(), id, &command, limits(1, 128));
+    s.run_as = Some(nobody.clone());
+    let p = launch(&ex, &s).await;
+    assert_eq!(wait_exit(p).await, ProcessExit::Code(0));
+    let read = |f: &str| std::fs::read_to_string(s.work_dir.join(f)).unwrap_or_default();
+    assert_eq!(read("uid").trim(), nobody.uid.to_string());
+    assert_ne!(read("escape.rc").trim(), "0", "nobody left its cgroup");
+    assert!(
+        read("escape.err").contains("Permission denied"),
+        "{}",
+        read("escape.err")
+    );
+    assert!(
+        read("cgroups").contains(&id.to_string()),
+        "{}",
+        read("cgroups")
+    );
+    use std::os::unix::fs::MetadataExt;
+    for p in [
+        s.work_dir.clone(),
+        s.work_dir.join("mine"),
+        s.log_dirs[0].clone(),
+        s.log_dirs[0].join("stdout"),
+    ] {
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!(
+            (m.uid(), m.gid()),
+            (nobody.uid, nobody.gid),
+            "{}",
+            p.display()
+        );
+    }
+    cg.shutdown();
+    assert!(h.gone(), "cgroups left behind: {:?}", h.dirs());
+}
+
 /// An NM crashed and left a running container in its cgroups: the next NM on the same local
 /// dir reclaims them at start (kills what runs, removes the cgroups), and keeps the ones of
 /// containers it re-adopts. Empty cgroups that other, long-gone NMs left are reclaimed too;
@@ -365,11 +435,7 @@ async fn stale_cgroups_are_reclaimed_and_adopted_ones_kept() {
         return;
     };
     let h = Hierarchy::new(&layout);
-    let cg = Arc::new(Cgroups::new(&layout, &h.config(), "nm-test").expect("cgroups as root"));
-    let ex = ProcessExecutor::with_enforcement(Enforcement::Cgroups {
-        cgroups: Arc::clone(&cg),
-        interval: Duration::from_millis(100),
-    });
+    let (cg, ex) = cgroup_executor(&layout, &h.config());
     let dir = tempfile::tempdir().unwrap();
     let (stale, kept) = (cid(42, 1), cid(42, 2));
     let a = launch(

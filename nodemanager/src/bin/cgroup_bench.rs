@@ -132,6 +132,7 @@ fn launch_spec(base: &Path, id: ContainerId) -> LaunchSpec {
         log_dirs: vec![base.join("logs").join(id.to_string())],
         local_resources: BTreeMap::new(),
         isolation: gpu_container(),
+        run_as: None,
     }
 }
 

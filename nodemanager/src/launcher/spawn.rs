@@ -44,6 +44,8 @@ pub struct ChildSpec<'a> {
     pub cgroup_procs: &'a [RawFd],
     /// Hold the child at this gate (the read end of a [`Gate`]) until it is opened.
     pub gate: Option<&'a Gate>,
+    /// Drop to this account (groups, gid, uid) after joining the cgroups, before `exec`.
+    pub run_as: Option<&'a crate::runas::Credentials>,
 }
 
 /// Where a child waits before its `exec`: the NM writes one byte to let it go; if the write
@@ -101,13 +103,14 @@ impl std::fmt::Debug for Gate {
 }
 
 /// The steps of the child's setup, as reported through the setup pipe.
-const STAGES: [&str; 6] = [
+const STAGES: [&str; 7] = [
     "start a new session (setsid)",
     "join its cgroups",
     "redirect its standard streams",
     "enter its work directory",
     "reset its signal mask",
     "wait at its launch gate",
+    "switch to its user",
 ];
 
 fn cstr(bytes: &[u8], what: &str) -> io::Result<CString> {
@@ -164,6 +167,16 @@ pub fn fork_exec(spec: &ChildSpec<'_>) -> io::Result<i32> {
             spec.stderr.as_raw_fd(),
         ],
         cgroup_procs: spec.cgroup_procs,
+        creds: spec.run_as.map(|c| (c.uid, c.gid)),
+        groups: spec
+            .run_as
+            .map(|c| {
+                c.groups
+                    .iter()
+                    .map(|g| *g as libc::gid_t)
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default(),
         gate: match spec.gate {
             Some(g) => Some(
                 g.read
@@ -241,6 +254,9 @@ struct Child<'a> {
     /// stdin, stdout, stderr.
     fds: [RawFd; 3],
     cgroup_procs: &'a [RawFd],
+    /// (uid, gid) to switch to, with `groups` as the supplementary groups.
+    creds: Option<(u32, u32)>,
+    groups: Vec<libc::gid_t>,
     gate: Option<RawFd>,
     setup: RawFd,
     exec_failed: &'a [u8],
@@ -291,6 +307,16 @@ impl Child<'_> {
         }
         if libc::chdir(self.dir.as_ptr()) != 0 {
             self.fail(3);
+        }
+        // After the cgroups (root's to write) and before anything of the user's runs; the
+        // order matters: groups and gid while still root, uid last.
+        if let Some((uid, gid)) = self.creds {
+            if libc::setgroups(self.groups.len(), self.groups.as_ptr()) != 0
+                || libc::setgid(gid) != 0
+                || libc::setuid(uid) != 0
+            {
+                self.fail(6);
+            }
         }
         if let Some(gate) = self.gate {
             if gate != GATE_FD && libc::dup2(gate, GATE_FD) < 0 {
@@ -449,6 +475,7 @@ mod tests {
             stderr: &stderr,
             cgroup_procs: &[],
             gate,
+            run_as: None,
         })?;
         Ok((pid, out))
     }
@@ -531,9 +558,43 @@ mod tests {
             stderr: &log,
             cgroup_procs: &[],
             gate: None,
+            run_as: None,
         })
         .unwrap_err();
         assert!(e.to_string().contains("enter its work directory"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_child_runs_as_the_account_it_is_given() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: switching users needs root");
+            return;
+        }
+        let nobody = crate::runas::Credentials::lookup("nobody").expect("nobody exists");
+        let d = tempfile::tempdir().unwrap();
+        let out = d.path().join("out");
+        let log = File::create(&out).unwrap();
+        let pid = fork_exec(&ChildSpec {
+            program: Path::new("/bin/sh"),
+            argv: &[
+                OsStr::new("sh"),
+                OsStr::new("-c"),
+                OsStr::new("id -u; id -g"),
+            ],
+            env: &BTreeMap::new(),
+            dir: d.path(),
+            stdout: &log,
+            stderr: &log,
+            cgroup_procs: &[],
+            gate: None,
+            run_as: Some(&nobody),
+        })
+        .unwrap();
+        assert_eq!(wait(pid).await.unwrap().code(), Some(0));
+        assert_eq!(
+            std::fs::read_to_string(out).unwrap(),
+            format!("{}\n{}\n", nobody.uid, nobody.gid)
+        );
     }
 
     #[test]

@@ -1,0 +1,136 @@
+//! Who a container runs as: YARN's LinuxContainerExecutor in non-secure mode.
+//!
+//! With `yarn.nodemanager.container-executor.class` set to `...LinuxContainerExecutor`, a
+//! root NodeManager drops each container's privileges before `exec`:
+//! * `yarn.nodemanager.linux-container-executor.nonsecure-mode.limit-users` = true (YARN's
+//!   default): every container runs as `...nonsecure-mode.local-user` (default `nobody`);
+//! * false: as the submitting user, who must exist on the node, have a uid of at least
+//!   `spindle.nodemanager.linux-container-executor.min-user-id` (YARN's `min.user.id` of
+//!   `container-executor.cfg`, 1000) and not be among
+//!   `spindle.nodemanager.linux-container-executor.banned-users` (`banned.users`).
+//!
+//! Otherwise containers run as the NM's own user. A non-root container cannot leave its
+//! cgroups (their `cgroup.procs` belong to root), which a root one could.
+
+use std::collections::BTreeSet;
+use std::ffi::CString;
+
+use nix::unistd::{getgrouplist, Gid, User};
+
+/// A resolved local account: what the child sets before `exec`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub user: String,
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups (the account's primary group included).
+    pub groups: Vec<u32>,
+}
+
+impl Credentials {
+    /// Looks `name` up in the node's user database (NSS).
+    pub fn lookup(name: &str) -> Result<Self, String> {
+        let user = User::from_name(name)
+            .map_err(|e| format!("cannot look up local user '{name}': {e}"))?
+            .ok_or_else(|| format!("there is no local user '{name}' on this node"))?;
+        let cname = CString::new(name).map_err(|_| format!("invalid user name '{name}'"))?;
+        let groups = getgrouplist(&cname, user.gid)
+            .map(|g| g.into_iter().map(Gid::as_raw).collect())
+            .unwrap_or_else(|_| vec![user.gid.as_raw()]);
+        Ok(Self {
+            user: name.to_string(),
+            uid: user.uid.as_raw(),
+            gid: user.gid.as_raw(),
+            groups,
+        })
+    }
+}
+
+/// The node's policy.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum RunAs {
+    /// As the NodeManager's own user (DefaultContainerExecutor, or no executor class set).
+    #[default]
+    NmUser,
+    /// Every container as this one local account (`limit-users` = true).
+    LocalUser(Credentials),
+    /// As the submitting user (`limit-users` = false), within these bounds.
+    Submitter {
+        min_uid: u32,
+        banned: BTreeSet<String>,
+    },
+}
+
+impl RunAs {
+    /// The credentials a container of `submitter` gets: None to stay the NM's user, an error
+    /// (for the AM's start call) when the submitter may not run here.
+    pub fn credentials_for(&self, submitter: &str) -> Result<Option<Credentials>, String> {
+        match self {
+            Self::NmUser => Ok(None),
+            Self::LocalUser(c) => Ok(Some(c.clone())),
+            Self::Submitter { min_uid, banned } => {
+                if banned.contains(submitter) {
+                    return Err(format!(
+                        "user '{submitter}' is banned from running containers on this node"
+                    ));
+                }
+                let c = Credentials::lookup(submitter)?;
+                if c.uid < *min_uid {
+                    return Err(format!(
+                        "user '{submitter}' has uid {} below the minimum {min_uid} for containers",
+                        c.uid
+                    ));
+                }
+                Ok(Some(c))
+            }
+        }
+    }
+
+    /// Whether containers change user (the NM must then be root).
+    pub fn switches_user(&self) -> bool {
+        !matches!(self, Self::NmUser)
+    }
+}
+
+/// Gives `path` and, for directories, everything below it to `c` (a container's work and log
+/// directories, localized resources included). Symlinks are changed, not followed.
+pub fn chown_tree(path: &std::path::Path, c: &Credentials) -> std::io::Result<()> {
+    std::os::unix::fs::lchown(path, Some(c.uid), Some(c.gid))?;
+    let meta = std::fs::symlink_metadata(path)?;
+    if meta.is_dir() {
+        for entry in std::fs::read_dir(path)? {
+            chown_tree(&entry?.path(), c)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_user_and_submitter_policies() {
+        let root = Credentials::lookup("root").expect("root exists");
+        assert_eq!((root.uid, root.gid), (0, 0));
+        assert!(Credentials::lookup("no-such-user-spindle")
+            .unwrap_err()
+            .contains("no local user"));
+        assert_eq!(RunAs::NmUser.credentials_for("alice"), Ok(None));
+        let local = RunAs::LocalUser(root.clone());
+        assert_eq!(local.credentials_for("anyone"), Ok(Some(root)));
+        let sub = RunAs::Submitter {
+            min_uid: 1000,
+            banned: BTreeSet::from(["bin".to_string()]),
+        };
+        assert!(sub
+            .credentials_for("root")
+            .unwrap_err()
+            .contains("below the minimum"));
+        assert!(sub.credentials_for("bin").unwrap_err().contains("banned"));
+        assert!(sub
+            .credentials_for("no-such-user-spindle")
+            .unwrap_err()
+            .contains("no local user"));
+    }
+}
