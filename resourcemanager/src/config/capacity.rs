@@ -1495,9 +1495,17 @@ impl Parser<'_> {
                     "the user (or group) and the queue may not be empty".into()
                 ));
             }
-            if queue.contains('%') && queue != "%user" && queue != "%primary_group" {
+            const PLACEHOLDERS: [&str; 5] = [
+                "%user",
+                "%primary_group",
+                "%secondary_group",
+                "%primary_group.%user",
+                "%secondary_group.%user",
+            ];
+            if queue.contains('%') && !PLACEHOLDERS.contains(&queue) {
                 return Err(bad(format!(
-                    "queue '{queue}': Spindle supports %user and %primary_group as the whole queue name"
+                    "queue '{queue}': expected a queue or one of {}",
+                    PLACEHOLDERS.join(", ")
                 )));
             }
             if !queue.starts_with('%') {

@@ -388,6 +388,60 @@ fn queue_mappings_place_applications_first_match_wins() {
 }
 
 #[test]
+fn secondary_group_and_group_parent_mappings_follow_yarn() {
+    let mut conf = conf_with(vec![
+        leaf("root.default", 40.0),
+        leaf("root.ml", 20.0),
+        QueueSpec {
+            children: vec![leaf("root.research.alice", 100.0)],
+            ..leaf("root.research", 20.0)
+        },
+        QueueSpec {
+            children: vec![leaf("root.ops.bob", 100.0)],
+            ..leaf("root.ops", 20.0)
+        },
+    ]);
+    let submit = |env: &mut TestEnv, user: &str, groups: &[&str]| {
+        let id = env.core.new_application();
+        let mut sub = env.submission("default");
+        sub.user = user.into();
+        sub.groups = groups.iter().map(|g| g.to_string()).collect();
+        env.core.submit(id, sub, env.now).expect("submit");
+        env.step();
+        env.app(&id).queue.clone()
+    };
+    let user_map = |queue: &str| QueueMapping::User {
+        user: "%user".into(),
+        queue: queue.into(),
+    };
+    // The first secondary group that names a leaf; the primary group is not one.
+    conf.scheduler.queue_mappings = vec![user_map("%secondary_group")];
+    let mut env = TestEnv::with_conf(conf.clone());
+    nodes(&mut env, 1, 10240, 40);
+    assert_eq!(submit(&mut env, "carol", &["ml", "nosuch"]), "root.default");
+    assert_eq!(
+        submit(&mut env, "carol", &["staff", "nosuch", "ml"]),
+        "root.ml"
+    );
+    // The user's leaf under the group's parent queue; no match falls through to the next.
+    conf.scheduler.queue_mappings = vec![
+        user_map("%primary_group.%user"),
+        user_map("%secondary_group.%user"),
+    ];
+    let mut env = TestEnv::with_conf(conf);
+    nodes(&mut env, 1, 10240, 40);
+    assert_eq!(
+        submit(&mut env, "alice", &["research"]),
+        "root.research.alice"
+    );
+    assert_eq!(
+        submit(&mut env, "bob", &["staff", "research", "ops"]),
+        "root.ops.bob"
+    );
+    assert_eq!(submit(&mut env, "dave", &["research"]), "root.default");
+}
+
+#[test]
 fn only_the_owner_a_queue_admin_or_a_cluster_admin_may_kill_or_move() {
     let mut a = leaf("root.a", 50.0);
     a.acl_admin = Some(Acl {

@@ -487,9 +487,23 @@ impl RmCore {
         for m in &conf.queue_mappings {
             match m {
                 QueueMapping::User { user, queue } if user == "%user" || *user == sub.user => {
+                    let tree = self.sched.tree();
+                    let secondary = sub.groups.iter().skip(1);
+                    // `<parent>.%user`: the user's leaf under the queue named after the group.
+                    let under = |g: &String| {
+                        let parent = tree.find(g).filter(|p| !tree.queues[*p].is_leaf())?;
+                        let path = format!("{}.{}", tree.queues[parent].spec.path, sub.user);
+                        tree.leaf(&path).map(|_| path)
+                    };
                     let q = match queue.as_str() {
                         "%user" => Some(sub.user.clone()),
                         "%primary_group" => sub.groups.first().cloned(),
+                        // YARN: the first secondary group that names an existing leaf.
+                        "%secondary_group" => {
+                            secondary.clone().find(|g| tree.leaf(g).is_some()).cloned()
+                        }
+                        "%primary_group.%user" => sub.groups.first().and_then(under),
+                        "%secondary_group.%user" => secondary.clone().find_map(under),
                         q => Some(q.to_string()),
                     };
                     if let Some(q) = q {

@@ -650,13 +650,22 @@ fn queue_mappings_syntax_and_targets() {
         ("u::a", "may not be empty"),
         ("u:alice:nope", "invalid or non-leaf queue : nope"),
         ("u:alice:root", "invalid or non-leaf queue : root"),
-        ("u:alice:root.%user", "Spindle supports"),
+        ("u:alice:root.%user", "expected a queue or one of %user"),
+        ("u:%user:%group", "expected a queue or one of %user"),
         ("g:%user:a", "must name a group"),
     ] {
         let e = err(&with(two_queues(), &[("queue-mappings", bad)]));
         assert_eq!(e.rule, Rule::InvalidQueueMapping, "{bad}: {e}");
         assert!(e.message.contains(why), "{bad}: {e}");
     }
+    let c = ok(&with(
+        two_queues(),
+        &[(
+            "queue-mappings",
+            "u:%user:%secondary_group,u:%user:%primary_group.%user,u:%user:%secondary_group.%user",
+        )],
+    ));
+    assert_eq!(c.queue_mappings.len(), 3);
 }
 
 #[test]
