@@ -81,3 +81,84 @@ fn an_rm_crash_loses_no_running_work() {
         .collect::<String>();
     assert!(rm_log.contains("recovered 1 applications"), "{rm_log}");
 }
+
+/// The same for a training gang: the RM dies while `spindle train`'s 4 workers run; the new
+/// RM takes the gang back, the training AM registers again, and the job finishes SUCCEEDED
+/// with its first attempt and its first gang attempt.
+#[test]
+fn an_rm_crash_does_not_restart_a_running_training_gang() {
+    let mut c = Cluster::start(ClusterOpts {
+        nodes: 2,
+        ..Default::default()
+    });
+    let marks = tempfile::tempdir().expect("tempdir");
+    let ran = marks.path().join("ran");
+    let logs = tempfile::tempdir().expect("tempdir");
+    let out_path = logs.path().join("train.out");
+    let out = std::fs::File::create(&out_path).expect("train log");
+    let script = format!("echo $RANK >> {}; sleep 6", ran.display());
+    let mut train = Command::new(bin("spindle"))
+        .args([
+            "train",
+            "--workers",
+            "4",
+            "--worker-resources",
+            "vcores=1,memory-mb=256",
+            "--max-restarts",
+            "2",
+            "--timeout-ms",
+            "120000",
+            "--",
+            "/bin/sh",
+            "-c",
+            &script,
+        ])
+        .env("SPINDLE_RM_ADDRESS", &c.rm_addr)
+        .env("SPINDLE_CONF_DIR", &c.conf_dir)
+        .stdout(Stdio::from(out.try_clone().expect("clone")))
+        .stderr(Stdio::from(out))
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn spindle train");
+    wait_until("4 workers to run", Duration::from_secs(60), || {
+        let n = std::fs::read_to_string(&ran)
+            .unwrap_or_default()
+            .lines()
+            .count();
+        (n >= 4).then_some(())
+    });
+    let (_, apps) = c.get("/ws/v1/cluster/apps");
+    let id = apps["apps"]["app"][0]["id"]
+        .as_str()
+        .expect("one application")
+        .to_string();
+
+    c.restart_rm_after(Signal::SIGKILL);
+
+    let app = c.wait_app_state(
+        &id,
+        &["FINISHED", "FAILED", "KILLED"],
+        Duration::from_secs(90),
+    );
+    let status = train.wait().expect("train exit");
+    let text = std::fs::read_to_string(&out_path).unwrap_or_default();
+    if app["finalStatus"] != "SUCCEEDED" {
+        c.dump_logs();
+    }
+    assert_eq!(app["finalStatus"], "SUCCEEDED", "{app:#}\ntrain:\n{text}");
+    assert!(status.success(), "train: {text}");
+    let (_, atts) = c.get(&format!("/ws/v1/cluster/apps/{id}/appattempts"));
+    let n_atts = atts["appAttempts"]["appAttempt"]
+        .as_array()
+        .map(Vec::len)
+        .unwrap_or(0);
+    assert_eq!(n_atts, 1, "the first AM attempt carried on: {atts:#}");
+    let runs = std::fs::read_to_string(&ran).unwrap_or_default();
+    let mut ranks: Vec<&str> = runs.lines().collect();
+    ranks.sort_unstable();
+    assert_eq!(
+        ranks,
+        ["0", "1", "2", "3"],
+        "each rank ran once (no gang restart)"
+    );
+}
