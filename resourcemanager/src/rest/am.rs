@@ -9,7 +9,7 @@ use spindle_common::records::am::*;
 use spindle_common::records::exception::ExceptionKind;
 use spindle_common::records::resource::ResourceInfo;
 
-use super::{ApiError, AppState, JsonBody};
+use super::{check_resource, ApiError, AppState, JsonBody};
 use crate::core::scheduler::gang::{GangParams, GangPolicy};
 use crate::core::AskUpdate;
 use crate::driver::Command;
@@ -109,11 +109,13 @@ async fn allocate(
             }
             None => None,
         };
+        let capability = a.capability.to_resource();
+        check_resource("capability", &capability)?;
         asks.push(AskUpdate {
             priority: a.priority,
             allocation_request_id: a.allocation_request_id,
             resource_name: a.resource_name,
-            capability: a.capability.to_resource(),
+            capability,
             num_containers: a.num_containers as u32,
             relax_locality: a.relax_locality,
             gang,

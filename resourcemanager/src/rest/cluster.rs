@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -14,7 +14,7 @@ use spindle_common::states::{FinalApplicationStatus, NodeState, YarnApplicationS
 use spindle_common::time::now_ms;
 use spindle_common::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, Resource};
 
-use super::{ApiError, AppState, JsonBody};
+use super::{check_resource, ApiError, AppState, JsonBody, PathParams};
 use crate::core::queue_conf::{CapacitySpec, MaxCapacitySpec};
 use crate::core::{App, Attempt, KillOutcome, Node, QueueView, RmContainer, Submission};
 use crate::driver::{Command, Snapshot};
@@ -530,7 +530,7 @@ async fn nodes(State(st): State<AppState>, Query(q): Q) -> Result<Json<NodesBody
 
 async fn node(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> Result<Json<NodeBody>, ApiError> {
     let nid: NodeId = id
         .parse()
@@ -792,7 +792,7 @@ async fn apps(
 async fn app(
     State(st): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> Result<Json<AppBody>, ApiError> {
     let s = st.driver.snapshot().await;
     let a = find_app(&s, &id)?;
@@ -803,7 +803,7 @@ async fn app(
 
 async fn app_state(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> Result<Json<AppStateBody>, ApiError> {
     let s = st.driver.snapshot().await;
     let a = find_app(&s, &id)?;
@@ -816,7 +816,7 @@ async fn put_app_state(
     State(st): State<AppState>,
     headers: HeaderMap,
     Query(q): Q,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
     JsonBody(body): JsonBody<AppStateBody>,
 ) -> Result<Response, ApiError> {
     let aid = app_id(&id)?;
@@ -854,7 +854,7 @@ async fn put_app_state(
 
 async fn app_queue(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> Result<Json<AppQueueBody>, ApiError> {
     let s = st.driver.snapshot().await;
     let a = find_app(&s, &id)?;
@@ -873,7 +873,7 @@ fn leaf_name(path: &str) -> String {
 async fn put_app_queue(
     State(st): State<AppState>,
     Query(q): Q,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
     JsonBody(body): JsonBody<AppQueueBody>,
 ) -> Result<Json<AppQueueBody>, ApiError> {
     let aid = app_id(&id)?;
@@ -901,7 +901,7 @@ async fn put_app_queue(
 async fn put_app_priority(
     State(st): State<AppState>,
     Query(q): Q,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
     JsonBody(body): JsonBody<AppPriorityBody>,
 ) -> Result<Json<AppPriorityBody>, ApiError> {
     let aid = app_id(&id)?;
@@ -920,7 +920,7 @@ async fn put_app_priority(
 
 async fn app_priority(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> Result<Json<AppPriorityBody>, ApiError> {
     let s = st.driver.snapshot().await;
     let a = find_app(&s, &id)?;
@@ -953,7 +953,7 @@ fn attempt_info(s: &Snapshot, a: &App, t: &Attempt) -> AppAttemptInfo {
 
 async fn attempts(
     State(st): State<AppState>,
-    Path(id): Path<String>,
+    PathParams(id): PathParams<String>,
 ) -> Result<Json<AppAttemptsBody>, ApiError> {
     let s = st.driver.snapshot().await;
     let a = find_app(&s, &id)?;
@@ -980,7 +980,7 @@ fn find_attempt<'a>(a: &'a App, raw: &str) -> Result<&'a Attempt, ApiError> {
 
 async fn attempt(
     State(st): State<AppState>,
-    Path((id, att)): Path<(String, String)>,
+    PathParams((id, att)): PathParams<(String, String)>,
 ) -> Result<Json<AppAttemptBody>, ApiError> {
     let s = st.driver.snapshot().await;
     let a = find_app(&s, &id)?;
@@ -1028,7 +1028,7 @@ fn container_report(c: &RmContainer, user: &str, now: u64) -> ContainerReportInf
 
 async fn attempt_containers(
     State(st): State<AppState>,
-    Path((id, att)): Path<(String, String)>,
+    PathParams((id, att)): PathParams<(String, String)>,
 ) -> Result<Json<ContainersBody>, ApiError> {
     let s = st.driver.snapshot().await;
     let a = find_app(&s, &id)?;
@@ -1053,7 +1053,7 @@ async fn attempt_containers(
 
 async fn attempt_container(
     State(st): State<AppState>,
-    Path((id, att, cid)): Path<(String, String, String)>,
+    PathParams((id, att, cid)): PathParams<(String, String, String)>,
 ) -> Result<Json<ContainerReportBody>, ApiError> {
     let s = st.driver.snapshot().await;
     let a = find_app(&s, &id)?;
@@ -1165,6 +1165,7 @@ fn submission(
         .resource
         .map(|r| r.to_resource())
         .unwrap_or_else(|| Resource::new(1024, 1));
+    check_resource("resource", &resource)?;
     let attempts = ctx.max_app_attempts.unwrap_or(0);
     if attempts < 0 {
         return Err(ApiError::bad_request(format!(

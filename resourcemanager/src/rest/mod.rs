@@ -14,12 +14,14 @@ mod web;
 use std::sync::Arc;
 
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use serde::de::DeserializeOwned;
 use spindle_common::records::exception::ExceptionKind;
+use spindle_common::Resource;
 
 use crate::config::RmConfig;
 use crate::core::{Caller, CoreError};
@@ -175,6 +177,46 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
                 other => other.body_text(),
             })),
         }
+    }
+}
+
+/// `Path<T>` whose rejections (a parameter that is not UTF-8 once percent-decoded) are YARN
+/// `RemoteException` bodies with status 400, like every other bad input.
+pub struct PathParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(v)) => Ok(PathParams(v)),
+            Err(rej) => {
+                // A route without the parameters its handler reads is the RM's bug (500).
+                let kind = if rej.status().is_server_error() {
+                    ExceptionKind::Internal
+                } else {
+                    ExceptionKind::BadRequest
+                };
+                Err(ApiError::new(kind, rej.body_text()))
+            }
+        }
+    }
+}
+
+/// The largest value of any resource type the REST edge accepts (2^53, the largest integer a
+/// JSON number carries exactly through a double; as memory in MB, 8 ZB). The core rounds,
+/// adds and subtracts resource values as i64: a request that names an absurd one (an ask,
+/// an AM resource, a node's total, a container report) is refused here, before that
+/// arithmetic can overflow.
+pub const MAX_RESOURCE_VALUE: i64 = 1 << 53;
+
+/// Refuses (400) a resource with a value above [`MAX_RESOURCE_VALUE`]; `what` names it.
+pub(crate) fn check_resource(what: &str, r: &Resource) -> Result<(), ApiError> {
+    match r.entries().find(|(_, v)| *v > MAX_RESOURCE_VALUE) {
+        Some((name, v)) => Err(ApiError::bad_request(format!(
+            "{what}: resource type=[{name}] value {v} is greater than {MAX_RESOURCE_VALUE}"
+        ))),
+        None => Ok(()),
     }
 }
 

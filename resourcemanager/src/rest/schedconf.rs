@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -21,7 +21,7 @@ use spindle_common::records::cluster::{
 };
 use spindle_common::records::exception::ExceptionKind;
 
-use super::{ApiError, AppState, JsonBody};
+use super::{ApiError, AppState, JsonBody, PathParams};
 use crate::config::capacity::{CsProps, QueueParams, SchedConfMutation};
 use crate::core::{Caller, QueueAclType};
 use crate::driver::{Command, RmError};
@@ -217,7 +217,7 @@ async fn validate(
 /// `GET /queues/{queue}/access?user=U&queue-acl-type=SUBMIT_APPLICATIONS|ADMINISTER_QUEUE`.
 async fn queue_access(
     State(st): State<AppState>,
-    Path(queue): Path<String>,
+    PathParams(queue): PathParams<String>,
     Query(q): Q,
 ) -> Result<Json<RmQueueAclInfo>, ApiError> {
     let user = q

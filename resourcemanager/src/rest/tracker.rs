@@ -5,7 +5,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use spindle_common::records::tracker::*;
 
-use super::{ApiError, AppState, JsonBody};
+use super::{check_resource, ApiError, AppState, JsonBody};
 use crate::core::{NodeAction as CoreAction, NodeRegistration, ReportedContainer};
 use crate::driver::Command;
 
@@ -16,14 +16,18 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ws/v1/node-tracker/unregister", post(unregister))
 }
 
-fn reports(list: Vec<NmContainerReport>) -> Vec<ReportedContainer> {
+fn reports(list: Vec<NmContainerReport>) -> Result<Vec<ReportedContainer>, ApiError> {
     list.into_iter()
-        .map(|r| ReportedContainer {
-            id: r.status.container_id,
-            state: r.status.state,
-            exit_status: r.status.exit_status,
-            diagnostics: r.status.diagnostics,
-            resource: r.resource.to_resource(),
+        .map(|r| {
+            let resource = r.resource.to_resource();
+            check_resource(&format!("container {}", r.status.container_id), &resource)?;
+            Ok(ReportedContainer {
+                id: r.status.container_id,
+                state: r.status.state,
+                exit_status: r.status.exit_status,
+                diagnostics: r.status.diagnostics,
+                resource,
+            })
         })
         .collect()
 }
@@ -38,6 +42,7 @@ async fn register(
             "node resource {total} has a negative value"
         )));
     }
+    check_resource("node resource", &total)?;
     let rack = req
         .rack
         .filter(|r| r.starts_with('/'))
@@ -48,7 +53,7 @@ async fn register(
         rack,
         total,
         version: req.nm_version,
-        containers: reports(req.container_statuses),
+        containers: reports(req.container_statuses)?,
         attributes: req.node_attributes,
     };
     let r = st
@@ -70,13 +75,14 @@ async fn heartbeat(
     JsonBody(req): JsonBody<NodeHeartbeatRequest>,
 ) -> Result<Json<NodeHeartbeatResponse>, ApiError> {
     let status = req.node_status;
+    let containers = reports(status.containers_statuses)?;
     let r = st
         .driver
         .call(|reply| Command::Heartbeat {
             node: req.node_id,
             healthy: status.healthy,
             report: status.health_report,
-            containers: reports(status.containers_statuses),
+            containers,
             reply,
         })
         .await?;

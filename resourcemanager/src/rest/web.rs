@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -79,7 +80,9 @@ async fn overview(State(st): State<AppState>, headers: HeaderMap) -> Html<String
     page("Cluster", &b)
 }
 
-async fn app_page(State(st): State<AppState>, Path(id): Path<String>) -> Response {
+async fn app_page(State(st): State<AppState>, id: Result<Path<String>, PathRejection>) -> Response {
+    // A malformed id (one that is not UTF-8 once decoded, too) is the page's 404.
+    let id = id.map(|Path(id)| id).unwrap_or_default();
     let s = st.driver.snapshot().await;
     let Some(a) = id.parse().ok().and_then(|aid| s.apps.get(&aid)) else {
         return (
