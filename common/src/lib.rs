@@ -12,6 +12,7 @@ pub mod config;
 pub mod contract;
 pub mod env;
 pub mod ids;
+pub mod net;
 pub mod records;
 pub mod resource;
 pub mod states;

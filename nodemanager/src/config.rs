@@ -283,8 +283,9 @@ impl NmConfig {
     ///
     /// The NodeId host is `yarn.nodemanager.hostname` when it names a host; when it is unset
     /// or the wildcard `0.0.0.0` (its YARN default, which also makes the NM listen on every
-    /// interface), the host of the webapp address if that is not a wildcard, else 127.0.0.1,
-    /// so that the NodeId is always an address the RM and AMs can dial.
+    /// interface), the host of the webapp address if that is not a wildcard, else this
+    /// machine's host name (as YARN does) if it resolves, else 127.0.0.1, so that the NodeId
+    /// is always an address the RM and AMs can dial.
     pub fn from_configuration(
         conf: &Configuration,
         conf_dir: &Path,
@@ -306,7 +307,9 @@ impl NmConfig {
         check_address(conf, keys::NM_WEBAPP_ADDRESS, &webapp_address, true)?;
         let hostname = explicit_host.unwrap_or_else(|| match webapp_address.rsplit_once(':') {
             Some((host, _)) if !is_wildcard(host) && valid_hostname(host) => host.to_string(),
-            _ => DEFAULT_NM_HOSTNAME.to_string(),
+            _ => spindle_common::net::local_hostname()
+                .filter(|h| valid_hostname(h))
+                .unwrap_or_else(|| DEFAULT_NM_HOSTNAME.to_string()),
         });
 
         let memory = conf.get_i64(
@@ -729,9 +732,7 @@ pub fn parse_allowed_fpgas(raw: &str) -> Result<AllowedFpgas, String> {
     Ok(AllowedFpgas::Minors(minors))
 }
 
-fn is_wildcard(host: &str) -> bool {
-    matches!(host, "" | "0.0.0.0" | "[::]" | "::")
-}
+use spindle_common::net::is_wildcard;
 
 /// Replaces a wildcard listen host with the loopback address, so the text can be dialled.
 pub fn connectable(addr: &str) -> String {
@@ -817,7 +818,9 @@ mod tests {
     fn defaults_are_yarns() {
         let c = NmConfig::from_configuration(&Configuration::new(), Path::new("conf")).unwrap();
         assert_eq!(c.webapp_address, "0.0.0.0:8042");
-        assert_eq!(c.hostname, "127.0.0.1");
+        // Bound to every interface: the machine's name (if it resolves), never the wildcard.
+        let expected = spindle_common::net::local_hostname().unwrap_or_else(|| "127.0.0.1".into());
+        assert_eq!(c.hostname, expected);
         assert!(
             c.local_dirs[0].ends_with("nm-local-dir"),
             "{:?}",

@@ -729,11 +729,9 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
     };
     let cluster_ts = now_ms();
     let mut core = RmCore::new(core_conf, cluster_ts, recovered.epoch, recovered.secret);
-    let host = if addr.ip().is_unspecified() {
-        "127.0.0.1".to_string()
-    } else {
-        addr.ip().to_string()
-    };
+    // What AMs dial: a wildcard bind is no address (see `spindle_common::net`).
+    let host =
+        spindle_common::net::advertised_host(conf.rm_hostname.as_deref(), &addr.ip().to_string());
     core.set_rm_address(format!("http://{host}:{}", addr.port()));
     let n = recovered.apps.len();
     for rec in recovered.apps {

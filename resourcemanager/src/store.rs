@@ -33,6 +33,12 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    #[error("state store {path}: cannot create it owner-only (0600): {source}")]
+    File {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("state store {path}: record {key} is corrupt: {message}")]
     Corrupt {
         path: String,
@@ -96,6 +102,24 @@ impl StateStore {
                     source,
                 })?;
             }
+        }
+        // The store holds the token secret: owner-only, created so (SQLite gives its WAL and
+        // shared-memory files the database file's mode), and tightened if it already exists.
+        {
+            use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+            let made = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(path)
+                .and_then(|_| {
+                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                });
+            made.map_err(|source| StoreError::File {
+                path: p.clone(),
+                source,
+            })?;
         }
         let sq = |source| StoreError::Sqlite {
             path: p.clone(),
@@ -510,6 +534,11 @@ mod tests {
         let mut s = StateStore::open(&path).unwrap();
         let r = s.recover().unwrap();
         assert_eq!(r.epoch, 1);
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "the store holds the token secret");
+        }
         assert_eq!(r.secret, secret);
         assert_eq!(r.apps.len(), 1);
         assert_eq!(r.apps[0].sub.am_resource, rec.sub.am_resource);

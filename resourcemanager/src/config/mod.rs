@@ -68,6 +68,9 @@ impl Default for GroupsConfig {
 #[derive(Debug, Clone)]
 pub struct RmConfig {
     pub webapp_address: String,
+    /// `yarn.resourcemanager.hostname` when it names a host: what AMs are told to dial when
+    /// the RM listens on every interface (else this machine's name).
+    pub rm_hostname: Option<String>,
     pub store_path: PathBuf,
     pub cluster_id: String,
     pub core: CoreConfig,
@@ -114,10 +117,16 @@ impl RmConfig {
                 format!("expected host:port, got '{webapp_address}'"),
             ));
         }
-        let store_path = conf.get_string(
-            STATE_STORE_PATH,
-            "/tmp/hadoop-yarn/yarn/system/rmstore.sqlite",
-        )?;
+        // The spindle.* key, else its older spelling, else the documented default.
+        let store_path = match conf.get_nonempty(STATE_STORE_PATH)? {
+            Some(p) => p,
+            None => match conf.get_nonempty(keys::RM_STORE_PATH)? {
+                Some(p) => p,
+                None => {
+                    conf.get_string(STATE_STORE_PATH, keys::DEFAULT_SPINDLE_RM_STATE_STORE_PATH)?
+                }
+            },
+        };
         let positive = |name: &str, default: i64| -> Result<i64, RmConfigError> {
             let v = conf.get_i64(name, default)?;
             if v <= 0 {
@@ -226,6 +235,9 @@ impl RmConfig {
         };
         Ok(Self {
             webapp_address,
+            rm_hostname: conf
+                .get_nonempty(keys::RM_HOSTNAME)?
+                .filter(|h| !spindle_common::net::is_wildcard(h)),
             store_path: PathBuf::from(store_path),
             cluster_id: conf.get_string(keys::RM_CLUSTER_ID, "spindle")?,
             core,
@@ -317,6 +329,24 @@ mod tests {
     fn defaults_match_yarn() {
         let c = RmConfig::from_conf(&Configuration::new()).unwrap();
         assert_eq!(c.webapp_address, "0.0.0.0:8088");
+        assert_eq!(c.rm_hostname, None);
+        // ${hadoop.tmp.dir}/yarn/system/rmstore.sqlite, expanded.
+        let store = c.store_path.display().to_string();
+        assert!(
+            store.ends_with("/yarn/system/rmstore.sqlite") && !store.contains('$'),
+            "{store}"
+        );
+        let mut legacy = Configuration::new();
+        legacy.set(keys::RM_STORE_PATH, "/var/lib/old.sqlite");
+        legacy.set(keys::RM_HOSTNAME, "rm.example");
+        let c2 = RmConfig::from_conf(&legacy).unwrap();
+        assert_eq!(c2.store_path, PathBuf::from("/var/lib/old.sqlite"));
+        assert_eq!(c2.rm_hostname.as_deref(), Some("rm.example"));
+        legacy.set(STATE_STORE_PATH, "/var/lib/new.sqlite");
+        assert_eq!(
+            RmConfig::from_conf(&legacy).unwrap().store_path,
+            PathBuf::from("/var/lib/new.sqlite")
+        );
         assert_eq!(c.core.min_allocation, Resource::new(1024, 1));
         assert_eq!(c.core.max_allocation, Resource::new(8192, 4));
         assert_eq!(c.core.am_max_attempts, 2);
