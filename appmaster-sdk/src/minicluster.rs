@@ -436,6 +436,12 @@ impl MiniCluster {
             args.extend(d(keys::NM_LOCAL_DIRS, local.display()));
             args.extend(d(keys::NM_LOG_DIRS, logs.display()));
             args.extend(d(keys::NM_RECOVERY_DIR, recovery.display()));
+            // A local try-out cluster should not go unhealthy because the developer's disk
+            // is over YARN's 90 % (the free-space and writability checks still apply).
+            args.extend(d(
+                "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage",
+                "100",
+            ));
             args.extend(nm_extra.iter().cloned());
             args.extend([
                 "--address-file".to_string(),

@@ -12,6 +12,7 @@ use spindle_common::config::{keys, ConfigError, Configuration, DEFAULT_SOURCE};
 use spindle_common::records::node::LaunchHold;
 use spindle_common::resource::Resource;
 
+use crate::health::{DiskCheckConfig, HealthConfig};
 use crate::isolation::{DeviceIsolation, IsolationConfig};
 use crate::runas::{Credentials, RunAs};
 
@@ -167,6 +168,13 @@ pub enum NmConfigError {
         name: &'static str,
         value: String,
     },
+    #[error("{at}: property '{name}': expected {expected}, got '{value}'")]
+    BadHealthCheck {
+        at: String,
+        name: &'static str,
+        expected: String,
+        value: String,
+    },
     #[error("{at}: property '{name}': expected a local user to run containers as, got '{value}' ({reason})")]
     BadRunAsUser {
         at: String,
@@ -276,6 +284,8 @@ pub struct NmConfig {
     pub isolation: IsolationConfig,
     /// Who containers run as (see [`crate::runas`]).
     pub run_as: RunAs,
+    /// The node's health script and disk checks (see [`crate::health`]).
+    pub health: HealthConfig,
 }
 
 impl NmConfig {
@@ -411,6 +421,7 @@ impl NmConfig {
         let plugins = resource_plugins(conf)?;
         let isolation = isolation_config(conf)?;
         let run_as = run_as_config(conf)?;
+        let health = health_config(conf)?;
 
         Ok(Self {
             webapp_address,
@@ -429,6 +440,7 @@ impl NmConfig {
             plugins,
             isolation,
             run_as,
+            health,
         })
     }
 }
@@ -459,6 +471,95 @@ pub const NM_LCE_LOCAL_USER: &str =
 pub const NM_LCE_MIN_USER_ID: &str = "spindle.nodemanager.linux-container-executor.min-user-id";
 /// Users whose containers may never run (`container-executor.cfg`'s `banned.users`).
 pub const NM_LCE_BANNED_USERS: &str = "spindle.nodemanager.linux-container-executor.banned-users";
+
+pub const NM_HEALTH_CHECKER_TIMEOUT_MS: &str = "yarn.nodemanager.health-checker.timeout-ms";
+pub const NM_HEALTH_CHECKER_SCRIPT_OPTS: &str = "yarn.nodemanager.health-checker.script.opts";
+pub const NM_DISK_CHECKER_ENABLE: &str = "yarn.nodemanager.disk-health-checker.enable";
+pub const NM_DISK_CHECKER_INTERVAL_MS: &str = "yarn.nodemanager.disk-health-checker.interval-ms";
+pub const NM_DISK_CHECKER_MIN_HEALTHY: &str =
+    "yarn.nodemanager.disk-health-checker.min-healthy-disks";
+pub const NM_DISK_CHECKER_MAX_UTILIZATION: &str =
+    "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage";
+pub const NM_DISK_CHECKER_MIN_FREE_MB: &str =
+    "yarn.nodemanager.disk-health-checker.min-free-space-per-disk-mb";
+
+/// The health script and disk checker (YARN's names and defaults).
+fn health_config(conf: &Configuration) -> Result<HealthConfig, NmConfigError> {
+    let d = HealthConfig::default();
+    let bad = |name: &'static str, expected: &str, value: String| NmConfigError::BadHealthCheck {
+        at: at(conf, name),
+        name,
+        expected: expected.to_string(),
+        value,
+    };
+    let positive_ms = |name: &'static str, default: Duration| -> Result<Duration, NmConfigError> {
+        let ms = conf.get_duration_ms(name, default.as_millis() as u64)?;
+        if ms == 0 {
+            return Err(bad(name, "an interval greater than 0", "0 ms".into()));
+        }
+        Ok(Duration::from_millis(ms))
+    };
+    let script = match conf.get_nonempty(keys::NM_HEALTH_CHECKER_SCRIPT_PATH)? {
+        None => None,
+        Some(p) => {
+            use std::os::unix::fs::PermissionsExt;
+            let path = PathBuf::from(&p);
+            let executable = std::fs::metadata(&path)
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false);
+            if !executable {
+                return Err(bad(
+                    keys::NM_HEALTH_CHECKER_SCRIPT_PATH,
+                    "an executable file",
+                    p,
+                ));
+            }
+            Some(path)
+        }
+    };
+    // YARN 3 renamed script.timeout-ms to timeout-ms; the new name wins.
+    let timeout_key = if conf.get_nonempty(NM_HEALTH_CHECKER_TIMEOUT_MS)?.is_some() {
+        NM_HEALTH_CHECKER_TIMEOUT_MS
+    } else {
+        keys::NM_HEALTH_CHECKER_SCRIPT_TIMEOUT_MS
+    };
+    let fraction = conf.get_f64(NM_DISK_CHECKER_MIN_HEALTHY, d.disks.min_healthy_fraction)?;
+    if !(0.0..=1.0).contains(&fraction) {
+        return Err(bad(
+            NM_DISK_CHECKER_MIN_HEALTHY,
+            "a fraction from 0.0 to 1.0",
+            fraction.to_string(),
+        ));
+    }
+    let percent = conf.get_f64(
+        NM_DISK_CHECKER_MAX_UTILIZATION,
+        d.disks.max_utilization_percent,
+    )?;
+    if !(0.0..=100.0).contains(&percent) {
+        return Err(bad(
+            NM_DISK_CHECKER_MAX_UTILIZATION,
+            "a percentage from 0.0 to 100.0",
+            percent.to_string(),
+        ));
+    }
+    Ok(HealthConfig {
+        script,
+        script_opts: conf
+            .get_string(NM_HEALTH_CHECKER_SCRIPT_OPTS, "")?
+            .split_whitespace()
+            .map(String::from)
+            .collect(),
+        script_interval: positive_ms(keys::NM_HEALTH_CHECKER_INTERVAL_MS, d.script_interval)?,
+        script_timeout: positive_ms(timeout_key, d.script_timeout)?,
+        disks: DiskCheckConfig {
+            enabled: conf.get_bool(NM_DISK_CHECKER_ENABLE, d.disks.enabled)?,
+            interval: positive_ms(NM_DISK_CHECKER_INTERVAL_MS, d.disks.interval)?,
+            min_healthy_fraction: fraction,
+            max_utilization_percent: percent,
+            min_free_mb: conf.get_u64(NM_DISK_CHECKER_MIN_FREE_MB, d.disks.min_free_mb)?,
+        },
+    })
+}
 
 /// Who containers run as: only an explicit LinuxContainerExecutor changes user.
 fn run_as_config(conf: &Configuration) -> Result<RunAs, NmConfigError> {
@@ -1072,6 +1173,53 @@ mod tests {
             "{msg}"
         );
         assert!(!msg.contains('\n'), "{msg}");
+    }
+
+    #[test]
+    fn health_checks_follow_yarns_keys() {
+        let from = |kv: &[(&str, &str)]| NmConfig::from_configuration(&conf(kv), Path::new("c"));
+        let c = from(&[]).unwrap();
+        assert_eq!(c.health, HealthConfig::default());
+        assert!(c.health.script.is_none() && c.health.disks.enabled);
+        assert_eq!(c.health.disks.max_utilization_percent, 90.0);
+        let c = from(&[
+            (keys::NM_HEALTH_CHECKER_SCRIPT_PATH, "/bin/true"),
+            (NM_HEALTH_CHECKER_SCRIPT_OPTS, "-a  -b"),
+            (keys::NM_HEALTH_CHECKER_INTERVAL_MS, "5000"),
+            (keys::NM_HEALTH_CHECKER_SCRIPT_TIMEOUT_MS, "7000"),
+            (NM_DISK_CHECKER_MIN_HEALTHY, "0.5"),
+            (NM_DISK_CHECKER_MIN_FREE_MB, "1024"),
+            (NM_DISK_CHECKER_ENABLE, "false"),
+        ])
+        .unwrap();
+        assert_eq!(c.health.script.as_deref(), Some(Path::new("/bin/true")));
+        assert_eq!(c.health.script_opts, ["-a", "-b"]);
+        assert_eq!(c.health.script_interval, Duration::from_secs(5));
+        assert_eq!(c.health.script_timeout, Duration::from_secs(7));
+        assert_eq!(c.health.disks.min_healthy_fraction, 0.5);
+        assert_eq!(c.health.disks.min_free_mb, 1024);
+        assert!(!c.health.disks.enabled);
+        // YARN 3's name for the timeout wins over the old one.
+        let c = from(&[
+            (keys::NM_HEALTH_CHECKER_SCRIPT_TIMEOUT_MS, "7000"),
+            (NM_HEALTH_CHECKER_TIMEOUT_MS, "9000"),
+        ])
+        .unwrap();
+        assert_eq!(c.health.script_timeout, Duration::from_secs(9));
+        for (k, v, want) in [
+            (
+                keys::NM_HEALTH_CHECKER_SCRIPT_PATH,
+                "/nonexistent/x",
+                "an executable file",
+            ),
+            (NM_DISK_CHECKER_MIN_HEALTHY, "1.5", "a fraction"),
+            (NM_DISK_CHECKER_MAX_UTILIZATION, "101", "a percentage"),
+            (keys::NM_HEALTH_CHECKER_INTERVAL_MS, "0", "greater than 0"),
+        ] {
+            let msg = from(&[(k, v)]).unwrap_err().to_string();
+            assert!(msg.contains(want) && msg.contains(k), "{k}={v}: {msg}");
+            assert!(msg.starts_with("-D: ") && !msg.contains('\n'), "{msg}");
+        }
     }
 
     #[test]

@@ -20,6 +20,7 @@
 pub mod cgroups;
 pub mod config;
 pub mod containers;
+pub mod health;
 pub mod isolation;
 pub mod launcher;
 pub mod logs;
@@ -181,6 +182,15 @@ async fn serve(
     );
     manager.recover(records);
     let manager_task = tokio::spawn(manager.run().in_current_span());
+    // The health script and disk checks decide the heartbeat's `healthy`.
+    let node_checks = health::spawn(
+        conf.health.clone(),
+        conf.local_dirs.clone(),
+        conf.log_dirs.clone(),
+        Arc::clone(&wake),
+        stop_rx.clone(),
+    );
+    let plugin_health = plugin_health.with_node_checks(node_checks);
 
     let (rm_shutdown_tx, rm_shutdown_rx) = oneshot::channel();
     let updater = StatusUpdater::new(

@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequest, Path, Query, Request, State};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::http::request::Parts;
 use axum::http::{header, StatusCode, Uri};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -176,6 +178,47 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     }
 }
 
+/// `Path<T>` whose rejections (a parameter that is not UTF-8 once percent-decoded) are 400
+/// `RemoteException`s, like every other bad input of the JSON API.
+pub struct PathParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Path(v)| PathParams(v))
+            .map_err(|e| rejection(e.status(), e.body_text()))
+    }
+}
+
+/// `Query<T>` whose rejections (a repeated parameter, `?size=1&size=2`) are 400
+/// `RemoteException`s.
+pub struct QueryParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(v)| QueryParams(v))
+            .map_err(|e| rejection(e.status(), e.body_text()))
+    }
+}
+
+/// An extractor's rejection as a `RemoteException`: 400, or 500 for a route that lacks the
+/// parameters its handler reads (the NM's own bug).
+fn rejection(status: StatusCode, text: String) -> ApiError {
+    let kind = if status.is_server_error() {
+        ExceptionKind::Internal
+    } else {
+        ExceptionKind::BadRequest
+    };
+    ApiError::new(kind, text)
+}
+
 async fn not_found(uri: Uri) -> ApiError {
     ApiError::not_found(format!("no such resource: {}", uri.path()))
 }
@@ -211,7 +254,7 @@ async fn node_info(State(s): State<RestState>) -> Result<Json<NodeInfoBody>, Api
             last_node_update_time: v.last_heartbeat_ms,
             nm_startup_time: v.started_ms,
             health_report: s.0.health.report(),
-            node_healthy: true,
+            node_healthy: s.0.health.healthy(),
             node_manager_version: version.to_string(),
             node_manager_build_version: format!("spindle {version}"),
             node_manager_version_built_on: String::new(),
@@ -239,7 +282,7 @@ fn app_info(a: AppView) -> NmAppInfo {
 
 async fn apps(
     State(s): State<RestState>,
-    Query(q): Query<AppsQuery>,
+    QueryParams(q): QueryParams<AppsQuery>,
 ) -> Result<Json<NmAppsBody>, ApiError> {
     let state = match q.state.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
         Some(v) => {
@@ -271,7 +314,7 @@ async fn apps(
 
 async fn app(
     State(s): State<RestState>,
-    Path(appid): Path<String>,
+    PathParams(appid): PathParams<String>,
 ) -> Result<Json<NmAppBody>, ApiError> {
     let id: ApplicationId = appid
         .parse()
@@ -326,7 +369,7 @@ async fn containers(State(s): State<RestState>) -> Result<Json<NmContainersBody>
 
 async fn container(
     State(s): State<RestState>,
-    Path(cid): Path<String>,
+    PathParams(cid): PathParams<String>,
 ) -> Result<Json<NmContainerBody>, ApiError> {
     let id = parse_container_id(&cid)?;
     match s.0.handle.container(id).await? {
@@ -585,8 +628,12 @@ fn gpu_json(v: ResourceView) -> GpuResourceInfo {
 /// `GET /ws/v1/node/resources/{resourcename}` (the name URL-encoded: `yarn.io%2Fgpu`).
 async fn resource_info(
     State(s): State<RestState>,
-    Path(name): Path<String>,
+    name: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
+    // A name that is not UTF-8 once decoded is no plugin's: YARN's empty answer, as below.
+    let Ok(Path(name)) = name else {
+        return Ok(Json(serde_json::json!({})).into_response());
+    };
     let Some(view) = s.0.handle.resource(name.clone()).await? else {
         // YARN answers an empty NMResourceInfo for a name no plugin manages.
         return Ok(Json(serde_json::json!({})).into_response());
@@ -670,7 +717,7 @@ async fn log_files(s: &RestState, id: ContainerId) -> Result<Option<Vec<logs::Lo
 
 async fn log_list(
     State(s): State<RestState>,
-    Path(cid): Path<String>,
+    PathParams(cid): PathParams<String>,
 ) -> Result<Json<ContainerLogsBody>, ApiError> {
     let id = parse_container_id(&cid)?;
     let files = log_files(&s, id)
@@ -740,8 +787,8 @@ async fn serve_log(
 
 async fn log_file(
     State(s): State<RestState>,
-    Path((cid, name)): Path<(String, String)>,
-    Query(q): Query<LogQuery>,
+    PathParams((cid, name)): PathParams<(String, String)>,
+    QueryParams(q): QueryParams<LogQuery>,
 ) -> Result<Response, ApiError> {
     serve_log(&s, &cid, &name, &q).await
 }

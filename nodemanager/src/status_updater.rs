@@ -249,7 +249,7 @@ impl StatusUpdater {
             node_id: self.node_id.clone(),
             response_id,
             node_status: NodeStatus {
-                healthy: true,
+                healthy: self.health.healthy(),
                 health_report: self.health.report(),
                 last_health_report_time: now_ms(),
                 containers_statuses: reports,

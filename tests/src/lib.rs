@@ -274,6 +274,12 @@ impl Cluster {
                 "yarn.nodemanager.resource.cpu-vcores".to_string(),
                 "4".to_string(),
             ),
+            // System tests must not depend on how full the host's disk is.
+            (
+                "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage"
+                    .to_string(),
+                "100".to_string(),
+            ),
         ];
         all.extend(props.iter().cloned());
         let mut args = vec![

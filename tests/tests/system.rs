@@ -499,3 +499,73 @@ fn the_minicluster_command_runs_the_demo_and_leaves_no_process() {
         .collect();
     assert!(leftovers.is_empty(), "left behind: {leftovers:?}");
 }
+
+/// A node whose health script reports an ERROR turns UNHEALTHY at the RM with the script's
+/// line as its report, and gets no containers; the healthy node runs them all.
+#[test]
+fn an_unhealthy_node_gets_no_containers() {
+    let mut c = Cluster::start(ClusterOpts {
+        nodes: 1,
+        ..Default::default()
+    });
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let script = scratch.path().join("health.sh");
+    std::fs::write(&script, "#!/bin/sh\necho 'ERROR gpu 3 fell off the bus'\n").expect("script");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    c.add_nm(&[
+        (
+            "yarn.nodemanager.health-checker.script.path".to_string(),
+            script.display().to_string(),
+        ),
+        (
+            "yarn.nodemanager.health-checker.interval-ms".to_string(),
+            "200".to_string(),
+        ),
+    ]);
+    let sick = wait_until(
+        "the second node to be UNHEALTHY",
+        Duration::from_secs(30),
+        || {
+            let (_, v) = c.get("/ws/v1/cluster/nodes?states=UNHEALTHY");
+            v["nodes"]["node"].as_array()?.first().cloned()
+        },
+    );
+    assert_eq!(
+        sick["healthReport"], "ERROR gpu 3 fell off the bus",
+        "{sick}"
+    );
+    let sick_id = sick["id"].as_str().unwrap_or_default().to_string();
+
+    let out = c.spindle(&[
+        "distributed-shell",
+        "--num-containers",
+        "3",
+        "--container-resources",
+        "memory-mb=256,vcores=1",
+        "--shell-command",
+        "true",
+    ]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success() && text.contains("SUCCEEDED"), "{text}");
+    let id = text
+        .split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
+        .find(|w| w.starts_with("application_"))
+        .expect("the client names the application")
+        .to_string();
+    let (_, atts) = c.get(&format!("/ws/v1/cluster/apps/{id}/appattempts"));
+    let am_node = atts["appAttempts"]["appAttempt"][0]["nodeId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_ne!(am_node, sick_id, "the AM ran on the unhealthy node");
+    // Every container's log is on the healthy node: the unhealthy one ran nothing.
+    let sick_logs = c.dir.path().join("nm1/logs").join(&id);
+    assert!(!sick_logs.exists(), "containers ran on {sick_id}");
+}

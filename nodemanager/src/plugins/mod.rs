@@ -175,6 +175,8 @@ pub struct ResourceView {
 #[derive(Clone, Default)]
 pub struct HealthView {
     sources: Vec<(String, watch::Receiver<PluginStatus>)>,
+    /// The node's own checks (health script, disks), which decide `healthy`.
+    node: Option<watch::Receiver<crate::health::NodeCheck>>,
 }
 
 impl std::fmt::Debug for HealthView {
@@ -186,11 +188,29 @@ impl std::fmt::Debug for HealthView {
 }
 
 impl HealthView {
-    /// The node's health report text from the plugins: every problem, `; `-joined, each
-    /// prefixed with its resource; empty when none. The node stays healthy (schedulable) for
-    /// work that needs no device: a broken `nvidia-smi` must not take the CPUs offline.
+    /// Adds the node's own checks ([`crate::health`]).
+    pub fn with_node_checks(mut self, rx: watch::Receiver<crate::health::NodeCheck>) -> Self {
+        self.node = Some(rx);
+        self
+    }
+
+    /// What the node's own checks say; plugins never make a node unhealthy.
+    pub fn healthy(&self) -> bool {
+        self.node.as_ref().is_none_or(|n| n.borrow().healthy)
+    }
+
+    /// The node's health report text: the node checks' findings, then the plugins' problems,
+    /// `; `-joined, each plugin problem prefixed with its resource; empty when none. Plugin
+    /// problems keep the node healthy (schedulable) for work that needs no device: a broken
+    /// `nvidia-smi` must not take the CPUs offline.
     pub fn report(&self) -> String {
         let mut parts = Vec::new();
+        if let Some(n) = &self.node {
+            let n = n.borrow();
+            if !n.report.is_empty() {
+                parts.push(n.report.clone());
+            }
+        }
         for (name, rx) in &self.sources {
             for p in &rx.borrow().problems {
                 parts.push(format!("{name}: {p}"));
@@ -310,6 +330,7 @@ impl Plugins {
                 .iter()
                 .map(|s| (s.name().to_string(), s.status.clone()))
                 .collect(),
+            node: None,
         }
     }
 

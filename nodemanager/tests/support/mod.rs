@@ -213,6 +213,11 @@ pub fn nm_config(dirs: &Path, rm: SocketAddr, recovery: bool) -> NmConfig {
     c.set(keys::NM_SLEEP_DELAY_BEFORE_SIGKILL_MS, "250");
     c.set(keys::NM_RESOURCE_MEMORY_MB, "4096");
     c.set(keys::NM_RESOURCE_CPU_VCORES, "4");
+    // Tests must not depend on how full the host's disk is.
+    c.set(
+        spindle_nodemanager::config::NM_DISK_CHECKER_MAX_UTILIZATION,
+        "100",
+    );
     NmConfig::from_configuration(&c, &dirs.join("conf")).unwrap()
 }
 
