@@ -139,18 +139,22 @@ impl Resource {
             && self.others.iter().all(|(k, v)| *v <= other.get(k))
     }
 
+    /// Saturating, so that no input (a node claiming i64::MAX MB) can overflow a total; the
+    /// edges refuse such values (over 2^53) before they get here.
     fn merge(&mut self, o: &Resource, sign: i64) {
-        self.memory_mb += sign * o.memory_mb;
-        self.vcores += sign * o.vcores;
+        self.memory_mb = self
+            .memory_mb
+            .saturating_add(sign.saturating_mul(o.memory_mb));
+        self.vcores = self.vcores.saturating_add(sign.saturating_mul(o.vcores));
         for (k, v) in &o.others {
             match self.position(k) {
                 Ok(i) => {
-                    self.others[i].1 += sign * v;
+                    self.others[i].1 = self.others[i].1.saturating_add(sign.saturating_mul(*v));
                     if self.others[i].1 == 0 {
                         self.others.remove(i);
                     }
                 }
-                Err(i) => self.others.insert(i, (*k, sign * v)),
+                Err(i) => self.others.insert(i, (*k, sign.saturating_mul(*v))),
             }
         }
     }

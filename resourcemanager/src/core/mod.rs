@@ -452,7 +452,8 @@ impl RmCore {
         }
         let mut n = r.clone();
         let step = self.conf.min_allocation.memory_mb.max(1);
-        n.memory_mb = (r.memory_mb.max(step) + step - 1) / step * step;
+        // Saturating: an absurd ask is refused below (over the maximum), never an overflow.
+        n.memory_mb = r.memory_mb.max(step).saturating_add(step - 1) / step * step;
         n.vcores = r.vcores.max(self.conf.min_allocation.vcores);
         let max = &self.max_allocation_in(leaf);
         for (name, v) in n.entries() {

@@ -382,6 +382,50 @@ fn oversized_asks_are_refused_and_change_nothing() {
 }
 
 #[test]
+fn absurd_resource_values_are_refused_not_overflowed() {
+    let mut env = TestEnv::new();
+    let node = env.add_node("h1", 1, 4096, 4);
+    // A node claiming everything: totals saturate instead of overflowing.
+    env.core.register_node(
+        NodeRegistration {
+            id: NodeId::new("h2", 1),
+            http_address: "h2:1".into(),
+            rack: "/default-rack".into(),
+            total: Resource::new(i64::MAX, i64::MAX),
+            version: "test".into(),
+            containers: vec![],
+            attributes: Default::default(),
+        },
+        env.now,
+    );
+    env.step();
+    let app = env.submit("default");
+    let (att, am) = env.launch_all()[0];
+    env.heartbeat(&node, vec![TestEnv::running(am)]);
+    env.core
+        .am_register(&att, "h".into(), 0, String::new(), env.now)
+        .expect("register");
+    let huge = AskUpdate {
+        priority: 1,
+        allocation_request_id: 0,
+        resource_name: "*".into(),
+        capability: Resource::new(i64::MAX, 1),
+        num_containers: 1,
+        relax_locality: true,
+        gang: None,
+    };
+    let r = env
+        .core
+        .am_allocate(&att, 0, vec![huge], vec![], 0.0, env.now);
+    assert!(
+        matches!(r, Err(CoreError::InvalidResourceRequest(_))),
+        "{r:?}"
+    );
+    env.step();
+    assert!(!env.app(&app).state.is_final());
+}
+
+#[test]
 fn core_is_pure() {
     // The design rule: no I/O, clock, async or transport in the core, and no wire format
     // (only `common::records` and the REST and store edges derive serde).
