@@ -46,10 +46,11 @@ pub const DEFAULT_RM_AM_MAX_ATTEMPTS: i64 = 2;
 /// How many finished applications the RM keeps in memory (and in its store).
 pub const RM_MAX_COMPLETED_APPLICATIONS: &str = "yarn.resourcemanager.max-completed-applications";
 pub const DEFAULT_RM_MAX_COMPLETED_APPLICATIONS: i64 = 1000;
-/// Name of the cluster (Hadoop uses it for RM HA); no default.
+/// Name of the cluster (Hadoop uses it for RM HA; it has no default there). Spindle reads it
+/// with the default `spindle` and uses it nowhere yet.
 pub const RM_CLUSTER_ID: &str = "yarn.resourcemanager.cluster-id";
-/// SQLite file of the RM state store (applications, attempts, queue mutations, labels,
-/// token secrets) that makes an RM restart lose nothing.
+/// SQLite file of the RM state store (applications with their live attempt, the epoch, the
+/// token secret, scheduler-conf versions) that makes an RM restart lose nothing. Created 0600.
 pub const SPINDLE_RM_STATE_STORE_PATH: &str = "spindle.resourcemanager.state-store.path";
 pub const DEFAULT_SPINDLE_RM_STATE_STORE_PATH: &str =
     "${hadoop.tmp.dir}/yarn/system/rmstore.sqlite";
