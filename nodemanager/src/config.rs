@@ -286,6 +286,9 @@ pub struct NmConfig {
     pub run_as: RunAs,
     /// The node's health script and disk checks (see [`crate::health`]).
     pub health: HealthConfig,
+    /// How long an ended application's logs are kept (`yarn.nodemanager.log.retain-seconds`);
+    /// None: forever (a negative value).
+    pub log_retain: Option<Duration>,
 }
 
 impl NmConfig {
@@ -422,6 +425,8 @@ impl NmConfig {
         let isolation = isolation_config(conf)?;
         let run_as = run_as_config(conf)?;
         let health = health_config(conf)?;
+        let retain = conf.get_i64(NM_LOG_RETAIN_SECONDS, 10_800)?;
+        let log_retain = u64::try_from(retain).ok().map(Duration::from_secs);
 
         Ok(Self {
             webapp_address,
@@ -441,6 +446,7 @@ impl NmConfig {
             isolation,
             run_as,
             health,
+            log_retain,
         })
     }
 }
@@ -472,6 +478,9 @@ pub const NM_LCE_MIN_USER_ID: &str = "spindle.nodemanager.linux-container-execut
 /// Users whose containers may never run (`container-executor.cfg`'s `banned.users`).
 pub const NM_LCE_BANNED_USERS: &str = "spindle.nodemanager.linux-container-executor.banned-users";
 
+/// Seconds an ended application's container logs are kept (no log aggregation); negative:
+/// forever.
+pub const NM_LOG_RETAIN_SECONDS: &str = "yarn.nodemanager.log.retain-seconds";
 pub const NM_HEALTH_CHECKER_TIMEOUT_MS: &str = "yarn.nodemanager.health-checker.timeout-ms";
 pub const NM_HEALTH_CHECKER_SCRIPT_OPTS: &str = "yarn.nodemanager.health-checker.script.opts";
 pub const NM_DISK_CHECKER_ENABLE: &str = "yarn.nodemanager.disk-health-checker.enable";

@@ -28,6 +28,7 @@ pub mod manager;
 pub mod metrics;
 pub mod plugins;
 pub mod rest;
+pub mod retention;
 pub mod runas;
 pub mod status_updater;
 pub mod store;
@@ -191,6 +192,12 @@ async fn serve(
         stop_rx.clone(),
     );
     let plugin_health = plugin_health.with_node_checks(node_checks);
+    retention::spawn(
+        conf.log_dirs.clone(),
+        conf.log_retain,
+        handle.clone(),
+        stop_rx.clone(),
+    );
 
     let (rm_shutdown_tx, rm_shutdown_rx) = oneshot::channel();
     let updater = StatusUpdater::new(

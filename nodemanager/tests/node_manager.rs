@@ -508,3 +508,35 @@ async fn a_restarted_nm_re_adopts_running_containers_and_reports_dead_ones() {
     kill_group(pgid);
     nm2.stop().await.unwrap();
 }
+
+/// `yarn.nodemanager.log.retain-seconds`: an ended application's logs go once nothing in
+/// them changed for that long; a running application's logs stay however old.
+#[tokio::test]
+async fn old_logs_of_ended_applications_are_deleted() {
+    let rm = FakeRm::start().await;
+    let dirs = tempfile::tempdir().unwrap();
+    let mut conf = nm_config(dirs.path(), rm.addr, false);
+    conf.log_retain = Some(Duration::from_secs(1));
+    let mut nm = TestNm::start_with(dirs.path(), conf).await;
+    rm.wait_registered(1).await;
+
+    let (ended, running) = (cid(9, 1), cid(10, 1));
+    nm.run_container(&rm, ended, "alice", "echo bye").await;
+    nm.run_container(&rm, running, "alice", "sleep 100").await;
+    rm.wait_state(&ended, ContainerState::COMPLETE).await;
+    rm.wait_state(&running, ContainerState::RUNNING).await;
+    rm.state
+        .lock()
+        .unwrap()
+        .applications_to_cleanup
+        .push(ended.application_id());
+    let app_logs = nm.log_dir(&ended).parent().unwrap().to_path_buf();
+    assert!(app_logs.is_dir());
+    wait_until("the ended app's logs to be deleted", || {
+        (!app_logs.exists()).then_some(())
+    })
+    .await;
+    // The running one is older than the retention by now, and stays.
+    assert!(nm.log_dir(&running).join("stdout").exists());
+    nm.stop().await.unwrap();
+}
