@@ -141,10 +141,16 @@ mod tests {
         let live = BTreeSet::from([running]);
         let retain = Duration::from_secs(60);
         // Nothing is old yet.
-        assert!(sweep(&[root.clone()], &live, retain, SystemTime::now()).is_empty());
+        assert!(sweep(
+            std::slice::from_ref(&root),
+            &live,
+            retain,
+            SystemTime::now()
+        )
+        .is_empty());
         // An hour later: the ended application's logs go; the live one's stay.
         let later = SystemTime::now() + Duration::from_secs(3600);
-        let gone = sweep(&[root.clone()], &live, retain, later);
+        let gone = sweep(std::slice::from_ref(&root), &live, retain, later);
         assert!(gone.contains(&root.join(ended.to_string())), "{gone:?}");
         assert!(gone.contains(&root.join(fresh.to_string())), "{gone:?}");
         assert!(root.join(running.to_string()).is_dir());
