@@ -807,7 +807,9 @@ pub fn resource_source(url: &str) -> Result<PathBuf, String> {
 }
 
 /// A resource key must name a place inside the work dir.
-fn resource_target(work_dir: &Path, key: &str) -> Result<PathBuf, String> {
+/// Where local resource `key` goes in `work_dir`; an error names a key that is not a plain
+/// relative path (empty, absolute, or with `..`).
+pub fn resource_target(work_dir: &Path, key: &str) -> Result<PathBuf, String> {
     let rel = Path::new(key);
     if key.is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
         return Err(format!(

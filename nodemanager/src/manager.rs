@@ -620,6 +620,14 @@ impl Manager {
                 ),
             ));
         }
+        // Refused now rather than failing at localization after the start call said yes.
+        if let Some(e) = ctx
+            .local_resources
+            .keys()
+            .find_map(|k| crate::launcher::resource_target(Path::new("."), k).err())
+        {
+            return Err(fail(&label, "YarnException", e));
+        }
         let grant = self
             .plugins
             .assign(id, &ident.resource.to_resource())

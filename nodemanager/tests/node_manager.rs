@@ -188,6 +188,37 @@ async fn a_missing_local_resource_fails_localization() {
         let (_, c) = nm.get_json(&format!("/ws/v1/node/containers/{id}")).await;
         assert_eq!(c["container"]["state"], "LOCALIZATION_FAILED");
     }
+    // A name that is not a plain relative path is refused by the start call itself.
+    for (i, key) in ["../escape", "", "/etc/x"].into_iter().enumerate() {
+        let id = cid(3, 10 + i as u64);
+        let resp = nm
+            .start_containers(vec![StartContainerRequest {
+                container_token: rm.token(&nm.ident(id, "alice")),
+                container_launch_context: ContainerLaunchContext {
+                    commands: vec!["true".into()],
+                    local_resources: [(
+                        key.to_string(),
+                        LocalResourceInfo {
+                            resource: "/bin/true".into(),
+                            ..Default::default()
+                        },
+                    )]
+                    .into(),
+                    ..Default::default()
+                },
+            }])
+            .await;
+        assert!(
+            resp.successfully_started_containers.is_empty(),
+            "{key}: {resp:?}"
+        );
+        assert!(
+            resp.failed_requests[0]
+                .message
+                .contains("must be a relative path"),
+            "{key}: {resp:?}"
+        );
+    }
     nm.stop().await.unwrap();
 }
 

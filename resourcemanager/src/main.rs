@@ -80,8 +80,14 @@ async fn serve(args: Args, conf: RmConfig) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     let (_rm, serve) = spindle_resourcemanager::driver::start(listener, conf).await?;
     if let Some(path) = &args.address_file {
+        // An address to dial: a wildcard bind is written as 127.0.0.1, as the NM does.
+        let dial = if addr.ip().is_unspecified() {
+            std::net::SocketAddr::from(([127, 0, 0, 1], addr.port()))
+        } else {
+            addr
+        };
         let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, format!("{addr}\n"))
+        std::fs::write(&tmp, format!("{dial}\n"))
             .with_context(|| format!("writing {}", tmp.display()))?;
         std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
     }
