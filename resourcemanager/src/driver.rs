@@ -78,7 +78,12 @@ pub enum Command {
         host: String,
         rpc_port: i32,
         tracking_url: String,
-        reply: Reply<(Resource, String)>,
+        /// Maximum allocation, queue, containers kept from earlier attempts.
+        reply: Reply<(
+            Resource,
+            String,
+            Vec<spindle_common::records::am::Container>,
+        )>,
     },
     AmAllocate {
         token: String,
@@ -422,7 +427,8 @@ impl Driver {
                 reply,
             } => {
                 let r = self.am_call(&token, true, |core, att| {
-                    core.am_register(att, host, rpc_port, tracking_url, now)
+                    let (max, queue) = core.am_register(att, host, rpc_port, tracking_url, now)?;
+                    Ok((max, queue, core.inherited_containers(att)))
                 });
                 let _ = reply.send(r);
             }

@@ -1532,7 +1532,14 @@ impl RmCore {
         if let Some(app) = self.apps.get_mut(&app_id) {
             app.memory_ms += c.resource.memory_mb * held_ms;
             app.vcore_ms += c.resource.vcores * held_ms;
-            if let Some(att) = app.attempt_mut(&cid.attempt_id) {
+            // A container kept across attempts is reported to the attempt that holds it now.
+            let holder = app
+                .current_attempt()
+                .filter(|a| a.inherited.contains(cid))
+                .map(|a| a.id)
+                .unwrap_or(cid.attempt_id);
+            if let Some(att) = app.attempt_mut(&holder) {
+                att.inherited.remove(cid);
                 if !c.is_am && !att.unregistered && att.state != AttemptState::FAILED {
                     att.to_report.push(ContainerStatus {
                         container_id: *cid,
@@ -1615,17 +1622,31 @@ impl RmCore {
         }
         let failed_so_far = app.attempts.len() as u32;
         let max = app.max_attempts;
+        let keep = app.sub.keep_containers && failed_so_far < max;
         self.sched.clear_asks(&app_id);
+        // Its own containers and those it inherited, still live.
         let live: Vec<ContainerId> = self
             .apps
             .get(&app_id)
             .and_then(|a| a.attempt(attempt))
-            .map(|a| a.containers.iter().copied().collect::<Vec<_>>())
+            .map(|a| {
+                a.containers
+                    .iter()
+                    .chain(a.inherited.iter())
+                    .copied()
+                    .collect::<Vec<_>>()
+            })
             .unwrap_or_default()
             .into_iter()
             .filter(|c| self.containers.get(c).is_some_and(RmContainer::is_live))
             .collect();
+        let mut kept = BTreeSet::new();
         for c in live {
+            // YARN's keep-containers-across-application-attempts: the work survives its AM.
+            if keep && self.containers.get(&c).is_some_and(|x| !x.is_am) {
+                kept.insert(c);
+                continue;
+            }
             self.kill_container(
                 &c,
                 exit_status::KILLED_BY_RESOURCEMANAGER,
@@ -1640,6 +1661,13 @@ impl RmCore {
                     format!("{diag}\nStarting attempt {} of {max}.", failed_so_far + 1);
             }
             self.start_attempt(app_id, now);
+            if let Some(next) = self
+                .apps
+                .get_mut(&app_id)
+                .and_then(App::current_attempt_mut)
+            {
+                next.inherited = kept;
+            }
             self.persist(&app_id);
             self.run_scheduler(now);
         } else {
@@ -1884,8 +1912,11 @@ impl RmCore {
         }
         let app = self.apps.get(&cid.application_id())?;
         let att = app.current_attempt()?;
+        // Its own, or one an earlier attempt passed on (keep-containers).
+        let ours = att.id == cid.attempt_id
+            || (app.sub.keep_containers && cid.attempt_id.attempt_id < att.id.attempt_id);
         let live = !app.state.is_final()
-            && att.id == cid.attempt_id
+            && ours
             && matches!(
                 att.state,
                 AttemptState::ALLOCATED | AttemptState::LAUNCHED | AttemptState::RUNNING
@@ -1915,10 +1946,21 @@ impl RmCore {
             return false;
         };
         app.nodes_touched.insert(node.clone());
+        if attempt.attempt_id != r.id.attempt_id.attempt_id {
+            // Kept from an earlier attempt: listed by its own (placeholder) attempt, held by
+            // the current one.
+            if let Some(own) = app.attempt_mut(&r.id.attempt_id) {
+                own.containers.insert(r.id);
+            }
+        }
         let Some(att) = app.current_attempt_mut() else {
             return false;
         };
-        att.containers.insert(r.id);
+        if att.id == r.id.attempt_id {
+            att.containers.insert(r.id);
+        } else {
+            att.inherited.insert(r.id);
+        }
         let is_am = att.am_container == Some(r.id);
         if is_am {
             att.awaiting_am_until = None;
@@ -2095,6 +2137,22 @@ impl RmCore {
         self.persist(&attempt.application_id);
         self.changed();
         Ok((self.max_allocation(), queue))
+    }
+
+    /// The live containers `attempt` inherited from earlier attempts, as YARN's register
+    /// answer lists them (`containersFromPreviousAttempts`), with fresh tokens.
+    pub fn inherited_containers(&self, attempt: &ApplicationAttemptId) -> Vec<Container> {
+        self.apps
+            .get(&attempt.application_id)
+            .and_then(|a| a.attempt(attempt))
+            .map(|a| {
+                a.inherited
+                    .iter()
+                    .filter(|c| self.containers.get(c).is_some_and(RmContainer::is_live))
+                    .filter_map(|c| self.container_record(c))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     pub fn am_allocate(
@@ -2521,6 +2579,7 @@ impl Attempt {
             },
             unregistered_at: None,
             awaiting_am_until: None,
+            inherited: BTreeSet::new(),
         }
     }
 }

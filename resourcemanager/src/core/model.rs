@@ -178,6 +178,10 @@ pub struct Attempt {
     /// Recovered after an RM restart and its AM container not yet reported by its NM: the
     /// time by which it must be, else the attempt fails.
     pub awaiting_am_until: Option<u64>,
+    /// Live containers of earlier attempts handed to this one
+    /// (`keep-containers-across-application-attempts`): listed in its register answer
+    /// (`containersFromPreviousAttempts`), and their completions are reported to it.
+    pub inherited: BTreeSet<ContainerId>,
 }
 
 #[derive(Debug, Clone)]

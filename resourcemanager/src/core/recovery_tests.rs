@@ -502,3 +502,117 @@ proptest::proptest! {
         apply(&mut new, &nodes, &mut apps, &mut store, &after);
     }
 }
+
+/// YARN's keep-containers-across-application-attempts: when the AM fails, its workers keep
+/// running, the next attempt's register answer lists them, and their completions reach it;
+/// an RM restart after that takes them back for the new attempt too.
+#[test]
+fn kept_containers_survive_a_failed_am_and_an_rm_restart() {
+    let mut env = TestEnv::new();
+    let node = NodeId::new("h1", 1);
+    env.core.register_node(registration(&node, vec![]), env.now);
+    env.step();
+    let app = env.core.new_application();
+    let mut sub = env.submission("default");
+    sub.keep_containers = true;
+    sub.max_app_attempts = 2;
+    env.core.submit(app, sub, env.now).expect("submit");
+    env.step();
+    let (att1, am1) = env.launch_all()[0];
+    env.heartbeat(
+        &node,
+        vec![report(am1, ContainerState::RUNNING, -1000, 512)],
+    );
+    env.core
+        .am_register(&att1, "h".into(), 0, String::new(), env.now)
+        .expect("register");
+    env.step();
+    let workers: Vec<ContainerId> = env
+        .ask(&att1, 2, 1024)
+        .allocated
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(workers.len(), 2);
+    let running = |am: ContainerId, ws: &[ContainerId]| {
+        let mut r = vec![report(am, ContainerState::RUNNING, -1000, 512)];
+        r.extend(
+            ws.iter()
+                .map(|w| report(*w, ContainerState::RUNNING, -1000, 1024)),
+        );
+        r
+    };
+    env.heartbeat(&node, running(am1, &workers));
+
+    // The AM dies; its workers do not.
+    let mut reports = running(am1, &workers);
+    reports[0] = report(am1, ContainerState::COMPLETE, 1, 512);
+    let hb = env.heartbeat(&node, reports);
+    assert!(
+        workers
+            .iter()
+            .all(|w| !hb.containers_to_cleanup.contains(w)),
+        "{hb:?}"
+    );
+    assert_eq!(env.app(&app).attempts.len(), 2);
+    for w in &workers {
+        assert_eq!(env.core.containers()[w].state, RmContainerState::RUNNING);
+    }
+    let (att2, am2) = env.launch_all()[0];
+    assert_eq!(att2.attempt_id, 2);
+    env.heartbeat(&node, running(am2, &workers));
+    env.core
+        .am_register(&att2, "h".into(), 0, String::new(), env.now)
+        .expect("register attempt 2");
+    env.step();
+    let previous: Vec<ContainerId> = env
+        .core
+        .inherited_containers(&att2)
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(previous, workers);
+
+    // A kept worker ends: attempt 2 is told.
+    env.heartbeat(
+        &node,
+        vec![
+            report(am2, ContainerState::RUNNING, -1000, 512),
+            report(workers[0], ContainerState::COMPLETE, 0, 1024),
+            report(workers[1], ContainerState::RUNNING, -1000, 1024),
+        ],
+    );
+    let r = env
+        .core
+        .am_allocate(&att2, 1, vec![], vec![], 0.5, env.now)
+        .expect("allocate");
+    env.step();
+    assert!(
+        r.completed.iter().any(|s| s.container_id == workers[0]),
+        "{r:?}"
+    );
+
+    // An RM restart: the new RM takes attempt 2's AM and the kept worker back.
+    let rec = last_record(&env, &app);
+    let mut new = restarted(vec![rec], env.now + 1_000);
+    new.core.register_node(
+        registration(
+            &node,
+            vec![
+                report(am2, ContainerState::RUNNING, -1000, 512),
+                report(workers[1], ContainerState::RUNNING, -1000, 1024),
+            ],
+        ),
+        new.now,
+    );
+    new.step();
+    assert_eq!(new.core.counters().containers_recovered, 2);
+    assert_eq!(new.app(&app).attempts.len(), 2, "no third attempt");
+    let kept: Vec<ContainerId> = new
+        .core
+        .inherited_containers(&att2)
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(kept, vec![workers[1]]);
+}

@@ -42,7 +42,7 @@ async fn register(
     JsonBody(req): JsonBody<RegisterApplicationMasterRequest>,
 ) -> Result<Json<RegisterApplicationMasterResponse>, ApiError> {
     let token = token(&headers)?;
-    let (max, queue) = st
+    let (max, queue, previous) = st
         .driver
         .call(|reply| Command::AmRegister {
             token,
@@ -57,7 +57,7 @@ async fn register(
     Ok(Json(RegisterApplicationMasterResponse {
         maximum_resource_capability: ResourceInfo::from(&max),
         queue,
-        containers_from_previous_attempts: vec![],
+        containers_from_previous_attempts: previous,
         scheduler_resource_types: types,
     }))
 }
