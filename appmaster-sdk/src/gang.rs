@@ -634,6 +634,34 @@ impl AmRmClient {
         Ok(out)
     }
 
+    /// Takes over a gang a previous attempt of this AM was granted (its live members, as the
+    /// register answer's `containersFromPreviousAttempts` lists them with
+    /// keep-containers-across-application-attempts): tracked as granted, so that completions
+    /// and [`AmRmClient::release_gang`] work on it as on one this attempt asked for.
+    pub fn adopt_gang(&mut self, req: GangRequest, containers: Vec<Container>) {
+        let remaining = req
+            .members
+            .iter()
+            .map(|m| ((m.priority, m.allocation_request_id), 0))
+            .collect();
+        tracing::info!(gang = %req.id, members = containers.len(), "adopting a gang from a previous attempt");
+        self.gangs.insert(
+            req.id.clone(),
+            GangTrack {
+                request: req,
+                phase: GangPhase::Allocated,
+                remaining,
+                live: containers.iter().map(|c| c.id).collect(),
+                containers,
+                completed: Vec::new(),
+                sent: true,
+                warned_short: false,
+                last_status: None,
+                asked_at: Instant::now(),
+            },
+        );
+    }
+
     /// Applies one heartbeat's answer to the tracked gangs: marks gangs whose asks went out
     /// in `sent`, attributes grants, notes completions, applies statuses (only changes are
     /// passed on in `events.gangs`).

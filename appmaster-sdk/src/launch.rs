@@ -29,6 +29,9 @@ pub struct AmLaunch<'a> {
     pub priority: Option<i32>,
     pub master_resources: &'a Resource,
     pub max_app_attempts: Option<i32>,
+    /// YARN's keep-containers-across-application-attempts: a failed AM's containers keep
+    /// running and are handed to the next attempt.
+    pub keep_containers: bool,
     /// Kill the application when it has not finished after this long.
     pub timeout: Option<Duration>,
     /// The asks besides the AM's, by what they are called in the refusal, checked before
@@ -93,7 +96,7 @@ pub fn build_submission(
         max_app_attempts: launch.max_app_attempts,
         resource: Some(ResourceInfo::plain(launch.master_resources)),
         application_type: Some(launch.application_type.into()),
-        keep_containers_across_application_attempts: false,
+        keep_containers_across_application_attempts: launch.keep_containers,
         application_tags: None,
         attempt_failures_validity_interval: None,
         app_node_label_expression: None,

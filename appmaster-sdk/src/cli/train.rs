@@ -230,7 +230,7 @@ mod tests {
             o.am.worker_resources,
             Resource::new(256, 1).with("yarn.io/gpu", 1)
         );
-        assert_eq!(o.max_app_attempts, Some(1));
+        assert_eq!(o.max_app_attempts, Some(2));
     }
 
     #[test]

@@ -93,6 +93,7 @@ impl DsOptions {
             priority: self.priority,
             master_resources: &self.master_resources,
             max_app_attempts: self.max_app_attempts,
+            keep_containers: false,
             timeout: self.timeout,
             asks: vec![("container", &self.am.container_resources)],
             submitted_as: "application",

@@ -388,6 +388,29 @@ pub async fn run_am(
         return Ok(report);
     }
     let max_attempts = cfg.max_restarts.saturating_add(1);
+    // A previous AM attempt's gang (the application keeps its containers across attempts):
+    // taken over whole if every worker still runs; else what is left is stopped and the
+    // gang starts again.
+    let mut adopted = None;
+    let previous = reg.containers_from_previous_attempts.clone();
+    if !previous.is_empty() {
+        let probe = Attempt { cfg, nm, number: 1 };
+        amrm.adopt_gang(probe.gang_request(), previous.clone());
+        if previous.len() as u32 == cfg.workers {
+            out(&format!(
+                "took over the running gang of {} workers from the previous AM attempt",
+                previous.len()
+            ));
+            adopted = Some(assign_ranks(&previous));
+        } else {
+            out(&format!(
+                "the previous AM attempt left {} of {} workers; restarting the gang",
+                previous.len(),
+                cfg.workers
+            ));
+            release(amrm, nm, out).await;
+        }
+    }
     loop {
         report.attempts += 1;
         let attempt = Attempt {
@@ -395,7 +418,11 @@ pub async fn run_am(
             nm,
             number: report.attempts,
         };
-        match attempt.run(amrm, out).await? {
+        let end = match adopted.take() {
+            Some(ranks) => attempt.watch(amrm, &ranks, out).await?,
+            None => attempt.run(amrm, out).await?,
+        };
+        match end {
             AttemptEnd::Succeeded => {
                 report.final_status = FinalApplicationStatus::SUCCEEDED;
                 out(&format!(

@@ -24,13 +24,14 @@ pub struct TrainOptions {
     pub master_resources: Resource,
     /// Kill the application when it has not finished after this long.
     pub timeout: Option<Duration>,
-    /// AM attempts. Default 1: a new AM attempt would start the training over with its own
-    /// gang attempts; restarts are the gang's business (`--max-restarts`).
+    /// AM attempts. Default 2: the application keeps its containers across attempts, so a
+    /// second AM takes the running gang over instead of starting the training again
+    /// (restarts after a worker failure are the gang's business, `--max-restarts`).
     pub max_app_attempts: Option<i32>,
 }
 
 impl TrainOptions {
-    /// Name `spindle-train`, an AM of 512 MB and 1 vcore, one AM attempt.
+    /// Name `spindle-train`, an AM of 512 MB and 1 vcore, two AM attempts.
     pub fn new(am: TrainAmConfig) -> Self {
         Self {
             am,
@@ -39,7 +40,7 @@ impl TrainOptions {
             priority: None,
             master_resources: Resource::new(512, 1),
             timeout: None,
-            max_app_attempts: Some(1),
+            max_app_attempts: Some(2),
         }
     }
 }
@@ -58,6 +59,7 @@ impl TrainOptions {
             priority: self.priority,
             master_resources: &self.master_resources,
             max_app_attempts: self.max_app_attempts,
+            keep_containers: true,
             timeout: self.timeout,
             asks: vec![("worker", &self.am.worker_resources)],
             submitted_as: "training application",
@@ -114,7 +116,8 @@ mod tests {
         });
         let v = serde_json::to_value(build_submission(&opts, &id, &exe)).unwrap();
         assert_eq!(v["application-type"], "SPINDLE_TRAIN");
-        assert_eq!(v["max-app-attempts"], 1);
+        assert_eq!(v["max-app-attempts"], 2);
+        assert_eq!(v["keep-containers-across-application-attempts"], true);
         let spec = &v["am-container-spec"];
         assert_eq!(spec["commands"]["command"], "./spindle train-am");
         assert_eq!(spec["local-resources"]["entry"][0]["key"], "spindle");
