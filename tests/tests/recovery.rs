@@ -1,104 +1,49 @@
-//! Work-preserving RM restart, end to end: the RM is killed (SIGKILL) while a distributed
-//! shell's workers run; a new RM on the same state store takes the running work back as the
-//! NMs re-register, the AM registers again, and the application finishes with its first
-//! attempt and without any worker run twice.
+//! Work that survives its managers, end to end on the real daemons: the RM is killed (SIGKILL)
+//! while a distributed shell's workers or a training gang run, and a new RM on the same state
+//! store takes the running work back as the NMs re-register; or the training AM is killed
+//! and its second attempt takes the running gang over. In each case the application finishes
+//! SUCCEEDED without any worker run twice.
 
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
+use serde_json::Value;
 use spindle_system_tests::{bin, wait_until, Cluster, ClusterOpts};
 
-#[test]
-fn an_rm_crash_loses_no_running_work() {
-    let mut c = Cluster::start(ClusterOpts {
-        nodes: 2,
-        ..Default::default()
-    });
-    let marks = tempfile::tempdir().expect("tempdir");
-    let ran = marks.path().join("ran");
-    let logs = tempfile::tempdir().expect("tempdir");
-    let out_path = logs.path().join("client.out");
-    let out = std::fs::File::create(&out_path).expect("client log");
-    let mut client = Command::new(bin("spindle"))
-        .args([
-            "distributed-shell",
-            "--num-containers",
-            "3",
-            "--container-resources",
-            "memory-mb=256,vcores=1",
-            "--shell-command",
-            &format!("echo $CONTAINER_ID >> {}; sleep 6", ran.display()),
-        ])
-        .env("SPINDLE_RM_ADDRESS", &c.rm_addr)
-        .env("SPINDLE_CONF_DIR", &c.conf_dir)
-        .stdout(Stdio::from(out.try_clone().expect("clone")))
-        .stderr(Stdio::from(out))
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn the client");
-    // Every worker is running.
-    wait_until("3 workers to run", Duration::from_secs(60), || {
-        let n = std::fs::read_to_string(&ran)
-            .unwrap_or_default()
-            .lines()
-            .count();
-        (n >= 3).then_some(())
-    });
-    let (_, apps) = c.get("/ws/v1/cluster/apps");
-    let id = apps["apps"]["app"][0]["id"]
-        .as_str()
-        .expect("one application")
-        .to_string();
-
-    c.restart_rm_after(Signal::SIGKILL);
-
-    let app = c.wait_app_state(
-        &id,
-        &["FINISHED", "FAILED", "KILLED"],
-        Duration::from_secs(90),
-    );
-    let status = client.wait().expect("client exit");
-    let text = std::fs::read_to_string(&out_path).unwrap_or_default();
-    if app["finalStatus"] != "SUCCEEDED" {
-        c.dump_logs();
-    }
-    assert_eq!(app["finalStatus"], "SUCCEEDED", "{app:#}\nclient:\n{text}");
-    assert!(status.success(), "client: {text}");
-    let (_, atts) = c.get(&format!("/ws/v1/cluster/apps/{id}/appattempts"));
-    let atts = atts["appAttempts"]["appAttempt"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(atts.len(), 1, "the first attempt carried on: {atts:#?}");
-    let runs = std::fs::read_to_string(&ran).unwrap_or_default();
-    assert_eq!(runs.lines().count(), 3, "no worker ran twice: {runs}");
-    let rm_log = std::fs::read_dir(c.dir.path())
-        .expect("cluster dir")
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().starts_with("rm-restart"))
-        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-        .collect::<String>();
-    assert!(rm_log.contains("recovered 1 applications"), "{rm_log}");
+/// A `spindle` client running in the background, its output in a file.
+struct Client {
+    child: Child,
+    out: PathBuf,
+    _dir: tempfile::TempDir,
 }
 
-/// The same for a training gang: the RM dies while `spindle train`'s 4 workers run; the new
-/// RM takes the gang back, the training AM registers again, and the job finishes SUCCEEDED
-/// with its first attempt and its first gang attempt.
-#[test]
-fn an_rm_crash_does_not_restart_a_running_training_gang() {
-    let mut c = Cluster::start(ClusterOpts {
-        nodes: 2,
-        ..Default::default()
-    });
-    let marks = tempfile::tempdir().expect("tempdir");
-    let ran = marks.path().join("ran");
-    let logs = tempfile::tempdir().expect("tempdir");
-    let out_path = logs.path().join("train.out");
-    let out = std::fs::File::create(&out_path).expect("train log");
-    let script = format!("echo $RANK >> {}; sleep 6", ran.display());
-    let mut train = Command::new(bin("spindle"))
-        .args([
+fn spawn_spindle(c: &Cluster, args: &[&str]) -> Client {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("client.out");
+    let file = std::fs::File::create(&out).expect("client log");
+    let child = Command::new(bin("spindle"))
+        .args(args)
+        .env("SPINDLE_RM_ADDRESS", &c.rm_addr)
+        .env("SPINDLE_CONF_DIR", &c.conf_dir)
+        .stdout(Stdio::from(file.try_clone().expect("clone")))
+        .stderr(Stdio::from(file))
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn spindle");
+    Client {
+        child,
+        out,
+        _dir: dir,
+    }
+}
+
+/// `spindle train` of 4 workers running `script`.
+fn spawn_train(c: &Cluster, script: &str) -> Client {
+    spawn_spindle(
+        c,
+        &[
             "train",
             "--workers",
             "4",
@@ -111,55 +56,134 @@ fn an_rm_crash_does_not_restart_a_running_training_gang() {
             "--",
             "/bin/sh",
             "-c",
-            &script,
-        ])
-        .env("SPINDLE_RM_ADDRESS", &c.rm_addr)
-        .env("SPINDLE_CONF_DIR", &c.conf_dir)
-        .stdout(Stdio::from(out.try_clone().expect("clone")))
-        .stderr(Stdio::from(out))
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn spindle train");
-    wait_until("4 workers to run", Duration::from_secs(60), || {
-        let n = std::fs::read_to_string(&ran)
-            .unwrap_or_default()
-            .lines()
-            .count();
-        (n >= 4).then_some(())
-    });
+            script,
+        ],
+    )
+}
+
+/// Waits until `path` has `n` lines (each worker appends one when it starts).
+fn wait_lines(path: &Path, n: usize) {
+    wait_until(
+        &format!("{n} workers to run"),
+        Duration::from_secs(60),
+        || {
+            let got = std::fs::read_to_string(path)
+                .unwrap_or_default()
+                .lines()
+                .count();
+            (got >= n).then_some(())
+        },
+    );
+}
+
+/// The cluster's one application.
+fn only_app(c: &Cluster) -> String {
     let (_, apps) = c.get("/ws/v1/cluster/apps");
-    let id = apps["apps"]["app"][0]["id"]
+    apps["apps"]["app"][0]["id"]
         .as_str()
         .expect("one application")
-        .to_string();
+        .to_string()
+}
 
-    c.restart_rm_after(Signal::SIGKILL);
+fn attempts(c: &Cluster, id: &str) -> Vec<Value> {
+    let (_, atts) = c.get(&format!("/ws/v1/cluster/apps/{id}/appattempts"));
+    atts["appAttempts"]["appAttempt"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
 
+/// Waits for `id` to end; asserts it SUCCEEDED and the client exited 0.
+fn assert_succeeds(c: &Cluster, id: &str, mut client: Client) {
     let app = c.wait_app_state(
-        &id,
+        id,
         &["FINISHED", "FAILED", "KILLED"],
         Duration::from_secs(90),
     );
-    let status = train.wait().expect("train exit");
-    let text = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let status = client.child.wait().expect("client exit");
+    let text = std::fs::read_to_string(&client.out).unwrap_or_default();
     if app["finalStatus"] != "SUCCEEDED" {
         c.dump_logs();
     }
-    assert_eq!(app["finalStatus"], "SUCCEEDED", "{app:#}\ntrain:\n{text}");
-    assert!(status.success(), "train: {text}");
-    let (_, atts) = c.get(&format!("/ws/v1/cluster/apps/{id}/appattempts"));
-    let n_atts = atts["appAttempts"]["appAttempt"]
-        .as_array()
-        .map(Vec::len)
-        .unwrap_or(0);
-    assert_eq!(n_atts, 1, "the first AM attempt carried on: {atts:#}");
-    let runs = std::fs::read_to_string(&ran).unwrap_or_default();
-    let mut ranks: Vec<&str> = runs.lines().collect();
-    ranks.sort_unstable();
+    assert_eq!(app["finalStatus"], "SUCCEEDED", "{app:#}\nclient:\n{text}");
+    assert!(status.success(), "client: {text}");
+}
+
+/// The lines of `path`, sorted.
+fn sorted_lines(path: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn an_rm_crash_loses_no_running_work() {
+    let mut c = Cluster::start(ClusterOpts {
+        nodes: 2,
+        ..Default::default()
+    });
+    let marks = tempfile::tempdir().expect("tempdir");
+    let ran = marks.path().join("ran");
+    let command = format!("echo $CONTAINER_ID >> {}; sleep 6", ran.display());
+    let client = spawn_spindle(
+        &c,
+        &[
+            "distributed-shell",
+            "--num-containers",
+            "3",
+            "--container-resources",
+            "memory-mb=256,vcores=1",
+            "--shell-command",
+            &command,
+        ],
+    );
+    wait_lines(&ran, 3);
+    let id = only_app(&c);
+
+    c.restart_rm_after(Signal::SIGKILL);
+
+    assert_succeeds(&c, &id, client);
+    assert_eq!(attempts(&c, &id).len(), 1, "the first attempt carried on");
+    assert_eq!(sorted_lines(&ran).len(), 3, "no worker ran twice");
+    let rm_log = std::fs::read_dir(c.dir.path())
+        .expect("cluster dir")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("rm-restart"))
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .collect::<String>();
+    assert!(rm_log.contains("recovered 1 applications"), "{rm_log}");
+}
+
+/// The same for a training gang: the new RM takes it back, the training AM registers again,
+/// and the job finishes with its first AM attempt and its first gang attempt.
+#[test]
+fn an_rm_crash_does_not_restart_a_running_training_gang() {
+    let mut c = Cluster::start(ClusterOpts {
+        nodes: 2,
+        ..Default::default()
+    });
+    let marks = tempfile::tempdir().expect("tempdir");
+    let ran = marks.path().join("ran");
+    let train = spawn_train(&c, &format!("echo $RANK >> {}; sleep 6", ran.display()));
+    wait_lines(&ran, 4);
+    let id = only_app(&c);
+
+    c.restart_rm_after(Signal::SIGKILL);
+
+    assert_succeeds(&c, &id, train);
     assert_eq!(
-        ranks,
+        attempts(&c, &id).len(),
+        1,
+        "the first AM attempt carried on"
+    );
+    assert_eq!(
+        sorted_lines(&ran),
         ["0", "1", "2", "3"],
-        "each rank ran once (no gang restart)"
+        "each rank ran once"
     );
 }
 
@@ -181,8 +205,7 @@ fn container_leader(id: &str) -> Option<i32> {
 }
 
 /// The training AM is killed while its 4 workers run: the application keeps its containers
-/// across attempts, so the second AM attempt takes the running gang over, and the job
-/// finishes SUCCEEDED without any worker run twice.
+/// across attempts, so the second AM attempt takes the running gang over.
 #[test]
 fn a_killed_training_am_hands_its_running_gang_to_the_next_attempt() {
     let c = Cluster::start(ClusterOpts {
@@ -191,47 +214,10 @@ fn a_killed_training_am_hands_its_running_gang_to_the_next_attempt() {
     });
     let marks = tempfile::tempdir().expect("tempdir");
     let ran = marks.path().join("ran");
-    let logs = tempfile::tempdir().expect("tempdir");
-    let out_path = logs.path().join("train.out");
-    let out = std::fs::File::create(&out_path).expect("train log");
-    let script = format!("echo $RANK >> {}; sleep 6", ran.display());
-    let mut train = Command::new(bin("spindle"))
-        .args([
-            "train",
-            "--workers",
-            "4",
-            "--worker-resources",
-            "vcores=1,memory-mb=256",
-            "--max-restarts",
-            "2",
-            "--timeout-ms",
-            "120000",
-            "--",
-            "/bin/sh",
-            "-c",
-            &script,
-        ])
-        .env("SPINDLE_RM_ADDRESS", &c.rm_addr)
-        .env("SPINDLE_CONF_DIR", &c.conf_dir)
-        .stdout(Stdio::from(out.try_clone().expect("clone")))
-        .stderr(Stdio::from(out))
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn spindle train");
-    wait_until("4 workers to run", Duration::from_secs(60), || {
-        let n = std::fs::read_to_string(&ran)
-            .unwrap_or_default()
-            .lines()
-            .count();
-        (n >= 4).then_some(())
-    });
-    let (_, apps) = c.get("/ws/v1/cluster/apps");
-    let id = apps["apps"]["app"][0]["id"]
-        .as_str()
-        .expect("one application")
-        .to_string();
-    let (_, atts) = c.get(&format!("/ws/v1/cluster/apps/{id}/appattempts"));
-    let am = atts["appAttempts"]["appAttempt"][0]["containerId"]
+    let train = spawn_train(&c, &format!("echo $RANK >> {}; sleep 6", ran.display()));
+    wait_lines(&ran, 4);
+    let id = only_app(&c);
+    let am = attempts(&c, &id)[0]["containerId"]
         .as_str()
         .expect("the AM container")
         .to_string();
@@ -241,31 +227,12 @@ fn a_killed_training_am_hands_its_running_gang_to_the_next_attempt() {
     nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL)
         .expect("kill the AM");
 
-    let app = c.wait_app_state(
-        &id,
-        &["FINISHED", "FAILED", "KILLED"],
-        Duration::from_secs(90),
-    );
-    let status = train.wait().expect("train exit");
-    let text = std::fs::read_to_string(&out_path).unwrap_or_default();
-    if app["finalStatus"] != "SUCCEEDED" {
-        c.dump_logs();
-    }
-    assert_eq!(app["finalStatus"], "SUCCEEDED", "{app:#}\ntrain:\n{text}");
-    assert!(status.success(), "train: {text}");
-    let (_, atts) = c.get(&format!("/ws/v1/cluster/apps/{id}/appattempts"));
-    let n_atts = atts["appAttempts"]["appAttempt"]
-        .as_array()
-        .map(Vec::len)
-        .unwrap_or(0);
-    assert_eq!(n_atts, 2, "a second AM attempt took over: {atts:#}");
-    let second_am = c.am_stdout(&id);
-    let runs = std::fs::read_to_string(&ran).unwrap_or_default();
-    let mut ranks: Vec<&str> = runs.lines().collect();
-    ranks.sort_unstable();
+    assert_succeeds(&c, &id, train);
+    assert_eq!(attempts(&c, &id).len(), 2, "a second AM attempt took over");
     assert_eq!(
-        ranks,
+        sorted_lines(&ran),
         ["0", "1", "2", "3"],
-        "each rank ran once; the second AM said:\n{second_am}"
+        "each rank ran once; the AM said:\n{}",
+        c.am_stdout(&id)
     );
 }
