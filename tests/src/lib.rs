@@ -104,6 +104,13 @@ pub fn spawn(
     }
 }
 
+/// The first application id (`application_<ts>_<n>`) a client's output names.
+pub fn app_id_in(text: &str) -> Option<String> {
+    text.split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
+        .find(|w| w.starts_with("application_"))
+        .map(String::from)
+}
+
 /// Polls `f` every 50 ms until it returns Some or `timeout` passes.
 pub fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;

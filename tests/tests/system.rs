@@ -7,7 +7,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use reqwest::Method;
 use serde_json::{json, Value};
-use spindle_system_tests::{bin, wait_until, Cluster, ClusterOpts};
+use spindle_system_tests::{app_id_in, bin, wait_until, Cluster, ClusterOpts};
 
 fn new_app(c: &Cluster) -> String {
     let (status, v, _) = c.send(
@@ -425,11 +425,7 @@ fn the_distributed_shell_client_and_the_cli_work_end_to_end() {
     );
     assert!(out.status.success(), "{text}");
     assert!(text.contains("SUCCEEDED"), "{text}");
-    let id = text
-        .split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
-        .find(|w| w.starts_with("application_"))
-        .expect("the client names the application")
-        .to_string();
+    let id = app_id_in(&text).expect("the client names the application");
     let out = c.spindle(&["application", "-status", &id]);
     let status = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{status}");
@@ -554,11 +550,7 @@ fn an_unhealthy_node_gets_no_containers() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success() && text.contains("SUCCEEDED"), "{text}");
-    let id = text
-        .split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
-        .find(|w| w.starts_with("application_"))
-        .expect("the client names the application")
-        .to_string();
+    let id = app_id_in(&text).expect("the client names the application");
     let (_, atts) = c.get(&format!("/ws/v1/cluster/apps/{id}/appattempts"));
     let am_node = atts["appAttempts"]["appAttempt"][0]["nodeId"]
         .as_str()

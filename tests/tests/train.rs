@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use spindle_system_tests::{bin, fake_gpus, spawn, wait_until, Cluster, ClusterOpts};
+use spindle_system_tests::{app_id_in, bin, fake_gpus, spawn, wait_until, Cluster, ClusterOpts};
 
 const GPU: &str = "yarn.io/gpu";
 const WORKERS: usize = 16;
@@ -159,11 +159,7 @@ fn check_attempt(c: &Cluster, dir: &Path, attempt: u32) {
 }
 
 fn app_id_of(stdout: &str) -> String {
-    stdout
-        .split_whitespace()
-        .find(|w| w.starts_with("application_"))
-        .unwrap_or_default()
-        .to_string()
+    app_id_in(stdout).unwrap_or_default()
 }
 
 fn train_args<'a>(worker: &'a str, env: &'a [String]) -> Vec<&'a str> {

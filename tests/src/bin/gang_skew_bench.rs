@@ -156,12 +156,8 @@ fn driver(
             .arg(linger_ms.to_string());
         let out = output_within(cmd, Duration::from_secs(180));
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let app = stdout
-            .split_whitespace()
-            .find(|w| w.starts_with("application_"))
-            .unwrap_or_default()
-            .trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
-        let t = stamps(&cluster, nodes, app);
+        let app = spindle_system_tests::app_id_in(&stdout).unwrap_or_default();
+        let t = stamps(&cluster, nodes, &app);
         if !out.status.success() || t.len() != members {
             cluster.dump_logs();
             panic!(
@@ -179,7 +175,7 @@ fn driver(
         let (node_skew, first_spread) = node_spreads(&t);
         // The AM's side: how long its parallel start calls took to be answered.
         // "all N workers set up and held in X ms; all start calls answered in Y ms"
-        let am = cluster.am_stdout(app);
+        let am = cluster.am_stdout(&app);
         let ms_after = |key: &str| {
             am.lines()
                 .find_map(|l| {
