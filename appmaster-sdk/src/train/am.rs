@@ -401,6 +401,21 @@ pub async fn run_am(
                 "took over the running gang of {} workers from the previous AM attempt",
                 previous.len()
             ));
+            // The previous AM may have died between holding the gang and releasing it:
+            // release them all (running ones answer "not held", which is fine).
+            let mut by_node: BTreeMap<String, Vec<ContainerId>> = BTreeMap::new();
+            for c in &previous {
+                by_node
+                    .entry(c.node_http_address.clone())
+                    .or_default()
+                    .push(c.id);
+            }
+            futures::future::join_all(
+                by_node
+                    .into_iter()
+                    .map(|(addr, ids)| async move { nm.release_containers(&addr, ids).await }),
+            )
+            .await;
             adopted = Some(assign_ranks(&previous));
         } else {
             out(&format!(
