@@ -10,11 +10,18 @@
 //!
 //! The functions panic with the spec's file and line (or the source file) when their input
 //! breaks the rules they read it by: they serve tests, where a panic is the report.
+//!
+//! `robust` is the daemon-independent half of the robustness tests (`tests/robustness.rs` of
+//! both daemons), which aim hostile requests built from the same spec at each daemon; it is
+//! the one part of this module that does I/O (a blocking raw-TCP client, on std threads).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+
+#[cfg(feature = "robust-tests")]
+pub mod robust;
 
 /// The HTTP methods the spec and the routers use, as spec keys and axum method functions.
 pub const METHODS: &[&str] = &["get", "put", "post", "delete", "patch"];
@@ -56,6 +63,34 @@ fn indent(line: &str) -> usize {
     line.len() - line.trim_start_matches(' ').len()
 }
 
+/// One line of the spec, as `section` gives it.
+struct Line<'a> {
+    /// 1-based.
+    no: usize,
+    indent: usize,
+    /// The line without its indent and trailing white space.
+    text: &'a str,
+}
+
+/// The lines of the spec's top-level section `name` (after the line `name:` up to the next
+/// unindented line), without blank and comment lines.
+fn section<'a>(text: &'a str, name: &str) -> impl Iterator<Item = Line<'a>> {
+    let head = format!("{name}:");
+    text.lines()
+        .enumerate()
+        .filter_map(|(n, line)| {
+            let t = line.trim();
+            (!t.is_empty() && !t.starts_with('#')).then(|| Line {
+                no: n + 1,
+                indent: indent(line),
+                text: t,
+            })
+        })
+        .skip_while(move |l| !(l.indent == 0 && l.text == head))
+        .skip(1)
+        .take_while(|l| l.indent > 0)
+}
+
 fn key(line: &str) -> Option<&str> {
     let t = line.trim();
     let (k, _) = t.split_once(':')?;
@@ -65,25 +100,13 @@ fn key(line: &str) -> Option<&str> {
 /// Parses the `paths:` section of the spec (see the format rules at the top of the file).
 pub fn parse_spec(text: &str) -> Vec<PathItem> {
     let mut items: Vec<PathItem> = Vec::new();
-    let mut in_paths = false;
     let mut in_responses = false;
-    for (n, line) in text.lines().enumerate() {
-        let line_no = n + 1;
-        let trimmed = line.trim();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        let ind = indent(line);
-        if ind == 0 {
-            if in_paths {
-                break;
-            }
-            in_paths = line.trim_end() == "paths:";
-            continue;
-        }
-        if !in_paths {
-            continue;
-        }
+    for Line {
+        no: line_no,
+        indent: ind,
+        text: trimmed,
+    } in section(text, "paths")
+    {
         match ind {
             2 => {
                 let raw = trimmed.strip_suffix(':').unwrap_or_else(|| {
@@ -110,7 +133,7 @@ pub fn parse_spec(text: &str) -> Vec<PathItem> {
                 let item = items
                     .last_mut()
                     .unwrap_or_else(|| panic!("openapi.yaml:{line_no}: key before any path"));
-                let k = key(line).unwrap_or("");
+                let k = key(trimmed).unwrap_or("");
                 if k == "x-daemon" {
                     let (_, v) = trimmed.split_once(':').unwrap_or_default();
                     item.daemons = v
@@ -132,11 +155,11 @@ pub fn parse_spec(text: &str) -> Vec<PathItem> {
                 in_responses = false;
             }
             6 => {
-                in_responses = key(line) == Some("responses")
+                in_responses = key(trimmed) == Some("responses")
                     && items.last().is_some_and(|i| !i.ops.is_empty());
             }
             8 if in_responses => {
-                let k = key(line).unwrap_or("");
+                let k = key(trimmed).unwrap_or("");
                 let status: u16 = k.parse().unwrap_or_else(|_| {
                     panic!("openapi.yaml:{line_no}: expected a quoted status code, got {k:?}")
                 });
@@ -193,7 +216,7 @@ pub fn normalize(path: &str) -> String {
 /// The path with each `{param}` replaced by a sample value: the daemon's `extra` samples
 /// first, then the ids every daemon uses. Panics on a parameter neither knows.
 pub fn fill(path: &str, extra: &[(&str, &str)]) -> String {
-    let sample = |param: &str| {
+    fill_with(path, |param| {
         extra
             .iter()
             .chain(SAMPLES)
@@ -202,13 +225,17 @@ pub fn fill(path: &str, extra: &[(&str, &str)]) -> String {
             .unwrap_or_else(|| {
                 panic!("docs/openapi.yaml uses path parameter {{{param}}}: add a sample value to the contract test")
             })
-    };
+    })
+}
+
+/// The path with each `{param}` replaced by `value(param)`.
+pub fn fill_with(path: &str, mut value: impl FnMut(&str) -> String) -> String {
     let mut out = String::new();
     let mut rest = path;
     while let Some(start) = rest.find('{') {
         out.push_str(&rest[..start]);
         let end = rest[start..].find('}').expect("unclosed {") + start;
-        out.push_str(&sample(&rest[start + 1..end]));
+        out.push_str(&value(&rest[start + 1..end]));
         rest = &rest[end + 1..];
     }
     out.push_str(rest);
