@@ -9,12 +9,14 @@
 //! The spec and source readers and the comparisons live in `spindle_common::contract`, shared
 //! with the NM's contract test; this file holds what is the RM's own.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use spindle_common::config::Configuration;
 use spindle_common::contract::{self, parse_spec, Answer, PROBE_PATH};
-use spindle_resourcemanager::config::RmConfig;
+use support::start_rm_with;
 
 const DAEMON: &str = "rm";
 
@@ -24,51 +26,6 @@ fn src_dir() -> PathBuf {
 
 /// Sample values for the path parameters only the RM's paths use (see `contract::fill`).
 const SAMPLES: &[(&str, &str)] = &[("queue", "default")];
-
-// ------------------------------------------------------------------------------ the RM
-
-struct Rm {
-    base: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    server: tokio::task::JoinHandle<anyhow::Result<()>>,
-    _dir: tempfile::TempDir,
-}
-
-async fn start_rm() -> Rm {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut conf = Configuration::new();
-    conf.set(
-        "spindle.resourcemanager.state-store.path",
-        &dir.path().join("rm.sqlite").display().to_string(),
-    );
-    let rm_conf = RmConfig::from_conf(&conf).expect("config");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let (rm, serve) = spindle_resourcemanager::driver::start(listener, rm_conf)
-        .await
-        .expect("start");
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve(Box::pin(async move {
-        let _ = rx.await;
-    })));
-    Rm {
-        base: format!("http://{}", rm.addr),
-        stop: Some(tx),
-        server,
-        _dir: dir,
-    }
-}
-
-impl Rm {
-    async fn shutdown(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(10), &mut self.server).await;
-        self.server.abort();
-    }
-}
 
 async fn send(http: &reqwest::Client, base: &str, method: &str, path: &str) -> Answer {
     let m = reqwest::Method::from_bytes(method.to_ascii_uppercase().as_bytes()).expect("method");
@@ -129,7 +86,7 @@ async fn every_spec_operation_is_routed() {
     tokio::time::timeout(Duration::from_secs(90), async {
         let text = contract::read_spec(env!("CARGO_MANIFEST_DIR"));
         let items = parse_spec(&text);
-        let rm = start_rm().await;
+        let rm = start_rm_with(Configuration::new()).await;
         let http = reqwest::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())

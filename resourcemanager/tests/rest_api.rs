@@ -1,60 +1,19 @@
 //! Integration test: the RM in-process on an ephemeral port, driven over real HTTP as a YARN
 //! client, an NM and an AM would. The NM side is a tiny HTTP server in the test that accepts
-//! AM launches (a fake at the network boundary), so every RM path runs for real.
+//! AM launches (a fake at the network boundary, `support::fake_nm`), so every RM path runs for
+//! real.
 
-use std::sync::{Arc, Mutex};
+mod support;
+
 use std::time::Duration;
 
-use axum::routing::post;
-use axum::{Json, Router};
 use serde_json::{json, Value};
 use spindle_common::config::Configuration;
-use spindle_common::records::node::{StartContainersRequest, StartContainersResponse};
 use spindle_resourcemanager::config::RmConfig;
+use support::{fake_nm, start_rm, Rm};
 
-struct Rm {
-    base: String,
-    http: reqwest::Client,
-    _dir: tempfile::TempDir,
-}
-
-async fn start_rm(extra: &[(&str, &str)]) -> Rm {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut conf = Configuration::new();
-    conf.set(
-        "spindle.resourcemanager.state-store.path",
-        &dir.path().join("rm.sqlite").display().to_string(),
-    );
-    conf.set("yarn.scheduler.minimum-allocation-mb", "128");
-    for (k, v) in extra {
-        conf.set(k, v);
-    }
-    let rm_conf = RmConfig::from_conf(&conf).expect("config");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let (rm, serve) = spindle_resourcemanager::driver::start(listener, rm_conf)
-        .await
-        .expect("start");
-    tokio::spawn(serve(Box::pin(std::future::pending())));
-    Rm {
-        base: format!("http://{}", rm.addr),
-        http: reqwest::Client::new(),
-        _dir: dir,
-    }
-}
-
+/// This file's requests: a JSON body, an optional bearer token, and the `Location` answered.
 impl Rm {
-    async fn get(&self, path: &str) -> (u16, Value) {
-        let r = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .expect("get");
-        let status = r.status().as_u16();
-        (status, r.json().await.unwrap_or(Value::Null))
-    }
     async fn send(
         &self,
         method: reqwest::Method,
@@ -81,28 +40,6 @@ impl Rm {
     async fn post(&self, path: &str, body: Value) -> (u16, Value, Option<String>) {
         self.send(reqwest::Method::POST, path, body, None).await
     }
-}
-
-/// A fake NM web server that records the start requests the RM sends it.
-async fn fake_nm() -> (String, Arc<Mutex<Vec<StartContainersRequest>>>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let s2 = seen.clone();
-    let app = Router::new().route(
-        "/ws/v1/node/containers/start",
-        post(move |Json(req): Json<StartContainersRequest>| {
-            let s2 = s2.clone();
-            async move {
-                s2.lock().expect("lock").push(req);
-                Json(StartContainersResponse::default())
-            }
-        }),
-    );
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = l.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(l, app).await });
-    (addr.to_string(), seen)
 }
 
 fn assert_remote_exception(body: &Value, exception: &str) {

@@ -4,10 +4,10 @@
 //! error is a YARN `RemoteException` body with the right status (400 bad input, 401/403,
 //! 404 unknown id, 405/409 wrong method or state; 500 only for real bugs).
 //!
-//! The RM runs in-process on 127.0.0.1:0 with a fake NM at the network boundary (as in
-//! `rest_api.rs`). Before the barrage the test makes a sentinel application A (AM launched,
-//! named by no hostile request except the semantic attacks aimed at it) and a victim B
-//! (AM registered; the AM-protocol requests carry its token). The barrage is built from the
+//! The RM runs in-process on 127.0.0.1:0 with a fake NM at the network boundary (both from
+//! `support`, as in `rest_api.rs`). Before the barrage the test makes a sentinel application
+//! A (AM launched, named by no hostile request except the semantic attacks aimed at it) and a
+//! victim B (AM registered; the AM-protocol requests carry its token). The barrage is built from the
 //! spec: for every RM path and method, hostile path parameters, query strings, bodies
 //! (generic ones and wrong-typed values for each field of the operation's request schema),
 //! content types, `Accept`, bearer tokens, wrong methods and path shapes; then hand-written
@@ -28,24 +28,20 @@
 //! `spindle_common::contract::robust`, shared with `nodemanager/tests/robustness.rs`; this
 //! file holds what is the RM's own.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::routing::post;
-use axum::{Json, Router};
 use serde_json::{json, Value};
-use spindle_common::config::Configuration;
 use spindle_common::contract::fill_with;
 use spindle_common::contract::robust::{
     self, daemon_panics, op_index, record_panics, run_barrage, spec_cases, spec_ops, Case, Daemon,
-    Expect, Kind, Op, Req, REQUEST_TIMEOUT,
+    Expect, Kind, Op, Req,
 };
 use spindle_common::ids::ApplicationAttemptId;
-use spindle_common::records::node::{StartContainersRequest, StartContainersResponse};
 use spindle_common::token::{issue_amrm_token, TokenSecret};
-use spindle_resourcemanager::config::RmConfig;
+use support::{fake_nm, start_rm, Launches, Rm};
 
 const DAEMON: &str = "rm";
 /// The start of the message of the router's fallback 404.
@@ -58,48 +54,7 @@ const TEST_NAMES: &[&str] = &[
 
 // ====================================================================== the RM
 
-struct Rm {
-    addr: SocketAddr,
-    base: String,
-    http: reqwest::Client,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    server: tokio::task::JoinHandle<anyhow::Result<()>>,
-    _dir: tempfile::TempDir,
-}
-
-async fn start_rm() -> Rm {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut conf = Configuration::new();
-    conf.set(
-        "spindle.resourcemanager.state-store.path",
-        &dir.path().join("rm.sqlite").display().to_string(),
-    );
-    conf.set("yarn.scheduler.minimum-allocation-mb", "128");
-    let rm_conf = RmConfig::from_conf(&conf).expect("config");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let (rm, serve) = spindle_resourcemanager::driver::start(listener, rm_conf)
-        .await
-        .expect("start");
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve(Box::pin(async move {
-        let _ = rx.await;
-    })));
-    Rm {
-        addr: rm.addr,
-        base: format!("http://{}", rm.addr),
-        http: reqwest::Client::builder()
-            .no_proxy()
-            .timeout(REQUEST_TIMEOUT)
-            .build()
-            .expect("client"),
-        stop: Some(tx),
-        server,
-        _dir: dir,
-    }
-}
-
+/// This file's requests: an optional JSON body and an optional bearer token.
 impl Rm {
     async fn call(
         &self,
@@ -119,9 +74,6 @@ impl Rm {
         let status = r.status().as_u16();
         (status, r.json().await.unwrap_or(Value::Null))
     }
-    async fn get(&self, path: &str) -> (u16, Value) {
-        self.call(reqwest::Method::GET, path, None, None).await
-    }
     async fn post(&self, path: &str, body: Value) -> (u16, Value) {
         self.call(reqwest::Method::POST, path, Some(body), None)
             .await
@@ -133,35 +85,6 @@ impl Rm {
         assert_eq!(status, 200, "{v}");
         v["application-id"].as_str().expect("id").to_string()
     }
-    async fn shutdown(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(10), &mut self.server).await;
-        self.server.abort();
-    }
-}
-
-/// A fake NM web server that accepts (and records) the AM launches the RM sends it.
-async fn fake_nm() -> (String, Arc<Mutex<Vec<StartContainersRequest>>>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let s2 = seen.clone();
-    let app = Router::new().route(
-        "/ws/v1/node/containers/start",
-        post(move |Json(req): Json<StartContainersRequest>| {
-            let s2 = s2.clone();
-            async move {
-                s2.lock().expect("lock").push(req);
-                Json(StartContainersResponse::default())
-            }
-        }),
-    );
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = l.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(l, app).await });
-    (addr.to_string(), seen)
 }
 
 /// An application whose AM the fake NM was asked to launch.
@@ -172,11 +95,7 @@ struct Launched {
     token: String,
 }
 
-async fn submit_and_launch(
-    rm: &Rm,
-    launches: &Arc<Mutex<Vec<StartContainersRequest>>>,
-    name: &str,
-) -> Launched {
+async fn submit_and_launch(rm: &Rm, launches: &Launches, name: &str) -> Launched {
     let id = rm.new_app_id().await;
     let (status, body) = rm
         .call(
@@ -321,7 +240,7 @@ async fn every_rm_operation_survives_hostile_requests() {
     record_panics();
     let started = Instant::now();
     let ops = spec_ops(env!("CARGO_MANIFEST_DIR"), DAEMON);
-    let rm = start_rm().await;
+    let rm = start_rm(&[]).await;
 
     // ---------------------------------------------------------- before: a node, A and B
     let (nm_addr, launches) = fake_nm().await;
