@@ -187,9 +187,10 @@ fn an_rm_crash_does_not_restart_a_running_training_gang() {
     );
 }
 
-/// The pid of the process whose environment says `CONTAINER_ID=<id>` and which leads its
-/// own process group (a container's leader).
-fn container_leader(id: &str) -> Option<i32> {
+/// The pid of the process whose environment says `CONTAINER_ID=<id>`, which leads its own
+/// process group (a container's leader) and works under `cluster_dir`: tests run clusters
+/// side by side, and two RMs started in the same millisecond give the same ids.
+fn container_leader(id: &str, cluster_dir: &Path) -> Option<i32> {
     let want = format!("CONTAINER_ID={id}");
     std::fs::read_dir("/proc")
         .ok()?
@@ -200,7 +201,9 @@ fn container_leader(id: &str) -> Option<i32> {
             let has = env.split(|b| *b == 0).any(|v| v == want.as_bytes());
             let leader = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid)))
                 .is_ok_and(|g| g.as_raw() == pid);
-            (has && leader).then_some(pid)
+            let ours = std::fs::read_link(e.path().join("cwd"))
+                .is_ok_and(|cwd| cwd.starts_with(cluster_dir));
+            (has && leader && ours).then_some(pid)
         })
 }
 
@@ -222,7 +225,7 @@ fn a_killed_training_am_hands_its_running_gang_to_the_next_attempt() {
         .expect("the AM container")
         .to_string();
     let pid = wait_until("the AM's process", Duration::from_secs(10), || {
-        container_leader(&am)
+        container_leader(&am, c.dir.path())
     });
     nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL)
         .expect("kill the AM");

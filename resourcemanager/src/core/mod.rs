@@ -1829,7 +1829,7 @@ impl RmCore {
                         };
                         self.complete_container(&r.id, r.exit_status, diag, now);
                     } else {
-                        self.report_recovered_completion(r);
+                        self.report_recovered_completion(r, now);
                     }
                     if let Some(n) = self.nodes.get_mut(id) {
                         n.to_ack.insert(r.id);
@@ -1992,7 +1992,7 @@ impl RmCore {
 
     /// A container of a live attempt that ended while this RM was down (allocated by an
     /// earlier incarnation): its AM is told, once.
-    fn report_recovered_completion(&mut self, r: &ReportedContainer) {
+    fn report_recovered_completion(&mut self, r: &ReportedContainer, now: u64) {
         let Some(attempt) = self.previous_epoch_attempt(&r.id) else {
             return;
         };
@@ -2003,7 +2003,26 @@ impl RmCore {
         else {
             return;
         };
-        if att.am_container == Some(r.id) || !att.containers.insert(r.id) {
+        if att.am_container == Some(r.id) {
+            // The AM ended while the RM was down: its attempt fails now (counted as an AM
+            // exit normally is), rather than waiting out the NM expiry for an AM that is gone.
+            let counts = !matches!(
+                r.exit_status,
+                exit_status::ABORTED
+                    | exit_status::PREEMPTED
+                    | exit_status::DISKS_FAILED
+                    | exit_status::KILLED_BY_RESOURCEMANAGER
+            );
+            let diag = format!(
+                "AM Container for {attempt} exited with  exitCode: {} while the ResourceManager \
+                 was down\nFailing this attempt.Diagnostics: {}",
+                r.exit_status, r.diagnostics
+            );
+            att.awaiting_am_until = None;
+            self.fail_attempt(&attempt, diag, counts, now);
+            return;
+        }
+        if !att.containers.insert(r.id) {
             return;
         }
         att.to_report.push(ContainerStatus {

@@ -290,6 +290,39 @@ fn an_am_not_reported_after_a_restart_gets_a_new_attempt_that_does_not_count() {
 }
 
 #[test]
+fn an_am_that_ended_while_the_rm_was_down_gets_a_new_attempt_at_once() {
+    let r = running_app();
+    let rec = last_record(&r.env, &r.app);
+    let mut env = restarted(vec![rec], r.env.now + 5_000);
+    // The node comes back reporting the AM container complete (it was killed meanwhile).
+    env.core.register_node(
+        registration(
+            &r.node,
+            vec![
+                report(r.am, ContainerState::COMPLETE, 137, 512),
+                report(r.workers[0], ContainerState::RUNNING, -1000, 1024),
+            ],
+        ),
+        env.now,
+    );
+    env.step();
+    let app = env.app(&r.app);
+    assert_eq!(app.attempts.len(), 2, "no waiting out the NM expiry");
+    assert_eq!(app.attempts[0].state, AttemptState::FAILED);
+    assert!(
+        app.attempts[0]
+            .diagnostics
+            .contains("while the ResourceManager was down"),
+        "{}",
+        app.attempts[0].diagnostics
+    );
+    assert!(env
+        .effects
+        .iter()
+        .any(|e| matches!(e, Effect::LaunchAm { attempt, .. } if attempt.attempt_id == 2)));
+}
+
+#[test]
 fn containers_of_unknown_or_finished_work_are_stopped_not_taken_back() {
     let r = running_app();
     let mut rec = last_record(&r.env, &r.app);
