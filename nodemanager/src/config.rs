@@ -169,7 +169,7 @@ pub enum NmConfigError {
         value: String,
     },
     #[error("{at}: property '{name}': expected {expected}, got '{value}'")]
-    BadHealthCheck {
+    BadValue {
         at: String,
         name: &'static str,
         expected: String,
@@ -431,7 +431,7 @@ impl NmConfig {
         Ok(Self {
             webapp_address,
             hostname,
-            resource: Resource::new(memory, vcores),
+            resource: node_resource_types(conf, Resource::new(memory, vcores))?,
             local_dirs,
             log_dirs,
             sigkill_delay,
@@ -492,10 +492,50 @@ pub const NM_DISK_CHECKER_MAX_UTILIZATION: &str =
 pub const NM_DISK_CHECKER_MIN_FREE_MB: &str =
     "yarn.nodemanager.disk-health-checker.min-free-space-per-disk-mb";
 
+/// `node-resources.xml`'s prefix: `yarn.nodemanager.resource-type.<type>` = how much of an
+/// extended resource type (declared in the RM's `resource-types.xml`) this NM offers.
+pub const NM_RESOURCE_TYPE_PREFIX: &str = "yarn.nodemanager.resource-type.";
+
+/// Adds the extended types `node-resources.xml` offers to `base` (memory and vcores). A type
+/// a resource plugin manages (`yarn.io/gpu`, `yarn.io/fpga`) is then set by the plugin to
+/// what it discovered, as in YARN.
+fn node_resource_types(conf: &Configuration, base: Resource) -> Result<Resource, NmConfigError> {
+    let mut r = base;
+    let names: Vec<String> = conf
+        .names_with_prefix(NM_RESOURCE_TYPE_PREFIX)
+        .map(String::from)
+        .collect();
+    for name in names {
+        let ty = &name[NM_RESOURCE_TYPE_PREFIX.len()..];
+        let bad = |expected: &str, value: String| NmConfigError::BadValue {
+            at: at(conf, &name),
+            name: NM_RESOURCE_TYPE_PREFIX,
+            expected: format!("{expected} (in {name})"),
+            value,
+        };
+        let valid_type = !ty.is_empty()
+            && ty
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c));
+        if !valid_type || ty == "memory-mb" || ty == "vcores" {
+            return Err(bad(
+                "an extended resource type name (memory and vcores are yarn.nodemanager.resource.*)",
+                ty.to_string(),
+            ));
+        }
+        let v = conf.get_i64(&name, 0)?;
+        if v < 0 {
+            return Err(bad("an amount of 0 or more", v.to_string()));
+        }
+        r.set(ty, v);
+    }
+    Ok(r)
+}
+
 /// The health script and disk checker (YARN's names and defaults).
 fn health_config(conf: &Configuration) -> Result<HealthConfig, NmConfigError> {
     let d = HealthConfig::default();
-    let bad = |name: &'static str, expected: &str, value: String| NmConfigError::BadHealthCheck {
+    let bad = |name: &'static str, expected: &str, value: String| NmConfigError::BadValue {
         at: at(conf, name),
         name,
         expected: expected.to_string(),
@@ -1182,6 +1222,40 @@ mod tests {
             "{msg}"
         );
         assert!(!msg.contains('\n'), "{msg}");
+    }
+
+    #[test]
+    fn node_resources_offer_extended_types() {
+        let from = |kv: &[(&str, &str)]| NmConfig::from_configuration(&conf(kv), Path::new("c"));
+        let c = from(&[
+            ("yarn.nodemanager.resource-type.example.com/licenses", "2"),
+            ("yarn.nodemanager.resource-type.yarn.io/gpu", "0"),
+        ])
+        .unwrap();
+        assert_eq!(c.resource.get("example.com/licenses"), 2);
+        assert_eq!(c.resource.get("yarn.io/gpu"), 0);
+        assert_eq!(c.resource.memory_mb, keys::DEFAULT_NM_RESOURCE_MEMORY_MB);
+        for (k, v, want) in [
+            (
+                "yarn.nodemanager.resource-type.example.com/licenses",
+                "-1",
+                "0 or more",
+            ),
+            (
+                "yarn.nodemanager.resource-type.memory-mb",
+                "5",
+                "extended resource type",
+            ),
+            (
+                "yarn.nodemanager.resource-type.bad name",
+                "1",
+                "extended resource type",
+            ),
+        ] {
+            let msg = from(&[(k, v)]).unwrap_err().to_string();
+            assert!(msg.contains(want) && msg.contains(k), "{k}={v}: {msg}");
+            assert!(!msg.contains('\n'), "{msg}");
+        }
     }
 
     #[test]

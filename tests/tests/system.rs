@@ -561,3 +561,47 @@ fn an_unhealthy_node_gets_no_containers() {
     let sick_logs = c.dir.path().join("nm1/logs").join(&id);
     assert!(!sick_logs.exists(), "containers ran on {sick_id}");
 }
+
+/// `node-resources.xml`'s `yarn.nodemanager.resource-type.<type>`: an NM offers an extended
+/// type the RM declares (`yarn.resource-types`), the RM's node view shows it, and containers
+/// that ask for it run.
+#[test]
+fn a_node_offers_a_declared_extended_resource_type() {
+    let c = Cluster::start(ClusterOpts {
+        nodes: 1,
+        rm_props: vec![(
+            "yarn.resource-types".to_string(),
+            "example.com/licenses".to_string(),
+        )],
+        nm_props: vec![(
+            "yarn.nodemanager.resource-type.example.com/licenses".to_string(),
+            "2".to_string(),
+        )],
+    });
+    let (_, nodes) = c.get("/ws/v1/cluster/nodes");
+    let infos = nodes["nodes"]["node"][0]["totalResource"]["resourceInformations"]
+        ["resourceInformation"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let licenses = infos
+        .iter()
+        .find(|i| i["name"] == "example.com/licenses")
+        .unwrap_or_else(|| panic!("no licenses in {nodes}"));
+    assert_eq!(licenses["value"], 2, "{licenses}");
+    let out = c.spindle(&[
+        "distributed-shell",
+        "--num-containers",
+        "3",
+        "--container-resources",
+        "memory-mb=128,vcores=1,example.com/licenses=1",
+        "--shell-command",
+        "true",
+    ]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success() && text.contains("SUCCEEDED"), "{text}");
+}
