@@ -165,11 +165,20 @@ fn eight_one_gpu_containers_on_two_4_gpu_nodes_get_distinct_gpus() {
     // The NMs' view: container -> GPU index, 4 distinct per node.
     let mut holder: BTreeMap<String, (String, i64)> = BTreeMap::new();
     for nm in &c.nm_addrs {
-        let v = nm_get(&c, nm, "/ws/v1/node/resources/yarn.io%2Fgpu");
-        let assigned = v["assignedGpuDevices"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
+        // The RM counts a container from its allocation; the NM assigns its GPU when the AM's
+        // start call arrives, a moment later.
+        let (v, assigned) = wait_until(
+            &format!("{nm} to assign 4 GPUs"),
+            Duration::from_secs(30),
+            || {
+                let v = nm_get(&c, nm, "/ws/v1/node/resources/yarn.io%2Fgpu");
+                let assigned = v["assignedGpuDevices"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                (assigned.len() == 4).then_some((v, assigned))
+            },
+        );
         assert_eq!(assigned.len(), 4, "{nm}: {v}");
         let idx: BTreeSet<i64> = assigned
             .iter()
