@@ -66,6 +66,25 @@ fn nm_log(c: &Cluster, container: &Value, file: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Runs `spindle distributed-shell` to its end: (exit 0, stdout + stderr).
+fn dshell(c: &Cluster, n: &str, resources: &str, command: &str) -> (bool, String) {
+    let out = c.spindle(&[
+        "distributed-shell",
+        "--num-containers",
+        n,
+        "--container-resources",
+        resources,
+        "--shell-command",
+        command,
+    ]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
 fn assert_remote_exception(body: &Value, exception: &str) {
     assert_eq!(body["RemoteException"]["exception"], exception, "{body}");
     assert!(
@@ -409,21 +428,13 @@ fn the_distributed_shell_client_and_the_cli_work_end_to_end() {
         nodes: 2,
         ..Default::default()
     });
-    let out = c.spindle(&[
-        "distributed-shell",
-        "--num-containers",
+    let (ok, text) = dshell(
+        &c,
         "2",
-        "--container-resources",
         "memory-mb=256,vcores=1",
-        "--shell-command",
         "echo hello from $CONTAINER_ID",
-    ]);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "{text}");
+    assert!(ok, "{text}");
     assert!(text.contains("SUCCEEDED"), "{text}");
     let id = app_id_in(&text).expect("the client names the application");
     let out = c.spindle(&["application", "-status", &id]);
@@ -434,21 +445,8 @@ fn the_distributed_shell_client_and_the_cli_work_end_to_end() {
         "{status}"
     );
     // A failing command fails the application, and the client says so with a non-zero exit.
-    let out = c.spindle(&[
-        "distributed-shell",
-        "--num-containers",
-        "1",
-        "--container-resources",
-        "memory-mb=256,vcores=1",
-        "--shell-command",
-        "exit 3",
-    ]);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!out.status.success(), "{text}");
+    let (ok, text) = dshell(&c, "1", "memory-mb=256,vcores=1", "exit 3");
+    assert!(!ok, "{text}");
     assert!(text.contains("FAILED"), "{text}");
     // Unknown application: a clear message and a non-zero exit.
     let out = c.spindle(&["application", "-status", "application_1_9999"]);
@@ -535,21 +533,8 @@ fn an_unhealthy_node_gets_no_containers() {
     );
     let sick_id = sick["id"].as_str().unwrap_or_default().to_string();
 
-    let out = c.spindle(&[
-        "distributed-shell",
-        "--num-containers",
-        "3",
-        "--container-resources",
-        "memory-mb=256,vcores=1",
-        "--shell-command",
-        "true",
-    ]);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success() && text.contains("SUCCEEDED"), "{text}");
+    let (ok, text) = dshell(&c, "3", "memory-mb=256,vcores=1", "true");
+    assert!(ok && text.contains("SUCCEEDED"), "{text}");
     let id = app_id_in(&text).expect("the client names the application");
     let (_, atts) = c.get(&format!("/ws/v1/cluster/apps/{id}/appattempts"));
     let am_node = atts["appAttempts"]["appAttempt"][0]["nodeId"]
@@ -589,19 +574,11 @@ fn a_node_offers_a_declared_extended_resource_type() {
         .find(|i| i["name"] == "example.com/licenses")
         .unwrap_or_else(|| panic!("no licenses in {nodes}"));
     assert_eq!(licenses["value"], 2, "{licenses}");
-    let out = c.spindle(&[
-        "distributed-shell",
-        "--num-containers",
+    let (ok, text) = dshell(
+        &c,
         "3",
-        "--container-resources",
         "memory-mb=128,vcores=1,example.com/licenses=1",
-        "--shell-command",
         "true",
-    ]);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success() && text.contains("SUCCEEDED"), "{text}");
+    assert!(ok && text.contains("SUCCEEDED"), "{text}");
 }
