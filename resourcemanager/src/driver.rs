@@ -4,7 +4,7 @@
 //! durable), and only then answers. REST reads ask it for a [`Snapshot`], built lazily: only
 //! when a read comes and the state changed since the last one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,7 +25,7 @@ use crate::core::scheduler::{Ask, AskKey};
 use crate::core::{
     AllocateReply, App, AskUpdate, Caller, CoreError, Counters, Effect, HeartbeatReply,
     KillOutcome, Node, NodeRegistration, QueueAclType, QueueView, ReportedContainer, RmContainer,
-    RmCore, Submission,
+    RmCore, SharedMap, Submission,
 };
 use crate::store::{SchedConfSource, StateStore, StoredSchedConf};
 
@@ -155,9 +155,9 @@ pub enum Command {
 #[derive(Clone)]
 pub struct Snapshot {
     pub cluster_ts: u64,
-    pub apps: im::OrdMap<ApplicationId, App>,
-    pub nodes: im::OrdMap<NodeId, Node>,
-    pub containers: im::OrdMap<ContainerId, RmContainer>,
+    pub apps: SharedMap<ApplicationId, App>,
+    pub nodes: SharedMap<NodeId, Node>,
+    pub containers: SharedMap<ContainerId, RmContainer>,
     pub counters: Counters,
     pub pending_containers: u64,
     pub pending: Resource,
@@ -270,14 +270,20 @@ struct Driver {
 }
 
 impl Driver {
-    /// Executes the core's effects in order.
+    /// Executes the core's effects. Durable before visible: every state-store write of the
+    /// batch happens first, and an AM launch (seen by an NM) only after it; a launch whose
+    /// application record could not be written is not sent, and is reported to the core as
+    /// a failed launch instead.
     fn settle(&mut self) -> Result<(), RmError> {
         let mut result = Ok(());
+        let mut unwritten = BTreeSet::new();
+        let mut launches = Vec::new();
         for effect in self.core.take_effects() {
             match effect {
                 Effect::PersistApp(rec) => {
                     if let Err(e) = self.store.put_app(&rec) {
                         error!(app_id = %rec.id, "state store write failed: {e}");
+                        unwritten.insert(rec.id);
                         result = Err(RmError::Store(e.to_string()));
                     }
                 }
@@ -291,12 +297,35 @@ impl Driver {
                     container,
                     node_http,
                     request,
-                } => {
-                    self.launch(attempt, container, node_http, request);
-                }
+                } => launches.push((attempt, container, node_http, request)),
+            }
+        }
+        for (attempt, container, node_http, request) in launches {
+            if unwritten.contains(&attempt.application_id) {
+                let diag = "the RM could not write the attempt to its state store".to_string();
+                warn!(attempt_id = %attempt, container_id = %container, "AM not launched: {diag}");
+                self.report_launch(attempt, container, Err(diag));
+            } else {
+                self.launch(attempt, container, node_http, request);
             }
         }
         result
+    }
+
+    /// Hands the outcome of an AM launch back to the driver's queue (never inline: the core
+    /// is in the middle of settling).
+    fn report_launch(
+        &self,
+        attempt: ApplicationAttemptId,
+        container: ContainerId,
+        result: Result<(), String>,
+    ) {
+        let Some(tx) = self.tx.upgrade() else { return };
+        tokio::spawn(async move {
+            let _ = tx
+                .send(Command::AmLaunched(attempt, container, result))
+                .await;
+        });
     }
 
     /// An ApplicationMasterProtocol call: checks the AM-RM token, runs `f` on the core for

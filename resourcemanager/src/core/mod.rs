@@ -7,6 +7,7 @@
 pub mod model;
 pub mod queue_conf;
 pub mod scheduler;
+pub mod shared;
 
 #[cfg(test)]
 mod capacity_tests;
@@ -35,6 +36,7 @@ use spindle_common::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, R
 pub use model::*;
 use queue_conf::{QueueMapping, QueueState, SchedulerConf};
 use scheduler::{Ask, AskKey, Scheduler};
+pub use shared::SharedMap;
 
 /// How long a killed application waits for its containers before it is declared KILLED.
 const KILL_DEADLINE_MS: u64 = 10_000;
@@ -212,9 +214,9 @@ pub struct RmCore {
     next_app: u32,
     next_submit_seq: u64,
     // Persistent maps: the driver's read snapshot shares them instead of copying them.
-    apps: im::OrdMap<ApplicationId, App>,
-    nodes: im::OrdMap<NodeId, Node>,
-    containers: im::OrdMap<ContainerId, RmContainer>,
+    apps: SharedMap<ApplicationId, App>,
+    nodes: SharedMap<NodeId, Node>,
+    containers: SharedMap<ContainerId, RmContainer>,
     sched: Scheduler,
     effects: Vec<Effect>,
     counters: Counters,
@@ -232,9 +234,9 @@ impl RmCore {
             secret,
             next_app: 1,
             next_submit_seq: 1,
-            apps: im::OrdMap::new(),
-            nodes: im::OrdMap::new(),
-            containers: im::OrdMap::new(),
+            apps: SharedMap::new(),
+            nodes: SharedMap::new(),
+            containers: SharedMap::new(),
             sched,
             effects: Vec::new(),
             counters: Counters::default(),
@@ -256,13 +258,13 @@ impl RmCore {
     pub fn secret(&self) -> &TokenSecret {
         &self.secret
     }
-    pub fn apps(&self) -> &im::OrdMap<ApplicationId, App> {
+    pub fn apps(&self) -> &SharedMap<ApplicationId, App> {
         &self.apps
     }
-    pub fn nodes(&self) -> &im::OrdMap<NodeId, Node> {
+    pub fn nodes(&self) -> &SharedMap<NodeId, Node> {
         &self.nodes
     }
-    pub fn containers(&self) -> &im::OrdMap<ContainerId, RmContainer> {
+    pub fn containers(&self) -> &SharedMap<ContainerId, RmContainer> {
         &self.containers
     }
     pub fn scheduler(&self) -> &Scheduler {
@@ -561,11 +563,11 @@ impl RmCore {
         if q.apps.len() as u64 >= u64::from(max_apps) {
             return Err(format!("Queue {path} already has {} applications, cannot accept submission of application: {id}", q.apps.len()));
         }
+        // The queue's per-user counts cover exactly its applications (pending and active).
         let from_user = q
-            .apps
-            .iter()
-            .filter(|a| self.apps.get(a).is_some_and(|x| x.sub.user == sub.user))
-            .count();
+            .users
+            .get(&sub.user)
+            .map_or(0, |u| u.active_apps + u.pending_apps);
         if from_user as u64 >= u64::from(max_per_user) {
             return Err(format!(
                 "Queue {path} already has {from_user} applications from user {} cannot accept submission of application: {id}",
@@ -1425,6 +1427,9 @@ impl RmCore {
         env.insert(cenv::APPLICATION_ATTEMPT_ID.into(), attempt_id.to_string());
         env.insert(cenv::APP_SUBMIT_TIME_ENV.into(), submit_time.to_string());
         env.insert(cenv::MAX_APP_ATTEMPTS.into(), max_attempts.to_string());
+        // Durable before visible: the record naming the AM container is written before the
+        // NM hears of it, so a restarted RM knows every AM an NM may be running.
+        self.persist(app_id);
         self.effects.push(Effect::LaunchAm {
             attempt: attempt_id,
             container: container.id,
@@ -1437,8 +1442,6 @@ impl RmCore {
                 hold: None,
             },
         });
-        // The AM container is known now: a restarted RM will wait for it.
-        self.persist(app_id);
     }
 
     /// The driver's report on an AM launch.

@@ -39,13 +39,16 @@ pub async fn start_rm(extra: &[(&str, &str)]) -> Rm {
     start_rm_with(conf).await
 }
 
-/// An RM with `conf` as given, plus a state store in a fresh temp dir.
+/// An RM with `conf` as given, plus a state store in a fresh temp dir unless `conf` names one.
 pub async fn start_rm_with(mut conf: Configuration) -> Rm {
     let dir = tempfile::tempdir().expect("tempdir");
-    conf.set(
-        "spindle.resourcemanager.state-store.path",
-        &dir.path().join("rm.sqlite").display().to_string(),
-    );
+    let store_key = "spindle.resourcemanager.state-store.path";
+    if conf.get(store_key).ok().flatten().is_none() {
+        conf.set(
+            store_key,
+            &dir.path().join("rm.sqlite").display().to_string(),
+        );
+    }
     let rm_conf = RmConfig::from_conf(&conf).expect("config");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
