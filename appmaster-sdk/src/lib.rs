@@ -11,7 +11,9 @@
 //!   distributed-training launcher: a gang of workers with torchrun's rank environment);
 //! - [`launch`]: what those two clients share, submitting this binary as the AM and
 //!   following the application to its end;
-//! - the `spindle` CLI ([`cli`], modelled on `yarn`) and the local [`minicluster`].
+//!
+//! The `spindle` CLI and the local minicluster live in the `spindle` crate (`cli/`), so that an
+//! AM linking this SDK pulls in neither the RM nor SQLite nor axum.
 //!
 //! This crate must not touch the daemons' internals: it depends only on `spindle-common`
 //! (ids, records, configuration) and speaks to the RM and NMs over HTTP exactly as any other
@@ -22,13 +24,11 @@
 pub mod address;
 pub mod am_client;
 pub mod amrm;
-pub mod cli;
 pub mod dshell;
 pub mod error;
 pub mod gang;
 mod http;
 pub mod launch;
-pub mod minicluster;
 pub mod nm_client;
 pub mod rm_client;
 pub mod train;

@@ -4,16 +4,9 @@
 //!
 //! This crate owns no I/O beyond reading configuration files and resolving this machine's
 //! host name (`net`), and no async: both daemons, the scheduler core and the SDK depend on
-//! it, and it must stay cheap for all of them. (The robustness-test harness,
-//! `contract::robust`, opens sockets, but only behind the `robust-tests` feature that the
-//! daemons' tests enable.)
+//! it, and it must stay cheap for all of them. (Test harnesses live in `spindle-test-support`.)
 
 pub mod config;
-/// The OpenAPI contract tests' spec and route readers (text processing, used by the RM's and
-/// the NM's `tests/openapi.rs`), and with the `robust-tests` feature their robustness
-/// harness. It lives here because both daemon crates already depend on this one, so one
-/// copy serves both without a new crate or dependency.
-pub mod contract;
 pub mod env;
 pub mod ids;
 pub mod net;

@@ -3,7 +3,8 @@
 //! a fake RM (for the OOM kill's -104 reaching the RM, and the memory watcher without
 //! cgroups).
 //!
-//! The cgroup tests need root and mounted cgroups; without them each prints why and returns.
+//! The cgroup tests need root and mounted cgroups; without them each prints why and returns,
+//! and fails under `CI=true` (`spindle_test_support::require`).
 //! Each test uses its own hierarchy (`spindle-test-<pid>-<n>`, inside the test process's own
 //! cgroups where v1 carries the limits, at the root on pure cgroup2), so parallel tests never
 //! meet, and a guard kills and removes it
@@ -31,6 +32,7 @@ use spindle_nodemanager::isolation::{
 use spindle_nodemanager::launcher::{
     ContainerExecutor, Enforcement, LaunchSpec, ProcessExecutor, StartedProcess, StopSignal,
 };
+use spindle_test_support::require;
 use support::*;
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
@@ -38,19 +40,19 @@ static NEXT: AtomicU32 = AtomicU32::new(0);
 /// The cgroup layout, if this process may use cgroups; else None after saying why.
 fn cgroups_or_skip(test: &str) -> Option<Layout> {
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("{test}: skipped: not root, cgroups cannot be managed");
+        require::skip(test, "not root, cgroups cannot be managed");
         return None;
     }
     let layout = match Layout::detect() {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("{test}: skipped: cannot read /proc/self/mountinfo: {e}");
+            require::skip(test, format_args!("cannot read /proc/self/mountinfo: {e}"));
             return None;
         }
     };
     let v1 = layout.v1_mount("cpu").is_some() && layout.v1_mount("memory").is_some();
     if !v1 && layout.v2.is_none() {
-        eprintln!("{test}: skipped: no cgroup v1 cpu+memory and no cgroup2 mounted");
+        require::skip(test, "no cgroup v1 cpu+memory and no cgroup2 mounted");
         return None;
     }
     Some(layout)
@@ -192,7 +194,7 @@ fn fake_gpus(dir: &Path, test: &str) -> Option<()> {
             Mode::from_bits_truncate(0o666),
             makedev(195, minor),
         ) {
-            eprintln!("{test}: skipped: cannot mknod {}: {e}", p.display());
+            require::skip(test, format_args!("cannot mknod {}: {e}", p.display()));
             return None;
         }
     }
@@ -205,7 +207,10 @@ fn fake_gpus(dir: &Path, test: &str) -> Option<()> {
     {
         Err(e) if e.raw_os_error() == Some(nix::libc::ENXIO) => Some(()),
         other => {
-            eprintln!("{test}: skipped: opening a fresh major-195 node gives {other:?}, not ENXIO");
+            require::skip(
+                test,
+                format_args!("opening a fresh major-195 node gives {other:?}, not ENXIO"),
+            );
             None
         }
     }
@@ -235,7 +240,7 @@ async fn a_container_sees_only_its_gpu(test: &str, devices: DeviceIsolation) {
         Err(e) => panic!("{test}: cgroups unusable as root: {e}"),
     };
     if let Err(reason) = cg.device_isolation() {
-        eprintln!("{test}: skipped: {reason}");
+        require::skip(test, reason);
         return;
     }
     let cg = Arc::new(cg);

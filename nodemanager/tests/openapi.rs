@@ -7,7 +7,7 @@
 //! 2. Every `.route("...", ...)` in `nodemanager/src` (read as text) is in the spec, with the
 //!    same methods.
 //!
-//! The spec and source readers and the comparisons live in `spindle_common::contract`, shared
+//! The spec and source readers and the comparisons live in `spindle_test_support::contract`, shared
 //! with the RM's contract test; this file holds what is the NM's own.
 
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 mod support;
 
-use spindle_common::contract::{self, parse_spec, Answer, PROBE_PATH};
+use spindle_test_support::contract::{self, parse_spec, Answer, PROBE_PATH};
 use support::{FakeRm, TestNm};
 
 const DAEMON: &str = "nm";

@@ -29,7 +29,7 @@
 //! thread may have panicked, and the NM must stop cleanly.
 //!
 //! The daemon-independent half (spec reading, raw client, catalogues, checks) is
-//! `spindle_common::contract::robust`, shared with `resourcemanager/tests/robustness.rs`;
+//! `spindle_test_support::contract::robust`, shared with `resourcemanager/tests/robustness.rs`;
 //! this file holds what is the NM's own.
 
 mod support;
@@ -38,15 +38,15 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use spindle_common::contract::fill_with;
-use spindle_common::contract::robust::{
-    self, daemon_panics, op_index, record_panics, run_barrage, spec_cases, spec_ops, Case, Daemon,
-    Expect, Kind, Op, Req, Resp,
-};
 use spindle_common::ids::NodeId;
 use spindle_common::states::ContainerState;
 use spindle_common::time::now_ms;
 use spindle_common::token::{issue_container_token, TokenSecret};
+use spindle_test_support::contract::fill_with;
+use spindle_test_support::contract::robust::{
+    self, daemon_panics, op_index, record_panics, run_barrage, spec_cases, spec_ops, Case, Daemon,
+    Expect, Kind, Op, Req, Resp,
+};
 use support::{cid, FakeRm, TestNm};
 
 const DAEMON: &str = "nm";

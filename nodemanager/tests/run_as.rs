@@ -1,7 +1,7 @@
 //! YARN's LinuxContainerExecutor in non-secure mode, through a real NM: containers run as
 //! the configured local user (`nobody`) or, with `limit-users` false, as their submitter
 //! within the node's bounds; a refused user fails the start call with the reason. Needs root
-//! (to switch users); skips otherwise.
+//! (to switch users); skips otherwise, and fails under `CI=true`.
 
 mod support;
 
@@ -10,14 +10,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use spindle_common::records::node::{ContainerLaunchContext, StartContainerRequest};
 use spindle_common::states::ContainerState;
 use spindle_nodemanager::runas::{Credentials, RunAs};
+use spindle_test_support::require;
 use support::*;
 
 fn root_or_skip() -> bool {
-    let root = nix::unistd::geteuid().is_root();
-    if !root {
-        eprintln!("skipped: switching container users needs root");
-    }
-    root
+    require::root("run_as", "switching container users needs root").is_some()
 }
 
 fn request(

@@ -6,7 +6,7 @@
 //! 2. Every `.route("...", ...)` in `resourcemanager/src` (read as text) is in the spec, with
 //!    the same methods.
 //!
-//! The spec and source readers and the comparisons live in `spindle_common::contract`, shared
+//! The spec and source readers and the comparisons live in `spindle_test_support::contract`, shared
 //! with the NM's contract test; this file holds what is the RM's own.
 
 mod support;
@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use spindle_common::config::Configuration;
-use spindle_common::contract::{self, parse_spec, Answer, PROBE_PATH};
+use spindle_test_support::contract::{self, parse_spec, Answer, PROBE_PATH};
 use support::start_rm_with;
 
 const DAEMON: &str = "rm";

@@ -25,7 +25,7 @@
 //! node may exist that the test did not make, and no thread may have panicked.
 //!
 //! The daemon-independent half (spec reading, raw client, catalogues, checks) is
-//! `spindle_common::contract::robust`, shared with `nodemanager/tests/robustness.rs`; this
+//! `spindle_test_support::contract::robust`, shared with `nodemanager/tests/robustness.rs`; this
 //! file holds what is the RM's own.
 
 mod support;
@@ -34,13 +34,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use spindle_common::contract::fill_with;
-use spindle_common::contract::robust::{
+use spindle_common::ids::ApplicationAttemptId;
+use spindle_common::token::{issue_amrm_token, TokenSecret};
+use spindle_test_support::contract::fill_with;
+use spindle_test_support::contract::robust::{
     self, daemon_panics, op_index, record_panics, run_barrage, spec_cases, spec_ops, Case, Daemon,
     Expect, Kind, Op, Req,
 };
-use spindle_common::ids::ApplicationAttemptId;
-use spindle_common::token::{issue_amrm_token, TokenSecret};
 use support::{fake_nm, start_rm, Launches, Rm};
 
 const DAEMON: &str = "rm";

@@ -30,7 +30,7 @@ use std::process::ExitStatus;
 use nix::libc;
 
 /// What one child needs; borrowed, as it lives only until the fork.
-pub struct ChildSpec<'a> {
+pub(super) struct ChildSpec<'a> {
     /// The program to exec: a path, already resolved (no `PATH` search in the child).
     pub program: &'a Path,
     /// argv, `argv[0]` included.
@@ -124,7 +124,7 @@ fn cstr(bytes: &[u8], what: &str) -> io::Result<CString> {
 
 /// Forks and execs the child; returns its pid once its setup is done (it may be held at its
 /// gate, or already running the program).
-pub fn fork_exec(spec: &ChildSpec<'_>) -> io::Result<i32> {
+pub(super) fn fork_exec(spec: &ChildSpec<'_>) -> io::Result<i32> {
     // Everything the child touches is made here, before the fork.
     let program = cstr(spec.program.as_os_str().as_bytes(), "the program path")?;
     let argv: Vec<CString> = spec
@@ -267,118 +267,143 @@ const GATE_FD: RawFd = 3;
 
 impl Child<'_> {
     /// Reports a failed setup step and exits.
+    ///
+    /// # Safety
+    /// Only in the forked child (it exits the process).
     unsafe fn fail(&self, stage: i32) -> ! {
-        let errno = *libc::__errno_location();
-        let mut msg = [0u8; 8];
-        msg[..4].copy_from_slice(&stage.to_ne_bytes());
-        msg[4..].copy_from_slice(&errno.to_ne_bytes());
-        libc::write(self.setup, msg.as_ptr().cast(), msg.len());
-        libc::_exit(126)
+        // SAFETY: errno is thread-local and always readable; the write goes from a local
+        // buffer to the setup pipe this child owns; `_exit` is async-signal-safe.
+        unsafe {
+            let errno = *libc::__errno_location();
+            let mut msg = [0u8; 8];
+            msg[..4].copy_from_slice(&stage.to_ne_bytes());
+            msg[4..].copy_from_slice(&errno.to_ne_bytes());
+            libc::write(self.setup, msg.as_ptr().cast(), msg.len());
+            libc::_exit(126)
+        }
     }
 
+    /// Sets the child up and `exec`s the program; never returns.
+    ///
+    /// # Safety
+    /// Only in the forked child, which must make async-signal-safe calls only: every
+    /// buffer it touches was built before the fork.
     unsafe fn run(&self) -> ! {
-        // Rust ignores SIGPIPE and the forking thread may block signals: the program gets
-        // default dispositions and an empty mask, as after std's spawn.
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        if libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
-            self.fail(4);
-        }
-        // Handlers the NM installed (SIGTERM, SIGINT, SIGCHLD, ...) are copied by the fork:
-        // a held child must die of a stop's SIGTERM, not run the NM's handler. (exec would
-        // reset handlers but keeps ignored signals, such as Rust's SIGPIPE.)
-        for sig in 1..libc::SIGRTMAX() {
-            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-                libc::signal(sig, libc::SIG_DFL);
+        // SAFETY: see the function's contract: plain libc calls on descriptors, C strings
+        // and arrays prepared before the fork; nothing allocates.
+        unsafe { self.run_in_child() }
+    }
+
+    /// The body of [`Child::run`].
+    ///
+    /// # Safety
+    /// As [`Child::run`].
+    unsafe fn run_in_child(&self) -> ! {
+        // SAFETY: the caller's contract (the forked child; async-signal-safe calls only).
+        unsafe {
+            // Rust ignores SIGPIPE and the forking thread may block signals: the program gets
+            // default dispositions and an empty mask, as after std's spawn.
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            if libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
+                self.fail(4);
             }
-        }
-        if libc::setsid() < 0 {
-            self.fail(0);
-        }
-        for &fd in self.cgroup_procs {
-            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                self.fail(1);
+            // Handlers the NM installed (SIGTERM, SIGINT, SIGCHLD, ...) are copied by the fork:
+            // a held child must die of a stop's SIGTERM, not run the NM's handler. (exec would
+            // reset handlers but keeps ignored signals, such as Rust's SIGPIPE.)
+            for sig in 1..libc::SIGRTMAX() {
+                if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
             }
-        }
-        for (target, &fd) in self.fds.iter().enumerate() {
-            if libc::dup2(fd, target as RawFd) < 0 {
-                self.fail(2);
+            if libc::setsid() < 0 {
+                self.fail(0);
             }
-        }
-        if libc::chdir(self.dir.as_ptr()) != 0 {
-            self.fail(3);
-        }
-        // After the cgroups (root's to write) and before anything of the user's runs; the
-        // order matters: groups and gid while still root, uid last.
-        if let Some((uid, gid)) = self.creds {
-            if libc::setgroups(self.groups.len(), self.groups.as_ptr()) != 0
-                || libc::setgid(gid) != 0
-                || libc::setuid(uid) != 0
+            for &fd in self.cgroup_procs {
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    self.fail(1);
+                }
+            }
+            for (target, &fd) in self.fds.iter().enumerate() {
+                if libc::dup2(fd, target as RawFd) < 0 {
+                    self.fail(2);
+                }
+            }
+            if libc::chdir(self.dir.as_ptr()) != 0 {
+                self.fail(3);
+            }
+            // After the cgroups (root's to write) and before anything of the user's runs; the
+            // order matters: groups and gid while still root, uid last.
+            if let Some((uid, gid)) = self.creds {
+                if libc::setgroups(self.groups.len(), self.groups.as_ptr()) != 0
+                    || libc::setgid(gid) != 0
+                    || libc::setuid(uid) != 0
+                {
+                    self.fail(6);
+                }
+            }
+            if let Some(gate) = self.gate {
+                if gate != GATE_FD && libc::dup2(gate, GATE_FD) < 0 {
+                    self.fail(5);
+                }
+            }
+            // Setup is done: closing every other descriptor closes the setup pipe (the parent
+            // goes on) and drops what a held child must not keep open meanwhile (the NM's
+            // sockets, other gates' write ends).
+            let first = if self.gate.is_some() {
+                GATE_FD + 1
+            } else {
+                GATE_FD
+            };
+            if libc::syscall(
+                libc::SYS_close_range,
+                first as libc::c_uint,
+                libc::c_uint::MAX,
+                0,
+            ) != 0
             {
-                self.fail(6);
+                // An old kernel: the setup pipe is close-on-exec; other descriptors are too.
+                libc::close(self.setup);
             }
-        }
-        if let Some(gate) = self.gate {
-            if gate != GATE_FD && libc::dup2(gate, GATE_FD) < 0 {
-                self.fail(5);
+            if self.gate.is_some() {
+                let mut b = 0u8;
+                loop {
+                    let n = libc::read(GATE_FD, (&mut b as *mut u8).cast(), 1);
+                    if n == 1 {
+                        break;
+                    }
+                    if n < 0 && *libc::__errno_location() == libc::EINTR {
+                        continue;
+                    }
+                    libc::_exit(GATE_ABANDONED_EXIT);
+                }
+                libc::close(GATE_FD);
             }
-        }
-        // Setup is done: closing every other descriptor closes the setup pipe (the parent
-        // goes on) and drops what a held child must not keep open meanwhile (the NM's
-        // sockets, other gates' write ends).
-        let first = if self.gate.is_some() {
-            GATE_FD + 1
-        } else {
-            GATE_FD
-        };
-        if libc::syscall(
-            libc::SYS_close_range,
-            first as libc::c_uint,
-            libc::c_uint::MAX,
-            0,
-        ) != 0
-        {
-            // An old kernel: the setup pipe is close-on-exec; other descriptors are too.
-            libc::close(self.setup);
-        }
-        if self.gate.is_some() {
-            let mut b = 0u8;
+            libc::execve(self.program.as_ptr(), self.argv.as_ptr(), self.env.as_ptr());
+            let errno = *libc::__errno_location();
+            libc::write(2, self.exec_failed.as_ptr().cast(), self.exec_failed.len());
+            // errno in decimal, then a newline, without allocating.
+            let mut line = [0u8; 12];
+            let mut i = line.len() - 1;
+            line[i] = b'\n';
+            let mut e = errno.unsigned_abs();
             loop {
-                let n = libc::read(GATE_FD, (&mut b as *mut u8).cast(), 1);
-                if n == 1 {
+                i -= 1;
+                line[i] = b'0' + (e % 10) as u8;
+                e /= 10;
+                if e == 0 || i == 0 {
                     break;
                 }
-                if n < 0 && *libc::__errno_location() == libc::EINTR {
-                    continue;
-                }
-                libc::_exit(GATE_ABANDONED_EXIT);
             }
-            libc::close(GATE_FD);
+            libc::write(2, line[i..].as_ptr().cast(), line.len() - i);
+            libc::_exit(if errno == libc::ENOENT { 127 } else { 126 })
         }
-        libc::execve(self.program.as_ptr(), self.argv.as_ptr(), self.env.as_ptr());
-        let errno = *libc::__errno_location();
-        libc::write(2, self.exec_failed.as_ptr().cast(), self.exec_failed.len());
-        // errno in decimal, then a newline, without allocating.
-        let mut line = [0u8; 12];
-        let mut i = line.len() - 1;
-        line[i] = b'\n';
-        let mut e = errno.unsigned_abs();
-        loop {
-            i -= 1;
-            line[i] = b'0' + (e % 10) as u8;
-            e /= 10;
-            if e == 0 || i == 0 {
-                break;
-            }
-        }
-        libc::write(2, line[i..].as_ptr().cast(), line.len() - i);
-        libc::_exit(if errno == libc::ENOENT { 127 } else { 126 })
     }
 }
 
 /// Waits for our child `pid` to end, without tying a thread to it (a pidfd where the kernel
 /// has them, Linux 5.3+; else a blocking `waitpid` on the blocking pool).
-pub async fn wait(pid: i32) -> io::Result<ExitStatus> {
+pub(super) async fn wait(pid: i32) -> io::Result<ExitStatus> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd >= 0 {
@@ -427,7 +452,7 @@ fn try_reap(pid: i32) -> io::Result<Option<ExitStatus>> {
 
 /// Finds `program` as `execvp` would, in `path` (a `PATH` value; relative entries are
 /// relative to `dir`, where the child will be): the first executable regular file.
-pub fn resolve(program: &str, path: &OsStr, dir: &Path) -> Option<PathBuf> {
+pub(super) fn resolve(program: &str, path: &OsStr, dir: &Path) -> Option<PathBuf> {
     if program.contains('/') {
         return Some(PathBuf::from(program));
     }

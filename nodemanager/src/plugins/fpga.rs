@@ -294,7 +294,7 @@ impl DevicePlugin for FpgaPlugin {
 mod tests {
     use super::*;
 
-    pub const TWO: &str = "aocl diagnose: Running diagnose from /opt/intelFPGA_pro/17.1/hld/board/nalla_pcie/linux64/libexec
+    pub(super) const TWO: &str = "aocl diagnose: Running diagnose from /opt/intelFPGA_pro/17.1/hld/board/nalla_pcie/linux64/libexec
 
 ------------------------- acl0 -------------------------
 Vendor: Nallatech ltd

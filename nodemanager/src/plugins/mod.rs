@@ -533,7 +533,7 @@ pub(crate) mod tests {
     }
 
     impl FakeDevices {
-        pub fn new(name: &'static str, major: u32, n: u32) -> Self {
+        pub(crate) fn new(name: &'static str, major: u32, n: u32) -> Self {
             Self {
                 name,
                 devices: (0..n).map(|i| device(i, major, i)).collect(),

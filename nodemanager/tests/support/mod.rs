@@ -31,10 +31,10 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-pub const WAIT: Duration = Duration::from_secs(15);
+pub(crate) const WAIT: Duration = Duration::from_secs(15);
 
 #[derive(Default)]
-pub struct RmState {
+pub(crate) struct RmState {
     pub registrations: Vec<RegisterNodeManagerRequest>,
     pub heartbeats: Vec<NodeHeartbeatRequest>,
     pub containers_to_cleanup: Vec<ContainerId>,
@@ -46,7 +46,7 @@ pub struct RmState {
 }
 
 /// A ResourceManager that answers register/heartbeat and records what it was told.
-pub struct FakeRm {
+pub(crate) struct FakeRm {
     pub addr: SocketAddr,
     pub secret: TokenSecret,
     pub state: Arc<Mutex<RmState>>,
@@ -103,12 +103,12 @@ async fn heartbeat(
 }
 
 impl FakeRm {
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         Self::start_on(listener)
     }
 
-    pub fn start_on(listener: TcpListener) -> Self {
+    pub(crate) fn start_on(listener: TcpListener) -> Self {
         let addr = listener.local_addr().unwrap();
         let secret = TokenSecret::generate().unwrap();
         let state = Arc::new(Mutex::new(RmState::default()));
@@ -130,12 +130,12 @@ impl FakeRm {
         }
     }
 
-    pub fn registrations(&self) -> usize {
+    pub(crate) fn registrations(&self) -> usize {
         self.state.lock().unwrap().registrations.len()
     }
 
     /// The latest report of a container in any heartbeat.
-    pub fn last_report(&self, id: &ContainerId) -> Option<NmContainerReport> {
+    pub(crate) fn last_report(&self, id: &ContainerId) -> Option<NmContainerReport> {
         let st = self.state.lock().unwrap();
         st.heartbeats
             .iter()
@@ -145,21 +145,25 @@ impl FakeRm {
             .cloned()
     }
 
-    pub async fn wait_registered(&self, n: usize) {
+    pub(crate) async fn wait_registered(&self, n: usize) {
         wait_until("NM registration", || {
             (self.registrations() >= n).then_some(())
         })
         .await;
     }
 
-    pub async fn wait_state(&self, id: &ContainerId, state: ContainerState) -> NmContainerReport {
+    pub(crate) async fn wait_state(
+        &self,
+        id: &ContainerId,
+        state: ContainerState,
+    ) -> NmContainerReport {
         wait_until(&format!("{id} reported {state}"), || {
             self.last_report(id).filter(|r| r.status.state == state)
         })
         .await
     }
 
-    pub fn token(&self, ident: &ContainerTokenIdentifier) -> String {
+    pub(crate) fn token(&self, ident: &ContainerTokenIdentifier) -> String {
         issue_container_token(&self.secret, ident)
     }
 }
@@ -171,7 +175,7 @@ impl Drop for FakeRm {
 }
 
 /// Polls `f` every 25 ms until it yields, panicking after [`WAIT`].
-pub async fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+pub(crate) async fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + WAIT;
     loop {
         if let Some(v) = f() {
@@ -183,7 +187,7 @@ pub async fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 }
 
 /// An NM running in this process.
-pub struct TestNm {
+pub(crate) struct TestNm {
     pub addr: SocketAddr,
     pub node_id: NodeId,
     pub base: String,
@@ -193,7 +197,7 @@ pub struct TestNm {
     task: Option<JoinHandle<Result<(), NmError>>>,
 }
 
-pub fn nm_config(dirs: &Path, rm: SocketAddr, recovery: bool) -> NmConfig {
+pub(crate) fn nm_config(dirs: &Path, rm: SocketAddr, recovery: bool) -> NmConfig {
     let mut c = Configuration::new();
     c.set(keys::NM_WEBAPP_ADDRESS, "127.0.0.1:0");
     c.set(keys::RM_WEBAPP_ADDRESS, &rm.to_string());
@@ -222,11 +226,11 @@ pub fn nm_config(dirs: &Path, rm: SocketAddr, recovery: bool) -> NmConfig {
 }
 
 impl TestNm {
-    pub async fn start(dirs: &Path, rm: SocketAddr, recovery: bool) -> Self {
+    pub(crate) async fn start(dirs: &Path, rm: SocketAddr, recovery: bool) -> Self {
         Self::start_with(dirs, nm_config(dirs, rm, recovery)).await
     }
 
-    pub async fn start_with(dirs: &Path, conf: NmConfig) -> Self {
+    pub(crate) async fn start_with(dirs: &Path, conf: NmConfig) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = oneshot::channel::<()>();
@@ -245,7 +249,7 @@ impl TestNm {
     }
 
     /// Signals shutdown and waits for `run` to return.
-    pub async fn stop(&mut self) -> Result<(), NmError> {
+    pub(crate) async fn stop(&mut self) -> Result<(), NmError> {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
@@ -253,7 +257,7 @@ impl TestNm {
     }
 
     /// Waits for `run` to return by itself.
-    pub async fn join(&mut self) -> Result<(), NmError> {
+    pub(crate) async fn join(&mut self) -> Result<(), NmError> {
         let task = self.task.take().expect("joined twice");
         tokio::time::timeout(Duration::from_secs(20), task)
             .await
@@ -261,7 +265,7 @@ impl TestNm {
             .expect("NM task panicked")
     }
 
-    pub fn ident(&self, id: ContainerId, user: &str) -> ContainerTokenIdentifier {
+    pub(crate) fn ident(&self, id: ContainerId, user: &str) -> ContainerTokenIdentifier {
         ContainerTokenIdentifier {
             container_id: id,
             node_id: self.node_id.clone(),
@@ -286,7 +290,7 @@ impl TestNm {
         serde_json::from_value(v).unwrap()
     }
 
-    pub async fn start_containers(
+    pub(crate) async fn start_containers(
         &self,
         reqs: Vec<StartContainerRequest>,
     ) -> StartContainersResponse {
@@ -299,7 +303,7 @@ impl TestNm {
 
     /// A held start (a gang launch): answers once every container is held or failed.
     /// `timeout_ms` None: the NM's default hold timeout.
-    pub async fn start_containers_held(
+    pub(crate) async fn start_containers_held(
         &self,
         reqs: Vec<StartContainerRequest>,
         timeout_ms: Option<u64>,
@@ -312,13 +316,16 @@ impl TestNm {
     }
 
     /// Lets held containers run.
-    pub async fn release_containers(&self, ids: Vec<ContainerId>) -> ReleaseContainersResponse {
+    pub(crate) async fn release_containers(
+        &self,
+        ids: Vec<ContainerId>,
+    ) -> ReleaseContainersResponse {
         let body = ReleaseContainersRequest { container_ids: ids };
         self.post_ok("/ws/v1/node/containers/release", &body).await
     }
 
     /// POSTs a raw JSON body; answers the status and the body as JSON.
-    pub async fn post_json(
+    pub(crate) async fn post_json(
         &self,
         path: &str,
         body: &serde_json::Value,
@@ -337,12 +344,18 @@ impl TestNm {
     }
 
     /// Starts one container of `user` running `command`; asserts it was accepted.
-    pub async fn run_container(&self, rm: &FakeRm, id: ContainerId, user: &str, command: &str) {
+    pub(crate) async fn run_container(
+        &self,
+        rm: &FakeRm,
+        id: ContainerId,
+        user: &str,
+        command: &str,
+    ) {
         self.run_container_with(rm, id, user, command, BTreeMap::new())
             .await;
     }
 
-    pub async fn run_container_with(
+    pub(crate) async fn run_container_with(
         &self,
         rm: &FakeRm,
         id: ContainerId,
@@ -363,12 +376,12 @@ impl TestNm {
         assert_eq!(resp.successfully_started_containers, vec![id], "{resp:?}");
     }
 
-    pub async fn stop_containers(&self, ids: Vec<ContainerId>) -> StopContainersResponse {
+    pub(crate) async fn stop_containers(&self, ids: Vec<ContainerId>) -> StopContainersResponse {
         let body = StopContainersRequest { container_ids: ids };
         self.post_ok("/ws/v1/node/containers/stop", &body).await
     }
 
-    pub async fn get(&self, path: &str) -> (u16, String) {
+    pub(crate) async fn get(&self, path: &str) -> (u16, String) {
         let r = self
             .http
             .get(format!("{}{path}", self.base))
@@ -379,13 +392,13 @@ impl TestNm {
         (status, r.text().await.unwrap())
     }
 
-    pub async fn get_json(&self, path: &str) -> (u16, serde_json::Value) {
+    pub(crate) async fn get_json(&self, path: &str) -> (u16, serde_json::Value) {
         let (s, body) = self.get(path).await;
         let v = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"));
         (s, v)
     }
 
-    pub fn work_dir(&self, user: &str, id: &ContainerId) -> PathBuf {
+    pub(crate) fn work_dir(&self, user: &str, id: &ContainerId) -> PathBuf {
         self.dirs
             .join("local/usercache")
             .join(user)
@@ -394,7 +407,7 @@ impl TestNm {
             .join(id.to_string())
     }
 
-    pub fn log_dir(&self, id: &ContainerId) -> PathBuf {
+    pub(crate) fn log_dir(&self, id: &ContainerId) -> PathBuf {
         self.dirs
             .join("logs")
             .join(id.application_id().to_string())
@@ -412,7 +425,7 @@ impl Drop for TestNm {
     }
 }
 
-pub fn cid(app: u32, seq: u64) -> ContainerId {
+pub(crate) fn cid(app: u32, seq: u64) -> ContainerId {
     ContainerId::new(
         ApplicationAttemptId::new(ApplicationId::new(1_700_000_000_000, app), 1),
         0,
@@ -421,7 +434,7 @@ pub fn cid(app: u32, seq: u64) -> ContainerId {
 }
 
 /// Reads a file the container writes, once it exists and is non-empty.
-pub async fn read_when_written(path: &Path) -> String {
+pub(crate) async fn read_when_written(path: &Path) -> String {
     wait_until(&format!("{} to be written", path.display()), || {
         std::fs::read_to_string(path)
             .ok()
@@ -431,7 +444,7 @@ pub async fn read_when_written(path: &Path) -> String {
 }
 
 /// True if some non-zombie process is in process group `pgid` (scans /proc).
-pub fn group_has_live_members(pgid: i32) -> bool {
+pub(crate) fn group_has_live_members(pgid: i32) -> bool {
     let Ok(rd) = std::fs::read_dir("/proc") else {
         return false;
     };
@@ -457,7 +470,7 @@ pub fn group_has_live_members(pgid: i32) -> bool {
 }
 
 /// Kills a process group the test knows about (cleanup after recovery tests).
-pub fn kill_group(pgid: i32) {
+pub(crate) fn kill_group(pgid: i32) {
     if pgid > 1 {
         let _ = nix::sys::signal::killpg(
             nix::unistd::Pid::from_raw(pgid),

@@ -10,18 +10,18 @@ use spindle_common::token::TokenSecret;
 
 use super::*;
 
-pub struct TestEnv {
+pub(crate) struct TestEnv {
     pub core: RmCore,
     pub now: u64,
     pub effects: Vec<Effect>,
 }
 
 impl TestEnv {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::with_conf(CoreConfig::for_tests())
     }
 
-    pub fn with_conf(conf: CoreConfig) -> Self {
+    pub(crate) fn with_conf(conf: CoreConfig) -> Self {
         let secret = TokenSecret::from_hex("00112233445566778899aabbccddeeff").expect("static hex");
         Self {
             core: RmCore::new(conf, 1_000, 0, secret),
@@ -30,20 +30,20 @@ impl TestEnv {
         }
     }
 
-    pub fn step(&mut self) {
+    pub(crate) fn step(&mut self) {
         self.effects.extend(self.core.take_effects());
         if let Err(e) = self.core.sanity_check() {
             panic!("sanity check failed at t={}: {e}", self.now);
         }
     }
 
-    pub fn advance(&mut self, ms: u64) {
+    pub(crate) fn advance(&mut self, ms: u64) {
         self.now += ms;
         self.core.tick(self.now);
         self.step();
     }
 
-    pub fn add_node(&mut self, host: &str, port: u16, mem: i64, vcores: i64) -> NodeId {
+    pub(crate) fn add_node(&mut self, host: &str, port: u16, mem: i64, vcores: i64) -> NodeId {
         let id = NodeId::new(host, port);
         self.core.register_node(
             NodeRegistration {
@@ -61,7 +61,7 @@ impl TestEnv {
         id
     }
 
-    pub fn submission(&self, queue: &str) -> Submission {
+    pub(crate) fn submission(&self, queue: &str) -> Submission {
         Submission {
             name: "test".into(),
             queue: queue.into(),
@@ -81,7 +81,7 @@ impl TestEnv {
         }
     }
 
-    pub fn submit(&mut self, queue: &str) -> ApplicationId {
+    pub(crate) fn submit(&mut self, queue: &str) -> ApplicationId {
         let id = self.core.new_application();
         let sub = self.submission(queue);
         self.core.submit(id, sub, self.now).expect("submit");
@@ -90,7 +90,7 @@ impl TestEnv {
     }
 
     /// Completes the launches the core asked for, as a healthy NM would.
-    pub fn launch_all(&mut self) -> Vec<(ApplicationAttemptId, ContainerId)> {
+    pub(crate) fn launch_all(&mut self) -> Vec<(ApplicationAttemptId, ContainerId)> {
         let mut out = vec![];
         for e in std::mem::take(&mut self.effects) {
             if let Effect::LaunchAm {
@@ -106,7 +106,11 @@ impl TestEnv {
         out
     }
 
-    pub fn heartbeat(&mut self, node: &NodeId, reports: Vec<ReportedContainer>) -> HeartbeatReply {
+    pub(crate) fn heartbeat(
+        &mut self,
+        node: &NodeId,
+        reports: Vec<ReportedContainer>,
+    ) -> HeartbeatReply {
         let r = self
             .core
             .node_heartbeat(node, true, String::new(), reports, self.now);
@@ -114,7 +118,7 @@ impl TestEnv {
         r
     }
 
-    pub fn running(id: ContainerId) -> ReportedContainer {
+    pub(crate) fn running(id: ContainerId) -> ReportedContainer {
         ReportedContainer {
             id,
             state: ContainerState::RUNNING,
@@ -124,7 +128,7 @@ impl TestEnv {
         }
     }
 
-    pub fn done(id: ContainerId, exit: i32) -> ReportedContainer {
+    pub(crate) fn done(id: ContainerId, exit: i32) -> ReportedContainer {
         ReportedContainer {
             id,
             state: ContainerState::COMPLETE,
@@ -134,11 +138,11 @@ impl TestEnv {
         }
     }
 
-    pub fn app(&self, id: &ApplicationId) -> &App {
+    pub(crate) fn app(&self, id: &ApplicationId) -> &App {
         &self.core.apps()[id]
     }
 
-    pub fn ask(&mut self, att: &ApplicationAttemptId, n: u32, mem: i64) -> AllocateReply {
+    pub(crate) fn ask(&mut self, att: &ApplicationAttemptId, n: u32, mem: i64) -> AllocateReply {
         let r = self
             .core
             .am_allocate(

@@ -27,7 +27,7 @@ pub(crate) struct Groups {
 }
 
 impl Groups {
-    pub fn new(conf: GroupsConfig) -> Self {
+    pub(crate) fn new(conf: GroupsConfig) -> Self {
         Self {
             conf,
             cache: Mutex::new(HashMap::new()),
@@ -35,7 +35,7 @@ impl Groups {
     }
 
     /// The user's groups, primary group first; empty when unknown.
-    pub async fn of(&self, user: &str) -> Vec<String> {
+    pub(crate) async fn of(&self, user: &str) -> Vec<String> {
         if let Some(g) = self.conf.static_overrides.get(user) {
             return g.clone();
         }

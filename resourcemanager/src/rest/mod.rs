@@ -48,7 +48,7 @@ pub(crate) struct AppState {
 
 impl AppState {
     /// The caller named by `?user.name=` (default `dr.who`) with their groups.
-    pub async fn caller(&self, query: &std::collections::HashMap<String, String>) -> Caller {
+    pub(crate) async fn caller(&self, query: &std::collections::HashMap<String, String>) -> Caller {
         let user = caller(query);
         let groups = self.groups.of(&user).await;
         Caller::new(user, groups)

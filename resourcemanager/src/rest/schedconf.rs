@@ -41,9 +41,9 @@ pub(super) fn routes() -> Router<AppState> {
 type Q = Query<HashMap<String, String>>;
 
 /// YARN's success text for `PUT /scheduler-conf` (a plain-text body, as YARN sends it).
-pub const MUTATION_APPLIED: &str = "Configuration change successfully applied.";
+pub(super) const MUTATION_APPLIED: &str = "Configuration change successfully applied.";
 /// YARN's prefix for a refused `validate`.
-pub const VALIDATION_FAILED: &str = "CapacityScheduler configuration validation failed:";
+pub(super) const VALIDATION_FAILED: &str = "CapacityScheduler configuration validation failed:";
 
 fn conf_info(props: &CsProps) -> ConfInfo {
     ConfInfo {

@@ -12,15 +12,15 @@ use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::Value;
 use spindle_common::config::Configuration;
-use spindle_common::contract::robust::REQUEST_TIMEOUT;
 use spindle_common::records::node::{StartContainersRequest, StartContainersResponse};
 use spindle_resourcemanager::config::RmConfig;
+use spindle_test_support::contract::robust::REQUEST_TIMEOUT;
 
 // ====================================================================== the RM
 
 /// An RM serving on 127.0.0.1 with its state store in a temp dir of its own. Dropping it (or
 /// [`Rm::shutdown`]) stops the server.
-pub struct Rm {
+pub(crate) struct Rm {
     pub addr: SocketAddr,
     pub base: String,
     pub http: reqwest::Client,
@@ -30,7 +30,7 @@ pub struct Rm {
 }
 
 /// The RM the REST tests drive: containers from 128 MB, and `extra` on top.
-pub async fn start_rm(extra: &[(&str, &str)]) -> Rm {
+pub(crate) async fn start_rm(extra: &[(&str, &str)]) -> Rm {
     let mut conf = Configuration::new();
     conf.set("yarn.scheduler.minimum-allocation-mb", "128");
     for (k, v) in extra {
@@ -40,7 +40,7 @@ pub async fn start_rm(extra: &[(&str, &str)]) -> Rm {
 }
 
 /// An RM with `conf` as given, plus a state store in a fresh temp dir unless `conf` names one.
-pub async fn start_rm_with(mut conf: Configuration) -> Rm {
+pub(crate) async fn start_rm_with(mut conf: Configuration) -> Rm {
     let dir = tempfile::tempdir().expect("tempdir");
     let store_key = "spindle.resourcemanager.state-store.path";
     if conf.get(store_key).ok().flatten().is_none() {
@@ -76,7 +76,7 @@ pub async fn start_rm_with(mut conf: Configuration) -> Rm {
 
 impl Rm {
     /// GET `path`: the status and the JSON body (`null` when there is none).
-    pub async fn get(&self, path: &str) -> (u16, Value) {
+    pub(crate) async fn get(&self, path: &str) -> (u16, Value) {
         let r = self
             .http
             .get(format!("{}{path}", self.base))
@@ -88,7 +88,7 @@ impl Rm {
     }
 
     /// Stops the server and waits (up to 10 s) for it to finish.
-    pub async fn shutdown(mut self) {
+    pub(crate) async fn shutdown(mut self) {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
@@ -100,11 +100,11 @@ impl Rm {
 // ====================================================================== the fake NM
 
 /// The start requests a [`fake_nm`] was sent, in order.
-pub type Launches = Arc<Mutex<Vec<StartContainersRequest>>>;
+pub(crate) type Launches = Arc<Mutex<Vec<StartContainersRequest>>>;
 
 /// A fake NM web server that accepts (and records) the start requests the RM sends it.
 /// Returns its address (`host:port`, also its node id) and the record.
-pub async fn fake_nm() -> (String, Launches) {
+pub(crate) async fn fake_nm() -> (String, Launches) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s2 = seen.clone();
     let app = Router::new().route(

@@ -10,9 +10,9 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use super::args::{Opt, Parsed, UsageError};
 use super::{parse_or_usage, usage_error, EXIT_APP_FAILED, EXIT_ERROR, EXIT_OK};
-use crate::dshell::{run_client, DsAmConfig, DsOptions};
 use crate::minicluster::{MiniCluster, MiniClusterOptions, DEFAULT_STARTUP_TIMEOUT};
-use crate::rm_client::RmClient;
+use spindle_appmaster_sdk::dshell::{run_client, DsAmConfig, DsOptions};
+use spindle_appmaster_sdk::rm_client::RmClient;
 
 pub const USAGE: &str = "\
 usage: spindle minicluster [--nodes N] [--gpus-per-node G] [--rm-address HOST:PORT] [--conf-dir DIR]
@@ -165,7 +165,7 @@ async fn demo(cluster: &MiniCluster) -> anyhow::Result<bool> {
     let rm = RmClient::new(&cluster.rm_address)?;
     let mut opts = DsOptions::new(DsAmConfig {
         num_containers: 2,
-        container_resources: crate::dshell::default_container_resources(),
+        container_resources: spindle_appmaster_sdk::dshell::default_container_resources(),
         shell_command: DEMO_COMMAND.into(),
         shell_env: BTreeMap::new(),
         container_priority: 0,

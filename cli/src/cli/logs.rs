@@ -13,8 +13,8 @@ use spindle_common::ids::{ApplicationAttemptId, ApplicationId, ContainerId};
 use super::args::{Opt, UsageError};
 use super::format::format_log_file;
 use super::{parse_or_usage, rm_client, usage_error, EXIT_OK, EXIT_USAGE};
-use crate::nm_client::NmClient;
-use crate::rm_client::RmClient;
+use spindle_appmaster_sdk::nm_client::NmClient;
+use spindle_appmaster_sdk::rm_client::RmClient;
 
 pub const USAGE: &str = "\
 usage: spindle logs -applicationId APPID [-containerId CID] [-log_files F1,F2] [--rm-address HOST:PORT] [--conf-dir DIR]

@@ -13,7 +13,9 @@ use super::launch::{
     am_clients, app_options, exit_status, ignore_am_args, invalid, run_client, AppFields,
 };
 use super::{parse_or_usage, usage_error, EXIT_OK};
-use crate::train::{parse_placement, run_am, TrainAmConfig, TrainOptions, DEFAULT_MAX_RESTARTS};
+use spindle_appmaster_sdk::train::{
+    parse_placement, run_am, TrainAmConfig, TrainOptions, DEFAULT_MAX_RESTARTS,
+};
 
 pub const USAGE: &str = "\
 usage: spindle train --workers N --worker-resources LIST [options] -- CMD [ARGS...]

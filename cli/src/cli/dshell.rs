@@ -14,7 +14,7 @@ use super::launch::{
     am_clients, app_options, exit_status, ignore_am_args, invalid, memory_mb, run_client, AppFields,
 };
 use super::{parse_or_usage, usage_error, EXIT_OK};
-use crate::dshell::{
+use spindle_appmaster_sdk::dshell::{
     default_container_resources, run_am, DsAmConfig, DsOptions, DEFAULT_NO_PROGRESS_TIMEOUT,
 };
 

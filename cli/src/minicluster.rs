@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 use spindle_common::config::keys;
 use spindle_common::states::NodeState;
 
-use crate::address::RmAddress;
-use crate::error::ClientError;
-use crate::rm_client::RmClient;
+use spindle_appmaster_sdk::address::RmAddress;
+use spindle_appmaster_sdk::error::ClientError;
+use spindle_appmaster_sdk::rm_client::RmClient;
 
 pub const RM_BINARY: &str = "resourcemanager";
 pub const NM_BINARY: &str = "nodemanager";

@@ -1,5 +1,5 @@
 //! `spindle`: the client CLI (see `spindle help`). Thin: the commands live in
-//! `spindle_appmaster_sdk::cli`.
+//! `spindle::cli`.
 
 use std::process::ExitCode;
 
@@ -8,7 +8,7 @@ fn main() -> ExitCode {
         .skip(1)
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    spindle_appmaster_sdk::cli::init_tracing(&args);
+    spindle::cli::init_tracing(&args);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -16,8 +16,8 @@ fn main() -> ExitCode {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(spindle_appmaster_sdk::cli::EXIT_ERROR);
+            return ExitCode::from(spindle::cli::EXIT_ERROR);
         }
     };
-    ExitCode::from(runtime.block_on(spindle_appmaster_sdk::cli::run(args)))
+    ExitCode::from(runtime.block_on(spindle::cli::run(args)))
 }

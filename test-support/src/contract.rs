@@ -20,7 +20,6 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-#[cfg(feature = "robust-tests")]
 pub mod robust;
 
 /// The HTTP methods the spec and the routers use, as spec keys and axum method functions.

@@ -1,4 +1,4 @@
-//! The command-line side of [`crate::launch`], shared by `distributed-shell` and `train` and
+//! The command-line side of [`spindle_appmaster_sdk::launch`], shared by `distributed-shell` and `train` and
 //! their AMs: the application options, running the client, and an AM's clients and exit.
 
 use std::time::Duration;
@@ -9,10 +9,10 @@ use spindle_common::resource::Resource;
 
 use super::args::{Parsed, UsageError};
 use super::{rm_client, EXIT_APP_FAILED, EXIT_OK};
-use crate::amrm::AmRmClient;
-use crate::launch::AmLaunch;
-use crate::nm_client::NmClient;
-use crate::AmClient;
+use spindle_appmaster_sdk::amrm::AmRmClient;
+use spindle_appmaster_sdk::launch::AmLaunch;
+use spindle_appmaster_sdk::nm_client::NmClient;
+use spindle_appmaster_sdk::AmClient;
 
 pub(super) fn invalid(option: &'static str, value: &str, reason: impl Into<String>) -> UsageError {
     UsageError::Invalid {
@@ -84,9 +84,10 @@ pub(super) async fn run_client(
 ) -> anyhow::Result<u8> {
     let rm = rm_client(p)?;
     let exe = current_exe()?;
-    let outcome = crate::launch::run_client(&rm, launch, &exe, &mut |l| say!("{l}"))
-        .await
-        .with_context(|| format!("{what} against {} failed", rm.address()))?;
+    let outcome =
+        spindle_appmaster_sdk::launch::run_client(&rm, launch, &exe, &mut |l| say!("{l}"))
+            .await
+            .with_context(|| format!("{what} against {} failed", rm.address()))?;
     Ok(exit_status(outcome.succeeded()))
 }
 

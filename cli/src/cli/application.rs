@@ -9,7 +9,7 @@ use spindle_common::states::YarnApplicationState;
 use super::args::{Opt, Parsed, UsageError};
 use super::format::{format_app_list, format_app_report};
 use super::{parse_or_usage, rm_client, usage_error, EXIT_OK, EXIT_USAGE};
-use crate::rm_client::{AppsFilter, KillOutcome, RmClient};
+use spindle_appmaster_sdk::rm_client::{AppsFilter, KillOutcome, RmClient};
 
 pub const USAGE: &str = "\
 usage: spindle application <command> [--rm-address HOST:PORT] [--conf-dir DIR]

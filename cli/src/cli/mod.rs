@@ -33,9 +33,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::address::RmAddress;
-use crate::rm_client::RmClient;
 use args::{Opt, Parsed, UsageError};
+use spindle_appmaster_sdk::address::RmAddress;
+use spindle_appmaster_sdk::rm_client::RmClient;
 
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_ERROR: u8 = 1;
