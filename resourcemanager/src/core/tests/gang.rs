@@ -8,11 +8,11 @@ use spindle_common::records::am::GangState;
 use spindle_common::resource::GPU;
 use spindle_common::{ApplicationId, NodeId, Resource};
 
-use super::queue_conf::*;
-use super::scheduler::gang::{GangParams, GangPhase, GangPolicy};
-use super::scheduler::{Ask, AskKey, Placement, Scheduler};
-use super::tests::TestEnv;
-use super::*;
+use super::TestEnv;
+use crate::core::queue_conf::*;
+use crate::core::scheduler::gang::{GangParams, GangPhase, GangPolicy};
+use crate::core::scheduler::{Ask, AskKey, Placement, Scheduler};
+use crate::core::*;
 
 fn sched(nodes: &[(&str, &str, i64)]) -> Scheduler {
     let mut conf = SchedulerConf::single_default_queue();

@@ -9,10 +9,10 @@ use spindle_common::resource::GPU;
 use spindle_common::states::{FinalApplicationStatus, YarnApplicationState as AppState};
 use spindle_common::{ApplicationAttemptId, ApplicationId, NodeId, Resource};
 
-use super::queue_conf::*;
-use super::scheduler::{Ask, AskKey, Scheduler};
-use super::tests::TestEnv;
-use super::*;
+use super::TestEnv;
+use crate::core::queue_conf::*;
+use crate::core::scheduler::{Ask, AskKey, Scheduler};
+use crate::core::*;
 
 fn leaf(path: &str, pct: f64) -> QueueSpec {
     let mut q = QueueSpec::new(path, CapacitySpec::Percent(pct));

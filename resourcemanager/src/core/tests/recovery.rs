@@ -4,8 +4,8 @@
 use spindle_common::states::{ContainerState, YarnApplicationState as AppState};
 use spindle_common::token::TokenSecret;
 
-use super::tests::TestEnv;
-use super::*;
+use super::TestEnv;
+use crate::core::*;
 
 fn report(id: ContainerId, state: ContainerState, exit: i32, mem: i64) -> ReportedContainer {
     ReportedContainer {

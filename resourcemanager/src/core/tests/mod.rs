@@ -10,6 +10,10 @@ use spindle_common::token::TokenSecret;
 
 use super::*;
 
+mod capacity;
+mod gang;
+mod recovery;
+
 pub(crate) struct TestEnv {
     pub core: RmCore,
     pub now: u64,
@@ -431,12 +435,15 @@ fn absurd_resource_values_are_refused_not_overflowed() {
 
 #[test]
 fn core_is_pure() {
-    // The design rule: no I/O, clock, async or transport in the core, and no wire format
-    // (only `common::records` and the REST and store edges derive serde).
+    // The design rule: no I/O, clock, async or transport in the core, and no wire format:
+    // wire records (`common::records`) and serde belong to the REST and store edges.
     let forbidden = [
         "serde",
         "std::fs",
         "std::net",
+        "std::time",
+        "std::thread",
+        "std::process",
         "tokio",
         "axum",
         "hyper",
@@ -445,8 +452,6 @@ fn core_is_pure() {
         "Instant::now",
         "SystemTime",
         "now_ms(",
-        "std::thread",
-        "std::process",
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/core");
     let mut checked = 0;
@@ -455,12 +460,13 @@ fn core_is_pure() {
         for entry in std::fs::read_dir(&d).expect("core dir") {
             let path = entry.expect("entry").path();
             if path.is_dir() {
-                stack.push(path);
+                // The core's own tests may read files (this one does).
+                if path.file_name().is_none_or(|n| n != "tests") {
+                    stack.push(path);
+                }
                 continue;
             }
-            if path.file_name().is_some_and(|n| n == "tests.rs")
-                || path.extension().is_none_or(|e| e != "rs")
-            {
+            if path.extension().is_none_or(|e| e != "rs") {
                 continue;
             }
             let text = std::fs::read_to_string(&path).expect("read");
@@ -470,7 +476,7 @@ fn core_is_pure() {
             checked += 1;
         }
     }
-    assert!(checked >= 3);
+    assert!(checked >= 10, "the walk found only {checked} core files");
 }
 
 #[derive(Debug, Clone)]

@@ -1,0 +1,331 @@
+//! The ApplicationMasterProtocol: AM-RM token check, register, allocate (asks, releases, gang statuses, headroom) and finish.
+
+use super::*;
+
+/// One entry of an AM's allocate `ask`, converted from the wire at the edge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AskUpdate {
+    pub priority: i32,
+    pub allocation_request_id: i64,
+    pub resource_name: String,
+    pub capability: Resource,
+    pub num_containers: u32,
+    pub relax_locality: bool,
+    /// Set when the ask is a member of a gang: (gang id, its placement and timeout).
+    pub gang: Option<(String, scheduler::gang::GangParams)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct AllocateReply {
+    pub response_id: i32,
+    /// Every gang of the application, with its state.
+    pub gangs: Vec<spindle_common::records::am::GangStatus>,
+    pub allocated: Vec<Container>,
+    pub completed: Vec<ContainerStatus>,
+    pub headroom: Resource,
+    pub num_cluster_nodes: i32,
+    pub updated_nodes: Vec<NodeReport>,
+}
+
+impl RmCore {
+    /// Checks an AM-RM token and that it names the current attempt of a live application.
+    pub fn authenticate_am(&self, tok: &str) -> Result<ApplicationAttemptId, CoreError> {
+        let attempt = token::verify_amrm_token(&self.secret, tok)
+            .map_err(|e| CoreError::InvalidToken(e.to_string()))?;
+        let app = self.apps.get(&attempt.application_id).ok_or_else(|| {
+            CoreError::InvalidToken(format!("application {} is unknown", attempt.application_id))
+        })?;
+        match app.current_attempt() {
+            Some(a) if a.id == attempt => Ok(attempt),
+            _ => Err(CoreError::InvalidToken(format!(
+                "{attempt} is not the current attempt"
+            ))),
+        }
+    }
+
+    pub(super) fn live_attempt_mut(
+        &mut self,
+        attempt: &ApplicationAttemptId,
+    ) -> Result<&mut Attempt, CoreError> {
+        let app = self.apps.get_mut(&attempt.application_id).ok_or_else(|| {
+            CoreError::NotFound(format!("application {} not found", attempt.application_id))
+        })?;
+        if app.state.is_final() {
+            return Err(CoreError::WrongState(format!(
+                "Application {} is already {}",
+                app.id, app.state
+            )));
+        }
+        let att = app
+            .attempt_mut(attempt)
+            .ok_or_else(|| CoreError::NotFound(format!("attempt {attempt} not found")))?;
+        if matches!(
+            att.state,
+            AttemptState::FAILED | AttemptState::KILLED | AttemptState::FINISHED
+        ) {
+            return Err(CoreError::WrongState(format!(
+                "Application attempt {attempt} has already ended ({})",
+                att.state
+            )));
+        }
+        Ok(att)
+    }
+
+    pub fn am_register(
+        &mut self,
+        attempt: &ApplicationAttemptId,
+        host: String,
+        rpc_port: i32,
+        tracking_url: String,
+        now: u64,
+    ) -> Result<(Resource, String), CoreError> {
+        let att = self.live_attempt_mut(attempt)?;
+        if att.registered {
+            return Err(CoreError::WrongState(format!(
+                "Application Master is already registered : {}",
+                attempt.application_id
+            )));
+        }
+        att.registered = true;
+        att.state = AttemptState::RUNNING;
+        att.host = host;
+        att.rpc_port = rpc_port;
+        att.last_heard = now;
+        let app = self
+            .apps
+            .get_mut(&attempt.application_id)
+            .ok_or_else(|| CoreError::NotFound(attempt.to_string()))?;
+        app.state = AppState::RUNNING;
+        app.tracking_url = tracking_url;
+        if app.launch_time == 0 {
+            app.launch_time = now;
+        }
+        let queue = app.queue.clone();
+        self.persist(&attempt.application_id);
+        self.changed();
+        Ok((self.max_allocation(), queue))
+    }
+
+    /// The live containers `attempt` inherited from earlier attempts, as YARN's register
+    /// answer lists them (`containersFromPreviousAttempts`), with fresh tokens.
+    pub fn inherited_containers(&self, attempt: &ApplicationAttemptId) -> Vec<Container> {
+        self.apps
+            .get(&attempt.application_id)
+            .and_then(|a| a.attempt(attempt))
+            .map(|a| {
+                a.inherited
+                    .iter()
+                    .filter(|c| self.containers.get(c).is_some_and(RmContainer::is_live))
+                    .filter_map(|c| self.container_record(c))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn am_allocate(
+        &mut self,
+        attempt: &ApplicationAttemptId,
+        response_id: i32,
+        asks: Vec<AskUpdate>,
+        release: Vec<ContainerId>,
+        progress: f32,
+        now: u64,
+    ) -> Result<AllocateReply, CoreError> {
+        {
+            let att = self.live_attempt_mut(attempt)?;
+            if !att.registered {
+                return Err(CoreError::NotRegistered(*attempt));
+            }
+            att.last_heard = now;
+            let _ = response_id;
+        }
+        let app_id = attempt.application_id;
+        // Validate every ask before applying any, so a bad call changes nothing.
+        let mut normalized = Vec::with_capacity(asks.len());
+        for a in asks {
+            if a.priority < 0 {
+                return Err(CoreError::InvalidResourceRequest(format!(
+                    "priority {} is negative",
+                    a.priority
+                )));
+            }
+            let leaf = self.sched.app(&app_id).map(|x| x.queue);
+            let cap = self.normalize_in(&a.capability, leaf)?;
+            normalized.push((a, cap));
+        }
+        for (a, cap) in normalized {
+            let key = AskKey {
+                priority: a.priority,
+                allocation_request_id: a.allocation_request_id,
+            };
+            let mut ask = self
+                .sched
+                .app(&app_id)
+                .and_then(|s| s.asks.get(&key))
+                .cloned()
+                .unwrap_or_else(|| Ask::new(cap.clone(), 0));
+            ask.capability = cap;
+            if let Some((gid, params)) = &a.gang {
+                self.sched.set_gang(&app_id, gid, params.clone(), now);
+                ask.gang = Some(gid.clone());
+            }
+            if a.resource_name == "*" {
+                ask.any = a.num_containers;
+                ask.relax_locality = a.relax_locality;
+            } else if a.resource_name.starts_with('/') {
+                ask.racks.insert(a.resource_name, a.num_containers);
+            } else {
+                ask.hosts.insert(a.resource_name, a.num_containers);
+            }
+            self.sched.set_ask(&app_id, key, ask);
+        }
+        for c in release {
+            if c.attempt_id.application_id != app_id {
+                continue;
+            }
+            self.kill_container(
+                &c,
+                exit_status::ABORTED,
+                "Container released by application".into(),
+                now,
+            );
+            // A released container's completion is reported to the AM like any other.
+        }
+        if let Some(app) = self.apps.get_mut(&app_id) {
+            app.progress = (progress.clamp(0.0, 1.0)) * 100.0;
+        }
+        self.run_scheduler(now);
+        let num_nodes = self.sched.nodes().schedulable_count() as i32;
+        let headroom = self.headroom(&app_id);
+        let att = self.live_attempt_mut(attempt)?;
+        att.response_id = att.response_id.wrapping_add(1);
+        let pulled = std::mem::take(&mut att.to_deliver);
+        let completed = std::mem::take(&mut att.to_report);
+        let response_id = att.response_id;
+        let allocated: Vec<Container> = pulled
+            .iter()
+            .filter_map(|c| self.container_record(c))
+            .collect();
+        let gangs = self.gang_statuses(&app_id);
+        if let Some(w) = gangs.iter().find(|g| {
+            matches!(
+                g.state,
+                spindle_common::records::am::GangState::PENDING
+                    | spindle_common::records::am::GangState::RESERVED
+            )
+        }) {
+            if let Some(a) = self.apps.get_mut(&app_id) {
+                a.diagnostics = format!("Gang {} is waiting: {}", w.id, w.diagnostics);
+            }
+        } else if let Some(a) = self.apps.get_mut(&app_id) {
+            if a.diagnostics.starts_with("Gang ") {
+                a.diagnostics.clear();
+            }
+        }
+        let reply = AllocateReply {
+            response_id,
+            gangs,
+            allocated,
+            completed,
+            headroom,
+            num_cluster_nodes: num_nodes,
+            updated_nodes: Vec::new(),
+        };
+        for c in &reply.allocated {
+            if let Some(rc) = self.containers.get_mut(&c.id) {
+                if rc.state == RmContainerState::ALLOCATED {
+                    rc.state = RmContainerState::ACQUIRED;
+                }
+            }
+        }
+        self.changed();
+        Ok(reply)
+    }
+
+    /// Every gang of an application, as its AM hears of them.
+    pub fn gang_statuses(
+        &self,
+        app: &ApplicationId,
+    ) -> Vec<spindle_common::records::am::GangStatus> {
+        use scheduler::gang::GangPhase;
+        use spindle_common::records::am::{GangState, GangStatus};
+        let Some(a) = self.sched.app(app) else {
+            return vec![];
+        };
+        a.gangs
+            .iter()
+            .map(|(id, g)| GangStatus {
+                id: id.clone(),
+                state: match g.phase {
+                    GangPhase::Pending => GangState::PENDING,
+                    GangPhase::Reserved => GangState::RESERVED,
+                    GangPhase::Allocated => GangState::ALLOCATED,
+                    GangPhase::TimedOut => GangState::TIMED_OUT,
+                    GangPhase::Failed => GangState::FAILED,
+                },
+                size: g.size,
+                diagnostics: g.diagnostics.clone(),
+                reserved_nodes: g.reserved.clone(),
+                failed_containers: g.failed.clone(),
+            })
+            .collect()
+    }
+
+    /// What the application could still get: the least of the cluster's free resources,
+    /// its queue's room below the maximum on every level, and its user's room below the
+    /// user limit (YARN's headroom).
+    pub(super) fn headroom(&self, app: &ApplicationId) -> Resource {
+        let mut free = self.sched.nodes().cluster_free();
+        let Some(a) = self.sched.app(app) else {
+            return free;
+        };
+        let tree = self.sched.tree();
+        for q in tree.path_up(a.queue) {
+            let room = tree.queues[q]
+                .maximum
+                .minus(&tree.queues[q].used)
+                .clamp_non_negative();
+            free = scheduler::queues::min_each(&free, &room);
+        }
+        let used = tree.queues[a.queue]
+            .users
+            .get(&a.user)
+            .map(|u| u.used.clone())
+            .unwrap_or_default();
+        let room = self
+            .sched
+            .user_limit(a.queue, &Resource::zero())
+            .minus(&used)
+            .clamp_non_negative();
+        scheduler::queues::min_each(&free, &room)
+    }
+
+    pub fn am_finish(
+        &mut self,
+        attempt: &ApplicationAttemptId,
+        status: FinalApplicationStatus,
+        diagnostics: String,
+        tracking_url: String,
+        now: u64,
+    ) -> Result<(), CoreError> {
+        let att = self.live_attempt_mut(attempt)?;
+        if !att.registered {
+            return Err(CoreError::NotRegistered(*attempt));
+        }
+        att.unregistered = true;
+        att.unregistered_at = Some(now);
+        att.state = AttemptState::FINISHING;
+        let app_id = attempt.application_id;
+        if let Some(app) = self.apps.get_mut(&app_id) {
+            if !tracking_url.is_empty() {
+                app.tracking_url = tracking_url;
+            }
+        }
+        let status = match status {
+            FinalApplicationStatus::UNDEFINED => FinalApplicationStatus::FAILED,
+            s => s,
+        };
+        self.finish_app(&app_id, AppState::FINISHED, status, Some(diagnostics), now);
+        Ok(())
+    }
+}

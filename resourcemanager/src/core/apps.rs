@@ -1,0 +1,572 @@
+//! Applications: ids, submission (queue mapping, placement, limits, admission), kill, finishing, retirement of completed applications, and the state-store record (`persist`).
+//!
+//! Must not: talk to nodes or AMs directly (containers go through `containers`, attempts through `attempts`).
+
+use super::*;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillOutcome {
+    /// The application is (now or already) in a final state.
+    Done(AppState),
+    /// Containers are being stopped; ask again.
+    InProgress,
+}
+
+impl RmCore {
+    /// `POST /apps/new-application`: reserves the next id.
+    pub fn new_application(&mut self) -> ApplicationId {
+        let id = ApplicationId::new(self.cluster_ts, self.next_app);
+        self.next_app += 1;
+        id
+    }
+
+    pub(super) fn max_attempts_for(&self, sub: &Submission) -> u32 {
+        let global = self.conf.am_max_attempts.max(1);
+        if sub.max_app_attempts == 0 {
+            global
+        } else {
+            sub.max_app_attempts.min(global)
+        }
+    }
+
+    /// The largest container the scheduler grants now: the configured maximum, capped per type
+    /// by the largest active node (YARN's rule), or the configured maximum while no node is
+    /// active.
+    pub fn max_allocation(&self) -> Resource {
+        let conf = &self.conf.max_allocation;
+        let nodes = self.sched.nodes();
+        if nodes.schedulable_count() == 0 {
+            return conf.clone();
+        }
+        let largest = &nodes.largest;
+        let mut out = Resource::zero();
+        for (k, v) in conf.entries() {
+            out.set(k, v.min(largest.get(k)));
+        }
+        out
+    }
+
+    /// The maximum allocation in a leaf: the cluster's, lowered by the queue's own
+    /// `maximum-allocation-mb` / `-vcores`.
+    pub(super) fn max_allocation_in(&self, leaf: Option<usize>) -> Resource {
+        let mut max = self.max_allocation();
+        if let Some(q) = leaf.and_then(|l| self.sched.tree().queues.get(l)) {
+            if let Some(qm) = &q.spec.max_allocation {
+                for (k, v) in qm.entries() {
+                    if v > 0 && v < max.get(k) {
+                        max.set(k, v);
+                    }
+                }
+            }
+        }
+        max
+    }
+
+    /// Normalizes an ask up to the minimum allocation (memory to a multiple of it) and
+    /// checks it against the maximum of the cluster (and of the leaf, when given).
+    pub fn normalize(&self, r: &Resource) -> Result<Resource, CoreError> {
+        self.normalize_in(r, None)
+    }
+
+    pub(super) fn normalize_in(
+        &self,
+        r: &Resource,
+        leaf: Option<usize>,
+    ) -> Result<Resource, CoreError> {
+        if r.any_negative() {
+            return Err(CoreError::InvalidResourceRequest(format!(
+                "requested resource {r} has a negative value"
+            )));
+        }
+        let mut n = r.clone();
+        let step = self.conf.min_allocation.memory_mb.max(1);
+        // Saturating: an absurd ask is refused below (over the maximum), never an overflow.
+        n.memory_mb = r.memory_mb.max(step).saturating_add(step - 1) / step * step;
+        n.vcores = r.vcores.max(self.conf.min_allocation.vcores);
+        let max = &self.max_allocation_in(leaf);
+        for (name, v) in n.entries() {
+            let limit = max.get(name);
+            let bounded = name == "memory-mb" || name == "vcores" || limit > 0;
+            if (bounded && v > limit)
+                || (!bounded
+                    && v > 0
+                    && self.sched.cluster().get(name) == 0
+                    && !self.sched.nodes().is_empty())
+            {
+                return Err(CoreError::InvalidResourceRequest(format!(
+                    "requested resource type=[{name}] < 0 or greater than maximum allowed allocation. \
+                     Requested resource={r}, maximum allowed allocation={max}, please note that maximum \
+                     allowed allocation is calculated by scheduler based on maximum resource of registered \
+                     NodeManagers, which might be less than configured maximum allocation={max}"
+                )));
+            }
+        }
+        Ok(n)
+    }
+
+    /// Applies `queue-mappings` (first match wins) to the queue an application named.
+    pub(super) fn mapped_queue(&self, sub: &Submission) -> String {
+        let conf = self.sched.conf();
+        let named = sub.queue.as_str();
+        if conf.queue_mappings.is_empty()
+            || (named != "default" && named != "root.default" && !conf.queue_mappings_override)
+        {
+            return named.to_string();
+        }
+        for m in &conf.queue_mappings {
+            match m {
+                QueueMapping::User { user, queue } if user == "%user" || *user == sub.user => {
+                    let tree = self.sched.tree();
+                    let secondary = sub.groups.iter().skip(1);
+                    // `<parent>.%user`: the user's leaf under the queue named after the group.
+                    let under = |g: &String| {
+                        let parent = tree.find(g).filter(|p| !tree.queues[*p].is_leaf())?;
+                        let path = format!("{}.{}", tree.queues[parent].spec.path, sub.user);
+                        tree.leaf(&path).map(|_| path)
+                    };
+                    let q = match queue.as_str() {
+                        "%user" => Some(sub.user.clone()),
+                        "%primary_group" => sub.groups.first().cloned(),
+                        // YARN: the first secondary group that names an existing leaf.
+                        "%secondary_group" => {
+                            secondary.clone().find(|g| tree.leaf(g).is_some()).cloned()
+                        }
+                        "%primary_group.%user" => sub.groups.first().and_then(under),
+                        "%secondary_group.%user" => secondary.clone().find_map(under),
+                        q => Some(q.to_string()),
+                    };
+                    if let Some(q) = q {
+                        return q;
+                    }
+                }
+                QueueMapping::Group { group, queue } if sub.groups.iter().any(|g| g == group) => {
+                    return queue.clone();
+                }
+                _ => {}
+            }
+        }
+        named.to_string()
+    }
+
+    /// The leaf an application goes to, or YARN's diagnostic for why it may not.
+    pub(super) fn place(&self, id: &ApplicationId, sub: &Submission) -> Result<usize, String> {
+        let tree = self.sched.tree();
+        let conf = self.sched.conf();
+        let queue = self.mapped_queue(sub);
+        let Some(idx) = tree.find(&queue) else {
+            return Err(format!(
+                "Application {id} submitted by user {} to unknown queue: {queue}",
+                sub.user
+            ));
+        };
+        if !tree.queues[idx].is_leaf() {
+            return Err(format!(
+                "Application {id} submitted by user {} to non-leaf queue: {queue}",
+                sub.user
+            ));
+        }
+        if let Some(stopped) = tree
+            .path_up(idx)
+            .find(|q| tree.queues[*q].spec.state == QueueState::Stopped)
+        {
+            return Err(format!(
+                "Queue {} is STOPPED. Cannot accept submission of application: {id}",
+                tree.queues[stopped].spec.path
+            ));
+        }
+        let path = &tree.queues[idx].spec.path;
+        if conf.acl_enabled
+            && !tree.acl_allows(idx, &sub.user, &sub.groups, false)
+            && !conf.admin_acl.allows(&sub.user, &sub.groups)
+        {
+            return Err(format!(
+                "org.apache.hadoop.security.AccessControlException: User {} does not have permission to submit {id} to queue {path}",
+                sub.user
+            ));
+        }
+        let q = &tree.queues[idx];
+        let (max_apps, max_per_user) = self.app_limits(idx);
+        if q.apps.len() as u64 >= u64::from(max_apps) {
+            return Err(format!("Queue {path} already has {} applications, cannot accept submission of application: {id}", q.apps.len()));
+        }
+        // The queue's per-user counts cover exactly its applications (pending and active).
+        let from_user = q
+            .users
+            .get(&sub.user)
+            .map_or(0, |u| u.active_apps + u.pending_apps);
+        if from_user as u64 >= u64::from(max_per_user) {
+            return Err(format!(
+                "Queue {path} already has {from_user} applications from user {} cannot accept submission of application: {id}",
+                sub.user
+            ));
+        }
+        Ok(idx)
+    }
+
+    /// YARN's `maxApplications` of a leaf (its own, else the system-wide figure scaled by its
+    /// absolute capacity) and `maxApplicationsPerUser`.
+    pub(super) fn app_limits(&self, leaf: usize) -> (u32, u32) {
+        let q = &self.sched.tree().queues[leaf];
+        let max = q.spec.max_applications.unwrap_or_else(|| {
+            (f64::from(self.sched.conf().max_applications)
+                * (if q.abs_capacity > 0.0 {
+                    q.abs_capacity
+                } else {
+                    q.abs_max_capacity
+                })
+                / 100.0)
+                .floor()
+                .max(1.0) as u32
+        });
+        let ulf = if q.spec.user_limit_factor < 0.0 {
+            1.0
+        } else {
+            q.spec.user_limit_factor
+        };
+        let per_user = (f64::from(max) * q.spec.minimum_user_limit_percent / 100.0 * ulf)
+            .floor()
+            .clamp(1.0, f64::from(max)) as u32;
+        (max, per_user)
+    }
+
+    /// Registers an accepted application with the scheduler and starts attempts for every
+    /// application that activates as a result.
+    pub(super) fn admit(&mut self, id: ApplicationId, leaf: usize, now: u64) {
+        let Some(app) = self.apps.get(&id) else {
+            return;
+        };
+        let activated = self.sched.add_app(
+            id,
+            leaf,
+            &app.sub.user.clone(),
+            app.sub.priority,
+            app.submit_seq,
+            app.sub.am_resource.clone(),
+        );
+        self.start_activated(activated, now);
+        if let Some(reason) = self.sched.waiting_reason(&id) {
+            if let Some(a) = self.apps.get_mut(&id) {
+                a.diagnostics = reason;
+            }
+        }
+    }
+
+    pub(super) fn start_activated(&mut self, activated: Vec<ApplicationId>, now: u64) {
+        for a in activated {
+            // Never two live attempts: a recovered application whose AM still runs needs
+            // no new one.
+            let live = self
+                .apps
+                .get(&a)
+                .and_then(App::current_attempt)
+                .is_some_and(|att| {
+                    !matches!(
+                        att.state,
+                        AttemptState::FAILED | AttemptState::KILLED | AttemptState::FINISHED
+                    )
+                });
+            if live {
+                continue;
+            }
+            if let Some(app) = self.apps.get_mut(&a) {
+                if app
+                    .diagnostics
+                    .starts_with("Application is added to the scheduler")
+                {
+                    app.diagnostics.clear();
+                }
+            }
+            self.start_attempt(a, now);
+            self.persist(&a);
+        }
+    }
+
+    /// `POST /apps`. Validation errors are answered to the client; queue problems end the
+    /// application as FAILED with YARN's diagnostic, as YARN does.
+    pub fn submit(
+        &mut self,
+        id: ApplicationId,
+        mut sub: Submission,
+        now: u64,
+    ) -> Result<(), CoreError> {
+        if self.apps.contains_key(&id) {
+            return Err(CoreError::BadRequest(format!(
+                "Application with id {id} is already present! Cannot add a duplicate!"
+            )));
+        }
+        if id.cluster_timestamp != self.cluster_ts || id.id == 0 || id.id >= self.next_app {
+            return Err(CoreError::BadRequest(format!(
+                "Application id {id} was not issued by this ResourceManager; ask POST /ws/v1/cluster/apps/new-application first"
+            )));
+        }
+        if sub.unmanaged_am {
+            return Err(CoreError::BadRequest(
+                "Unmanaged AMs are not supported by Spindle yet (unmanaged-AM must be false)"
+                    .into(),
+            ));
+        }
+        if sub.am_launch.commands.iter().all(|c| c.trim().is_empty()) {
+            return Err(CoreError::BadRequest(
+                "am-container-spec.commands.command must not be empty".into(),
+            ));
+        }
+        let placed = self.place(&id, &sub);
+        sub.am_resource = self.normalize_in(&sub.am_resource, placed.as_ref().ok().copied())?;
+        let max_prio = self.sched.conf().max_application_priority.max(0);
+        if sub.priority == 0 {
+            if let Ok(leaf) = placed {
+                sub.priority = self.sched.tree().queues[leaf]
+                    .spec
+                    .default_application_priority;
+            }
+        }
+        sub.priority = sub.priority.clamp(0, max_prio);
+        let max_attempts = self.max_attempts_for(&sub);
+        let queue = match &placed {
+            Ok(leaf) => self.sched.tree().queues[*leaf].spec.path.clone(),
+            Err(_) => self.mapped_queue(&sub),
+        };
+        let mut app = App {
+            id,
+            queue,
+            sub,
+            state: AppState::NEW_SAVING,
+            final_status: FinalApplicationStatus::UNDEFINED,
+            diagnostics: String::new(),
+            submit_time: now,
+            launch_time: 0,
+            finish_time: 0,
+            submit_seq: self.next_submit_seq,
+            attempts: Vec::new(),
+            max_attempts,
+            progress: 0.0,
+            tracking_url: String::new(),
+            memory_ms: 0,
+            vcore_ms: 0,
+            killing_since: None,
+            nodes_touched: BTreeSet::new(),
+        };
+        self.next_submit_seq += 1;
+        self.counters.apps_submitted += 1;
+        let leaf = match placed {
+            Ok(leaf) => leaf,
+            Err(diag) => {
+                app.state = AppState::FAILED;
+                app.final_status = FinalApplicationStatus::FAILED;
+                app.diagnostics = diag;
+                app.finish_time = now;
+                self.counters.apps_failed += 1;
+                self.counters.apps_completed += 1;
+                self.apps.insert(id, app);
+                self.persist(&id);
+                self.evict_completed();
+                self.changed();
+                return Ok(());
+            }
+        };
+        app.state = AppState::ACCEPTED;
+        self.apps.insert(id, app);
+        self.admit(id, leaf, now);
+        // The record is written with the attempt counted, before the client is answered.
+        self.persist(&id);
+        self.run_scheduler(now);
+        self.changed();
+        Ok(())
+    }
+
+    pub(super) fn persist(&mut self, id: &ApplicationId) {
+        if let Some(app) = self.apps.get(id) {
+            self.effects.push(Effect::PersistApp(Box::new(AppRecord {
+                id: app.id,
+                sub: app.sub.clone(),
+                queue: app.queue.clone(),
+                state: app.state,
+                final_status: app.final_status,
+                diagnostics: app.diagnostics.clone(),
+                submit_time: app.submit_time,
+                launch_time: app.launch_time,
+                finish_time: app.finish_time,
+                attempts: app.attempts.len() as u32,
+                memory_ms: app.memory_ms,
+                vcore_ms: app.vcore_ms,
+                live_attempt: Self::live_attempt_record(app),
+            })));
+        }
+    }
+
+    /// `PUT /apps/{id}/state {"state":"KILLED"}`.
+    pub fn kill(
+        &mut self,
+        id: &ApplicationId,
+        caller: &Caller,
+        now: u64,
+    ) -> Result<KillOutcome, CoreError> {
+        self.check_modify(id, caller, "kill")?;
+        let app = self
+            .apps
+            .get_mut(id)
+            .ok_or_else(|| CoreError::NotFound(format!("app with id: {id} not found")))?;
+        if app.state.is_final() {
+            return Ok(KillOutcome::Done(app.state));
+        }
+        if app.killing_since.is_none() {
+            app.killing_since = Some(now);
+            if app.diagnostics.is_empty() || !app.diagnostics.contains("killed") {
+                app.diagnostics = "Application killed by user.".into();
+            }
+            self.sched.clear_asks(id);
+            let live: Vec<ContainerId> = self.live_containers_of_app(id);
+            for c in live {
+                self.kill_container(
+                    &c,
+                    exit_status::KILLED_BY_RESOURCEMANAGER,
+                    "Container killed by the ApplicationMaster's kill request.".into(),
+                    now,
+                );
+            }
+            self.changed();
+        }
+        Ok(self.try_finish_kill(id, now))
+    }
+
+    pub(super) fn try_finish_kill(&mut self, id: &ApplicationId, now: u64) -> KillOutcome {
+        let Some(app) = self.apps.get(id) else {
+            return KillOutcome::Done(AppState::KILLED);
+        };
+        if app.state.is_final() {
+            return KillOutcome::Done(app.state);
+        }
+        let Some(since) = app.killing_since else {
+            return KillOutcome::InProgress;
+        };
+        let live = self.live_containers_of_app(id);
+        if !live.is_empty() && now.saturating_sub(since) < KILL_DEADLINE_MS {
+            return KillOutcome::InProgress;
+        }
+        for c in live {
+            self.complete_container(&c, exit_status::KILLED_BY_RESOURCEMANAGER, "Container killed: the application was killed and its NodeManager did not confirm in time.".into(), now);
+        }
+        self.finish_app(
+            id,
+            AppState::KILLED,
+            FinalApplicationStatus::KILLED,
+            None,
+            now,
+        );
+        KillOutcome::Done(AppState::KILLED)
+    }
+
+    pub(super) fn live_containers_of_app(&self, id: &ApplicationId) -> Vec<ContainerId> {
+        let Some(app) = self.apps.get(id) else {
+            return vec![];
+        };
+        app.attempts
+            .iter()
+            .flat_map(|a| a.containers.iter())
+            .filter(|c| self.containers.get(c).is_some_and(RmContainer::is_live))
+            .copied()
+            .collect()
+    }
+
+    /// Moves an application to a final state, stops what is left of it and records it.
+    pub(super) fn finish_app(
+        &mut self,
+        id: &ApplicationId,
+        state: AppState,
+        status: FinalApplicationStatus,
+        diag: Option<String>,
+        now: u64,
+    ) {
+        let Some(app) = self.apps.get_mut(id) else {
+            return;
+        };
+        if app.state.is_final() {
+            return;
+        }
+        app.state = state;
+        app.final_status = status;
+        app.finish_time = now;
+        app.progress = if state == AppState::FINISHED {
+            100.0
+        } else {
+            app.progress
+        };
+        app.killing_since = None;
+        if let Some(d) = diag {
+            app.diagnostics = d;
+        }
+        match state {
+            AppState::FAILED => self.counters.apps_failed += 1,
+            AppState::KILLED => self.counters.apps_killed += 1,
+            _ => {}
+        }
+        self.counters.apps_completed += 1;
+        self.sched.clear_asks(id);
+        let live = self.live_containers_of_app(id);
+        for c in live {
+            let is_am = self.containers.get(&c).is_some_and(|c| c.is_am);
+            // A finishing AM is given a grace period to exit on its own.
+            if !(is_am && state == AppState::FINISHED) {
+                self.kill_container(
+                    &c,
+                    exit_status::KILLED_AFTER_APP_COMPLETION,
+                    "Container killed on application completion.".into(),
+                    now,
+                );
+            }
+        }
+        self.persist(id);
+        self.maybe_retire(id, now);
+        self.evict_completed();
+        self.changed();
+    }
+
+    /// Once a final app has no live containers: forget it in the scheduler and tell every
+    /// node that ran it to clean up.
+    pub(super) fn maybe_retire(&mut self, id: &ApplicationId, now: u64) {
+        let Some(app) = self.apps.get(id) else { return };
+        if !app.state.is_final() || !self.live_containers_of_app(id).is_empty() {
+            return;
+        }
+        let touched: Vec<NodeId> = app.nodes_touched.iter().cloned().collect();
+        for n in touched {
+            if let Some(node) = self.nodes.get_mut(&n) {
+                node.apps_to_cleanup.insert(*id);
+            }
+        }
+        if let Some(app) = self.apps.get_mut(id) {
+            app.nodes_touched.clear();
+        }
+        let activated = self.sched.remove_app(id);
+        if !activated.is_empty() {
+            self.start_activated(activated, now);
+            self.run_scheduler(now);
+        }
+    }
+
+    pub(super) fn evict_completed(&mut self) {
+        let finished: Vec<(u64, ApplicationId)> = self
+            .apps
+            .values()
+            .filter(|a| a.state.is_final())
+            .map(|a| (a.finish_time, a.id))
+            .collect();
+        if finished.len() <= self.conf.max_completed_apps {
+            return;
+        }
+        let mut finished = finished;
+        finished.sort();
+        let excess = finished.len() - self.conf.max_completed_apps;
+        for (_, id) in finished.into_iter().take(excess) {
+            if !self.live_containers_of_app(&id).is_empty() {
+                continue;
+            }
+            if let Some(app) = self.apps.remove(&id) {
+                for c in app.attempts.iter().flat_map(|a| a.containers.iter()) {
+                    self.containers.remove(c);
+                }
+            }
+            self.effects.push(Effect::ForgetApp(id));
+        }
+    }
+}

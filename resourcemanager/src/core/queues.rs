@@ -1,0 +1,324 @@
+//! Queues seen from the lifecycle layer: reconfiguration, moving an application, application priority, ACL checks and the queue views.
+
+use super::*;
+
+impl RmCore {
+    pub fn scheduler_conf(&self) -> &SchedulerConf {
+        self.sched.conf()
+    }
+
+    /// Whether `caller` may modify (kill, move, reprioritize) an application: its owner, an
+    /// administrator of its queue, or a cluster administrator (`yarn.admin.acl`). Everyone
+    /// may when `yarn.acl.enable` is false, as in YARN.
+    pub(super) fn check_modify(
+        &self,
+        id: &ApplicationId,
+        caller: &Caller,
+        what: &str,
+    ) -> Result<(), CoreError> {
+        let app = self
+            .apps
+            .get(id)
+            .ok_or_else(|| CoreError::NotFound(format!("app with id: {id} not found")))?;
+        let conf = self.sched.conf();
+        if !conf.acl_enabled
+            || app.sub.user == caller.user
+            || conf.admin_acl.allows(&caller.user, &caller.groups)
+        {
+            return Ok(());
+        }
+        let tree = self.sched.tree();
+        if let Some(leaf) = tree.leaf(&app.queue) {
+            if tree.acl_allows(leaf, &caller.user, &caller.groups, true) {
+                return Ok(());
+            }
+        }
+        Err(CoreError::Forbidden(format!(
+            "User {} does not have privilege to {what} application {id}: only its owner ({}), an administrator of queue {} or a cluster administrator may",
+            caller.user, app.sub.user, app.queue
+        )))
+    }
+
+    /// `GET /queues/{queue}/access`: whether `caller` holds `acl` on `queue`.
+    pub fn queue_access(
+        &self,
+        queue: &str,
+        caller: &Caller,
+        acl: QueueAclType,
+    ) -> Result<bool, CoreError> {
+        let tree = self.sched.tree();
+        let idx = tree
+            .find(queue)
+            .ok_or_else(|| CoreError::NotFound(format!("queue {queue} not found")))?;
+        let conf = self.sched.conf();
+        if !conf.acl_enabled || conf.admin_acl.allows(&caller.user, &caller.groups) {
+            return Ok(true);
+        }
+        let admin = acl == QueueAclType::AdministerQueue;
+        // Queue admins may also submit, as in YARN.
+        Ok(tree.acl_allows(idx, &caller.user, &caller.groups, admin)
+            || (!admin && tree.acl_allows(idx, &caller.user, &caller.groups, true)))
+    }
+
+    /// `PUT /apps/{id}/queue`: moves a running or accepted application, with its usage, to
+    /// another RUNNING leaf whose limits admit it. Returns the new leaf's path.
+    pub fn move_app(
+        &mut self,
+        id: &ApplicationId,
+        queue: &str,
+        caller: &Caller,
+        now: u64,
+    ) -> Result<String, CoreError> {
+        self.check_modify(id, caller, "move")?;
+        let app = self
+            .apps
+            .get(id)
+            .ok_or_else(|| CoreError::NotFound(format!("app with id: {id} not found")))?;
+        if app.state.is_final() || app.killing_since.is_some() {
+            return Err(CoreError::WrongState(format!(
+                "App in {} state cannot be moved.",
+                app.state
+            )));
+        }
+        let tree = self.sched.tree();
+        let target = tree.find(queue).ok_or_else(|| {
+            CoreError::BadRequest(format!(
+                "Failed to move {id} to queue {queue}: queue does not exist"
+            ))
+        })?;
+        let q = &tree.queues[target];
+        if !q.is_leaf() {
+            return Err(CoreError::BadRequest(format!(
+                "Failed to move {id} to queue {queue}: {} is not a leaf queue",
+                q.spec.path
+            )));
+        }
+        if tree
+            .path_up(target)
+            .any(|x| tree.queues[x].spec.state == QueueState::Stopped)
+        {
+            return Err(CoreError::BadRequest(format!(
+                "Failed to move {id} to queue {}: the queue is STOPPED",
+                q.spec.path
+            )));
+        }
+        let conf = self.sched.conf();
+        if conf.acl_enabled
+            && !tree.acl_allows(target, &caller.user, &caller.groups, false)
+            && !tree.acl_allows(target, &caller.user, &caller.groups, true)
+            && !conf.admin_acl.allows(&caller.user, &caller.groups)
+        {
+            return Err(CoreError::Forbidden(format!(
+                "User {} may not submit to queue {}",
+                caller.user, q.spec.path
+            )));
+        }
+        let path = q.spec.path.clone();
+        if path == app.queue {
+            return Ok(path);
+        }
+        let (max_apps, _) = self.app_limits(target);
+        if q.apps.len() as u64 >= u64::from(max_apps) {
+            return Err(CoreError::BadRequest(format!(
+                "Failed to move {id} to queue {path}: it already has {} applications",
+                q.apps.len()
+            )));
+        }
+        let used = self
+            .sched
+            .app(id)
+            .map(|a| a.used.clone())
+            .unwrap_or_default();
+        let calc = self.sched.calculator();
+        for x in tree.path_up(target) {
+            let after = tree.queues[x].used.plus(&used);
+            if !scheduler::queues::within(calc, &after, &tree.queues[x].maximum) {
+                return Err(CoreError::BadRequest(format!(
+                    "Failed to move {id} to queue {path}: its usage {used} would exceed the maximum of {}",
+                    tree.queues[x].spec.path
+                )));
+            }
+        }
+        self.sched.move_app(id, target);
+        if let Some(a) = self.apps.get_mut(id) {
+            a.queue = path.clone();
+        }
+        self.persist(id);
+        self.run_scheduler(now);
+        self.changed();
+        Ok(path)
+    }
+
+    /// `PUT /apps/{id}/priority`: the effective priority (clamped to
+    /// `[0, yarn.cluster.max-application-priority]`).
+    pub fn set_priority(
+        &mut self,
+        id: &ApplicationId,
+        priority: i32,
+        caller: &Caller,
+        now: u64,
+    ) -> Result<i32, CoreError> {
+        self.check_modify(id, caller, "update the priority of")?;
+        let app = self
+            .apps
+            .get(id)
+            .ok_or_else(|| CoreError::NotFound(format!("app with id: {id} not found")))?;
+        if app.state.is_final() {
+            return Err(CoreError::WrongState(format!(
+                "Application {id} is in {} state; its priority cannot be updated",
+                app.state
+            )));
+        }
+        let p = priority.clamp(0, self.sched.conf().max_application_priority.max(0));
+        if let Some(a) = self.apps.get_mut(id) {
+            a.sub.priority = p;
+        }
+        self.sched.set_priority(id, p);
+        self.persist(id);
+        self.run_scheduler(now);
+        self.changed();
+        Ok(p)
+    }
+
+    /// Applies a new, parsed and self-consistent scheduler configuration. Refuses, changing
+    /// nothing, when live applications forbid it: a queue that holds applications is removed
+    /// or turned into a parent.
+    pub fn reconfigure(&mut self, conf: SchedulerConf, now: u64) -> Result<(), CoreError> {
+        let new_tree = scheduler::QueueTree::build(&conf.root);
+        let mut leaves = BTreeMap::new();
+        for app in self
+            .apps
+            .values()
+            .filter(|a| !a.state.is_final() || self.sched.app(&a.id).is_some())
+        {
+            if self.sched.app(&app.id).is_none() {
+                continue;
+            }
+            match new_tree.find(&app.queue) {
+                Some(i) if new_tree.queues[i].is_leaf() => {
+                    leaves.insert(app.id, new_tree.queues[i].spec.path.clone());
+                }
+                Some(_) => {
+                    return Err(CoreError::BadRequest(format!(
+                        "Failed to re-init queues : queue {} has running applications and cannot become a parent queue (it must be STOPPED and empty)",
+                        app.queue
+                    )))
+                }
+                None => {
+                    return Err(CoreError::BadRequest(format!(
+                        "Failed to re-init queues : queue {} cannot be removed: it still has applications (application {} is {})",
+                        app.queue, app.id, app.state
+                    )))
+                }
+            }
+        }
+        let activated = self.sched.reconfigure(conf, &leaves);
+        for (id, path) in &leaves {
+            if let Some(a) = self.apps.get_mut(id) {
+                a.queue = path.clone();
+            }
+        }
+        self.start_activated(activated, now);
+        self.run_scheduler(now);
+        self.changed();
+        Ok(())
+    }
+
+    /// Every queue's configuration, effective capacities and usage, parents before children.
+    pub fn queue_views(&self) -> Vec<QueueView> {
+        let tree = self.sched.tree();
+        let cluster = self.sched.cluster();
+        let pending = self.sched.pending_by_queue();
+        let calc = self.sched.calculator();
+        let mut out = Vec::with_capacity(tree.queues.len());
+        for (i, q) in tree.queues.iter().enumerate() {
+            let (max_apps, max_per_user) = if q.is_leaf() {
+                self.app_limits(i)
+            } else {
+                (0, 0)
+            };
+            let am_limit = if q.is_leaf() {
+                self.sched.am_limit(i)
+            } else {
+                Resource::zero()
+            };
+            let (apps, active, pending_apps) = if q.is_leaf() {
+                (q.apps.len(), q.active_apps, q.waiting.len())
+            } else {
+                let leaves: Vec<&scheduler::Queue> = tree
+                    .queues
+                    .iter()
+                    .filter(|l| {
+                        l.is_leaf() && l.spec.path.starts_with(&format!("{}.", q.spec.path))
+                    })
+                    .collect();
+                (
+                    leaves.iter().map(|l| l.apps.len()).sum(),
+                    leaves.iter().map(|l| l.active_apps).sum(),
+                    leaves.iter().map(|l| l.waiting.len()).sum(),
+                )
+            };
+            let users = q
+                .users
+                .iter()
+                .map(|(name, u)| UserView {
+                    name: name.clone(),
+                    used: u.used.clone(),
+                    am_used: u.am_used.clone(),
+                    active_apps: u.active_apps,
+                    pending_apps: u.pending_apps,
+                    user_limit: self.sched.user_limit(i, &Resource::zero()),
+                })
+                .collect();
+            let pct = |r: &Resource, base: &Resource| -> f64 {
+                let x = scheduler::queues::ratio(calc, r, base);
+                if x.is_finite() {
+                    x * 100.0
+                } else {
+                    0.0
+                }
+            };
+            out.push(QueueView {
+                path: q.spec.path.clone(),
+                name: q.spec.name.clone(),
+                is_leaf: q.is_leaf(),
+                parent: q.parent.map(|p| tree.queues[p].spec.path.clone()),
+                state: q.spec.state,
+                capacity: q.spec.capacity.clone(),
+                max_capacity: q.spec.max_capacity.clone(),
+                guaranteed: q.guaranteed.clone(),
+                maximum: q.maximum.clone(),
+                used: q.used.clone(),
+                pending: pending.get(i).cloned().unwrap_or_default(),
+                am_used: q.am_used.clone(),
+                user_am_limit: am_limit.clone(),
+                am_limit,
+                absolute_capacity: q.abs_capacity,
+                absolute_max_capacity: q.abs_max_capacity,
+                absolute_used_capacity: pct(&q.used, cluster),
+                used_capacity: pct(&q.used, &q.guaranteed),
+                num_applications: apps,
+                num_active_applications: active,
+                num_pending_applications: pending_apps,
+                num_containers: q.num_containers,
+                max_applications: max_apps,
+                max_applications_per_user: max_per_user,
+                max_parallel_apps: q
+                    .spec
+                    .max_parallel_apps
+                    .or(self.sched.conf().max_parallel_apps),
+                user_limit_factor: q.spec.user_limit_factor,
+                minimum_user_limit_percent: q.spec.minimum_user_limit_percent,
+                users,
+                ordering: q.spec.ordering,
+                default_application_priority: q.spec.default_application_priority,
+                priority: q.spec.priority,
+                acl_submit: tree.acl_string(i, false),
+                acl_admin: tree.acl_string(i, true),
+                max_allocation: self.max_allocation_in(Some(i)),
+                max_am_resource_percent: q.spec.max_am_resource_percent,
+            });
+        }
+        out
+    }
+}

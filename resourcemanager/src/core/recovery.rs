@@ -1,0 +1,248 @@
+//! Work-preserving RM restart: applications re-created from the state store, and containers of earlier epochs taken back as their NMs re-register.
+//!
+//! Must not: start anything a restarted RM cannot prove it owns (unknown or old attempts' containers are stopped).
+
+use super::*;
+
+impl RmCore {
+    /// Re-creates an application from the state store at RM start. A finished one is kept
+    /// for the REST views; an unfinished one starts a new attempt (its old AM, if still
+    /// running, is cleaned up when its NM reports it).
+    pub fn recover_app(&mut self, rec: AppRecord, now: u64) {
+        let max_attempts = self.max_attempts_for(&rec.sub);
+        let mut app = App {
+            id: rec.id,
+            sub: rec.sub,
+            queue: rec.queue,
+            state: rec.state,
+            final_status: rec.final_status,
+            diagnostics: rec.diagnostics,
+            submit_time: rec.submit_time,
+            launch_time: rec.launch_time,
+            finish_time: rec.finish_time,
+            submit_seq: self.next_submit_seq,
+            attempts: Vec::new(),
+            max_attempts,
+            progress: if rec.state.is_final() { 100.0 } else { 0.0 },
+            tracking_url: String::new(),
+            memory_ms: rec.memory_ms,
+            vcore_ms: rec.vcore_ms,
+            killing_since: None,
+            nodes_touched: BTreeSet::new(),
+        };
+        self.next_submit_seq += 1;
+        if rec.id.cluster_timestamp == self.cluster_ts && rec.id.id >= self.next_app {
+            self.next_app = rec.id.id + 1;
+        }
+        // Keep attempt numbering going across restarts; earlier attempts are placeholders.
+        for n in 1..=rec.attempts {
+            app.attempts.push(Attempt::new(
+                ApplicationAttemptId::new(rec.id, n),
+                now,
+                true,
+            ));
+        }
+        let id = app.id;
+        let unfinished = !app.state.is_final();
+        let leaf = self.sched.tree().leaf(&app.queue);
+        // Work-preserving: an attempt whose AM container was live is taken back as it was,
+        // waiting for its NM to report the AM (and its containers) and for the AM to register
+        // again; only if the AM is not reported in time does a new attempt start.
+        let live = rec
+            .live_attempt
+            .filter(|_| unfinished && leaf.is_some() && !app.sub.unmanaged_am);
+        if let (Some(live), Some(last)) = (&live, app.attempts.last_mut()) {
+            let mut att = Attempt::new(last.id, live.start_time, false);
+            att.state = AttemptState::LAUNCHED;
+            att.am_container = Some(live.am_container);
+            att.am_node = Some(live.am_node.clone());
+            att.am_node_http = Some(live.am_node_http.clone());
+            att.host = live.host.clone();
+            att.rpc_port = live.rpc_port;
+            att.last_heard = now;
+            att.awaiting_am_until = Some(now + self.conf.nm_expiry_ms);
+            *last = att;
+            app.tracking_url = live.tracking_url.clone();
+            app.diagnostics = format!(
+                "Recovered after a ResourceManager restart; waiting for attempt {} to \
+                 re-register (its AM container {} on {}).",
+                last.id, live.am_container, live.am_node
+            );
+        }
+        let live = live.is_some() && !app.attempts.is_empty();
+        self.apps.insert(id, app);
+        if unfinished {
+            match leaf {
+                Some(leaf) if live => {
+                    self.admit(id, leaf, now);
+                    self.persist(&id);
+                }
+                Some(leaf) => {
+                    if let Some(a) = self.apps.get_mut(&id) {
+                        a.state = AppState::ACCEPTED;
+                        a.diagnostics =
+                            "Recovered after a ResourceManager restart; starting a new attempt."
+                                .into();
+                    }
+                    self.admit(id, leaf, now);
+                    self.persist(&id);
+                }
+                None => {
+                    let q = self
+                        .apps
+                        .get(&id)
+                        .map(|a| a.queue.clone())
+                        .unwrap_or_default();
+                    let diag = format!(
+                        "Application {id} was recovered but its queue {q} no longer exists"
+                    );
+                    self.finish_app(
+                        &id,
+                        AppState::FAILED,
+                        FinalApplicationStatus::FAILED,
+                        Some(diag),
+                        now,
+                    );
+                }
+            }
+        }
+        self.changed();
+    }
+
+    /// The current attempt of a live application, if `cid` was allocated to it by an
+    /// earlier incarnation of this RM (a lower epoch) and this RM does not know it: a
+    /// container to take back after a restart.
+    pub(super) fn previous_epoch_attempt(&self, cid: &ContainerId) -> Option<ApplicationAttemptId> {
+        if cid.epoch >= self.epoch || self.containers.contains_key(cid) {
+            return None;
+        }
+        let app = self.apps.get(&cid.application_id())?;
+        let att = app.current_attempt()?;
+        // Its own, or one an earlier attempt passed on (keep-containers).
+        let ours = att.id == cid.attempt_id
+            || (app.sub.keep_containers && cid.attempt_id.attempt_id < att.id.attempt_id);
+        let live = !app.state.is_final()
+            && ours
+            && matches!(
+                att.state,
+                AttemptState::ALLOCATED | AttemptState::LAUNCHED | AttemptState::RUNNING
+            );
+        live.then_some(att.id)
+    }
+
+    /// Takes back a running container an NM reports that an earlier incarnation of this RM
+    /// allocated to a still-live attempt: it is accounted on its node, queue and user again,
+    /// and if it is the attempt's AM container the attempt stops waiting for it. False (the
+    /// NM is told to stop it) when it belongs to no live attempt or no longer fits the node.
+    pub(super) fn recover_container(
+        &mut self,
+        node: &NodeId,
+        r: &ReportedContainer,
+        now: u64,
+    ) -> bool {
+        let Some(attempt) = self.previous_epoch_attempt(&r.id) else {
+            return false;
+        };
+        let app_id = attempt.application_id;
+        let fits = self
+            .sched
+            .node(node)
+            .is_some_and(|n| r.resource.fits_in(&n.free));
+        let Some(n) = self.nodes.get_mut(node).filter(|_| fits) else {
+            return false;
+        };
+        let node_http = n.http_address.clone();
+        n.containers.insert(r.id);
+        let Some(app) = self.apps.get_mut(&app_id) else {
+            return false;
+        };
+        app.nodes_touched.insert(node.clone());
+        if attempt.attempt_id != r.id.attempt_id.attempt_id {
+            // Kept from an earlier attempt: listed by its own (placeholder) attempt, held by
+            // the current one.
+            if let Some(own) = app.attempt_mut(&r.id.attempt_id) {
+                own.containers.insert(r.id);
+            }
+        }
+        let Some(att) = app.current_attempt_mut() else {
+            return false;
+        };
+        if att.id == r.id.attempt_id {
+            att.containers.insert(r.id);
+        } else {
+            att.inherited.insert(r.id);
+        }
+        let is_am = att.am_container == Some(r.id);
+        if is_am {
+            att.awaiting_am_until = None;
+        }
+        self.containers.insert(
+            r.id,
+            RmContainer {
+                id: r.id,
+                node: node.clone(),
+                node_http,
+                resource: r.resource.clone(),
+                priority: if is_am { AM_PRIORITY } else { 0 },
+                allocation_request_id: -1,
+                is_am,
+                gang: None,
+                state: RmContainerState::RUNNING,
+                allocated_time: now,
+                start_time: now,
+                finish_time: 0,
+                exit_status: exit_status::INVALID,
+                diagnostics: String::new(),
+            },
+        );
+        self.sched.charge(&app_id, node, &r.resource);
+        self.counters.containers_recovered += 1;
+        self.changed();
+        true
+    }
+
+    /// A container of a live attempt that ended while this RM was down (allocated by an
+    /// earlier incarnation): its AM is told, once.
+    pub(super) fn report_recovered_completion(&mut self, r: &ReportedContainer, now: u64) {
+        let Some(attempt) = self.previous_epoch_attempt(&r.id) else {
+            return;
+        };
+        let Some(att) = self
+            .apps
+            .get_mut(&attempt.application_id)
+            .and_then(App::current_attempt_mut)
+        else {
+            return;
+        };
+        if att.am_container == Some(r.id) {
+            // The AM ended while the RM was down: its attempt fails now (counted as an AM
+            // exit normally is), rather than waiting out the NM expiry for an AM that is gone.
+            let counts = !matches!(
+                r.exit_status,
+                exit_status::ABORTED
+                    | exit_status::PREEMPTED
+                    | exit_status::DISKS_FAILED
+                    | exit_status::KILLED_BY_RESOURCEMANAGER
+            );
+            let diag = format!(
+                "AM Container for {attempt} exited with  exitCode: {} while the ResourceManager \
+                 was down\nFailing this attempt.Diagnostics: {}",
+                r.exit_status, r.diagnostics
+            );
+            att.awaiting_am_until = None;
+            self.fail_attempt(&attempt, diag, counts, now);
+            return;
+        }
+        if !att.containers.insert(r.id) {
+            return;
+        }
+        att.to_report.push(ContainerStatus {
+            container_id: r.id,
+            state: ContainerState::COMPLETE,
+            exit_status: r.exit_status,
+            diagnostics: r.diagnostics.clone(),
+            gang_id: None,
+        });
+        self.changed();
+    }
+}

@@ -1,0 +1,128 @@
+//! Time: everything that happens because time passed (AM and NM liveness, kill deadlines, unregistered AMs, expired allocations, gang timeouts), driven by the caller's clock.
+
+use super::*;
+
+impl RmCore {
+    /// Liveness of nodes and AMs, allocation expiry, kill deadlines, AM exit grace.
+    pub fn tick(&mut self, now: u64) {
+        for (app, id, hard, diag) in self.sched.expire_gangs(now, self.conf.gang_timeout_ms) {
+            if hard {
+                let msg =
+                    format!("Application {app} failed: its gang's hard timeout passed: {diag}");
+                self.finish_app(
+                    &app,
+                    AppState::FAILED,
+                    FinalApplicationStatus::FAILED,
+                    Some(msg),
+                    now,
+                );
+            } else if let Some(a) = self.apps.get_mut(&app) {
+                a.diagnostics = format!("Gang {id}: {diag}");
+            }
+            self.changed();
+        }
+        let expired_nodes: Vec<NodeId> = self
+            .nodes
+            .values()
+            .filter(|n| {
+                !n.state.is_inactive()
+                    && now.saturating_sub(n.last_heartbeat) > self.conf.nm_expiry_ms
+            })
+            .map(|n| n.id.clone())
+            .collect();
+        for n in expired_nodes {
+            self.lose_node(&n, now);
+        }
+        let mut am_expired = Vec::new();
+        let mut am_linger = Vec::new();
+        let mut killing = Vec::new();
+        let mut am_unreported = Vec::new();
+        for app in self.apps.values() {
+            if app.killing_since.is_some() {
+                killing.push(app.id);
+            }
+            if let Some(att) = app.current_attempt() {
+                if att.awaiting_am_until.is_some_and(|t| now > t) && !app.state.is_final() {
+                    am_unreported.push(att.id);
+                }
+                let live_am = matches!(att.state, AttemptState::LAUNCHED | AttemptState::RUNNING);
+                if live_am
+                    && !app.state.is_final()
+                    && now.saturating_sub(att.last_heard) > self.conf.am_expiry_ms
+                {
+                    am_expired.push(att.id);
+                }
+                if let (Some(at), Some(c)) = (att.unregistered_at, att.am_container) {
+                    if now.saturating_sub(at) > AM_EXIT_GRACE_MS
+                        && self.containers.get(&c).is_some_and(RmContainer::is_live)
+                    {
+                        am_linger.push(c);
+                    }
+                }
+            }
+        }
+        for a in am_unreported {
+            // Most likely its node is gone: like a lost node, this does not count against
+            // the application's attempts.
+            let diag = format!(
+                "ApplicationMaster container of {a} was not reported by any NodeManager within \
+                 {} ms of the ResourceManager's restart",
+                self.conf.nm_expiry_ms
+            );
+            self.fail_attempt(&a, diag, false, now);
+        }
+        for a in am_expired {
+            let c = self
+                .apps
+                .get(&a.application_id)
+                .and_then(|app| app.attempt(&a))
+                .and_then(|x| x.am_container);
+            if let Some(c) = c {
+                self.kill_container(
+                    &c,
+                    exit_status::KILLED_BY_RESOURCEMANAGER,
+                    "ApplicationMaster timed out".into(),
+                    now,
+                );
+            }
+            self.fail_attempt(
+                &a,
+                format!("ApplicationMaster for attempt {a} timed out"),
+                true,
+                now,
+            );
+        }
+        for c in am_linger {
+            self.kill_container(
+                &c,
+                exit_status::KILLED_AFTER_APP_COMPLETION,
+                "ApplicationMaster did not exit after unregistering".into(),
+                now,
+            );
+        }
+        for a in killing {
+            self.try_finish_kill(&a, now);
+        }
+        let expired: Vec<ContainerId> = self
+            .containers
+            .values()
+            .filter(|c| {
+                matches!(
+                    c.state,
+                    RmContainerState::ALLOCATED | RmContainerState::ACQUIRED
+                )
+            })
+            .filter(|c| now.saturating_sub(c.allocated_time) > self.conf.container_alloc_expiry_ms)
+            .map(|c| c.id)
+            .collect();
+        for c in expired {
+            self.complete_container(
+                &c,
+                exit_status::ABORTED,
+                "Container expired since it was unused".into(),
+                now,
+            );
+        }
+        self.run_scheduler(now);
+    }
+}
