@@ -10,7 +10,8 @@ use spindle_common::resource::GPU;
 use spindle_common::{ApplicationId, ContainerId, NodeId, Resource};
 
 use super::nodes::NodeIndex;
-use super::AskKey;
+use super::queues::within;
+use super::{AskKey, Placement, Scheduler};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum GangPolicy {
@@ -377,3 +378,311 @@ pub fn describe(units: &[Unit], params: &GangParams, placed: usize, reserved: &[
 
 /// The owner of a reservation.
 pub type Holder = (ApplicationId, String);
+
+/// The scheduler's side of gangs: registering one, its members, timeouts, reservations,
+/// and the whole-or-nothing placement (`try_gang`).
+impl Scheduler {
+    /// Registers (or renews) a gang: a new round of asking starts when the gang is new or
+    /// its last round ended (allocated, timed out, failed).
+    pub fn set_gang(&mut self, app: &ApplicationId, id: &str, params: GangParams, now: u64) {
+        let Some(a) = self.apps.get_mut(app) else {
+            return;
+        };
+        match a.gangs.get_mut(id) {
+            Some(g) if g.phase.is_waiting() => g.params = params,
+            _ => {
+                a.gangs.insert(id.to_string(), Gang::new(params, now));
+            }
+        }
+    }
+
+    pub fn gang(&self, app: &ApplicationId, id: &str) -> Option<&Gang> {
+        self.apps.get(app).and_then(|a| a.gangs.get(id))
+    }
+
+    /// Records a granted member's container.
+    pub fn gang_member(&mut self, app: &ApplicationId, id: &str, c: spindle_common::ContainerId) {
+        if let Some(g) = self.apps.get_mut(app).and_then(|a| a.gangs.get_mut(id)) {
+            g.members.push(c);
+        }
+    }
+
+    /// A member ended; a failure (non-zero exit, lost node) turns the gang FAILED.
+    pub fn gang_member_ended(
+        &mut self,
+        app: &ApplicationId,
+        id: &str,
+        c: spindle_common::ContainerId,
+        failed: bool,
+    ) {
+        if let Some(g) = self.apps.get_mut(app).and_then(|a| a.gangs.get_mut(id)) {
+            if failed && g.members.contains(&c) && !g.failed.contains(&c) {
+                g.failed.push(c);
+                g.phase = GangPhase::Failed;
+                g.changed = true;
+            }
+        }
+    }
+
+    /// Ends every waiting gang older than its timeout: soft ones withdraw their asks and
+    /// turn TIMED_OUT; hard ones are returned for the caller to fail their application.
+    pub fn expire_gangs(
+        &mut self,
+        now: u64,
+        default_timeout_ms: u64,
+    ) -> Vec<(ApplicationId, String, bool, String)> {
+        let mut expired = Vec::new();
+        for (app, a) in &self.apps {
+            for (id, g) in &a.gangs {
+                let t = if g.params.timeout_ms > 0 {
+                    g.params.timeout_ms
+                } else {
+                    default_timeout_ms
+                };
+                if g.phase.is_waiting() && now.saturating_sub(g.since) > t {
+                    let diag = format!("gang {id} timed out after {t} ms: {}", g.diagnostics);
+                    expired.push((*app, id.clone(), g.params.hard, diag));
+                }
+            }
+        }
+        for (app, id, _, diag) in &expired {
+            self.withdraw_gang(app, id);
+            if let Some(g) = self.apps.get_mut(app).and_then(|a| a.gangs.get_mut(id)) {
+                g.phase = GangPhase::TimedOut;
+                g.diagnostics = diag.clone();
+                g.reserved.clear();
+                g.changed = true;
+            }
+        }
+        expired
+    }
+
+    /// Removes a gang's asks and frees its reservation.
+    pub(super) fn withdraw_gang(&mut self, app: &ApplicationId, id: &str) {
+        let keys: Vec<AskKey> = self
+            .apps
+            .get(app)
+            .map(|a| {
+                a.asks
+                    .iter()
+                    .filter(|(_, x)| x.gang.as_deref() == Some(id))
+                    .map(|(k, _)| *k)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(a) = self.apps.get_mut(app) {
+            for k in keys {
+                a.asks.remove(&k);
+            }
+        }
+        self.unreserve(app, id);
+        self.refresh_order(app);
+    }
+
+    pub(super) fn unreserve(&mut self, app: &ApplicationId, id: &str) {
+        let held: Vec<usize> = self
+            .nodes
+            .reservations()
+            .iter()
+            .filter(|(_, h)| h.0 == *app && h.1 == id)
+            .map(|(s, _)| *s)
+            .collect();
+        for slot in held {
+            self.nodes.reserve(slot, None);
+        }
+        let Some(a) = self.apps.get_mut(app) else {
+            return;
+        };
+        let leaf = a.queue;
+        let Some(g) = a.gangs.get_mut(id) else { return };
+        g.reserved.clear();
+        let need = std::mem::take(&mut g.reserved_need);
+        for q in self.tree.path_up(leaf).collect::<Vec<_>>() {
+            self.tree.queues[q].reserved.sub_assign(&need);
+        }
+    }
+
+    pub(super) fn release_reservations(&mut self, app: &ApplicationId) {
+        let ids: Vec<String> = self
+            .apps
+            .get(app)
+            .map(|a| a.gangs.keys().cloned().collect())
+            .unwrap_or_default();
+        for id in ids {
+            self.unreserve(app, &id);
+        }
+    }
+
+    /// Tries to place a waiting gang whole on what is free now (its own reservation
+    /// included); if it does not fit, reserves the nodes it will use as they drain.
+    pub(super) fn try_gang(
+        &mut self,
+        app_id: &ApplicationId,
+        id: &str,
+        leaf: usize,
+    ) -> Option<Vec<Placement>> {
+        let app = self.apps.get(app_id)?;
+        let g = app.gangs.get(id)?;
+        if !g.phase.is_waiting() {
+            return None;
+        }
+        let params = g.params.clone();
+        let mut units = Vec::new();
+        for (k, a) in app
+            .asks
+            .iter()
+            .filter(|(_, a)| a.gang.as_deref() == Some(id))
+        {
+            for _ in 0..a.any.min(100_000) {
+                units.push(Unit {
+                    key: *k,
+                    cap: a.capability.clone(),
+                });
+            }
+        }
+        if units.is_empty() {
+            return None;
+        }
+        let need = units
+            .iter()
+            .fold(Resource::zero(), |acc, u| acc.plus(&u.cap));
+        let own_reserved = g.reserved_need.clone();
+        let calc = self.conf.calculator;
+        // Placing now needs room under every maximum on the gang's path (its own hold
+        // aside); holding nodes for it needs only that it could ever fit there, since the
+        // hold then keeps the queue's other work from growing into the room it needs.
+        let path: Vec<usize> = self.tree.path_up(leaf).collect();
+        let fits_now = path.iter().all(|q| {
+            let queue = &self.tree.queues[*q];
+            within(
+                calc,
+                &queue
+                    .used
+                    .plus(&queue.reserved)
+                    .minus(&own_reserved)
+                    .plus(&need),
+                &queue.maximum,
+            )
+        });
+        let blocked = path.iter().copied().find(|q| {
+            let queue = &self.tree.queues[*q];
+            !within(
+                calc,
+                &queue.reserved.minus(&own_reserved).plus(&need),
+                &queue.maximum,
+            )
+        });
+        let holder: Holder = (*app_id, id.to_string());
+        if let Some(q) = blocked {
+            let diag = format!(
+                "gang of {} containers needs {need}, more than queue {} may ever use (maximum {})",
+                units.len(),
+                self.tree.queues[q].spec.path,
+                self.tree.queues[q].maximum
+            );
+            if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {
+                g.diagnostics = diag;
+                g.size = units.len() as u32;
+            }
+            return None;
+        }
+        let nodes = &self.nodes;
+        let free = |s: usize| {
+            nodes
+                .get(s)
+                .filter(|n| n.schedulable)
+                .map(|n| n.free.clone())
+        };
+        let mine_or_free = |s: usize| nodes.reserved_by(s).is_none_or(|h| *h == holder);
+        let attempt = match plan(nodes, &units, &params, &free, &mine_or_free) {
+            Plan::Fits(v) if !fits_now => Plan::Short {
+                placed: v.len(),
+                nodes: vec![],
+            },
+            other => other,
+        };
+        match attempt {
+            Plan::Fits(assign) => {
+                self.unreserve(app_id, id);
+                let mut out = Vec::with_capacity(assign.len());
+                for (key, slot, _) in assign {
+                    if let Some(p) = self.commit(app_id, &key, slot) {
+                        out.push(p);
+                    }
+                }
+                self.stats.gangs_placed += 1;
+                if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {
+                    g.phase = GangPhase::Allocated;
+                    g.size = out.len() as u32;
+                    g.members.clear();
+                    g.failed.clear();
+                    g.diagnostics.clear();
+                    g.changed = true;
+                }
+                Some(out)
+            }
+            Plan::Short { placed, .. } => {
+                let has_hold = self
+                    .apps
+                    .get(app_id)
+                    .and_then(|a| a.gangs.get(id))
+                    .is_some_and(|g| !g.reserved.is_empty());
+                let hold_intact = has_hold
+                    && self
+                        .apps
+                        .get(app_id)
+                        .and_then(|a| a.gangs.get(id))
+                        .is_some_and(|g| {
+                            g.reserved.iter().all(|n| {
+                                self.nodes
+                                    .slot(n)
+                                    .is_some_and(|s| self.nodes.reserved_by(s) == Some(&holder))
+                            })
+                        });
+                if !hold_intact {
+                    self.unreserve(app_id, id);
+                    let nodes = &self.nodes;
+                    let total = |s: usize| {
+                        nodes
+                            .get(s)
+                            .filter(|n| n.schedulable)
+                            .map(|n| n.total.clone())
+                    };
+                    let not_others = |s: usize| nodes.reserved_by(s).is_none();
+                    if let Plan::Fits(assign) = plan(nodes, &units, &params, &total, &not_others) {
+                        let slots: BTreeSet<usize> = assign.iter().map(|(_, s, _)| *s).collect();
+                        let mut names = Vec::new();
+                        for s in &slots {
+                            self.nodes.reserve(*s, Some(holder.clone()));
+                            if let Some(n) = self.nodes.get(*s) {
+                                names.push(n.id.clone());
+                            }
+                        }
+                        for q in self.tree.path_up(leaf).collect::<Vec<_>>() {
+                            self.tree.queues[q].reserved.add_assign(&need);
+                        }
+                        if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id))
+                        {
+                            g.reserved = names;
+                            g.reserved_need = need.clone();
+                        }
+                    }
+                }
+                if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {
+                    g.phase = if g.reserved.is_empty() {
+                        GangPhase::Pending
+                    } else {
+                        GangPhase::Reserved
+                    };
+                    g.size = units.len() as u32;
+                    g.diagnostics = describe(&units, &params, placed, &g.reserved);
+                    if !fits_now {
+                        g.diagnostics
+                            .push_str("; its queue must first drain below its maximum");
+                    }
+                }
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! Applications in the scheduler: admission into a leaf, activation (`max-parallel-apps`, the AM resource limit, YARN's waiting diagnostics), moves, priorities and reconfiguration, and the user and queue limits the pass applies.
+//!
+//! Must not: place containers (the pass does).
+
+use super::*;
+
+impl Scheduler {
+    /// Registers an application in `leaf` (an index from [`QueueTree::leaf`]). Returns the
+    /// applications activated as a result (possibly including this one).
+    pub fn add_app(
+        &mut self,
+        id: ApplicationId,
+        leaf: usize,
+        user: &str,
+        priority: i32,
+        submit_seq: u64,
+        am_resource: Resource,
+    ) -> Vec<ApplicationId> {
+        self.apps.insert(
+            id,
+            SchedApp {
+                queue: leaf,
+                user: user.to_string(),
+                priority,
+                submit_seq,
+                asks: BTreeMap::new(),
+                used: Resource::zero(),
+                containers: 0,
+                am_resource,
+                active: false,
+                gangs: BTreeMap::new(),
+                order: None,
+            },
+        );
+        let q = &mut self.tree.queues[leaf];
+        q.apps.insert(id);
+        q.waiting.insert((submit_seq, id));
+        q.users.entry(user.to_string()).or_default().pending_apps += 1;
+        self.try_activate(leaf)
+    }
+
+    /// Forgets an application (its containers must have been released) and activates the
+    /// next ones its departure makes room for.
+    pub fn remove_app(&mut self, id: &ApplicationId) -> Vec<ApplicationId> {
+        let Some(mut app) = self.apps.remove(id) else {
+            return vec![];
+        };
+        app.asks.clear();
+        self.set_order(id, &mut app, None);
+        let leaf = app.queue;
+        self.detach(id, &app);
+        self.try_activate(leaf)
+    }
+
+    /// Takes an app's membership and AM charge out of its leaf (usage must be zero or moved).
+    pub(super) fn detach(&mut self, id: &ApplicationId, app: &SchedApp) {
+        let q = &mut self.tree.queues[app.queue];
+        q.apps.remove(id);
+        q.waiting.remove(&(app.submit_seq, *id));
+        let mut drop_user = false;
+        if let Some(u) = q.users.get_mut(&app.user) {
+            if app.active {
+                u.active_apps = u.active_apps.saturating_sub(1);
+                u.am_used.sub_assign(&app.am_resource);
+            } else {
+                u.pending_apps = u.pending_apps.saturating_sub(1);
+            }
+            drop_user = u.active_apps == 0 && u.pending_apps == 0 && u.used.is_zero();
+        }
+        if drop_user {
+            q.users.remove(&app.user);
+        }
+        if app.active {
+            q.active_apps = q.active_apps.saturating_sub(1);
+            q.am_used.sub_assign(&app.am_resource);
+        }
+    }
+
+    /// The AM resource limit of a leaf: `maximum-am-resource-percent` of what the queue may
+    /// currently use (its guarantee, or more while it is using more).
+    pub fn am_limit(&self, leaf: usize) -> Resource {
+        let q = &self.tree.queues[leaf];
+        let base = max_each(&q.guaranteed, &q.used);
+        let mut l = scale(&base, q.spec.max_am_resource_percent);
+        l.memory_mb = l.memory_mb.max(self.min_alloc.memory_mb);
+        l.vcores = l.vcores.max(self.min_alloc.vcores);
+        l
+    }
+
+    pub(super) fn max_parallel(&self, leaf: usize) -> Option<u32> {
+        self.tree.queues[leaf]
+            .spec
+            .max_parallel_apps
+            .or(self.conf.max_parallel_apps)
+    }
+
+    pub(super) fn user_max_parallel(&self, user: &str) -> Option<u32> {
+        self.conf
+            .user_max_parallel_apps_for
+            .get(user)
+            .copied()
+            .or(self.conf.user_max_parallel_apps)
+    }
+
+    /// Why a waiting application is not active yet, in YARN's words; None if it is active.
+    pub fn waiting_reason(&self, id: &ApplicationId) -> Option<String> {
+        let app = self.apps.get(id)?;
+        if app.active {
+            return None;
+        }
+        let q = &self.tree.queues[app.queue];
+        if let Some(m) = self.max_parallel(app.queue) {
+            if q.active_apps as u64 >= u64::from(m) {
+                return Some(format!(
+                    "Application is added to the scheduler and is not yet activated. Queue's max-parallel-apps ({m}) reached: {} running in {}",
+                    q.active_apps, q.spec.path
+                ));
+            }
+        }
+        if let Some(m) = self.user_max_parallel(&app.user) {
+            let active = q.users.get(&app.user).map(|u| u.active_apps).unwrap_or(0);
+            if active as u64 >= u64::from(m) {
+                return Some(format!(
+                    "Application is added to the scheduler and is not yet activated. User {}'s max-parallel-apps ({m}) reached",
+                    app.user
+                ));
+            }
+        }
+        Some(format!(
+            "Application is added to the scheduler and is not yet activated. Queue's AM resource limit exceeded. Details : AM Partition = <DEFAULT_PARTITION>; AM Resource Request = {}; Queue Resource Limit for AM = {}; Queue AM Resource Usage = {};",
+            app.am_resource,
+            self.am_limit(app.queue),
+            q.am_used
+        ))
+    }
+
+    /// Activates waiting applications of `leaf` in submission order while the limits allow:
+    /// max-parallel-apps (queue, then user) and the AM resource limit (at least one AM may
+    /// always run, as in YARN).
+    pub(super) fn try_activate(&mut self, leaf: usize) -> Vec<ApplicationId> {
+        let mut out = Vec::new();
+        let waiting: Vec<(u64, ApplicationId)> =
+            self.tree.queues[leaf].waiting.iter().copied().collect();
+        for (seq, id) in waiting {
+            let Some(app) = self.apps.get(&id) else {
+                continue;
+            };
+            let q = &self.tree.queues[leaf];
+            if let Some(m) = self.max_parallel(leaf) {
+                if q.active_apps as u64 >= u64::from(m) {
+                    break;
+                }
+            }
+            if let Some(m) = self.user_max_parallel(&app.user) {
+                let active = q.users.get(&app.user).map(|u| u.active_apps).unwrap_or(0);
+                if active as u64 >= u64::from(m) {
+                    continue;
+                }
+            }
+            if q.active_apps > 0 {
+                let after = q.am_used.plus(&app.am_resource);
+                if !within(self.conf.calculator, &after, &self.am_limit(leaf)) {
+                    break;
+                }
+            }
+            let am = app.am_resource.clone();
+            let user = app.user.clone();
+            let q = &mut self.tree.queues[leaf];
+            q.waiting.remove(&(seq, id));
+            q.active_apps += 1;
+            q.am_used.add_assign(&am);
+            let u = q.users.entry(user).or_default();
+            u.pending_apps = u.pending_apps.saturating_sub(1);
+            u.active_apps += 1;
+            u.am_used.add_assign(&am);
+            if let Some(a) = self.apps.get_mut(&id) {
+                a.active = true;
+            }
+            self.refresh_order(&id);
+            out.push(id);
+        }
+        out
+    }
+
+    /// Moves an application to another leaf with its usage (YARN's move).
+    pub fn move_app(&mut self, id: &ApplicationId, leaf: usize) {
+        let Some(mut app) = self.apps.remove(id) else {
+            return;
+        };
+        let old = app.queue;
+        self.set_order(id, &mut app, None);
+        let used = app.used.clone();
+        for q in self.tree.path_up(old).collect::<Vec<_>>() {
+            self.tree.queues[q].used.sub_assign(&used);
+            self.tree.queues[q].num_containers = self.tree.queues[q]
+                .num_containers
+                .saturating_sub(app.containers);
+        }
+        if let Some(u) = self.tree.queues[old].users.get_mut(&app.user) {
+            u.used.sub_assign(&used);
+        }
+        self.detach(id, &app);
+        app.queue = leaf;
+        for q in self.tree.path_up(leaf).collect::<Vec<_>>() {
+            self.tree.queues[q].used.add_assign(&used);
+            self.tree.queues[q].num_containers += app.containers;
+        }
+        let nq = &mut self.tree.queues[leaf];
+        nq.apps.insert(*id);
+        let u = nq.users.entry(app.user.clone()).or_default();
+        u.used.add_assign(&used);
+        if app.active {
+            u.active_apps += 1;
+            u.am_used.add_assign(&app.am_resource);
+            nq.active_apps += 1;
+            nq.am_used.add_assign(&app.am_resource);
+        } else {
+            u.pending_apps += 1;
+            nq.waiting.insert((app.submit_seq, *id));
+        }
+        self.apps.insert(*id, app);
+        self.refresh_order(id);
+        self.try_activate(old);
+        self.try_activate(leaf);
+    }
+
+    pub fn set_priority(&mut self, id: &ApplicationId, priority: i32) {
+        if let Some(a) = self.apps.get_mut(id) {
+            a.priority = priority;
+        }
+        self.refresh_order(id);
+    }
+
+    /// Replaces the configuration: the tree is rebuilt and every application re-attached to
+    /// its leaf by path with its usage. The caller has checked that every application's leaf
+    /// still exists. Returns applications activated by the new limits.
+    pub fn reconfigure(
+        &mut self,
+        conf: SchedulerConf,
+        app_leaves: &BTreeMap<ApplicationId, String>,
+    ) -> Vec<ApplicationId> {
+        let old_tree = std::mem::replace(&mut self.tree, QueueTree::build(&conf.root));
+        self.conf = conf;
+        self.demand = vec![0; self.tree.queues.len()];
+        self.active_users.clear();
+        self.recompute();
+        let ids: Vec<ApplicationId> = self.apps.keys().copied().collect();
+        let mut touched = BTreeSet::new();
+        for id in ids {
+            let Some(mut app) = self.apps.remove(&id) else {
+                continue;
+            };
+            let path = app_leaves
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| old_tree.queues[app.queue].spec.path.clone());
+            let Some(leaf) = self.tree.leaf(&path) else {
+                // Unreachable when the caller validated; keep the app out of scheduling.
+                continue;
+            };
+            app.queue = leaf;
+            app.order = None;
+            touched.insert(leaf);
+            for q in self.tree.path_up(leaf).collect::<Vec<_>>() {
+                self.tree.queues[q].used.add_assign(&app.used);
+                self.tree.queues[q].num_containers += app.containers;
+            }
+            let q = &mut self.tree.queues[leaf];
+            q.apps.insert(id);
+            let u = q.users.entry(app.user.clone()).or_default();
+            u.used.add_assign(&app.used);
+            if app.active {
+                u.active_apps += 1;
+                u.am_used.add_assign(&app.am_resource);
+                q.active_apps += 1;
+                q.am_used.add_assign(&app.am_resource);
+            } else {
+                u.pending_apps += 1;
+                q.waiting.insert((app.submit_seq, id));
+            }
+            self.apps.insert(id, app);
+            self.refresh_order(&id);
+        }
+        touched
+            .into_iter()
+            .flat_map(|l| self.try_activate(l))
+            .collect()
+    }
+
+    /// YARN's user limit in a leaf for a user about to take `ask`: the larger of an equal
+    /// share among active users and `minimum-user-limit-percent` of the queue's current
+    /// capacity, capped by `user-limit-factor` x the guarantee (-1: the queue maximum), and
+    /// never below one minimum allocation.
+    pub fn user_limit(&self, leaf: usize, ask: &Resource) -> Resource {
+        let q = &self.tree.queues[leaf];
+        let calc = self.conf.calculator;
+        let current = if !q.guaranteed.is_zero() && within(calc, &q.used, &q.guaranteed) {
+            q.guaranteed.clone()
+        } else {
+            min_each(&q.used.plus(ask), &q.maximum)
+        };
+        let active = self
+            .active_users
+            .range((leaf, String::new())..)
+            .take_while(|((l, _), _)| *l == leaf)
+            .count()
+            .max(1);
+        let equal = scale(&current, 1.0 / active as f64);
+        let floor = scale(&current, q.spec.minimum_user_limit_percent / 100.0);
+        let limit = max_each(&equal, &floor);
+        let cap = if q.spec.user_limit_factor < 0.0 {
+            q.maximum.clone()
+        } else {
+            scale(&q.guaranteed, q.spec.user_limit_factor)
+        };
+        let mut l = min_each(&limit, &cap);
+        l.memory_mb = l.memory_mb.max(self.min_alloc.memory_mb);
+        l.vcores = l.vcores.max(self.min_alloc.vcores);
+        l
+    }
+
+    /// The first queue from `leaf` up whose maximum `ask` would exceed, or None if it fits.
+    pub(super) fn queue_blocking(&self, leaf: usize, ask: &Resource) -> Option<usize> {
+        let calc = self.conf.calculator;
+        self.tree.path_up(leaf).find(|q| {
+            let queue = &self.tree.queues[*q];
+            !within(
+                calc,
+                &queue.used.plus(&queue.reserved).plus(ask),
+                &queue.maximum,
+            )
+        })
+    }
+}

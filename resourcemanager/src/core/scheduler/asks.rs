@@ -1,0 +1,165 @@
+//! Outstanding asks per application and the demand and usage bookkeeping they drive: ask table, application order keys, pending counts by shape, and charging or releasing resources on nodes, applications, users and queues.
+
+use super::*;
+
+impl Scheduler {
+    /// Replaces the desired state for one key; nothing wanted anywhere removes it.
+    pub fn set_ask(&mut self, app: &ApplicationId, key: AskKey, ask: Ask) {
+        let Some(a) = self.apps.get_mut(app) else {
+            return;
+        };
+        let old = if ask.any == 0 && !ask.has_hosts() {
+            a.asks.remove(&key)
+        } else {
+            let (cap, n, solo) = (ask.capability.clone(), ask.any, ask.gang.is_none());
+            let old = a.asks.insert(key, ask);
+            if solo {
+                self.count_shape(&cap, n, true);
+            }
+            old
+        };
+        if let Some(o) = old.filter(|o| o.gang.is_none()) {
+            self.count_shape(&o.capability, o.any, false);
+        }
+        self.refresh_order(app);
+    }
+
+    pub fn ask(&self, app: &ApplicationId, key: &AskKey) -> Option<&Ask> {
+        self.apps.get(app).and_then(|a| a.asks.get(key))
+    }
+
+    pub fn clear_asks(&mut self, app: &ApplicationId) {
+        let asks = match self.apps.get_mut(app) {
+            Some(a) => std::mem::take(&mut a.asks),
+            None => return,
+        };
+        for ask in asks.into_values().filter(|a| a.gang.is_none()) {
+            self.count_shape(&ask.capability, ask.any, false);
+        }
+        self.release_reservations(app);
+        self.refresh_order(app);
+    }
+
+    /// Re-files an application in its leaf's serving order (or out of it).
+    pub(super) fn refresh_order(&mut self, id: &ApplicationId) {
+        let Some(mut app) = self.apps.remove(id) else {
+            return;
+        };
+        let key = if app.active && !app.asks.is_empty() {
+            Some(match self.tree.queues[app.queue].spec.ordering {
+                OrderingPolicy::Fifo => (-i64::from(app.priority), app.submit_seq),
+                OrderingPolicy::Fair => {
+                    let share = ratio(self.conf.calculator, &app.used, &self.nodes.cluster);
+                    let scaled = if share.is_finite() {
+                        (share * 1e9) as i64
+                    } else {
+                        i64::MAX
+                    };
+                    (scaled, app.submit_seq)
+                }
+            })
+        } else {
+            None
+        };
+        self.set_order(id, &mut app, key);
+        self.apps.insert(*id, app);
+    }
+
+    pub(super) fn set_order(
+        &mut self,
+        id: &ApplicationId,
+        app: &mut SchedApp,
+        key: Option<(i64, u64)>,
+    ) {
+        if app.order == key {
+            return;
+        }
+        let leaf = app.queue;
+        if let Some(old) = app.order.take() {
+            self.tree.queues[leaf]
+                .schedulable
+                .remove(&(old.0, old.1, *id));
+            if key.is_none() {
+                self.bump_demand(leaf, &app.user, false);
+            }
+        } else if key.is_some() {
+            self.bump_demand(leaf, &app.user, true);
+        }
+        if let Some(k) = key {
+            self.tree.queues[leaf].schedulable.insert((k.0, k.1, *id));
+        }
+        app.order = key;
+    }
+
+    pub(super) fn bump_demand(&mut self, leaf: usize, user: &str, up: bool) {
+        for q in self.tree.path_up(leaf).collect::<Vec<_>>() {
+            if up {
+                self.demand[q] += 1;
+            } else {
+                self.demand[q] = self.demand[q].saturating_sub(1);
+            }
+        }
+        let k = (leaf, user.to_string());
+        let e = self.active_users.entry(k.clone()).or_insert(0);
+        if up {
+            *e += 1;
+        } else {
+            *e = e.saturating_sub(1);
+            if *e == 0 {
+                self.active_users.remove(&k);
+            }
+        }
+    }
+
+    /// Accounts a container (placed by a pass, or recovered / re-reported by an NM).
+    pub fn charge(&mut self, app: &ApplicationId, node: &NodeId, r: &Resource) {
+        if let Some(slot) = self.nodes.slot(node) {
+            self.nodes.charge(slot, r);
+        }
+        self.charge_app(app, r, true);
+    }
+
+    /// Gives a finished or released container's resources back.
+    pub fn release(&mut self, app: &ApplicationId, node: &NodeId, r: &Resource) {
+        if let Some(slot) = self.nodes.slot(node) {
+            self.nodes.release(slot, r);
+        }
+        self.charge_app(app, r, false);
+    }
+
+    pub(super) fn charge_app(&mut self, id: &ApplicationId, r: &Resource, up: bool) {
+        let Some(app) = self.apps.get_mut(id) else {
+            return;
+        };
+        let leaf = app.queue;
+        let user = app.user.clone();
+        if up {
+            app.used.add_assign(r);
+            app.containers += 1;
+        } else {
+            app.used.sub_assign(r);
+            app.containers = app.containers.saturating_sub(1);
+        }
+        let mut q = Some(leaf);
+        while let Some(i) = q {
+            let queue = &mut self.tree.queues[i];
+            if up {
+                queue.used.add_assign(r);
+                queue.num_containers += 1;
+            } else {
+                queue.used.sub_assign(r);
+                queue.num_containers = queue.num_containers.saturating_sub(1);
+            }
+            q = queue.parent;
+        }
+        let u = self.tree.queues[leaf].users.entry(user).or_default();
+        if up {
+            u.used.add_assign(r);
+        } else {
+            u.used.sub_assign(r);
+        }
+        if self.tree.queues[leaf].spec.ordering == OrderingPolicy::Fair {
+            self.refresh_order(id);
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! The scheduling pass (`Scheduler::schedule`): pick the most under-served leaf, its next application and ask, a node for it (locality delay, GPU packing), and commit the placement.
+//!
+//! Must not: change an ask or an application's admission except by committing a placement.
+
+use super::*;
+
+impl Scheduler {
+    /// Places as many outstanding asks as fit now, and charges them.
+    pub fn schedule(&mut self) -> Vec<Placement> {
+        let mut out = Vec::new();
+        if self.nodes.is_empty() {
+            return out;
+        }
+        self.stats.passes += 1;
+        let mut excluded = vec![false; self.tree.queues.len()];
+        let mut failed_shapes: Vec<Resource> = Vec::new();
+        let mut blocked_users: BTreeSet<(usize, String)> = BTreeSet::new();
+        while let Some(leaf) = self.pick_leaf(&mut excluded) {
+            self.stats.leaves_served += 1;
+            match self.serve_leaf(leaf, &mut failed_shapes, &mut blocked_users) {
+                Served::Placed(p) => {
+                    self.stats.placements += p.len() as u64;
+                    out.extend(p)
+                }
+                Served::LeafDone => excluded[leaf] = true,
+                Served::PassDone => break,
+            }
+        }
+        out
+    }
+
+    /// Descends from the root to the most under-served leaf with demand not yet excluded.
+    pub(super) fn pick_leaf(&self, excluded: &mut [bool]) -> Option<usize> {
+        let root = self.tree.root();
+        let calc = self.conf.calculator;
+        loop {
+            if excluded[root] || self.demand[root] == 0 {
+                return None;
+            }
+            let mut q = root;
+            loop {
+                let queue = &self.tree.queues[q];
+                if queue.is_leaf() {
+                    return Some(q);
+                }
+                let best = queue
+                    .children
+                    .iter()
+                    .copied()
+                    .filter(|c| !excluded[*c] && self.demand[*c] > 0)
+                    .min_by(|a, b| {
+                        let ka = self.order_key(calc, *a);
+                        let kb = self.order_key(calc, *b);
+                        ka.partial_cmp(&kb).unwrap_or(std::cmp::Ordering::Equal)
+                    });
+                match best {
+                    Some(c) => q = c,
+                    None => {
+                        excluded[q] = true;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Under-served first. A queue below its guarantee is served before any other, the one
+    /// furthest below first (the gap as a share of the cluster): this is what makes
+    /// every queue converge to within one container of its guarantee under saturating
+    /// demand. Queues at or over their guarantee come next, by used over guaranteed (YARN's
+    /// utilization order), then queues without a guarantee by their share of the cluster.
+    /// Ties go to the higher queue priority, then to tree order.
+    pub(super) fn order_key(&self, calc: Calculator, q: usize) -> (u8, f64, i64, usize) {
+        let queue = &self.tree.queues[q];
+        let prio = -i64::from(queue.spec.priority);
+        let cluster = &self.nodes.cluster;
+        if queue.guaranteed.is_zero() {
+            return (2, ratio(calc, &queue.used, cluster), prio, q);
+        }
+        let r = ratio(calc, &queue.used, &queue.guaranteed);
+        if r < 1.0 {
+            // The gap to the guarantee, measured along the queue's dominant dimension and
+            // scaled to the cluster: (1 - used/guaranteed) x guaranteed's share.
+            let gap_share = (1.0 - r) * ratio(calc, &queue.guaranteed, cluster);
+            (0, -gap_share, prio, q)
+        } else {
+            (1, r, prio, q)
+        }
+    }
+
+    /// Places one container for the first servable application of `leaf`. Cheap checks
+    /// come first (a shape already known not to fit), so a full cluster costs little.
+    pub(super) fn serve_leaf(
+        &mut self,
+        leaf: usize,
+        failed_shapes: &mut Vec<Resource>,
+        blocked_users: &mut BTreeSet<(usize, String)>,
+    ) -> Served {
+        let calc = self.conf.calculator;
+        let root = self.tree.root();
+        // Shapes that exceed a maximum of this leaf or one of its parents, in this call.
+        let mut over_max: Vec<Resource> = Vec::new();
+        let mut tried_gangs: BTreeSet<String> = BTreeSet::new();
+        let mut cursor: Option<(i64, u64, ApplicationId)> = None;
+        loop {
+            let next = {
+                let set = &self.tree.queues[leaf].schedulable;
+                match cursor {
+                    None => set.iter().next().copied(),
+                    Some(c) => set
+                        .range((Bound::Excluded(c), Bound::Unbounded))
+                        .next()
+                        .copied(),
+                }
+            };
+            let Some(entry) = next else {
+                return Served::LeafDone;
+            };
+            cursor = Some(entry);
+            self.stats.apps_visited += 1;
+            let app_id = entry.2;
+            // The asks of this app that might be placed, without allocating for the rest.
+            // Gangs first: each is tried whole, once per leaf visit.
+            let gangs: Vec<String> = self
+                .apps
+                .get(&app_id)
+                .map(|a| {
+                    a.asks
+                        .values()
+                        .filter_map(|x| x.gang.clone())
+                        .collect::<BTreeSet<_>>()
+                        .into_iter()
+                        .collect()
+                })
+                .unwrap_or_default();
+            for g in gangs {
+                if tried_gangs.insert(g.clone()) {
+                    self.stats.node_searches += 1;
+                    if let Some(p) = self.try_gang(&app_id, &g, leaf) {
+                        return Served::Placed(p);
+                    }
+                }
+            }
+            let candidates: Vec<(AskKey, Resource, bool)> = match self.apps.get(&app_id) {
+                Some(app) => app
+                    .asks
+                    .iter()
+                    .filter(|(_, a)| a.any > 0 && a.gang.is_none())
+                    .filter(|(_, a)| {
+                        !over_max.iter().any(|s| s.fits_in(&a.capability))
+                            && (a.has_hosts()
+                                || a.has_racks()
+                                || !failed_shapes.iter().any(|s| s.fits_in(&a.capability)))
+                    })
+                    .map(|(k, a)| (*k, a.capability.clone(), a.is_am))
+                    .collect(),
+                None => continue,
+            };
+            if candidates.is_empty() {
+                continue;
+            }
+            let Some(user) = self.apps.get(&app_id).map(|a| a.user.clone()) else {
+                continue;
+            };
+            if blocked_users.contains(&(leaf, user.clone())) {
+                continue;
+            }
+            let user_used = self.tree.queues[leaf]
+                .users
+                .get(&user)
+                .map(|u| u.used.clone())
+                .unwrap_or_default();
+            for (key, cap, is_am) in candidates {
+                if failed_shapes.iter().any(|s| s.fits_in(&cap)) {
+                    continue;
+                }
+                if let Some(q) = self.queue_blocking(leaf, &cap) {
+                    // Over the root's maximum means the cluster itself is full in some
+                    // dimension: no node can take this shape in this pass.
+                    if q == root {
+                        failed_shapes.push(cap.clone());
+                        if self
+                            .shapes
+                            .keys()
+                            .all(|s| failed_shapes.iter().any(|f| f.fits_in(s)))
+                        {
+                            return Served::PassDone;
+                        }
+                    }
+                    over_max.push(cap);
+                    continue;
+                }
+                // AM containers were admitted by the AM limit; the user limit governs the rest.
+                if !is_am && !within(calc, &user_used, &self.user_limit(leaf, &cap)) {
+                    blocked_users.insert((leaf, user.clone()));
+                    break;
+                }
+                self.stats.node_searches += 1;
+                match self.find_node(&app_id, &key) {
+                    Some(slot) => {
+                        return match self.commit(&app_id, &key, slot) {
+                            Some(p) => Served::Placed(vec![p]),
+                            None => Served::LeafDone,
+                        }
+                    }
+                    None => {
+                        self.stats.failed_searches += 1;
+                        let local = self
+                            .apps
+                            .get(&app_id)
+                            .and_then(|a| a.asks.get(&key))
+                            .is_some_and(|a| a.has_hosts() || a.has_racks());
+                        if !local {
+                            failed_shapes.push(cap);
+                            if self
+                                .shapes
+                                .keys()
+                                .all(|s| failed_shapes.iter().any(|f| f.fits_in(s)))
+                            {
+                                return Served::PassDone;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A node for an ask, honouring locality with delay scheduling: host-local while fewer
+    /// than `node-locality-delay` opportunities were missed, rack-local for
+    /// `rack-locality-additional-delay` more (-1: as many again), then anywhere if allowed.
+    pub(super) fn find_node(&mut self, app: &ApplicationId, key: &AskKey) -> Option<usize> {
+        let node_delay = self.conf.node_locality_delay;
+        let rack_delay = if self.conf.rack_locality_additional_delay < 0 {
+            node_delay
+        } else {
+            self.conf.rack_locality_additional_delay as u32
+        };
+        let ask = self.apps.get(app)?.asks.get(key)?;
+        let cap = &ask.capability;
+        if !ask.has_hosts() && !ask.has_racks() {
+            return self.nodes.find_any(cap);
+        }
+        let hosts = ask.hosts.iter().filter(|(_, c)| **c > 0).map(|(h, _)| h);
+        if let Some(s) = self.nodes.find_on_hosts(hosts, cap) {
+            return Some(s);
+        }
+        let missed = ask.missed;
+        let mut found = None;
+        if ask.has_racks() && (missed >= node_delay || !ask.has_hosts()) {
+            let racks = ask.racks.iter().filter(|(_, c)| **c > 0).map(|(r, _)| r);
+            found = self.nodes.find_in_racks(racks, cap);
+        }
+        if found.is_none() && ask.relax_locality && missed >= node_delay.saturating_add(rack_delay)
+        {
+            found = self.nodes.find_any(cap);
+        }
+        if found.is_none() {
+            if let Some(a) = self.apps.get_mut(app).and_then(|a| a.asks.get_mut(key)) {
+                a.missed = a.missed.saturating_add(1);
+            }
+        }
+        found
+    }
+
+    pub(super) fn commit(
+        &mut self,
+        app_id: &ApplicationId,
+        key: &AskKey,
+        slot: usize,
+    ) -> Option<Placement> {
+        let node = self.nodes.get(slot)?;
+        let (node_id, host, rack) = (node.id.clone(), node.host.clone(), node.rack.clone());
+        let app = self.apps.get_mut(app_id)?;
+        let ask = app.asks.get_mut(key)?;
+        let resource = ask.capability.clone();
+        let is_am = ask.is_am;
+        let gang = ask.gang.clone();
+        let had = ask.any;
+        ask.any = ask.any.saturating_sub(1);
+        ask.missed = 0;
+        if let Some(c) = ask.hosts.get_mut(&host) {
+            *c = c.saturating_sub(1);
+        }
+        if let Some(c) = ask.racks.get_mut(&rack) {
+            *c = c.saturating_sub(1);
+        }
+        if ask.any == 0 {
+            app.asks.remove(key);
+        }
+        if had > 0 && gang.is_none() {
+            self.count_shape(&resource, 1, false);
+        }
+        self.nodes.charge(slot, &resource);
+        self.charge_app(app_id, &resource, true);
+        self.refresh_order(app_id);
+        Some(Placement {
+            app: *app_id,
+            key: *key,
+            node: node_id,
+            resource,
+            is_am,
+            gang,
+        })
+    }
+}
