@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use spindle_common::config::keys;
 use spindle_common::time::now_ms;
 use tokio::sync::{watch, Notify};
 use tracing::{info, warn};
@@ -53,8 +54,10 @@ impl Default for HealthConfig {
         Self {
             script: None,
             script_opts: Vec::new(),
-            script_interval: Duration::from_millis(600_000),
-            script_timeout: Duration::from_millis(1_200_000),
+            script_interval: Duration::from_millis(keys::DEFAULT_NM_HEALTH_CHECKER_INTERVAL_MS),
+            script_timeout: Duration::from_millis(
+                keys::DEFAULT_NM_HEALTH_CHECKER_SCRIPT_TIMEOUT_MS,
+            ),
             disks: DiskCheckConfig::default(),
         }
     }
@@ -63,11 +66,11 @@ impl Default for HealthConfig {
 impl Default for DiskCheckConfig {
     fn default() -> Self {
         Self {
-            enabled: true,
-            interval: Duration::from_millis(120_000),
-            min_healthy_fraction: 0.25,
-            max_utilization_percent: 90.0,
-            min_free_mb: 0,
+            enabled: keys::DEFAULT_NM_DISK_CHECKER_ENABLE,
+            interval: Duration::from_millis(keys::DEFAULT_NM_DISK_CHECKER_INTERVAL_MS),
+            min_healthy_fraction: keys::DEFAULT_NM_DISK_CHECKER_MIN_HEALTHY,
+            max_utilization_percent: keys::DEFAULT_NM_DISK_CHECKER_MAX_UTILIZATION,
+            min_free_mb: keys::DEFAULT_NM_DISK_CHECKER_MIN_FREE_MB,
         }
     }
 }

@@ -116,19 +116,21 @@ pub const DEFAULT_CGROUP_HIERARCHY: &str =
     spindle_common::config::keys::DEFAULT_NM_CGROUPS_HIERARCHY;
 /// Default `pids.max` of a container: generous for training jobs with many data-loader
 /// workers, small enough to stop a fork bomb from taking the node's pid space.
-pub const DEFAULT_PIDS_LIMIT: u64 = 4096;
+pub const DEFAULT_PIDS_LIMIT: u64 =
+    spindle_common::config::keys::DEFAULT_SPINDLE_NM_CONTAINER_PIDS_LIMIT;
 /// YARN's `yarn.nodemanager.container-monitor.interval-ms` default.
-pub const DEFAULT_MONITOR_INTERVAL_MS: u64 = 3000;
+pub const DEFAULT_MONITOR_INTERVAL_MS: u64 =
+    spindle_common::config::keys::DEFAULT_NM_CONTAINER_MONITOR_INTERVAL_MS;
 
 impl Default for IsolationConfig {
     fn default() -> Self {
         Self {
-            cgroups_enabled: true,
+            cgroups_enabled: spindle_common::config::keys::DEFAULT_SPINDLE_NM_CGROUPS_ENABLED,
             hierarchy: DEFAULT_CGROUP_HIERARCHY.to_string(),
-            strict_cpu: false,
+            strict_cpu: spindle_common::config::keys::DEFAULT_NM_CGROUPS_STRICT_RESOURCE_USAGE,
             pids_limit: DEFAULT_PIDS_LIMIT,
             monitor_interval: std::time::Duration::from_millis(DEFAULT_MONITOR_INTERVAL_MS),
-            pmem_check: true,
+            pmem_check: spindle_common::config::keys::DEFAULT_NM_PMEM_CHECK_ENABLED,
             device_isolation: DeviceIsolation::Auto,
             mount_path: None,
         }

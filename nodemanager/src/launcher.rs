@@ -43,7 +43,7 @@ use std::fs;
 use std::future::Future;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 
 use nix::errno::Errno;
@@ -60,7 +60,10 @@ use crate::cgroups::{CgroupError, Cgroups, Layout};
 use crate::containers::ProcessExit;
 use crate::isolation::{proctree, IsolationConfig};
 
+mod localize;
 mod spawn;
+use localize::localize;
+pub use localize::{resource_source, resource_target};
 pub use spawn::{Gate, GATE_ABANDONED_EXIT};
 
 /// The name of the exit-code file the wrapper writes in the work dir.
@@ -778,99 +781,6 @@ pub fn proc_start_ticks(pid: i32) -> Option<u64> {
     proc_stat(pid).and_then(|(_, t)| t)
 }
 
-/// The source path of a local resource: a `file://` URL (host empty or `localhost`) or an
-/// absolute path. Anything else is refused: Spindle has no distributed file system.
-pub fn resource_source(url: &str) -> Result<PathBuf, String> {
-    let path = if let Some(rest) = url.strip_prefix("file://") {
-        let rest = rest.strip_prefix("localhost").unwrap_or(rest);
-        if !rest.starts_with('/') {
-            return Err(format!(
-                "resource URL '{url}' names a remote host; only local files can be localized"
-            ));
-        }
-        rest.to_string()
-    } else if let Some(rest) = url.strip_prefix("file:") {
-        rest.to_string()
-    } else if url.starts_with('/') {
-        return Ok(PathBuf::from(url));
-    } else {
-        return Err(format!(
-            "resource URL '{url}' is not supported: expected file:// or an absolute path"
-        ));
-    };
-    if !path.starts_with('/') {
-        return Err(format!("resource URL '{url}' is not an absolute file path"));
-    }
-    let decoded = urlencoding::decode(&path)
-        .map_err(|_| format!("resource URL '{url}' is not valid percent-encoded UTF-8"))?;
-    Ok(PathBuf::from(decoded.into_owned()))
-}
-
-/// A resource key must name a place inside the work dir.
-/// Where local resource `key` goes in `work_dir`; an error names a key that is not a plain
-/// relative path (empty, absolute, or with `..`).
-pub fn resource_target(work_dir: &Path, key: &str) -> Result<PathBuf, String> {
-    let rel = Path::new(key);
-    if key.is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
-        return Err(format!(
-            "local resource name '{key}' must be a relative path without '..'"
-        ));
-    }
-    Ok(work_dir.join(rel))
-}
-
-fn localize(work_dir: &Path, key: &str, res: &LocalResourceInfo) -> Result<(), LaunchError> {
-    let kind = res.kind.to_ascii_uppercase();
-    if !(kind.is_empty() || kind == "FILE") {
-        return Err(LaunchError::Localization(format!(
-            "local resource '{key}': type {} is not supported (only FILE)",
-            res.kind
-        )));
-    }
-    let src = resource_source(&res.resource)
-        .map_err(|m| LaunchError::Localization(format!("local resource '{key}': {m}")))?;
-    let dst = resource_target(work_dir, key).map_err(LaunchError::Localization)?;
-    let meta = fs::metadata(&src).map_err(|e| {
-        LaunchError::Localization(format!(
-            "local resource '{key}': cannot read {}: {e}",
-            src.display()
-        ))
-    })?;
-    if let Some(parent) = dst.parent() {
-        fs::create_dir_all(parent).map_err(io_err("create directory", parent))?;
-    }
-    if meta.is_dir() {
-        copy_dir(&src, &dst)
-    } else {
-        // fs::copy keeps the permission bits, so executables stay executable.
-        fs::copy(&src, &dst).map(|_| ()).map_err(|e| {
-            LaunchError::Localization(format!(
-                "local resource '{key}': cannot copy {}: {e}",
-                src.display()
-            ))
-        })
-    }
-}
-
-fn copy_dir(src: &Path, dst: &Path) -> Result<(), LaunchError> {
-    fs::create_dir_all(dst).map_err(io_err("create directory", dst))?;
-    let perms = fs::metadata(src)
-        .map_err(io_err("read", src))?
-        .permissions();
-    for entry in fs::read_dir(src).map_err(io_err("read directory", src))? {
-        let entry = entry.map_err(io_err("read directory", src))?;
-        let from = entry.path();
-        let to = dst.join(entry.file_name());
-        let ft = entry.file_type().map_err(io_err("read", &from))?;
-        if ft.is_dir() {
-            copy_dir(&from, &to)?;
-        } else {
-            fs::copy(&from, &to).map_err(io_err("copy", &from))?;
-        }
-    }
-    fs::set_permissions(dst, perms).map_err(io_err("set permissions on", dst))
-}
-
 /// The last `max` bytes of a file, lossily decoded; empty if unreadable.
 pub fn file_tail(path: &Path, max: u64) -> String {
     let Ok(mut f) = fs::File::open(path) else {
@@ -903,127 +813,4 @@ pub fn expand_placeholders(s: &str, log_dir: &Path) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::PermissionsExt;
-
-    #[test]
-    fn resource_urls() {
-        assert_eq!(
-            resource_source("file:///a/b").unwrap(),
-            PathBuf::from("/a/b")
-        );
-        assert_eq!(
-            resource_source("file://localhost/a%20b").unwrap(),
-            PathBuf::from("/a b")
-        );
-        assert_eq!(resource_source("file:/x").unwrap(), PathBuf::from("/x"));
-        assert_eq!(resource_source("/abs").unwrap(), PathBuf::from("/abs"));
-        assert!(resource_source("hdfs://nn/x")
-            .unwrap_err()
-            .contains("not supported"));
-        assert!(resource_source("file://other/x")
-            .unwrap_err()
-            .contains("remote host"));
-        assert!(resource_source("rel/x").is_err());
-        let w = Path::new("/w");
-        assert_eq!(resource_target(w, "a/b").unwrap(), PathBuf::from("/w/a/b"));
-        for bad in ["", "../x", "/abs", "a/../../b", "."] {
-            assert!(resource_target(w, bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn plain_commands_are_exec_d_directly_and_shell_syntax_is_not() {
-        assert_eq!(
-            plain_argv("/usr/bin/sleep 10", false),
-            Some(vec!["/usr/bin/sleep", "10"])
-        );
-        assert_eq!(
-            plain_argv("python3 train.py --lr 0.1", true),
-            Some(vec!["python3", "train.py", "--lr", "0.1"])
-        );
-        assert_eq!(
-            plain_argv("python3 train.py", false),
-            None,
-            "no PATH: leave it to bash"
-        );
-        assert_eq!(
-            plain_argv("exec /bin/prog a", false),
-            Some(vec!["/bin/prog", "a"])
-        );
-        assert_eq!(
-            plain_argv("exec python3 t.py --lr=0.1", true),
-            Some(vec!["python3", "t.py", "--lr=0.1"])
-        );
-        for shell in [
-            "echo hi",
-            "exit 3",
-            "a=1 prog",
-            "prog > out",
-            "prog | x",
-            "prog; y",
-            "p $X",
-            "p \"a b\"",
-            "./spindle am",
-            "p *.txt",
-            "cd /tmp",
-            "p 'a'",
-            "p && q",
-        ] {
-            assert_eq!(plain_argv(shell, true), None, "{shell}");
-        }
-    }
-
-    #[test]
-    fn placeholders() {
-        let s = expand_placeholders("x 1><LOG_DIR>/stdout {{HOME}} a<CPS>b {{", Path::new("/l"));
-        assert_eq!(s, "x 1>/l/stdout $HOME a:b {{");
-    }
-
-    #[test]
-    fn localization_copies_with_mode_and_refuses_missing() {
-        let d = tempfile::tempdir().unwrap();
-        let src = d.path().join("tool.sh");
-        fs::write(&src, "echo hi").unwrap();
-        fs::set_permissions(&src, fs::Permissions::from_mode(0o755)).unwrap();
-        let work = d.path().join("work");
-        fs::create_dir_all(&work).unwrap();
-        let res = LocalResourceInfo {
-            resource: format!("file://{}", src.display()),
-            kind: "FILE".into(),
-            ..Default::default()
-        };
-        localize(&work, "bin/tool.sh", &res).unwrap();
-        let mode = fs::metadata(work.join("bin/tool.sh"))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o755);
-        let missing = LocalResourceInfo {
-            resource: "/no/such/file".into(),
-            ..Default::default()
-        };
-        let e = localize(&work, "m", &missing).unwrap_err();
-        assert!(e.is_localization());
-        assert!(e.to_string().contains("/no/such/file"), "{e}");
-    }
-
-    #[test]
-    fn tails_and_proc_stat() {
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("f");
-        fs::write(&p, "0123456789").unwrap();
-        assert_eq!(file_tail(&p, 4), "6789");
-        assert_eq!(file_tail(&p, 100), "0123456789");
-        assert_eq!(file_tail(&d.path().join("none"), 4), "");
-        let me = std::process::id() as i32;
-        let ticks = proc_start_ticks(me);
-        assert!(ticks.is_some());
-        let ex = ProcessExecutor::new();
-        assert!(ex.is_alive(me, ticks));
-        assert!(!ex.is_alive(me, ticks.map(|t| t + 1)));
-        assert!(!ex.is_alive(0, None));
-        assert!(!ex.is_alive(1, None));
-    }
-}
+mod tests;

@@ -17,9 +17,14 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use spindle_common::ids::{ApplicationId, ContainerId, NodeId};
 use spindle_common::records::exception::ExceptionKind;
+use spindle_common::records::nm::{
+    AssignedDeviceJson, AssignedGpuDeviceJson, ContainerLogFileInfo, ContainerLogsBody,
+    ContainerLogsInfo, DeviceJson, DeviceResourceInfo, FreePort, GpuDeviceInfoJson, GpuDeviceJson,
+    GpuMemoryUsageJson, GpuResourceInfo, GpuTemperatureJson, GpuUtilizationsJson, PerGpuJson,
+};
 use spindle_common::records::node::{
     LaunchHold, NmAppBody, NmAppInfo, NmApps, NmAppsBody, NmContainerBody, NmContainerInfo,
     NmContainers, NmContainersBody, NmNodeInfo, NodeInfoBody, ReleaseContainersRequest,
@@ -428,121 +433,8 @@ async fn metrics(State(s): State<RestState>) -> Result<impl IntoResponse, ApiErr
 }
 
 // ---------------------------------------------------------------------------------------
-// Resource plugins (`/ws/v1/node/resources/{resourcename}`)
-//
-// YARN 3.3/3.4 (Jersey 1 + Jackson bean names) answers the GPU plugin with
-// `NMGpuResourceInfo` unwrapped: `{gpuDeviceInformation, totalGpuDevices, assignedGpuDevices}`;
-// other device plugins with `NMDeviceResourceInfo` `{totalDevices, assignedDevices}`; and an
-// empty `{}` for a name no plugin manages. Spindle's additions are optional fields with new
-// names (`cudaVersion`, `pciBusId`, `discoveryProblems`), never renames.
-
-/// YARN's `NMGpuResourceInfo`.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct GpuResourceInfo {
-    gpu_device_information: Option<GpuDeviceInfoJson>,
-    total_gpu_devices: Vec<GpuDeviceJson>,
-    assigned_gpu_devices: Vec<AssignedGpuDeviceJson>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    discovery_problems: Vec<String>,
-}
-
-/// YARN's `GpuDeviceInformation`.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct GpuDeviceInfoJson {
-    gpus: Vec<PerGpuJson>,
-    driver_version: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cuda_version: Option<String>,
-}
-
-/// YARN's `PerGpuDeviceInformation` ("N/A" and -1 where unknown, as YARN's defaults).
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct PerGpuJson {
-    product_name: String,
-    uuid: String,
-    minor_number: i64,
-    gpu_utilizations: GpuUtilizationsJson,
-    gpu_memory_usage: GpuMemoryUsageJson,
-    temperature: GpuTemperatureJson,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pci_bus_id: Option<String>,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct GpuUtilizationsJson {
-    overall_gpu_utilization: f32,
-}
-
-#[derive(Debug, Serialize)]
-struct GpuMemoryUsageJson {
-    #[serde(rename = "usedMemoryMiB")]
-    used: i64,
-    #[serde(rename = "availMemoryMiB")]
-    avail: i64,
-    #[serde(rename = "totalMemoryMiB")]
-    total: i64,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct GpuTemperatureJson {
-    current_gpu_temp: f32,
-    max_gpu_temp: f32,
-    slow_threshold_gpu_temp: f32,
-}
-
-/// YARN's `GpuDevice`.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct GpuDeviceJson {
-    index: u32,
-    minor_number: u32,
-}
-
-/// YARN's `AssignedGpuDevice`.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct AssignedGpuDeviceJson {
-    index: u32,
-    minor_number: u32,
-    container_id: String,
-}
-
-/// YARN's `NMDeviceResourceInfo`.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct DeviceResourceInfo {
-    total_devices: Vec<DeviceJson>,
-    assigned_devices: Vec<AssignedDeviceJson>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    discovery_problems: Vec<String>,
-}
-
-/// YARN's `Device` (plugin API).
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct DeviceJson {
-    id: u32,
-    dev_path: String,
-    major_number: u32,
-    minor_number: u32,
-    #[serde(rename = "busID")]
-    bus_id: String,
-    #[serde(rename = "healthy")]
-    is_healthy: bool,
-    status: String,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct AssignedDeviceJson {
-    container_id: String,
-    device: DeviceJson,
-}
+// Resource plugins (`/ws/v1/node/resources/{resourcename}`); the bodies' shapes (YARN's
+// `NMGpuResourceInfo`, `NMDeviceResourceInfo`) are in `spindle_common::records::nm`.
 
 fn device_json(d: &crate::plugins::Device) -> DeviceJson {
     DeviceJson {
@@ -674,37 +566,8 @@ async fn free_port() -> Result<Json<FreePort>, ApiError> {
     Ok(Json(FreePort { port }))
 }
 
-#[derive(Debug, Serialize)]
-struct FreePort {
-    port: u16,
-}
-
 // ---------------------------------------------------------------------------------------
 // Logs
-
-#[derive(Debug, Serialize)]
-struct ContainerLogsBody {
-    #[serde(rename = "containerLogsInfo")]
-    container_logs_info: ContainerLogsInfo,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ContainerLogsInfo {
-    container_log_info: Vec<ContainerLogFileInfo>,
-    log_aggregation_type: &'static str,
-    container_id: String,
-    node_id: String,
-}
-
-/// YARN's `ContainerLogFileInfo`; YARN writes size and time as strings, and so do we.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ContainerLogFileInfo {
-    file_name: String,
-    file_size: String,
-    last_modified_time: String,
-}
 
 /// The log files of a container, or None (404) if it is unknown and has no logs on disk.
 async fn log_files(s: &RestState, id: ContainerId) -> Result<Option<Vec<logs::LogFile>>, ApiError> {
@@ -733,7 +596,7 @@ async fn log_list(
                     last_modified_time: logs::format_time(f.modified_ms),
                 })
                 .collect(),
-            log_aggregation_type: "LOCAL",
+            log_aggregation_type: "LOCAL".to_string(),
             container_id: id.to_string(),
             node_id: s.0.node_id.to_string(),
         },

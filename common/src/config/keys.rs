@@ -202,6 +202,119 @@ pub const DEFAULT_NM_CGROUPS_HIERARCHY: &str = "/spindle";
 pub const NM_CGROUPS_MOUNT_PATH: &str =
     "yarn.nodemanager.linux-container-executor.cgroups.mount-path";
 
+// ---- NodeManager: keys its `config` module used to spell itself. Their defaults are not
+// (yet) in `DEFAULTS` below: listing them there would change what a `${key}` reference to an
+// unset key expands to.
+
+/// Whether a stopped NM leaves its containers running for the next NM to re-adopt.
+pub const NM_RECOVERY_ENABLED: &str = "yarn.nodemanager.recovery.enabled";
+pub const DEFAULT_NM_RECOVERY_ENABLED: bool = false;
+/// NM environment variables a container inherits unless its launch context sets them.
+pub const NM_ENV_WHITELIST: &str = "yarn.nodemanager.env-whitelist";
+pub const DEFAULT_NM_ENV_WHITELIST: &str = "JAVA_HOME,PATH,LANG,TZ,TMPDIR,RUST_LOG,RUST_BACKTRACE";
+/// How much of a failed container's stderr goes into its diagnostics.
+pub const NM_STDERR_TAIL_BYTES: &str = "yarn.nodemanager.container.stderr.tail.bytes";
+pub const DEFAULT_NM_STDERR_TAIL_BYTES: u64 = 4096;
+/// Seconds an ended application's container logs are kept (no log aggregation); negative:
+/// forever.
+pub const NM_LOG_RETAIN_SECONDS: &str = "yarn.nodemanager.log.retain-seconds";
+pub const DEFAULT_NM_LOG_RETAIN_SECONDS: i64 = 10_800;
+
+/// Where the FPGA vendor's discovery tool (`aocl`) is; unset: `$ALTERAOCLSDKROOT/bin/aocl`,
+/// else `aocl` on the NM's `PATH` (YARN's order).
+pub const NM_FPGA_PATH_TO_DISCOVERY_EXECUTABLES: &str =
+    "yarn.nodemanager.resource-plugins.fpga.path-to-discovery-executables";
+/// The FPGA vendor plugin; YARN ships (and Spindle implements) only Intel's OpenCL one.
+pub const NM_FPGA_VENDOR_PLUGIN_CLASS: &str =
+    "yarn.nodemanager.resource-plugins.fpga.vendor-plugin.class";
+pub const DEFAULT_NM_FPGA_VENDOR_PLUGIN_CLASS: &str =
+    "org.apache.hadoop.yarn.server.nodemanager.containermanager.resourceplugin.fpga.IntelFpgaOpenclPlugin";
+/// How long one run of a discovery executable (`nvidia-smi`, `aocl diagnose`) may take before
+/// it is killed. YARN hard-codes 10 s; configurable so tests of a hanging tool stay short.
+pub const SPINDLE_NM_DEVICE_DISCOVERY_TIMEOUT_MS: &str =
+    "spindle.nodemanager.resource-plugins.discovery-timeout-ms";
+pub const DEFAULT_SPINDLE_NM_DEVICE_DISCOVERY_TIMEOUT_MS: u64 = 10_000;
+/// How often the GPU plugin re-reads utilization, memory and temperature (and notices GPUs
+/// that vanished); 0 disables the refresh. YARN re-runs `nvidia-smi` on every REST read
+/// instead; a background refresh keeps a hanging `nvidia-smi` away from REST callers.
+pub const SPINDLE_NM_GPU_REFRESH_INTERVAL_MS: &str =
+    "spindle.nodemanager.resource-plugins.gpu.refresh-interval-ms";
+pub const DEFAULT_SPINDLE_NM_GPU_REFRESH_INTERVAL_MS: u64 = 30_000;
+/// Major number of GPU device nodes (`/dev/nvidia<minor>`) when the node itself cannot be
+/// stat'ed (YARN's container-executor `gpu.major-device-number`).
+pub const SPINDLE_NM_GPU_MAJOR_DEVICE_NUMBER: &str =
+    "spindle.nodemanager.resource-plugins.gpu.major-device-number";
+pub const DEFAULT_SPINDLE_NM_GPU_MAJOR_DEVICE_NUMBER: u32 = 195;
+/// Major number of FPGA device nodes when `/dev/<name>` cannot be stat'ed (YARN's
+/// container-executor `fpga.major-device-number`).
+pub const SPINDLE_NM_FPGA_MAJOR_DEVICE_NUMBER: &str =
+    "spindle.nodemanager.resource-plugins.fpga.major-device-number";
+pub const DEFAULT_SPINDLE_NM_FPGA_MAJOR_DEVICE_NUMBER: u32 = 246;
+
+/// YARN's executor choice: a class name ending in `DefaultContainerExecutor` turns cgroups
+/// off, one ending in `LinuxContainerExecutor` asks for them; unset means "cgroups where the
+/// node has them" (Spindle's default, unlike YARN's).
+pub const NM_CONTAINER_EXECUTOR_CLASS: &str = "yarn.nodemanager.container-executor.class";
+/// Spindle's switch: false keeps containers out of cgroups whatever the executor class.
+pub const SPINDLE_NM_CGROUPS_ENABLED: &str = "spindle.nodemanager.cgroups.enabled";
+pub const DEFAULT_SPINDLE_NM_CGROUPS_ENABLED: bool = true;
+/// A hard CPU quota of `vcores` cores per container, not only a proportional share.
+pub const NM_CGROUPS_STRICT_RESOURCE_USAGE: &str =
+    "yarn.nodemanager.linux-container-executor.cgroups.strict-resource-usage";
+pub const DEFAULT_NM_CGROUPS_STRICT_RESOURCE_USAGE: bool = false;
+/// `pids.max` of every container; 0 = no limit. The default is generous for training jobs
+/// with many data-loader workers, and small enough to stop a fork bomb from taking the node's
+/// pid space.
+pub const SPINDLE_NM_CONTAINER_PIDS_LIMIT: &str = "spindle.nodemanager.container.pids-limit";
+pub const DEFAULT_SPINDLE_NM_CONTAINER_PIDS_LIMIT: u64 = 4096;
+/// `auto`, `v1` (devices.deny) or `ebpf` (a cgroup2 device program).
+pub const SPINDLE_NM_CGROUPS_DEVICE_ISOLATION: &str =
+    "spindle.nodemanager.cgroups.device-isolation";
+pub const DEFAULT_SPINDLE_NM_CGROUPS_DEVICE_ISOLATION: &str = "auto";
+
+/// `limit-users` of YARN's non-secure LinuxContainerExecutor: one local user for all.
+pub const NM_LCE_LIMIT_USERS: &str =
+    "yarn.nodemanager.linux-container-executor.nonsecure-mode.limit-users";
+pub const DEFAULT_NM_LCE_LIMIT_USERS: bool = true;
+/// The local user containers run as when users are limited.
+pub const NM_LCE_LOCAL_USER: &str =
+    "yarn.nodemanager.linux-container-executor.nonsecure-mode.local-user";
+pub const DEFAULT_NM_LCE_LOCAL_USER: &str = "nobody";
+/// The lowest uid a submitter's containers may run as (`container-executor.cfg`'s
+/// `min.user.id`).
+pub const SPINDLE_NM_LCE_MIN_USER_ID: &str =
+    "spindle.nodemanager.linux-container-executor.min-user-id";
+pub const DEFAULT_SPINDLE_NM_LCE_MIN_USER_ID: u64 = 1000;
+/// Users whose containers may never run (`container-executor.cfg`'s `banned.users`).
+pub const SPINDLE_NM_LCE_BANNED_USERS: &str =
+    "spindle.nodemanager.linux-container-executor.banned-users";
+pub const DEFAULT_SPINDLE_NM_LCE_BANNED_USERS: &str = "yarn,hdfs,mapred,bin";
+
+/// YARN 3's name for [`NM_HEALTH_CHECKER_SCRIPT_TIMEOUT_MS`]; when set it wins, and when
+/// unset the older key (and its default) applies.
+pub const NM_HEALTH_CHECKER_TIMEOUT_MS: &str = "yarn.nodemanager.health-checker.timeout-ms";
+/// Arguments of the health check script, split on white space.
+pub const NM_HEALTH_CHECKER_SCRIPT_OPTS: &str = "yarn.nodemanager.health-checker.script.opts";
+pub const DEFAULT_NM_HEALTH_CHECKER_SCRIPT_OPTS: &str = "";
+/// Whether the local and log dirs are checked (a bad dir can make the node unhealthy).
+pub const NM_DISK_CHECKER_ENABLE: &str = "yarn.nodemanager.disk-health-checker.enable";
+pub const DEFAULT_NM_DISK_CHECKER_ENABLE: bool = true;
+/// How often the dirs are checked.
+pub const NM_DISK_CHECKER_INTERVAL_MS: &str = "yarn.nodemanager.disk-health-checker.interval-ms";
+pub const DEFAULT_NM_DISK_CHECKER_INTERVAL_MS: u64 = 120_000;
+/// Fraction (0..=1) of the local dirs, and of the log dirs, that must be good.
+pub const NM_DISK_CHECKER_MIN_HEALTHY: &str =
+    "yarn.nodemanager.disk-health-checker.min-healthy-disks";
+pub const DEFAULT_NM_DISK_CHECKER_MIN_HEALTHY: f64 = 0.25;
+/// A file system fuller than this (percent) makes its dir bad.
+pub const NM_DISK_CHECKER_MAX_UTILIZATION: &str =
+    "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage";
+pub const DEFAULT_NM_DISK_CHECKER_MAX_UTILIZATION: f64 = 90.0;
+/// Less free space than this (MB) makes a dir bad.
+pub const NM_DISK_CHECKER_MIN_FREE_MB: &str =
+    "yarn.nodemanager.disk-health-checker.min-free-space-per-disk-mb";
+pub const DEFAULT_NM_DISK_CHECKER_MIN_FREE_MB: u64 = 0;
+
 /// Every default above as the text it would have in a `*-default.xml` file: what a `${key}`
 /// reference to an unset key expands to, and what `docs/configuration.md` lists. Keys with
 /// no default (unset means "none") are absent.

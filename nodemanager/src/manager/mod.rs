@@ -1,0 +1,352 @@
+//! The single owner of the node's containers: an actor fed by typed commands.
+//!
+//! HTTP handlers, the status updater, and the per-container tasks (localizer, reaper,
+//! liveness poller, SIGKILL timer) never touch the table: they send a [`Command`] and, where
+//! they need an answer, wait on its oneshot reply. The actor's handling of a command is
+//! synchronous (a signal, a `spawn`, a small store write), so one slow container never holds
+//! the others; anything slow (copying local resources, waiting for a process) runs in its own
+//! task and reports back with another command.
+//!
+//! The actor's code is split by lifecycle concern, each an `impl Manager` block of its own:
+//! - [`handle`]: the [`Command`]s and the [`NmHandle`] that sends them;
+//! - `start`: admitting a start request (token, user, environment, devices), localization,
+//!   and starting the process;
+//! - `hold`: held starts (gang launches): holding set-up containers, release, the timeout;
+//! - `reaper`: watching a container's process (our child, or a re-adopted one) until it ends;
+//! - `stop`: stopping, completion book-keeping, and cleaning up a finished application;
+//! - `recovery`: re-adopting what a previous NM left, and writing the recovery store.
+//!
+//! This module owns the actor's state ([`Manager`]), its loop and its dispatch; the
+//! submodules must not keep state of their own or touch the table from another task.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use spindle_common::ids::{ApplicationId, ContainerId, NodeId};
+use spindle_common::records::node::{FailedContainerRequest, StopContainersResponse};
+use spindle_common::resource::Resource;
+use spindle_common::states::NmContainerState;
+use spindle_common::time::now_ms;
+use spindle_common::token::TokenSecret;
+use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tracing::{debug, info, info_span};
+
+use crate::containers::{ContainerTable, StopReason};
+use crate::launcher::{ContainerExecutor, Gate, LaunchSpec, StopSignal};
+use crate::metrics::NmMetrics;
+use crate::plugins::Plugins;
+use crate::store::Store;
+
+pub mod handle;
+mod hold;
+mod reaper;
+mod recovery;
+mod start;
+mod stop;
+
+#[cfg(test)]
+mod tests;
+
+pub use handle::{Command, NmHandle, Unavailable};
+use hold::HoldGroup;
+
+/// How often a re-adopted container (not our child) is checked for life.
+pub const ADOPTED_POLL_INTERVAL: Duration = Duration::from_millis(500);
+/// Acknowledged (`DONE`) containers kept for REST before the oldest are forgotten.
+pub const MAX_DONE_RETAINED: usize = 500;
+const CHANNEL_DEPTH: usize = 1024;
+
+/// What the actor knows about the node that never changes while it runs.
+#[derive(Debug, Clone)]
+pub struct NodeContext {
+    pub node_id: NodeId,
+    /// First local dir: where work dirs go. Non-empty by construction.
+    pub local_dirs: Vec<PathBuf>,
+    pub log_dirs: Vec<PathBuf>,
+    pub conf_dir: PathBuf,
+    /// Whitelisted variables of the NM's own environment, captured at start.
+    pub inherited_env: BTreeMap<String, String>,
+    pub sigkill_delay: Duration,
+    /// How long a held gang start waits for its release when the call names no timeout.
+    pub launch_hold_timeout: Duration,
+    /// Who containers run as.
+    pub run_as: crate::runas::RunAs,
+    pub stderr_tail_bytes: u64,
+    pub capacity: Resource,
+    /// Node-wide limits added to every container's (strict CPU, pids limit).
+    pub isolation: crate::isolation::IsolationConfig,
+}
+
+/// The node as REST shows it.
+#[derive(Debug, Clone)]
+pub struct NodeView {
+    pub started_ms: u64,
+    /// Last heartbeat the RM answered; 0 before the first.
+    pub last_heartbeat_ms: u64,
+    pub registered: bool,
+}
+
+/// An application as REST shows it.
+#[derive(Debug, Clone)]
+pub struct AppView {
+    pub id: ApplicationId,
+    pub user: String,
+    pub state: &'static str,
+    pub containers: Vec<ContainerId>,
+}
+
+type Reply<T> = oneshot::Sender<T>;
+
+/// The actor's state. Built by [`Manager::new`], run by [`Manager::run`].
+pub struct Manager {
+    ctx: NodeContext,
+    table: ContainerTable,
+    /// Launch specs of containers still localizing.
+    pending: HashMap<ContainerId, LaunchSpec>,
+    /// Held starts (gang launches) by number, and which one a container belongs to.
+    holds: BTreeMap<u64, HoldGroup>,
+    held_in: HashMap<ContainerId, u64>,
+    next_hold: u64,
+    /// The gates of held containers (`SCHEDULED`): opened by a release, dropped by a stop.
+    gates: HashMap<ContainerId, Gate>,
+    secret: Option<TokenSecret>,
+    rm_identifier: u64,
+    executor: Arc<dyn ContainerExecutor>,
+    plugins: Plugins,
+    store: Option<Store>,
+    metrics: NmMetrics,
+    tx: mpsc::Sender<Command>,
+    rx: mpsc::Receiver<Command>,
+    /// Wakes the status updater for an out-of-band heartbeat.
+    wake: Arc<Notify>,
+    /// Flips to true when the NM stops: container tasks let go of their processes.
+    stopping: watch::Receiver<bool>,
+    started_ms: u64,
+    last_heartbeat_ms: u64,
+    drain_waiters: Vec<Reply<()>>,
+    cleaned_apps: HashSet<ApplicationId>,
+    /// Set by [`Command::StopAll`]: the NM is going away and starts nothing new.
+    closing: bool,
+    /// The recovery store needs writing: set by [`Manager::persist`], written once per batch
+    /// of commands, so a burst of starts costs one fsync instead of one each.
+    dirty: std::cell::Cell<bool>,
+}
+
+impl Manager {
+    pub fn new(
+        ctx: NodeContext,
+        executor: Arc<dyn ContainerExecutor>,
+        plugins: Plugins,
+        store: Option<Store>,
+        wake: Arc<Notify>,
+        stopping: watch::Receiver<bool>,
+    ) -> (Self, NmHandle) {
+        let (tx, rx) = mpsc::channel(CHANNEL_DEPTH);
+        let metrics = NmMetrics {
+            capacity: ctx.capacity.clone(),
+            ..Default::default()
+        };
+        let m = Self {
+            ctx,
+            table: ContainerTable::new(),
+            pending: HashMap::new(),
+            holds: BTreeMap::new(),
+            held_in: HashMap::new(),
+            next_hold: 0,
+            gates: HashMap::new(),
+            secret: None,
+            rm_identifier: 0,
+            executor,
+            plugins,
+            store,
+            metrics,
+            tx: tx.clone(),
+            rx,
+            wake,
+            stopping,
+            started_ms: now_ms(),
+            last_heartbeat_ms: 0,
+            drain_waiters: Vec::new(),
+            cleaned_apps: HashSet::new(),
+            closing: false,
+            dirty: std::cell::Cell::new(false),
+        };
+        (m, NmHandle { tx })
+    }
+
+    /// Processes commands until [`Command::Shutdown`].
+    pub async fn run(mut self) {
+        'outer: while let Some(cmd) = self.rx.recv().await {
+            let mut next = Some(cmd);
+            // Handle what is already queued before writing the store once for all of it.
+            while let Some(cmd) = next.take() {
+                if let Command::Shutdown { reply } = cmd {
+                    self.flush();
+                    let _ = reply.send(());
+                    break 'outer;
+                }
+                self.handle(cmd);
+                next = self.rx.try_recv().ok();
+            }
+            self.flush();
+        }
+        self.flush();
+        debug!("container manager stopped");
+    }
+
+    /// Writes the recovery store if anything changed since the last write.
+    fn flush(&self) {
+        if self.dirty.replace(false) {
+            self.write_store();
+        }
+    }
+
+    fn handle(&mut self, cmd: Command) {
+        let now = now_ms();
+        match cmd {
+            Command::Start {
+                requests,
+                hold: None,
+                reply,
+            } => {
+                let _ = reply.send(self.start(requests, now));
+            }
+            Command::Start {
+                requests,
+                hold: Some(hold),
+                reply,
+            } => self.start_held(requests, hold, reply, now),
+            Command::Release { ids, reply } => {
+                let _ = reply.send(self.release(ids));
+            }
+            Command::HoldExpired { group } => self.hold_expired(group, now),
+            Command::Stop { ids, reply } => {
+                let mut resp = StopContainersResponse::default();
+                for id in ids {
+                    match self.stop(id, StopReason::AppMaster, now) {
+                        Ok(()) => resp.successfully_stopped_containers.push(id),
+                        Err(message) => resp.failed_requests.push(FailedContainerRequest {
+                            container_id: id.to_string(),
+                            exception: "YarnException".into(),
+                            message,
+                        }),
+                    }
+                }
+                let _ = reply.send(resp);
+            }
+            Command::Node { reply } => {
+                let _ = reply.send(NodeView {
+                    started_ms: self.started_ms,
+                    last_heartbeat_ms: self.last_heartbeat_ms,
+                    registered: self.secret.is_some(),
+                });
+            }
+            Command::Apps { reply } => {
+                let apps = self
+                    .table
+                    .apps()
+                    .map(|a| AppView {
+                        id: a.id,
+                        user: a.user.clone(),
+                        state: self.table.app_state(a),
+                        containers: a.containers.iter().copied().collect(),
+                    })
+                    .collect();
+                let _ = reply.send(apps);
+            }
+            Command::Containers { reply } => {
+                let _ = reply.send(self.table.iter().cloned().collect());
+            }
+            Command::Container { id, reply } => {
+                let _ = reply.send(self.table.get(&id).cloned());
+            }
+            Command::Metrics { reply } => {
+                let mut m = self.metrics.clone();
+                m.running = self.table.running_count() as u64;
+                m.allocated = self.table.allocated();
+                let _ = reply.send(m);
+            }
+            Command::Resource { name, reply } => {
+                let _ = reply.send(self.plugins.view(&name));
+            }
+            Command::Registered {
+                secret,
+                rm_identifier,
+            } => {
+                self.secret = Some(secret);
+                self.rm_identifier = rm_identifier;
+            }
+            Command::Reports { reply } => {
+                let _ = reply.send(self.table.reports());
+            }
+            Command::HeartbeatAnswered {
+                containers_to_cleanup,
+                applications_to_cleanup,
+                containers_to_be_removed,
+            } => {
+                self.last_heartbeat_ms = now;
+                for id in containers_to_cleanup {
+                    let _ = self.stop(id, StopReason::ResourceManager, now);
+                }
+                for app in applications_to_cleanup {
+                    if self.table.finish_app(&app) {
+                        info!(app_id = %app, "application finished; stopping its containers");
+                        for id in self.table.live_of_app(&app) {
+                            let _ = self.stop(id, StopReason::ResourceManager, now);
+                        }
+                        self.maybe_clean_app(app);
+                    }
+                }
+                if self.table.acknowledge(&containers_to_be_removed) > 0 {
+                    self.table.prune_done(MAX_DONE_RETAINED);
+                    self.persist();
+                }
+            }
+            Command::Localized { id, result } => self.localized(id, result, now),
+            Command::Exited {
+                id,
+                exit,
+                stderr_tail,
+            } => {
+                let _g = span(&id).entered();
+                if let Some(outcome) = self.table.exited(&id, &exit, &stderr_tail, now) {
+                    info!(?exit, ?outcome, "container process ended");
+                    self.completed(id, outcome, true);
+                }
+            }
+            Command::KillDeadline { id } => {
+                if let Some(c) = self.table.get(&id) {
+                    if c.state == NmContainerState::KILLING {
+                        if let Some(pgid) = c.pid {
+                            let _g = span(&id).entered();
+                            info!(pgid, "container ignored SIGTERM; sending SIGKILL");
+                            self.signal(pgid, StopSignal::Kill);
+                        }
+                    }
+                }
+            }
+            Command::StopAll { reason, reply } => {
+                self.closing = true;
+                for id in self.table.live_ids() {
+                    let _ = self.stop(id, reason, now);
+                }
+                self.drain_waiters.push(reply);
+                self.check_drained();
+            }
+            Command::Shutdown { reply } => {
+                let _ = reply.send(());
+            }
+        }
+    }
+}
+
+/// Resolves once the NM is stopping (or gone).
+pub async fn until_stopped(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+fn span(id: &ContainerId) -> tracing::Span {
+    info_span!("container", container_id = %id, app_id = %id.application_id())
+}

@@ -1,0 +1,132 @@
+//! Stopping containers and what follows their end: SIGTERM to the process group with the
+//! SIGKILL deadline, completion book-keeping (metrics, devices, holds, the store, the
+//! heartbeat), the drain of a stopping NM, and deleting a finished application's local dirs.
+//!
+//! It must never signal anything but a container's own process group, and must not delete an
+//! application's logs (only its local dirs; log retention is [`crate::retention`]'s).
+
+use std::path::PathBuf;
+
+use spindle_common::ids::{ApplicationId, ContainerId};
+use tracing::{info, warn};
+
+use super::{span, Command, Manager};
+use crate::containers::{Outcome, StopAction, StopReason, APP_FINISHED};
+use crate::launcher::StopSignal;
+
+impl Manager {
+    pub(super) fn stop(
+        &mut self,
+        id: ContainerId,
+        reason: StopReason,
+        now: u64,
+    ) -> Result<(), String> {
+        let _g = span(&id).entered();
+        // A held process must not run now: without its gate it exits even before the signal.
+        self.gates.remove(&id);
+        match self.table.request_stop(&id, reason, now) {
+            StopAction::Unknown => {
+                Err(format!("Container {id} is not handled by this NodeManager"))
+            }
+            StopAction::Nothing => Ok(()),
+            StopAction::CompletedBeforeStart(o) => {
+                info!(?reason, "container stopped before its process started");
+                self.completed(id, o, true);
+                Ok(())
+            }
+            StopAction::SignalGroup { pgid } => {
+                info!(
+                    ?reason,
+                    pgid, "stopping container: SIGTERM to its process group"
+                );
+                self.signal(pgid, StopSignal::Term);
+                self.persist();
+                let tx = self.tx.clone();
+                let delay = self.ctx.sigkill_delay;
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let _ = tx.send(Command::KillDeadline { id }).await;
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// Book-keeping once a container is complete. `observed` is false for containers found
+    /// dead during recovery: their pid may already belong to someone else.
+    pub(super) fn completed(&mut self, id: ContainerId, outcome: Outcome, observed: bool) {
+        if observed {
+            match outcome {
+                Outcome::Succeeded => self.metrics.completed += 1,
+                Outcome::Failed => self.metrics.failed += 1,
+                Outcome::Killed => self.metrics.killed += 1,
+            }
+        }
+        self.plugins.release(id);
+        self.pending.remove(&id);
+        if self.held_in.contains_key(&id) {
+            self.hold_settled(
+                id,
+                Some("the container ended before it was released".into()),
+            );
+        }
+        self.forget_hold(&id);
+        // A stopped container's leader is gone: whatever it left behind in its group gets the
+        // SIGKILL now rather than at the deadline. (Exits nobody asked for leave stragglers
+        // alone, as YARN without cgroups does.)
+        if observed && outcome == Outcome::Killed {
+            if let Some(pgid) = self.table.get(&id).and_then(|c| c.pid) {
+                self.signal(pgid, StopSignal::Kill);
+            }
+        }
+        self.persist();
+        self.wake.notify_one();
+        self.maybe_clean_app(id.application_id());
+        self.check_drained();
+    }
+
+    pub(super) fn signal(&self, pgid: i32, sig: StopSignal) {
+        if let Err(e) = self.executor.signal_group(pgid, sig) {
+            warn!(error = %e, "cannot signal container");
+        }
+    }
+
+    pub(super) fn check_drained(&mut self) {
+        if !self.drain_waiters.is_empty() && self.table.running_count() == 0 {
+            for w in self.drain_waiters.drain(..) {
+                let _ = w.send(());
+            }
+        }
+    }
+
+    /// Deletes a finished application's local dirs (its logs stay).
+    pub(super) fn maybe_clean_app(&mut self, app: ApplicationId) {
+        let Some(a) = self.table.app(&app) else {
+            return;
+        };
+        if self.table.app_state(a) != APP_FINISHED || !self.cleaned_apps.insert(app) {
+            return;
+        }
+        let dirs: Vec<PathBuf> = self
+            .ctx
+            .local_dirs
+            .iter()
+            .map(|d| {
+                d.join("usercache")
+                    .join(&a.user)
+                    .join("appcache")
+                    .join(app.to_string())
+            })
+            .collect();
+        info!(app_id = %app, "application finished here; deleting its local dirs");
+        tokio::task::spawn_blocking(move || {
+            for d in dirs {
+                if let Err(e) = std::fs::remove_dir_all(&d) {
+                    if e.kind() != std::io::ErrorKind::NotFound {
+                        warn!(dir = %d.display(), error = %e, "cannot delete application dir");
+                    }
+                }
+            }
+        });
+    }
+}
