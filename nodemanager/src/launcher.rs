@@ -2,9 +2,10 @@
 //! real implementation, [`ProcessExecutor`].
 //!
 //! A container is a process group of its own (`setsid`), so that a stop reaches every
-//! process it started. Its leader is a small bash wrapper that runs the launch context's
-//! command as `bash -c "<commands joined by spaces>"` and then records the exit code in
-//! `<work dir>/.exitcode`:
+//! process it started. Its command is the launch context's `commands` joined by spaces,
+//! YARN's placeholders expanded ([`expand_placeholders`]). As in YARN it runs under bash: the
+//! leader is a small wrapper that runs the command as `bash -c "<command>"` and then records
+//! its exit code in `<work dir>/.exitcode`:
 //!
 //! ```text
 //! bash -c 'trap : TERM INT HUP; "$BASH" -c "$1"; rc=$?; printf "%s\n" "$rc" > .exitcode; exit "$rc"' spindle-container "<command>"
@@ -16,26 +17,63 @@
 //! long enough to reap the command and write `143`; the command's exit code, including
 //! bash's 128+signo for a signalled command, is therefore what the wrapper exits with.
 //!
-//! The fork and exec are done by hand (`launcher/spawn.rs`), so that a held start (a gang launch) can
-//! keep a fully set-up child waiting before its `exec` until the AM releases the gang.
+//! A *plain* command ([`plain_argv`]: one program and literal arguments, optionally after
+//! `exec`; no quotes, expansions, redirections, globs, operators or assignments) is exec'd
+//! directly instead: bash would end up doing the same, and skipping two bash start-ups
+//! matters when a node starts a gang's members at once. Its exit code is then known only to
+//! the NM that started it; if it ends while no NM runs, the recovering NM reports it with
+//! -100 and a diagnostic.
+//!
+//! **Fork and exec by hand** (`launcher/spawn.rs`). `std::process::Command::spawn`
+//! returns only after the child has exec'd, so a child could not wait between its setup and
+//! its `exec`. The launcher forks with raw libc calls instead: everything the child needs is
+//! built before the fork and the child allocates nothing (it is forked from a multi-threaded
+//! process). The child resets its signal mask and dispositions, `setsid`s, joins its cgroups,
+//! redirects stdout/stderr to its log files, `chdir`s to its work dir, switches user (when
+//! [`crate::runas`] says so: groups and gid, then uid), closes every other descriptor
+//! (`close_range`) and `exec`s. A failed setup step comes back to the parent through a
+//! close-on-exec pipe as (step, errno), so setup errors stay synchronous; an `exec` failure
+//! is written to the container's stderr and ends it with bash's codes (127 not found, 126
+//! otherwise). The parent reaps through a pidfd (`AsyncFd`), not a thread per container.
+//!
+//! **Held starts** (gang launches, [`Gate`]). With `hold`, each child then waits on a pipe
+//! (its gate) before `exec`, in NM state `SCHEDULED`; the start call is answered once all are
+//! held. `POST /ws/v1/node/containers/release` writes one byte to each named gate; a stop, an
+//! expired hold (`spindle.nodemanager.launch-hold.timeout-ms`) or the NM's death closes the
+//! gate instead, and the child exits with [`GATE_ABANDONED_EXIT`] (125) without running
+//! anything. The book-keeping of holds is `crate::manager`'s `hold` module; the AM side is
+//! the SDK's `NmClient::start_gang`.
 //!
 //! Containers run as the NodeManager's own user unless [`crate::runas`] says otherwise
 //! (YARN's LinuxContainerExecutor in non-secure mode: `nobody`, or the submitter); `USER`
 //! always names the submitter, as in YARN.
 //!
 //! Limits are enforced by the executor's [`Enforcement`], chosen once at NM start
-//! ([`ProcessExecutor::for_node`]):
-//! * **cgroups** ([`crate::cgroups`]): the container's cgroups are made before the fork, and
-//!   the child joins them (writes `0` to each pre-opened `cgroup.procs`) after `setsid` and
-//!   before `exec`, so nothing it runs escapes; when the leader has been reaped, the OOM-kill
-//!   counter is read and the cgroups are emptied and removed. An OOM kill is reported as
-//!   [`ProcessExit::MemoryExceeded`] (-104). On v1, where the kernel kills only one process,
-//!   the monitor kills the rest of the container within one interval (cgroup2 does it itself,
-//!   `memory.oom.group`).
-//! * **process tree** (no cgroups, `yarn.nodemanager.pmem-check-enabled`): every
-//!   `yarn.nodemanager.container-monitor.interval-ms` the container's process tree's RSS is
-//!   summed from `/proc`, and a tree over its limit is killed and reported with -104.
+//! ([`ProcessExecutor::for_node`], logged in one line, with a warning that says why when
+//! cgroups are not used):
+//! * **cgroups** ([`crate::cgroups`], which documents layout, names, limits and reclaim): the
+//!   container's cgroups are made before the fork, and the child joins them (writes `0` to
+//!   each pre-opened `cgroup.procs`) after `setsid` and before `exec`, so nothing it runs
+//!   escapes; a failed write fails the spawn, and a cgroup that cannot be made fails the
+//!   launch ([`LaunchError::Isolation`], as does a container that must be denied devices on
+//!   a node that cannot deny them). When the leader has been reaped, the OOM-kill counter is
+//!   read and the cgroups are emptied and removed. An OOM kill is reported as
+//!   [`ProcessExit::MemoryExceeded`] (-104, "Container killed for exceeding its memory limit
+//!   of N MB"). On v1, where the kernel kills only one process, the monitor
+//!   (`yarn.nodemanager.container-monitor.interval-ms`) kills the rest of the container when
+//!   the counter moves (cgroup2 does it itself, `memory.oom.group`).
+//! * **process tree** (no cgroups: `spindle.nodemanager.cgroups.enabled=false`,
+//!   `yarn.nodemanager.container-executor.class` = `...DefaultContainerExecutor`, or none
+//!   usable on the machine (not mounted, not writable); and
+//!   `yarn.nodemanager.pmem-check-enabled`): every monitor interval the RSS of the container's
+//!   process tree (descendants of the leader plus its session) is summed from `/proc`
+//!   ([`crate::isolation::proctree`]), and a tree over its limit is killed and reported with
+//!   -104. CPU, pids and devices are then not isolated.
 //! * **none**: no cgroups and the pmem check disabled.
+//!
+//! Known limit: a container re-adopted after an NM restart gets cgroup teardown and OOM
+//! reporting ([`ContainerExecutor::adopted_ended`]) but no pmem watching and no v1 OOM
+//! follow-up.
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};

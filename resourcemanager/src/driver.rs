@@ -29,8 +29,7 @@ use crate::core::{
 };
 use crate::store::{SchedConfSource, StateStore, StoredSchedConf};
 
-/// YARN's answer to a non-admin on an admin-only REST endpoint.
-pub const ONLY_ADMINS: &str = "Only admins can carry out this operation.";
+pub use crate::core::ONLY_ADMINS;
 
 /// What can go wrong with a command, beyond the core's own refusals.
 #[derive(Debug, thiserror::Error)]
@@ -529,20 +528,27 @@ impl Driver {
                 acl,
                 reply,
             } => {
-                let r = self.queue_access(&queue, &caller, &user, acl);
+                let r = self
+                    .core
+                    .queue_access_of(&queue, &caller, &user, acl)
+                    .map_err(RmError::from);
                 let _ = reply.send(r);
             }
             Command::CheckAdmin(caller, reply) => {
-                let _ = reply.send(self.check_admin(&caller));
+                let _ = reply.send(self.core.check_admin(&caller).map_err(RmError::from));
             }
             Command::RefreshQueues {
                 props,
                 caller,
                 reply,
             } => {
-                let r = self.check_admin(&caller).and_then(|()| {
-                    self.apply_scheduler_props(*props, SchedConfSource::Refresh, &caller, now)
-                });
+                let r = self
+                    .core
+                    .check_admin(&caller)
+                    .map_err(RmError::from)
+                    .and_then(|()| {
+                        self.apply_scheduler_props(*props, SchedConfSource::Refresh, &caller, now)
+                    });
                 let _ = reply.send(r);
             }
             Command::MutateSchedulerConf {
@@ -552,13 +558,17 @@ impl Driver {
                 reply,
             } => {
                 let r = self
+                    .core
                     .check_admin(&caller)
+                    .map_err(RmError::from)
                     .and_then(|()| self.mutate(&mutation, &caller, dry_run, now));
                 let _ = reply.send(r);
             }
             Command::GetSchedulerConf(caller, reply) => {
                 let r = self
+                    .core
                     .check_admin(&caller)
+                    .map_err(RmError::from)
                     .map(|()| (self.sched.version, self.sched.props.clone()));
                 let _ = reply.send(r);
             }
@@ -574,39 +584,6 @@ impl Driver {
 }
 
 impl Driver {
-    /// YARN's admin check for the scheduler-configuration endpoints and `refreshQueues`:
-    /// with `yarn.acl.enable`, only `yarn.admin.acl` may.
-    fn check_admin(&self, caller: &Caller) -> Result<(), RmError> {
-        let conf = self.core.scheduler_conf();
-        if !conf.acl_enabled || conf.admin_acl.allows(&caller.user, &caller.groups) {
-            Ok(())
-        } else {
-            Err(CoreError::Forbidden(ONLY_ADMINS.into()).into())
-        }
-    }
-
-    fn queue_access(
-        &self,
-        queue: &str,
-        caller: &Caller,
-        user: &Caller,
-        acl: QueueAclType,
-    ) -> Result<bool, RmError> {
-        // YARN: only someone who administers the queue may ask about another user.
-        if caller.user != user.user
-            && !self
-                .core
-                .queue_access(queue, caller, QueueAclType::AdministerQueue)?
-        {
-            return Err(CoreError::Forbidden(format!(
-                "User={} doesn't haven access to queue={queue} so it cannot check ACLs for other users.",
-                caller.user
-            ))
-            .into());
-        }
-        Ok(self.core.queue_access(queue, user, acl)?)
-    }
-
     /// Applies a `sched-conf` mutation to the live set, or (dry run) only says whether it
     /// would be accepted.
     fn mutate(
@@ -619,7 +596,7 @@ impl Driver {
         let new_props = capacity::apply_mutation(&self.sched.props, m)?;
         if dry_run {
             let conf = self.check_scheduler_props(&new_props)?;
-            self.check_apps_allow(&conf)?;
+            self.core.check_reconfigure(&conf)?;
             return Ok((self.sched.version, new_props));
         }
         let version =
@@ -634,31 +611,6 @@ impl Driver {
         capacity::validate_transition(self.core.scheduler_conf(), &conf)
             .map_err(|e| e.locate(props))?;
         Ok(conf)
-    }
-
-    /// For a dry run only: the core's reconfigure refusals (a queue that still has
-    /// applications may be neither removed nor turned into a parent), without changing it.
-    fn check_apps_allow(&self, conf: &SchedulerConf) -> Result<(), RmError> {
-        for app in self.core.apps().values().filter(|a| !a.state.is_final()) {
-            match conf.root.find(&app.queue) {
-                Some(q) if q.is_leaf() => {}
-                Some(_) => {
-                    return Err(CoreError::BadRequest(format!(
-                        "Failed to re-init queues : queue {} has running applications and cannot become a parent queue (it must be STOPPED and empty)",
-                        app.queue
-                    ))
-                    .into())
-                }
-                None => {
-                    return Err(CoreError::BadRequest(format!(
-                        "Failed to re-init queues : queue {} cannot be removed: it still has applications (application {} is {})",
-                        app.queue, app.id, app.state
-                    ))
-                    .into())
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Validates `props` as a whole, applies them to the core, and makes them durable, in

@@ -30,16 +30,15 @@ pub struct AllocateReply {
 impl RmCore {
     /// Checks an AM-RM token and that it names the current attempt of a live application.
     pub fn authenticate_am(&self, tok: &str) -> Result<ApplicationAttemptId, CoreError> {
-        let attempt = token::verify_amrm_token(&self.secret, tok)
-            .map_err(|e| CoreError::InvalidToken(e.to_string()))?;
-        let app = self.apps.get(&attempt.application_id).ok_or_else(|| {
-            CoreError::InvalidToken(format!("application {} is unknown", attempt.application_id))
-        })?;
+        let attempt =
+            token::verify_amrm_token(&self.secret, tok).map_err(CoreError::InvalidToken)?;
+        let app = self
+            .apps
+            .get(&attempt.application_id)
+            .ok_or(CoreError::TokenForUnknownApp(attempt.application_id))?;
         match app.current_attempt() {
             Some(a) if a.id == attempt => Ok(attempt),
-            _ => Err(CoreError::InvalidToken(format!(
-                "{attempt} is not the current attempt"
-            ))),
+            _ => Err(CoreError::TokenForOldAttempt(attempt)),
         }
     }
 
@@ -47,26 +46,27 @@ impl RmCore {
         &mut self,
         attempt: &ApplicationAttemptId,
     ) -> Result<&mut Attempt, CoreError> {
-        let app = self.apps.get_mut(&attempt.application_id).ok_or_else(|| {
-            CoreError::NotFound(format!("application {} not found", attempt.application_id))
-        })?;
+        let app = self
+            .apps
+            .get_mut(&attempt.application_id)
+            .ok_or(CoreError::AttemptAppNotFound(attempt.application_id))?;
         if app.state.is_final() {
-            return Err(CoreError::WrongState(format!(
-                "Application {} is already {}",
-                app.id, app.state
-            )));
+            return Err(CoreError::AppAlreadyFinal {
+                app: app.id,
+                state: app.state,
+            });
         }
         let att = app
             .attempt_mut(attempt)
-            .ok_or_else(|| CoreError::NotFound(format!("attempt {attempt} not found")))?;
+            .ok_or(CoreError::AttemptNotFound(*attempt))?;
         if matches!(
             att.state,
             AttemptState::FAILED | AttemptState::KILLED | AttemptState::FINISHED
         ) {
-            return Err(CoreError::WrongState(format!(
-                "Application attempt {attempt} has already ended ({})",
-                att.state
-            )));
+            return Err(CoreError::AttemptEnded {
+                attempt: *attempt,
+                state: att.state,
+            });
         }
         Ok(att)
     }
@@ -81,10 +81,7 @@ impl RmCore {
     ) -> Result<(Resource, String), CoreError> {
         let att = self.live_attempt_mut(attempt)?;
         if att.registered {
-            return Err(CoreError::WrongState(format!(
-                "Application Master is already registered : {}",
-                attempt.application_id
-            )));
+            return Err(CoreError::AlreadyRegistered(attempt.application_id));
         }
         att.registered = true;
         att.state = AttemptState::RUNNING;
@@ -94,7 +91,7 @@ impl RmCore {
         let app = self
             .apps
             .get_mut(&attempt.application_id)
-            .ok_or_else(|| CoreError::NotFound(attempt.to_string()))?;
+            .ok_or(CoreError::AttemptAppNotFound(attempt.application_id))?;
         app.state = AppState::RUNNING;
         app.tracking_url = tracking_url;
         if app.launch_time == 0 {
@@ -144,10 +141,7 @@ impl RmCore {
         let mut normalized = Vec::with_capacity(asks.len());
         for a in asks {
             if a.priority < 0 {
-                return Err(CoreError::InvalidResourceRequest(format!(
-                    "priority {} is negative",
-                    a.priority
-                )));
+                return Err(CoreError::NegativePriority(a.priority));
             }
             let leaf = self.sched.app(&app_id).map(|x| x.queue);
             let cap = self.normalize_in(&a.capability, leaf)?;
@@ -215,12 +209,13 @@ impl RmCore {
             )
         }) {
             if let Some(a) = self.apps.get_mut(&app_id) {
-                a.diagnostics = format!("Gang {} is waiting: {}", w.id, w.diagnostics);
+                a.set_diagnostics(
+                    DiagnosticsKind::Gang,
+                    format!("Gang {} is waiting: {}", w.id, w.diagnostics),
+                );
             }
         } else if let Some(a) = self.apps.get_mut(&app_id) {
-            if a.diagnostics.starts_with("Gang ") {
-                a.diagnostics.clear();
-            }
+            a.clear_diagnostics(DiagnosticsKind::Gang);
         }
         let reply = AllocateReply {
             response_id,

@@ -74,9 +74,7 @@ impl RmCore {
         leaf: Option<usize>,
     ) -> Result<Resource, CoreError> {
         if r.any_negative() {
-            return Err(CoreError::InvalidResourceRequest(format!(
-                "requested resource {r} has a negative value"
-            )));
+            return Err(CoreError::NegativeResource(r.clone()));
         }
         let mut n = r.clone();
         let step = self.conf.min_allocation.memory_mb.max(1);
@@ -93,12 +91,11 @@ impl RmCore {
                     && self.sched.cluster().get(name) == 0
                     && !self.sched.nodes().is_empty())
             {
-                return Err(CoreError::InvalidResourceRequest(format!(
-                    "requested resource type=[{name}] < 0 or greater than maximum allowed allocation. \
-                     Requested resource={r}, maximum allowed allocation={max}, please note that maximum \
-                     allowed allocation is calculated by scheduler based on maximum resource of registered \
-                     NodeManagers, which might be less than configured maximum allocation={max}"
-                )));
+                return Err(CoreError::OverMaximumAllocation {
+                    resource_type: name.to_string(),
+                    requested: r.clone(),
+                    max: max.clone(),
+                });
             }
         }
         Ok(n)
@@ -246,7 +243,7 @@ impl RmCore {
         self.start_activated(activated, now);
         if let Some(reason) = self.sched.waiting_reason(&id) {
             if let Some(a) = self.apps.get_mut(&id) {
-                a.diagnostics = reason;
+                a.set_diagnostics(DiagnosticsKind::NotActivated, reason);
             }
         }
     }
@@ -269,12 +266,7 @@ impl RmCore {
                 continue;
             }
             if let Some(app) = self.apps.get_mut(&a) {
-                if app
-                    .diagnostics
-                    .starts_with("Application is added to the scheduler")
-                {
-                    app.diagnostics.clear();
-                }
+                app.clear_diagnostics(DiagnosticsKind::NotActivated);
             }
             self.start_attempt(a, now);
             self.persist(&a);
@@ -290,25 +282,16 @@ impl RmCore {
         now: u64,
     ) -> Result<(), CoreError> {
         if self.apps.contains_key(&id) {
-            return Err(CoreError::BadRequest(format!(
-                "Application with id {id} is already present! Cannot add a duplicate!"
-            )));
+            return Err(CoreError::DuplicateApp(id));
         }
         if id.cluster_timestamp != self.cluster_ts || id.id == 0 || id.id >= self.next_app {
-            return Err(CoreError::BadRequest(format!(
-                "Application id {id} was not issued by this ResourceManager; ask POST /ws/v1/cluster/apps/new-application first"
-            )));
+            return Err(CoreError::AppIdNotIssued(id));
         }
         if sub.unmanaged_am {
-            return Err(CoreError::BadRequest(
-                "Unmanaged AMs are not supported by Spindle yet (unmanaged-AM must be false)"
-                    .into(),
-            ));
+            return Err(CoreError::UnmanagedAm);
         }
         if sub.am_launch.commands.iter().all(|c| c.trim().is_empty()) {
-            return Err(CoreError::BadRequest(
-                "am-container-spec.commands.command must not be empty".into(),
-            ));
+            return Err(CoreError::EmptyAmCommand);
         }
         let placed = self.place(&id, &sub);
         sub.am_resource = self.normalize_in(&sub.am_resource, placed.as_ref().ok().copied())?;
@@ -333,6 +316,7 @@ impl RmCore {
             state: AppState::NEW_SAVING,
             final_status: FinalApplicationStatus::UNDEFINED,
             diagnostics: String::new(),
+            diagnostics_kind: DiagnosticsKind::Lasting,
             submit_time: now,
             launch_time: 0,
             finish_time: 0,
@@ -353,7 +337,7 @@ impl RmCore {
             Err(diag) => {
                 app.state = AppState::FAILED;
                 app.final_status = FinalApplicationStatus::FAILED;
-                app.diagnostics = diag;
+                app.set_diagnostics(DiagnosticsKind::Lasting, diag);
                 app.finish_time = now;
                 self.counters.apps_failed += 1;
                 self.counters.apps_completed += 1;
@@ -402,17 +386,14 @@ impl RmCore {
         now: u64,
     ) -> Result<KillOutcome, CoreError> {
         self.check_modify(id, caller, "kill")?;
-        let app = self
-            .apps
-            .get_mut(id)
-            .ok_or_else(|| CoreError::NotFound(format!("app with id: {id} not found")))?;
+        let app = self.apps.get_mut(id).ok_or(CoreError::AppNotFound(*id))?;
         if app.state.is_final() {
             return Ok(KillOutcome::Done(app.state));
         }
         if app.killing_since.is_none() {
             app.killing_since = Some(now);
-            if app.diagnostics.is_empty() || !app.diagnostics.contains("killed") {
-                app.diagnostics = "Application killed by user.".into();
+            if app.diagnostics_kind != DiagnosticsKind::Killed {
+                app.set_diagnostics(DiagnosticsKind::Killed, "Application killed by user.");
             }
             self.sched.clear_asks(id);
             let live: Vec<ContainerId> = self.live_containers_of_app(id);
@@ -493,7 +474,7 @@ impl RmCore {
         };
         app.killing_since = None;
         if let Some(d) = diag {
-            app.diagnostics = d;
+            app.set_diagnostics(DiagnosticsKind::Lasting, d);
         }
         match state {
             AppState::FAILED => self.counters.apps_failed += 1,

@@ -233,8 +233,10 @@ impl RmCore {
         if failed_so_far < max {
             if let Some(app) = self.apps.get_mut(&app_id) {
                 app.state = AppState::ACCEPTED;
-                app.diagnostics =
-                    format!("{diag}\nStarting attempt {} of {max}.", failed_so_far + 1);
+                app.set_diagnostics(
+                    DiagnosticsKind::Lasting,
+                    format!("{diag}\nStarting attempt {} of {max}.", failed_so_far + 1),
+                );
             }
             self.start_attempt(app_id, now);
             if let Some(next) = self

@@ -14,6 +14,7 @@ mod apps;
 mod attempts;
 mod check;
 mod containers;
+mod error;
 mod nodes;
 mod queues;
 mod recovery;
@@ -21,6 +22,7 @@ mod tick;
 
 pub use am::{AllocateReply, AskUpdate};
 pub use apps::KillOutcome;
+pub use error::{CoreError, RefusalClass, ReinitRefusal, ONLY_ADMINS};
 pub use nodes::{HeartbeatReply, NodeAction, NodeRegistration, ReportedContainer};
 
 #[cfg(test)]
@@ -110,25 +112,6 @@ pub enum Effect {
         node_http: String,
         request: StartContainersRequest,
     },
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CoreError {
-    #[error("{0}")]
-    NotFound(String),
-    #[error("{0}")]
-    BadRequest(String),
-    #[error("Invalid resource request: {0}")]
-    InvalidResourceRequest(String),
-    #[error("Invalid AMRMToken: {0}")]
-    InvalidToken(String),
-    #[error("Application attempt {0} is not registered; register before allocate")]
-    NotRegistered(ApplicationAttemptId),
-    #[error("{0}")]
-    WrongState(String),
-    /// The caller may not do this (YARN's 403 `ForbiddenException`).
-    #[error("{0}")]
-    Forbidden(String),
 }
 
 /// Counters that outlive the applications they count (`/metrics`).

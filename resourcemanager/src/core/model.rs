@@ -117,6 +117,8 @@ pub struct App {
     pub state: YarnApplicationState,
     pub final_status: FinalApplicationStatus,
     pub diagnostics: String,
+    /// Which of the core's messages `diagnostics` holds (see [`DiagnosticsKind`]).
+    pub diagnostics_kind: DiagnosticsKind,
     pub submit_time: u64,
     pub launch_time: u64,
     pub finish_time: u64,
@@ -134,7 +136,35 @@ pub struct App {
     pub nodes_touched: BTreeSet<NodeId>,
 }
 
+/// What an application's diagnostic is about, so that the core replaces or clears its own
+/// passing messages by kind, never by reading their text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DiagnosticsKind {
+    /// A message the core never clears by itself (a failure, a recovery note).
+    #[default]
+    Lasting,
+    /// The scheduler's reason why the application is not activated yet.
+    NotActivated,
+    /// A gang of the application waits, or gave up softly.
+    Gang,
+    /// The application is being killed.
+    Killed,
+}
+
 impl App {
+    /// Sets the diagnostic and what it is about.
+    pub fn set_diagnostics(&mut self, kind: DiagnosticsKind, text: impl Into<String>) {
+        self.diagnostics_kind = kind;
+        self.diagnostics = text.into();
+    }
+
+    /// Clears the diagnostic if it is a passing message of `kind`.
+    pub fn clear_diagnostics(&mut self, kind: DiagnosticsKind) {
+        if self.diagnostics_kind == kind {
+            self.set_diagnostics(DiagnosticsKind::Lasting, String::new());
+        }
+    }
+
     pub fn current_attempt(&self) -> Option<&Attempt> {
         self.attempts.last()
     }

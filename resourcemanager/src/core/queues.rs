@@ -14,12 +14,9 @@ impl RmCore {
         &self,
         id: &ApplicationId,
         caller: &Caller,
-        what: &str,
+        what: &'static str,
     ) -> Result<(), CoreError> {
-        let app = self
-            .apps
-            .get(id)
-            .ok_or_else(|| CoreError::NotFound(format!("app with id: {id} not found")))?;
+        let app = self.apps.get(id).ok_or(CoreError::AppNotFound(*id))?;
         let conf = self.sched.conf();
         if !conf.acl_enabled
             || app.sub.user == caller.user
@@ -33,10 +30,13 @@ impl RmCore {
                 return Ok(());
             }
         }
-        Err(CoreError::Forbidden(format!(
-            "User {} does not have privilege to {what} application {id}: only its owner ({}), an administrator of queue {} or a cluster administrator may",
-            caller.user, app.sub.user, app.queue
-        )))
+        Err(CoreError::NotAppAdmin {
+            user: caller.user.clone(),
+            what,
+            app: *id,
+            owner: app.sub.user.clone(),
+            queue: app.queue.clone(),
+        })
     }
 
     /// `GET /queues/{queue}/access`: whether `caller` holds `acl` on `queue`.
@@ -49,7 +49,7 @@ impl RmCore {
         let tree = self.sched.tree();
         let idx = tree
             .find(queue)
-            .ok_or_else(|| CoreError::NotFound(format!("queue {queue} not found")))?;
+            .ok_or_else(|| CoreError::QueueNotFound(queue.to_string()))?;
         let conf = self.sched.conf();
         if !conf.acl_enabled || conf.admin_acl.allows(&caller.user, &caller.groups) {
             return Ok(true);
@@ -70,37 +70,33 @@ impl RmCore {
         now: u64,
     ) -> Result<String, CoreError> {
         self.check_modify(id, caller, "move")?;
-        let app = self
-            .apps
-            .get(id)
-            .ok_or_else(|| CoreError::NotFound(format!("app with id: {id} not found")))?;
+        let app = self.apps.get(id).ok_or(CoreError::AppNotFound(*id))?;
         if app.state.is_final() || app.killing_since.is_some() {
-            return Err(CoreError::WrongState(format!(
-                "App in {} state cannot be moved.",
-                app.state
-            )));
+            return Err(CoreError::CannotMove(app.state));
         }
         let tree = self.sched.tree();
-        let target = tree.find(queue).ok_or_else(|| {
-            CoreError::BadRequest(format!(
-                "Failed to move {id} to queue {queue}: queue does not exist"
-            ))
-        })?;
+        let target = tree
+            .find(queue)
+            .ok_or_else(|| CoreError::MoveToUnknownQueue {
+                app: *id,
+                queue: queue.to_string(),
+            })?;
         let q = &tree.queues[target];
         if !q.is_leaf() {
-            return Err(CoreError::BadRequest(format!(
-                "Failed to move {id} to queue {queue}: {} is not a leaf queue",
-                q.spec.path
-            )));
+            return Err(CoreError::MoveToParentQueue {
+                app: *id,
+                queue: queue.to_string(),
+                path: q.spec.path.clone(),
+            });
         }
         if tree
             .path_up(target)
             .any(|x| tree.queues[x].spec.state == QueueState::Stopped)
         {
-            return Err(CoreError::BadRequest(format!(
-                "Failed to move {id} to queue {}: the queue is STOPPED",
-                q.spec.path
-            )));
+            return Err(CoreError::MoveToStoppedQueue {
+                app: *id,
+                path: q.spec.path.clone(),
+            });
         }
         let conf = self.sched.conf();
         if conf.acl_enabled
@@ -108,10 +104,10 @@ impl RmCore {
             && !tree.acl_allows(target, &caller.user, &caller.groups, true)
             && !conf.admin_acl.allows(&caller.user, &caller.groups)
         {
-            return Err(CoreError::Forbidden(format!(
-                "User {} may not submit to queue {}",
-                caller.user, q.spec.path
-            )));
+            return Err(CoreError::MayNotSubmitTo {
+                user: caller.user.clone(),
+                queue: q.spec.path.clone(),
+            });
         }
         let path = q.spec.path.clone();
         if path == app.queue {
@@ -119,10 +115,11 @@ impl RmCore {
         }
         let (max_apps, _) = self.app_limits(target);
         if q.apps.len() as u64 >= u64::from(max_apps) {
-            return Err(CoreError::BadRequest(format!(
-                "Failed to move {id} to queue {path}: it already has {} applications",
-                q.apps.len()
-            )));
+            return Err(CoreError::MoveToFullQueue {
+                app: *id,
+                path,
+                apps: q.apps.len(),
+            });
         }
         let used = self
             .sched
@@ -133,10 +130,12 @@ impl RmCore {
         for x in tree.path_up(target) {
             let after = tree.queues[x].used.plus(&used);
             if !scheduler::queues::within(calc, &after, &tree.queues[x].maximum) {
-                return Err(CoreError::BadRequest(format!(
-                    "Failed to move {id} to queue {path}: its usage {used} would exceed the maximum of {}",
-                    tree.queues[x].spec.path
-                )));
+                return Err(CoreError::MoveOverMaximum {
+                    app: *id,
+                    path,
+                    used,
+                    over: tree.queues[x].spec.path.clone(),
+                });
             }
         }
         self.sched.move_app(id, target);
@@ -159,15 +158,12 @@ impl RmCore {
         now: u64,
     ) -> Result<i32, CoreError> {
         self.check_modify(id, caller, "update the priority of")?;
-        let app = self
-            .apps
-            .get(id)
-            .ok_or_else(|| CoreError::NotFound(format!("app with id: {id} not found")))?;
+        let app = self.apps.get(id).ok_or(CoreError::AppNotFound(*id))?;
         if app.state.is_final() {
-            return Err(CoreError::WrongState(format!(
-                "Application {id} is in {} state; its priority cannot be updated",
-                app.state
-            )));
+            return Err(CoreError::PriorityOfEndedApp {
+                app: *id,
+                state: app.state,
+            });
         }
         let p = priority.clamp(0, self.sched.conf().max_application_priority.max(0));
         if let Some(a) = self.apps.get_mut(id) {
@@ -184,34 +180,7 @@ impl RmCore {
     /// nothing, when live applications forbid it: a queue that holds applications is removed
     /// or turned into a parent.
     pub fn reconfigure(&mut self, conf: SchedulerConf, now: u64) -> Result<(), CoreError> {
-        let new_tree = scheduler::QueueTree::build(&conf.root);
-        let mut leaves = BTreeMap::new();
-        for app in self
-            .apps
-            .values()
-            .filter(|a| !a.state.is_final() || self.sched.app(&a.id).is_some())
-        {
-            if self.sched.app(&app.id).is_none() {
-                continue;
-            }
-            match new_tree.find(&app.queue) {
-                Some(i) if new_tree.queues[i].is_leaf() => {
-                    leaves.insert(app.id, new_tree.queues[i].spec.path.clone());
-                }
-                Some(_) => {
-                    return Err(CoreError::BadRequest(format!(
-                        "Failed to re-init queues : queue {} has running applications and cannot become a parent queue (it must be STOPPED and empty)",
-                        app.queue
-                    )))
-                }
-                None => {
-                    return Err(CoreError::BadRequest(format!(
-                        "Failed to re-init queues : queue {} cannot be removed: it still has applications (application {} is {})",
-                        app.queue, app.id, app.state
-                    )))
-                }
-            }
-        }
+        let leaves = self.check_reconfigure(&conf)?;
         let activated = self.sched.reconfigure(conf, &leaves);
         for (id, path) in &leaves {
             if let Some(a) = self.apps.get_mut(id) {
@@ -222,6 +191,74 @@ impl RmCore {
         self.run_scheduler(now);
         self.changed();
         Ok(())
+    }
+
+    /// Whether `conf` may replace the running tree as far as the applications go (a queue
+    /// that holds applications may be neither removed nor turned into a parent): the leaf
+    /// each scheduled application would be in. The one check a dry run (`sched-conf`
+    /// validate) and a real reconfiguration both make, so they never disagree.
+    pub fn check_reconfigure(
+        &self,
+        conf: &SchedulerConf,
+    ) -> Result<BTreeMap<ApplicationId, String>, CoreError> {
+        let new_tree = scheduler::QueueTree::build(&conf.root);
+        let mut leaves = BTreeMap::new();
+        for app in self
+            .apps
+            .values()
+            .filter(|a| self.sched.app(&a.id).is_some())
+        {
+            match new_tree.find(&app.queue) {
+                Some(i) if new_tree.queues[i].is_leaf() => {
+                    leaves.insert(app.id, new_tree.queues[i].spec.path.clone());
+                }
+                Some(_) => {
+                    return Err(CoreError::Reinit(
+                        ReinitRefusal::QueueWithAppsBecomesParent(app.queue.clone()),
+                    ))
+                }
+                None => {
+                    return Err(CoreError::Reinit(ReinitRefusal::QueueWithAppsRemoved {
+                        queue: app.queue.clone(),
+                        app: app.id,
+                        state: app.state,
+                    }))
+                }
+            }
+        }
+        Ok(leaves)
+    }
+
+    /// YARN's admin check for the scheduler-configuration endpoints and `refreshQueues`:
+    /// with `yarn.acl.enable`, only `yarn.admin.acl` may.
+    pub fn check_admin(&self, caller: &Caller) -> Result<(), CoreError> {
+        let conf = self.sched.conf();
+        if !conf.acl_enabled || conf.admin_acl.allows(&caller.user, &caller.groups) {
+            Ok(())
+        } else {
+            Err(CoreError::NotClusterAdmin)
+        }
+    }
+
+    /// `GET /queues/{queue}/access?user=`: whether `user` holds `acl` on `queue`, asked by
+    /// `caller`. As in YARN, only someone who administers the queue may ask about another
+    /// user.
+    pub fn queue_access_of(
+        &self,
+        queue: &str,
+        caller: &Caller,
+        user: &Caller,
+        acl: QueueAclType,
+    ) -> Result<bool, CoreError> {
+        if caller.user != user.user
+            && !self.queue_access(queue, caller, QueueAclType::AdministerQueue)?
+        {
+            return Err(CoreError::MayNotCheckOthers {
+                user: caller.user.clone(),
+                queue: queue.to_string(),
+            });
+        }
+        self.queue_access(queue, user, acl)
     }
 
     /// Every queue's configuration, effective capacities and usage, parents before children.

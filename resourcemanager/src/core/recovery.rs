@@ -17,6 +17,7 @@ impl RmCore {
             state: rec.state,
             final_status: rec.final_status,
             diagnostics: rec.diagnostics,
+            diagnostics_kind: DiagnosticsKind::Lasting,
             submit_time: rec.submit_time,
             launch_time: rec.launch_time,
             finish_time: rec.finish_time,
@@ -63,6 +64,7 @@ impl RmCore {
             att.awaiting_am_until = Some(now + self.conf.nm_expiry_ms);
             *last = att;
             app.tracking_url = live.tracking_url.clone();
+            app.diagnostics_kind = DiagnosticsKind::Lasting;
             app.diagnostics = format!(
                 "Recovered after a ResourceManager restart; waiting for attempt {} to \
                  re-register (its AM container {} on {}).",
@@ -80,9 +82,10 @@ impl RmCore {
                 Some(leaf) => {
                     if let Some(a) = self.apps.get_mut(&id) {
                         a.state = AppState::ACCEPTED;
-                        a.diagnostics =
-                            "Recovered after a ResourceManager restart; starting a new attempt."
-                                .into();
+                        a.set_diagnostics(
+                            DiagnosticsKind::Lasting,
+                            "Recovered after a ResourceManager restart; starting a new attempt.",
+                        );
                     }
                     self.admit(id, leaf, now);
                     self.persist(&id);

@@ -17,7 +17,7 @@ impl RmCore {
                     now,
                 );
             } else if let Some(a) = self.apps.get_mut(&app) {
-                a.diagnostics = format!("Gang {id}: {diag}");
+                a.set_diagnostics(DiagnosticsKind::Gang, format!("Gang {id}: {diag}"));
             }
             self.changed();
         }

@@ -24,7 +24,7 @@ use spindle_common::records::exception::ExceptionKind;
 use spindle_common::Resource;
 
 use crate::config::RmConfig;
-use crate::core::{Caller, CoreError};
+use crate::core::{Caller, RefusalClass};
 use crate::driver::{DriverHandle, RmError};
 
 /// Facts about this RM that do not change while it runs.
@@ -122,15 +122,13 @@ impl From<RmError> for ApiError {
     fn from(e: RmError) -> Self {
         match e {
             RmError::Core(c) => {
-                let kind = match &c {
-                    CoreError::NotFound(_) => ExceptionKind::NotFound,
-                    CoreError::BadRequest(_) | CoreError::InvalidResourceRequest(_) => {
-                        ExceptionKind::BadRequest
-                    }
-                    CoreError::InvalidToken(_) => ExceptionKind::Authorization,
-                    CoreError::NotRegistered(_) => ExceptionKind::AmNotRegistered,
-                    CoreError::WrongState(_) => ExceptionKind::Conflict,
-                    CoreError::Forbidden(_) => ExceptionKind::Forbidden,
+                let kind = match c.class() {
+                    RefusalClass::NotFound => ExceptionKind::NotFound,
+                    RefusalClass::BadRequest => ExceptionKind::BadRequest,
+                    RefusalClass::Authorization => ExceptionKind::Authorization,
+                    RefusalClass::AmNotRegistered => ExceptionKind::AmNotRegistered,
+                    RefusalClass::Conflict => ExceptionKind::Conflict,
+                    RefusalClass::Forbidden => ExceptionKind::Forbidden,
                 };
                 ApiError::new(kind, c.to_string())
             }

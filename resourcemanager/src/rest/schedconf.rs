@@ -204,11 +204,8 @@ async fn validate(
         Err(RmError::SchedulerConf(e)) => {
             Err(ApiError::bad_request(format!("{VALIDATION_FAILED} {e}")))
         }
-        Err(RmError::Core(crate::core::CoreError::BadRequest(m))) => {
-            Err(ApiError::bad_request(format!(
-                "{VALIDATION_FAILED} {}",
-                m.trim_start_matches("Failed to re-init queues : ")
-            )))
+        Err(RmError::Core(crate::core::CoreError::Reinit(why))) => {
+            Err(ApiError::bad_request(format!("{VALIDATION_FAILED} {why}")))
         }
         Err(e) => Err(e.into()),
     }
