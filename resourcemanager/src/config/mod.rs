@@ -14,20 +14,23 @@ use spindle_common::Resource;
 use crate::core::CoreConfig;
 use capacity::{CapacityConfError, CsProps, SiteSettings};
 
-/// Where the SQLite state store lives (Spindle's own key: YARN's stores are ZK, FS or LevelDB).
+// The keys the RM reads are spelled once, in `keys`; these names of the RM's own are kept
+// (as aliases) so that existing `crate::config::X` paths still resolve.
+
 /// How long a gang may wait when its AM names no timeout (Spindle's own key).
-pub const GANG_TIMEOUT: &str = "spindle.scheduler.gang.timeout-ms";
-pub const STATE_STORE_PATH: &str = "spindle.resourcemanager.state-store.path";
+pub const GANG_TIMEOUT: &str = keys::SPINDLE_SCHEDULER_GANG_TIMEOUT_MS;
+/// Where the SQLite state store lives (Spindle's own key: YARN's stores are ZK, FS or LevelDB).
+pub const STATE_STORE_PATH: &str = keys::SPINDLE_RM_STATE_STORE_PATH;
 /// Hadoop's static user-to-groups table, consulted before any lookup:
 /// `user1=group1,group2;user2=;` (default `dr.who=;`, the web user has no groups).
-pub const GROUP_STATIC_OVERRIDES: &str = "hadoop.user.group.static.mapping.overrides";
+pub const GROUP_STATIC_OVERRIDES: &str = keys::HADOOP_USER_GROUP_STATIC_MAPPING_OVERRIDES;
 /// How long a user's groups are cached (Hadoop: 300 s).
-pub const GROUPS_CACHE_SECS: &str = "hadoop.security.groups.cache.secs";
+pub const GROUPS_CACHE_SECS: &str = keys::HADOOP_SECURITY_GROUPS_CACHE_SECS;
 /// How long a failed lookup (no such user) is cached (Hadoop: 30 s).
-pub const GROUPS_NEGATIVE_CACHE_SECS: &str = "hadoop.security.groups.negative-cache.secs";
+pub const GROUPS_NEGATIVE_CACHE_SECS: &str = keys::HADOOP_SECURITY_GROUPS_NEGATIVE_CACHE_SECS;
 /// How long one `id -Gn` may run; Hadoop's 0 (no limit) is taken as 5 s, because a hung
 /// lookup would hold a REST request forever.
-pub const GROUPS_COMMAND_TIMEOUT: &str = "hadoop.security.groups.shell.command.timeout";
+pub const GROUPS_COMMAND_TIMEOUT: &str = keys::HADOOP_SECURITY_GROUPS_SHELL_COMMAND_TIMEOUT;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RmConfigError {
@@ -58,8 +61,10 @@ impl Default for GroupsConfig {
     fn default() -> Self {
         Self {
             static_overrides: BTreeMap::from([("dr.who".to_string(), Vec::new())]),
-            cache_ttl: Duration::from_secs(300),
-            negative_cache_ttl: Duration::from_secs(30),
+            cache_ttl: Duration::from_secs(keys::DEFAULT_HADOOP_SECURITY_GROUPS_CACHE_SECS),
+            negative_cache_ttl: Duration::from_secs(
+                keys::DEFAULT_HADOOP_SECURITY_GROUPS_NEGATIVE_CACHE_SECS,
+            ),
             command_timeout: Duration::from_secs(5),
         }
     }
@@ -118,13 +123,14 @@ impl RmConfig {
             ));
         }
         // The spindle.* key, else its older spelling, else the documented default.
-        let store_path = match conf.get_nonempty(STATE_STORE_PATH)? {
+        let store_path = match conf.get_nonempty(keys::SPINDLE_RM_STATE_STORE_PATH)? {
             Some(p) => p,
             None => match conf.get_nonempty(keys::RM_STORE_PATH)? {
                 Some(p) => p,
-                None => {
-                    conf.get_string(STATE_STORE_PATH, keys::DEFAULT_SPINDLE_RM_STATE_STORE_PATH)?
-                }
+                None => conf.get_string(
+                    keys::SPINDLE_RM_STATE_STORE_PATH,
+                    keys::DEFAULT_SPINDLE_RM_STATE_STORE_PATH,
+                )?,
             },
         };
         let positive = |name: &str, default: i64| -> Result<i64, RmConfigError> {
@@ -204,16 +210,22 @@ impl RmConfig {
         }
         let mut max_allocation = Resource::new(max_mb, max_vc);
         // Extended types from resource-types.xml bound asks by their maximum-allocation.
-        for t in conf.get_strings("yarn.resource-types")? {
-            let k = format!("yarn.resource-types.{t}.maximum-allocation");
+        for t in conf.get_strings(keys::RESOURCE_TYPES)? {
+            let k = format!(
+                "{}{t}.{}",
+                keys::RESOURCE_TYPES_PREFIX,
+                keys::RESOURCE_TYPE_MAXIMUM_ALLOCATION
+            );
             let v = conf.get_i64(&k, i64::MAX)?;
             max_allocation.set(&t, v);
         }
         let scheduler_props = CsProps::from_conf(conf)?;
         let scheduler_site = SiteSettings::from_conf(conf, &max_allocation)?;
         let scheduler = capacity::parse_props(&scheduler_props, &scheduler_site)?;
-        let gang_timeout_ms =
-            conf.get_duration_ms(GANG_TIMEOUT, crate::core::DEFAULT_GANG_TIMEOUT_MS)?;
+        let gang_timeout_ms = conf.get_duration_ms(
+            keys::SPINDLE_SCHEDULER_GANG_TIMEOUT_MS,
+            keys::DEFAULT_SPINDLE_SCHEDULER_GANG_TIMEOUT_MS,
+        )?;
         let core = CoreConfig {
             gang_timeout_ms,
             min_allocation: Resource::new(min_mb, min_vc),
@@ -239,7 +251,7 @@ impl RmConfig {
                 .get_nonempty(keys::RM_HOSTNAME)?
                 .filter(|h| !spindle_common::net::is_wildcard(h)),
             store_path: PathBuf::from(store_path),
-            cluster_id: conf.get_string(keys::RM_CLUSTER_ID, "spindle")?,
+            cluster_id: conf.get_string(keys::RM_CLUSTER_ID, keys::DEFAULT_RM_CLUSTER_ID)?,
             core,
             scheduler_props,
             scheduler_site,
@@ -279,13 +291,16 @@ fn load_conf(dir: &Path, overrides: &[(String, String)]) -> Result<Configuration
 
 fn groups_config(conf: &Configuration) -> Result<GroupsConfig, RmConfigError> {
     let mut g = GroupsConfig::default();
-    let raw = conf.get_string(GROUP_STATIC_OVERRIDES, "dr.who=;")?;
+    let raw = conf.get_string(
+        keys::HADOOP_USER_GROUP_STATIC_MAPPING_OVERRIDES,
+        keys::DEFAULT_HADOOP_USER_GROUP_STATIC_MAPPING_OVERRIDES,
+    )?;
     g.static_overrides.clear();
     for entry in raw.split(';').map(str::trim).filter(|e| !e.is_empty()) {
         let Some((user, groups)) = entry.split_once('=') else {
             return Err(rule(
                 conf,
-                GROUP_STATIC_OVERRIDES,
+                keys::HADOOP_USER_GROUP_STATIC_MAPPING_OVERRIDES,
                 format!("entry '{entry}' is not user=group1,group2"),
             ));
         };
@@ -293,7 +308,7 @@ fn groups_config(conf: &Configuration) -> Result<GroupsConfig, RmConfigError> {
         if user.is_empty() {
             return Err(rule(
                 conf,
-                GROUP_STATIC_OVERRIDES,
+                keys::HADOOP_USER_GROUP_STATIC_MAPPING_OVERRIDES,
                 format!("entry '{entry}' names no user"),
             ));
         }
@@ -302,9 +317,18 @@ fn groups_config(conf: &Configuration) -> Result<GroupsConfig, RmConfigError> {
             spindle_common::config::value::split_list(groups),
         );
     }
-    g.cache_ttl = Duration::from_secs(conf.get_u64(GROUPS_CACHE_SECS, 300)?);
-    g.negative_cache_ttl = Duration::from_secs(conf.get_u64(GROUPS_NEGATIVE_CACHE_SECS, 30)?);
-    let timeout = conf.get_duration_ms(GROUPS_COMMAND_TIMEOUT, 0)?;
+    g.cache_ttl = Duration::from_secs(conf.get_u64(
+        keys::HADOOP_SECURITY_GROUPS_CACHE_SECS,
+        keys::DEFAULT_HADOOP_SECURITY_GROUPS_CACHE_SECS,
+    )?);
+    g.negative_cache_ttl = Duration::from_secs(conf.get_u64(
+        keys::HADOOP_SECURITY_GROUPS_NEGATIVE_CACHE_SECS,
+        keys::DEFAULT_HADOOP_SECURITY_GROUPS_NEGATIVE_CACHE_SECS,
+    )?);
+    let timeout = conf.get_duration_ms(
+        keys::HADOOP_SECURITY_GROUPS_SHELL_COMMAND_TIMEOUT,
+        keys::DEFAULT_HADOOP_SECURITY_GROUPS_SHELL_COMMAND_TIMEOUT,
+    )?;
     g.command_timeout = if timeout == 0 {
         Duration::from_secs(5)
     } else {
@@ -357,6 +381,31 @@ mod tests {
             .root
             .find("default")
             .is_some_and(|q| q.is_leaf()));
+    }
+
+    /// The defaults that moved to `keys` are the values the RM used before.
+    #[test]
+    fn defaults_spelled_in_keys_are_unchanged() {
+        assert_eq!(
+            keys::DEFAULT_SPINDLE_SCHEDULER_GANG_TIMEOUT_MS,
+            crate::core::DEFAULT_GANG_TIMEOUT_MS
+        );
+        let c = RmConfig::from_conf(&Configuration::new()).unwrap();
+        assert_eq!(c.core.gang_timeout_ms, crate::core::DEFAULT_GANG_TIMEOUT_MS);
+        assert_eq!(c.cluster_id, "spindle");
+        assert_eq!(c.groups, GroupsConfig::default());
+        assert_eq!(c.groups.cache_ttl, Duration::from_secs(300));
+        assert_eq!(c.groups.negative_cache_ttl, Duration::from_secs(30));
+        let s = &c.core.scheduler;
+        assert_eq!(s.max_applications, 10_000);
+        assert_eq!(s.node_locality_delay, 40);
+        assert_eq!(s.rack_locality_additional_delay, -1);
+        assert!(!s.queue_mappings_override);
+        assert_eq!(s.max_am_resource_percent, 0.1);
+        let q = s.root.find("default").unwrap();
+        assert_eq!(q.user_limit_factor, 1.0);
+        assert_eq!(q.minimum_user_limit_percent, 100.0);
+        assert_eq!((q.priority, q.default_application_priority), (0, 0));
     }
 
     #[test]

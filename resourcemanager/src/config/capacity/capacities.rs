@@ -11,7 +11,7 @@
 
 use std::collections::BTreeSet;
 
-use spindle_common::config::value;
+use spindle_common::config::{keys, value};
 use spindle_common::Resource;
 
 use crate::core::queue_conf::{CapacitySpec, MaxCapacitySpec, QueueSpec};
@@ -307,7 +307,7 @@ impl Parser<'_> {
     ) -> Result<()> {
         let props = self.props;
         let path = &parent.path;
-        let children_key = key(path, "queues");
+        let children_key = key(path, keys::CS_QUEUE_QUEUES);
         let modes: BTreeSet<Mode> = set_modes.iter().map(|(_, m)| *m).collect();
         if modes.len() > 1 {
             let details: Vec<String> = set_modes
@@ -367,7 +367,10 @@ impl Parser<'_> {
                         _ => None,
                     };
                     let allow_zero = props
-                        .bool(&key(path, "allow-zero-capacity-sum"), false)
+                        .bool(
+                            &key(path, keys::CS_QUEUE_ALLOW_ZERO_CAPACITY_SUM),
+                            keys::DEFAULT_CS_QUEUE_ALLOW_ZERO_CAPACITY_SUM,
+                        )
                         .map_err(|e| e.queue(path))?;
                     if parent_pct.is_some_and(|p| p.abs() > PRECISION) && !allow_zero {
                         return Err(props
@@ -413,7 +416,7 @@ impl Parser<'_> {
                                 return Err(props
                                     .err(
                                         Rule::AbsoluteExceedsParent,
-                                        &key(&c.path, "maximum-capacity"),
+                                        &key(&c.path, keys::CS_QUEUE_MAXIMUM_CAPACITY),
                                         format!(
                                             "Max resource configuration {} is greater than parents max value:{} in queue:{}",
                                             res(cm),

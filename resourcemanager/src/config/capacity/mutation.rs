@@ -8,7 +8,7 @@
 //! and checks the transition ([`validate_transition`](super::validate_transition)). It knows
 //! nothing of the REST wire format.
 
-use spindle_common::config::value;
+use spindle_common::config::{keys, value};
 
 use super::error::Result;
 use super::props::key;
@@ -97,7 +97,7 @@ pub fn apply_mutation(props: &CsProps, m: &SchedConfMutation) -> Result<CsProps>
     for q in &m.remove_queues {
         let q = full_path(q, "remove")?;
         let (parent, leaf) = q.rsplit_once('.').unwrap_or(("root", q.as_str()));
-        let parent_key = key(parent, "queues");
+        let parent_key = key(parent, keys::CS_QUEUE_QUEUES);
         let mut siblings = out
             .get(&parent_key)
             .map(value::split_list)
@@ -109,7 +109,7 @@ pub fn apply_mutation(props: &CsProps, m: &SchedConfMutation) -> Result<CsProps>
         if siblings.is_empty() {
             out.remove(&parent_key);
             // A parent without children is a leaf again; its parent-only policy goes.
-            out.remove(&key(parent, "ordering-policy"));
+            out.remove(&key(parent, keys::CS_QUEUE_ORDERING_POLICY));
         } else {
             out.set(&parent_key, &siblings.join(","));
         }
@@ -139,7 +139,7 @@ pub fn apply_mutation(props: &CsProps, m: &SchedConfMutation) -> Result<CsProps>
                 format!("Can't add queue {q}: its parent queue {parent} does not exist"),
             ));
         }
-        let parent_key = key(parent, "queues");
+        let parent_key = key(parent, keys::CS_QUEUE_QUEUES);
         let mut siblings = out
             .get(&parent_key)
             .map(value::split_list)

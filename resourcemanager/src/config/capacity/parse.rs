@@ -18,10 +18,9 @@ use crate::core::queue_conf::{
 
 use super::error::Result;
 use super::props::key;
-use super::{CapacityConfError, CsProps, Rule, SiteSettings, PREFIX};
+use super::{CapacityConfError, CsProps, Rule, SiteSettings};
 
-const DEFAULT_CALCULATOR_CLASS: &str =
-    "org.apache.hadoop.yarn.util.resource.DefaultResourceCalculator";
+const DEFAULT_CALCULATOR_CLASS: &str = keys::DEFAULT_CS_RESOURCE_CALCULATOR;
 const DOMINANT_CALCULATOR_CLASS: &str =
     "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator";
 
@@ -44,7 +43,10 @@ pub fn parse_props(props: &CsProps, site: &SiteSettings) -> Result<SchedulerConf
         site,
         leaves: BTreeMap::new(),
     };
-    let global_am = p.am_percent(&format!("{PREFIX}maximum-am-resource-percent"), 0.1)?;
+    let global_am = p.am_percent(
+        keys::CS_MAXIMUM_AM_RESOURCE_PERCENT,
+        keys::DEFAULT_CS_MAXIMUM_AM_RESOURCE_PERCENT,
+    )?;
     let root_ctx = ParentCtx {
         path: String::new(),
         state: QueueState::Running,
@@ -55,7 +57,7 @@ pub fn parse_props(props: &CsProps, site: &SiteSettings) -> Result<SchedulerConf
     };
     let root = p.queue("root", &root_ctx, 0, global_am)?;
     if root.children.is_empty() {
-        let k = key("root", "queues");
+        let k = key("root", keys::CS_QUEUE_QUEUES);
         return Err(props
             .err(
                 Rule::RootWithoutChildren,
@@ -84,16 +86,18 @@ pub fn parse_props(props: &CsProps, site: &SiteSettings) -> Result<SchedulerConf
         }
     };
     let max_apps_key = keys::CS_MAXIMUM_APPLICATIONS;
-    let max_applications = props.count(max_apps_key)?.unwrap_or(10_000);
-    let max_parallel_apps = props.count(&format!("{PREFIX}max-parallel-apps"))?;
-    let user_max_parallel_apps = props.count(&format!("{PREFIX}user.max-parallel-apps"))?;
+    let max_applications = props
+        .count(max_apps_key)?
+        .unwrap_or(keys::DEFAULT_CS_MAXIMUM_APPLICATIONS as u32);
+    let max_parallel_apps = props.count(keys::CS_MAX_PARALLEL_APPS)?;
+    let user_max_parallel_apps = props.count(keys::CS_USER_MAX_PARALLEL_APPS)?;
     let mut user_max_parallel_apps_for = BTreeMap::new();
-    let user_prefix = format!("{PREFIX}user.");
+    let user_suffix = format!(".{}", keys::CS_QUEUE_MAX_PARALLEL_APPS);
     for (name, _) in props.pairs() {
-        let Some(rest) = name.strip_prefix(&user_prefix) else {
+        let Some(rest) = name.strip_prefix(keys::CS_USER_PREFIX) else {
             continue;
         };
-        let Some(user) = rest.strip_suffix(".max-parallel-apps") else {
+        let Some(user) = rest.strip_suffix(&user_suffix) else {
             continue;
         };
         if user.is_empty() {
@@ -104,15 +108,17 @@ pub fn parse_props(props: &CsProps, site: &SiteSettings) -> Result<SchedulerConf
         }
     }
     let queue_mappings = p.mappings(&root)?;
-    let queue_mappings_override =
-        props.bool(&format!("{PREFIX}queue-mappings-override.enable"), false)?;
-    let nld_key = format!("{PREFIX}node-locality-delay");
-    let node_locality_delay = match props.int(&nld_key)? {
-        None => 40,
+    let queue_mappings_override = props.bool(
+        keys::CS_QUEUE_MAPPINGS_OVERRIDE_ENABLE,
+        keys::DEFAULT_CS_QUEUE_MAPPINGS_OVERRIDE_ENABLE,
+    )?;
+    let nld_key = keys::CS_NODE_LOCALITY_DELAY;
+    let node_locality_delay = match props.int(nld_key)? {
+        None => keys::DEFAULT_CS_NODE_LOCALITY_DELAY,
         Some(n) => u32::try_from(n).map_err(|_| {
             props.err(
                 Rule::LimitRange,
-                &nld_key,
+                nld_key,
                 format!(
                     "node-locality-delay must be from 0 to {}, got {n}",
                     u32::MAX
@@ -120,13 +126,13 @@ pub fn parse_props(props: &CsProps, site: &SiteSettings) -> Result<SchedulerConf
             )
         })?,
     };
-    let rld_key = format!("{PREFIX}rack-locality-additional-delay");
-    let rack_locality_additional_delay = match props.int(&rld_key)? {
-        None => -1,
+    let rld_key = keys::CS_RACK_LOCALITY_ADDITIONAL_DELAY;
+    let rack_locality_additional_delay = match props.int(rld_key)? {
+        None => keys::DEFAULT_CS_RACK_LOCALITY_ADDITIONAL_DELAY,
         Some(n) => i32::try_from(n).ok().filter(|n| *n >= -1).ok_or_else(|| {
             props.err(
                 Rule::LimitRange,
-                &rld_key,
+                rld_key,
                 format!("rack-locality-additional-delay must be -1 (derived) or a count of missed opportunities, got {n}"),
             )
         })?,
@@ -179,8 +185,8 @@ impl Parser<'_> {
     /// `queue-mappings`: `u:<user>:<queue>` / `g:<group>:<queue>`, first match wins.
     pub(super) fn mappings(&self, root: &QueueSpec) -> Result<Vec<QueueMapping>> {
         let props = self.props;
-        let name = format!("{PREFIX}queue-mappings");
-        let Some(raw) = props.get(&name) else {
+        let name = keys::CS_QUEUE_MAPPINGS;
+        let Some(raw) = props.get(name) else {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
@@ -188,7 +194,7 @@ impl Parser<'_> {
             let bad = |why: String| {
                 props.err(
                     Rule::InvalidQueueMapping,
-                    &name,
+                    name,
                     format!("Illegal queue mapping {entry}: {why}"),
                 )
             };

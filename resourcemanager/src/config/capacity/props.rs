@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use spindle_common::config::{value, Configuration};
+use spindle_common::config::{keys, value, Configuration};
 
 use super::error::Result;
 use super::{CapacityConfError, Rule, MAX_DEPTH, PREFIX};
@@ -75,7 +75,7 @@ impl CsProps {
     }
 
     fn add_yarn_defaults(&mut self) {
-        let root_queues = format!("{PREFIX}root.queues");
+        let root_queues = key("root", keys::CS_QUEUE_QUEUES);
         if self.0.contains_key(&root_queues) {
             return;
         }
@@ -84,7 +84,7 @@ impl CsProps {
             origin: Some(DEFAULT_ORIGIN.into()),
         };
         self.0.insert(root_queues, default);
-        let cap = format!("{PREFIX}root.default.capacity");
+        let cap = key("root.default", keys::CS_QUEUE_CAPACITY);
         self.0.entry(cap).or_insert(CsProp {
             value: "100".into(),
             origin: Some(DEFAULT_ORIGIN.into()),
@@ -218,7 +218,7 @@ impl CsProps {
             }
             out.push(path.clone());
             let children = self
-                .get(&key(&path, "queues"))
+                .get(&key(&path, keys::CS_QUEUE_QUEUES))
                 .map(value::split_list)
                 .unwrap_or_default();
             for c in children.iter().rev() {
@@ -229,7 +229,8 @@ impl CsProps {
     }
 }
 
-/// The full name of a queue's property: `yarn.scheduler.capacity.<queue>.<suffix>`.
+/// The full name of a queue's property: `yarn.scheduler.capacity.<queue>.<suffix>` (the
+/// suffixes are `keys::CS_QUEUE_*`).
 pub(super) fn key(queue: &str, suffix: &str) -> String {
     format!("{PREFIX}{queue}.{suffix}")
 }

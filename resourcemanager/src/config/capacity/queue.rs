@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 
-use spindle_common::config::value;
+use spindle_common::config::{keys, value};
 use spindle_common::Resource;
 
 use crate::core::queue_conf::{
@@ -33,7 +33,7 @@ impl Parser<'_> {
         global_am: f64,
     ) -> Result<QueueSpec> {
         let props = self.props;
-        let children_key = key(path, "queues");
+        let children_key = key(path, keys::CS_QUEUE_QUEUES);
         if depth > MAX_DEPTH {
             return Err(props
                 .err(
@@ -71,7 +71,7 @@ impl Parser<'_> {
         }
 
         // Capacity.
-        let cap_key = key(path, "capacity");
+        let cap_key = key(path, keys::CS_QUEUE_CAPACITY);
         let cap_set = !is_root && props.get(&cap_key).is_some();
         let capacity = if is_root {
             CapacitySpec::Percent(100.0)
@@ -81,7 +81,7 @@ impl Parser<'_> {
                 Some(raw) => self.capacity(path, &cap_key, raw)?,
             }
         };
-        let max_key = key(path, "maximum-capacity");
+        let max_key = key(path, keys::CS_QUEUE_MAXIMUM_CAPACITY);
         let max_capacity = if is_root {
             MaxCapacitySpec::Percent(100.0)
         } else {
@@ -139,7 +139,7 @@ impl Parser<'_> {
         }
 
         // State.
-        let state_key = key(path, "state");
+        let state_key = key(path, keys::CS_QUEUE_STATE);
         let state = match props.trimmed(&state_key) {
             None => parent.state,
             Some(s) if s.eq_ignore_ascii_case("RUNNING") => {
@@ -170,8 +170,10 @@ impl Parser<'_> {
         };
 
         // Limits.
-        let ulf_key = key(path, "user-limit-factor");
-        let user_limit_factor = props.f64(&ulf_key)?.unwrap_or(1.0);
+        let ulf_key = key(path, keys::CS_QUEUE_USER_LIMIT_FACTOR);
+        let user_limit_factor = props
+            .f64(&ulf_key)?
+            .unwrap_or(keys::DEFAULT_CS_QUEUE_USER_LIMIT_FACTOR);
         if !(user_limit_factor > 0.0 || user_limit_factor == -1.0) {
             return Err(props
                 .err(
@@ -184,8 +186,10 @@ impl Parser<'_> {
                 )
                 .queue(path));
         }
-        let mulp_key = key(path, "minimum-user-limit-percent");
-        let minimum_user_limit_percent = props.f64(&mulp_key)?.unwrap_or(100.0);
+        let mulp_key = key(path, keys::CS_QUEUE_MINIMUM_USER_LIMIT_PERCENT);
+        let minimum_user_limit_percent = props
+            .f64(&mulp_key)?
+            .unwrap_or(keys::DEFAULT_CS_QUEUE_MINIMUM_USER_LIMIT_PERCENT);
         if !(minimum_user_limit_percent > 0.0 && minimum_user_limit_percent <= 100.0) {
             return Err(props
                 .err(
@@ -198,7 +202,7 @@ impl Parser<'_> {
                 )
                 .queue(path));
         }
-        let ma_key = key(path, "maximum-applications");
+        let ma_key = key(path, keys::CS_QUEUE_MAXIMUM_APPLICATIONS);
         // YARN: a negative (or unset) per-queue value derives it from the global one.
         let max_applications = match props.int(&ma_key)? {
             None => None,
@@ -214,27 +218,34 @@ impl Parser<'_> {
             })?),
         };
         let max_parallel_apps = props
-            .count(&key(path, "max-parallel-apps"))
+            .count(&key(path, keys::CS_QUEUE_MAX_PARALLEL_APPS))
             .map_err(|e| e.queue(path))?;
         let max_am_resource_percent = self
-            .am_percent(&key(path, "maximum-am-resource-percent"), global_am)
+            .am_percent(
+                &key(path, keys::CS_QUEUE_MAXIMUM_AM_RESOURCE_PERCENT),
+                global_am,
+            )
             .map_err(|e| e.queue(path))?;
         let max_allocation = self.max_allocation(path, parent)?;
 
         // ACLs: unset inherits (YARN ORs up the tree; root defaults to everyone).
-        let acl_submit = self.acl(path, "acl_submit_applications")?;
-        let acl_admin = self.acl(path, "acl_administer_queue")?;
+        let acl_submit = self.acl(path, keys::CS_QUEUE_ACL_SUBMIT_APPLICATIONS)?;
+        let acl_admin = self.acl(path, keys::CS_QUEUE_ACL_ADMINISTER_QUEUE)?;
 
         // Ordering.
-        let op_key = key(path, "ordering-policy");
+        let op_key = key(path, keys::CS_QUEUE_ORDERING_POLICY);
         let is_leaf = child_names.is_empty();
         let ordering = match props.trimmed(&op_key) {
             None => OrderingPolicy::Fifo,
             Some(raw) => self.ordering(path, &op_key, raw, is_leaf)?,
         };
-        let dap_key = key(path, "default-application-priority");
-        let default_application_priority = self.i32(path, &dap_key)?.unwrap_or(0);
-        let priority = self.i32(path, &key(path, "priority"))?.unwrap_or(0);
+        let dap_key = key(path, keys::CS_QUEUE_DEFAULT_APPLICATION_PRIORITY);
+        let default_application_priority = self
+            .i32(path, &dap_key)?
+            .unwrap_or(keys::DEFAULT_CS_QUEUE_DEFAULT_APPLICATION_PRIORITY);
+        let priority = self
+            .i32(path, &key(path, keys::CS_QUEUE_PRIORITY))?
+            .unwrap_or(keys::DEFAULT_CS_QUEUE_PRIORITY);
 
         let mut spec = QueueSpec::new(path, capacity.clone());
         spec.max_capacity = max_capacity;
@@ -259,7 +270,7 @@ impl Parser<'_> {
                             Rule::DuplicateLeafName,
                             &key(
                                 path.rsplit_once('.').map(|(p, _)| p).unwrap_or("root"),
-                                "queues",
+                                keys::CS_QUEUE_QUEUES,
                             ),
                             format!(
                                 "Two leaf queues were named {}. Leaf queue names must be distinct ({other} and {path})",
@@ -288,7 +299,10 @@ impl Parser<'_> {
         for c in &child_names {
             let child_path = format!("{path}.{c}");
             let child = self.queue(&child_path, &ctx, depth + 1, global_am)?;
-            if props.get(&key(&child_path, "capacity")).is_some() {
+            if props
+                .get(&key(&child_path, keys::CS_QUEUE_CAPACITY))
+                .is_some()
+            {
                 set_modes.push((child_path.clone(), Mode::of(&child.capacity)));
             }
             spec.children.push(child);
@@ -333,8 +347,8 @@ impl Parser<'_> {
 
     fn max_allocation(&self, path: &str, parent: &ParentCtx) -> Result<Option<Resource>> {
         let props = self.props;
-        let mb_key = key(path, "maximum-allocation-mb");
-        let vc_key = key(path, "maximum-allocation-vcores");
+        let mb_key = key(path, keys::CS_QUEUE_MAXIMUM_ALLOCATION_MB);
+        let vc_key = key(path, keys::CS_QUEUE_MAXIMUM_ALLOCATION_VCORES);
         let mb = props.int(&mb_key).map_err(|e| e.queue(path))?;
         let vc = props.int(&vc_key).map_err(|e| e.queue(path))?;
         for (k, v) in [(&mb_key, mb), (&vc_key, vc)] {

@@ -9,6 +9,8 @@
 
 use std::collections::BTreeMap;
 
+use spindle_common::config::keys;
+
 use crate::core::queue_conf::{QueueSpec, QueueState, SchedulerConf};
 
 use super::error::Result;
@@ -54,7 +56,7 @@ pub fn validate_transition(old: &SchedulerConf, new: &SchedulerConf) -> Result<(
                 p.rsplit_once('.')
                     .map(|(parent, _)| parent)
                     .unwrap_or("root"),
-                "queues",
+                keys::CS_QUEUE_QUEUES,
             )
         };
         match new_states.get(&q.path) {
@@ -106,7 +108,7 @@ pub fn validate_transition(old: &SchedulerConf, new: &SchedulerConf) -> Result<(
                         ),
                     )
                     .queue(&q.path)
-                    .property(&key(&q.path, "queues")));
+                    .property(&key(&q.path, keys::CS_QUEUE_QUEUES)));
                 }
             }
         }
