@@ -1,10 +1,12 @@
 //! The RM's typed configuration, built from the raw Hadoop properties. Every rule has its
-//! own error, which names the property and, through the raw layer, the file and line. The
-//! capacity scheduler's part (`capacity-scheduler.xml`) is [`capacity`].
+//! own error ([`RmConfigError`], one variant per refusal), which names the property and,
+//! through the raw layer, the file and line. The capacity scheduler's part
+//! (`capacity-scheduler.xml`) is [`capacity`].
 
 pub mod capacity;
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -32,19 +34,110 @@ pub const GROUPS_NEGATIVE_CACHE_SECS: &str = keys::HADOOP_SECURITY_GROUPS_NEGATI
 /// lookup would hold a REST request forever.
 pub const GROUPS_COMMAND_TIMEOUT: &str = keys::HADOOP_SECURITY_GROUPS_SHELL_COMMAND_TIMEOUT;
 
+/// Why the RM's configuration was refused: one variant per rule. Each message reads
+/// `[<file>:<line>: ]property '<name>': <what is wrong>` (the text tests and docs match on),
+/// and each variant carries the property's [`Place`], its name and the values involved, so
+/// callers can tell refusals apart without reading the text.
 #[derive(Debug, thiserror::Error)]
 pub enum RmConfigError {
+    /// The raw reader refused a file or a value (bad XML, not a number, a `${...}` cycle).
     #[error(transparent)]
     Value(#[from] ConfigError),
-    #[error("{place}property '{name}': {message}")]
-    Rule {
-        place: String,
-        name: String,
-        message: String,
+    /// `yarn.resourcemanager.webapp.address` is not `host:port`.
+    #[error("{place}property '{name}': expected host:port, got '{value}'")]
+    BadWebappAddress {
+        place: Place,
+        name: &'static str,
+        value: String,
+    },
+    /// An allocation bound (`yarn.scheduler.{minimum,maximum}-allocation-{mb,vcores}`) or
+    /// `yarn.resourcemanager.am.max-attempts` is 0 or negative.
+    #[error("{place}property '{name}': must be a positive integer, got {value}")]
+    NotPositive {
+        place: Place,
+        name: &'static str,
+        value: i64,
+    },
+    /// `yarn.scheduler.minimum-allocation-mb` above `yarn.scheduler.maximum-allocation-mb`.
+    #[error("{place}property '{name}': minimum allocation {min} MB exceeds the maximum {max} MB")]
+    MinAllocationMbAboveMax {
+        place: Place,
+        name: &'static str,
+        min: i64,
+        max: i64,
+    },
+    /// `yarn.scheduler.minimum-allocation-vcores` above the maximum.
+    #[error("{place}property '{name}': minimum allocation {min} vcores exceeds the maximum {max}")]
+    MinAllocationVcoresAboveMax {
+        place: Place,
+        name: &'static str,
+        min: i64,
+        max: i64,
+    },
+    /// The NM heartbeat interval is 0.
+    #[error("{place}property '{name}': must be positive")]
+    HeartbeatIntervalZero { place: Place, name: &'static str },
+    /// NMs would expire before they could heartbeat once.
+    #[error(
+        "{place}property '{name}': {expiry_ms} ms is shorter than the heartbeat interval {heartbeat_ms} ms"
+    )]
+    NmExpiryBelowHeartbeat {
+        place: Place,
+        name: &'static str,
+        expiry_ms: u64,
+        heartbeat_ms: u64,
+    },
+    /// `yarn.resourcemanager.max-completed-applications` is negative.
+    #[error("{place}property '{name}': must not be negative")]
+    MaxCompletedAppsNegative {
+        place: Place,
+        name: &'static str,
+        value: i64,
+    },
+    /// A static group mapping entry without `=`.
+    #[error("{place}property '{name}': entry '{entry}' is not user=group1,group2")]
+    GroupMappingNotUserEqGroups {
+        place: Place,
+        name: &'static str,
+        entry: String,
+    },
+    /// A static group mapping entry with nothing before `=`.
+    #[error("{place}property '{name}': entry '{entry}' names no user")]
+    GroupMappingWithoutUser {
+        place: Place,
+        name: &'static str,
+        entry: String,
     },
     /// `capacity-scheduler.xml` (or a yarn-site key it reads) broke a rule.
     #[error(transparent)]
     Capacity(#[from] CapacityConfError),
+}
+
+/// Where a refused property came from: `file:line` (`file` alone for a value from no file,
+/// such as `-D`), or nowhere when the property is unset and its default was refused. Shown
+/// as the message's `file:line: ` prefix, or as nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Place(Option<String>);
+
+impl Place {
+    /// Where `conf` got property `name` from.
+    pub fn of(conf: &Configuration, name: &str) -> Self {
+        Place(conf.source(name).map(ToString::to_string))
+    }
+
+    /// `file:line` or `file`; `None` when the property is unset.
+    pub fn as_str(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Some(p) => write!(f, "{p}: "),
+            None => Ok(()),
+        }
+    }
 }
 
 /// How the RM learns a caller's groups (Hadoop's `ShellBasedUnixGroupsMapping`: `id -Gn`).
@@ -92,35 +185,17 @@ pub struct RmConfig {
     pub groups: GroupsConfig,
 }
 
-fn rule(conf: &Configuration, name: &str, message: String) -> RmConfigError {
-    let place = conf
-        .source(name)
-        .map(|s| {
-            if s.line > 0 {
-                format!("{}:{}: ", s.file.display(), s.line)
-            } else {
-                format!("{}: ", s.file.display())
-            }
-        })
-        .unwrap_or_default();
-    RmConfigError::Rule {
-        place,
-        name: name.to_string(),
-        message,
-    }
-}
-
 impl RmConfig {
     pub fn from_conf(conf: &Configuration) -> Result<Self, RmConfigError> {
         let webapp_address =
             conf.get_string(keys::RM_WEBAPP_ADDRESS, keys::DEFAULT_RM_WEBAPP_ADDRESS)?;
         if webapp_address.parse::<std::net::SocketAddr>().is_err() && !webapp_address.contains(':')
         {
-            return Err(rule(
-                conf,
-                keys::RM_WEBAPP_ADDRESS,
-                format!("expected host:port, got '{webapp_address}'"),
-            ));
+            return Err(RmConfigError::BadWebappAddress {
+                place: Place::of(conf, keys::RM_WEBAPP_ADDRESS),
+                name: keys::RM_WEBAPP_ADDRESS,
+                value: webapp_address,
+            });
         }
         // The spindle.* key, else its older spelling, else the documented default.
         let store_path = match conf.get_nonempty(keys::SPINDLE_RM_STATE_STORE_PATH)? {
@@ -133,14 +208,14 @@ impl RmConfig {
                 )?,
             },
         };
-        let positive = |name: &str, default: i64| -> Result<i64, RmConfigError> {
+        let positive = |name: &'static str, default: i64| -> Result<i64, RmConfigError> {
             let v = conf.get_i64(name, default)?;
             if v <= 0 {
-                return Err(rule(
-                    conf,
+                return Err(RmConfigError::NotPositive {
+                    place: Place::of(conf, name),
                     name,
-                    format!("must be a positive integer, got {v}"),
-                ));
+                    value: v,
+                });
             }
             Ok(v)
         };
@@ -161,40 +236,42 @@ impl RmConfig {
             keys::DEFAULT_SCHEDULER_MAX_ALLOCATION_VCORES,
         )?;
         if min_mb > max_mb {
-            return Err(rule(
-                conf,
-                keys::SCHEDULER_MIN_ALLOCATION_MB,
-                format!("minimum allocation {min_mb} MB exceeds the maximum {max_mb} MB"),
-            ));
+            return Err(RmConfigError::MinAllocationMbAboveMax {
+                place: Place::of(conf, keys::SCHEDULER_MIN_ALLOCATION_MB),
+                name: keys::SCHEDULER_MIN_ALLOCATION_MB,
+                min: min_mb,
+                max: max_mb,
+            });
         }
         if min_vc > max_vc {
-            return Err(rule(
-                conf,
-                keys::SCHEDULER_MIN_ALLOCATION_VCORES,
-                format!("minimum allocation {min_vc} vcores exceeds the maximum {max_vc}"),
-            ));
+            return Err(RmConfigError::MinAllocationVcoresAboveMax {
+                place: Place::of(conf, keys::SCHEDULER_MIN_ALLOCATION_VCORES),
+                name: keys::SCHEDULER_MIN_ALLOCATION_VCORES,
+                min: min_vc,
+                max: max_vc,
+            });
         }
         let heartbeat = conf.get_duration_ms(
             keys::RM_NM_HEARTBEAT_INTERVAL_MS,
             keys::DEFAULT_RM_NM_HEARTBEAT_INTERVAL_MS,
         )?;
         if heartbeat == 0 {
-            return Err(rule(
-                conf,
-                keys::RM_NM_HEARTBEAT_INTERVAL_MS,
-                "must be positive".into(),
-            ));
+            return Err(RmConfigError::HeartbeatIntervalZero {
+                place: Place::of(conf, keys::RM_NM_HEARTBEAT_INTERVAL_MS),
+                name: keys::RM_NM_HEARTBEAT_INTERVAL_MS,
+            });
         }
         let expiry = conf.get_duration_ms(
             keys::NM_LIVENESS_EXPIRY_MS,
             keys::DEFAULT_NM_LIVENESS_EXPIRY_MS,
         )?;
         if expiry < heartbeat {
-            return Err(rule(
-                conf,
-                keys::NM_LIVENESS_EXPIRY_MS,
-                format!("{expiry} ms is shorter than the heartbeat interval {heartbeat} ms"),
-            ));
+            return Err(RmConfigError::NmExpiryBelowHeartbeat {
+                place: Place::of(conf, keys::NM_LIVENESS_EXPIRY_MS),
+                name: keys::NM_LIVENESS_EXPIRY_MS,
+                expiry_ms: expiry,
+                heartbeat_ms: heartbeat,
+            });
         }
         let attempts = positive(keys::RM_AM_MAX_ATTEMPTS, keys::DEFAULT_RM_AM_MAX_ATTEMPTS)?;
         let max_completed = conf.get_i64(
@@ -202,11 +279,11 @@ impl RmConfig {
             keys::DEFAULT_RM_MAX_COMPLETED_APPLICATIONS,
         )?;
         if max_completed < 0 {
-            return Err(rule(
-                conf,
-                keys::RM_MAX_COMPLETED_APPLICATIONS,
-                "must not be negative".into(),
-            ));
+            return Err(RmConfigError::MaxCompletedAppsNegative {
+                place: Place::of(conf, keys::RM_MAX_COMPLETED_APPLICATIONS),
+                name: keys::RM_MAX_COMPLETED_APPLICATIONS,
+                value: max_completed,
+            });
         }
         let mut max_allocation = Resource::new(max_mb, max_vc);
         // Extended types from resource-types.xml bound asks by their maximum-allocation.
@@ -295,22 +372,23 @@ fn groups_config(conf: &Configuration) -> Result<GroupsConfig, RmConfigError> {
         keys::HADOOP_USER_GROUP_STATIC_MAPPING_OVERRIDES,
         keys::DEFAULT_HADOOP_USER_GROUP_STATIC_MAPPING_OVERRIDES,
     )?;
+    let name = keys::HADOOP_USER_GROUP_STATIC_MAPPING_OVERRIDES;
     g.static_overrides.clear();
     for entry in raw.split(';').map(str::trim).filter(|e| !e.is_empty()) {
         let Some((user, groups)) = entry.split_once('=') else {
-            return Err(rule(
-                conf,
-                keys::HADOOP_USER_GROUP_STATIC_MAPPING_OVERRIDES,
-                format!("entry '{entry}' is not user=group1,group2"),
-            ));
+            return Err(RmConfigError::GroupMappingNotUserEqGroups {
+                place: Place::of(conf, name),
+                name,
+                entry: entry.to_string(),
+            });
         };
         let user = user.trim();
         if user.is_empty() {
-            return Err(rule(
-                conf,
-                keys::HADOOP_USER_GROUP_STATIC_MAPPING_OVERRIDES,
-                format!("entry '{entry}' names no user"),
-            ));
+            return Err(RmConfigError::GroupMappingWithoutUser {
+                place: Place::of(conf, name),
+                name,
+                entry: entry.to_string(),
+            });
         }
         g.static_overrides.insert(
             user.to_string(),
@@ -406,6 +484,163 @@ mod tests {
         assert_eq!(q.user_limit_factor, 1.0);
         assert_eq!(q.minimum_user_limit_percent, 100.0);
         assert_eq!((q.priority, q.default_application_priority), (0, 0));
+    }
+
+    /// `yarn-site.xml` with one property per line (line 2 onwards).
+    fn site(pairs: &[(&str, &str)]) -> Configuration {
+        let mut xml = String::from("<configuration>\n");
+        for (k, v) in pairs {
+            xml.push_str(&format!(
+                "<property><name>{k}</name><value>{v}</value></property>\n"
+            ));
+        }
+        xml.push_str("</configuration>\n");
+        let mut c = Configuration::new();
+        c.add_str(Path::new("yarn-site.xml"), &xml).expect("xml");
+        c
+    }
+
+    fn refusal(c: &Configuration) -> RmConfigError {
+        match RmConfig::from_conf(c) {
+            Ok(_) => panic!("expected a refusal"),
+            Err(e) => e,
+        }
+    }
+
+    /// Each refusal's exact text: where (`file:line: `, `-D: ` for an override, nothing for
+    /// an unset property), which property, and what is wrong.
+    #[test]
+    fn every_refusal_keeps_its_message() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (
+                &[(keys::RM_WEBAPP_ADDRESS, "nohost")],
+                "yarn-site.xml:2: property 'yarn.resourcemanager.webapp.address': expected host:port, got 'nohost'",
+            ),
+            (
+                &[("x", "y"), (keys::SCHEDULER_MAX_ALLOCATION_VCORES, "0")],
+                "yarn-site.xml:3: property 'yarn.scheduler.maximum-allocation-vcores': must be a positive integer, got 0",
+            ),
+            (
+                &[(keys::RM_AM_MAX_ATTEMPTS, "-2")],
+                "yarn-site.xml:2: property 'yarn.resourcemanager.am.max-attempts': must be a positive integer, got -2",
+            ),
+            (
+                &[(keys::SCHEDULER_MIN_ALLOCATION_MB, "9000")],
+                "yarn-site.xml:2: property 'yarn.scheduler.minimum-allocation-mb': minimum allocation 9000 MB exceeds the maximum 8192 MB",
+            ),
+            (
+                &[(keys::SCHEDULER_MIN_ALLOCATION_VCORES, "5")],
+                "yarn-site.xml:2: property 'yarn.scheduler.minimum-allocation-vcores': minimum allocation 5 vcores exceeds the maximum 4",
+            ),
+            (
+                &[(keys::RM_NM_HEARTBEAT_INTERVAL_MS, "0")],
+                "yarn-site.xml:2: property 'yarn.resourcemanager.nodemanagers.heartbeat-interval-ms': must be positive",
+            ),
+            (
+                &[(keys::NM_LIVENESS_EXPIRY_MS, "500")],
+                "yarn-site.xml:2: property 'yarn.nm.liveness-monitor.expiry-interval-ms': 500 ms is shorter than the heartbeat interval 1000 ms",
+            ),
+            (
+                // The expiry is unset: its default is refused, with no place to name.
+                &[(keys::RM_NM_HEARTBEAT_INTERVAL_MS, "700000")],
+                "property 'yarn.nm.liveness-monitor.expiry-interval-ms': 600000 ms is shorter than the heartbeat interval 700000 ms",
+            ),
+            (
+                &[(keys::RM_MAX_COMPLETED_APPLICATIONS, "-1")],
+                "yarn-site.xml:2: property 'yarn.resourcemanager.max-completed-applications': must not be negative",
+            ),
+            (
+                &[(GROUP_STATIC_OVERRIDES, "alice=a;bob")],
+                "yarn-site.xml:2: property 'hadoop.user.group.static.mapping.overrides': entry 'bob' is not user=group1,group2",
+            ),
+            (
+                &[(GROUP_STATIC_OVERRIDES, " =devs")],
+                "yarn-site.xml:2: property 'hadoop.user.group.static.mapping.overrides': entry '=devs' names no user",
+            ),
+        ];
+        for (pairs, want) in cases {
+            assert_eq!(refusal(&site(pairs)).to_string(), *want, "{pairs:?}");
+        }
+        // A -D override is placed as `-D`.
+        let mut c = Configuration::new();
+        c.set(keys::SCHEDULER_MIN_ALLOCATION_MB, "0");
+        assert_eq!(
+            refusal(&c).to_string(),
+            "-D: property 'yarn.scheduler.minimum-allocation-mb': must be a positive integer, got 0"
+        );
+        // The raw layer's and the capacity scheduler's errors pass through unchanged.
+        let e = refusal(&site(&[(keys::RM_AM_MAX_ATTEMPTS, "two")]));
+        assert!(matches!(e, RmConfigError::Value(_)), "{e:?}");
+        let e = refusal(&site(&[("yarn.scheduler.capacity.root.queues", "a.b")]));
+        assert!(matches!(e, RmConfigError::Capacity(_)), "{e:?}");
+    }
+
+    /// Callers tell refusals apart by variant and fields, never by the text.
+    #[test]
+    fn each_refusal_is_its_own_variant() {
+        use RmConfigError as E;
+        let at = |line: u32| Place(Some(format!("yarn-site.xml:{line}")));
+        match refusal(&site(&[(keys::RM_WEBAPP_ADDRESS, "nohost")])) {
+            E::BadWebappAddress { place, name, value } => {
+                assert_eq!(
+                    (place, name, value.as_str()),
+                    (at(2), keys::RM_WEBAPP_ADDRESS, "nohost")
+                );
+            }
+            e => panic!("{e:?}"),
+        }
+        match refusal(&site(&[("x", "y"), (keys::RM_AM_MAX_ATTEMPTS, "0")])) {
+            E::NotPositive { place, name, value } => {
+                assert_eq!((place, name, value), (at(3), keys::RM_AM_MAX_ATTEMPTS, 0));
+            }
+            e => panic!("{e:?}"),
+        }
+        match refusal(&site(&[(keys::SCHEDULER_MIN_ALLOCATION_MB, "9000")])) {
+            E::MinAllocationMbAboveMax { min, max, .. } => assert_eq!((min, max), (9000, 8192)),
+            e => panic!("{e:?}"),
+        }
+        match refusal(&site(&[(keys::SCHEDULER_MIN_ALLOCATION_VCORES, "5")])) {
+            E::MinAllocationVcoresAboveMax { min, max, .. } => assert_eq!((min, max), (5, 4)),
+            e => panic!("{e:?}"),
+        }
+        match refusal(&site(&[(keys::RM_NM_HEARTBEAT_INTERVAL_MS, "0")])) {
+            E::HeartbeatIntervalZero { name, .. } => {
+                assert_eq!(name, keys::RM_NM_HEARTBEAT_INTERVAL_MS)
+            }
+            e => panic!("{e:?}"),
+        }
+        match refusal(&site(&[(keys::RM_NM_HEARTBEAT_INTERVAL_MS, "700000")])) {
+            E::NmExpiryBelowHeartbeat {
+                place,
+                expiry_ms,
+                heartbeat_ms,
+                ..
+            } => {
+                assert_eq!(place.as_str(), None, "the expiry is unset");
+                assert_eq!((expiry_ms, heartbeat_ms), (600_000, 700_000));
+            }
+            e => panic!("{e:?}"),
+        }
+        match refusal(&site(&[(keys::RM_MAX_COMPLETED_APPLICATIONS, "-1")])) {
+            E::MaxCompletedAppsNegative { value, .. } => assert_eq!(value, -1),
+            e => panic!("{e:?}"),
+        }
+        match refusal(&site(&[(GROUP_STATIC_OVERRIDES, "bob")])) {
+            E::GroupMappingNotUserEqGroups { entry, .. } => assert_eq!(entry, "bob"),
+            e => panic!("{e:?}"),
+        }
+        match refusal(&site(&[(GROUP_STATIC_OVERRIDES, "=devs")])) {
+            E::GroupMappingWithoutUser { entry, .. } => assert_eq!(entry, "=devs"),
+            e => panic!("{e:?}"),
+        }
+        let mut c = Configuration::new();
+        c.set(keys::SCHEDULER_MAX_ALLOCATION_MB, "-5");
+        match refusal(&c) {
+            E::NotPositive { place, value, .. } => {
+                assert_eq!((place.as_str(), value), (Some("-D"), -5));
+            }
+            e => panic!("{e:?}"),
+        }
     }
 
     #[test]
