@@ -3,11 +3,12 @@
 //! the rules between siblings: no mixing of forms, percentages that sum to 100 (or to 0
 //! where YARN allows it), absolute children that fit in their parent.
 //!
-//! Owns the capacity rules (`capacity-range`, `capacity-sum`, `mixed-children-capacity-
-//! types`, `maximum-capacity-below-capacity`, `absolute-children-exceed-parent`,
-//! `unknown-resource-type`). It must not read any other property of a queue (that is
-//! `queue`), and must not know the cluster's size: absolute figures are checked against the
-//! configuration alone.
+//! Owns the capacity rules: `capacity-range`, `capacity-sum`,
+//! `mixed-children-capacity-types`, `maximum-capacity-below-capacity`,
+//! `absolute-children-exceed-parent` and `unknown-resource-type`. It must not read any
+//! other property of a queue (that is `queue`, which also checks that a parent and its
+//! child use the same form), and must not know the cluster's size: absolute figures are
+//! checked against the configuration alone.
 
 use std::collections::BTreeSet;
 
