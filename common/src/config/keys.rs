@@ -11,6 +11,23 @@
 /// Base directory for the other temporary and state directories' defaults.
 pub const HADOOP_TMP_DIR: &str = "hadoop.tmp.dir";
 pub const DEFAULT_HADOOP_TMP_DIR: &str = "/tmp/hadoop-${user.name}";
+/// Hadoop's static user-to-groups table, consulted before any group lookup:
+/// `user1=group1,group2;user2=;` (the default gives the web user `dr.who` no groups).
+pub const HADOOP_USER_GROUP_STATIC_MAPPING_OVERRIDES: &str =
+    "hadoop.user.group.static.mapping.overrides";
+pub const DEFAULT_HADOOP_USER_GROUP_STATIC_MAPPING_OVERRIDES: &str = "dr.who=;";
+/// How long a user's groups are cached, in seconds.
+pub const HADOOP_SECURITY_GROUPS_CACHE_SECS: &str = "hadoop.security.groups.cache.secs";
+pub const DEFAULT_HADOOP_SECURITY_GROUPS_CACHE_SECS: u64 = 300;
+/// How long a failed group lookup (no such user) is cached, in seconds.
+pub const HADOOP_SECURITY_GROUPS_NEGATIVE_CACHE_SECS: &str =
+    "hadoop.security.groups.negative-cache.secs";
+pub const DEFAULT_HADOOP_SECURITY_GROUPS_NEGATIVE_CACHE_SECS: u64 = 30;
+/// How long one group lookup command (`id -Gn`) may run; Hadoop's 0 means no limit (the RM
+/// takes 0 as 5 s, because a hung lookup would hold a REST request forever).
+pub const HADOOP_SECURITY_GROUPS_SHELL_COMMAND_TIMEOUT: &str =
+    "hadoop.security.groups.shell.command.timeout";
+pub const DEFAULT_HADOOP_SECURITY_GROUPS_SHELL_COMMAND_TIMEOUT: u64 = 0;
 
 // ---- ResourceManager -----------------------------------------------------------------
 
@@ -49,6 +66,7 @@ pub const DEFAULT_RM_MAX_COMPLETED_APPLICATIONS: i64 = 1000;
 /// Name of the cluster (Hadoop uses it for RM HA; it has no default there). Spindle reads it
 /// with the default `spindle` and uses it nowhere yet.
 pub const RM_CLUSTER_ID: &str = "yarn.resourcemanager.cluster-id";
+pub const DEFAULT_RM_CLUSTER_ID: &str = "spindle";
 /// SQLite file of the RM state store (applications with their live attempt, the epoch, the
 /// token secret, scheduler-conf versions) that makes an RM restart lose nothing. Created 0600.
 pub const SPINDLE_RM_STATE_STORE_PATH: &str = "spindle.resourcemanager.state-store.path";
@@ -60,6 +78,10 @@ pub const RM_STORE_PATH: &str = "yarn.resourcemanager.store.path";
 /// Whether scheduling monitors such as capacity preemption run.
 pub const RM_SCHEDULER_MONITOR_ENABLE: &str = "yarn.resourcemanager.scheduler.monitor.enable";
 pub const DEFAULT_RM_SCHEDULER_MONITOR_ENABLE: bool = false;
+/// How long a gang may wait for all of its containers when its AM names no timeout
+/// (Spindle's own key).
+pub const SPINDLE_SCHEDULER_GANG_TIMEOUT_MS: &str = "spindle.scheduler.gang.timeout-ms";
+pub const DEFAULT_SPINDLE_SCHEDULER_GANG_TIMEOUT_MS: u64 = 600_000;
 
 // ---- Security and priorities -----------------------------------------------------------
 
@@ -105,6 +127,73 @@ pub const DEFAULT_CS_MAXIMUM_APPLICATIONS: i64 = 10_000;
 pub const CS_MAXIMUM_AM_RESOURCE_PERCENT: &str =
     "yarn.scheduler.capacity.maximum-am-resource-percent";
 pub const DEFAULT_CS_MAXIMUM_AM_RESOURCE_PERCENT: f64 = 0.1;
+/// Cluster-wide cap on running applications; unset means no cap.
+pub const CS_MAX_PARALLEL_APPS: &str = "yarn.scheduler.capacity.max-parallel-apps";
+/// Cap on each user's running applications; unset means no cap.
+pub const CS_USER_MAX_PARALLEL_APPS: &str = "yarn.scheduler.capacity.user.max-parallel-apps";
+/// Prefix of per-user settings: `yarn.scheduler.capacity.user.<user>.max-parallel-apps`
+/// (the suffix is [`CS_QUEUE_MAX_PARALLEL_APPS`]).
+pub const CS_USER_PREFIX: &str = "yarn.scheduler.capacity.user.";
+/// Placement rules, `u:<user>:<queue>` / `g:<group>:<queue>`, first match wins.
+pub const CS_QUEUE_MAPPINGS: &str = "yarn.scheduler.capacity.queue-mappings";
+/// Whether a mapping overrides the queue an application names.
+pub const CS_QUEUE_MAPPINGS_OVERRIDE_ENABLE: &str =
+    "yarn.scheduler.capacity.queue-mappings-override.enable";
+pub const DEFAULT_CS_QUEUE_MAPPINGS_OVERRIDE_ENABLE: bool = false;
+/// Missed scheduling opportunities before a node-local request may go rack-local.
+pub const CS_NODE_LOCALITY_DELAY: &str = "yarn.scheduler.capacity.node-locality-delay";
+pub const DEFAULT_CS_NODE_LOCALITY_DELAY: u32 = 40;
+/// Further missed opportunities before a rack-local request may go off-switch; -1 derives
+/// it from the cluster's size.
+pub const CS_RACK_LOCALITY_ADDITIONAL_DELAY: &str =
+    "yarn.scheduler.capacity.rack-locality-additional-delay";
+pub const DEFAULT_CS_RACK_LOCALITY_ADDITIONAL_DELAY: i32 = -1;
+
+// ---- CapacityScheduler, per queue --------------------------------------------------------
+//
+// A queue's keys are `yarn.scheduler.capacity.<queue-path>.<suffix>`, e.g.
+// `yarn.scheduler.capacity.root.a.capacity`; the constants below are the suffixes.
+
+/// The queue's children, a comma list of short names.
+pub const CS_QUEUE_QUEUES: &str = "queues";
+/// Guaranteed share: a percentage, a weight (`2w`) or an absolute resource.
+pub const CS_QUEUE_CAPACITY: &str = "capacity";
+/// Ceiling: a percentage (`-1` for none) or an absolute resource.
+pub const CS_QUEUE_MAXIMUM_CAPACITY: &str = "maximum-capacity";
+/// `RUNNING` or `STOPPED`; unset inherits the parent's.
+pub const CS_QUEUE_STATE: &str = "state";
+/// How far one user may go beyond the queue's capacity; -1 for no limit.
+pub const CS_QUEUE_USER_LIMIT_FACTOR: &str = "user-limit-factor";
+pub const DEFAULT_CS_QUEUE_USER_LIMIT_FACTOR: f64 = 1.0;
+/// The share each active user is guaranteed, in percent.
+pub const CS_QUEUE_MINIMUM_USER_LIMIT_PERCENT: &str = "minimum-user-limit-percent";
+pub const DEFAULT_CS_QUEUE_MINIMUM_USER_LIMIT_PERCENT: f64 = 100.0;
+/// The queue's cap on pending plus running applications; unset or negative derives it from
+/// [`CS_MAXIMUM_APPLICATIONS`].
+pub const CS_QUEUE_MAXIMUM_APPLICATIONS: &str = "maximum-applications";
+/// The queue's cap on running applications (also the suffix of the per-user form).
+pub const CS_QUEUE_MAX_PARALLEL_APPS: &str = "max-parallel-apps";
+/// The queue's own [`CS_MAXIMUM_AM_RESOURCE_PERCENT`]; unset inherits the global one.
+pub const CS_QUEUE_MAXIMUM_AM_RESOURCE_PERCENT: &str = "maximum-am-resource-percent";
+/// The queue's largest container memory; unset inherits the parent's (or the cluster's).
+pub const CS_QUEUE_MAXIMUM_ALLOCATION_MB: &str = "maximum-allocation-mb";
+/// The queue's largest container vcores; unset inherits the parent's (or the cluster's).
+pub const CS_QUEUE_MAXIMUM_ALLOCATION_VCORES: &str = "maximum-allocation-vcores";
+/// Who may submit to the queue (an ACL); unset inherits.
+pub const CS_QUEUE_ACL_SUBMIT_APPLICATIONS: &str = "acl_submit_applications";
+/// Who may administer the queue (an ACL); unset inherits.
+pub const CS_QUEUE_ACL_ADMINISTER_QUEUE: &str = "acl_administer_queue";
+/// `fifo` or `fair` for a leaf, `utilization` or `priority-utilization` for a parent.
+pub const CS_QUEUE_ORDERING_POLICY: &str = "ordering-policy";
+/// Priority of an application that names none.
+pub const CS_QUEUE_DEFAULT_APPLICATION_PRIORITY: &str = "default-application-priority";
+pub const DEFAULT_CS_QUEUE_DEFAULT_APPLICATION_PRIORITY: i32 = 0;
+/// The queue's priority among its siblings.
+pub const CS_QUEUE_PRIORITY: &str = "priority";
+pub const DEFAULT_CS_QUEUE_PRIORITY: i32 = 0;
+/// Whether the children of a queue with a nonzero capacity may sum to 0.
+pub const CS_QUEUE_ALLOW_ZERO_CAPACITY_SUM: &str = "allow-zero-capacity-sum";
+pub const DEFAULT_CS_QUEUE_ALLOW_ZERO_CAPACITY_SUM: bool = false;
 
 // ---- Resource types (resource-types.xml, node-resources.xml) ---------------------------
 
@@ -113,6 +202,8 @@ pub const RESOURCE_TYPES: &str = "yarn.resource-types";
 /// Prefix of per-type settings: `yarn.resource-types.<type>.units`, `.minimum-allocation`,
 /// `.maximum-allocation`.
 pub const RESOURCE_TYPES_PREFIX: &str = "yarn.resource-types.";
+/// Suffix of a type's largest allocation: `yarn.resource-types.<type>.maximum-allocation`.
+pub const RESOURCE_TYPE_MAXIMUM_ALLOCATION: &str = "maximum-allocation";
 /// Prefix of an NM's amount of each resource type: `yarn.nodemanager.resource-type.<type>`.
 pub const NM_RESOURCE_TYPE_PREFIX: &str = "yarn.nodemanager.resource-type.";
 
@@ -318,6 +409,12 @@ pub const DEFAULT_NM_DISK_CHECKER_MIN_FREE_MB: u64 = 0;
 /// Every default above as the text it would have in a `*-default.xml` file: what a `${key}`
 /// reference to an unset key expands to, and what `docs/configuration.md` lists. Keys with
 /// no default (unset means "none") are absent.
+///
+/// Not (yet) listed: the defaults of the keys the RM's configuration moved here without a
+/// change of behaviour (the `hadoop.security.groups.*` and static-mapping keys,
+/// [`RM_CLUSTER_ID`], [`SPINDLE_SCHEDULER_GANG_TIMEOUT_MS`] and the CapacityScheduler keys
+/// after [`CS_MAXIMUM_AM_RESOURCE_PERCENT`]): listing them would change what a `${key}`
+/// reference to them expands to.
 pub const DEFAULTS: &[(&str, &str)] = &[
     (HADOOP_TMP_DIR, DEFAULT_HADOOP_TMP_DIR),
     (RM_HOSTNAME, DEFAULT_RM_HOSTNAME),

@@ -1,10 +1,12 @@
 //! The RM's typed configuration, built from the raw Hadoop properties. Every rule has its
-//! own error, which names the property and, through the raw layer, the file and line. The
-//! capacity scheduler's part (`capacity-scheduler.xml`) is [`capacity`].
+//! own error ([`RmConfigError`], one variant per refusal), which names the property and,
+//! through the raw layer, the file and line. The capacity scheduler's part
+//! (`capacity-scheduler.xml`) is [`capacity`].
 
 pub mod capacity;
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -14,34 +16,128 @@ use spindle_common::Resource;
 use crate::core::CoreConfig;
 use capacity::{CapacityConfError, CsProps, SiteSettings};
 
-/// Where the SQLite state store lives (Spindle's own key: YARN's stores are ZK, FS or LevelDB).
+// The keys the RM reads are spelled once, in `keys`; these names of the RM's own are kept
+// (as aliases) so that existing `crate::config::X` paths still resolve.
+
 /// How long a gang may wait when its AM names no timeout (Spindle's own key).
-pub const GANG_TIMEOUT: &str = "spindle.scheduler.gang.timeout-ms";
-pub const STATE_STORE_PATH: &str = "spindle.resourcemanager.state-store.path";
+pub const GANG_TIMEOUT: &str = keys::SPINDLE_SCHEDULER_GANG_TIMEOUT_MS;
+/// Where the SQLite state store lives (Spindle's own key: YARN's stores are ZK, FS or LevelDB).
+pub const STATE_STORE_PATH: &str = keys::SPINDLE_RM_STATE_STORE_PATH;
 /// Hadoop's static user-to-groups table, consulted before any lookup:
 /// `user1=group1,group2;user2=;` (default `dr.who=;`, the web user has no groups).
-pub const GROUP_STATIC_OVERRIDES: &str = "hadoop.user.group.static.mapping.overrides";
+pub const GROUP_STATIC_OVERRIDES: &str = keys::HADOOP_USER_GROUP_STATIC_MAPPING_OVERRIDES;
 /// How long a user's groups are cached (Hadoop: 300 s).
-pub const GROUPS_CACHE_SECS: &str = "hadoop.security.groups.cache.secs";
+pub const GROUPS_CACHE_SECS: &str = keys::HADOOP_SECURITY_GROUPS_CACHE_SECS;
 /// How long a failed lookup (no such user) is cached (Hadoop: 30 s).
-pub const GROUPS_NEGATIVE_CACHE_SECS: &str = "hadoop.security.groups.negative-cache.secs";
+pub const GROUPS_NEGATIVE_CACHE_SECS: &str = keys::HADOOP_SECURITY_GROUPS_NEGATIVE_CACHE_SECS;
 /// How long one `id -Gn` may run; Hadoop's 0 (no limit) is taken as 5 s, because a hung
 /// lookup would hold a REST request forever.
-pub const GROUPS_COMMAND_TIMEOUT: &str = "hadoop.security.groups.shell.command.timeout";
+pub const GROUPS_COMMAND_TIMEOUT: &str = keys::HADOOP_SECURITY_GROUPS_SHELL_COMMAND_TIMEOUT;
 
+/// Why the RM's configuration was refused: one variant per rule. Each message reads
+/// `[<file>:<line>: ]property '<name>': <what is wrong>` (the text tests and docs match on),
+/// and each variant carries the property's [`Place`], its name and the values involved, so
+/// callers can tell refusals apart without reading the text.
 #[derive(Debug, thiserror::Error)]
 pub enum RmConfigError {
+    /// The raw reader refused a file or a value (bad XML, not a number, a `${...}` cycle).
     #[error(transparent)]
     Value(#[from] ConfigError),
-    #[error("{place}property '{name}': {message}")]
-    Rule {
-        place: String,
-        name: String,
-        message: String,
+    /// `yarn.resourcemanager.webapp.address` is not `host:port`.
+    #[error("{place}property '{name}': expected host:port, got '{value}'")]
+    BadWebappAddress {
+        place: Place,
+        name: &'static str,
+        value: String,
+    },
+    /// An allocation bound (`yarn.scheduler.{minimum,maximum}-allocation-{mb,vcores}`) or
+    /// `yarn.resourcemanager.am.max-attempts` is 0 or negative.
+    #[error("{place}property '{name}': must be a positive integer, got {value}")]
+    NotPositive {
+        place: Place,
+        name: &'static str,
+        value: i64,
+    },
+    /// `yarn.scheduler.minimum-allocation-mb` above `yarn.scheduler.maximum-allocation-mb`.
+    #[error("{place}property '{name}': minimum allocation {min} MB exceeds the maximum {max} MB")]
+    MinAllocationMbAboveMax {
+        place: Place,
+        name: &'static str,
+        min: i64,
+        max: i64,
+    },
+    /// `yarn.scheduler.minimum-allocation-vcores` above the maximum.
+    #[error("{place}property '{name}': minimum allocation {min} vcores exceeds the maximum {max}")]
+    MinAllocationVcoresAboveMax {
+        place: Place,
+        name: &'static str,
+        min: i64,
+        max: i64,
+    },
+    /// The NM heartbeat interval is 0.
+    #[error("{place}property '{name}': must be positive")]
+    HeartbeatIntervalZero { place: Place, name: &'static str },
+    /// NMs would expire before they could heartbeat once.
+    #[error(
+        "{place}property '{name}': {expiry_ms} ms is shorter than the heartbeat interval {heartbeat_ms} ms"
+    )]
+    NmExpiryBelowHeartbeat {
+        place: Place,
+        name: &'static str,
+        expiry_ms: u64,
+        heartbeat_ms: u64,
+    },
+    /// `yarn.resourcemanager.max-completed-applications` is negative.
+    #[error("{place}property '{name}': must not be negative")]
+    MaxCompletedAppsNegative {
+        place: Place,
+        name: &'static str,
+        value: i64,
+    },
+    /// A static group mapping entry without `=`.
+    #[error("{place}property '{name}': entry '{entry}' is not user=group1,group2")]
+    GroupMappingNotUserEqGroups {
+        place: Place,
+        name: &'static str,
+        entry: String,
+    },
+    /// A static group mapping entry with nothing before `=`.
+    #[error("{place}property '{name}': entry '{entry}' names no user")]
+    GroupMappingWithoutUser {
+        place: Place,
+        name: &'static str,
+        entry: String,
     },
     /// `capacity-scheduler.xml` (or a yarn-site key it reads) broke a rule.
     #[error(transparent)]
     Capacity(#[from] CapacityConfError),
+}
+
+/// Where a refused property came from: `file:line` (`file` alone for a value from no file,
+/// such as `-D`), or nowhere when the property is unset and its default was refused. Shown
+/// as the message's `file:line: ` prefix, or as nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Place(Option<String>);
+
+impl Place {
+    /// Where `conf` got property `name` from.
+    pub fn of(conf: &Configuration, name: &str) -> Self {
+        Place(conf.source(name).map(ToString::to_string))
+    }
+
+    /// `file:line` or `file`; `None` when the property is unset.
+    pub fn as_str(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Some(p) => write!(f, "{p}: "),
+            None => Ok(()),
+        }
+    }
 }
 
 /// How the RM learns a caller's groups (Hadoop's `ShellBasedUnixGroupsMapping`: `id -Gn`).
@@ -58,8 +154,10 @@ impl Default for GroupsConfig {
     fn default() -> Self {
         Self {
             static_overrides: BTreeMap::from([("dr.who".to_string(), Vec::new())]),
-            cache_ttl: Duration::from_secs(300),
-            negative_cache_ttl: Duration::from_secs(30),
+            cache_ttl: Duration::from_secs(keys::DEFAULT_HADOOP_SECURITY_GROUPS_CACHE_SECS),
+            negative_cache_ttl: Duration::from_secs(
+                keys::DEFAULT_HADOOP_SECURITY_GROUPS_NEGATIVE_CACHE_SECS,
+            ),
             command_timeout: Duration::from_secs(5),
         }
     }
@@ -87,54 +185,37 @@ pub struct RmConfig {
     pub groups: GroupsConfig,
 }
 
-fn rule(conf: &Configuration, name: &str, message: String) -> RmConfigError {
-    let place = conf
-        .source(name)
-        .map(|s| {
-            if s.line > 0 {
-                format!("{}:{}: ", s.file.display(), s.line)
-            } else {
-                format!("{}: ", s.file.display())
-            }
-        })
-        .unwrap_or_default();
-    RmConfigError::Rule {
-        place,
-        name: name.to_string(),
-        message,
-    }
-}
-
 impl RmConfig {
     pub fn from_conf(conf: &Configuration) -> Result<Self, RmConfigError> {
         let webapp_address =
             conf.get_string(keys::RM_WEBAPP_ADDRESS, keys::DEFAULT_RM_WEBAPP_ADDRESS)?;
         if webapp_address.parse::<std::net::SocketAddr>().is_err() && !webapp_address.contains(':')
         {
-            return Err(rule(
-                conf,
-                keys::RM_WEBAPP_ADDRESS,
-                format!("expected host:port, got '{webapp_address}'"),
-            ));
+            return Err(RmConfigError::BadWebappAddress {
+                place: Place::of(conf, keys::RM_WEBAPP_ADDRESS),
+                name: keys::RM_WEBAPP_ADDRESS,
+                value: webapp_address,
+            });
         }
         // The spindle.* key, else its older spelling, else the documented default.
-        let store_path = match conf.get_nonempty(STATE_STORE_PATH)? {
+        let store_path = match conf.get_nonempty(keys::SPINDLE_RM_STATE_STORE_PATH)? {
             Some(p) => p,
             None => match conf.get_nonempty(keys::RM_STORE_PATH)? {
                 Some(p) => p,
-                None => {
-                    conf.get_string(STATE_STORE_PATH, keys::DEFAULT_SPINDLE_RM_STATE_STORE_PATH)?
-                }
+                None => conf.get_string(
+                    keys::SPINDLE_RM_STATE_STORE_PATH,
+                    keys::DEFAULT_SPINDLE_RM_STATE_STORE_PATH,
+                )?,
             },
         };
-        let positive = |name: &str, default: i64| -> Result<i64, RmConfigError> {
+        let positive = |name: &'static str, default: i64| -> Result<i64, RmConfigError> {
             let v = conf.get_i64(name, default)?;
             if v <= 0 {
-                return Err(rule(
-                    conf,
+                return Err(RmConfigError::NotPositive {
+                    place: Place::of(conf, name),
                     name,
-                    format!("must be a positive integer, got {v}"),
-                ));
+                    value: v,
+                });
             }
             Ok(v)
         };
@@ -155,40 +236,42 @@ impl RmConfig {
             keys::DEFAULT_SCHEDULER_MAX_ALLOCATION_VCORES,
         )?;
         if min_mb > max_mb {
-            return Err(rule(
-                conf,
-                keys::SCHEDULER_MIN_ALLOCATION_MB,
-                format!("minimum allocation {min_mb} MB exceeds the maximum {max_mb} MB"),
-            ));
+            return Err(RmConfigError::MinAllocationMbAboveMax {
+                place: Place::of(conf, keys::SCHEDULER_MIN_ALLOCATION_MB),
+                name: keys::SCHEDULER_MIN_ALLOCATION_MB,
+                min: min_mb,
+                max: max_mb,
+            });
         }
         if min_vc > max_vc {
-            return Err(rule(
-                conf,
-                keys::SCHEDULER_MIN_ALLOCATION_VCORES,
-                format!("minimum allocation {min_vc} vcores exceeds the maximum {max_vc}"),
-            ));
+            return Err(RmConfigError::MinAllocationVcoresAboveMax {
+                place: Place::of(conf, keys::SCHEDULER_MIN_ALLOCATION_VCORES),
+                name: keys::SCHEDULER_MIN_ALLOCATION_VCORES,
+                min: min_vc,
+                max: max_vc,
+            });
         }
         let heartbeat = conf.get_duration_ms(
             keys::RM_NM_HEARTBEAT_INTERVAL_MS,
             keys::DEFAULT_RM_NM_HEARTBEAT_INTERVAL_MS,
         )?;
         if heartbeat == 0 {
-            return Err(rule(
-                conf,
-                keys::RM_NM_HEARTBEAT_INTERVAL_MS,
-                "must be positive".into(),
-            ));
+            return Err(RmConfigError::HeartbeatIntervalZero {
+                place: Place::of(conf, keys::RM_NM_HEARTBEAT_INTERVAL_MS),
+                name: keys::RM_NM_HEARTBEAT_INTERVAL_MS,
+            });
         }
         let expiry = conf.get_duration_ms(
             keys::NM_LIVENESS_EXPIRY_MS,
             keys::DEFAULT_NM_LIVENESS_EXPIRY_MS,
         )?;
         if expiry < heartbeat {
-            return Err(rule(
-                conf,
-                keys::NM_LIVENESS_EXPIRY_MS,
-                format!("{expiry} ms is shorter than the heartbeat interval {heartbeat} ms"),
-            ));
+            return Err(RmConfigError::NmExpiryBelowHeartbeat {
+                place: Place::of(conf, keys::NM_LIVENESS_EXPIRY_MS),
+                name: keys::NM_LIVENESS_EXPIRY_MS,
+                expiry_ms: expiry,
+                heartbeat_ms: heartbeat,
+            });
         }
         let attempts = positive(keys::RM_AM_MAX_ATTEMPTS, keys::DEFAULT_RM_AM_MAX_ATTEMPTS)?;
         let max_completed = conf.get_i64(
@@ -196,24 +279,30 @@ impl RmConfig {
             keys::DEFAULT_RM_MAX_COMPLETED_APPLICATIONS,
         )?;
         if max_completed < 0 {
-            return Err(rule(
-                conf,
-                keys::RM_MAX_COMPLETED_APPLICATIONS,
-                "must not be negative".into(),
-            ));
+            return Err(RmConfigError::MaxCompletedAppsNegative {
+                place: Place::of(conf, keys::RM_MAX_COMPLETED_APPLICATIONS),
+                name: keys::RM_MAX_COMPLETED_APPLICATIONS,
+                value: max_completed,
+            });
         }
         let mut max_allocation = Resource::new(max_mb, max_vc);
         // Extended types from resource-types.xml bound asks by their maximum-allocation.
-        for t in conf.get_strings("yarn.resource-types")? {
-            let k = format!("yarn.resource-types.{t}.maximum-allocation");
+        for t in conf.get_strings(keys::RESOURCE_TYPES)? {
+            let k = format!(
+                "{}{t}.{}",
+                keys::RESOURCE_TYPES_PREFIX,
+                keys::RESOURCE_TYPE_MAXIMUM_ALLOCATION
+            );
             let v = conf.get_i64(&k, i64::MAX)?;
             max_allocation.set(&t, v);
         }
         let scheduler_props = CsProps::from_conf(conf)?;
         let scheduler_site = SiteSettings::from_conf(conf, &max_allocation)?;
         let scheduler = capacity::parse_props(&scheduler_props, &scheduler_site)?;
-        let gang_timeout_ms =
-            conf.get_duration_ms(GANG_TIMEOUT, crate::core::DEFAULT_GANG_TIMEOUT_MS)?;
+        let gang_timeout_ms = conf.get_duration_ms(
+            keys::SPINDLE_SCHEDULER_GANG_TIMEOUT_MS,
+            keys::DEFAULT_SPINDLE_SCHEDULER_GANG_TIMEOUT_MS,
+        )?;
         let core = CoreConfig {
             gang_timeout_ms,
             min_allocation: Resource::new(min_mb, min_vc),
@@ -239,7 +328,7 @@ impl RmConfig {
                 .get_nonempty(keys::RM_HOSTNAME)?
                 .filter(|h| !spindle_common::net::is_wildcard(h)),
             store_path: PathBuf::from(store_path),
-            cluster_id: conf.get_string(keys::RM_CLUSTER_ID, "spindle")?,
+            cluster_id: conf.get_string(keys::RM_CLUSTER_ID, keys::DEFAULT_RM_CLUSTER_ID)?,
             core,
             scheduler_props,
             scheduler_site,
@@ -279,32 +368,45 @@ fn load_conf(dir: &Path, overrides: &[(String, String)]) -> Result<Configuration
 
 fn groups_config(conf: &Configuration) -> Result<GroupsConfig, RmConfigError> {
     let mut g = GroupsConfig::default();
-    let raw = conf.get_string(GROUP_STATIC_OVERRIDES, "dr.who=;")?;
+    let raw = conf.get_string(
+        keys::HADOOP_USER_GROUP_STATIC_MAPPING_OVERRIDES,
+        keys::DEFAULT_HADOOP_USER_GROUP_STATIC_MAPPING_OVERRIDES,
+    )?;
+    let name = keys::HADOOP_USER_GROUP_STATIC_MAPPING_OVERRIDES;
     g.static_overrides.clear();
     for entry in raw.split(';').map(str::trim).filter(|e| !e.is_empty()) {
         let Some((user, groups)) = entry.split_once('=') else {
-            return Err(rule(
-                conf,
-                GROUP_STATIC_OVERRIDES,
-                format!("entry '{entry}' is not user=group1,group2"),
-            ));
+            return Err(RmConfigError::GroupMappingNotUserEqGroups {
+                place: Place::of(conf, name),
+                name,
+                entry: entry.to_string(),
+            });
         };
         let user = user.trim();
         if user.is_empty() {
-            return Err(rule(
-                conf,
-                GROUP_STATIC_OVERRIDES,
-                format!("entry '{entry}' names no user"),
-            ));
+            return Err(RmConfigError::GroupMappingWithoutUser {
+                place: Place::of(conf, name),
+                name,
+                entry: entry.to_string(),
+            });
         }
         g.static_overrides.insert(
             user.to_string(),
             spindle_common::config::value::split_list(groups),
         );
     }
-    g.cache_ttl = Duration::from_secs(conf.get_u64(GROUPS_CACHE_SECS, 300)?);
-    g.negative_cache_ttl = Duration::from_secs(conf.get_u64(GROUPS_NEGATIVE_CACHE_SECS, 30)?);
-    let timeout = conf.get_duration_ms(GROUPS_COMMAND_TIMEOUT, 0)?;
+    g.cache_ttl = Duration::from_secs(conf.get_u64(
+        keys::HADOOP_SECURITY_GROUPS_CACHE_SECS,
+        keys::DEFAULT_HADOOP_SECURITY_GROUPS_CACHE_SECS,
+    )?);
+    g.negative_cache_ttl = Duration::from_secs(conf.get_u64(
+        keys::HADOOP_SECURITY_GROUPS_NEGATIVE_CACHE_SECS,
+        keys::DEFAULT_HADOOP_SECURITY_GROUPS_NEGATIVE_CACHE_SECS,
+    )?);
+    let timeout = conf.get_duration_ms(
+        keys::HADOOP_SECURITY_GROUPS_SHELL_COMMAND_TIMEOUT,
+        keys::DEFAULT_HADOOP_SECURITY_GROUPS_SHELL_COMMAND_TIMEOUT,
+    )?;
     g.command_timeout = if timeout == 0 {
         Duration::from_secs(5)
     } else {
@@ -314,135 +416,4 @@ fn groups_config(conf: &Configuration) -> Result<GroupsConfig, RmConfigError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::Path;
-
-    fn conf(xml: &str) -> Configuration {
-        let mut c = Configuration::new();
-        c.add_str(Path::new("capacity-scheduler.xml"), xml)
-            .expect("xml");
-        c
-    }
-
-    #[test]
-    fn defaults_match_yarn() {
-        let c = RmConfig::from_conf(&Configuration::new()).unwrap();
-        assert_eq!(c.webapp_address, "0.0.0.0:8088");
-        assert_eq!(c.rm_hostname, None);
-        // ${hadoop.tmp.dir}/yarn/system/rmstore.sqlite, expanded.
-        let store = c.store_path.display().to_string();
-        assert!(
-            store.ends_with("/yarn/system/rmstore.sqlite") && !store.contains('$'),
-            "{store}"
-        );
-        let mut legacy = Configuration::new();
-        legacy.set(keys::RM_STORE_PATH, "/var/lib/old.sqlite");
-        legacy.set(keys::RM_HOSTNAME, "rm.example");
-        let c2 = RmConfig::from_conf(&legacy).unwrap();
-        assert_eq!(c2.store_path, PathBuf::from("/var/lib/old.sqlite"));
-        assert_eq!(c2.rm_hostname.as_deref(), Some("rm.example"));
-        legacy.set(STATE_STORE_PATH, "/var/lib/new.sqlite");
-        assert_eq!(
-            RmConfig::from_conf(&legacy).unwrap().store_path,
-            PathBuf::from("/var/lib/new.sqlite")
-        );
-        assert_eq!(c.core.min_allocation, Resource::new(1024, 1));
-        assert_eq!(c.core.max_allocation, Resource::new(8192, 4));
-        assert_eq!(c.core.am_max_attempts, 2);
-        assert_eq!(c.core.nm_expiry_ms, 600_000);
-        assert!(c
-            .core
-            .scheduler
-            .root
-            .find("default")
-            .is_some_and(|q| q.is_leaf()));
-    }
-
-    #[test]
-    fn queue_tree_and_capacity_sum() {
-        let c = conf(
-            r#"<configuration>
-          <property><name>yarn.scheduler.capacity.root.queues</name><value>a,b</value></property>
-          <property><name>yarn.scheduler.capacity.root.a.capacity</name><value>70</value></property>
-          <property><name>yarn.scheduler.capacity.root.b.capacity</name><value>30</value></property>
-        </configuration>"#,
-        );
-        let rm = RmConfig::from_conf(&c).unwrap();
-        let q = &rm.core.scheduler.root;
-        assert_eq!(q.children.len(), 2);
-        assert_eq!(
-            q.find("root.b").unwrap().capacity,
-            crate::core::queue_conf::CapacitySpec::Percent(30.0)
-        );
-        assert_eq!(
-            rm.scheduler_props
-                .get("yarn.scheduler.capacity.root.a.capacity"),
-            Some("70")
-        );
-        let mut bad = c.clone();
-        bad.set("yarn.scheduler.capacity.root.b.capacity", "40");
-        let e = RmConfig::from_conf(&bad).unwrap_err().to_string();
-        assert!(
-            e.starts_with(
-                "capacity-scheduler.xml:2: Illegal capacity sum of 1.1 for children of queue root"
-            ),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn load_remembers_the_dir_and_overrides_for_refresh() {
-        let dir = tempfile::tempdir().unwrap();
-        let cs = dir.path().join("capacity-scheduler.xml");
-        std::fs::write(
-            &cs,
-            "<configuration><property><name>yarn.scheduler.capacity.root.queues</name><value>a</value></property>\n\
-             <property><name>yarn.scheduler.capacity.root.a.capacity</name><value>100</value></property></configuration>",
-        )
-        .unwrap();
-        let overrides = vec![(
-            "yarn.scheduler.capacity.root.a.user-limit-factor".to_string(),
-            "3".to_string(),
-        )];
-        let rm = RmConfig::load(dir.path(), &overrides).unwrap();
-        assert_eq!(rm.conf_dir.as_deref(), Some(dir.path()));
-        std::fs::write(
-            &cs,
-            "<configuration><property><name>yarn.scheduler.capacity.root.queues</name><value>a,b</value></property></configuration>",
-        )
-        .unwrap();
-        let props = rm.reload_scheduler_props().unwrap();
-        assert_eq!(
-            props.get("yarn.scheduler.capacity.root.queues"),
-            Some("a,b")
-        );
-        assert_eq!(
-            props.get("yarn.scheduler.capacity.root.a.user-limit-factor"),
-            Some("3"),
-            "-D overrides survive a refresh"
-        );
-        // In memory: a refresh re-applies what the RM started with.
-        let mem = RmConfig::from_conf(&Configuration::new()).unwrap();
-        assert_eq!(mem.reload_scheduler_props().unwrap(), mem.scheduler_props);
-    }
-
-    #[test]
-    fn group_settings() {
-        let mut c = Configuration::new();
-        let g = RmConfig::from_conf(&c).unwrap().groups;
-        assert_eq!(g.static_overrides.get("dr.who"), Some(&vec![]));
-        assert_eq!(g.command_timeout, Duration::from_secs(5));
-        c.set(GROUP_STATIC_OVERRIDES, "alice=devs,ops;bob=;");
-        c.set(GROUPS_COMMAND_TIMEOUT, "2s");
-        let g = RmConfig::from_conf(&c).unwrap().groups;
-        assert_eq!(
-            g.static_overrides.get("alice"),
-            Some(&vec!["devs".to_string(), "ops".to_string()])
-        );
-        assert_eq!(g.static_overrides.get("bob"), Some(&vec![]));
-        assert_eq!(g.command_timeout, Duration::from_secs(2));
-        c.set(GROUP_STATIC_OVERRIDES, "alice");
-        assert!(RmConfig::from_conf(&c).is_err());
-    }
-}
+mod tests;

@@ -2,7 +2,15 @@
 
 use std::path::Path;
 
+use spindle_common::config::Configuration;
+use spindle_common::Resource;
+
+use super::error::Result;
 use super::*;
+use crate::core::queue_conf::{
+    Acl, Calculator, CapacitySpec, MaxCapacitySpec, OrderingPolicy, QueueMapping, QueueSpec,
+    QueueState, SchedulerConf,
+};
 
 const CS: &str = "yarn.scheduler.capacity.";
 

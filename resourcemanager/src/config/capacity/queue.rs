@@ -1,0 +1,467 @@
+//! One queue of the capacity-scheduler tree: reading and checking its own properties
+//! (children list, state, user limits, application limits, AM share, maximum allocation,
+//! ACLs, ordering policy, priorities), then walking into its children.
+//!
+//! Owns the per-queue rules, each with its own [`Rule`]. It must not decide how capacities
+//! are written or how siblings' capacities add up (that is `capacities`), nor read global
+//! settings (that is `parse`); it reads properties only through [`CsProps`].
+
+use std::collections::BTreeSet;
+
+use spindle_common::config::{keys, value};
+use spindle_common::Resource;
+
+use crate::core::queue_conf::{
+    Acl, CapacitySpec, MaxCapacitySpec, OrderingPolicy, QueueSpec, QueueState,
+};
+
+use super::capacities::Mode;
+use super::error::{mem_vcores, num, Result};
+use super::parse::{ParentCtx, Parser};
+use super::props::key;
+use super::{check_queue_name, parse_acl, Rule, MAX_DEPTH};
+
+#[cfg(doc)]
+use super::CsProps;
+
+impl Parser<'_> {
+    pub(super) fn queue(
+        &mut self,
+        path: &str,
+        parent: &ParentCtx,
+        depth: usize,
+        global_am: f64,
+    ) -> Result<QueueSpec> {
+        let props = self.props;
+        let children_key = key(path, keys::CS_QUEUE_QUEUES);
+        if depth > MAX_DEPTH {
+            return Err(props
+                .err(
+                    Rule::TreeTooDeep,
+                    &children_key,
+                    format!("queue tree deeper than {MAX_DEPTH} levels"),
+                )
+                .queue(path));
+        }
+        let is_root = path == "root";
+        let child_names = props
+            .get(&children_key)
+            .map(value::split_list)
+            .unwrap_or_default();
+        let mut seen = BTreeSet::new();
+        for c in &child_names {
+            if let Err(why) = check_queue_name(c) {
+                return Err(props
+                    .err(
+                        Rule::InvalidQueueName,
+                        &children_key,
+                        format!("Illegal queue name '{c}' under {path}: {why}"),
+                    )
+                    .queue(path));
+            }
+            if !seen.insert(c.as_str()) {
+                return Err(props
+                    .err(
+                        Rule::DuplicateQueue,
+                        &children_key,
+                        format!("queue {path}.{c} is listed twice in {children_key}"),
+                    )
+                    .queue(path));
+            }
+        }
+
+        // Capacity.
+        let cap_key = key(path, keys::CS_QUEUE_CAPACITY);
+        let cap_set = !is_root && props.get(&cap_key).is_some();
+        let capacity = if is_root {
+            CapacitySpec::Percent(100.0)
+        } else {
+            match props.trimmed(&cap_key) {
+                None => CapacitySpec::Percent(0.0),
+                Some(raw) => self.capacity(path, &cap_key, raw)?,
+            }
+        };
+        let max_key = key(path, keys::CS_QUEUE_MAXIMUM_CAPACITY);
+        let max_capacity = if is_root {
+            MaxCapacitySpec::Percent(100.0)
+        } else {
+            match props.trimmed(&max_key) {
+                None => MaxCapacitySpec::Percent(100.0),
+                Some(raw) => self.max_capacity(path, &max_key, raw)?,
+            }
+        };
+        // Absolute figures (fractions of the cluster) when percent all the way up.
+        let (abs_capacity, abs_max) = match (&capacity, &max_capacity) {
+            (CapacitySpec::Percent(c), MaxCapacitySpec::Percent(m)) => (
+                parent.abs_capacity.map(|a| a * c / 100.0),
+                parent.abs_max.map(|a| a * m / 100.0),
+            ),
+            _ => (None, None),
+        };
+        self.check_max_vs_capacity(
+            path,
+            &cap_key,
+            &max_key,
+            &capacity,
+            &max_capacity,
+            abs_capacity,
+            abs_max,
+        )?;
+        if let (CapacitySpec::Absolute(_), Some(pc)) = (&capacity, &parent.capacity) {
+            if Mode::of(pc) == Mode::Percent {
+                return Err(props
+                    .err(
+                        Rule::ParentChildCapacityType,
+                        &cap_key,
+                        format!(
+                            "Parent queue '{}' and child queue '{path}' should use either percentage based capacity or absolute resource together for label:",
+                            parent.path
+                        ),
+                    )
+                    .queue(path));
+            }
+        }
+        if let (CapacitySpec::Percent(_), Some(CapacitySpec::Absolute(_))) =
+            (&capacity, &parent.capacity)
+        {
+            if cap_set {
+                return Err(props
+                    .err(
+                        Rule::ParentChildCapacityType,
+                        &cap_key,
+                        format!(
+                            "Parent queue '{}' and child queue '{path}' should use either percentage based capacity or absolute resource together for label:",
+                            parent.path
+                        ),
+                    )
+                    .queue(path));
+            }
+        }
+
+        // State.
+        let state_key = key(path, keys::CS_QUEUE_STATE);
+        let state = match props.trimmed(&state_key) {
+            None => parent.state,
+            Some(s) if s.eq_ignore_ascii_case("RUNNING") => {
+                if parent.state == QueueState::Stopped {
+                    return Err(props
+                        .err(
+                            Rule::RunningChildOfStoppedParent,
+                            &state_key,
+                            format!(
+                                "The parent queue:{} cannot be STOPPED as the child queue:{path} is in RUNNING state.",
+                                parent.path
+                            ),
+                        )
+                        .queue(path));
+                }
+                QueueState::Running
+            }
+            Some(s) if s.eq_ignore_ascii_case("STOPPED") => QueueState::Stopped,
+            Some(s) => {
+                return Err(props
+                    .err(
+                        Rule::InvalidState,
+                        &state_key,
+                        format!("queue state must be RUNNING or STOPPED, got '{s}'"),
+                    )
+                    .queue(path))
+            }
+        };
+
+        // Limits.
+        let ulf_key = key(path, keys::CS_QUEUE_USER_LIMIT_FACTOR);
+        let user_limit_factor = props
+            .f64(&ulf_key)?
+            .unwrap_or(keys::DEFAULT_CS_QUEUE_USER_LIMIT_FACTOR);
+        if !(user_limit_factor > 0.0 || user_limit_factor == -1.0) {
+            return Err(props
+                .err(
+                    Rule::LimitRange,
+                    &ulf_key,
+                    format!(
+                        "user-limit-factor must be positive, or -1 for no limit, got {}",
+                        num(user_limit_factor)
+                    ),
+                )
+                .queue(path));
+        }
+        let mulp_key = key(path, keys::CS_QUEUE_MINIMUM_USER_LIMIT_PERCENT);
+        let minimum_user_limit_percent = props
+            .f64(&mulp_key)?
+            .unwrap_or(keys::DEFAULT_CS_QUEUE_MINIMUM_USER_LIMIT_PERCENT);
+        if !(minimum_user_limit_percent > 0.0 && minimum_user_limit_percent <= 100.0) {
+            return Err(props
+                .err(
+                    Rule::LimitRange,
+                    &mulp_key,
+                    format!(
+                        "minimum-user-limit-percent must be above 0 and at most 100, got {}",
+                        num(minimum_user_limit_percent)
+                    ),
+                )
+                .queue(path));
+        }
+        let ma_key = key(path, keys::CS_QUEUE_MAXIMUM_APPLICATIONS);
+        // YARN: a negative (or unset) per-queue value derives it from the global one.
+        let max_applications = match props.int(&ma_key)? {
+            None => None,
+            Some(n) if n < 0 => None,
+            Some(n) => Some(u32::try_from(n).map_err(|_| {
+                props
+                    .err(
+                        Rule::LimitRange,
+                        &ma_key,
+                        format!("maximum-applications must be at most {}, got {n}", u32::MAX),
+                    )
+                    .queue(path)
+            })?),
+        };
+        let max_parallel_apps = props
+            .count(&key(path, keys::CS_QUEUE_MAX_PARALLEL_APPS))
+            .map_err(|e| e.queue(path))?;
+        let max_am_resource_percent = self
+            .am_percent(
+                &key(path, keys::CS_QUEUE_MAXIMUM_AM_RESOURCE_PERCENT),
+                global_am,
+            )
+            .map_err(|e| e.queue(path))?;
+        let max_allocation = self.max_allocation(path, parent)?;
+
+        // ACLs: unset inherits (YARN ORs up the tree; root defaults to everyone).
+        let acl_submit = self.acl(path, keys::CS_QUEUE_ACL_SUBMIT_APPLICATIONS)?;
+        let acl_admin = self.acl(path, keys::CS_QUEUE_ACL_ADMINISTER_QUEUE)?;
+
+        // Ordering.
+        let op_key = key(path, keys::CS_QUEUE_ORDERING_POLICY);
+        let is_leaf = child_names.is_empty();
+        let ordering = match props.trimmed(&op_key) {
+            None => OrderingPolicy::Fifo,
+            Some(raw) => self.ordering(path, &op_key, raw, is_leaf)?,
+        };
+        let dap_key = key(path, keys::CS_QUEUE_DEFAULT_APPLICATION_PRIORITY);
+        let default_application_priority = self
+            .i32(path, &dap_key)?
+            .unwrap_or(keys::DEFAULT_CS_QUEUE_DEFAULT_APPLICATION_PRIORITY);
+        let priority = self
+            .i32(path, &key(path, keys::CS_QUEUE_PRIORITY))?
+            .unwrap_or(keys::DEFAULT_CS_QUEUE_PRIORITY);
+
+        let mut spec = QueueSpec::new(path, capacity.clone());
+        spec.max_capacity = max_capacity;
+        spec.state = state;
+        spec.user_limit_factor = user_limit_factor;
+        spec.minimum_user_limit_percent = minimum_user_limit_percent;
+        spec.max_applications = max_applications;
+        spec.max_parallel_apps = max_parallel_apps;
+        spec.max_am_resource_percent = max_am_resource_percent;
+        spec.max_allocation = max_allocation.clone();
+        spec.acl_submit = acl_submit;
+        spec.acl_admin = acl_admin;
+        spec.ordering = ordering;
+        spec.default_application_priority = default_application_priority;
+        spec.priority = priority;
+
+        if is_leaf {
+            if !is_root {
+                if let Some(other) = self.leaves.insert(spec.name.clone(), path.to_string()) {
+                    return Err(props
+                        .err(
+                            Rule::DuplicateLeafName,
+                            &key(
+                                path.rsplit_once('.').map(|(p, _)| p).unwrap_or("root"),
+                                keys::CS_QUEUE_QUEUES,
+                            ),
+                            format!(
+                                "Two leaf queues were named {}. Leaf queue names must be distinct ({other} and {path})",
+                                spec.name
+                            ),
+                        )
+                        .queue(path));
+                }
+            }
+            return Ok(spec);
+        }
+
+        let ctx = ParentCtx {
+            path: path.to_string(),
+            state,
+            abs_capacity: if is_root { Some(1.0) } else { abs_capacity },
+            abs_max: if is_root { Some(1.0) } else { abs_max },
+            capacity: if is_root {
+                None
+            } else {
+                Some(capacity.clone())
+            },
+            max_allocation,
+        };
+        let mut set_modes = Vec::new();
+        for c in &child_names {
+            let child_path = format!("{path}.{c}");
+            let child = self.queue(&child_path, &ctx, depth + 1, global_am)?;
+            if props
+                .get(&key(&child_path, keys::CS_QUEUE_CAPACITY))
+                .is_some()
+            {
+                set_modes.push((child_path.clone(), Mode::of(&child.capacity)));
+            }
+            spec.children.push(child);
+        }
+        self.check_children(&spec, &set_modes)?;
+        Ok(spec)
+    }
+
+    fn i32(&self, path: &str, name: &str) -> Result<Option<i32>> {
+        match self.props.int(name).map_err(|e| e.queue(path))? {
+            None => Ok(None),
+            Some(n) => i32::try_from(n).map(Some).map_err(|_| {
+                self.props
+                    .err(
+                        Rule::LimitRange,
+                        name,
+                        format!(
+                            "expected an integer from {} to {}, got {n}",
+                            i32::MIN,
+                            i32::MAX
+                        ),
+                    )
+                    .queue(path)
+            }),
+        }
+    }
+
+    pub(super) fn am_percent(&self, name: &str, default: f64) -> Result<f64> {
+        let v = self.props.f64(name)?.unwrap_or(default);
+        if !(0.0..=1.0).contains(&v) {
+            return Err(self.props.err(
+                Rule::LimitRange,
+                name,
+                format!(
+                    "maximum-am-resource-percent is a fraction from 0 to 1 (0.1 = 10%), got {}",
+                    num(v)
+                ),
+            ));
+        }
+        Ok(v)
+    }
+
+    fn max_allocation(&self, path: &str, parent: &ParentCtx) -> Result<Option<Resource>> {
+        let props = self.props;
+        let mb_key = key(path, keys::CS_QUEUE_MAXIMUM_ALLOCATION_MB);
+        let vc_key = key(path, keys::CS_QUEUE_MAXIMUM_ALLOCATION_VCORES);
+        let mb = props.int(&mb_key).map_err(|e| e.queue(path))?;
+        let vc = props.int(&vc_key).map_err(|e| e.queue(path))?;
+        for (k, v) in [(&mb_key, mb), (&vc_key, vc)] {
+            if let Some(v) = v {
+                if v <= 0 {
+                    return Err(props
+                        .err(
+                            Rule::MaximumAllocation,
+                            k,
+                            format!("queue maximum allocation must be positive, got {v}"),
+                        )
+                        .queue(path));
+                }
+            }
+        }
+        if mb.is_none() && vc.is_none() {
+            return Ok(parent.max_allocation.clone());
+        }
+        let cluster = &self.site.max_allocation;
+        let base = parent
+            .max_allocation
+            .clone()
+            .unwrap_or_else(|| cluster.clone());
+        let mut own = base.clone();
+        if let Some(mb) = mb {
+            own.memory_mb = mb;
+        }
+        if let Some(vc) = vc {
+            own.vcores = vc;
+        }
+        let name = if mb.is_some() { &mb_key } else { &vc_key };
+        if own.memory_mb > cluster.memory_mb || own.vcores > cluster.vcores {
+            return Err(props
+                .err(
+                    Rule::MaximumAllocation,
+                    name,
+                    format!(
+                        "Queue maximum allocation cannot be larger than the cluster setting for queue {path} max allocation per queue: {} cluster setting: {}",
+                        mem_vcores(&own),
+                        mem_vcores(cluster)
+                    ),
+                )
+                .queue(path));
+        }
+        if let Some(pm) = &parent.max_allocation {
+            if own.memory_mb > pm.memory_mb || own.vcores > pm.vcores {
+                return Err(props
+                    .err(
+                        Rule::MaximumAllocation,
+                        name,
+                        format!(
+                            "Queue maximum allocation cannot be larger than the parent queue's for queue {path} max allocation per queue: {} parent {}: {}",
+                            mem_vcores(&own),
+                            parent.path,
+                            mem_vcores(pm)
+                        ),
+                    )
+                    .queue(path));
+            }
+        }
+        Ok(Some(own))
+    }
+
+    fn acl(&self, path: &str, suffix: &str) -> Result<Option<Acl>> {
+        let name = key(path, suffix);
+        match self.props.get(&name) {
+            None => Ok(None),
+            Some(raw) => parse_acl(raw)
+                .map(Some)
+                .map_err(|m| self.props.err(Rule::InvalidAcl, &name, m).queue(path)),
+        }
+    }
+
+    fn ordering(&self, path: &str, name: &str, raw: &str, is_leaf: bool) -> Result<OrderingPolicy> {
+        let props = self.props;
+        let leaf_policy = match raw {
+            "fifo"
+            | "org.apache.hadoop.yarn.server.resourcemanager.scheduler.policy.FifoOrderingPolicy" => {
+                Some(OrderingPolicy::Fifo)
+            }
+            "fair"
+            | "org.apache.hadoop.yarn.server.resourcemanager.scheduler.policy.FairOrderingPolicy" => {
+                Some(OrderingPolicy::Fair)
+            }
+            _ => None,
+        };
+        let parent_policy = matches!(raw, "utilization" | "priority-utilization");
+        match (leaf_policy, parent_policy, is_leaf) {
+            (Some(p), _, true) => Ok(p),
+            // A parent orders its children by how under-served they are, then by priority
+            // (YARN's priority-utilization); both of YARN's parent policies are accepted.
+            (None, true, false) => Ok(OrderingPolicy::Fifo),
+            (Some(_), _, false) => Err(props
+                .err(
+                    Rule::InvalidOrderingPolicy,
+                    name,
+                    format!("ordering-policy '{raw}' is for leaf queues; parent queue {path} takes utilization or priority-utilization"),
+                )
+                .queue(path)),
+            (None, true, true) => Err(props
+                .err(
+                    Rule::InvalidOrderingPolicy,
+                    name,
+                    format!("ordering-policy '{raw}' is for parent queues; leaf queue {path} takes fifo or fair"),
+                )
+                .queue(path)),
+            (None, false, _) => Err(props
+                .err(
+                    Rule::InvalidOrderingPolicy,
+                    name,
+                    format!("unknown ordering-policy '{raw}' for queue {path}: Spindle supports fifo and fair for leaf queues, utilization and priority-utilization for parents"),
+                )
+                .queue(path)),
+        }
+    }
+}
