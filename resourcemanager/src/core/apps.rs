@@ -74,7 +74,7 @@ impl RmCore {
         leaf: Option<usize>,
     ) -> Result<Resource, CoreError> {
         if r.any_negative() {
-            return Err(CoreError::NegativeResource(r.clone()));
+            return Err(CoreError::NegativeResource(Box::new(r.clone())));
         }
         let mut n = r.clone();
         let step = self.conf.min_allocation.memory_mb.max(1);
@@ -93,8 +93,8 @@ impl RmCore {
             {
                 return Err(CoreError::OverMaximumAllocation {
                     resource_type: name.to_string(),
-                    requested: r.clone(),
-                    max: max.clone(),
+                    requested: Box::new(r.clone()),
+                    max: Box::new(max.clone()),
                 });
             }
         }

@@ -25,6 +25,7 @@ pub enum RefusalClass {
     Forbidden,
 }
 
+/// Resources in a variant are boxed: the error travels in every `Result` of the core.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CoreError {
     // ------------------------------------------------------------ AM-RM tokens
@@ -66,7 +67,7 @@ pub enum CoreError {
 
     // ------------------------------------------------------------ resources
     #[error("Invalid resource request: requested resource {0} has a negative value")]
-    NegativeResource(Resource),
+    NegativeResource(Box<Resource>),
     #[error(
         "Invalid resource request: requested resource type=[{resource_type}] < 0 or greater than maximum allowed allocation. \
          Requested resource={requested}, maximum allowed allocation={max}, please note that maximum \
@@ -75,8 +76,8 @@ pub enum CoreError {
     )]
     OverMaximumAllocation {
         resource_type: String,
-        requested: Resource,
-        max: Resource,
+        requested: Box<Resource>,
+        max: Box<Resource>,
     },
 
     // ------------------------------------------------------------ submission
@@ -114,7 +115,7 @@ pub enum CoreError {
     MoveOverMaximum {
         app: ApplicationId,
         path: String,
-        used: Resource,
+        used: Box<Resource>,
         over: String,
     },
     #[error("Application {app} is in {state} state; its priority cannot be updated")]

@@ -133,7 +133,7 @@ impl RmCore {
                 return Err(CoreError::MoveOverMaximum {
                     app: *id,
                     path,
-                    used,
+                    used: Box::new(used),
                     over: tree.queues[x].spec.path.clone(),
                 });
             }

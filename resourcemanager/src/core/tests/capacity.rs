@@ -467,15 +467,15 @@ fn only_the_owner_a_queue_admin_or_a_cluster_admin_may_kill_or_move() {
     let mallory = Caller::new("mallory", vec![]);
     assert!(matches!(
         env.core.kill(&app, &mallory, env.now),
-        Err(CoreError::Forbidden(_))
+        Err(CoreError::NotAppAdmin { .. })
     ));
     assert!(matches!(
         env.core.move_app(&app, "b", &mallory, env.now),
-        Err(CoreError::Forbidden(_))
+        Err(CoreError::NotAppAdmin { .. })
     ));
     assert!(matches!(
         env.core.set_priority(&app, 1, &mallory, env.now),
-        Err(CoreError::Forbidden(_))
+        Err(CoreError::NotAppAdmin { .. })
     ));
     assert_eq!(
         env.app(&app).state,
@@ -536,7 +536,7 @@ fn a_moved_application_takes_its_usage_along() {
     assert!(matches!(
         env.core
             .move_app(&app, "nosuch", &Caller::new("u", vec![]), env.now),
-        Err(CoreError::BadRequest(_))
+        Err(CoreError::MoveToUnknownQueue { .. })
     ));
 }
 
@@ -552,7 +552,9 @@ fn reconfiguration_applies_capacities_and_refuses_removing_a_busy_queue() {
     let before = env.core.queue_views();
     assert!(matches!(
         env.core.reconfigure(without_b, env.now),
-        Err(CoreError::BadRequest(_))
+        Err(CoreError::Reinit(
+            ReinitRefusal::QueueWithAppsRemoved { .. }
+        ))
     ));
     assert_eq!(env.core.queue_views(), before);
     // Turning a busy leaf into a parent is refused too.
@@ -796,7 +798,10 @@ fn per_queue_maximum_allocation_refuses_bigger_asks() {
         .core
         .am_allocate(&ams[&app], 0, vec![big], vec![], 0.0, env.now)
         .unwrap_err();
-    assert!(matches!(err, CoreError::InvalidResourceRequest(_)), "{err}");
+    assert!(
+        matches!(err, CoreError::OverMaximumAllocation { .. }),
+        "{err}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------

@@ -385,7 +385,10 @@ fn oversized_asks_are_refused_and_change_nothing() {
             env.now,
         )
         .unwrap_err();
-    assert!(matches!(err, CoreError::InvalidResourceRequest(_)));
+    assert!(
+        matches!(err, CoreError::OverMaximumAllocation { .. }),
+        "{err:?}"
+    );
     assert_eq!(env.core.scheduler().pending().0, 0);
 }
 
@@ -426,7 +429,7 @@ fn absurd_resource_values_are_refused_not_overflowed() {
         .core
         .am_allocate(&att, 0, vec![huge], vec![], 0.0, env.now);
     assert!(
-        matches!(r, Err(CoreError::InvalidResourceRequest(_))),
+        matches!(r, Err(CoreError::OverMaximumAllocation { .. })),
         "{r:?}"
     );
     env.step();
