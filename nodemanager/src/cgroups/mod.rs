@@ -1,27 +1,61 @@
 //! Container isolation with Linux control groups, on cgroup v1, cgroup v2 and the hybrid
-//! layout (v1 controllers with cgroup2 mounted beside them).
+//! layout (v1 controllers with cgroup2 mounted beside them). Plain cgroupfs file writes plus
+//! the raw `bpf(2)` syscall; no cgroups crate.
+//!
+//! What to use is decided once, at NM start ([`Cgroups::new`], called by the launcher's
+//! `ProcessExecutor::for_node`, which logs the choice in one line):
+//!
+//! * **Layout** ([`layout`]): read from `/proc/self/mountinfo` and `/proc/self/cgroup`, never
+//!   from fixed paths. Where a v1 `cpu` or `memory` hierarchy is mounted (v1 or hybrid), cpu,
+//!   memory and pids limits use v1 ([`v1`]); on a pure cgroup2 machine they use v2 ([`v2`]),
+//!   with the controllers enabled down the hierarchy through `cgroup.subtree_control` (pids
+//!   only where it can be delegated; a missing pids controller is a warning, not an error).
+//! * **Devices** (`spindle.nodemanager.cgroups.device-isolation`): `auto` uses the v1
+//!   devices controller if it is mounted (`devices.deny` of `c MAJ:MIN rwm`), else a
+//!   `BPF_PROG_TYPE_CGROUP_DEVICE` program on the container's cgroup2 cgroup, hand-assembled
+//!   and loaded with `bpf(2)` ([`bpf`]), attached with `BPF_F_ALLOW_MULTI` so a parent's
+//!   programs (systemd's) still apply; `v1` allows only the former, `ebpf` only the latter
+//!   (also on hybrid machines).
 //!
 //! Every container gets one cgroup per hierarchy it needs, named after its container id, under
 //! `<controller root>/<hierarchy>/<instance>/`:
 //!
-//! * `hierarchy` is `yarn.nodemanager.linux-container-executor.cgroups.hierarchy`: with a
-//!   leading `/` it starts at each controller's mount point (YARN's meaning), without one it
-//!   starts at the NM's own cgroup in that controller (for delegated setups and for tests,
-//!   which then nest inside whatever cgroup runs them);
-//! * `instance` ([`instance_name`]) is derived from the NM's first local dir, so that several
-//!   NMs on one host (the minicluster) never reclaim each other's containers, while a restarted
-//!   NM, which reuses its local dirs, finds its own.
+//! * `hierarchy` is `yarn.nodemanager.linux-container-executor.cgroups.hierarchy` (default
+//!   `/spindle`): with a leading `/` it starts at each controller's mount point (YARN's
+//!   meaning), without one it starts at the NM's own cgroup in that controller (for delegated
+//!   setups and for tests, which then nest inside whatever cgroup runs them);
+//! * `instance` ([`instance_name`]) is `nm-` plus a hash of the NM's first local dir, so that
+//!   several NMs on one host (the minicluster) never reclaim each other's containers, while a
+//!   restarted NM, which reuses its local dirs, finds its own.
 //!
-//! Limits: cpu shares/weight in proportion to vcores and, under strict usage, a CFS quota of
-//! `vcores` cores; the memory limit with swap off; `pids.max`; and the devices the container
-//! was not granted denied, through the v1 devices controller or an eBPF program on cgroup2
-//! ([`bpf`]). Which one is chosen once, at NM start ([`Cgroups::new`]).
+//! **Limits** (from the container's [`IsolationSpec`]): `cpu.shares` = 1024 x vcores (v2
+//! `cpu.weight` = 100 x vcores, one vcore being the default weight as 1024 shares are in
+//! YARN); under `...cgroups.strict-resource-usage` a CFS quota of vcores x 100 ms per 100 ms.
+//! Memory: the container's MB as `memory.limit_in_bytes` and `memory.memsw.limit_in_bytes`
+//! (v2 `memory.max`, `memory.swap.max=0`, `memory.oom.group=1`). `pids.max` =
+//! `spindle.nodemanager.container.pids-limit` (4096; 0 = none). The devices the container was
+//! not granted are denied. Fail closed: if the node cannot deny devices (no v1 devices
+//! controller and no loadable eBPF program), a container whose `denied_devices` is not empty
+//! fails to launch ([`CgroupError::NoDeviceIsolation`]); containers that deny nothing run.
 //!
-//! The process is placed before it execs: the launcher opens each `cgroup.procs` here, and
-//! the forked child writes `0` (itself) into them before `exec`, so nothing the container
-//! runs ever escapes. When the container ends its cgroups are emptied (SIGKILL to whatever
-//! is left) and removed; at NM start the cgroups of containers the NM no longer knows are
-//! reclaimed the same way.
+//! **Placement before exec**: the launcher makes the cgroups and opens each `cgroup.procs`
+//! here ([`Cgroups::create`]), and the forked child (`launcher/spawn.rs`), after `setsid` and
+//! before `exec`, writes `0` (itself) into each: async-signal-safe, one `write(2)` per fd, no
+//! allocation. A failed write fails the spawn, so nothing the container runs is unconfined.
+//!
+//! **OOM**: after the leader is reaped, `oom_kill` of `memory.oom_control` (v1) or
+//! `memory.events` (v2) is read before teardown ([`Cgroups::oom_kills`]); non-zero means the
+//! container is reported as killed for exceeding its memory (-104).
+//!
+//! **Teardown and reclaim**: when a container ends its cgroups are emptied (`cgroup.kill` on
+//! v2, and SIGKILL to every pid listed, repeated until none is left) and removed, children
+//! first, bounded by [`TEARDOWN_TIMEOUT`] (5 s). At NM start ([`Cgroups::reclaim`]) every
+//! cgroup under the NM's instance that does not belong to a container it re-adopts is
+//! reclaimed the same way, and so are other instances' cgroups that have been without any
+//! process for [`ABANDONED_AGE`] (60 s: left by an NM that was killed and whose local dirs are
+//! not reused); other instances' cgroups with processes are never touched, as they may belong
+//! to a live NM on the same host. At NM stop ([`Cgroups::shutdown`]) the empty instance and
+//! hierarchy directories are removed.
 
 pub mod bpf;
 pub mod layout;

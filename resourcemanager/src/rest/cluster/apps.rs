@@ -1,572 +1,34 @@
-//! `/ws/v1/cluster/...`: Hadoop YARN's ResourceManager REST API v1, field for field.
+//! `/ws/v1/cluster/apps/...`: new application, submission, the application list and one application, its state, queue and priority (read and change), attempts, their containers, and `appstatistics`.
 
-use std::collections::{BTreeSet, HashMap};
+use super::*;
 
-use axum::extract::{Query, State};
-use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
-use spindle_common::records::cluster::*;
-use spindle_common::records::resource::ResourceInfo;
-use spindle_common::records::OneOrMany;
-use spindle_common::states::{FinalApplicationStatus, NodeState, YarnApplicationState};
-use spindle_common::time::now_ms;
-use spindle_common::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, Resource};
-
-use super::{check_resource, ApiError, AppState, JsonBody, PathParams};
-use crate::core::queue_conf::{CapacitySpec, MaxCapacitySpec};
-use crate::core::{App, Attempt, KillOutcome, Node, QueueView, RmContainer, Submission};
-use crate::driver::{Command, Snapshot};
-
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/ws/v1/cluster", get(info))
-        .route("/ws/v1/cluster/", get(info))
-        .route("/ws/v1/cluster/info", get(info))
-        .route("/ws/v1/cluster/metrics", get(metrics))
-        .route("/ws/v1/cluster/scheduler", get(scheduler))
-        .route("/ws/v1/cluster/nodes", get(nodes))
-        .route("/ws/v1/cluster/nodes/{nodeid}", get(node))
-        .route("/ws/v1/cluster/apps", get(apps).post(submit))
-        .route("/ws/v1/cluster/apps/new-application", post(new_application))
-        .route("/ws/v1/cluster/apps/{appid}", get(app))
-        .route(
-            "/ws/v1/cluster/apps/{appid}/state",
-            get(app_state).put(put_app_state),
-        )
-        .route(
-            "/ws/v1/cluster/apps/{appid}/queue",
-            get(app_queue).put(put_app_queue),
-        )
-        .route(
-            "/ws/v1/cluster/apps/{appid}/priority",
-            get(app_priority).put(put_app_priority),
-        )
-        .route("/ws/v1/cluster/apps/{appid}/appattempts", get(attempts))
-        .route(
-            "/ws/v1/cluster/apps/{appid}/appattempts/{attemptid}",
-            get(attempt),
-        )
-        .route(
-            "/ws/v1/cluster/apps/{appid}/appattempts/{attemptid}/containers",
-            get(attempt_containers),
-        )
-        .route(
-            "/ws/v1/cluster/apps/{appid}/appattempts/{attemptid}/containers/{containerid}",
-            get(attempt_container),
-        )
-        .route("/ws/v1/cluster/appstatistics", get(app_statistics))
-}
-
-type Q = Query<HashMap<String, String>>;
-
-fn rm_host(headers: &HeaderMap) -> String {
-    headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("localhost:8088")
-        .to_string()
-}
-
-// ------------------------------------------------------------------------ info, metrics
-
-async fn info(State(st): State<AppState>) -> Json<ClusterInfoBody> {
-    let i = &st.info;
-    Json(ClusterInfoBody {
-        cluster_info: ClusterInfo {
-            id: i.cluster_ts,
-            started_on: i.started_on,
-            state: "STARTED".into(),
-            ha_state: "ACTIVE".into(),
-            rm_state_store_name: "org.apache.spindle.resourcemanager.SQLiteRMStateStore".into(),
-            resource_manager_version: env!("CARGO_PKG_VERSION").into(),
-            resource_manager_build_version: format!("spindle {}", env!("CARGO_PKG_VERSION")),
-            resource_manager_version_built_on: String::new(),
-            hadoop_version: "3.4.0".into(),
-            hadoop_build_version: format!("3.4.0 (spindle {})", env!("CARGO_PKG_VERSION")),
-            hadoop_version_built_on: String::new(),
-            ha_zoo_keeper_connection_state: "ResourceManager HA is not enabled.".into(),
-        },
-    })
-}
-
-pub(super) fn cluster_metrics(s: &Snapshot) -> ClusterMetrics {
-    let mut m = ClusterMetrics {
-        apps_submitted: s.counters.apps_submitted,
-        apps_completed: s.counters.apps_completed,
-        apps_failed: s.counters.apps_failed,
-        apps_killed: s.counters.apps_killed,
-        containers_pending: s.pending_containers,
-        pending_mb: s.pending.memory_mb,
-        pending_virtual_cores: s.pending.vcores,
-        ..Default::default()
-    };
-    for a in s.apps.values() {
-        match a.state {
-            YarnApplicationState::RUNNING => m.apps_running += 1,
-            YarnApplicationState::NEW
-            | YarnApplicationState::NEW_SAVING
-            | YarnApplicationState::SUBMITTED
-            | YarnApplicationState::ACCEPTED => m.apps_pending += 1,
-            _ => {}
-        }
-    }
-    let mut total = Resource::zero();
-    let mut used = Resource::zero();
-    for (t, u) in s.node_usage.values() {
-        total.add_assign(t);
-        used.add_assign(u);
-    }
-    for n in s.nodes.values() {
-        m.total_nodes += 1;
-        match n.state {
-            NodeState::RUNNING => m.active_nodes += 1,
-            NodeState::LOST => m.lost_nodes += 1,
-            NodeState::UNHEALTHY => m.unhealthy_nodes += 1,
-            NodeState::DECOMMISSIONING => m.decommissioning_nodes += 1,
-            NodeState::DECOMMISSIONED => m.decommissioned_nodes += 1,
-            NodeState::REBOOTED => m.rebooted_nodes += 1,
-            NodeState::SHUTDOWN => m.shutdown_nodes += 1,
-            NodeState::NEW => {}
-        }
-    }
-    // YARN counts only active nodes in totalNodes.
-    m.total_nodes = m.active_nodes + m.unhealthy_nodes + m.decommissioning_nodes;
-    m.total_mb = total.memory_mb;
-    m.total_virtual_cores = total.vcores;
-    m.allocated_mb = used.memory_mb;
-    m.allocated_virtual_cores = used.vcores;
-    m.available_mb = (total.memory_mb - used.memory_mb).max(0);
-    m.available_virtual_cores = (total.vcores - used.vcores).max(0);
-    m.containers_allocated = s.containers.values().filter(|c| c.is_live()).count() as u64;
-    m.utilized_mb_percent = if total.memory_mb > 0 {
-        used.memory_mb * 100 / total.memory_mb
-    } else {
-        0
-    };
-    m.utilized_vcores_percent = if total.vcores > 0 {
-        used.vcores * 100 / total.vcores
-    } else {
-        0
-    };
-    m.total_used_resources_across_partition = ResourceInfo::from(&used);
-    m.total_cluster_resources_across_partition = ResourceInfo::from(&total);
-    m.total_reserved_resources_across_partition = ResourceInfo::from(&Resource::zero());
-    m.total_allocated_containers_across_partition = m.containers_allocated;
-    m
-}
-
-async fn metrics(State(st): State<AppState>) -> Json<ClusterMetricsBody> {
-    let s = st.driver.snapshot().await;
-    Json(ClusterMetricsBody {
-        cluster_metrics: cluster_metrics(&s),
-    })
-}
-
-// ------------------------------------------------------------------------ scheduler
-
-fn capacity_mode(c: &CapacitySpec) -> &'static str {
-    match c {
-        CapacitySpec::Percent(_) => "percentage",
-        CapacitySpec::Absolute(_) => "absolute",
-        CapacitySpec::Weight(_) => "weight",
-    }
-}
-
-/// YARN reports `capacity`/`maxCapacity` as percents of the parent even for absolute and
-/// weight queues (derived from the effective resources); `weight`/`normalizedWeight` only
-/// for weight queues (-1 and 0 otherwise).
-struct Shares {
-    capacity: f64,
-    max_capacity: f64,
-    weight: f64,
-    normalized_weight: f64,
-}
-
-fn shares(views: &[QueueView], v: &QueueView) -> Shares {
-    let parent = v
-        .parent
-        .as_deref()
-        .and_then(|p| views.iter().find(|x| x.path == p));
-    let relative = |own: f64, of: Option<f64>| match of {
-        Some(p) if p > 0.0 => (own * 100.0 / p).min(100.0),
-        Some(_) => 0.0,
-        None => own,
-    };
-    let capacity = match v.capacity {
-        CapacitySpec::Percent(p) => p,
-        _ => relative(v.absolute_capacity, parent.map(|p| p.absolute_capacity)),
-    };
-    let max_capacity = match v.max_capacity {
-        MaxCapacitySpec::Percent(p) => p,
-        MaxCapacitySpec::Absolute(_) => relative(
-            v.absolute_max_capacity,
-            parent.map(|p| p.absolute_max_capacity),
-        ),
-    };
-    let (weight, normalized_weight) = match v.capacity {
-        CapacitySpec::Weight(w) => {
-            let sum: f64 = views
-                .iter()
-                .filter(|x| x.parent == v.parent)
-                .filter_map(|x| match x.capacity {
-                    CapacitySpec::Weight(w) => Some(w),
-                    _ => None,
-                })
-                .sum();
-            (w, if sum > 0.0 { w / sum } else { 0.0 })
-        }
-        _ => (-1.0, 0.0),
-    };
-    Shares {
-        capacity,
-        max_capacity,
-        weight,
-        normalized_weight,
-    }
-}
-
-fn queue_acls(v: &QueueView) -> QueueAclsInfo {
-    QueueAclsInfo {
-        queue_acl: vec![
-            QueueAclInfo {
-                access_type: "ADMINISTER_QUEUE".into(),
-                access_control_list: v.acl_admin.clone(),
-            },
-            QueueAclInfo {
-                access_type: "SUBMIT_APP".into(),
-                access_control_list: v.acl_submit.clone(),
-            },
-        ],
-    }
-}
-
-fn capacities(v: &QueueView, sh: &Shares) -> QueueCapacities {
-    let zero = ResourceInfo::from(&Resource::zero());
-    let (cfg_min, cfg_max) = match (&v.capacity, &v.max_capacity) {
-        (CapacitySpec::Absolute(r), MaxCapacitySpec::Absolute(m)) => {
-            (ResourceInfo::from(r), ResourceInfo::from(m))
-        }
-        (CapacitySpec::Absolute(r), _) => (ResourceInfo::from(r), zero.clone()),
-        (_, MaxCapacitySpec::Absolute(m)) => (zero.clone(), ResourceInfo::from(m)),
-        _ => (zero.clone(), zero),
-    };
-    QueueCapacities {
-        queue_capacities_by_partition: vec![PartitionQueueCapacitiesInfo {
-            partition_name: String::new(),
-            capacity: sh.capacity,
-            used_capacity: v.used_capacity,
-            max_capacity: sh.max_capacity,
-            absolute_capacity: v.absolute_capacity,
-            absolute_used_capacity: v.absolute_used_capacity,
-            absolute_max_capacity: v.absolute_max_capacity,
-            max_am_limit_percentage: v.max_am_resource_percent * 100.0,
-            weight: sh.weight,
-            normalized_weight: sh.normalized_weight,
-            configured_min_resource: cfg_min,
-            configured_max_resource: cfg_max,
-            effective_min_resource: ResourceInfo::from(&v.guaranteed),
-            effective_max_resource: ResourceInfo::from(&v.maximum),
-        }],
-    }
-}
-
-/// One queue in YARN's `capacityScheduler` shape; children nested under `queues.queue[]`.
-fn queue_info(views: &[QueueView], v: &QueueView) -> CapacitySchedulerQueueInfo {
-    let sh = shares(views, v);
-    let leaf = v.is_leaf.then(|| {
-        let users: Vec<UserInfo> = v
-            .users
-            .iter()
-            .map(|u| UserInfo {
-                username: u.name.clone(),
-                resources_used: ResourceInfo::from(&u.used),
-                num_pending_applications: u.pending_apps as u64,
-                num_active_applications: u.active_apps as u64,
-                am_resource_used: ResourceInfo::from(&u.am_used),
-                user_resource_limit: ResourceInfo::from(&u.user_limit),
-                user_weight: 1.0,
-                is_active: u.active_apps > 0,
-            })
-            .collect();
-        LeafQueueInfo {
-            kind: "capacitySchedulerLeafQueueInfo".into(),
-            num_active_applications: v.num_active_applications as u64,
-            num_pending_applications: v.num_pending_applications as u64,
-            num_containers: v.num_containers as u64,
-            max_applications: u64::from(v.max_applications),
-            max_applications_per_user: u64::from(v.max_applications_per_user),
-            user_limit: v.minimum_user_limit_percent,
-            users: (!users.is_empty()).then_some(UsersInfo {
-                user: OneOrMany(users),
-            }),
-            user_limit_factor: v.user_limit_factor,
-            configured_max_am_resource_limit: v.max_am_resource_percent,
-            am_resource_limit: ResourceInfo::from(&v.am_limit),
-            used_am_resource: ResourceInfo::from(&v.am_used),
-            user_am_resource_limit: ResourceInfo::from(&v.user_am_limit),
-            preemption_disabled: true,
-            intra_queue_preemption_disabled: true,
-            default_priority: v.default_application_priority,
-            is_auto_created_leaf_queue: false,
-            max_application_lifetime: -1,
-            default_application_lifetime: -1,
-        }
-    });
-    let queues = (!v.is_leaf).then(|| CapacitySchedulerQueues {
-        queue: OneOrMany(
-            views
-                .iter()
-                .filter(|c| c.parent.as_deref() == Some(v.path.as_str()))
-                .map(|c| queue_info(views, c))
-                .collect(),
-        ),
-    });
-    CapacitySchedulerQueueInfo {
-        queue_path: v.path.clone(),
-        capacity: sh.capacity,
-        used_capacity: v.used_capacity,
-        max_capacity: sh.max_capacity,
-        absolute_capacity: v.absolute_capacity,
-        absolute_max_capacity: v.absolute_max_capacity,
-        absolute_used_capacity: v.absolute_used_capacity,
-        weight: sh.weight,
-        normalized_weight: sh.normalized_weight,
-        num_applications: v.num_applications as u64,
-        max_parallel_apps: v
-            .max_parallel_apps
-            .map(i64::from)
-            .unwrap_or(i64::from(i32::MAX)),
-        queue_name: v.name.clone(),
-        is_absolute_resource: matches!(v.capacity, CapacitySpec::Absolute(_)),
-        state: v.state.as_str().into(),
-        used_resources: v.used.to_string(),
-        resources_used: ResourceInfo::from(&v.used),
-        hide_reservation_queues: false,
-        node_labels: vec!["*".into()],
-        default_node_label_expression: None,
-        allocated_containers: v.num_containers as u64,
-        reserved_containers: 0,
-        pending_containers: 0,
-        capacities: capacities(v, &sh),
-        resources: ResourceUsages {
-            resource_usages_by_partition: vec![PartitionResourcesInfo {
-                partition_name: String::new(),
-                used: ResourceInfo::from(&v.used),
-                reserved: ResourceInfo::from(&Resource::zero()),
-                pending: ResourceInfo::from(&v.pending),
-                am_used: ResourceInfo::from(&v.am_used),
-                am_limit: ResourceInfo::from(&v.am_limit),
-                user_am_limit: ResourceInfo::from(&v.user_am_limit),
-            }],
-        },
-        min_effective_capacity: ResourceInfo::from(&v.guaranteed),
-        max_effective_capacity: ResourceInfo::from(&v.maximum),
-        maximum_allocation: ResourceInfo::from(&v.max_allocation),
-        queue_acls: queue_acls(v),
-        queue_priority: v.priority,
-        ordering_policy_info: if v.is_leaf {
-            v.ordering.as_str().into()
-        } else {
-            "utilization".into()
-        },
-        auto_create_child_queue_enabled: false,
-        mode: capacity_mode(&v.capacity).into(),
-        queue_type: if v.is_leaf { "leaf" } else { "parent" }.into(),
-        creation_method: "static".into(),
-        auto_creation_eligibility: "off".into(),
-        queues,
-        leaf,
-    }
-}
-
-/// YARN's health block; Spindle keeps no per-operation history, so it reads as a scheduler
-/// that has done nothing notable (every figure 0, every id `N/A`).
-fn health() -> CapacitySchedulerHealthInfo {
-    CapacitySchedulerHealthInfo {
-        lastrun: 0,
-        operations_info: [
-            "last-allocation",
-            "last-release",
-            "last-preemption",
-            "last-reservation",
-        ]
-        .into_iter()
-        .map(|op| SchedulerOperationInfo {
-            operation: op.into(),
-            node_id: "N/A".into(),
-            container_id: "N/A".into(),
-            queue: "N/A".into(),
-        })
-        .collect(),
-        last_run_details: ["releases", "allocations", "reservations"]
-            .into_iter()
-            .map(|op| LastRunDetail {
-                operation: op.into(),
-                count: 0,
-                resources: ResourceInfo::plain(&Resource::zero()),
-            })
-            .collect(),
-    }
-}
-
-async fn scheduler(State(st): State<AppState>) -> Json<SchedulerBody> {
-    let s = st.driver.snapshot().await;
-    let views = &s.queue_views;
-    let Some(root) = views.iter().find(|v| v.parent.is_none()) else {
-        return Json(SchedulerBody {
-            scheduler: SchedulerTypeInfo {
-                scheduler_info: CapacitySchedulerInfo {
-                    kind: "capacityScheduler".into(),
-                    ..Default::default()
-                },
-            },
-        });
-    };
-    let r = queue_info(views, root);
-    Json(SchedulerBody {
-        scheduler: SchedulerTypeInfo {
-            scheduler_info: CapacitySchedulerInfo {
-                kind: "capacityScheduler".into(),
-                capacity: 100.0,
-                used_capacity: root.used_capacity,
-                max_capacity: 100.0,
-                weight: -1.0,
-                normalized_weight: 0.0,
-                queue_name: "root".into(),
-                queue_path: "root".into(),
-                queue_type: "parent".into(),
-                mode: r.mode,
-                queues: r.queues,
-                capacities: r.capacities,
-                health: health(),
-                maximum_allocation: ResourceInfo::from(&s.max_allocation),
-                queue_acls: r.queue_acls,
-                queue_priority: 0,
-                ordering_policy_info: "utilization".into(),
-                auto_create_child_queue_enabled: false,
-                creation_method: "static".into(),
-                auto_creation_eligibility: "off".into(),
-            },
-        },
-    })
-}
-
-// ------------------------------------------------------------------------ nodes
-
-pub(super) fn node_info(s: &Snapshot, n: &Node) -> NodeInfo {
-    let (total, used) = s
-        .node_usage
-        .get(&n.id)
-        .cloned()
-        .unwrap_or_else(|| (n.total.clone(), Resource::zero()));
-    let avail = total.minus(&used).clamp_non_negative();
-    NodeInfo {
-        rack: n.rack.clone(),
-        state: n.state,
-        id: n.id.to_string(),
-        node_host_name: n.id.host.clone(),
-        node_http_address: n.http_address.clone(),
-        last_health_update: n.last_health_update,
-        version: n.version.clone(),
-        health_report: n.health_report.clone(),
-        num_containers: n.containers.len() as i64,
-        used_memory_mb: used.memory_mb,
-        avail_memory_mb: avail.memory_mb,
-        used_virtual_cores: used.vcores,
-        available_virtual_cores: avail.vcores,
-        mem_utilization: 0.0,
-        cpu_utilization: n.cpu_usage,
-        used_resource: ResourceInfo::from(&used),
-        available_resource: ResourceInfo::from(&avail),
-        total_resource: ResourceInfo::from(&n.total),
-        node_attributes_info: serde_json::json!({
-            "nodeAttributeInfo": n.attributes.iter().map(|(k, v)| {
-                let (prefix, name) = k.rsplit_once('/').unwrap_or(("", k.as_str()));
-                serde_json::json!({"prefix": prefix, "name": name, "type": "STRING", "value": v})
-            }).collect::<Vec<_>>()
-        }),
-        ..Default::default()
-    }
-}
-
-fn parse_list<T: std::str::FromStr<Err = String>>(
-    q: &HashMap<String, String>,
-    key: &str,
-) -> Result<Option<Vec<T>>, ApiError> {
-    let Some(raw) = q.get(key) else {
-        return Ok(None);
-    };
-    let mut out = Vec::new();
-    for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        out.push(part.parse::<T>().map_err(ApiError::bad_request)?);
-    }
-    Ok(if out.is_empty() { None } else { Some(out) })
-}
-
-async fn nodes(State(st): State<AppState>, Query(q): Q) -> Result<Json<NodesBody>, ApiError> {
-    let s = st.driver.snapshot().await;
-    let states = match parse_list::<NodeState>(&q, "states")? {
-        Some(v) => Some(v),
-        None => parse_list::<NodeState>(&q, "state")?,
-    };
-    let list: Vec<NodeInfo> = s
-        .nodes
-        .values()
-        .filter(|n| states.as_ref().is_none_or(|st| st.contains(&n.state)))
-        .map(|n| node_info(&s, n))
-        .collect();
-    Ok(Json(NodesBody {
-        nodes: if list.is_empty() {
-            None
-        } else {
-            Some(Nodes {
-                node: OneOrMany(list),
-            })
-        },
-    }))
-}
-
-async fn node(
-    State(st): State<AppState>,
-    PathParams(id): PathParams<String>,
-) -> Result<Json<NodeBody>, ApiError> {
-    let nid: NodeId = id
-        .parse()
-        .map_err(|_| ApiError::bad_request(format!("Invalid NodeId [{id}]. Expected host:port")))?;
-    let s = st.driver.snapshot().await;
-    let n = s.nodes.get(&nid).ok_or_else(|| {
-        ApiError::not_found(format!("java.lang.Exception: nodeId, {id}, is not found"))
-    })?;
-    Ok(Json(NodeBody {
-        node: node_info(&s, n),
-    }))
-}
-
-// ------------------------------------------------------------------------ apps
-
-fn app_id(raw: &str) -> Result<ApplicationId, ApiError> {
+pub(super) fn app_id(raw: &str) -> Result<ApplicationId, ApiError> {
     raw.parse().map_err(|e: spindle_common::ids::IdParseError| {
         ApiError::bad_request(format!("Invalid ApplicationId: {raw} ({e})"))
     })
 }
 
-fn find_app<'a>(s: &'a Snapshot, raw: &str) -> Result<&'a App, ApiError> {
+pub(super) fn find_app<'a>(s: &'a Snapshot, raw: &str) -> Result<&'a App, ApiError> {
     let id = app_id(raw)?;
     s.apps.get(&id).ok_or_else(|| {
         ApiError::not_found(format!("java.lang.Exception: app with id: {raw} not found"))
     })
 }
 
-fn logs_url(c: &RmContainer, user: &str) -> String {
+pub(super) fn logs_url(c: &RmContainer, user: &str) -> String {
     format!(
         "http://{}/node/containerlogs/{}/{}",
         c.node_http, c.id, user
     )
 }
 
-pub(super) fn app_info(s: &Snapshot, a: &App, now: u64, rm: &str, with_requests: bool) -> AppInfo {
+pub(in crate::rest) fn app_info(
+    s: &Snapshot,
+    a: &App,
+    now: u64,
+    rm: &str,
+    with_requests: bool,
+) -> AppInfo {
     let att = a.current_attempt();
     let am = att
         .and_then(|t| t.am_container)
@@ -671,7 +133,11 @@ pub(super) fn app_info(s: &Snapshot, a: &App, now: u64, rm: &str, with_requests:
     }
 }
 
-fn time_range(q: &HashMap<String, String>, begin: &str, end: &str) -> Result<(u64, u64), ApiError> {
+pub(super) fn time_range(
+    q: &HashMap<String, String>,
+    begin: &str,
+    end: &str,
+) -> Result<(u64, u64), ApiError> {
     let parse = |k: &str, default: u64| -> Result<u64, ApiError> {
         match q.get(k) {
             None => Ok(default),
@@ -694,7 +160,7 @@ fn time_range(q: &HashMap<String, String>, begin: &str, end: &str) -> Result<(u6
     Ok((b, e))
 }
 
-async fn apps(
+pub(super) async fn apps(
     State(st): State<AppState>,
     headers: HeaderMap,
     Query(q): Q,
@@ -789,7 +255,7 @@ async fn apps(
     }))
 }
 
-async fn app(
+pub(super) async fn app(
     State(st): State<AppState>,
     headers: HeaderMap,
     PathParams(id): PathParams<String>,
@@ -801,7 +267,7 @@ async fn app(
     }))
 }
 
-async fn app_state(
+pub(super) async fn app_state(
     State(st): State<AppState>,
     PathParams(id): PathParams<String>,
 ) -> Result<Json<AppStateBody>, ApiError> {
@@ -812,7 +278,7 @@ async fn app_state(
     }))
 }
 
-async fn put_app_state(
+pub(super) async fn put_app_state(
     State(st): State<AppState>,
     headers: HeaderMap,
     Query(q): Q,
@@ -852,7 +318,7 @@ async fn put_app_state(
     })
 }
 
-async fn app_queue(
+pub(super) async fn app_queue(
     State(st): State<AppState>,
     PathParams(id): PathParams<String>,
 ) -> Result<Json<AppQueueBody>, ApiError> {
@@ -864,13 +330,13 @@ async fn app_queue(
 }
 
 /// The short leaf name, as `GET /apps/{id}/queue` and `AppInfo.queue` show a queue.
-fn leaf_name(path: &str) -> String {
+pub(super) fn leaf_name(path: &str) -> String {
     path.rsplit('.').next().unwrap_or(path).to_string()
 }
 
 /// `PUT /apps/{id}/queue {"queue":"b"}`: moves the application (owner, queue admin or
 /// cluster admin only); answers the queue it is now in.
-async fn put_app_queue(
+pub(super) async fn put_app_queue(
     State(st): State<AppState>,
     Query(q): Q,
     PathParams(id): PathParams<String>,
@@ -898,7 +364,7 @@ async fn put_app_queue(
 
 /// `PUT /apps/{id}/priority {"priority":N}`: answers the effective priority (clamped to
 /// `[0, yarn.cluster.max-application-priority]`, as YARN does).
-async fn put_app_priority(
+pub(super) async fn put_app_priority(
     State(st): State<AppState>,
     Query(q): Q,
     PathParams(id): PathParams<String>,
@@ -918,7 +384,7 @@ async fn put_app_priority(
     Ok(Json(AppPriorityBody { priority }))
 }
 
-async fn app_priority(
+pub(super) async fn app_priority(
     State(st): State<AppState>,
     PathParams(id): PathParams<String>,
 ) -> Result<Json<AppPriorityBody>, ApiError> {
@@ -929,7 +395,7 @@ async fn app_priority(
     }))
 }
 
-fn attempt_info(s: &Snapshot, a: &App, t: &Attempt) -> AppAttemptInfo {
+pub(super) fn attempt_info(s: &Snapshot, a: &App, t: &Attempt) -> AppAttemptInfo {
     let am = t.am_container.and_then(|c| s.containers.get(&c));
     AppAttemptInfo {
         id: t.id.attempt_id,
@@ -951,7 +417,7 @@ fn attempt_info(s: &Snapshot, a: &App, t: &Attempt) -> AppAttemptInfo {
     }
 }
 
-async fn attempts(
+pub(super) async fn attempts(
     State(st): State<AppState>,
     PathParams(id): PathParams<String>,
 ) -> Result<Json<AppAttemptsBody>, ApiError> {
@@ -965,7 +431,7 @@ async fn attempts(
     }))
 }
 
-fn find_attempt<'a>(a: &'a App, raw: &str) -> Result<&'a Attempt, ApiError> {
+pub(super) fn find_attempt<'a>(a: &'a App, raw: &str) -> Result<&'a Attempt, ApiError> {
     let id: ApplicationAttemptId =
         raw.parse()
             .map_err(|e: spindle_common::ids::IdParseError| {
@@ -978,7 +444,7 @@ fn find_attempt<'a>(a: &'a App, raw: &str) -> Result<&'a Attempt, ApiError> {
     })
 }
 
-async fn attempt(
+pub(super) async fn attempt(
     State(st): State<AppState>,
     PathParams((id, att)): PathParams<(String, String)>,
 ) -> Result<Json<AppAttemptBody>, ApiError> {
@@ -990,7 +456,7 @@ async fn attempt(
     }))
 }
 
-fn container_report(c: &RmContainer, user: &str, now: u64) -> ContainerReportInfo {
+pub(super) fn container_report(c: &RmContainer, user: &str, now: u64) -> ContainerReportInfo {
     let end = if c.finish_time > 0 {
         c.finish_time
     } else {
@@ -1026,7 +492,7 @@ fn container_report(c: &RmContainer, user: &str, now: u64) -> ContainerReportInf
     }
 }
 
-async fn attempt_containers(
+pub(super) async fn attempt_containers(
     State(st): State<AppState>,
     PathParams((id, att)): PathParams<(String, String)>,
 ) -> Result<Json<ContainersBody>, ApiError> {
@@ -1051,7 +517,7 @@ async fn attempt_containers(
     }))
 }
 
-async fn attempt_container(
+pub(super) async fn attempt_container(
     State(st): State<AppState>,
     PathParams((id, att, cid)): PathParams<(String, String, String)>,
 ) -> Result<Json<ContainerReportBody>, ApiError> {
@@ -1076,7 +542,7 @@ async fn attempt_container(
     }))
 }
 
-async fn app_statistics(
+pub(super) async fn app_statistics(
     State(st): State<AppState>,
     Query(q): Q,
 ) -> Result<Json<AppStatisticsBody>, ApiError> {
@@ -1119,7 +585,9 @@ async fn app_statistics(
     }))
 }
 
-async fn new_application(State(st): State<AppState>) -> Result<Json<NewApplication>, ApiError> {
+pub(super) async fn new_application(
+    State(st): State<AppState>,
+) -> Result<Json<NewApplication>, ApiError> {
     let (id, max) = st.driver.call(Command::NewApplication).await?;
     Ok(Json(NewApplication {
         application_id: id,
@@ -1129,7 +597,7 @@ async fn new_application(State(st): State<AppState>) -> Result<Json<NewApplicati
 
 /// Converts YARN's submission context into the core's [`Submission`], refusing what
 /// cannot be run with a 400 that says which field is wrong.
-fn submission(
+pub(super) fn submission(
     ctx: ApplicationSubmissionContext,
     user: String,
 ) -> Result<(ApplicationId, Submission), ApiError> {
@@ -1214,7 +682,7 @@ fn submission(
     ))
 }
 
-async fn submit(
+pub(super) async fn submit(
     State(st): State<AppState>,
     headers: HeaderMap,
     Query(q): Q,

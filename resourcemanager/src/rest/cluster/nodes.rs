@@ -1,0 +1,95 @@
+//! `/ws/v1/cluster/nodes`: the node list (with YARN's state filters) and one node.
+
+use super::*;
+
+pub(in crate::rest) fn node_info(s: &Snapshot, n: &Node) -> NodeInfo {
+    let (total, used) = s
+        .node_usage
+        .get(&n.id)
+        .cloned()
+        .unwrap_or_else(|| (n.total.clone(), Resource::zero()));
+    let avail = total.minus(&used).clamp_non_negative();
+    NodeInfo {
+        rack: n.rack.clone(),
+        state: n.state,
+        id: n.id.to_string(),
+        node_host_name: n.id.host.clone(),
+        node_http_address: n.http_address.clone(),
+        last_health_update: n.last_health_update,
+        version: n.version.clone(),
+        health_report: n.health_report.clone(),
+        num_containers: n.containers.len() as i64,
+        used_memory_mb: used.memory_mb,
+        avail_memory_mb: avail.memory_mb,
+        used_virtual_cores: used.vcores,
+        available_virtual_cores: avail.vcores,
+        mem_utilization: 0.0,
+        cpu_utilization: n.cpu_usage,
+        used_resource: ResourceInfo::from(&used),
+        available_resource: ResourceInfo::from(&avail),
+        total_resource: ResourceInfo::from(&n.total),
+        node_attributes_info: serde_json::json!({
+            "nodeAttributeInfo": n.attributes.iter().map(|(k, v)| {
+                let (prefix, name) = k.rsplit_once('/').unwrap_or(("", k.as_str()));
+                serde_json::json!({"prefix": prefix, "name": name, "type": "STRING", "value": v})
+            }).collect::<Vec<_>>()
+        }),
+        ..Default::default()
+    }
+}
+
+pub(super) fn parse_list<T: std::str::FromStr<Err = String>>(
+    q: &HashMap<String, String>,
+    key: &str,
+) -> Result<Option<Vec<T>>, ApiError> {
+    let Some(raw) = q.get(key) else {
+        return Ok(None);
+    };
+    let mut out = Vec::new();
+    for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        out.push(part.parse::<T>().map_err(ApiError::bad_request)?);
+    }
+    Ok(if out.is_empty() { None } else { Some(out) })
+}
+
+pub(super) async fn nodes(
+    State(st): State<AppState>,
+    Query(q): Q,
+) -> Result<Json<NodesBody>, ApiError> {
+    let s = st.driver.snapshot().await;
+    let states = match parse_list::<NodeState>(&q, "states")? {
+        Some(v) => Some(v),
+        None => parse_list::<NodeState>(&q, "state")?,
+    };
+    let list: Vec<NodeInfo> = s
+        .nodes
+        .values()
+        .filter(|n| states.as_ref().is_none_or(|st| st.contains(&n.state)))
+        .map(|n| node_info(&s, n))
+        .collect();
+    Ok(Json(NodesBody {
+        nodes: if list.is_empty() {
+            None
+        } else {
+            Some(Nodes {
+                node: OneOrMany(list),
+            })
+        },
+    }))
+}
+
+pub(super) async fn node(
+    State(st): State<AppState>,
+    PathParams(id): PathParams<String>,
+) -> Result<Json<NodeBody>, ApiError> {
+    let nid: NodeId = id
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("Invalid NodeId [{id}]. Expected host:port")))?;
+    let s = st.driver.snapshot().await;
+    let n = s.nodes.get(&nid).ok_or_else(|| {
+        ApiError::not_found(format!("java.lang.Exception: nodeId, {id}, is not found"))
+    })?;
+    Ok(Json(NodeBody {
+        node: node_info(&s, n),
+    }))
+}
