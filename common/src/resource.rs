@@ -13,6 +13,10 @@ use smallvec::SmallVec;
 pub const MEMORY_MB: &str = "memory-mb";
 pub const VCORES: &str = "vcores";
 pub const GPU: &str = "yarn.io/gpu";
+
+/// The node attribute naming a node's GPU model (one model per node; mixed nodes report the
+/// first GPU's and `mixed` in the value's stead).
+pub const GPU_MODEL_ATTRIBUTE: &str = "nm.yarn.io/gpu-model";
 pub const FPGA: &str = "yarn.io/fpga";
 
 /// Distinct extended type names kept; names past this (only garbage input produces them)

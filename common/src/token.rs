@@ -13,6 +13,7 @@ use sha2::Sha256;
 
 use crate::ids::{ApplicationAttemptId, ContainerId, NodeId};
 use crate::records::resource::ResourceInfo;
+use crate::resource::Resource;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -97,6 +98,29 @@ pub struct ContainerTokenIdentifier {
     /// Whether this is the application's AM container.
     #[serde(default)]
     pub is_am: bool,
+}
+
+impl ContainerTokenIdentifier {
+    /// The identifier of a container `resource` large, allocated until `expiry_time_ms`.
+    pub fn new(
+        container_id: ContainerId,
+        node_id: NodeId,
+        app_submitter: String,
+        resource: &Resource,
+        expiry_time_ms: u64,
+        rm_identifier: u64,
+        is_am: bool,
+    ) -> Self {
+        Self {
+            container_id,
+            node_id,
+            app_submitter,
+            resource: ResourceInfo::from(resource),
+            expiry_time_ms,
+            rm_identifier,
+            is_am,
+        }
+    }
 }
 
 pub fn issue_container_token(secret: &TokenSecret, id: &ContainerTokenIdentifier) -> String {

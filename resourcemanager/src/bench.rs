@@ -7,14 +7,15 @@
 
 use std::time::Instant;
 
-use spindle_common::records::node::ContainerLaunchContext;
 use spindle_common::resource::GPU;
 use spindle_common::states::{ContainerState, FinalApplicationStatus};
 use spindle_common::token::TokenSecret;
 use spindle_common::{NodeId, Resource};
 
 use crate::core::queue_conf::{CapacitySpec, QueueSpec, SchedulerConf};
-use crate::core::{AskUpdate, CoreConfig, NodeRegistration, ReportedContainer, RmCore, Submission};
+use crate::core::{
+    AskUpdate, CoreConfig, LaunchSpec, NodeRegistration, ReportedContainer, RmCore, Submission,
+};
 
 /// What to build.
 #[derive(Debug, Clone)]
@@ -196,7 +197,7 @@ fn setup(spec: &BenchSpec, gang_timeout_ms: u64) -> Setup {
             application_type: "BENCH".into(),
             tags: vec![],
             am_resource: Resource::new(2048, 1),
-            am_launch: ContainerLaunchContext {
+            am_launch: LaunchSpec {
                 commands: vec!["am".into()],
                 ..Default::default()
             },

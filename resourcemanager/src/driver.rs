@@ -10,7 +10,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use spindle_common::records::node::{StartContainersRequest, StartContainersResponse};
+use spindle_common::records::node::{
+    StartContainerRequest, StartContainersRequest, StartContainersResponse,
+};
 use spindle_common::states::FinalApplicationStatus;
 use spindle_common::time::now_ms;
 use spindle_common::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, Resource};
@@ -28,6 +30,7 @@ use crate::core::{
     RmCore, SharedMap, Submission,
 };
 use crate::store::{SchedConfSource, StateStore, StoredSchedConf};
+use crate::wire;
 
 pub use crate::core::ONLY_ADMINS;
 
@@ -203,7 +206,7 @@ impl Snapshot {
                 .apps()
                 .iter()
                 .filter(|(_, a)| !a.gangs.is_empty())
-                .map(|(k, _)| (*k, core.gang_statuses(k)))
+                .map(|(k, _)| (*k, wire::all(core.gang_statuses(k))))
                 .collect(),
             app_asks: core
                 .scheduler()
@@ -295,8 +298,18 @@ impl Driver {
                     attempt,
                     container,
                     node_http,
-                    request,
-                } => launches.push((attempt, container, node_http, request)),
+                    container_token,
+                    launch,
+                } => {
+                    let request = StartContainersRequest {
+                        start_container_request: vec![StartContainerRequest {
+                            container_token,
+                            container_launch_context: launch.into(),
+                        }],
+                        hold: None,
+                    };
+                    launches.push((attempt, container, node_http, request));
+                }
             }
         }
         for (attempt, container, node_http, request) in launches {
@@ -456,7 +469,7 @@ impl Driver {
             } => {
                 let r = self.am_call(&token, true, |core, att| {
                     let (max, queue) = core.am_register(att, host, rpc_port, tracking_url, now)?;
-                    Ok((max, queue, core.inherited_containers(att)))
+                    Ok((max, queue, wire::all(core.inherited_containers(att))))
                 });
                 let _ = reply.send(r);
             }

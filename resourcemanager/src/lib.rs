@@ -11,5 +11,6 @@ pub mod core;
 pub mod driver;
 pub mod rest;
 pub mod store;
+pub mod wire;
 
 pub use driver::{run, RunningRm};

@@ -413,7 +413,7 @@ fn to_stored(r: &AppRecord) -> StoredApp {
             .extended()
             .map(|(k, v)| (k.to_string(), v))
             .collect(),
-        am_launch: r.sub.am_launch.clone(),
+        am_launch: r.sub.am_launch.clone().into(),
         max_app_attempts: r.sub.max_app_attempts,
         keep_containers: r.sub.keep_containers,
         state: r.state,
@@ -452,7 +452,7 @@ fn from_stored(s: StoredApp) -> AppRecord {
             application_type: s.application_type,
             tags: s.tags,
             am_resource,
-            am_launch: s.am_launch,
+            am_launch: s.am_launch.into(),
             max_app_attempts: s.max_app_attempts,
             keep_containers: s.keep_containers,
             unmanaged_am: false,
@@ -498,7 +498,7 @@ mod tests {
                 application_type: "YARN".into(),
                 tags: vec!["t".into()],
                 am_resource: Resource::new(1024, 1).with("yarn.io/gpu", 1),
-                am_launch: ContainerLaunchContext::default(),
+                am_launch: Default::default(),
                 max_app_attempts: 0,
                 keep_containers: false,
                 unmanaged_am: false,

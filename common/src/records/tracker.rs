@@ -35,9 +35,7 @@ pub struct RegisterNodeManagerRequest {
     pub node_attributes: std::collections::BTreeMap<String, String>,
 }
 
-/// The attribute naming a node's GPU model (one model per node; mixed nodes report the
-/// first GPU's and `mixed` in the value's stead).
-pub const GPU_MODEL_ATTRIBUTE: &str = "nm.yarn.io/gpu-model";
+pub use crate::resource::GPU_MODEL_ATTRIBUTE;
 
 /// A container as the NM reports it, with its resource so that a recovering RM can account it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -19,12 +19,49 @@ pub struct AskUpdate {
 pub struct AllocateReply {
     pub response_id: i32,
     /// Every gang of the application, with its state.
-    pub gangs: Vec<spindle_common::records::am::GangStatus>,
-    pub allocated: Vec<Container>,
-    pub completed: Vec<ContainerStatus>,
+    pub gangs: Vec<GangView>,
+    pub allocated: Vec<Allocation>,
+    pub completed: Vec<CompletedContainer>,
     pub headroom: Resource,
     pub num_cluster_nodes: i32,
-    pub updated_nodes: Vec<NodeReport>,
+}
+
+/// A container handed to its AM: where it is and the RM-signed token that lets the AM start
+/// it there (YARN's `Container`; the edge makes the wire record).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Allocation {
+    pub id: ContainerId,
+    pub node_id: NodeId,
+    pub node_http_address: String,
+    pub resource: Resource,
+    pub priority: i32,
+    pub container_token: String,
+    pub allocation_request_id: i64,
+}
+
+/// A container's end as its AM hears of it (YARN's `ContainerStatus` of a completed one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompletedContainer {
+    pub container_id: ContainerId,
+    pub state: ContainerState,
+    pub exit_status: i32,
+    pub diagnostics: String,
+    /// The gang the container belonged to, if any.
+    pub gang_id: Option<String>,
+}
+
+/// A gang as its AM and the REST views see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GangView {
+    pub id: String,
+    pub phase: scheduler::gang::GangPhase,
+    /// Containers the gang asks for in all.
+    pub size: u32,
+    /// Why it waits, in words.
+    pub diagnostics: String,
+    pub reserved_nodes: Vec<NodeId>,
+    /// Members that ended while the gang ran.
+    pub failed_containers: Vec<ContainerId>,
 }
 
 impl RmCore {
@@ -105,7 +142,7 @@ impl RmCore {
 
     /// The live containers `attempt` inherited from earlier attempts, as YARN's register
     /// answer lists them (`containersFromPreviousAttempts`), with fresh tokens.
-    pub fn inherited_containers(&self, attempt: &ApplicationAttemptId) -> Vec<Container> {
+    pub fn inherited_containers(&self, attempt: &ApplicationAttemptId) -> Vec<Allocation> {
         self.apps
             .get(&attempt.application_id)
             .and_then(|a| a.attempt(attempt))
@@ -196,16 +233,15 @@ impl RmCore {
         let pulled = std::mem::take(&mut att.to_deliver);
         let completed = std::mem::take(&mut att.to_report);
         let response_id = att.response_id;
-        let allocated: Vec<Container> = pulled
+        let allocated: Vec<Allocation> = pulled
             .iter()
             .filter_map(|c| self.container_record(c))
             .collect();
         let gangs = self.gang_statuses(&app_id);
         if let Some(w) = gangs.iter().find(|g| {
             matches!(
-                g.state,
-                spindle_common::records::am::GangState::PENDING
-                    | spindle_common::records::am::GangState::RESERVED
+                g.phase,
+                scheduler::gang::GangPhase::Pending | scheduler::gang::GangPhase::Reserved
             )
         }) {
             if let Some(a) = self.apps.get_mut(&app_id) {
@@ -224,7 +260,6 @@ impl RmCore {
             completed,
             headroom,
             num_cluster_nodes: num_nodes,
-            updated_nodes: Vec::new(),
         };
         for c in &reply.allocated {
             if let Some(rc) = self.containers.get_mut(&c.id) {
@@ -238,26 +273,15 @@ impl RmCore {
     }
 
     /// Every gang of an application, as its AM hears of them.
-    pub fn gang_statuses(
-        &self,
-        app: &ApplicationId,
-    ) -> Vec<spindle_common::records::am::GangStatus> {
-        use scheduler::gang::GangPhase;
-        use spindle_common::records::am::{GangState, GangStatus};
+    pub fn gang_statuses(&self, app: &ApplicationId) -> Vec<GangView> {
         let Some(a) = self.sched.app(app) else {
             return vec![];
         };
         a.gangs
             .iter()
-            .map(|(id, g)| GangStatus {
+            .map(|(id, g)| GangView {
                 id: id.clone(),
-                state: match g.phase {
-                    GangPhase::Pending => GangState::PENDING,
-                    GangPhase::Reserved => GangState::RESERVED,
-                    GangPhase::Allocated => GangState::ALLOCATED,
-                    GangPhase::TimedOut => GangState::TIMED_OUT,
-                    GangPhase::Failed => GangState::FAILED,
-                },
+                phase: g.phase,
                 size: g.size,
                 diagnostics: g.diagnostics.clone(),
                 reserved_nodes: g.reserved.clone(),

@@ -84,14 +84,14 @@ impl RmCore {
         })
     }
 
-    pub(super) fn launch_am(&mut self, app_id: &ApplicationId, container: Container, now: u64) {
+    pub(super) fn launch_am(&mut self, app_id: &ApplicationId, container: Allocation, now: u64) {
         let rm_address = self.conf.rm_address.clone();
         let Some(app) = self.apps.get_mut(app_id) else {
             return;
         };
         let max_attempts = app.max_attempts;
         let submit_time = app.submit_time;
-        let mut launch: ContainerLaunchContext = app.sub.am_launch.clone();
+        let mut launch: LaunchSpec = app.sub.am_launch.clone();
         let Some(att) = app.current_attempt_mut() else {
             return;
         };
@@ -117,13 +117,8 @@ impl RmCore {
             attempt: attempt_id,
             container: container.id,
             node_http: container.node_http_address.clone(),
-            request: StartContainersRequest {
-                start_container_request: vec![StartContainerRequest {
-                    container_token: container.container_token,
-                    container_launch_context: launch,
-                }],
-                hold: None,
-            },
+            container_token: container.container_token,
+            launch,
         });
     }
 

@@ -48,30 +48,28 @@ impl RmCore {
         Some(cid)
     }
 
-    /// The wire record of a container, with a freshly signed token that expires with the
+    /// A container as its AM gets it, with a freshly signed token that expires with the
     /// allocation.
-    pub(super) fn container_record(&self, cid: &ContainerId) -> Option<Container> {
+    pub(super) fn container_record(&self, cid: &ContainerId) -> Option<Allocation> {
         let c = self.containers.get(cid)?;
         let user = self.apps.get(&cid.application_id())?.sub.user.clone();
-        let ident = ContainerTokenIdentifier {
-            container_id: *cid,
-            node_id: c.node.clone(),
-            app_submitter: user,
-            resource: ResourceInfo::from(&c.resource),
-            expiry_time_ms: c.allocated_time + self.conf.container_alloc_expiry_ms,
-            rm_identifier: self.cluster_ts,
-            is_am: c.is_am,
-        };
-        Some(Container {
+        let ident = ContainerTokenIdentifier::new(
+            *cid,
+            c.node.clone(),
+            user,
+            &c.resource,
+            c.allocated_time + self.conf.container_alloc_expiry_ms,
+            self.cluster_ts,
+            c.is_am,
+        );
+        Some(Allocation {
             id: *cid,
             node_id: c.node.clone(),
             node_http_address: c.node_http.clone(),
-            resource: ResourceInfo::from(&c.resource),
+            resource: c.resource.clone(),
             priority: c.priority,
             container_token: token::issue_container_token(&self.secret, &ident),
-            execution_type: "GUARANTEED".into(),
             allocation_request_id: c.allocation_request_id,
-            version: 0,
         })
     }
 
@@ -163,7 +161,7 @@ impl RmCore {
             if let Some(att) = app.attempt_mut(&holder) {
                 att.inherited.remove(cid);
                 if !c.is_am && !att.unregistered && att.state != AttemptState::FAILED {
-                    att.to_report.push(ContainerStatus {
+                    att.to_report.push(CompletedContainer {
                         container_id: *cid,
                         state: ContainerState::COMPLETE,
                         exit_status: exit,

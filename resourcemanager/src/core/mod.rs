@@ -20,7 +20,7 @@ mod queues;
 mod recovery;
 mod tick;
 
-pub use am::{AllocateReply, AskUpdate};
+pub use am::{AllocateReply, Allocation, AskUpdate, CompletedContainer, GangView};
 pub use apps::KillOutcome;
 pub use error::{CoreError, RefusalClass, ReinitRefusal, ONLY_ADMINS};
 pub use nodes::{HeartbeatReply, NodeAction, NodeRegistration, ReportedContainer};
@@ -31,11 +31,6 @@ pub(crate) mod tests;
 use std::collections::{BTreeMap, BTreeSet};
 
 use spindle_common::env as cenv;
-use spindle_common::records::am::{Container, ContainerStatus, NodeReport};
-use spindle_common::records::node::{
-    ContainerLaunchContext, StartContainerRequest, StartContainersRequest,
-};
-use spindle_common::records::resource::ResourceInfo;
 use spindle_common::states::{
     exit_status, ContainerState, FinalApplicationStatus, NodeState, RmContainerState,
     YarnApplicationAttemptState as AttemptState, YarnApplicationState as AppState,
@@ -110,7 +105,11 @@ pub enum Effect {
         attempt: ApplicationAttemptId,
         container: ContainerId,
         node_http: String,
-        request: StartContainersRequest,
+        /// The RM-signed token the NM checks before it starts the container.
+        container_token: String,
+        /// The submission's launch context with the core's environment added (RM address,
+        /// AM-RM token, attempt id, submit time, max attempts).
+        launch: LaunchSpec,
     },
 }
 

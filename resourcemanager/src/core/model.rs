@@ -4,8 +4,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use spindle_common::records::am::ContainerStatus;
-use spindle_common::records::node::ContainerLaunchContext;
 use spindle_common::states::{
     FinalApplicationStatus, NodeState, RmContainerState, YarnApplicationAttemptState,
     YarnApplicationState,
@@ -24,13 +22,35 @@ pub struct Submission {
     pub application_type: String,
     pub tags: Vec<String>,
     pub am_resource: Resource,
-    pub am_launch: ContainerLaunchContext,
+    pub am_launch: LaunchSpec,
     /// 0 means the RM default (`yarn.resourcemanager.am.max-attempts`).
     pub max_app_attempts: u32,
     pub keep_containers: bool,
     pub unmanaged_am: bool,
     /// The submitter's groups, resolved at the edge (ACLs and `g:` queue mappings use them).
     pub groups: Vec<String>,
+}
+
+/// What a container runs (YARN's `ContainerLaunchContext`, in the core's terms): the core
+/// checks the command and adds its own environment to an AM's; the edges convert.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LaunchSpec {
+    /// Joined with spaces and run with `bash -c`, as YARN's launch script does.
+    pub commands: Vec<String>,
+    pub environment: BTreeMap<String, String>,
+    /// Files to localize, by the name they get in the container's directory.
+    pub local_resources: BTreeMap<String, LocalResource>,
+}
+
+/// A file a container needs (YARN's `LocalResource`); the NM checks and fetches it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LocalResource {
+    pub url: String,
+    /// YARN's `LocalResourceType` (`FILE`, `ARCHIVE`, `PATTERN`), as given.
+    pub kind: String,
+    pub visibility: String,
+    pub size: i64,
+    pub timestamp: i64,
 }
 
 /// Who is asking, for ACL checks: the user from `?user.name=` and their groups.
@@ -201,7 +221,7 @@ pub struct Attempt {
     /// Allocated, not yet handed to the AM.
     pub to_deliver: Vec<ContainerId>,
     /// Completed, not yet told to the AM.
-    pub to_report: Vec<ContainerStatus>,
+    pub to_report: Vec<super::CompletedContainer>,
     pub diagnostics: String,
     /// When the AM unregistered; its container is stopped after a grace period.
     pub unregistered_at: Option<u64>,

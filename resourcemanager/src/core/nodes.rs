@@ -119,7 +119,7 @@ impl RmCore {
         self.sched.add_node(id.clone(), reg.rack, reg.total, used);
         let model = reg
             .attributes
-            .get(spindle_common::records::tracker::GPU_MODEL_ATTRIBUTE)
+            .get(spindle_common::resource::GPU_MODEL_ATTRIBUTE)
             .cloned();
         self.sched.set_gpu_model(&id, model);
         self.process_reports(&id, &reg.containers, now);

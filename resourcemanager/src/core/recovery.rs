@@ -239,7 +239,7 @@ impl RmCore {
         if !att.containers.insert(r.id) {
             return;
         }
-        att.to_report.push(ContainerStatus {
+        att.to_report.push(CompletedContainer {
             container_id: r.id,
             state: ContainerState::COMPLETE,
             exit_status: r.exit_status,

@@ -139,14 +139,15 @@ async fn allocate(
         .await?;
     Ok(Json(AllocateResponse {
         response_id: r.response_id,
-        allocated_containers: r.allocated,
-        completed_container_statuses: r.completed,
+        allocated_containers: crate::wire::all(r.allocated),
+        completed_container_statuses: crate::wire::all(r.completed),
         available_resources: ResourceInfo::from(&r.headroom),
-        updated_nodes: r.updated_nodes,
+        // Spindle tells AMs of no node changes yet (YARN lists unusable nodes here).
+        updated_nodes: Vec::new(),
         num_cluster_nodes: r.num_cluster_nodes,
         am_command: None,
         application_priority: 0,
-        gang_statuses: r.gangs,
+        gang_statuses: crate::wire::all(r.gangs),
     }))
 }
 

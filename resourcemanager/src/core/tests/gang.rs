@@ -4,7 +4,6 @@
 use std::collections::BTreeSet;
 
 use proptest::prelude::*;
-use spindle_common::records::am::GangState;
 use spindle_common::resource::GPU;
 use spindle_common::{ApplicationId, NodeId, Resource};
 
@@ -412,7 +411,7 @@ fn the_timeout_reaches_the_am_and_a_hard_one_fails_the_application() {
         env.step();
         assert!(r.allocated.is_empty());
         assert!(
-            matches!(r.gangs[0].state, GangState::RESERVED | GangState::PENDING),
+            matches!(r.gangs[0].phase, GangPhase::Reserved | GangPhase::Pending),
             "{:?}",
             r.gangs
         );
@@ -434,7 +433,7 @@ fn the_timeout_reaches_the_am_and_a_hard_one_fails_the_application() {
                 .core
                 .am_allocate(&att, 1, vec![], vec![], 0.0, env.now)
                 .expect("poll");
-            assert_eq!(r.gangs[0].state, GangState::TIMED_OUT);
+            assert_eq!(r.gangs[0].phase, GangPhase::TimedOut);
             assert!(r.gangs[0].diagnostics.contains("timed out after 1000 ms"));
             assert_eq!(
                 env.core.scheduler().pending().0,
@@ -479,14 +478,14 @@ fn a_failed_member_is_reported_with_its_gang() {
         .expect("ask");
     env.step();
     assert_eq!(r.allocated.len(), 4, "granted whole in the same call");
-    assert_eq!(r.gangs[0].state, GangState::ALLOCATED);
+    assert_eq!(r.gangs[0].phase, GangPhase::Allocated);
     let victim = r.allocated[0].id;
     env.heartbeat(&n, vec![TestEnv::running(am), TestEnv::done(victim, 1)]);
     let r = env
         .core
         .am_allocate(&att, 1, vec![], vec![], 0.0, env.now)
         .expect("poll");
-    assert_eq!(r.gangs[0].state, GangState::FAILED);
+    assert_eq!(r.gangs[0].phase, GangPhase::Failed);
     assert_eq!(r.gangs[0].failed_containers, vec![victim]);
     assert_eq!(r.completed[0].gang_id.as_deref(), Some("g"));
 }

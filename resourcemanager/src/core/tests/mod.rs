@@ -2,7 +2,6 @@
 //! `sanity_check()` after every step. No sockets, no sleeps: time is a number we move.
 
 use proptest::prelude::*;
-use spindle_common::records::node::ContainerLaunchContext;
 use spindle_common::states::{
     ContainerState, FinalApplicationStatus, NodeState, YarnApplicationState as AppState,
 };
@@ -74,7 +73,7 @@ impl TestEnv {
             application_type: "YARN".into(),
             tags: vec![],
             am_resource: Resource::new(512, 1),
-            am_launch: ContainerLaunchContext {
+            am_launch: LaunchSpec {
                 commands: vec!["./am".into()],
                 ..Default::default()
             },
@@ -196,7 +195,7 @@ fn app_runs_to_finished_succeeded() {
         "asks are served in the same allocate call"
     );
     assert_eq!(
-        r.allocated[0].resource.memory, 1024,
+        r.allocated[0].resource.memory_mb, 1024,
         "normalized up to a multiple of the minimum"
     );
     let ids: Vec<ContainerId> = r.allocated.iter().map(|c| c.id).collect();
@@ -441,6 +440,7 @@ fn core_is_pure() {
     // The design rule: no I/O, clock, async or transport in the core, and no wire format:
     // wire records (`common::records`) and serde belong to the REST and store edges.
     let forbidden = [
+        "records::",
         "serde",
         "std::fs",
         "std::net",

@@ -673,7 +673,8 @@ pub(super) fn submission(
                 commands: vec![command],
                 environment: env,
                 local_resources: local,
-            },
+            }
+            .into(),
             max_app_attempts: attempts as u32,
             keep_containers: ctx.keep_containers_across_application_attempts,
             unmanaged_am: ctx.unmanaged_am,

@@ -1,0 +1,141 @@
+//! The edge between the core's domain types and the wire records of `common::records`: one
+//! place for every conversion the driver, the REST handlers, the state store and the
+//! benchmark make, so the core never names a record (its purity test checks).
+
+use spindle_common::records::am::{Container, ContainerStatus, GangState, GangStatus};
+use spindle_common::records::cluster::LocalResourceInfo;
+use spindle_common::records::node::ContainerLaunchContext;
+use spindle_common::records::resource::ResourceInfo;
+
+use crate::core::scheduler::gang::GangPhase;
+use crate::core::{Allocation, CompletedContainer, GangView, LaunchSpec, LocalResource};
+
+impl From<LocalResourceInfo> for LocalResource {
+    fn from(r: LocalResourceInfo) -> Self {
+        Self {
+            url: r.resource,
+            kind: r.kind,
+            visibility: r.visibility,
+            size: r.size,
+            timestamp: r.timestamp,
+        }
+    }
+}
+
+impl From<LocalResource> for LocalResourceInfo {
+    fn from(r: LocalResource) -> Self {
+        Self {
+            resource: r.url,
+            kind: r.kind,
+            visibility: r.visibility,
+            size: r.size,
+            timestamp: r.timestamp,
+        }
+    }
+}
+
+impl From<ContainerLaunchContext> for LaunchSpec {
+    fn from(c: ContainerLaunchContext) -> Self {
+        Self {
+            commands: c.commands,
+            environment: c.environment,
+            local_resources: c
+                .local_resources
+                .into_iter()
+                .map(|(k, v)| (k, v.into()))
+                .collect(),
+        }
+    }
+}
+
+impl From<LaunchSpec> for ContainerLaunchContext {
+    fn from(l: LaunchSpec) -> Self {
+        Self {
+            commands: l.commands,
+            environment: l.environment,
+            local_resources: l
+                .local_resources
+                .into_iter()
+                .map(|(k, v)| (k, v.into()))
+                .collect(),
+        }
+    }
+}
+
+impl From<Allocation> for Container {
+    fn from(a: Allocation) -> Self {
+        Self {
+            id: a.id,
+            node_id: a.node_id,
+            node_http_address: a.node_http_address,
+            resource: ResourceInfo::from(&a.resource),
+            priority: a.priority,
+            container_token: a.container_token,
+            execution_type: "GUARANTEED".into(),
+            allocation_request_id: a.allocation_request_id,
+            version: 0,
+        }
+    }
+}
+
+impl From<CompletedContainer> for ContainerStatus {
+    fn from(c: CompletedContainer) -> Self {
+        Self {
+            container_id: c.container_id,
+            state: c.state,
+            exit_status: c.exit_status,
+            diagnostics: c.diagnostics,
+            gang_id: c.gang_id,
+        }
+    }
+}
+
+impl From<GangView> for GangStatus {
+    fn from(g: GangView) -> Self {
+        Self {
+            id: g.id,
+            state: match g.phase {
+                GangPhase::Pending => GangState::PENDING,
+                GangPhase::Reserved => GangState::RESERVED,
+                GangPhase::Allocated => GangState::ALLOCATED,
+                GangPhase::TimedOut => GangState::TIMED_OUT,
+                GangPhase::Failed => GangState::FAILED,
+            },
+            size: g.size,
+            diagnostics: g.diagnostics,
+            reserved_nodes: g.reserved_nodes,
+            failed_containers: g.failed_containers,
+        }
+    }
+}
+
+/// Converts each element (`Vec<core type>` into `Vec<record>`).
+pub fn all<A, B: From<A>>(v: Vec<A>) -> Vec<B> {
+    v.into_iter().map(B::from).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_launch_context_survives_the_round_trip() {
+        let mut ctx = ContainerLaunchContext {
+            commands: vec!["python3 train.py".into()],
+            ..Default::default()
+        };
+        ctx.environment.insert("A".into(), "1".into());
+        ctx.local_resources.insert(
+            "train.py".into(),
+            LocalResourceInfo {
+                resource: "file:///tmp/train.py".into(),
+                kind: "FILE".into(),
+                visibility: "APPLICATION".into(),
+                size: 10,
+                timestamp: 20,
+            },
+        );
+        let back: ContainerLaunchContext = LaunchSpec::from(ctx.clone()).into();
+        assert_eq!(back, ctx);
+    }
+}
