@@ -8,15 +8,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
-use axum::http::request::Parts;
-use axum::http::{header, StatusCode, Uri};
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use spindle_common::ids::{ApplicationId, ContainerId, NodeId};
 use spindle_common::records::exception::ExceptionKind;
@@ -31,6 +29,7 @@ use spindle_common::records::node::{
     StartContainersRequest, StopContainersRequest,
 };
 use spindle_common::resource::Resource;
+use spindle_rest_edge::{ApiError, JsonBody, PathParams, QueryParams};
 
 use crate::containers::Container;
 use crate::logs;
@@ -122,117 +121,18 @@ pub fn router(state: RestState) -> Router {
         .route("/ws/v1/node/resources/{resourcename}", get(resource_info))
         .route("/ws/v1/node/ports/free", get(free_port))
         .route("/metrics", get(metrics))
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+        .fallback(spindle_rest_edge::not_found)
+        .method_not_allowed_fallback(spindle_rest_edge::method_not_allowed)
         .with_state(state)
 }
 
 // ---------------------------------------------------------------------------------------
 // Errors and the JSON body extractor
 
-/// A REST error: YARN's `RemoteException` body with the kind's status.
-#[derive(Debug)]
-pub struct ApiError {
-    kind: ExceptionKind,
-    message: String,
-}
-
-impl ApiError {
-    pub fn new(kind: ExceptionKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-        }
-    }
-    fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(ExceptionKind::BadRequest, message)
-    }
-    fn not_found(message: impl Into<String>) -> Self {
-        Self::new(ExceptionKind::NotFound, message)
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status =
-            StatusCode::from_u16(self.kind.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, Json(self.kind.body(self.message))).into_response()
-    }
-}
-
 impl From<Unavailable> for ApiError {
     fn from(e: Unavailable) -> Self {
         Self::new(ExceptionKind::ServiceUnavailable, e.to_string())
     }
-}
-
-/// A JSON body whose every rejection (unreadable, malformed, wrong shape) is a 400
-/// `RemoteException`. It does not insist on a `Content-Type`, as YARN clients vary.
-pub struct JsonBody<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            ApiError::bad_request(format!("cannot read the request body: {}", e.body_text()))
-        })?;
-        serde_json::from_slice(&bytes)
-            .map(JsonBody)
-            .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))
-    }
-}
-
-/// `Path<T>` whose rejections (a parameter that is not UTF-8 once percent-decoded) are 400
-/// `RemoteException`s, like every other bad input of the JSON API.
-pub struct PathParams<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathParams<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        Path::<T>::from_request_parts(parts, state)
-            .await
-            .map(|Path(v)| PathParams(v))
-            .map_err(|e| rejection(e.status(), e.body_text()))
-    }
-}
-
-/// `Query<T>` whose rejections (a repeated parameter, `?size=1&size=2`) are 400
-/// `RemoteException`s.
-pub struct QueryParams<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        Query::<T>::from_request_parts(parts, state)
-            .await
-            .map(|Query(v)| QueryParams(v))
-            .map_err(|e| rejection(e.status(), e.body_text()))
-    }
-}
-
-/// An extractor's rejection as a `RemoteException`: 400, or 500 for a route that lacks the
-/// parameters its handler reads (the NM's own bug).
-fn rejection(status: StatusCode, text: String) -> ApiError {
-    let kind = if status.is_server_error() {
-        ExceptionKind::Internal
-    } else {
-        ExceptionKind::BadRequest
-    };
-    ApiError::new(kind, text)
-}
-
-async fn not_found(uri: Uri) -> ApiError {
-    ApiError::not_found(format!("no such resource: {}", uri.path()))
-}
-
-async fn method_not_allowed() -> ApiError {
-    ApiError::new(
-        ExceptionKind::MethodNotAllowed,
-        "HTTP method not allowed for this resource",
-    )
 }
 
 fn parse_container_id(s: &str) -> Result<ContainerId, ApiError> {

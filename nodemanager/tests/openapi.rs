@@ -2,7 +2,7 @@
 //!
 //! 1. Every NM path + method in the spec (`x-daemon: nm`) is routed: the NM (in-process, port
 //!    0, registered with a fake RM) answers a request for it with something other than the
-//!    router's fallbacks (404 `no such resource`, 405 `WebApplicationException`), and with one
+//!    router's fallbacks (404 `no resource at`, 405 `WebApplicationException`), and with one
 //!    of the statuses the spec lists for it.
 //! 2. Every `.route("...", ...)` in `nodemanager/src` (read as text) is in the spec, with the
 //!    same methods.

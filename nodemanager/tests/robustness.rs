@@ -51,7 +51,7 @@ use support::{cid, FakeRm, TestNm};
 
 const DAEMON: &str = "nm";
 /// The start of the message of the router's fallback 404.
-const FALLBACK_PREFIX: &str = "no such resource:";
+const FALLBACK_PREFIX: &str = "java.lang.Exception: no resource at";
 /// The test threads of this file (their panics are assertion failures, not daemon panics).
 const TEST_NAMES: &[&str] = &[
     "every_nm_operation_survives_hostile_requests",
@@ -156,7 +156,8 @@ async fn every_nm_operation_survives_hostile_requests() {
         &|_| None,
         &safe_path,
         &|_| String::new(),
-        false,
+        // One REST edge for both daemons: a body needs a JSON Content-Type here too.
+        true,
     );
 
     // ---------------------------------------------------------- semantic attacks

@@ -13,15 +13,10 @@ mod web;
 
 use std::sync::Arc;
 
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{FromRequest, FromRequestParts, Request};
-use axum::http::request::Parts;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use axum::Router;
-use serde::de::DeserializeOwned;
 use spindle_common::records::exception::ExceptionKind;
 use spindle_common::Resource;
+pub use spindle_rest_edge::{ApiError, JsonBody, PathParams};
 
 use crate::config::RmConfig;
 use crate::core::{Caller, RefusalClass};
@@ -69,53 +64,9 @@ pub fn router(driver: DriverHandle, info: RmInfo) -> Router {
         .merge(tracker::routes())
         .merge(metrics::routes())
         .merge(web::routes())
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+        .fallback(spindle_rest_edge::not_found)
+        .method_not_allowed_fallback(spindle_rest_edge::method_not_allowed)
         .with_state(state)
-}
-
-async fn not_found(uri: axum::http::Uri) -> ApiError {
-    ApiError::new(
-        ExceptionKind::NotFound,
-        format!("java.lang.Exception: no resource at {}", uri.path()),
-    )
-}
-
-async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
-    ApiError::new(
-        ExceptionKind::MethodNotAllowed,
-        format!("HTTP method {method} is not supported by {}", uri.path()),
-    )
-}
-
-/// A YARN `RemoteException` answer.
-#[derive(Debug)]
-pub struct ApiError {
-    pub kind: ExceptionKind,
-    pub message: String,
-}
-
-impl ApiError {
-    pub fn new(kind: ExceptionKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-        }
-    }
-    pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(ExceptionKind::BadRequest, message)
-    }
-    pub fn not_found(message: impl Into<String>) -> Self {
-        Self::new(ExceptionKind::NotFound, message)
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status =
-            StatusCode::from_u16(self.kind.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, axum::Json(self.kind.body(self.message))).into_response()
-    }
 }
 
 impl From<RmError> for ApiError {
@@ -139,64 +90,6 @@ impl From<RmError> for ApiError {
             ),
             RmError::Store(m) => ApiError::new(ExceptionKind::Internal, m),
             RmError::Unavailable => ApiError::new(ExceptionKind::ServiceUnavailable, e.to_string()),
-        }
-    }
-}
-
-/// `Json<T>` whose rejections are YARN `RemoteException` bodies with status 400.
-pub struct JsonBody<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let is_xml = req
-            .headers()
-            .get(axum::http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.contains("xml"));
-        if is_xml {
-            return Err(ApiError::bad_request(
-                "XML request bodies are not supported by Spindle; send the same document as JSON (Content-Type: application/json)",
-            ));
-        }
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(v)) => Ok(JsonBody(v)),
-            Err(rej) => Err(ApiError::bad_request(match rej {
-                JsonRejection::JsonDataError(e) => {
-                    format!("Invalid request body: {}", e.body_text())
-                }
-                JsonRejection::JsonSyntaxError(e) => {
-                    format!("Malformed JSON request body: {}", e.body_text())
-                }
-                JsonRejection::MissingJsonContentType(_) => {
-                    "Expected request with `Content-Type: application/json`".to_string()
-                }
-                other => other.body_text(),
-            })),
-        }
-    }
-}
-
-/// `Path<T>` whose rejections (a parameter that is not UTF-8 once percent-decoded) are YARN
-/// `RemoteException` bodies with status 400, like every other bad input.
-pub struct PathParams<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathParams<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
-            Ok(axum::extract::Path(v)) => Ok(PathParams(v)),
-            Err(rej) => {
-                // A route without the parameters its handler reads is the RM's bug (500).
-                let kind = if rej.status().is_server_error() {
-                    ExceptionKind::Internal
-                } else {
-                    ExceptionKind::BadRequest
-                };
-                Err(ApiError::new(kind, rej.body_text()))
-            }
         }
     }
 }
