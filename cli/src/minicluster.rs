@@ -26,14 +26,10 @@ use spindle_appmaster_sdk::rm_client::RmClient;
 
 pub const RM_BINARY: &str = "resourcemanager";
 pub const NM_BINARY: &str = "nodemanager";
-/// The RM's state store path property (the team brief's name).
-pub const RM_STATE_STORE_PATH: &str = "spindle.resourcemanager.state-store.path";
-/// The property that tells an NM where the RM is (the team brief's name).
-pub const NM_RM_ADDRESS: &str = "spindle.nodemanager.rm-address";
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// `scripts/fake-nvidia-smi`, written out for `--gpus-per-node`.
 pub const FAKE_NVIDIA_SMI: &str = include_str!("../../scripts/fake-nvidia-smi");
-const GPU: &str = "yarn.io/gpu";
+use spindle_common::resource::GPU;
 const STOP_GRACE: Duration = Duration::from_secs(5);
 const POLL: Duration = Duration::from_millis(50);
 
@@ -393,7 +389,7 @@ impl MiniCluster {
         let bind = opts.rm_bind.clone().unwrap_or_else(|| "127.0.0.1:0".into());
         let mut args = vec!["--conf-dir".to_string(), conf_dir.display().to_string()];
         args.extend(d(keys::RM_WEBAPP_ADDRESS, &bind));
-        args.extend(d(RM_STATE_STORE_PATH, store.display()));
+        args.extend(d(keys::SPINDLE_RM_STATE_STORE_PATH, store.display()));
         args.extend(d(keys::RM_STORE_PATH, store.display()));
         args.extend(rm_extra.iter().cloned());
         args.extend([
@@ -431,17 +427,14 @@ impl MiniCluster {
             let _ = std::fs::remove_file(&address_file);
             let mut args = vec!["--conf-dir".to_string(), conf_dir.display().to_string()];
             args.extend(d(keys::NM_WEBAPP_ADDRESS, "127.0.0.1:0"));
-            args.extend(d(NM_RM_ADDRESS, &rm_address));
+            args.extend(d(keys::SPINDLE_NM_RM_ADDRESS, &rm_address));
             args.extend(d(keys::RM_WEBAPP_ADDRESS, &rm_address));
             args.extend(d(keys::NM_LOCAL_DIRS, local.display()));
             args.extend(d(keys::NM_LOG_DIRS, logs.display()));
             args.extend(d(keys::NM_RECOVERY_DIR, recovery.display()));
             // A local try-out cluster should not go unhealthy because the developer's disk
             // is over YARN's 90 % (the free-space and writability checks still apply).
-            args.extend(d(
-                "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage",
-                "100",
-            ));
+            args.extend(d(keys::NM_DISK_CHECKER_MAX_UTILIZATION, "100"));
             args.extend(nm_extra.iter().cloned());
             args.extend([
                 "--address-file".to_string(),
