@@ -3,6 +3,7 @@
 //! Must not: talk to nodes or AMs directly (containers go through `containers`, attempts through `attempts`).
 
 use super::*;
+use scheduler::QueueIdx;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KillOutcome {
@@ -48,9 +49,9 @@ impl RmCore {
 
     /// The maximum allocation in a leaf: the cluster's, lowered by the queue's own
     /// `maximum-allocation-mb` / `-vcores`.
-    pub(super) fn max_allocation_in(&self, leaf: Option<usize>) -> Resource {
+    pub(super) fn max_allocation_in(&self, leaf: Option<QueueIdx>) -> Resource {
         let mut max = self.max_allocation();
-        if let Some(q) = leaf.and_then(|l| self.sched.tree().queues.get(l)) {
+        if let Some(q) = leaf.and_then(|l| self.sched.tree().get(l)) {
             if let Some(qm) = &q.spec.max_allocation {
                 for (k, v) in qm.entries() {
                     if v > 0 && v < max.get(k) {
@@ -71,7 +72,7 @@ impl RmCore {
     pub(super) fn normalize_in(
         &self,
         r: &Resource,
-        leaf: Option<usize>,
+        leaf: Option<QueueIdx>,
     ) -> Result<Resource, CoreError> {
         if r.any_negative() {
             return Err(CoreError::NegativeResource(Box::new(r.clone())));
@@ -146,7 +147,7 @@ impl RmCore {
     }
 
     /// The leaf an application goes to, or YARN's diagnostic for why it may not.
-    pub(super) fn place(&self, id: &ApplicationId, sub: &Submission) -> Result<usize, String> {
+    pub(super) fn place(&self, id: &ApplicationId, sub: &Submission) -> Result<QueueIdx, String> {
         let tree = self.sched.tree();
         let conf = self.sched.conf();
         let queue = self.mapped_queue(sub);
@@ -202,7 +203,7 @@ impl RmCore {
 
     /// YARN's `maxApplications` of a leaf (its own, else the system-wide figure scaled by its
     /// absolute capacity) and `maxApplicationsPerUser`.
-    pub(super) fn app_limits(&self, leaf: usize) -> (u32, u32) {
+    pub(super) fn app_limits(&self, leaf: QueueIdx) -> (u32, u32) {
         let q = &self.sched.tree().queues[leaf];
         let max = q.spec.max_applications.unwrap_or_else(|| {
             (f64::from(self.sched.conf().max_applications)
@@ -228,7 +229,7 @@ impl RmCore {
 
     /// Registers an accepted application with the scheduler and starts attempts for every
     /// application that activates as a result.
-    pub(super) fn admit(&mut self, id: ApplicationId, leaf: usize, now: u64) {
+    pub(super) fn admit(&mut self, id: ApplicationId, leaf: QueueIdx, now: u64) {
         let Some(app) = self.apps.get(&id) else {
             return;
         };

@@ -268,7 +268,7 @@ impl RmCore {
         let pending = self.sched.pending_by_queue();
         let calc = self.sched.calculator();
         let mut out = Vec::with_capacity(tree.queues.len());
-        for (i, q) in tree.queues.iter().enumerate() {
+        for (i, q) in tree.iter() {
             let (max_apps, max_per_user) = if q.is_leaf() {
                 self.app_limits(i)
             } else {
@@ -326,7 +326,7 @@ impl RmCore {
                 guaranteed: q.guaranteed.clone(),
                 maximum: q.maximum.clone(),
                 used: q.used.clone(),
-                pending: pending.get(i).cloned().unwrap_or_default(),
+                pending: pending.get(i.index()).cloned().unwrap_or_default(),
                 am_used: q.am_used.clone(),
                 user_am_limit: am_limit.clone(),
                 am_limit,

@@ -10,7 +10,7 @@ impl Scheduler {
     pub fn add_app(
         &mut self,
         id: ApplicationId,
-        leaf: usize,
+        leaf: QueueIdx,
         user: &str,
         priority: i32,
         submit_seq: u64,
@@ -78,7 +78,7 @@ impl Scheduler {
 
     /// The AM resource limit of a leaf: `maximum-am-resource-percent` of what the queue may
     /// currently use (its guarantee, or more while it is using more).
-    pub fn am_limit(&self, leaf: usize) -> Resource {
+    pub fn am_limit(&self, leaf: QueueIdx) -> Resource {
         let q = &self.tree.queues[leaf];
         let base = max_each(&q.guaranteed, &q.used);
         let mut l = scale(&base, q.spec.max_am_resource_percent);
@@ -87,7 +87,7 @@ impl Scheduler {
         l
     }
 
-    pub(super) fn max_parallel(&self, leaf: usize) -> Option<u32> {
+    pub(super) fn max_parallel(&self, leaf: QueueIdx) -> Option<u32> {
         self.tree.queues[leaf]
             .spec
             .max_parallel_apps
@@ -137,7 +137,7 @@ impl Scheduler {
     /// Activates waiting applications of `leaf` in submission order while the limits allow:
     /// max-parallel-apps (queue, then user) and the AM resource limit (at least one AM may
     /// always run, as in YARN).
-    pub(super) fn try_activate(&mut self, leaf: usize) -> Vec<ApplicationId> {
+    pub(super) fn try_activate(&mut self, leaf: QueueIdx) -> Vec<ApplicationId> {
         let mut out = Vec::new();
         let waiting: Vec<(u64, ApplicationId)> =
             self.tree.queues[leaf].waiting.iter().copied().collect();
@@ -183,7 +183,7 @@ impl Scheduler {
     }
 
     /// Moves an application to another leaf with its usage (YARN's move).
-    pub fn move_app(&mut self, id: &ApplicationId, leaf: usize) {
+    pub fn move_app(&mut self, id: &ApplicationId, leaf: QueueIdx) {
         let Some(mut app) = self.apps.remove(id) else {
             return;
         };
@@ -291,7 +291,7 @@ impl Scheduler {
     /// share among active users and `minimum-user-limit-percent` of the queue's current
     /// capacity, capped by `user-limit-factor` x the guarantee (-1: the queue maximum), and
     /// never below one minimum allocation.
-    pub fn user_limit(&self, leaf: usize, ask: &Resource) -> Resource {
+    pub fn user_limit(&self, leaf: QueueIdx, ask: &Resource) -> Resource {
         let q = &self.tree.queues[leaf];
         let calc = self.conf.calculator;
         let current = if !q.guaranteed.is_zero() && within(calc, &q.used, &q.guaranteed) {
@@ -320,7 +320,7 @@ impl Scheduler {
     }
 
     /// The first queue from `leaf` up whose maximum `ask` would exceed, or None if it fits.
-    pub(super) fn queue_blocking(&self, leaf: usize, ask: &Resource) -> Option<usize> {
+    pub(super) fn queue_blocking(&self, leaf: QueueIdx, ask: &Resource) -> Option<QueueIdx> {
         let calc = self.conf.calculator;
         self.tree.path_up(leaf).find(|q| {
             let queue = &self.tree.queues[*q];

@@ -91,7 +91,7 @@ impl Scheduler {
         app.order = key;
     }
 
-    pub(super) fn bump_demand(&mut self, leaf: usize, user: &str, up: bool) {
+    pub(super) fn bump_demand(&mut self, leaf: QueueIdx, user: &str, up: bool) {
         for q in self.tree.path_up(leaf).collect::<Vec<_>>() {
             if up {
                 self.demand[q] += 1;

@@ -10,7 +10,7 @@ use spindle_common::resource::GPU;
 use spindle_common::{ApplicationId, ContainerId, NodeId, Resource};
 
 use super::nodes::NodeIndex;
-use super::queues::within;
+use super::queues::{within, QueueIdx};
 use super::{AskKey, Placement, Scheduler};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -519,7 +519,7 @@ impl Scheduler {
         &mut self,
         app_id: &ApplicationId,
         id: &str,
-        leaf: usize,
+        leaf: QueueIdx,
     ) -> Option<Vec<Placement>> {
         let app = self.apps.get(app_id)?;
         let g = app.gangs.get(id)?;
@@ -551,7 +551,7 @@ impl Scheduler {
         // Placing now needs room under every maximum on the gang's path (its own hold
         // aside); holding nodes for it needs only that it could ever fit there, since the
         // hold then keeps the queue's other work from growing into the room it needs.
-        let path: Vec<usize> = self.tree.path_up(leaf).collect();
+        let path: Vec<QueueIdx> = self.tree.path_up(leaf).collect();
         let fits_now = path.iter().all(|q| {
             let queue = &self.tree.queues[*q];
             within(

@@ -28,7 +28,7 @@ use spindle_common::{ApplicationId, NodeId, Resource};
 use super::queue_conf::{Calculator, OrderingPolicy, SchedulerConf};
 pub use nodes::{NodeIndex, SchedNode};
 use queues::{min_each, ratio, scale, within};
-pub use queues::{Queue, QueueTree, UserUsage};
+pub use queues::{Queue, QueueIdx, QueueTree, UserUsage};
 
 /// (YARN request priority, allocationRequestId): the key of a desired-state ask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -78,7 +78,7 @@ impl Ask {
 #[derive(Debug, Clone)]
 pub struct SchedApp {
     /// The leaf queue's index in the tree.
-    pub queue: usize,
+    pub queue: QueueIdx,
     pub user: String,
     pub priority: i32,
     pub submit_seq: u64,
@@ -115,7 +115,7 @@ pub struct Scheduler {
     /// Per queue: schedulable applications in its subtree (to skip idle branches quickly).
     demand: Vec<usize>,
     /// Per (leaf, user): the user's schedulable applications there ("active users").
-    active_users: BTreeMap<(usize, String), usize>,
+    active_users: BTreeMap<(QueueIdx, String), usize>,
     /// Containers wanted, by shape, over every ask: a pass ends as soon as every wanted
     /// shape is known not to fit anywhere.
     shapes: BTreeMap<Resource, u64>,

@@ -14,7 +14,7 @@ impl Scheduler {
         self.stats.passes += 1;
         let mut excluded = vec![false; self.tree.queues.len()];
         let mut failed_shapes: Vec<Resource> = Vec::new();
-        let mut blocked_users: BTreeSet<(usize, String)> = BTreeSet::new();
+        let mut blocked_users: BTreeSet<(QueueIdx, String)> = BTreeSet::new();
         while let Some(leaf) = self.pick_leaf(&mut excluded) {
             self.stats.leaves_served += 1;
             match self.serve_leaf(leaf, &mut failed_shapes, &mut blocked_users) {
@@ -30,7 +30,7 @@ impl Scheduler {
     }
 
     /// Descends from the root to the most under-served leaf with demand not yet excluded.
-    pub(super) fn pick_leaf(&self, excluded: &mut [bool]) -> Option<usize> {
+    pub(super) fn pick_leaf(&self, excluded: &mut [bool]) -> Option<QueueIdx> {
         let root = self.tree.root();
         let calc = self.conf.calculator;
         loop {
@@ -70,7 +70,7 @@ impl Scheduler {
     /// demand. Queues at or over their guarantee come next, by used over guaranteed (YARN's
     /// utilization order), then queues without a guarantee by their share of the cluster.
     /// Ties go to the higher queue priority, then to tree order.
-    pub(super) fn order_key(&self, calc: Calculator, q: usize) -> (u8, f64, i64, usize) {
+    pub(super) fn order_key(&self, calc: Calculator, q: QueueIdx) -> (u8, f64, i64, QueueIdx) {
         let queue = &self.tree.queues[q];
         let prio = -i64::from(queue.spec.priority);
         let cluster = &self.nodes.cluster;
@@ -92,9 +92,9 @@ impl Scheduler {
     /// come first (a shape already known not to fit), so a full cluster costs little.
     pub(super) fn serve_leaf(
         &mut self,
-        leaf: usize,
+        leaf: QueueIdx,
         failed_shapes: &mut Vec<Resource>,
-        blocked_users: &mut BTreeSet<(usize, String)>,
+        blocked_users: &mut BTreeSet<(QueueIdx, String)>,
     ) -> Served {
         let calc = self.conf.calculator;
         let root = self.tree.root();

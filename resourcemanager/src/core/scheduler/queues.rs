@@ -8,6 +8,50 @@ use spindle_common::{ApplicationId, Resource};
 
 use crate::core::queue_conf::{Acl, Calculator, CapacitySpec, MaxCapacitySpec, QueueSpec};
 
+/// A queue's place in the tree ([`QueueTree::queues`]), valid until the next
+/// reconfiguration rebuilds the tree. A type of its own, so a queue index is never confused
+/// with a node slot or a count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct QueueIdx(usize);
+
+impl QueueIdx {
+    /// The root queue.
+    pub const ROOT: QueueIdx = QueueIdx(0);
+
+    /// The position in [`QueueTree::queues`], for tables indexed alike.
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+/// Tables kept per queue (the queues themselves, demand counts, a pass's exclusions) are
+/// `Vec`s in the tree's order, indexed by `QueueIdx`.
+impl<T> std::ops::Index<QueueIdx> for Vec<T> {
+    type Output = T;
+    fn index(&self, i: QueueIdx) -> &T {
+        &self[i.0]
+    }
+}
+
+impl<T> std::ops::IndexMut<QueueIdx> for Vec<T> {
+    fn index_mut(&mut self, i: QueueIdx) -> &mut T {
+        &mut self[i.0]
+    }
+}
+
+impl<T> std::ops::Index<QueueIdx> for [T] {
+    type Output = T;
+    fn index(&self, i: QueueIdx) -> &T {
+        &self[i.0]
+    }
+}
+
+impl<T> std::ops::IndexMut<QueueIdx> for [T] {
+    fn index_mut(&mut self, i: QueueIdx) -> &mut T {
+        &mut self[i.0]
+    }
+}
+
 /// A user's usage inside one leaf.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct UserUsage {
@@ -21,8 +65,8 @@ pub struct UserUsage {
 pub struct Queue {
     /// The configuration of this queue (its `children` list is emptied: see `children`).
     pub spec: QueueSpec,
-    pub parent: Option<usize>,
-    pub children: Vec<usize>,
+    pub parent: Option<QueueIdx>,
+    pub children: Vec<QueueIdx>,
     pub depth: usize,
     /// Effective guaranteed resources (YARN's effective minimum).
     pub guaranteed: Resource,
@@ -55,8 +99,8 @@ impl Queue {
 #[derive(Debug, Clone, Default)]
 pub struct QueueTree {
     pub queues: Vec<Queue>,
-    by_path: BTreeMap<String, usize>,
-    by_name: BTreeMap<String, Vec<usize>>,
+    by_path: BTreeMap<String, QueueIdx>,
+    by_name: BTreeMap<String, Vec<QueueIdx>>,
 }
 
 impl QueueTree {
@@ -66,8 +110,8 @@ impl QueueTree {
         t
     }
 
-    fn add(&mut self, spec: &QueueSpec, parent: Option<usize>, depth: usize) -> usize {
-        let idx = self.queues.len();
+    fn add(&mut self, spec: &QueueSpec, parent: Option<QueueIdx>, depth: usize) -> QueueIdx {
+        let idx = QueueIdx(self.queues.len());
         let mut own = spec.clone();
         own.children.clear();
         self.queues.push(Queue {
@@ -98,12 +142,29 @@ impl QueueTree {
         idx
     }
 
-    pub fn root(&self) -> usize {
-        0
+    pub fn root(&self) -> QueueIdx {
+        QueueIdx::ROOT
+    }
+
+    pub fn get(&self, idx: QueueIdx) -> Option<&Queue> {
+        self.queues.get(idx.0)
+    }
+
+    /// Every queue with its index, parents before children.
+    pub fn iter(&self) -> impl Iterator<Item = (QueueIdx, &Queue)> {
+        self.queues
+            .iter()
+            .enumerate()
+            .map(|(i, q)| (QueueIdx(i), q))
+    }
+
+    /// Every queue's index, parents before children.
+    pub fn indices(&self) -> impl Iterator<Item = QueueIdx> {
+        (0..self.queues.len()).map(QueueIdx)
     }
 
     /// By full path, else by short name when that is unambiguous (YARN accepts both).
-    pub fn find(&self, name: &str) -> Option<usize> {
+    pub fn find(&self, name: &str) -> Option<QueueIdx> {
         if let Some(i) = self.by_path.get(name) {
             return Some(*i);
         }
@@ -113,12 +174,12 @@ impl QueueTree {
         }
     }
 
-    pub fn leaf(&self, name: &str) -> Option<usize> {
+    pub fn leaf(&self, name: &str) -> Option<QueueIdx> {
         self.find(name).filter(|i| self.queues[*i].is_leaf())
     }
 
     /// The queue and its ancestors, leaf first.
-    pub fn path_up(&self, mut idx: usize) -> impl Iterator<Item = usize> + '_ {
+    pub fn path_up(&self, mut idx: QueueIdx) -> impl Iterator<Item = QueueIdx> + '_ {
         let mut done = false;
         std::iter::from_fn(move || {
             if done {
@@ -143,7 +204,7 @@ impl QueueTree {
         self.compute_children(root, cluster);
     }
 
-    fn compute_children(&mut self, parent: usize, cluster: &Resource) {
+    fn compute_children(&mut self, parent: QueueIdx, cluster: &Resource) {
         let children = self.queues[parent].children.clone();
         if children.is_empty() {
             return;
@@ -207,7 +268,7 @@ impl QueueTree {
 
     /// The effective ACL: a queue allows what it or any ancestor allows (YARN's OR rule);
     /// an unset ACL on root allows everyone.
-    pub fn acl_allows(&self, idx: usize, user: &str, groups: &[String], admin: bool) -> bool {
+    pub fn acl_allows(&self, idx: QueueIdx, user: &str, groups: &[String], admin: bool) -> bool {
         for q in self.path_up(idx) {
             let spec = &self.queues[q].spec;
             let acl: Option<&Acl> = if admin {
@@ -225,7 +286,7 @@ impl QueueTree {
     }
 
     /// The ACL string of a queue as YARN shows it (inherited ones resolved to the nearest set).
-    pub fn acl_string(&self, idx: usize, admin: bool) -> String {
+    pub fn acl_string(&self, idx: QueueIdx, admin: bool) -> String {
         for q in self.path_up(idx) {
             let spec = &self.queues[q].spec;
             let acl = if admin {

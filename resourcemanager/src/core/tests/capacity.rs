@@ -11,7 +11,7 @@ use spindle_common::{ApplicationAttemptId, ApplicationId, NodeId, Resource};
 
 use super::TestEnv;
 use crate::core::queue_conf::*;
-use crate::core::scheduler::{Ask, AskKey, Scheduler};
+use crate::core::scheduler::{Ask, AskKey, QueueIdx, Scheduler};
 use crate::core::*;
 
 fn leaf(path: &str, pct: f64) -> QueueSpec {
@@ -807,7 +807,7 @@ fn per_queue_maximum_allocation_refuses_bigger_asks() {
 // ---------------------------------------------------------------------------------------
 // Properties, on the scheduler directly.
 
-fn sched_with(pcts: &[f64], max: &[f64], ulf: f64, mulp: f64) -> (Scheduler, Vec<usize>) {
+fn sched_with(pcts: &[f64], max: &[f64], ulf: f64, mulp: f64) -> (Scheduler, Vec<QueueIdx>) {
     let mut root = QueueSpec::new("root", CapacitySpec::Percent(100.0));
     for (i, (p, m)) in pcts.iter().zip(max).enumerate() {
         let mut q = QueueSpec::new(&format!("root.q{i}"), CapacitySpec::Percent(*p));
@@ -830,7 +830,7 @@ fn app(n: u32) -> ApplicationId {
     ApplicationId::new(7, n)
 }
 
-fn demand(s: &mut Scheduler, id: ApplicationId, leaf: usize, user: &str, n: u32, mem: i64) {
+fn demand(s: &mut Scheduler, id: ApplicationId, leaf: QueueIdx, user: &str, n: u32, mem: i64) {
     s.add_app(id, leaf, user, 0, u64::from(id.id), Resource::new(1024, 1));
     s.set_ask(
         &id,

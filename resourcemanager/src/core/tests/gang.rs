@@ -10,7 +10,7 @@ use spindle_common::{ApplicationId, NodeId, Resource};
 use super::TestEnv;
 use crate::core::queue_conf::*;
 use crate::core::scheduler::gang::{GangParams, GangPhase, GangPolicy};
-use crate::core::scheduler::{Ask, AskKey, Placement, Scheduler};
+use crate::core::scheduler::{Ask, AskKey, Placement, QueueIdx, Scheduler};
 use crate::core::*;
 
 fn sched(nodes: &[(&str, &str, i64)]) -> Scheduler {
@@ -33,7 +33,7 @@ fn app(n: u32) -> ApplicationId {
     ApplicationId::new(9, n)
 }
 
-fn leaf(s: &Scheduler) -> usize {
+fn leaf(s: &Scheduler) -> QueueIdx {
     s.tree().leaf("default").expect("leaf")
 }
 
