@@ -117,10 +117,10 @@ impl RmCore {
         now: u64,
     ) -> Result<(Resource, String), CoreError> {
         let att = self.live_attempt_mut(attempt)?;
-        if att.registered {
+        if att.has_registered() {
             return Err(CoreError::AlreadyRegistered(attempt.application_id));
         }
-        att.registered = true;
+        att.am_protocol = AmProtocol::Registered;
         att.state = AttemptState::RUNNING;
         att.host = host;
         att.rpc_port = rpc_port;
@@ -167,7 +167,7 @@ impl RmCore {
     ) -> Result<AllocateReply, CoreError> {
         {
             let att = self.live_attempt_mut(attempt)?;
-            if !att.registered {
+            if !att.has_registered() {
                 return Err(CoreError::NotRegistered(*attempt));
             }
             att.last_heard = now;
@@ -328,11 +328,10 @@ impl RmCore {
         now: u64,
     ) -> Result<(), CoreError> {
         let att = self.live_attempt_mut(attempt)?;
-        if !att.registered {
+        if !att.has_registered() {
             return Err(CoreError::NotRegistered(*attempt));
         }
-        att.unregistered = true;
-        att.unregistered_at = Some(now);
+        att.am_protocol = AmProtocol::Finished { at: now };
         att.state = AttemptState::FINISHING;
         let app_id = attempt.application_id;
         if let Some(app) = self.apps.get_mut(&app_id) {

@@ -13,11 +13,8 @@ impl Attempt {
             },
             start_time: now,
             finish_time: if placeholder { now } else { 0 },
-            am_container: None,
-            am_node: None,
-            am_node_http: None,
-            registered: false,
-            unregistered: false,
+            am: None,
+            am_protocol: AmProtocol::NotRegistered,
             host: String::new(),
             rpc_port: -1,
             response_id: 0,
@@ -31,7 +28,6 @@ impl Attempt {
             } else {
                 String::new()
             },
-            unregistered_at: None,
             awaiting_am_until: None,
             inherited: BTreeSet::new(),
         }
@@ -74,9 +70,9 @@ impl RmCore {
             return None;
         }
         Some(AttemptRecord {
-            am_container: att.am_container?,
-            am_node: att.am_node.clone()?,
-            am_node_http: att.am_node_http.clone().unwrap_or_default(),
+            am_container: att.am_container()?,
+            am_node: att.am_node()?.clone(),
+            am_node_http: att.am_node_http().unwrap_or_default().to_string(),
             start_time: att.start_time,
             host: att.host.clone(),
             rpc_port: att.rpc_port,
@@ -96,9 +92,11 @@ impl RmCore {
             return;
         };
         att.state = AttemptState::ALLOCATED;
-        att.am_container = Some(container.id);
-        att.am_node = Some(container.node_id.clone());
-        att.am_node_http = Some(container.node_http_address.clone());
+        att.am = Some(AmContainer {
+            id: container.id,
+            node: container.node_id.clone(),
+            node_http: container.node_http_address.clone(),
+        });
         att.last_heard = now;
         let attempt_id = att.id;
         let env = &mut launch.environment;

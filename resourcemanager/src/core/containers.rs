@@ -160,7 +160,7 @@ impl RmCore {
                 .unwrap_or(cid.attempt_id);
             if let Some(att) = app.attempt_mut(&holder) {
                 att.inherited.remove(cid);
-                if !c.is_am && !att.unregistered && att.state != AttemptState::FAILED {
+                if !c.is_am && !att.has_unregistered() && att.state != AttemptState::FAILED {
                     att.to_report.push(CompletedContainer {
                         container_id: *cid,
                         state: ContainerState::COMPLETE,
@@ -170,7 +170,7 @@ impl RmCore {
                     });
                 }
                 if c.is_am {
-                    am_ended = Some((att.id, att.unregistered));
+                    am_ended = Some((att.id, att.has_unregistered()));
                 }
             }
         }

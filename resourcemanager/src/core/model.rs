@@ -205,11 +205,10 @@ pub struct Attempt {
     pub state: YarnApplicationAttemptState,
     pub start_time: u64,
     pub finish_time: u64,
-    pub am_container: Option<ContainerId>,
-    pub am_node: Option<NodeId>,
-    pub am_node_http: Option<String>,
-    pub registered: bool,
-    pub unregistered: bool,
+    /// The AM container, once allocated.
+    pub am: Option<AmContainer>,
+    /// Where the AM is in the ApplicationMasterProtocol.
+    pub am_protocol: AmProtocol,
     pub host: String,
     pub rpc_port: i32,
     pub response_id: i32,
@@ -223,8 +222,6 @@ pub struct Attempt {
     /// Completed, not yet told to the AM.
     pub to_report: Vec<super::CompletedContainer>,
     pub diagnostics: String,
-    /// When the AM unregistered; its container is stopped after a grace period.
-    pub unregistered_at: Option<u64>,
     /// Recovered after an RM restart and its AM container not yet reported by its NM: the
     /// time by which it must be, else the attempt fails.
     pub awaiting_am_until: Option<u64>,
@@ -232,6 +229,53 @@ pub struct Attempt {
     /// (`keep-containers-across-application-attempts`): listed in its register answer
     /// (`containersFromPreviousAttempts`), and their completions are reported to it.
     pub inherited: BTreeSet<ContainerId>,
+}
+
+/// An attempt's AM container: set together when it is allocated (or recovered).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AmContainer {
+    pub id: ContainerId,
+    pub node: NodeId,
+    pub node_http: String,
+}
+
+/// Where an attempt's AM is in the ApplicationMasterProtocol, with what each step knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AmProtocol {
+    /// Not registered (yet, or again after an RM restart).
+    #[default]
+    NotRegistered,
+    Registered,
+    /// Unregistered (`finish`) at this time; its container is stopped after a grace
+    /// period. It may still call allocate meanwhile.
+    Finished {
+        at: u64,
+    },
+}
+
+impl Attempt {
+    pub fn am_container(&self) -> Option<ContainerId> {
+        self.am.as_ref().map(|a| a.id)
+    }
+    pub fn am_node(&self) -> Option<&NodeId> {
+        self.am.as_ref().map(|a| &a.node)
+    }
+    pub fn am_node_http(&self) -> Option<&str> {
+        self.am.as_ref().map(|a| a.node_http.as_str())
+    }
+    /// Registered, and not necessarily still (it may have unregistered since).
+    pub fn has_registered(&self) -> bool {
+        !matches!(self.am_protocol, AmProtocol::NotRegistered)
+    }
+    pub fn has_unregistered(&self) -> bool {
+        matches!(self.am_protocol, AmProtocol::Finished { .. })
+    }
+    pub fn unregistered_at(&self) -> Option<u64> {
+        match self.am_protocol {
+            AmProtocol::Finished { at } => Some(at),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -55,9 +55,11 @@ impl RmCore {
         if let (Some(live), Some(last)) = (&live, app.attempts.last_mut()) {
             let mut att = Attempt::new(last.id, live.start_time, false);
             att.state = AttemptState::LAUNCHED;
-            att.am_container = Some(live.am_container);
-            att.am_node = Some(live.am_node.clone());
-            att.am_node_http = Some(live.am_node_http.clone());
+            att.am = Some(AmContainer {
+                id: live.am_container,
+                node: live.am_node.clone(),
+                node_http: live.am_node_http.clone(),
+            });
             att.host = live.host.clone();
             att.rpc_port = live.rpc_port;
             att.last_heard = now;
@@ -175,7 +177,7 @@ impl RmCore {
         } else {
             att.inherited.insert(r.id);
         }
-        let is_am = att.am_container == Some(r.id);
+        let is_am = att.am_container() == Some(r.id);
         if is_am {
             att.awaiting_am_until = None;
         }
@@ -217,7 +219,7 @@ impl RmCore {
         else {
             return;
         };
-        if att.am_container == Some(r.id) {
+        if att.am_container() == Some(r.id) {
             // The AM ended while the RM was down: its attempt fails now (counted as an AM
             // exit normally is), rather than waiting out the NM expiry for an AM that is gone.
             let counts = !matches!(

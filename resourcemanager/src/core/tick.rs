@@ -52,7 +52,7 @@ impl RmCore {
                 {
                     am_expired.push(att.id);
                 }
-                if let (Some(at), Some(c)) = (att.unregistered_at, att.am_container) {
+                if let (Some(at), Some(c)) = (att.unregistered_at(), att.am_container()) {
                     if now.saturating_sub(at) > AM_EXIT_GRACE_MS
                         && self.containers.get(&c).is_some_and(RmContainer::is_live)
                     {
@@ -76,7 +76,7 @@ impl RmCore {
                 .apps
                 .get(&a.application_id)
                 .and_then(|app| app.attempt(&a))
-                .and_then(|x| x.am_container);
+                .and_then(Attempt::am_container);
             if let Some(c) = c {
                 self.kill_container(
                     &c,

@@ -103,7 +103,7 @@ async fn app_page(State(st): State<AppState>, id: Result<Path<String>, PathRejec
     );
     for t in &a.attempts {
         let logs = t
-            .am_container
+            .am_container()
             .and_then(|c| s.containers.get(&c))
             .map(|c| {
                 format!(
@@ -119,12 +119,8 @@ async fn app_page(State(st): State<AppState>, id: Result<Path<String>, PathRejec
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{logs}</td></tr>",
             t.id,
             t.state,
-            t.am_container.map(|c| c.to_string()).unwrap_or_default(),
-            esc(&t
-                .am_node
-                .as_ref()
-                .map(|n| n.to_string())
-                .unwrap_or_default())
+            t.am_container().map(|c| c.to_string()).unwrap_or_default(),
+            esc(&t.am_node().map(|n| n.to_string()).unwrap_or_default())
         );
     }
     b.push_str("</table>");

@@ -174,7 +174,7 @@ fn am_limit_and_max_parallel_apps_keep_applications_accepted() {
     let am = env
         .app(&apps[0])
         .current_attempt()
-        .and_then(|a| a.am_container)
+        .and_then(|a| a.am_container())
         .expect("am");
     let node = env.core.containers()[&am].node.clone();
     env.core

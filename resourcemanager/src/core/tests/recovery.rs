@@ -510,7 +510,7 @@ proptest::proptest! {
         for app in &apps {
             let was = &old.core.apps()[app];
             let is = &new.core.apps()[app];
-            let live_am_running = was.current_attempt().and_then(|a| a.am_container).is_some_and(|c| {
+            let live_am_running = was.current_attempt().and_then(|a| a.am_container()).is_some_and(|c| {
                 old.core.containers().get(&c).is_some_and(|c| c.state == RmContainerState::RUNNING)
             }) && !was.state.is_final();
             if live_am_running {

@@ -31,7 +31,7 @@ pub(in crate::rest) fn app_info(
 ) -> AppInfo {
     let att = a.current_attempt();
     let am = att
-        .and_then(|t| t.am_container)
+        .and_then(Attempt::am_container)
         .and_then(|c| s.containers.get(&c));
     let final_ = a.state.is_final();
     let live: Vec<&RmContainer> = s
@@ -47,7 +47,7 @@ pub(in crate::rest) fn app_info(
         vc_ms += c.resource.vcores * held;
     }
     let cluster_mb: i64 = s.node_usage.values().map(|(t, _)| t.memory_mb).sum();
-    let registered = att.is_some_and(|t| t.registered && !t.unregistered);
+    let registered = att.is_some_and(|t| t.am_protocol == AmProtocol::Registered);
     let tracking_ui = if final_ {
         "History"
     } else if registered {
@@ -111,7 +111,7 @@ pub(in crate::rest) fn app_info(
         am_container_logs: am.map(|c| logs_url(c, &a.sub.user)),
         am_host_http_address: am.map(|c| c.node_http.clone()),
         am_rpc_address: att
-            .filter(|t| t.registered)
+            .filter(|t| t.has_registered())
             .map(|t| format!("{}:{}", t.host, t.rpc_port)),
         master_node_id: am.map(|c| c.node.to_string()),
         allocated_mb: if final_ { -1 } else { used.memory_mb },
@@ -396,18 +396,14 @@ pub(super) async fn app_priority(
 }
 
 pub(super) fn attempt_info(s: &Snapshot, a: &App, t: &Attempt) -> AppAttemptInfo {
-    let am = t.am_container.and_then(|c| s.containers.get(&c));
+    let am = t.am_container().and_then(|c| s.containers.get(&c));
     AppAttemptInfo {
         id: t.id.attempt_id,
         start_time: t.start_time,
         finished_time: t.finish_time,
-        container_id: t.am_container.map(|c| c.to_string()).unwrap_or_default(),
-        node_http_address: t.am_node_http.clone().unwrap_or_default(),
-        node_id: t
-            .am_node
-            .as_ref()
-            .map(|n| n.to_string())
-            .unwrap_or_default(),
+        container_id: t.am_container().map(|c| c.to_string()).unwrap_or_default(),
+        node_http_address: t.am_node_http().unwrap_or_default().to_string(),
+        node_id: t.am_node().map(|n| n.to_string()).unwrap_or_default(),
         logs_link: am.map(|c| logs_url(c, &a.sub.user)).unwrap_or_default(),
         blacklisted_nodes: String::new(),
         nodes_blacklisted_by_system: String::new(),

@@ -16,7 +16,9 @@ use spindle_common::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, R
 
 use super::{check_resource, ApiError, AppState, JsonBody, PathParams};
 use crate::core::queue_conf::{CapacitySpec, MaxCapacitySpec};
-use crate::core::{App, Attempt, KillOutcome, Node, QueueView, RmContainer, Submission};
+use crate::core::{
+    AmProtocol, App, Attempt, KillOutcome, Node, QueueView, RmContainer, Submission,
+};
 use crate::driver::{Command, Snapshot};
 
 mod apps;
