@@ -269,6 +269,45 @@ impl QueuePath {
     }
 }
 
+/// A path reads as the string it is (it is only ever made by [`QueuePath::parse`] or from
+/// another path), so code that formats, compares or looks it up needs no conversion.
+impl std::ops::Deref for QueuePath {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for QueuePath {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for QueuePath {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for QueuePath {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<String> for QueuePath {
+    fn eq(&self, other: &String) -> bool {
+        &self.0 == other
+    }
+}
+
+impl PartialEq<QueuePath> for String {
+    fn eq(&self, other: &QueuePath) -> bool {
+        *self == other.0
+    }
+}
+
 impl fmt::Display for QueuePath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

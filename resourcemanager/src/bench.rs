@@ -10,7 +10,7 @@ use std::time::Instant;
 use spindle_common::resource::GPU;
 use spindle_common::states::{ContainerState, FinalApplicationStatus};
 use spindle_common::token::TokenSecret;
-use spindle_common::{NodeId, Resource};
+use spindle_common::{NodeId, QueuePath, Resource};
 
 use crate::core::queue_conf::{CapacitySpec, QueueSpec, SchedulerConf};
 use crate::core::{
@@ -90,19 +90,19 @@ impl Rng {
 
 /// root -> 4 x 25% -> 4 x 25% -> 4 x 25% = 64 leaves, every queue elastic to 100%, users
 /// unbounded by the user-limit factor (so the tree, not user limits, decides).
-fn tree() -> (SchedulerConf, Vec<String>) {
+fn tree() -> (SchedulerConf, Vec<QueuePath>) {
     let mut conf = SchedulerConf::single_default_queue();
-    let mut root = QueueSpec::new("root", CapacitySpec::Percent(100.0));
+    let mut root = QueueSpec::new(QueuePath::root(), CapacitySpec::Percent(100.0));
     let mut leaves = Vec::new();
     for a in 0..4 {
-        let pa = format!("root.d{a}");
-        let mut qa = QueueSpec::new(&pa, CapacitySpec::Percent(25.0));
+        let pa = QueuePath::root().child(&format!("d{a}"));
+        let mut qa = QueueSpec::new(pa.clone(), CapacitySpec::Percent(25.0));
         for b in 0..4 {
-            let pb = format!("{pa}.t{b}");
-            let mut qb = QueueSpec::new(&pb, CapacitySpec::Percent(25.0));
+            let pb = pa.child(&format!("t{b}"));
+            let mut qb = QueueSpec::new(pb.clone(), CapacitySpec::Percent(25.0));
             for c in 0..4 {
-                let pc = format!("{pb}.q{c}");
-                let mut leaf = QueueSpec::new(&pc, CapacitySpec::Percent(25.0));
+                let pc = pb.child(&format!("q{c}"));
+                let mut leaf = QueueSpec::new(pc.clone(), CapacitySpec::Percent(25.0));
                 leaf.user_limit_factor = -1.0;
                 leaf.max_am_resource_percent = 0.5;
                 leaf.ordering = if c % 2 == 0 {
@@ -191,7 +191,7 @@ fn setup(spec: &BenchSpec, gang_timeout_ms: u64) -> Setup {
         let id = core.new_application();
         let sub = Submission {
             name: format!("bench-{a}"),
-            queue: leaves[a % leaves.len()].clone(),
+            queue: leaves[a % leaves.len()].to_string(),
             user: format!("user{}", a % 200),
             priority: 0,
             application_type: "BENCH".into(),

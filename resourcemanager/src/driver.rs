@@ -108,7 +108,7 @@ pub enum Command {
         id: ApplicationId,
         queue: String,
         caller: Caller,
-        reply: Reply<String>,
+        reply: Reply<spindle_common::QueuePath>,
     },
     /// `PUT /apps/{id}/priority`: answers the effective priority.
     SetPriority {

@@ -5,7 +5,7 @@
 
 use spindle_common::states::{YarnApplicationAttemptState, YarnApplicationState};
 use spindle_common::token::TokenError;
-use spindle_common::{ApplicationAttemptId, ApplicationId, Resource};
+use spindle_common::{ApplicationAttemptId, ApplicationId, QueuePath, Resource};
 
 /// YARN's answer to a non-admin on an admin-only operation.
 pub const ONLY_ADMINS: &str = "Only admins can carry out this operation.";
@@ -99,14 +99,14 @@ pub enum CoreError {
     MoveToParentQueue {
         app: ApplicationId,
         queue: String,
-        path: String,
+        path: QueuePath,
     },
     #[error("Failed to move {app} to queue {path}: the queue is STOPPED")]
-    MoveToStoppedQueue { app: ApplicationId, path: String },
+    MoveToStoppedQueue { app: ApplicationId, path: QueuePath },
     #[error("Failed to move {app} to queue {path}: it already has {apps} applications")]
     MoveToFullQueue {
         app: ApplicationId,
-        path: String,
+        path: QueuePath,
         apps: usize,
     },
     #[error(
@@ -114,9 +114,9 @@ pub enum CoreError {
     )]
     MoveOverMaximum {
         app: ApplicationId,
-        path: String,
+        path: QueuePath,
         used: Box<Resource>,
-        over: String,
+        over: QueuePath,
     },
     #[error("Application {app} is in {state} state; its priority cannot be updated")]
     PriorityOfEndedApp {
@@ -138,7 +138,7 @@ pub enum CoreError {
         queue: String,
     },
     #[error("User {user} may not submit to queue {queue}")]
-    MayNotSubmitTo { user: String, queue: String },
+    MayNotSubmitTo { user: String, queue: QueuePath },
     #[error("{ONLY_ADMINS}")]
     NotClusterAdmin,
     #[error("User={user} doesn't haven access to queue={queue} so it cannot check ACLs for other users.")]

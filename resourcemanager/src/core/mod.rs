@@ -36,7 +36,9 @@ use spindle_common::states::{
     YarnApplicationAttemptState as AttemptState, YarnApplicationState as AppState,
 };
 use spindle_common::token::{self, ContainerTokenIdentifier, TokenSecret};
-use spindle_common::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, Resource};
+use spindle_common::{
+    ApplicationAttemptId, ApplicationId, ContainerId, NodeId, QueuePath, Resource,
+};
 
 pub use model::*;
 use queue_conf::{QueueMapping, QueueState, SchedulerConf};

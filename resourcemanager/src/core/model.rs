@@ -8,7 +8,9 @@ use spindle_common::states::{
     FinalApplicationStatus, NodeState, RmContainerState, YarnApplicationAttemptState,
     YarnApplicationState,
 };
-use spindle_common::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, Resource};
+use spindle_common::{
+    ApplicationAttemptId, ApplicationId, ContainerId, NodeId, QueuePath, Resource,
+};
 
 use super::queue_conf::{CapacitySpec, MaxCapacitySpec, OrderingPolicy, QueueState};
 
@@ -79,10 +81,10 @@ pub enum QueueAclType {
 /// A queue as the REST view and the CLI show it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueueView {
-    pub path: String,
+    pub path: QueuePath,
     pub name: String,
     pub is_leaf: bool,
-    pub parent: Option<String>,
+    pub parent: Option<QueuePath>,
     pub state: QueueState,
     pub capacity: CapacitySpec,
     pub max_capacity: MaxCapacitySpec,

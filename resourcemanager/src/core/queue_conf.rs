@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use spindle_common::Resource;
+use spindle_common::{QueuePath, Resource};
 
 /// `<qp>.capacity` in YARN's three forms.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,7 +96,7 @@ pub enum Calculator {
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueueSpec {
     /// Full path, `root.a.b`.
-    pub path: String,
+    pub path: QueuePath,
     /// Short name, YARN's `queueName`.
     pub name: String,
     pub capacity: CapacitySpec,
@@ -129,10 +129,10 @@ pub struct QueueSpec {
 
 impl QueueSpec {
     /// A leaf or parent with YARN's defaults.
-    pub fn new(path: &str, capacity: CapacitySpec) -> Self {
+    pub fn new(path: QueuePath, capacity: CapacitySpec) -> Self {
         Self {
-            path: path.to_string(),
-            name: path.rsplit('.').next().unwrap_or(path).to_string(),
+            name: path.leaf_name().to_string(),
+            path,
             capacity,
             max_capacity: MaxCapacitySpec::Percent(100.0),
             state: QueueState::Running,
@@ -156,7 +156,7 @@ impl QueueSpec {
     }
 
     pub fn find(&self, path_or_name: &str) -> Option<&QueueSpec> {
-        if self.path == path_or_name || self.name == path_or_name {
+        if *self.path == *path_or_name || self.name == path_or_name {
             return Some(self);
         }
         self.children.iter().find_map(|c| c.find(path_or_name))
@@ -215,9 +215,10 @@ pub struct SchedulerConf {
 impl SchedulerConf {
     /// YARN's defaults: `root` with one leaf `default` at 100%.
     pub fn single_default_queue() -> Self {
-        let mut root = QueueSpec::new("root", CapacitySpec::Percent(100.0));
-        root.children
-            .push(QueueSpec::new("root.default", CapacitySpec::Percent(100.0)));
+        let root_path = QueuePath::root();
+        let default = QueueSpec::new(root_path.child("default"), CapacitySpec::Percent(100.0));
+        let mut root = QueueSpec::new(root_path, CapacitySpec::Percent(100.0));
+        root.children.push(default);
         Self {
             root,
             calculator: Calculator::Dominant,

@@ -68,7 +68,7 @@ impl RmCore {
         queue: &str,
         caller: &Caller,
         now: u64,
-    ) -> Result<String, CoreError> {
+    ) -> Result<QueuePath, CoreError> {
         self.check_modify(id, caller, "move")?;
         let app = self.apps.get(id).ok_or(CoreError::AppNotFound(*id))?;
         if app.state.is_final() || app.killing_since.is_some() {
@@ -140,7 +140,7 @@ impl RmCore {
         }
         self.sched.move_app(id, target);
         if let Some(a) = self.apps.get_mut(id) {
-            a.queue = path.clone();
+            a.queue = path.to_string();
         }
         self.persist(id);
         self.run_scheduler(now);
@@ -184,7 +184,7 @@ impl RmCore {
         let activated = self.sched.reconfigure(conf, &leaves);
         for (id, path) in &leaves {
             if let Some(a) = self.apps.get_mut(id) {
-                a.queue = path.clone();
+                a.queue = path.to_string();
             }
         }
         self.start_activated(activated, now);
@@ -200,7 +200,7 @@ impl RmCore {
     pub fn check_reconfigure(
         &self,
         conf: &SchedulerConf,
-    ) -> Result<BTreeMap<ApplicationId, String>, CoreError> {
+    ) -> Result<BTreeMap<ApplicationId, QueuePath>, CoreError> {
         let new_tree = scheduler::QueueTree::build(&conf.root);
         let mut leaves = BTreeMap::new();
         for app in self

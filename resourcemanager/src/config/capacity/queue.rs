@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 
 use spindle_common::config::{keys, value};
-use spindle_common::Resource;
+use spindle_common::{QueuePath, Resource};
 
 use crate::core::queue_conf::{
     Acl, CapacitySpec, MaxCapacitySpec, OrderingPolicy, QueueSpec, QueueState,
@@ -247,7 +247,10 @@ impl Parser<'_> {
             .i32(path, &key(path, keys::CS_QUEUE_PRIORITY))?
             .unwrap_or(keys::DEFAULT_CS_QUEUE_PRIORITY);
 
-        let mut spec = QueueSpec::new(path, capacity.clone());
+        let typed = QueuePath::parse(path).map_err(|e| {
+            super::CapacityConfError::new(Rule::InvalidQueueName, e.to_string()).queue(path)
+        })?;
+        let mut spec = QueueSpec::new(typed, capacity.clone());
         spec.max_capacity = max_capacity;
         spec.state = state;
         spec.user_limit_factor = user_limit_factor;

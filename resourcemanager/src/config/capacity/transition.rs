@@ -26,7 +26,7 @@ fn effective_states(root: &QueueSpec) -> BTreeMap<String, (QueueState, bool)> {
         } else {
             QueueState::Running
         };
-        out.insert(q.path.clone(), (state, q.is_leaf()));
+        out.insert(q.path.to_string(), (state, q.is_leaf()));
         for c in &q.children {
             walk(c, stopped, out);
         }
@@ -59,7 +59,7 @@ pub fn validate_transition(old: &SchedulerConf, new: &SchedulerConf) -> Result<(
                 keys::CS_QUEUE_QUEUES,
             )
         };
-        match new_states.get(&q.path) {
+        match new_states.get(q.path.as_str()) {
             None => {
                 if let Some(moved_to) = new_by_name.get(q.name.as_str()) {
                     return Err(CapacityConfError::new(
@@ -73,7 +73,7 @@ pub fn validate_transition(old: &SchedulerConf, new: &SchedulerConf) -> Result<(
                     .property(&parent_queues(moved_to)));
                 }
                 let (state, _) = old_states
-                    .get(&q.path)
+                    .get(q.path.as_str())
                     .copied()
                     .unwrap_or((q.state, q.is_leaf()));
                 if state != QueueState::Stopped {
@@ -91,7 +91,7 @@ pub fn validate_transition(old: &SchedulerConf, new: &SchedulerConf) -> Result<(
             }
             Some((new_state, new_is_leaf)) => {
                 let (old_state, _) = old_states
-                    .get(&q.path)
+                    .get(q.path.as_str())
                     .copied()
                     .unwrap_or((q.state, q.is_leaf()));
                 if q.is_leaf()

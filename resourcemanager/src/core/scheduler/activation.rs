@@ -3,6 +3,7 @@
 //! Must not: place containers (the pass does).
 
 use super::*;
+use spindle_common::QueuePath;
 
 impl Scheduler {
     /// Registers an application in `leaf` (an index from [`QueueTree::leaf`]). Returns the
@@ -237,7 +238,7 @@ impl Scheduler {
     pub fn reconfigure(
         &mut self,
         conf: SchedulerConf,
-        app_leaves: &BTreeMap<ApplicationId, String>,
+        app_leaves: &BTreeMap<ApplicationId, QueuePath>,
     ) -> Vec<ApplicationId> {
         let old_tree = std::mem::replace(&mut self.tree, QueueTree::build(&conf.root));
         self.conf = conf;

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use spindle_common::{ApplicationId, Resource};
+use spindle_common::{ApplicationId, QueuePath, Resource};
 
 use crate::core::queue_conf::{Acl, Calculator, CapacitySpec, MaxCapacitySpec, QueueSpec};
 
@@ -99,7 +99,7 @@ impl Queue {
 #[derive(Debug, Clone, Default)]
 pub struct QueueTree {
     pub queues: Vec<Queue>,
-    by_path: BTreeMap<String, QueueIdx>,
+    by_path: BTreeMap<QueuePath, QueueIdx>,
     by_name: BTreeMap<String, Vec<QueueIdx>>,
 }
 

@@ -9,20 +9,20 @@ use spindle_common::resource::GPU;
 use spindle_common::states::{FinalApplicationStatus, YarnApplicationState as AppState};
 use spindle_common::{ApplicationAttemptId, ApplicationId, NodeId, Resource};
 
-use super::TestEnv;
+use super::{qp, TestEnv};
 use crate::core::queue_conf::*;
 use crate::core::scheduler::{Ask, AskKey, QueueIdx, Scheduler};
 use crate::core::*;
 
 fn leaf(path: &str, pct: f64) -> QueueSpec {
-    let mut q = QueueSpec::new(path, CapacitySpec::Percent(pct));
+    let mut q = QueueSpec::new(qp(path), CapacitySpec::Percent(pct));
     q.max_am_resource_percent = 0.5;
     q
 }
 
 fn conf_with(children: Vec<QueueSpec>) -> CoreConfig {
     let mut c = CoreConfig::for_tests();
-    let mut root = QueueSpec::new("root", CapacitySpec::Percent(100.0));
+    let mut root = QueueSpec::new(qp("root"), CapacitySpec::Percent(100.0));
     root.children = children;
     c.scheduler.root = root;
     c.max_allocation = Resource::new(16384, 16).with(GPU, 8);
@@ -296,7 +296,7 @@ fn fifo_serves_priority_then_submission_and_fair_shares() {
 
 #[test]
 fn submissions_to_unknown_parent_stopped_or_denied_queues_fail_as_yarn() {
-    let mut p = QueueSpec::new("root.p", CapacitySpec::Percent(50.0));
+    let mut p = QueueSpec::new(qp("root.p"), CapacitySpec::Percent(50.0));
     p.children.push(leaf("root.p.x", 100.0));
     let mut stopped = leaf("root.s", 25.0);
     stopped.state = QueueState::Stopped;
@@ -587,12 +587,12 @@ fn reconfiguration_applies_capacities_and_refuses_removing_a_busy_queue() {
 #[test]
 fn absolute_and_weight_capacities_resolve_to_resources() {
     let mut abs = QueueSpec::new(
-        "root.abs",
+        qp("root.abs"),
         CapacitySpec::Absolute(Resource::new(4096, 4).with(GPU, 2)),
     );
     abs.max_capacity = MaxCapacitySpec::Absolute(Resource::new(8192, 8).with(GPU, 4));
-    let w1 = QueueSpec::new("root.w1", CapacitySpec::Weight(1.0));
-    let w3 = QueueSpec::new("root.w3", CapacitySpec::Weight(3.0));
+    let w1 = QueueSpec::new(qp("root.w1"), CapacitySpec::Weight(1.0));
+    let w3 = QueueSpec::new(qp("root.w3"), CapacitySpec::Weight(3.0));
     let mut env = TestEnv::with_conf(conf_with(vec![abs, w1, w3]));
     env.core.register_node(
         NodeRegistration {
@@ -808,9 +808,9 @@ fn per_queue_maximum_allocation_refuses_bigger_asks() {
 // Properties, on the scheduler directly.
 
 fn sched_with(pcts: &[f64], max: &[f64], ulf: f64, mulp: f64) -> (Scheduler, Vec<QueueIdx>) {
-    let mut root = QueueSpec::new("root", CapacitySpec::Percent(100.0));
+    let mut root = QueueSpec::new(qp("root"), CapacitySpec::Percent(100.0));
     for (i, (p, m)) in pcts.iter().zip(max).enumerate() {
-        let mut q = QueueSpec::new(&format!("root.q{i}"), CapacitySpec::Percent(*p));
+        let mut q = QueueSpec::new(qp(format!("root.q{i}")), CapacitySpec::Percent(*p));
         q.max_capacity = MaxCapacitySpec::Percent(*m);
         q.user_limit_factor = ulf;
         q.minimum_user_limit_percent = mulp;

@@ -13,6 +13,11 @@ mod capacity;
 mod gang;
 mod recovery;
 
+/// A queue path from a test's literal.
+pub(crate) fn qp(path: impl AsRef<str>) -> spindle_common::QueuePath {
+    spindle_common::QueuePath::parse(path.as_ref()).expect("a valid queue path")
+}
+
 pub(crate) struct TestEnv {
     pub core: RmCore,
     pub now: u64,

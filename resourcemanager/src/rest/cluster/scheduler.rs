@@ -24,7 +24,7 @@ pub(super) fn shares(views: &[QueueView], v: &QueueView) -> Shares {
     let parent = v
         .parent
         .as_deref()
-        .and_then(|p| views.iter().find(|x| x.path == p));
+        .and_then(|p| views.iter().find(|x| *x.path == *p));
     let relative = |own: f64, of: Option<f64>| match of {
         Some(p) if p > 0.0 => (own * 100.0 / p).min(100.0),
         Some(_) => 0.0,
@@ -160,7 +160,7 @@ pub(super) fn queue_info(views: &[QueueView], v: &QueueView) -> CapacitySchedule
         ),
     });
     CapacitySchedulerQueueInfo {
-        queue_path: v.path.clone(),
+        queue_path: v.path.to_string(),
         capacity: sh.capacity,
         used_capacity: v.used_capacity,
         max_capacity: sh.max_capacity,
