@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use spindle_common::config::Configuration;
-use support::{start_rm_with, Rm};
+use support::{serve_nm, start_rm_with, Rm};
 
 const STORE_KEY: &str = "spindle.resourcemanager.state-store.path";
 
@@ -194,49 +194,35 @@ struct SeenStart {
 async fn store_checking_nm(
     store: std::path::PathBuf,
 ) -> (String, std::sync::Arc<std::sync::Mutex<Vec<SeenStart>>>) {
-    use axum::routing::post;
-    use axum::{Json, Router};
     use spindle_common::env as cenv;
-    use spindle_common::records::node::{StartContainersRequest, StartContainersResponse};
     use spindle_common::{ApplicationAttemptId, ContainerId};
 
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let s2 = seen.clone();
-    let app = Router::new().route(
-        "/ws/v1/node/containers/start",
-        post(move |Json(req): Json<StartContainersRequest>| {
-            let (s2, store) = (s2.clone(), store.clone());
-            async move {
-                for r in &req.start_container_request {
-                    let env = &r.container_launch_context.environment;
-                    let attempt: ApplicationAttemptId = env
-                        .get(cenv::APPLICATION_ATTEMPT_ID)
-                        .and_then(|a| a.parse().ok())
-                        .expect("the AM's attempt id in its environment");
-                    let app = attempt.application_id.to_string();
-                    let record: Option<String> = rusqlite::Connection::open(&store)
-                        .and_then(|c| {
-                            c.query_row("SELECT record FROM apps WHERE id=?1", [&app], |r| r.get(0))
-                        })
-                        .ok();
-                    let stored_am: Option<ContainerId> = record
-                        .and_then(|r| serde_json::from_str::<Value>(&r).ok())
-                        .and_then(|v| v["live_attempt"]["amContainer"].as_str()?.parse().ok());
-                    s2.lock().expect("lock").push(SeenStart {
-                        attempt: attempt.to_string(),
-                        recorded: stored_am.is_some_and(|c| c.attempt_id == attempt),
-                    });
-                }
-                Json(StartContainersResponse::default())
-            }
-        }),
-    );
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = l.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(l, app).await });
-    (addr.to_string(), seen)
+    let addr = serve_nm(move |req| {
+        for r in &req.start_container_request {
+            let env = &r.container_launch_context.environment;
+            let attempt: ApplicationAttemptId = env
+                .get(cenv::APPLICATION_ATTEMPT_ID)
+                .and_then(|a| a.parse().ok())
+                .expect("the AM's attempt id in its environment");
+            let app = attempt.application_id.to_string();
+            let record: Option<String> = rusqlite::Connection::open(&store)
+                .and_then(|c| {
+                    c.query_row("SELECT record FROM apps WHERE id=?1", [&app], |r| r.get(0))
+                })
+                .ok();
+            let stored_am: Option<ContainerId> = record
+                .and_then(|r| serde_json::from_str::<Value>(&r).ok())
+                .and_then(|v| v["live_attempt"]["amContainer"].as_str()?.parse().ok());
+            s2.lock().expect("lock").push(SeenStart {
+                attempt: attempt.to_string(),
+                recorded: stored_am.is_some_and(|c| c.attempt_id == attempt),
+            });
+        }
+    })
+    .await;
+    (addr, seen)
 }
 
 async fn wait_for(mut cond: impl FnMut() -> bool, what: &str) {

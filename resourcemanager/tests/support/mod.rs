@@ -107,12 +107,21 @@ pub(crate) type Launches = Arc<Mutex<Vec<StartContainersRequest>>>;
 pub(crate) async fn fake_nm() -> (String, Launches) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s2 = seen.clone();
+    let addr = serve_nm(move |req| s2.lock().expect("lock").push(req)).await;
+    (addr, seen)
+}
+
+/// A fake NM web server whose start endpoint hands every request to `on_start` and accepts
+/// it. Returns its address (`host:port`, also its node id).
+pub(crate) async fn serve_nm(
+    on_start: impl Fn(StartContainersRequest) + Clone + Send + Sync + 'static,
+) -> String {
     let app = Router::new().route(
         "/ws/v1/node/containers/start",
         post(move |Json(req): Json<StartContainersRequest>| {
-            let s2 = s2.clone();
+            let on_start = on_start.clone();
             async move {
-                s2.lock().expect("lock").push(req);
+                on_start(req);
                 Json(StartContainersResponse::default())
             }
         }),
@@ -122,5 +131,5 @@ pub(crate) async fn fake_nm() -> (String, Launches) {
         .expect("bind");
     let addr = l.local_addr().expect("addr");
     tokio::spawn(async move { axum::serve(l, app).await });
-    (addr.to_string(), seen)
+    addr.to_string()
 }
