@@ -17,7 +17,7 @@ use spindle_common::states::{FinalApplicationStatus, YarnApplicationState};
 use spindle_common::token::TokenSecret;
 use spindle_common::{ApplicationId, ContainerId, NodeId, Resource};
 
-use crate::core::{AppRecord, AttemptRecord, Submission};
+use crate::core::{AppQueue, AppRecord, AttemptRecord, Submission};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -400,7 +400,7 @@ fn to_stored(r: &AppRecord) -> StoredApp {
         id: r.id,
         name: r.sub.name.clone(),
         queue_requested: r.sub.queue.clone(),
-        queue: r.queue.clone(),
+        queue: r.queue.to_string(),
         user: r.sub.user.clone(),
         priority: r.sub.priority,
         application_type: r.sub.application_type.clone(),
@@ -458,7 +458,7 @@ fn from_stored(s: StoredApp) -> AppRecord {
             unmanaged_am: false,
             groups: Vec::new(),
         },
-        queue: s.queue,
+        queue: AppQueue::recovered(s.queue),
         state: s.state,
         final_status: s.final_status,
         diagnostics: s.diagnostics,
@@ -504,7 +504,7 @@ mod tests {
                 unmanaged_am: false,
                 groups: vec![],
             },
-            queue: "root.default".into(),
+            queue: AppQueue::recovered("root.default".into()),
             state: YarnApplicationState::ACCEPTED,
             final_status: FinalApplicationStatus::UNDEFINED,
             diagnostics: String::new(),

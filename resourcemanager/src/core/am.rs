@@ -134,7 +134,7 @@ impl RmCore {
         if app.launch_time == 0 {
             app.launch_time = now;
         }
-        let queue = app.queue.clone();
+        let queue = app.queue.to_string();
         self.persist(&attempt.application_id);
         self.changed();
         Ok((self.max_allocation(), queue))

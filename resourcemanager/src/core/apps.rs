@@ -307,8 +307,8 @@ impl RmCore {
         sub.priority = sub.priority.clamp(0, max_prio);
         let max_attempts = self.max_attempts_for(&sub);
         let queue = match &placed {
-            Ok(leaf) => self.sched.tree().queues[*leaf].spec.path.to_string(),
-            Err(_) => self.mapped_queue(&sub),
+            Ok(leaf) => AppQueue::Leaf(self.sched.tree().queues[*leaf].spec.path.clone()),
+            Err(_) => AppQueue::Refused(self.mapped_queue(&sub)),
         };
         let mut app = App {
             id,

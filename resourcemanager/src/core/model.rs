@@ -135,7 +135,7 @@ pub struct App {
     pub id: ApplicationId,
     pub sub: Submission,
     /// The queue the app ended in (the submission's, resolved to a leaf path).
-    pub queue: String,
+    pub queue: AppQueue,
     pub state: YarnApplicationState,
     pub final_status: FinalApplicationStatus,
     pub diagnostics: String,
@@ -156,6 +156,56 @@ pub struct App {
     pub killing_since: Option<u64>,
     /// Nodes that ran any container of the app, told to clean up once it ends.
     pub nodes_touched: BTreeSet<NodeId>,
+}
+
+/// The queue an application is in. It reads as the name users see (`Deref<Target = str>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AppQueue {
+    /// The leaf it was placed in (moves and reconfigurations keep it current).
+    Leaf(QueuePath),
+    /// Placement was refused: the queue it was submitted to (after queue mappings), which
+    /// need not name a queue, kept for the record.
+    Refused(String),
+}
+
+impl AppQueue {
+    /// The leaf, unless placement was refused.
+    pub fn leaf(&self) -> Option<&QueuePath> {
+        match self {
+            AppQueue::Leaf(p) => Some(p),
+            AppQueue::Refused(_) => None,
+        }
+    }
+
+    /// A queue read back from the state store: a leaf path if it parses as one.
+    pub fn recovered(name: String) -> Self {
+        match QueuePath::parse(&name) {
+            Ok(p) => AppQueue::Leaf(p),
+            Err(_) => AppQueue::Refused(name),
+        }
+    }
+}
+
+impl std::ops::Deref for AppQueue {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match self {
+            AppQueue::Leaf(p) => p,
+            AppQueue::Refused(s) => s,
+        }
+    }
+}
+
+impl PartialEq<&str> for AppQueue {
+    fn eq(&self, other: &&str) -> bool {
+        **self == **other
+    }
+}
+
+impl std::fmt::Display for AppQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self)
+    }
 }
 
 /// What an application's diagnostic is about, so that the core replaces or clears its own
@@ -340,7 +390,7 @@ pub struct Node {
 pub struct AppRecord {
     pub id: ApplicationId,
     pub sub: Submission,
-    pub queue: String,
+    pub queue: AppQueue,
     pub state: YarnApplicationState,
     pub final_status: FinalApplicationStatus,
     pub diagnostics: String,

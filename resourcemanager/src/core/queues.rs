@@ -35,7 +35,7 @@ impl RmCore {
             what,
             app: *id,
             owner: app.sub.user.clone(),
-            queue: app.queue.clone(),
+            queue: app.queue.to_string(),
         })
     }
 
@@ -110,7 +110,7 @@ impl RmCore {
             });
         }
         let path = q.spec.path.clone();
-        if path == app.queue {
+        if app.queue.leaf() == Some(&path) {
             return Ok(path);
         }
         let (max_apps, _) = self.app_limits(target);
@@ -140,7 +140,7 @@ impl RmCore {
         }
         self.sched.move_app(id, target);
         if let Some(a) = self.apps.get_mut(id) {
-            a.queue = path.to_string();
+            a.queue = AppQueue::Leaf(path.clone());
         }
         self.persist(id);
         self.run_scheduler(now);
@@ -184,7 +184,7 @@ impl RmCore {
         let activated = self.sched.reconfigure(conf, &leaves);
         for (id, path) in &leaves {
             if let Some(a) = self.apps.get_mut(id) {
-                a.queue = path.to_string();
+                a.queue = AppQueue::Leaf(path.clone());
             }
         }
         self.start_activated(activated, now);
@@ -214,12 +214,12 @@ impl RmCore {
                 }
                 Some(_) => {
                     return Err(CoreError::Reinit(
-                        ReinitRefusal::QueueWithAppsBecomesParent(app.queue.clone()),
+                        ReinitRefusal::QueueWithAppsBecomesParent(app.queue.to_string()),
                     ))
                 }
                 None => {
                     return Err(CoreError::Reinit(ReinitRefusal::QueueWithAppsRemoved {
-                        queue: app.queue.clone(),
+                        queue: app.queue.to_string(),
                         app: app.id,
                         state: app.state,
                     }))

@@ -96,7 +96,7 @@ impl RmCore {
                     let q = self
                         .apps
                         .get(&id)
-                        .map(|a| a.queue.clone())
+                        .map(|a| a.queue.to_string())
                         .unwrap_or_default();
                     let diag = format!(
                         "Application {id} was recovered but its queue {q} no longer exists"

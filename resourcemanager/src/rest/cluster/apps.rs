@@ -223,7 +223,7 @@ pub(super) async fn apps(
         .filter(|a| {
             queue.is_none_or(|qn| {
                 !a.state.is_final()
-                    && (*qn == a.queue || a.queue.rsplit('.').next() == Some(qn.as_str()))
+                    && (**qn == *a.queue || a.queue.rsplit('.').next() == Some(qn.as_str()))
             })
         })
         .filter(|a| name.is_none_or(|n| *n == a.sub.name))
