@@ -96,13 +96,10 @@ impl RmCore {
         let att = app
             .attempt_mut(attempt)
             .ok_or(CoreError::AttemptNotFound(*attempt))?;
-        if matches!(
-            att.state,
-            AttemptState::FAILED | AttemptState::KILLED | AttemptState::FINISHED
-        ) {
+        if att.is_ended() {
             return Err(CoreError::AttemptEnded {
                 attempt: *attempt,
-                state: att.state,
+                state: att.state(),
             });
         }
         Ok(att)
@@ -120,8 +117,7 @@ impl RmCore {
         if att.has_registered() {
             return Err(CoreError::AlreadyRegistered(attempt.application_id));
         }
-        att.am_protocol = AmProtocol::Registered;
-        att.state = AttemptState::RUNNING;
+        att.phase = AttemptPhase::Running;
         att.host = host;
         att.rpc_port = rpc_port;
         att.last_heard = now;
@@ -331,8 +327,7 @@ impl RmCore {
         if !att.has_registered() {
             return Err(CoreError::NotRegistered(*attempt));
         }
-        att.am_protocol = AmProtocol::Finished { at: now };
-        att.state = AttemptState::FINISHING;
+        att.phase = AttemptPhase::Finishing { at: now };
         let app_id = attempt.application_id;
         if let Some(app) = self.apps.get_mut(&app_id) {
             if !tracking_url.is_empty() {

@@ -257,12 +257,7 @@ impl RmCore {
                 .apps
                 .get(&a)
                 .and_then(App::current_attempt)
-                .is_some_and(|att| {
-                    !matches!(
-                        att.state,
-                        AttemptState::FAILED | AttemptState::KILLED | AttemptState::FINISHED
-                    )
-                });
+                .is_some_and(|att| !att.is_ended());
             if live {
                 continue;
             }

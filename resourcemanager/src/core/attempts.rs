@@ -6,15 +6,18 @@ impl Attempt {
     pub(super) fn new(id: ApplicationAttemptId, now: u64, placeholder: bool) -> Self {
         Self {
             id,
-            state: if placeholder {
-                AttemptState::FAILED
+            phase: if placeholder {
+                AttemptPhase::Ended {
+                    end: AttemptEnd::Failed,
+                    registered: false,
+                    unregistered_at: None,
+                }
             } else {
-                AttemptState::SCHEDULED
+                AttemptPhase::Scheduled
             },
             start_time: now,
             finish_time: if placeholder { now } else { 0 },
             am: None,
-            am_protocol: AmProtocol::NotRegistered,
             host: String::new(),
             rpc_port: -1,
             response_id: 0,
@@ -28,7 +31,6 @@ impl Attempt {
             } else {
                 String::new()
             },
-            awaiting_am_until: None,
             inherited: BTreeSet::new(),
         }
     }
@@ -64,8 +66,8 @@ impl RmCore {
         }
         let att = app.current_attempt()?;
         if !matches!(
-            att.state,
-            AttemptState::ALLOCATED | AttemptState::LAUNCHED | AttemptState::RUNNING
+            att.phase,
+            AttemptPhase::Allocated | AttemptPhase::Launched { .. } | AttemptPhase::Running
         ) {
             return None;
         }
@@ -91,7 +93,7 @@ impl RmCore {
         let Some(att) = app.current_attempt_mut() else {
             return;
         };
-        att.state = AttemptState::ALLOCATED;
+        att.phase = AttemptPhase::Allocated;
         att.am = Some(AmContainer {
             id: container.id,
             node: container.node_id.clone(),
@@ -144,8 +146,8 @@ impl RmCore {
                         app.launch_time = now;
                     }
                     if let Some(att) = app.current_attempt_mut() {
-                        if att.state == AttemptState::ALLOCATED {
-                            att.state = AttemptState::LAUNCHED;
+                        if att.phase == AttemptPhase::Allocated {
+                            att.phase = AttemptPhase::Launched { report_by: None };
                         }
                         att.last_heard = now;
                     }
@@ -176,13 +178,10 @@ impl RmCore {
         let Some(att) = app.attempt_mut(attempt) else {
             return;
         };
-        if matches!(
-            att.state,
-            AttemptState::FAILED | AttemptState::FINISHED | AttemptState::KILLED
-        ) {
+        if att.is_ended() {
             return;
         }
-        att.state = AttemptState::FAILED;
+        att.end(AttemptEnd::Failed);
         att.finish_time = now;
         att.diagnostics = diag.clone();
         att.to_deliver.clear();

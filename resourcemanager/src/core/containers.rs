@@ -160,7 +160,7 @@ impl RmCore {
                 .unwrap_or(cid.attempt_id);
             if let Some(att) = app.attempt_mut(&holder) {
                 att.inherited.remove(cid);
-                if !c.is_am && !att.has_unregistered() && att.state != AttemptState::FAILED {
+                if !c.is_am && !att.has_unregistered() && att.state() != AttemptState::FAILED {
                     att.to_report.push(CompletedContainer {
                         container_id: *cid,
                         state: ContainerState::COMPLETE,
@@ -181,7 +181,12 @@ impl RmCore {
                     .get_mut(&app_id)
                     .and_then(|a| a.attempt_mut(&attempt))
                 {
-                    att.state = AttemptState::FINISHED;
+                    // The AM unregistered: it finished, whatever the attempt said before.
+                    att.phase = AttemptPhase::Ended {
+                        end: AttemptEnd::Finished,
+                        registered: att.has_registered(),
+                        unregistered_at: att.unregistered_at(),
+                    };
                     att.finish_time = now;
                 }
             } else {

@@ -254,13 +254,13 @@ impl App {
 #[derive(Debug, Clone)]
 pub struct Attempt {
     pub id: ApplicationAttemptId,
-    pub state: YarnApplicationAttemptState,
+    /// Where the attempt is in its life, with what each step knows ([`Attempt::state`] is
+    /// YARN's name for it).
+    pub phase: AttemptPhase,
     pub start_time: u64,
     pub finish_time: u64,
     /// The AM container, once allocated.
     pub am: Option<AmContainer>,
-    /// Where the AM is in the ApplicationMasterProtocol.
-    pub am_protocol: AmProtocol,
     pub host: String,
     pub rpc_port: i32,
     pub response_id: i32,
@@ -274,9 +274,6 @@ pub struct Attempt {
     /// Completed, not yet told to the AM.
     pub to_report: Vec<super::CompletedContainer>,
     pub diagnostics: String,
-    /// Recovered after an RM restart and its AM container not yet reported by its NM: the
-    /// time by which it must be, else the attempt fails.
-    pub awaiting_am_until: Option<u64>,
     /// Live containers of earlier attempts handed to this one
     /// (`keep-containers-across-application-attempts`): listed in its register answer
     /// (`containersFromPreviousAttempts`), and their completions are reported to it.
@@ -291,15 +288,44 @@ pub struct AmContainer {
     pub node_http: String,
 }
 
-/// Where an attempt's AM is in the ApplicationMasterProtocol, with what each step knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Where an attempt is in its life: YARN's attempt states, each with the data valid in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptPhase {
+    /// The AM container is asked for.
+    Scheduled,
+    /// The AM container is allocated; its NM is being asked to start it.
+    Allocated,
+    /// The NM started the AM container; the AM has not registered (yet, or again after an
+    /// RM restart). A recovered attempt's AM must be reported by its NM by `report_by`, else
+    /// the attempt fails.
+    Launched { report_by: Option<u64> },
+    /// The AM registered.
+    Running,
+    /// The AM unregistered at `at`; its container is stopped after a grace period. It may
+    /// still call allocate meanwhile.
+    Finishing { at: u64 },
+    /// Over, with how far the AM got.
+    Ended {
+        end: AttemptEnd,
+        registered: bool,
+        unregistered_at: Option<u64>,
+    },
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptEnd {
+    Finished,
+    Failed,
+    Killed,
+}
+
+/// The AM's place in the ApplicationMasterProtocol, as a view of the phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AmProtocol {
-    /// Not registered (yet, or again after an RM restart).
-    #[default]
     NotRegistered,
     Registered,
-    /// Unregistered (`finish`) at this time; its container is stopped after a grace
-    /// period. It may still call allocate meanwhile.
+    /// Unregistered (`finish`) at this time.
     Finished {
         at: u64,
     },
@@ -315,18 +341,75 @@ impl Attempt {
     pub fn am_node_http(&self) -> Option<&str> {
         self.am.as_ref().map(|a| a.node_http.as_str())
     }
+    /// YARN's name for the phase.
+    pub fn state(&self) -> YarnApplicationAttemptState {
+        use YarnApplicationAttemptState as S;
+        match self.phase {
+            AttemptPhase::Scheduled => S::SCHEDULED,
+            AttemptPhase::Allocated => S::ALLOCATED,
+            AttemptPhase::Launched { .. } => S::LAUNCHED,
+            AttemptPhase::Running => S::RUNNING,
+            AttemptPhase::Finishing { .. } => S::FINISHING,
+            AttemptPhase::Ended { end, .. } => match end {
+                AttemptEnd::Finished => S::FINISHED,
+                AttemptEnd::Failed => S::FAILED,
+                AttemptEnd::Killed => S::KILLED,
+            },
+        }
+    }
+    pub fn is_ended(&self) -> bool {
+        matches!(self.phase, AttemptPhase::Ended { .. })
+    }
+    /// Where the AM is in the ApplicationMasterProtocol (it keeps its last step once the
+    /// attempt has ended).
+    pub fn am_protocol(&self) -> AmProtocol {
+        match self.phase {
+            AttemptPhase::Scheduled | AttemptPhase::Allocated | AttemptPhase::Launched { .. } => {
+                AmProtocol::NotRegistered
+            }
+            AttemptPhase::Running => AmProtocol::Registered,
+            AttemptPhase::Finishing { at } => AmProtocol::Finished { at },
+            AttemptPhase::Ended {
+                registered,
+                unregistered_at,
+                ..
+            } => match (registered, unregistered_at) {
+                (_, Some(at)) => AmProtocol::Finished { at },
+                (true, None) => AmProtocol::Registered,
+                (false, None) => AmProtocol::NotRegistered,
+            },
+        }
+    }
     /// Registered, and not necessarily still (it may have unregistered since).
     pub fn has_registered(&self) -> bool {
-        !matches!(self.am_protocol, AmProtocol::NotRegistered)
+        self.am_protocol() != AmProtocol::NotRegistered
     }
     pub fn has_unregistered(&self) -> bool {
-        matches!(self.am_protocol, AmProtocol::Finished { .. })
+        matches!(self.am_protocol(), AmProtocol::Finished { .. })
     }
     pub fn unregistered_at(&self) -> Option<u64> {
-        match self.am_protocol {
+        match self.am_protocol() {
             AmProtocol::Finished { at } => Some(at),
             _ => None,
         }
+    }
+    /// A recovered attempt's deadline for its NM to report the AM container.
+    pub fn awaiting_am_until(&self) -> Option<u64> {
+        match self.phase {
+            AttemptPhase::Launched { report_by } => report_by,
+            _ => None,
+        }
+    }
+    /// Ends the attempt `end`, keeping how far its AM got; an ended attempt stays as it is.
+    pub fn end(&mut self, end: AttemptEnd) {
+        if self.is_ended() {
+            return;
+        }
+        self.phase = AttemptPhase::Ended {
+            end,
+            registered: self.has_registered(),
+            unregistered_at: self.unregistered_at(),
+        };
     }
 }
 

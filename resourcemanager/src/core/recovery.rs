@@ -54,7 +54,9 @@ impl RmCore {
             .filter(|_| unfinished && leaf.is_some() && !app.sub.unmanaged_am);
         if let (Some(live), Some(last)) = (&live, app.attempts.last_mut()) {
             let mut att = Attempt::new(last.id, live.start_time, false);
-            att.state = AttemptState::LAUNCHED;
+            att.phase = AttemptPhase::Launched {
+                report_by: Some(now + self.conf.nm_expiry_ms),
+            };
             att.am = Some(AmContainer {
                 id: live.am_container,
                 node: live.am_node.clone(),
@@ -63,7 +65,6 @@ impl RmCore {
             att.host = live.host.clone();
             att.rpc_port = live.rpc_port;
             att.last_heard = now;
-            att.awaiting_am_until = Some(now + self.conf.nm_expiry_ms);
             *last = att;
             app.tracking_url = live.tracking_url.clone();
             app.diagnostics_kind = DiagnosticsKind::Lasting;
@@ -129,8 +130,8 @@ impl RmCore {
         let live = !app.state.is_final()
             && ours
             && matches!(
-                att.state,
-                AttemptState::ALLOCATED | AttemptState::LAUNCHED | AttemptState::RUNNING
+                att.phase,
+                AttemptPhase::Allocated | AttemptPhase::Launched { .. } | AttemptPhase::Running
             );
         live.then_some(att.id)
     }
@@ -178,8 +179,8 @@ impl RmCore {
             att.inherited.insert(r.id);
         }
         let is_am = att.am_container() == Some(r.id);
-        if is_am {
-            att.awaiting_am_until = None;
+        if let (true, AttemptPhase::Launched { report_by }) = (is_am, &mut att.phase) {
+            *report_by = None;
         }
         self.containers.insert(
             r.id,
@@ -234,7 +235,9 @@ impl RmCore {
                  was down\nFailing this attempt.Diagnostics: {}",
                 r.exit_status, r.diagnostics
             );
-            att.awaiting_am_until = None;
+            if let AttemptPhase::Launched { report_by } = &mut att.phase {
+                *report_by = None;
+            }
             self.fail_attempt(&attempt, diag, counts, now);
             return;
         }

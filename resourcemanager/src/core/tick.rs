@@ -42,10 +42,13 @@ impl RmCore {
                 killing.push(app.id);
             }
             if let Some(att) = app.current_attempt() {
-                if att.awaiting_am_until.is_some_and(|t| now > t) && !app.state.is_final() {
+                if att.awaiting_am_until().is_some_and(|t| now > t) && !app.state.is_final() {
                     am_unreported.push(att.id);
                 }
-                let live_am = matches!(att.state, AttemptState::LAUNCHED | AttemptState::RUNNING);
+                let live_am = matches!(
+                    att.phase,
+                    AttemptPhase::Launched { .. } | AttemptPhase::Running
+                );
                 if live_am
                     && !app.state.is_final()
                     && now.saturating_sub(att.last_heard) > self.conf.am_expiry_ms

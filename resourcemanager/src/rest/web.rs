@@ -118,7 +118,7 @@ async fn app_page(State(st): State<AppState>, id: Result<Path<String>, PathRejec
             b,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{logs}</td></tr>",
             t.id,
-            t.state,
+            t.state(),
             t.am_container().map(|c| c.to_string()).unwrap_or_default(),
             esc(&t.am_node().map(|n| n.to_string()).unwrap_or_default())
         );

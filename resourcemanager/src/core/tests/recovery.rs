@@ -174,7 +174,7 @@ fn a_restarted_rm_takes_running_work_back_and_the_am_carries_on() {
     assert_eq!(
         env.app(&r.app)
             .current_attempt()
-            .and_then(|a| a.awaiting_am_until),
+            .and_then(|a| a.awaiting_am_until()),
         None
     );
 
@@ -266,7 +266,7 @@ fn an_am_not_reported_after_a_restart_gets_a_new_attempt_that_does_not_count() {
     env.advance(200);
     let app = env.app(&r.app);
     assert_eq!(app.attempts.len(), 2, "a second attempt");
-    assert_eq!(app.attempts[0].state, AttemptState::FAILED);
+    assert_eq!(app.attempts[0].state(), AttemptState::FAILED);
     assert!(
         app.attempts[0].diagnostics.contains("was not reported"),
         "{}",
@@ -308,7 +308,7 @@ fn an_am_that_ended_while_the_rm_was_down_gets_a_new_attempt_at_once() {
     env.step();
     let app = env.app(&r.app);
     assert_eq!(app.attempts.len(), 2, "no waiting out the NM expiry");
-    assert_eq!(app.attempts[0].state, AttemptState::FAILED);
+    assert_eq!(app.attempts[0].state(), AttemptState::FAILED);
     assert!(
         app.attempts[0]
             .diagnostics

@@ -47,7 +47,7 @@ pub(in crate::rest) fn app_info(
         vc_ms += c.resource.vcores * held;
     }
     let cluster_mb: i64 = s.node_usage.values().map(|(t, _)| t.memory_mb).sum();
-    let registered = att.is_some_and(|t| t.am_protocol == AmProtocol::Registered);
+    let registered = att.is_some_and(|t| t.am_protocol() == AmProtocol::Registered);
     let tracking_ui = if final_ {
         "History"
     } else if registered {
@@ -408,7 +408,7 @@ pub(super) fn attempt_info(s: &Snapshot, a: &App, t: &Attempt) -> AppAttemptInfo
         blacklisted_nodes: String::new(),
         nodes_blacklisted_by_system: String::new(),
         app_attempt_id: t.id.to_string(),
-        app_attempt_state: t.state.to_string(),
+        app_attempt_state: t.state().to_string(),
         diagnostics_info: t.diagnostics.clone(),
     }
 }
