@@ -289,6 +289,8 @@ impl Driver {
                         result = Err(RmError::Store(e.to_string()));
                     }
                 }
+                // AMs poll for their containers: nothing to push.
+                Effect::ContainersAllocated(_) => {}
                 Effect::ForgetApp(id) => {
                     if let Err(e) = self.store.delete_app(&id) {
                         warn!(app_id = %id, "state store delete failed: {e}");

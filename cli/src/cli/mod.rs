@@ -27,6 +27,7 @@ pub mod minicluster;
 pub mod node;
 pub mod queue;
 pub mod rmadmin;
+pub mod sls;
 pub mod train;
 
 use std::path::PathBuf;
@@ -63,6 +64,8 @@ defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the
   train              run N workers as one gang with torchrun's rank environment (`spindle train -help`)
   minicluster        start a resourcemanager and N nodemanagers on this machine
   bench scheduler|gangs  --nodes N: benchmark the scheduler core (one JSON line)
+  sls                replay a GPU job trace through the scheduler core in virtual time
+                     (`spindle sls -help`; also sls generate | policies | compare)
 
 Options may be spelled -name, --name, -name=value; YARN's names (-appStates, -num_containers)
 and GNU ones (--app-states, --num-containers) both work. `spindle COMMAND -help` for more.";
@@ -86,6 +89,7 @@ pub async fn run(args: Vec<String>) -> u8 {
         "train-am" => train::run_am_cmd(rest).await,
         "minicluster" => minicluster::run(rest).await,
         "bench" => bench::run(rest).await,
+        "sls" => sls::run(rest).await,
         "help" | "-help" | "--help" | "-h" => {
             say!("{USAGE}");
             Ok(EXIT_OK)

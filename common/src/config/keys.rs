@@ -185,6 +185,11 @@ pub const CS_QUEUE_ACL_SUBMIT_APPLICATIONS: &str = "acl_submit_applications";
 pub const CS_QUEUE_ACL_ADMINISTER_QUEUE: &str = "acl_administer_queue";
 /// `fifo` or `fair` for a leaf, `utilization` or `priority-utilization` for a parent.
 pub const CS_QUEUE_ORDERING_POLICY: &str = "ordering-policy";
+/// Spindle's: whether a leaf's later applications may be placed while an earlier one waits
+/// (backfill, the default), or the queue is served strictly in order, its first waiting
+/// application blocking the rest (head-of-line, what a FIFO queue does to gangs elsewhere).
+pub const CS_QUEUE_BACKFILL: &str = "backfill";
+pub const DEFAULT_CS_QUEUE_BACKFILL: bool = true;
 /// Priority of an application that names none.
 pub const CS_QUEUE_DEFAULT_APPLICATION_PRIORITY: &str = "default-application-priority";
 pub const DEFAULT_CS_QUEUE_DEFAULT_APPLICATION_PRIORITY: i32 = 0;

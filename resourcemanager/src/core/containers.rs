@@ -88,6 +88,9 @@ impl RmCore {
                     self.launch_am(&p.app, record, now);
                 }
             } else if let Some(att) = self.apps.get_mut(&p.app).and_then(App::current_attempt_mut) {
+                if att.to_deliver.is_empty() {
+                    self.effects.push(Effect::ContainersAllocated(att.id));
+                }
                 att.to_deliver.push(container);
             }
             self.changed();

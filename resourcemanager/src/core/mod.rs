@@ -113,6 +113,10 @@ pub enum Effect {
         /// AM-RM token, attempt id, submit time, max attempts).
         launch: LaunchSpec,
     },
+    /// Containers now wait for this attempt's AM to pull them with its next allocate call
+    /// (emitted when its delivery list turns non-empty). The live RM has nothing to do, its
+    /// AMs poll; the simulator (`spindle sls`) wakes the AM with it instead of polling.
+    ContainersAllocated(ApplicationAttemptId),
 }
 
 /// Counters that outlive the applications they count (`/metrics`).

@@ -120,6 +120,9 @@ pub struct QueueSpec {
     /// `<qp>.acl_administer_queue`; None inherits (root's default is everyone).
     pub acl_admin: Option<Acl>,
     pub ordering: OrderingPolicy,
+    /// `<qp>.backfill`: false serves the leaf strictly in order (its first waiting
+    /// application blocks the ones after it).
+    pub backfill: bool,
     /// `<qp>.default-application-priority`.
     pub default_application_priority: i32,
     /// `<qp>.priority`: among siblings equally under-served, the higher goes first.
@@ -145,6 +148,7 @@ impl QueueSpec {
             acl_submit: None,
             acl_admin: None,
             ordering: OrderingPolicy::Fifo,
+            backfill: true,
             default_application_priority: 0,
             priority: 0,
             children: Vec::new(),

@@ -239,6 +239,10 @@ impl Parser<'_> {
             None => OrderingPolicy::Fifo,
             Some(raw) => self.ordering(path, &op_key, raw, is_leaf)?,
         };
+        let backfill = props.bool(
+            &key(path, keys::CS_QUEUE_BACKFILL),
+            keys::DEFAULT_CS_QUEUE_BACKFILL,
+        )?;
         let dap_key = key(path, keys::CS_QUEUE_DEFAULT_APPLICATION_PRIORITY);
         let default_application_priority = self
             .i32(path, &dap_key)?
@@ -262,6 +266,7 @@ impl Parser<'_> {
         spec.acl_submit = acl_submit;
         spec.acl_admin = acl_admin;
         spec.ordering = ordering;
+        spec.backfill = backfill;
         spec.default_application_priority = default_application_priority;
         spec.priority = priority;
 

@@ -98,6 +98,8 @@ impl Scheduler {
     ) -> Served {
         let calc = self.conf.calculator;
         let root = self.tree.root();
+        // Without backfill the leaf's first waiting application blocks the rest.
+        let strict = !self.tree.queues[leaf].spec.backfill;
         // Shapes that exceed a maximum of this leaf or one of its parents, in this call.
         let mut over_max: Vec<Resource> = Vec::new();
         let mut tried_gangs: BTreeSet<String> = BTreeSet::new();
@@ -133,6 +135,7 @@ impl Scheduler {
                         .collect()
                 })
                 .unwrap_or_default();
+            let waits_for_gang = !gangs.is_empty();
             for g in gangs {
                 if tried_gangs.insert(g.clone()) {
                     self.stats.node_searches += 1;
@@ -140,6 +143,9 @@ impl Scheduler {
                         return Served::Placed(p);
                     }
                 }
+            }
+            if strict && waits_for_gang {
+                return Served::LeafDone;
             }
             let candidates: Vec<(AskKey, Resource, bool)> = match self.apps.get(&app_id) {
                 Some(app) => app
@@ -157,12 +163,22 @@ impl Scheduler {
                 None => continue,
             };
             if candidates.is_empty() {
+                let waits = self
+                    .apps
+                    .get(&app_id)
+                    .is_some_and(|a| a.asks.values().any(|x| x.any > 0 && x.gang.is_none()));
+                if strict && waits {
+                    return Served::LeafDone;
+                }
                 continue;
             }
             let Some(user) = self.apps.get(&app_id).map(|a| a.user.clone()) else {
                 continue;
             };
             if blocked_users.contains(&(leaf, user.clone())) {
+                if strict {
+                    return Served::LeafDone;
+                }
                 continue;
             }
             let user_used = self.tree.queues[leaf]
@@ -222,6 +238,10 @@ impl Scheduler {
                         }
                     }
                 }
+            }
+            if strict {
+                // Nothing of this application could be placed: nothing after it may be.
+                return Served::LeafDone;
             }
         }
     }

@@ -1,0 +1,293 @@
+//! Charts of one run or several overlaid, as SVG: GPUs in use and GPUs pending over time
+//! (`gpus.svg`), jobs waiting over time (`queue.svg`), and the CDF of job completion times
+//! (`jct_cdf.svg`). Drawn with `plotters`; no fonts or system libraries are needed.
+
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::replay::Sample;
+use crate::SlsError;
+
+/// One run to draw.
+pub struct Series<'a> {
+    pub label: String,
+    pub timeline: &'a [Sample],
+    pub jct_s: &'a [f64],
+    pub total_gpus: i64,
+}
+
+/// Points per line: enough for the eye, few enough for a small file.
+const POINTS: usize = 1200;
+
+/// Draws the three charts into `dir`.
+pub fn draw(dir: &Path, runs: &[Series<'_>]) -> Result<(), SlsError> {
+    let end_ms = runs
+        .iter()
+        .filter_map(|r| r.timeline.last().map(|s| s.t_ms))
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let (unit, per) = time_unit(end_ms);
+    let x_end = end_ms as f64 / per;
+    let buckets: Vec<Vec<[f64; 3]>> = runs.iter().map(|r| averaged(r.timeline, end_ms)).collect();
+    let xs = |i: usize| (i as f64 + 0.5) * x_end / POINTS as f64;
+
+    let p = dir.join("gpus.svg");
+    let max_gpus = runs.iter().map(|r| r.total_gpus).max().unwrap_or(1).max(1) as f64;
+    let max_pending = buckets
+        .iter()
+        .flat_map(|b| b.iter().map(|v| v[1]))
+        .fold(1.0f64, f64::max);
+    svg(&p, (1000, 720), |root| {
+        let (top, bottom) = root.split_vertically(360);
+        let mut c = ChartBuilder::on(&top)
+            .caption("GPUs in use", ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0f64..x_end, 0f64..max_gpus * 1.05)?;
+        c.configure_mesh()
+            .x_desc(format!("time ({unit})"))
+            .y_desc("GPUs")
+            .draw()?;
+        for (i, (r, b)) in runs.iter().zip(&buckets).enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            c.draw_series(LineSeries::new(
+                b.iter().enumerate().map(|(k, v)| (xs(k), v[0])),
+                color.stroke_width(2),
+            ))?
+            .label(format!("{} (of {} GPUs)", r.label, r.total_gpus))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+        }
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()?;
+        let mut c = ChartBuilder::on(&bottom)
+            .caption(
+                "GPUs pending (asked for, not yet granted)",
+                ("sans-serif", 20),
+            )
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0f64..x_end, 0f64..max_pending * 1.05)?;
+        c.configure_mesh()
+            .x_desc(format!("time ({unit})"))
+            .y_desc("GPUs")
+            .draw()?;
+        for (i, (r, b)) in runs.iter().zip(&buckets).enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            c.draw_series(LineSeries::new(
+                b.iter().enumerate().map(|(k, v)| (xs(k), v[1])),
+                color.stroke_width(2),
+            ))?
+            .label(r.label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+        }
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
+        Ok(())
+    })?;
+
+    let p = dir.join("queue.svg");
+    let max_q = buckets
+        .iter()
+        .flat_map(|b| b.iter().map(|v| v[2]))
+        .fold(1.0f64, f64::max);
+    svg(&p, (1000, 400), |root| {
+        let mut c = ChartBuilder::on(root)
+            .caption("Jobs waiting to start", ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0f64..x_end, 0f64..max_q * 1.05)?;
+        c.configure_mesh()
+            .x_desc(format!("time ({unit})"))
+            .y_desc("jobs")
+            .draw()?;
+        for (i, (r, b)) in runs.iter().zip(&buckets).enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            c.draw_series(LineSeries::new(
+                b.iter().enumerate().map(|(k, v)| (xs(k), v[2])),
+                color.stroke_width(2),
+            ))?
+            .label(r.label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+        }
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
+        Ok(())
+    })?;
+
+    let p = dir.join("jct_cdf.svg");
+    let lo = runs
+        .iter()
+        .flat_map(|r| r.jct_s.iter().copied())
+        .fold(f64::MAX, f64::min)
+        .max(0.1);
+    let hi = runs
+        .iter()
+        .flat_map(|r| r.jct_s.iter().copied())
+        .fold(1.0f64, f64::max)
+        .max(lo * 10.0);
+    svg(&p, (1000, 480), |root| {
+        let mut c = ChartBuilder::on(root)
+            .caption("Job completion time, CDF", ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(64)
+            .build_cartesian_2d((lo..hi * 1.1).log_scale(), 0f64..1.0)?;
+        c.configure_mesh()
+            .x_desc("completion time (s, log scale)")
+            .y_desc("fraction of jobs")
+            .draw()?;
+        for (i, r) in runs.iter().enumerate() {
+            let mut v: Vec<f64> = r.jct_s.to_vec();
+            v.sort_by(f64::total_cmp);
+            if v.is_empty() {
+                continue;
+            }
+            let n = v.len();
+            let step = n.div_ceil(POINTS).max(1);
+            let pts = (0..n)
+                .step_by(step)
+                .chain(std::iter::once(n - 1))
+                .map(|k| (v[k].max(lo), (k + 1) as f64 / n as f64));
+            let color = Palette99::pick(i).to_rgba();
+            c.draw_series(LineSeries::new(pts, color.stroke_width(2)))?
+                .label(r.label.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+        }
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()?;
+        Ok(())
+    })
+}
+
+type DrawResult = Result<(), Box<dyn std::error::Error>>;
+
+fn svg(
+    path: &Path,
+    size: (u32, u32),
+    f: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> DrawResult,
+) -> Result<(), SlsError> {
+    let fail = |reason: String| SlsError::Plot {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let root = SVGBackend::new(path, size).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| fail(e.to_string()))?;
+    f(&root).map_err(|e| fail(e.to_string()))?;
+    root.present().map_err(|e| fail(e.to_string()))
+}
+
+/// The best unit for a time axis, and milliseconds per unit.
+fn time_unit(end_ms: u64) -> (&'static str, f64) {
+    match end_ms {
+        t if t > 3 * 86_400_000 => ("days", 86_400_000.0),
+        t if t > 3 * 3_600_000 => ("hours", 3_600_000.0),
+        t if t > 3 * 60_000 => ("minutes", 60_000.0),
+        _ => ("seconds", 1000.0),
+    }
+}
+
+/// The step function's time-weighted mean of (used, pending, queued) in each of `POINTS`
+/// equal buckets up to `end_ms`.
+fn averaged(timeline: &[Sample], end_ms: u64) -> Vec<[f64; 3]> {
+    let width = end_ms as f64 / POINTS as f64;
+    let mut out = vec![[0.0f64; 3]; POINTS];
+    for (i, s) in timeline.iter().enumerate() {
+        let from = s.t_ms as f64;
+        let to = timeline.get(i + 1).map_or(end_ms as f64, |n| n.t_ms as f64);
+        if to <= from {
+            continue;
+        }
+        let v = [
+            s.used_gpus as f64,
+            s.pending_gpus as f64,
+            f64::from(s.queued_jobs),
+        ];
+        let (mut a, b) = (from, to.min(end_ms as f64));
+        while a < b {
+            let k = ((a / width) as usize).min(POINTS - 1);
+            let edge = ((k + 1) as f64 * width).min(b);
+            let part = if edge > a { edge - a } else { b - a };
+            for d in 0..3 {
+                out[k][d] += v[d] * part / width;
+            }
+            if edge <= a {
+                break;
+            }
+            a = edge;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_means_weigh_time() {
+        let tl = [
+            Sample {
+                t_ms: 0,
+                used_gpus: 8,
+                pending_gpus: 0,
+                queued_jobs: 0,
+                running_jobs: 1,
+            },
+            Sample {
+                t_ms: 600,
+                used_gpus: 0,
+                pending_gpus: 0,
+                queued_jobs: 0,
+                running_jobs: 0,
+            },
+        ];
+        let b = averaged(&tl, 1200);
+        assert!((b[0][0] - 8.0).abs() < 1e-9);
+        assert!(b[POINTS - 1][0].abs() < 1e-9);
+        let total: f64 = b.iter().map(|v| v[0]).sum::<f64>() / POINTS as f64;
+        assert!((total - 4.0).abs() < 1e-6, "{total}");
+    }
+
+    #[test]
+    fn charts_are_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let tl = [Sample {
+            t_ms: 0,
+            used_gpus: 4,
+            pending_gpus: 2,
+            queued_jobs: 1,
+            running_jobs: 1,
+        }];
+        draw(
+            dir.path(),
+            &[Series {
+                label: "capacity".into(),
+                timeline: &tl,
+                jct_s: &[1.0, 10.0, 100.0],
+                total_gpus: 8,
+            }],
+        )
+        .unwrap();
+        for f in ["gpus.svg", "queue.svg", "jct_cdf.svg"] {
+            let text = std::fs::read_to_string(dir.path().join(f)).unwrap();
+            assert!(text.starts_with("<svg"), "{f}");
+            assert!(text.contains("capacity"), "{f} has its legend");
+        }
+    }
+}

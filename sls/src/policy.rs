@@ -1,0 +1,195 @@
+//! Policies are configurations the live RM also runs. A replay's configuration is the
+//! `--conf-dir` files (as the RM reads them), then what the simulator must fill in where the
+//! files are silent (GPUs as a resource, container maxima the simulated nodes can hold),
+//! then a named preset (`--policy`), then `-D name=value` overrides. `spindle sls policies`
+//! prints each preset's properties, so a preset can be deployed as written.
+
+use std::path::Path;
+
+use spindle_common::config::{keys, Configuration};
+use spindle_resourcemanager::config::RmConfig;
+
+use crate::cluster::ClusterSpec;
+use crate::SlsError;
+
+/// A named configuration: properties set on every leaf queue (`<leaf>` stands for the
+/// leaf's path in `yarn.scheduler.capacity.<leaf>.<suffix>`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Preset {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub leaf_props: &'static [(&'static str, &'static str)],
+}
+
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        name: "fifo",
+        summary: "strict FIFO over gangs: each leaf queue serves its applications in \
+                  submission order and the first one waiting blocks all after it \
+                  (head-of-line blocking, no backfill)",
+        leaf_props: &[("ordering-policy", "fifo"), ("backfill", "false")],
+    },
+    Preset {
+        name: "fifo-fair",
+        summary: "strict order without backfill, but the order is fair (least-used \
+                  application first)",
+        leaf_props: &[("ordering-policy", "fair"), ("backfill", "false")],
+    },
+    Preset {
+        name: "capacity",
+        summary: "Spindle's default: the capacity scheduler with gang reservation and \
+                  backfill (a gang that does not fit holds the nodes it will use while \
+                  smaller work runs elsewhere), FIFO ordering within a leaf",
+        leaf_props: &[("ordering-policy", "fifo"), ("backfill", "true")],
+    },
+    Preset {
+        name: "capacity-fair",
+        summary: "the capacity scheduler with gang reservation and backfill, fair \
+                  ordering within a leaf (least-used application first)",
+        leaf_props: &[("ordering-policy", "fair"), ("backfill", "true")],
+    },
+];
+
+pub fn find(name: &str) -> Result<&'static Preset, SlsError> {
+    PRESETS
+        .iter()
+        .find(|p| p.name == name)
+        .ok_or_else(|| SlsError::UnknownPolicy(name.into()))
+}
+
+/// `spindle sls policies`: every preset with the properties it stands for.
+pub fn describe() -> String {
+    let mut s = String::new();
+    for p in PRESETS {
+        s.push_str(&format!("{}\n  {}\n", p.name, p.summary));
+        for (k, v) in p.leaf_props {
+            s.push_str(&format!(
+                "  {}<leaf-queue-path>.{k} = {v}\n",
+                keys::CAPACITY_SCHEDULER_PREFIX
+            ));
+        }
+        s.push('\n');
+    }
+    s.push_str(
+        "Without --policy the configuration is the --conf-dir files as they are (the live RM's\n\
+         default is `capacity`). Properties are set on every leaf queue; -D name=value wins over both.\n",
+    );
+    s
+}
+
+/// The configuration a replay runs, and the settings it filled in or changed, in order,
+/// for the run to report.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub rm: RmConfig,
+    pub applied: Vec<(String, String)>,
+}
+
+/// Loads the replay's configuration (see the module's documentation).
+pub fn load(
+    conf_dir: Option<&Path>,
+    preset: Option<&Preset>,
+    overrides: &[(String, String)],
+    cluster: &ClusterSpec,
+) -> Result<Loaded, SlsError> {
+    let mut conf = match conf_dir {
+        Some(dir) => Configuration::load_dir(dir)?,
+        None => Configuration::new(),
+    };
+    let mut applied = Vec::new();
+    let largest = |f: fn(&crate::cluster::SimNode) -> i64| {
+        cluster
+            .nodes
+            .iter()
+            .map(f)
+            .max()
+            .unwrap_or(1)
+            .max(1)
+            .to_string()
+    };
+    let gpu_max = format!(
+        "{}{}.{}",
+        keys::RESOURCE_TYPES_PREFIX,
+        spindle_common::resource::GPU,
+        keys::RESOURCE_TYPE_MAXIMUM_ALLOCATION
+    );
+    let fill: [(String, String); 5] = [
+        (
+            keys::RESOURCE_TYPES.into(),
+            spindle_common::resource::GPU.into(),
+        ),
+        (
+            keys::CS_RESOURCE_CALCULATOR.into(),
+            "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator".into(),
+        ),
+        (
+            keys::SCHEDULER_MAX_ALLOCATION_MB.into(),
+            largest(|n| n.memory_mb),
+        ),
+        (
+            keys::SCHEDULER_MAX_ALLOCATION_VCORES.into(),
+            largest(|n| n.vcores),
+        ),
+        (gpu_max, largest(|n| n.gpus)),
+    ];
+    for (k, v) in fill {
+        if conf.get_raw(&k).is_none() {
+            conf.set(&k, &v);
+            applied.push((k, v));
+        }
+    }
+    if let Some(p) = preset {
+        // The leaves come from the configuration as it stands.
+        let leaves: Vec<String> = RmConfig::from_conf(&conf)?
+            .core
+            .scheduler
+            .root
+            .walk()
+            .into_iter()
+            .filter(|q| q.is_leaf())
+            .map(|q| q.path.to_string())
+            .collect();
+        for leaf in leaves {
+            for (suffix, v) in p.leaf_props {
+                let k = format!("{}{leaf}.{suffix}", keys::CAPACITY_SCHEDULER_PREFIX);
+                conf.set(&k, v);
+                applied.push((k, (*v).to_string()));
+            }
+        }
+    }
+    for (k, v) in overrides {
+        conf.set(k, v);
+        applied.push((k.clone(), v.clone()));
+    }
+    Ok(Loaded {
+        rm: RmConfig::from_conf(&conf)?,
+        applied,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::Uniform;
+
+    #[test]
+    fn a_preset_sets_every_leaf_and_overrides_win() {
+        let cluster = ClusterSpec::uniform(&Uniform::default()).unwrap();
+        let l = load(None, Some(find("fifo").unwrap()), &[], &cluster).unwrap();
+        let leaf = l.rm.core.scheduler.root.find("default").unwrap();
+        assert!(!leaf.backfill);
+        let l = load(
+            None,
+            Some(find("fifo").unwrap()),
+            &[(
+                "yarn.scheduler.capacity.root.default.backfill".into(),
+                "true".into(),
+            )],
+            &cluster,
+        )
+        .unwrap();
+        assert!(l.rm.core.scheduler.root.find("default").unwrap().backfill);
+        assert!(matches!(find("sjf"), Err(SlsError::UnknownPolicy(_))));
+        assert!(describe().contains("backfill = false"));
+    }
+}

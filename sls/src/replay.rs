@@ -1,0 +1,806 @@
+//! The replay: an event loop in virtual time that plays the NodeManagers and one
+//! ApplicationMaster per job against the real [`RmCore`].
+//!
+//! Each job is submitted at its time; when the core launches its AM (an
+//! [`Effect::LaunchAm`]), the simulated AM registers and asks at once (a gang for a
+//! multi-container GPU job, a plain ask otherwise); when containers are allocated to it (an
+//! [`Effect::ContainersAllocated`]) it pulls them with an allocate call and starts them,
+//! and their node reports them running; after their duration their node reports them
+//! complete, and when the last one ends the AM unregisters and exits. Those are the moments
+//! the live daemons call the RM too (the NM heartbeats at once when a container ends, the
+//! SDK's AM polls every 20-50 ms while it waits), so calls in between, which carry no
+//! news, are skipped: the core's decisions are the same. Node and AM liveness are not
+//! simulated (their expiries are off), and launches take no time.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Instant;
+
+use spindle_common::resource::{GPU, GPU_MODEL_ATTRIBUTE};
+use spindle_common::states::{ContainerState, FinalApplicationStatus};
+use spindle_common::token::TokenSecret;
+use spindle_common::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, Resource};
+use spindle_resourcemanager::config::RmConfig;
+use spindle_resourcemanager::core::scheduler::gang::{GangParams, GangPhase};
+use spindle_resourcemanager::core::{
+    Allocation, AskUpdate, CoreConfig, Effect, LaunchSpec, NodeRegistration, ReportedContainer,
+    RmCore, Submission,
+};
+
+use crate::cluster::ClusterSpec;
+use crate::trace::{BadRow, Job, RowProblem, Shape};
+use crate::SlsError;
+
+/// Virtual time zero, as the core's clock reads it (a realistic epoch in milliseconds).
+const EPOCH_MS: u64 = 1_700_000_000_000;
+/// The gang id every simulated AM uses for its one gang.
+const GANG_ID: &str = "gang";
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Run the core's `sanity_check()` after every step (slow; on in tests).
+    pub check: bool,
+    /// Measure each core call's wall time (the decision latency figures).
+    pub timing: bool,
+    /// The timeout a gang's AM names; `None` waits as long as it takes (the trace's job
+    /// waited until it ran).
+    pub gang_timeout_ms: Option<u64>,
+    /// The AM container of every job.
+    pub am_memory_mb: i64,
+    pub am_vcores: i64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            check: false,
+            timing: true,
+            gang_timeout_ms: None,
+            am_memory_mb: 1024,
+            am_vcores: 1,
+        }
+    }
+}
+
+/// Where a replay is, for a progress bar.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub sim_ms: u64,
+    pub jobs_done: usize,
+    pub jobs_total: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Finished,
+    /// The RM refused the submission (the core's reason).
+    Rejected(String),
+    /// The gang's AM gave up at its timeout.
+    TimedOut(String),
+    /// The RM failed the application.
+    Failed(String),
+    /// Still waiting when nothing else was left to happen (it can never be placed).
+    Unfinished,
+}
+
+impl Outcome {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Finished => "FINISHED",
+            Self::Rejected(_) => "REJECTED",
+            Self::TimedOut(_) => "TIMED_OUT",
+            Self::Failed(_) => "FAILED",
+            Self::Unfinished => "UNFINISHED",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct JobResult {
+    pub start_ms: Option<u64>,
+    pub finish_ms: Option<u64>,
+    pub nodes: BTreeSet<String>,
+    pub outcome: Outcome,
+    /// GPU-milliseconds its containers ran.
+    pub gpu_ms_used: u128,
+}
+
+/// The cluster at one moment (a step function: it holds until the next sample).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    pub t_ms: u64,
+    pub used_gpus: i64,
+    pub pending_gpus: i64,
+    pub queued_jobs: u32,
+    pub running_jobs: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub jobs: Vec<JobResult>,
+    pub timeline: Vec<Sample>,
+    pub total_gpus: i64,
+    /// Core calls that ran a scheduling pass.
+    pub decisions: u64,
+    /// Wall time of each such call, in microseconds (empty without `Options::timing`).
+    pub latencies_us: Vec<u32>,
+    pub wall_s: f64,
+    pub restarts: u64,
+}
+
+/// Checks every job against the cluster and the configuration; every problem is reported
+/// with its line, and any problem refuses the replay.
+pub fn check_jobs(jobs: &[Job], cluster: &ClusterSpec, rm: &RmConfig) -> Result<(), Vec<BadRow>> {
+    let root = &rm.core.scheduler.root;
+    let leaves: Vec<String> = root
+        .walk()
+        .into_iter()
+        .filter(|q| q.is_leaf())
+        .map(|q| q.path.to_string())
+        .collect();
+    let cluster_gpus = cluster.total_gpus();
+    let models = cluster.gpu_models();
+    let max = &rm.core.max_allocation;
+    let mut bad = Vec::new();
+    for j in jobs {
+        let mut problem = |p| {
+            bad.push(BadRow {
+                line: j.line,
+                problem: p,
+            })
+        };
+        match root.find(&j.queue) {
+            None => problem(RowProblem::UnknownQueue {
+                queue: j.queue.clone(),
+                known: leaves.join(", "),
+            }),
+            Some(q) if !q.is_leaf() => problem(RowProblem::ParentQueue(j.queue.clone())),
+            Some(_) => {}
+        }
+        if j.gpus() > cluster_gpus {
+            problem(RowProblem::LargerThanCluster {
+                gpus: j.gpus(),
+                cluster: cluster_gpus,
+            });
+        }
+        let model = match &j.shape {
+            Shape::Gang { gpu_model, .. } => gpu_model.clone(),
+            Shape::Independent => None,
+        };
+        if let Some(m) = &model {
+            if !models.contains(m) {
+                problem(RowProblem::UnknownGpuModel {
+                    model: m.clone(),
+                    known: models.iter().cloned().collect::<Vec<_>>().join(", "),
+                });
+            }
+        }
+        for t in &j.tasks {
+            let cap = capability(t);
+            let what = format!("{cap}");
+            if !cap.fits_in(max) {
+                problem(RowProblem::OverMaximumAllocation {
+                    what: what.clone(),
+                    max: max.to_string(),
+                });
+            }
+            let fits = cluster.nodes.iter().any(|n| {
+                cap.fits_in(&n.total())
+                    && model
+                        .as_ref()
+                        .is_none_or(|m| n.gpu_model.as_ref() == Some(m))
+            });
+            if !fits {
+                problem(RowProblem::NoNodeFits { what });
+            }
+        }
+    }
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(bad)
+    }
+}
+
+fn capability(t: &crate::trace::Tasks) -> Resource {
+    Resource::new(t.memory_mb, t.vcores).with(GPU, t.gpus)
+}
+
+/// Replays `jobs` (ordered by submission) on `cluster` under `rm`'s configuration.
+/// `check_jobs` must have passed.
+pub fn run(
+    jobs: &[Job],
+    cluster: &ClusterSpec,
+    rm: &RmConfig,
+    opts: &Options,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<RunResult, SlsError> {
+    let wall = Instant::now();
+    let mut sim = Sim::new(jobs, cluster, rm.core.clone(), opts)?;
+    let mut cursor = 0;
+    let mut steps: u64 = 0;
+    loop {
+        let next_event = sim.events.first_key_value().map(|(k, _)| k.0);
+        let next_submit = jobs.get(cursor).map(|j| j.submit_ms);
+        let take_event = match (next_event, next_submit) {
+            (None, None) => break,
+            // At equal times, what ends goes first: its room is there for what arrives.
+            (Some(e), Some(s)) => e <= s,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+        };
+        match (take_event, next_submit) {
+            (true, _) => {
+                let Some(((t, _), ev)) = sim.events.pop_first() else {
+                    break;
+                };
+                sim.now = t;
+                match ev {
+                    Ev::End(j, containers) => sim.end_tasks(j, containers)?,
+                    Ev::GangDeadline(j) => sim.gang_deadline(j)?,
+                }
+            }
+            (false, Some(s)) => {
+                sim.now = s;
+                sim.submit(cursor)?;
+                cursor += 1;
+            }
+            (false, None) => break,
+        }
+        sim.sample();
+        steps += 1;
+        if steps % 4096 == 0 {
+            progress(Progress {
+                sim_ms: sim.now,
+                jobs_done: sim.done,
+                jobs_total: jobs.len(),
+            });
+        }
+    }
+    progress(Progress {
+        sim_ms: sim.now,
+        jobs_done: sim.done,
+        jobs_total: jobs.len(),
+    });
+    let decisions = sim.core.scheduler().stats.passes;
+    Ok(RunResult {
+        jobs: sim
+            .runs
+            .into_iter()
+            .map(|r| JobResult {
+                start_ms: r.start_ms,
+                finish_ms: r.finish_ms,
+                nodes: r.nodes.iter().map(|n| n.host.clone()).collect(),
+                outcome: r.outcome.unwrap_or(Outcome::Unfinished),
+                gpu_ms_used: r.gpu_ms_used,
+            })
+            .collect(),
+        timeline: sim.timeline,
+        total_gpus: cluster.total_gpus(),
+        decisions,
+        latencies_us: sim.latencies_us,
+        wall_s: wall.elapsed().as_secs_f64(),
+        restarts: sim.restarts,
+    })
+}
+
+enum Ev {
+    /// These containers of the job reach the end of their run.
+    End(usize, Vec<ContainerId>),
+    /// The job's gang timeout passes (only when AMs name one).
+    GangDeadline(usize),
+}
+
+/// A container the job's AM was given.
+struct Granted {
+    id: ContainerId,
+    node: NodeId,
+    /// The task group (its ask's allocationRequestId).
+    group: usize,
+    gpus: i64,
+    started: bool,
+}
+
+#[derive(Default)]
+struct Run {
+    app: Option<ApplicationId>,
+    attempt: Option<ApplicationAttemptId>,
+    am: Option<(ContainerId, NodeId)>,
+    response_id: i32,
+    granted: Vec<Granted>,
+    ended: u32,
+    start_ms: Option<u64>,
+    finish_ms: Option<u64>,
+    nodes: BTreeSet<NodeId>,
+    outcome: Option<Outcome>,
+    gpu_ms_used: u128,
+}
+
+struct Sim<'a> {
+    core: RmCore,
+    jobs: &'a [Job],
+    opts: &'a Options,
+    /// Virtual milliseconds since the trace's start.
+    now: u64,
+    runs: Vec<Run>,
+    by_app: HashMap<ApplicationId, usize>,
+    events: BTreeMap<(u64, u64), Ev>,
+    seq: u64,
+    /// What each simulated NM runs (it reports all of it in every heartbeat, as an NM does).
+    running: HashMap<NodeId, BTreeSet<ContainerId>>,
+    used_gpus: i64,
+    pending_gpus: i64,
+    queued: u32,
+    running_jobs: u32,
+    done: usize,
+    restarts: u64,
+    timeline: Vec<Sample>,
+    latencies_us: Vec<u32>,
+}
+
+impl<'a> Sim<'a> {
+    fn new(
+        jobs: &'a [Job],
+        cluster: &ClusterSpec,
+        mut conf: CoreConfig,
+        opts: &'a Options,
+    ) -> Result<Self, SlsError> {
+        // Liveness is not simulated: nodes and AMs never go silent here.
+        conf.nm_expiry_ms = u64::MAX / 4;
+        conf.am_expiry_ms = u64::MAX / 4;
+        conf.container_alloc_expiry_ms = u64::MAX / 4;
+        conf.rm_address = "http://sls.invalid:8088".into();
+        let secret = TokenSecret::from_hex("00112233445566778899aabbccddeeff").map_err(|e| {
+            SlsError::Sanity {
+                at_ms: 0,
+                reason: format!("the simulator's token secret: {e}"),
+            }
+        })?;
+        let mut sim = Self {
+            core: RmCore::new(conf, EPOCH_MS, 0, secret),
+            jobs,
+            opts,
+            now: 0,
+            runs: (0..jobs.len()).map(|_| Run::default()).collect(),
+            by_app: HashMap::new(),
+            events: BTreeMap::new(),
+            seq: 0,
+            running: HashMap::new(),
+            used_gpus: 0,
+            pending_gpus: 0,
+            queued: 0,
+            running_jobs: 0,
+            done: 0,
+            restarts: 0,
+            timeline: Vec::new(),
+            latencies_us: Vec::new(),
+        };
+        for n in &cluster.nodes {
+            let mut attributes = BTreeMap::new();
+            if let Some(m) = &n.gpu_model {
+                attributes.insert(GPU_MODEL_ATTRIBUTE.to_string(), m.clone());
+            }
+            let id = NodeId::new(&n.host, 8041);
+            sim.core.register_node(
+                NodeRegistration {
+                    id: id.clone(),
+                    http_address: format!("{}:8042", n.host),
+                    rack: n.rack.clone(),
+                    total: n.total(),
+                    version: "sls".into(),
+                    containers: vec![],
+                    attributes,
+                },
+                EPOCH_MS,
+            );
+            sim.running.insert(id, BTreeSet::new());
+        }
+        sim.settle()?;
+        sim.sample();
+        Ok(sim)
+    }
+
+    fn clock(&self) -> u64 {
+        EPOCH_MS + self.now
+    }
+
+    fn at(&mut self, t: u64, ev: Ev) {
+        self.seq += 1;
+        self.events.insert((t, self.seq), ev);
+    }
+
+    /// Runs one core call that schedules, timing it.
+    fn timed<R>(&mut self, f: impl FnOnce(&mut RmCore, u64) -> R) -> R {
+        let now = self.clock();
+        if !self.opts.timing {
+            return f(&mut self.core, now);
+        }
+        let t0 = Instant::now();
+        let r = f(&mut self.core, now);
+        let us = t0.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
+        self.latencies_us.push(us);
+        r
+    }
+
+    fn submit(&mut self, j: usize) -> Result<(), SlsError> {
+        let jobs = self.jobs;
+        let job = &jobs[j];
+        let id = self.core.new_application();
+        self.by_app.insert(id, j);
+        self.runs[j].app = Some(id);
+        let sub = Submission {
+            name: job.id.clone(),
+            queue: job.queue.clone(),
+            user: job.user.clone(),
+            priority: job.priority,
+            application_type: "SLS".into(),
+            tags: vec![],
+            am_resource: Resource::new(self.opts.am_memory_mb, self.opts.am_vcores),
+            am_launch: LaunchSpec {
+                commands: vec!["sls-am".into()],
+                ..Default::default()
+            },
+            max_app_attempts: 0,
+            keep_containers: false,
+            unmanaged_am: false,
+            groups: vec![],
+        };
+        let r = self.timed(|c, now| c.submit(id, sub, now));
+        let refused = match r {
+            Err(e) => Some(e.to_string()),
+            Ok(()) => self
+                .core
+                .apps()
+                .get(&id)
+                .filter(|a| a.state.is_final())
+                .map(|a| a.diagnostics.clone()),
+        };
+        match refused {
+            Some(reason) => {
+                self.runs[j].outcome = Some(Outcome::Rejected(reason));
+                self.done += 1;
+            }
+            None => {
+                self.queued += 1;
+                self.pending_gpus += job.gpus();
+            }
+        }
+        self.settle()
+    }
+
+    /// Executes what the core asked for, as the NMs and AMs would, until it asks nothing.
+    fn settle(&mut self) -> Result<(), SlsError> {
+        loop {
+            let effects = self.core.take_effects();
+            if effects.is_empty() {
+                break;
+            }
+            for e in effects {
+                match e {
+                    Effect::LaunchAm {
+                        attempt, container, ..
+                    } => self.am_started(attempt, container),
+                    Effect::ContainersAllocated(attempt) => self.am_pulls(attempt),
+                    Effect::PersistApp(_) | Effect::ForgetApp(_) => {}
+                }
+            }
+        }
+        if self.opts.check {
+            self.core
+                .sanity_check()
+                .map_err(|reason| SlsError::Sanity {
+                    at_ms: self.now,
+                    reason,
+                })?;
+        }
+        Ok(())
+    }
+
+    /// The NM started the AM: it registers and asks for the job's containers.
+    fn am_started(&mut self, attempt: ApplicationAttemptId, container: ContainerId) {
+        let Some(&j) = self.by_app.get(&attempt.application_id) else {
+            return;
+        };
+        let now = self.clock();
+        self.core.am_launched(&attempt, &container, Ok(()), now);
+        let Some(node) = self
+            .core
+            .containers()
+            .get(&container)
+            .map(|c| c.node.clone())
+        else {
+            return;
+        };
+        if self.runs[j].attempt.is_some() {
+            // A later attempt: it asks again for what it has not got.
+            self.restarts += 1;
+        }
+        self.runs[j].attempt = Some(attempt);
+        self.runs[j].am = Some((container, node.clone()));
+        self.runs[j].response_id = 0;
+        self.running
+            .entry(node.clone())
+            .or_default()
+            .insert(container);
+        self.heartbeat(&node, &[]);
+        if let Err(e) = self
+            .core
+            .am_register(&attempt, node.host.clone(), 0, String::new(), now)
+        {
+            self.fail(j, e.to_string());
+            return;
+        }
+        let jobs = self.jobs;
+        let job = &jobs[j];
+        let gang = match &job.shape {
+            Shape::Gang {
+                placement,
+                gpu_model,
+            } => Some((
+                GANG_ID.to_string(),
+                GangParams {
+                    policy: placement.policy(),
+                    timeout_ms: self.opts.gang_timeout_ms.unwrap_or(u64::MAX),
+                    gpu_model: gpu_model.clone(),
+                    ..GangParams::default()
+                },
+            )),
+            Shape::Independent => None,
+        };
+        let started: BTreeSet<usize> = self.runs[j]
+            .granted
+            .iter()
+            .filter(|g| g.started)
+            .map(|g| g.group)
+            .collect();
+        let asks: Vec<AskUpdate> = job
+            .tasks
+            .iter()
+            .enumerate()
+            .filter(|(g, _)| !started.contains(g))
+            .map(|(g, t)| AskUpdate {
+                priority: 1,
+                allocation_request_id: g as i64,
+                resource_name: "*".into(),
+                capability: capability(t),
+                num_containers: t.count,
+                relax_locality: true,
+                gang: gang.clone(),
+            })
+            .collect();
+        self.allocate(j, attempt, asks);
+        if let (Some(t), true) = (self.opts.gang_timeout_ms, job.is_gang()) {
+            self.at(
+                self.now.saturating_add(t).saturating_add(1),
+                Ev::GangDeadline(j),
+            );
+        }
+    }
+
+    /// Containers wait for the AM: it pulls them with an allocate call.
+    fn am_pulls(&mut self, attempt: ApplicationAttemptId) {
+        let Some(&j) = self.by_app.get(&attempt.application_id) else {
+            return;
+        };
+        if self.runs[j].attempt == Some(attempt) {
+            self.allocate(j, attempt, vec![]);
+        }
+    }
+
+    fn allocate(&mut self, j: usize, attempt: ApplicationAttemptId, asks: Vec<AskUpdate>) {
+        let rid = self.runs[j].response_id;
+        let r = self.timed(|c, now| c.am_allocate(&attempt, rid, asks, vec![], 0.0, now));
+        match r {
+            Ok(reply) => {
+                self.runs[j].response_id = reply.response_id;
+                self.granted(j, reply.allocated);
+            }
+            Err(e) => self.fail(j, e.to_string()),
+        }
+    }
+
+    /// The AM got containers: a gang starts when all of it is there, other containers at
+    /// once.
+    fn granted(&mut self, j: usize, allocated: Vec<Allocation>) {
+        if allocated.is_empty() {
+            return;
+        }
+        for a in allocated {
+            self.runs[j].granted.push(Granted {
+                id: a.id,
+                node: a.node_id,
+                group: a.allocation_request_id.max(0) as usize,
+                gpus: a.resource.get(GPU),
+                started: false,
+            });
+        }
+        let job = &self.jobs[j];
+        let run = &self.runs[j];
+        if job.is_gang() && (run.granted.len() as u32) < job.containers() {
+            return;
+        }
+        let to_start: Vec<usize> = (0..run.granted.len())
+            .filter(|i| !run.granted[*i].started)
+            .collect();
+        self.start(j, to_start);
+    }
+
+    fn start(&mut self, j: usize, idx: Vec<usize>) {
+        let now = self.now;
+        if self.runs[j].start_ms.is_none() {
+            self.runs[j].start_ms = Some(now);
+            self.queued = self.queued.saturating_sub(1);
+            self.running_jobs += 1;
+        }
+        let mut nodes: BTreeSet<NodeId> = BTreeSet::new();
+        let mut ends: BTreeMap<u64, Vec<ContainerId>> = BTreeMap::new();
+        for i in idx {
+            let (id, node, group, gpus) = {
+                let g = &mut self.runs[j].granted[i];
+                g.started = true;
+                (g.id, g.node.clone(), g.group, g.gpus)
+            };
+            let duration = self.jobs[j].tasks.get(group).map_or(0, |t| t.duration_ms);
+            self.used_gpus += gpus;
+            self.pending_gpus -= gpus;
+            self.runs[j].gpu_ms_used += gpus.max(0) as u128 * u128::from(duration);
+            self.running.entry(node.clone()).or_default().insert(id);
+            self.runs[j].nodes.insert(node.clone());
+            nodes.insert(node);
+            ends.entry(now.saturating_add(duration))
+                .or_default()
+                .push(id);
+        }
+        for n in nodes {
+            self.heartbeat(&n, &[]);
+        }
+        for (t, cs) in ends {
+            self.at(t, Ev::End(j, cs));
+        }
+    }
+
+    /// An NM heartbeat: everything the node runs, and what just completed.
+    fn heartbeat(&mut self, node: &NodeId, completed: &[ContainerId]) {
+        let mut reports: Vec<ReportedContainer> = self
+            .running
+            .get(node)
+            .map(|s| {
+                s.iter()
+                    .map(|c| ReportedContainer {
+                        id: *c,
+                        state: ContainerState::RUNNING,
+                        exit_status: -1000,
+                        diagnostics: String::new(),
+                        resource: Resource::zero(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        reports.extend(completed.iter().map(|c| ReportedContainer {
+            id: *c,
+            state: ContainerState::COMPLETE,
+            exit_status: 0,
+            diagnostics: String::new(),
+            resource: Resource::zero(),
+        }));
+        self.timed(|core, now| core.node_heartbeat(node, true, String::new(), reports, now));
+    }
+
+    fn end_tasks(&mut self, j: usize, containers: Vec<ContainerId>) -> Result<(), SlsError> {
+        let mut by_node: BTreeMap<NodeId, Vec<ContainerId>> = BTreeMap::new();
+        for c in &containers {
+            if let Some(g) = self.runs[j].granted.iter().find(|g| g.id == *c) {
+                self.used_gpus -= g.gpus;
+                by_node.entry(g.node.clone()).or_default().push(*c);
+            }
+        }
+        for (node, cs) in by_node {
+            if let Some(s) = self.running.get_mut(&node) {
+                for c in &cs {
+                    s.remove(c);
+                }
+            }
+            self.heartbeat(&node, &cs);
+        }
+        self.runs[j].ended += containers.len() as u32;
+        self.settle()?;
+        if self.runs[j].ended >= self.jobs[j].containers() && self.runs[j].outcome.is_none() {
+            self.finish(j, Outcome::Finished, FinalApplicationStatus::SUCCEEDED, "")?;
+        }
+        Ok(())
+    }
+
+    /// The AM unregisters with `status` and exits.
+    fn finish(
+        &mut self,
+        j: usize,
+        outcome: Outcome,
+        status: FinalApplicationStatus,
+        diag: &str,
+    ) -> Result<(), SlsError> {
+        if outcome == Outcome::Finished {
+            self.runs[j].finish_ms = Some(self.now);
+            self.running_jobs = self.running_jobs.saturating_sub(1);
+        } else {
+            self.queued = self.queued.saturating_sub(1);
+            let granted_gpus: i64 = self.runs[j].granted.iter().map(|g| g.gpus).sum();
+            self.pending_gpus -= self.jobs[j].gpus() - granted_gpus;
+        }
+        self.runs[j].outcome = Some(outcome);
+        self.done += 1;
+        if let Some(att) = self.runs[j].attempt {
+            let diag = diag.to_string();
+            let r = self.timed(|c, now| c.am_finish(&att, status, diag, String::new(), now));
+            if let Err(e) = r {
+                self.runs[j].outcome = Some(Outcome::Failed(e.to_string()));
+            }
+        }
+        if let Some((am, node)) = self.runs[j].am.take() {
+            if let Some(s) = self.running.get_mut(&node) {
+                s.remove(&am);
+            }
+            self.heartbeat(&node, &[am]);
+        }
+        self.settle()
+    }
+
+    /// The RM refused the AM something it cannot go on without.
+    fn fail(&mut self, j: usize, reason: String) {
+        if self.runs[j].outcome.is_none() {
+            if self.runs[j].start_ms.is_none() {
+                self.queued = self.queued.saturating_sub(1);
+                self.pending_gpus -= self.jobs[j].gpus();
+            }
+            self.runs[j].outcome = Some(Outcome::Failed(reason));
+            self.done += 1;
+        }
+    }
+
+    fn gang_deadline(&mut self, j: usize) -> Result<(), SlsError> {
+        let now = self.clock();
+        self.core.tick(now);
+        self.settle()?;
+        let (Some(app), None, None) = (
+            self.runs[j].app,
+            self.runs[j].start_ms,
+            self.runs[j].outcome.as_ref(),
+        ) else {
+            return Ok(());
+        };
+        let timed_out = self
+            .core
+            .gang_statuses(&app)
+            .into_iter()
+            .find(|g| g.phase == GangPhase::TimedOut);
+        if let Some(g) = timed_out {
+            // The AM gives up, as the SDK's gang call does on TIMED_OUT.
+            self.finish(
+                j,
+                Outcome::TimedOut(g.diagnostics.clone()),
+                FinalApplicationStatus::FAILED,
+                &g.diagnostics,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn sample(&mut self) {
+        let s = Sample {
+            t_ms: self.now,
+            used_gpus: self.used_gpus,
+            pending_gpus: self.pending_gpus,
+            queued_jobs: self.queued,
+            running_jobs: self.running_jobs,
+        };
+        match self.timeline.last_mut() {
+            Some(last) if last.t_ms == s.t_ms => *last = s,
+            Some(last)
+                if (
+                    last.used_gpus,
+                    last.pending_gpus,
+                    last.queued_jobs,
+                    last.running_jobs,
+                ) == (s.used_gpus, s.pending_gpus, s.queued_jobs, s.running_jobs) => {}
+            _ => self.timeline.push(s),
+        }
+    }
+}
