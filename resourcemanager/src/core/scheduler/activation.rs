@@ -327,9 +327,24 @@ impl Scheduler {
             let queue = &self.tree.queues[*q];
             !within(
                 calc,
-                &queue.used.plus(&queue.reserved).plus(ask),
+                &queue.used.plus(&self.held(*q)).plus(ask),
                 &queue.maximum,
             )
         })
+    }
+
+    /// What waiting gangs hold against queue `q`'s maximum. A gang's node reservation
+    /// keeps the room it needs on its nodes; a queue whose maximum is below the cluster
+    /// must also keep its other work from growing into that room under the maximum, so
+    /// the gang's need counts there. A queue allowed the whole cluster needs no such
+    /// hold: counting it would only keep small work off nodes the gang will never use
+    /// (no backfill on a nearly full cluster).
+    pub(super) fn held(&self, q: QueueIdx) -> Resource {
+        let queue = &self.tree.queues[q];
+        if self.nodes.cluster.fits_in(&queue.maximum) {
+            Resource::zero()
+        } else {
+            queue.reserved.clone()
+        }
     }
 }

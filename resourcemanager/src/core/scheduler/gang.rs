@@ -554,13 +554,10 @@ impl Scheduler {
         let path: Vec<QueueIdx> = self.tree.path_up(leaf).collect();
         let fits_now = path.iter().all(|q| {
             let queue = &self.tree.queues[*q];
+            let others_hold = self.held(*q).minus(&own_reserved).clamp_non_negative();
             within(
                 calc,
-                &queue
-                    .used
-                    .plus(&queue.reserved)
-                    .minus(&own_reserved)
-                    .plus(&need),
+                &queue.used.plus(&others_hold).plus(&need),
                 &queue.maximum,
             )
         });

@@ -228,10 +228,13 @@ impl Scheduler {
                             .is_some_and(|a| a.has_hosts() || a.has_racks());
                         if !local {
                             failed_shapes.push(cap);
-                            if self
-                                .shapes
-                                .keys()
-                                .all(|s| failed_shapes.iter().any(|f| f.fits_in(s)))
+                            // No node fits any plain shape: the pass is over, unless nodes
+                            // are held for gangs (which may fit there) not yet tried.
+                            if self.nodes.reservations().is_empty()
+                                && self
+                                    .shapes
+                                    .keys()
+                                    .all(|s| failed_shapes.iter().any(|f| f.fits_in(s)))
                             {
                                 return Served::PassDone;
                             }
