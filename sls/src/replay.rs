@@ -78,8 +78,9 @@ pub enum Outcome {
     TimedOut(String),
     /// The RM failed the application.
     Failed(String),
-    /// Still waiting when nothing else was left to happen (it can never be placed).
-    Unfinished,
+    /// Still waiting when nothing else was left to happen (it can never be placed), with
+    /// what the RM said of it.
+    Unfinished(String),
 }
 
 impl Outcome {
@@ -89,7 +90,7 @@ impl Outcome {
             Self::Rejected(_) => "REJECTED",
             Self::TimedOut(_) => "TIMED_OUT",
             Self::Failed(_) => "FAILED",
-            Self::Unfinished => "UNFINISHED",
+            Self::Unfinished(_) => "UNFINISHED",
         }
     }
 }
@@ -201,6 +202,22 @@ pub fn check_jobs(jobs: &[Job], cluster: &ClusterSpec, rm: &RmConfig) -> Result<
     }
 }
 
+/// What the RM says of an application still waiting: its state and diagnostics, and its
+/// gangs' reasons.
+fn waiting_reason(core: &RmCore, app: &ApplicationId) -> String {
+    let mut parts = Vec::new();
+    if let Some(a) = core.apps().get(app) {
+        parts.push(format!("{:?}", a.state));
+        if !a.diagnostics.is_empty() {
+            parts.push(a.diagnostics.clone());
+        }
+    }
+    for g in core.gang_statuses(app) {
+        parts.push(format!("gang {:?}: {}", g.phase, g.diagnostics));
+    }
+    parts.join("; ")
+}
+
 fn capability(t: &crate::trace::Tasks) -> Resource {
     Resource::new(t.memory_mb, t.vcores).with(GPU, t.gpus)
 }
@@ -262,6 +279,13 @@ pub fn run(
         jobs_total: jobs.len(),
     });
     let decisions = sim.core.scheduler().stats.passes;
+    for r in sim.runs.iter_mut().filter(|r| r.outcome.is_none()) {
+        let why = r
+            .app
+            .map(|a| waiting_reason(&sim.core, &a))
+            .unwrap_or_default();
+        r.outcome = Some(Outcome::Unfinished(why));
+    }
     Ok(RunResult {
         jobs: sim
             .runs
@@ -270,7 +294,7 @@ pub fn run(
                 start_ms: r.start_ms,
                 finish_ms: r.finish_ms,
                 nodes: r.nodes.iter().map(|n| n.host.clone()).collect(),
-                outcome: r.outcome.unwrap_or(Outcome::Unfinished),
+                outcome: r.outcome.unwrap_or(Outcome::Unfinished(String::new())),
                 gpu_ms_used: r.gpu_ms_used,
             })
             .collect(),

@@ -240,8 +240,11 @@ pub fn write(
     let opt = |v: Option<u64>| v.map(|ms| format!("{:.3}", secs(ms))).unwrap_or_default();
     for (j, r) in jobs.iter().zip(&run.jobs) {
         let reason = match &r.outcome {
-            Outcome::Rejected(s) | Outcome::TimedOut(s) | Outcome::Failed(s) => s.clone(),
-            Outcome::Finished | Outcome::Unfinished => String::new(),
+            Outcome::Rejected(s)
+            | Outcome::TimedOut(s)
+            | Outcome::Failed(s)
+            | Outcome::Unfinished(s) => s.clone(),
+            Outcome::Finished => String::new(),
         };
         let queue_s = r.start_ms.map(|s| s.saturating_sub(j.submit_ms));
         let jct_s = r.finish_ms.map(|f| f.saturating_sub(j.submit_ms));

@@ -102,7 +102,28 @@ impl Scheduler {
         let strict = !self.tree.queues[leaf].spec.backfill;
         // Shapes that exceed a maximum of this leaf or one of its parents, in this call.
         let mut over_max: Vec<Resource> = Vec::new();
-        let mut tried_gangs: BTreeSet<String> = BTreeSet::new();
+        // Gang ids are the application's own: two applications may both have a "g1".
+        let mut tried_gangs: BTreeSet<(ApplicationId, String)> = BTreeSet::new();
+        if strict {
+            // Gangs already holding nodes were in line first: they go before the head,
+            // which may be waiting for exactly those nodes (under fair ordering the head
+            // can be a later application).
+            let holders: BTreeSet<(ApplicationId, String)> = self
+                .nodes
+                .reservations()
+                .values()
+                .filter(|(a, _)| self.apps.get(a).is_some_and(|x| x.queue == leaf))
+                .cloned()
+                .collect();
+            for (a, g) in holders {
+                if tried_gangs.insert((a, g.clone())) {
+                    self.stats.node_searches += 1;
+                    if let Some(p) = self.try_gang(&a, &g, leaf) {
+                        return Served::Placed(p);
+                    }
+                }
+            }
+        }
         let mut cursor: Option<(i64, u64, ApplicationId)> = None;
         loop {
             let next = {
@@ -137,7 +158,7 @@ impl Scheduler {
                 .unwrap_or_default();
             let waits_for_gang = !gangs.is_empty();
             for g in gangs {
-                if tried_gangs.insert(g.clone()) {
+                if tried_gangs.insert((app_id, g.clone())) {
                     self.stats.node_searches += 1;
                     if let Some(p) = self.try_gang(&app_id, &g, leaf) {
                         return Served::Placed(p);

@@ -570,3 +570,86 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn under_fair_ordering_a_reserved_gang_starts_when_its_node_drains() {
+    for ordering in [OrderingPolicy::Fifo, OrderingPolicy::Fair] {
+        let mut conf = SchedulerConf::single_default_queue();
+        conf.root.children[0].user_limit_factor = -1.0;
+        conf.root.children[0].max_am_resource_percent = 1.0;
+        conf.root.children[0].ordering = ordering;
+        let mut s = Scheduler::new(conf, Resource::new(128, 1));
+        s.add_node(
+            NodeId::new("a", 1),
+            "/r".into(),
+            Resource::new(262144, 64).with(GPU, 8),
+            Resource::zero(),
+        );
+        let l = leaf(&s);
+        s.add_app(app(1), l, "u", 0, 1, Resource::new(128, 1));
+        occupy(&mut s, app(1), "a", 8);
+        s.add_app(app(2), l, "u", 0, 2, Resource::new(128, 1));
+        ask_gang(
+            &mut s,
+            app(2),
+            "g",
+            8,
+            gpu_unit(1),
+            params(GangPolicy::Pack, 0),
+            0,
+        );
+        // A later application waits with a plain ask.
+        s.add_app(app(3), l, "u", 0, 3, Resource::new(128, 1));
+        s.set_ask(
+            &app(3),
+            AskKey {
+                priority: 1,
+                allocation_request_id: 0,
+            },
+            Ask::new(gpu_unit(1), 1),
+        );
+        assert!(s.schedule().is_empty(), "{ordering:?}: the node is full");
+        for _ in 0..8 {
+            s.release(&app(1), &NodeId::new("a", 1), &gpu_unit(1));
+        }
+        let placed = s.schedule();
+        assert_eq!(
+            placed.iter().filter(|p| p.gang.is_some()).count(),
+            8,
+            "{ordering:?}: the gang gets its drained node: {placed:?}"
+        );
+        assert!(s.check().is_ok());
+    }
+}
+
+#[test]
+fn gangs_of_two_applications_with_the_same_id_are_both_tried() {
+    // Gang ids belong to their application: app 1's "g" not fitting must not keep app 2's
+    // "g" from being placed in the same pass.
+    let mut s = sched(&[("a", "/r", 8)]);
+    let l = leaf(&s);
+    s.add_app(app(1), l, "u", 0, 1, Resource::new(128, 1));
+    ask_gang(
+        &mut s,
+        app(1),
+        "g",
+        16,
+        gpu_unit(1),
+        params(GangPolicy::Pack, 0),
+        0,
+    );
+    s.add_app(app(2), l, "u", 0, 2, Resource::new(128, 1));
+    ask_gang(
+        &mut s,
+        app(2),
+        "g",
+        4,
+        gpu_unit(1),
+        params(GangPolicy::Pack, 0),
+        0,
+    );
+    let placed = s.schedule();
+    assert_eq!(placed.len(), 4, "{placed:?}");
+    assert!(placed.iter().all(|p| p.app == app(2)));
+    assert!(s.check().is_ok());
+}

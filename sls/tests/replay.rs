@@ -1,0 +1,301 @@
+//! Replays through the real core: exact completion times on hand-made traces for every
+//! policy preset, determinism, conservation of GPU-seconds with the core's sanity check
+//! after every step, and refusals of bad input before anything runs.
+
+use std::path::Path;
+
+use spindle_sls::cluster::{ClusterSpec, Uniform};
+use spindle_sls::replay::{self, Options, Outcome, RunResult};
+use spindle_sls::trace::{self, Defaults, Job, RowProblem};
+use spindle_sls::{policy, report, SlsError};
+
+fn cluster(nodes: usize, gpus: i64) -> ClusterSpec {
+    ClusterSpec::uniform(&Uniform {
+        nodes,
+        gpus_per_node: gpus,
+        ..Uniform::default()
+    })
+    .expect("cluster")
+}
+
+fn checked() -> Options {
+    Options {
+        check: true,
+        timing: false,
+        ..Options::default()
+    }
+}
+
+fn replay(
+    csv: &str,
+    c: &ClusterSpec,
+    preset: &str,
+    conf_dir: Option<&Path>,
+) -> (Vec<Job>, RunResult) {
+    let jobs = trace::parse_csv(Path::new("t.csv"), csv, &Defaults::default()).expect("trace");
+    let loaded = policy::load(
+        conf_dir,
+        Some(policy::find(preset).expect("preset")),
+        &[],
+        c,
+    )
+    .expect("configuration");
+    replay::check_jobs(&jobs, c, &loaded.rm).expect("valid jobs");
+    let run = replay::run(&jobs, c, &loaded.rm, &checked(), &mut |_| {}).expect("replay");
+    (jobs, run)
+}
+
+/// (job id, start s, finish s) of every job.
+fn times(jobs: &[Job], run: &RunResult) -> Vec<(String, f64, f64)> {
+    jobs.iter()
+        .zip(&run.jobs)
+        .map(|(j, r)| {
+            assert_eq!(r.outcome, Outcome::Finished, "{}", j.id);
+            (
+                j.id.clone(),
+                r.start_ms.expect("started") as f64 / 1000.0,
+                r.finish_ms.expect("finished") as f64 / 1000.0,
+            )
+        })
+        .collect()
+}
+
+fn t(id: &str, start: f64, finish: f64) -> (String, f64, f64) {
+    (id.to_string(), start, finish)
+}
+
+/// Three 4-GPU nodes. A, A2 and A3 fill 4, 2 and 3 GPUs of one node each for 100 s; B, a
+/// 4-GPU gang on one node, must wait for one of them; C, one GPU for 10 s, arrives after B.
+const HEAD_OF_LINE: &str = "\
+job_id,submit_time,num_gpus,duration,placement
+A,0,4,100,STRICT_PACK
+A2,0,2,100,STRICT_PACK
+A3,0,3,100,STRICT_PACK
+B,1,4,50,STRICT_PACK
+C,2,1,10,
+";
+
+#[test]
+fn strict_fifo_blocks_behind_the_gang_at_the_head() {
+    for preset in ["fifo", "fifo-fair"] {
+        let (jobs, run) = replay(HEAD_OF_LINE, &cluster(3, 4), preset, None);
+        assert_eq!(
+            times(&jobs, &run),
+            [
+                t("A", 0.0, 100.0),
+                t("A2", 0.0, 100.0),
+                t("A3", 0.0, 100.0),
+                // B waits for a node to drain; C waits behind B although a GPU is free.
+                t("B", 100.0, 150.0),
+                t("C", 100.0, 110.0),
+            ],
+            "{preset}"
+        );
+    }
+}
+
+#[test]
+fn capacity_backfills_a_small_job_past_a_reserved_gang() {
+    for preset in ["capacity", "capacity-fair"] {
+        let (jobs, run) = replay(HEAD_OF_LINE, &cluster(3, 4), preset, None);
+        assert_eq!(
+            times(&jobs, &run),
+            [
+                t("A", 0.0, 100.0),
+                t("A2", 0.0, 100.0),
+                t("A3", 0.0, 100.0),
+                // B holds a node as it drains; C runs at once on a GPU B will not use.
+                t("B", 100.0, 150.0),
+                t("C", 2.0, 12.0),
+            ],
+            "{preset}"
+        );
+    }
+}
+
+#[test]
+fn jobs_run_back_to_back_when_each_needs_the_whole_cluster() {
+    // One 8-GPU node: every gang needs all of it, so each starts when the last one ends,
+    // under every policy.
+    let csv = "job_id,submit_time,num_gpus,duration\nx,0,8,30\ny,5,8,20\nz,5,8,10.5\n";
+    for p in policy::PRESETS {
+        let (jobs, run) = replay(csv, &cluster(1, 8), p.name, None);
+        assert_eq!(
+            times(&jobs, &run),
+            [t("x", 0.0, 30.0), t("y", 30.0, 50.0), t("z", 50.0, 60.5)],
+            "{}",
+            p.name
+        );
+        assert_eq!(run.timeline.last().map(|s| s.used_gpus), Some(0));
+    }
+}
+
+fn generated(jobs: usize, seed: u64) -> String {
+    spindle_sls::generate::generate(&spindle_sls::generate::GenSpec {
+        jobs,
+        mean_interarrival_s: 40.0,
+        gpu_mix: vec![(1, 0.5), (2, 0.15), (4, 0.15), (8, 0.15), (16, 0.05)],
+        durations: spindle_sls::generate::Durations::Exponential { mean_s: 900.0 },
+        users: 5,
+        queues: vec![("a".into(), 0.6), ("b".into(), 0.4)],
+        seed,
+    })
+    .expect("generate")
+}
+
+/// Two queues with guarantees of 60% and 40%, each allowed the whole cluster.
+fn two_queue_conf(dir: &Path) {
+    std::fs::write(
+        dir.join("capacity-scheduler.xml"),
+        r#"<configuration>
+  <property><name>yarn.scheduler.capacity.root.queues</name><value>a,b</value></property>
+  <property><name>yarn.scheduler.capacity.root.a.capacity</name><value>60</value></property>
+  <property><name>yarn.scheduler.capacity.root.b.capacity</name><value>40</value></property>
+  <property><name>yarn.scheduler.capacity.root.a.maximum-capacity</name><value>100</value></property>
+  <property><name>yarn.scheduler.capacity.root.b.maximum-capacity</name><value>100</value></property>
+  <property><name>yarn.scheduler.capacity.root.a.user-limit-factor</name><value>-1</value></property>
+  <property><name>yarn.scheduler.capacity.root.b.user-limit-factor</name><value>-1</value></property>
+</configuration>"#,
+    )
+    .expect("write conf");
+}
+
+#[test]
+fn the_same_inputs_give_byte_identical_outputs_and_conserve_gpu_seconds() {
+    let conf = tempfile::tempdir().expect("tmp");
+    two_queue_conf(conf.path());
+    let csv = generated(400, 11);
+    let c = cluster(4, 8);
+    let mut outputs = Vec::new();
+    for _ in 0..2 {
+        let (jobs, run) = replay(&csv, &c, "capacity", Some(conf.path()));
+        let labels = report::Labels {
+            policy: "capacity",
+            trace: "t.csv",
+            nodes: 4,
+            timing: false,
+        };
+        let summary = report::summarize(&jobs, &run, &labels);
+        // Rigid jobs: every GPU-second of the trace ran, no more, no less.
+        assert_eq!(summary.finished, 400);
+        assert_eq!(summary.gpu_seconds_used, summary.gpu_seconds_trace);
+        assert!(summary.gpu_utilization > 0.0 && summary.gpu_utilization <= 1.0);
+        assert!(summary.multi_gpu.jobs > 0 && summary.single_gpu.jobs > 0);
+        let out = tempfile::tempdir().expect("tmp");
+        report::write(out.path(), &jobs, &run, &summary, &[]).expect("write");
+        let read = |f: &str| std::fs::read(out.path().join(f)).expect("read");
+        outputs.push((read("summary.json"), read("jobs.csv"), read("timeline.csv")));
+    }
+    assert!(outputs[0] == outputs[1], "two runs differ");
+}
+
+#[test]
+fn an_sls_json_trace_replays_its_tasks_as_independent_containers() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let p = dir.path().join("sls.json");
+    // Job 1: 3 one-GPU tasks of 40 s and 1 of 10 s; job 2 (20 s later): 2 of 30 s.
+    std::fs::write(
+        &p,
+        r#"{"job.start.ms": 5000, "job.end.ms": 60000, "job.queue.name": "default", "job.id": "j1",
+            "job.tasks": [{"container.count": 3, "container.start.ms": 5000, "container.end.ms": 45000, "container.gpus": 1},
+                          {"container.start.ms": 5000, "container.end.ms": 15000, "container.gpus": 1}]}
+           {"job.start.ms": 25000, "job.id": "j2",
+            "job.tasks": [{"container.count": 2, "container.start.ms": 25000, "container.end.ms": 55000, "container.gpus": 1}]}"#,
+    )
+    .expect("write");
+    let jobs = trace::read(&p, &Defaults::default()).expect("trace");
+    let c = cluster(1, 4);
+    let loaded = policy::load(None, None, &[], &c).expect("conf");
+    replay::check_jobs(&jobs, &c, &loaded.rm).expect("valid");
+    let run = replay::run(&jobs, &c, &loaded.rm, &checked(), &mut |_| {}).expect("run");
+    // j1's four tasks fill the node; its short task frees a GPU at 10 s, so j2 (at 20 s)
+    // gets one GPU then and its second at 40 s: it finishes at 70 s.
+    assert_eq!(
+        times(&jobs, &run),
+        [t("j1", 0.0, 40.0), t("j2", 20.0, 70.0)]
+    );
+}
+
+#[test]
+fn a_gang_that_times_out_is_reported_and_its_gpus_are_not_counted() {
+    let csv = "job_id,submit_time,num_gpus,duration\nlong,0,4,1000\nbig,1,8,10\n";
+    let c = cluster(2, 4);
+    let jobs = trace::parse_csv(Path::new("t.csv"), csv, &Defaults::default()).expect("trace");
+    let loaded =
+        policy::load(None, Some(policy::find("capacity").expect("p")), &[], &c).expect("conf");
+    let opts = Options {
+        gang_timeout_ms: Some(60_000),
+        ..checked()
+    };
+    let run = replay::run(&jobs, &c, &loaded.rm, &opts, &mut |_| {}).expect("run");
+    assert_eq!(run.jobs[0].outcome, Outcome::Finished);
+    assert!(
+        matches!(&run.jobs[1].outcome, Outcome::TimedOut(d) if d.contains("timed out")),
+        "{:?}",
+        run.jobs[1].outcome
+    );
+    assert_eq!(run.timeline.last().map(|s| s.pending_gpus), Some(0));
+}
+
+#[test]
+fn a_gpu_model_constraint_keeps_the_gang_on_its_model() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let nodes = dir.path().join("nodes.csv");
+    std::fs::write(&nodes, "count,gpus,gpu_model\n2,4,A100\n1,8,H100\n").expect("write");
+    let c = ClusterSpec::from_file(&nodes, &Uniform::default()).expect("nodes");
+    let csv = "job_id,submit_time,num_gpus,duration,gpu_model\nh,0,8,10,H100\na,0,8,10,A100\n";
+    let (jobs, run) = replay(csv, &c, "capacity", None);
+    assert_eq!(times(&jobs, &run), [t("h", 0.0, 10.0), t("a", 0.0, 10.0)]);
+    assert_eq!(run.jobs[0].nodes.len(), 1, "the H100 node holds all 8");
+    assert_eq!(run.jobs[1].nodes.len(), 2, "the two A100 nodes");
+}
+
+#[test]
+fn bad_input_is_named_by_line_and_nothing_runs() {
+    let c = cluster(2, 8);
+    let loaded = policy::load(None, None, &[], &c).expect("conf");
+    // Malformed and negative rows are refused while reading.
+    let err = trace::parse_csv(
+        Path::new("bad.csv"),
+        "submit_time,num_gpus,duration\n0,1,10\n5,one,10\n-3,1,10\n7,1\n",
+        &Defaults::default(),
+    )
+    .expect_err("refused");
+    let text = err.to_string();
+    assert!(
+        text.contains("line 3") && text.contains("num_gpus"),
+        "{text}"
+    );
+    assert!(
+        text.contains("line 4") && text.contains("negative"),
+        "{text}"
+    );
+    assert!(
+        text.contains("line 5") && text.contains("duration"),
+        "{text}"
+    );
+    // A job larger than the cluster, and an unknown queue, against the cluster.
+    let jobs = trace::parse_csv(
+        Path::new("t.csv"),
+        "submit_time,num_gpus,duration,queue\n0,1,10,default\n1,32,10,default\n2,1,10,nope\n",
+        &Defaults::default(),
+    )
+    .expect("parses");
+    let rows = replay::check_jobs(&jobs, &c, &loaded.rm).expect_err("refused");
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].line, 3);
+    assert!(matches!(
+        rows[0].problem,
+        RowProblem::LargerThanCluster {
+            gpus: 32,
+            cluster: 16
+        }
+    ));
+    assert_eq!(rows[1].line, 4);
+    assert!(matches!(&rows[1].problem, RowProblem::UnknownQueue { queue, .. } if queue == "nope"));
+    let e = SlsError::BadRows {
+        path: "t.csv".into(),
+        rows,
+    };
+    assert!(e.to_string().contains("nothing was replayed"), "{e}");
+}
