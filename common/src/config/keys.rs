@@ -190,6 +190,11 @@ pub const CS_QUEUE_ORDERING_POLICY: &str = "ordering-policy";
 /// application blocking the rest (head-of-line, what a FIFO queue does to gangs elsewhere).
 pub const CS_QUEUE_BACKFILL: &str = "backfill";
 pub const DEFAULT_CS_QUEUE_BACKFILL: bool = true;
+/// Spindle's: how many waiting gangs of a leaf may hold nodes at once (in the leaf's order).
+/// One (EASY backfilling's single reservation) keeps smaller work flowing around the gang
+/// at the head; each further one fences off more nodes.
+pub const CS_QUEUE_GANG_MAX_RESERVATIONS: &str = "gang.max-reservations";
+pub const DEFAULT_CS_QUEUE_GANG_MAX_RESERVATIONS: u32 = 1;
 /// Priority of an application that names none.
 pub const CS_QUEUE_DEFAULT_APPLICATION_PRIORITY: &str = "default-application-priority";
 pub const DEFAULT_CS_QUEUE_DEFAULT_APPLICATION_PRIORITY: i32 = 0;

@@ -123,6 +123,8 @@ pub struct QueueSpec {
     /// `<qp>.backfill`: false serves the leaf strictly in order (its first waiting
     /// application blocks the ones after it).
     pub backfill: bool,
+    /// `<qp>.gang.max-reservations` (>= 1): waiting gangs of the leaf that may hold nodes.
+    pub gang_max_reservations: u32,
     /// `<qp>.default-application-priority`.
     pub default_application_priority: i32,
     /// `<qp>.priority`: among siblings equally under-served, the higher goes first.
@@ -149,6 +151,7 @@ impl QueueSpec {
             acl_admin: None,
             ordering: OrderingPolicy::Fifo,
             backfill: true,
+            gang_max_reservations: 1,
             default_application_priority: 0,
             priority: 0,
             children: Vec::new(),

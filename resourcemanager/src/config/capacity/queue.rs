@@ -243,6 +243,17 @@ impl Parser<'_> {
             &key(path, keys::CS_QUEUE_BACKFILL),
             keys::DEFAULT_CS_QUEUE_BACKFILL,
         )?;
+        let gmr_key = key(path, keys::CS_QUEUE_GANG_MAX_RESERVATIONS);
+        let gang_max_reservations = props
+            .count(&gmr_key)?
+            .unwrap_or(keys::DEFAULT_CS_QUEUE_GANG_MAX_RESERVATIONS);
+        if gang_max_reservations == 0 {
+            return Err(props.err(
+                Rule::LimitRange,
+                &gmr_key,
+                "must be at least 1 (a gang that may never hold nodes can wait forever)",
+            ));
+        }
         let dap_key = key(path, keys::CS_QUEUE_DEFAULT_APPLICATION_PRIORITY);
         let default_application_priority = self
             .i32(path, &dap_key)?
@@ -267,6 +278,7 @@ impl Parser<'_> {
         spec.acl_admin = acl_admin;
         spec.ordering = ordering;
         spec.backfill = backfill;
+        spec.gang_max_reservations = gang_max_reservations;
         spec.default_application_priority = default_application_priority;
         spec.priority = priority;
 

@@ -636,8 +636,22 @@ impl Scheduler {
                                     .is_some_and(|s| self.nodes.reserved_by(s) == Some(&holder))
                             })
                         });
+                // The leaf's first gangs in line hold nodes; the ones behind them wait
+                // without fencing any off, so smaller work keeps flowing around them.
+                let others_holding = self
+                    .nodes
+                    .reservations()
+                    .values()
+                    .filter(|h| **h != holder)
+                    .filter(|h| self.apps.get(&h.0).is_some_and(|a| a.queue == leaf))
+                    .collect::<BTreeSet<_>>()
+                    .len();
+                let may_hold =
+                    others_holding < self.tree.queues[leaf].spec.gang_max_reservations as usize;
                 if !hold_intact {
                     self.unreserve(app_id, id);
+                }
+                if !hold_intact && may_hold {
                     let nodes = &self.nodes;
                     let total = |s: usize| {
                         nodes

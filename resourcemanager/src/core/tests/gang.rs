@@ -653,3 +653,55 @@ fn gangs_of_two_applications_with_the_same_id_are_both_tried() {
     assert!(placed.iter().all(|p| p.app == app(2)));
     assert!(s.check().is_ok());
 }
+
+#[test]
+fn only_the_first_waiting_gang_of_a_leaf_holds_nodes_by_default() {
+    // Three 8-GPU nodes, each half full. Two 8-GPU gangs wait: the first holds one node;
+    // the second holds none, so a 4-GPU ask still finds room on a node nobody holds.
+    let mut s = sched(&[("a", "/r", 8), ("b", "/r", 8), ("c", "/r", 8)]);
+    let l = leaf(&s);
+    s.add_app(app(1), l, "u", 0, 1, Resource::new(128, 1));
+    for n in ["a", "b", "c"] {
+        occupy(&mut s, app(1), n, 4);
+    }
+    s.add_app(app(2), l, "u", 0, 2, Resource::new(128, 1));
+    ask_gang(
+        &mut s,
+        app(2),
+        "g",
+        8,
+        gpu_unit(1),
+        params(GangPolicy::StrictPack, 0),
+        0,
+    );
+    s.add_app(app(3), l, "u", 0, 3, Resource::new(128, 1));
+    ask_gang(
+        &mut s,
+        app(3),
+        "g",
+        8,
+        gpu_unit(1),
+        params(GangPolicy::StrictPack, 0),
+        0,
+    );
+    assert!(s.schedule().is_empty());
+    let holders: BTreeSet<ApplicationId> = s.nodes().reservations().values().map(|h| h.0).collect();
+    assert_eq!(
+        holders,
+        BTreeSet::from([app(2)]),
+        "only the first gang holds"
+    );
+    s.add_app(app(4), l, "u", 0, 4, Resource::new(128, 1));
+    s.set_ask(
+        &app(4),
+        AskKey {
+            priority: 1,
+            allocation_request_id: 0,
+        },
+        Ask::new(gpu_unit(4), 1),
+    );
+    let placed = s.schedule();
+    assert_eq!(placed.len(), 1, "{placed:?}");
+    assert_eq!(placed[0].app, app(4));
+    assert!(s.check().is_ok());
+}
