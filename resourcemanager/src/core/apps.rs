@@ -337,6 +337,7 @@ impl RmCore {
                 app.finish_time = now;
                 self.counters.apps_failed += 1;
                 self.counters.apps_completed += 1;
+                self.completed.insert((app.finish_time, id));
                 self.apps.insert(id, app);
                 self.persist(&id);
                 self.evict_completed();
@@ -463,6 +464,7 @@ impl RmCore {
         app.state = state;
         app.final_status = status;
         app.finish_time = now;
+        self.completed.insert((now, *id));
         app.progress = if state == AppState::FINISHED {
             100.0
         } else {
@@ -521,23 +523,24 @@ impl RmCore {
         }
     }
 
+    /// Forgets the oldest final applications beyond `max_completed_apps` (those whose
+    /// containers all ended; the others wait for a later call).
     pub(super) fn evict_completed(&mut self) {
-        let finished: Vec<(u64, ApplicationId)> = self
-            .apps
-            .values()
-            .filter(|a| a.state.is_final())
-            .map(|a| (a.finish_time, a.id))
-            .collect();
-        if finished.len() <= self.conf.max_completed_apps {
+        let Some(excess) = self
+            .completed
+            .len()
+            .checked_sub(self.conf.max_completed_apps)
+            .filter(|e| *e > 0)
+        else {
             return;
-        }
-        let mut finished = finished;
-        finished.sort();
-        let excess = finished.len() - self.conf.max_completed_apps;
-        for (_, id) in finished.into_iter().take(excess) {
+        };
+        let oldest: Vec<(u64, ApplicationId)> =
+            self.completed.iter().take(excess).copied().collect();
+        for (t, id) in oldest {
             if !self.live_containers_of_app(&id).is_empty() {
                 continue;
             }
+            self.completed.remove(&(t, id));
             if let Some(app) = self.apps.remove(&id) {
                 for c in app.attempts.iter().flat_map(|a| a.containers.iter()) {
                     self.containers.remove(c);

@@ -58,6 +58,19 @@ impl RmCore {
                 return Err(format!("inactive node {id} still holds containers"));
             }
         }
+        let finals: BTreeSet<(u64, ApplicationId)> = self
+            .apps
+            .values()
+            .filter(|a| a.state.is_final())
+            .map(|a| (a.finish_time, a.id))
+            .collect();
+        if finals != self.completed {
+            return Err(format!(
+                "the eviction index holds {} final applications, the table {}",
+                self.completed.len(),
+                finals.len()
+            ));
+        }
         Ok(())
     }
 }

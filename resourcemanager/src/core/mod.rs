@@ -140,6 +140,9 @@ pub struct RmCore {
     next_submit_seq: u64,
     // Persistent maps: the driver's read snapshot shares them instead of copying them.
     apps: SharedMap<ApplicationId, App>,
+    /// The final applications still kept, oldest finish first: what eviction takes from
+    /// (`max-completed-applications`) without scanning every application.
+    completed: BTreeSet<(u64, ApplicationId)>,
     nodes: SharedMap<NodeId, Node>,
     containers: SharedMap<ContainerId, RmContainer>,
     sched: Scheduler,
@@ -160,6 +163,7 @@ impl RmCore {
             next_app: 1,
             next_submit_seq: 1,
             apps: SharedMap::new(),
+            completed: BTreeSet::new(),
             nodes: SharedMap::new(),
             containers: SharedMap::new(),
             sched,

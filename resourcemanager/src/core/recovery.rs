@@ -75,6 +75,9 @@ impl RmCore {
             );
         }
         let live = live.is_some() && !app.attempts.is_empty();
+        if app.state.is_final() {
+            self.completed.insert((app.finish_time, id));
+        }
         self.apps.insert(id, app);
         if unfinished {
             match leaf {

@@ -43,6 +43,7 @@ impl Scheduler {
     /// Forgets an application (its containers must have been released) and activates the
     /// next ones its departure makes room for.
     pub fn remove_app(&mut self, id: &ApplicationId) -> Vec<ApplicationId> {
+        self.nodes.room_changed();
         let Some(mut app) = self.apps.remove(id) else {
             return vec![];
         };
@@ -185,6 +186,7 @@ impl Scheduler {
 
     /// Moves an application to another leaf with its usage (YARN's move).
     pub fn move_app(&mut self, id: &ApplicationId, leaf: QueueIdx) {
+        self.nodes.room_changed();
         let Some(mut app) = self.apps.remove(id) else {
             return;
         };

@@ -8,6 +8,18 @@ impl Scheduler {
         let Some(a) = self.apps.get_mut(app) else {
             return;
         };
+        // A gang whose asks change is worth trying again.
+        for gid in [
+            ask.gang.as_ref(),
+            a.asks.get(&key).and_then(|o| o.gang.as_ref()),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if let Some(g) = a.gangs.get_mut(gid) {
+                g.missed_at = None;
+            }
+        }
         let old = if ask.any == 0 && !ask.has_hosts() {
             a.asks.remove(&key)
         } else {

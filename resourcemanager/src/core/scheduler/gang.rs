@@ -71,6 +71,11 @@ pub struct Gang {
     pub reserved_need: Resource,
     /// Set when the AM must hear of a state change (TIMED_OUT, FAILED, ALLOCATED).
     pub changed: bool,
+    /// The node index's room epoch when the gang last failed to be placed: until it
+    /// changes (or the gang's asks do) trying again cannot succeed, so a pass skips it.
+    pub missed_at: Option<u64>,
+    /// Members the last plan on free room placed (for the reason it waits).
+    pub last_fit: usize,
 }
 
 impl Gang {
@@ -86,6 +91,8 @@ impl Gang {
             size: 0,
             reserved_need: Resource::zero(),
             changed: false,
+            missed_at: None,
+            last_fit: 0,
         }
     }
 }
@@ -389,7 +396,10 @@ impl Scheduler {
             return;
         };
         match a.gangs.get_mut(id) {
-            Some(g) if g.phase.is_waiting() => g.params = params,
+            Some(g) if g.phase.is_waiting() => {
+                g.params = params;
+                g.missed_at = None;
+            }
             _ => {
                 a.gangs.insert(id.to_string(), Gang::new(params, now));
             }
@@ -479,6 +489,19 @@ impl Scheduler {
         self.refresh_order(app);
     }
 
+    /// Whether gang `id` of `app` may hold nodes: fewer than the leaf's
+    /// `gang.max-reservations` other gangs of the leaf hold some.
+    fn may_hold(&self, app: &ApplicationId, id: &str, leaf: QueueIdx) -> bool {
+        let others: BTreeSet<&Holder> = self
+            .nodes
+            .reservations()
+            .values()
+            .filter(|h| !(h.0 == *app && h.1 == id))
+            .filter(|h| self.apps.get(&h.0).is_some_and(|a| a.queue == leaf))
+            .collect();
+        others.len() < self.tree.queues[leaf].spec.gang_max_reservations as usize
+    }
+
     pub(super) fn unreserve(&mut self, app: &ApplicationId, id: &str) {
         let held: Vec<usize> = self
             .nodes
@@ -525,6 +548,40 @@ impl Scheduler {
         let g = app.gangs.get(id)?;
         if !g.phase.is_waiting() {
             return None;
+        }
+        let epoch = self.nodes.room_epoch();
+        if g.missed_at == Some(epoch) {
+            // Nothing that could make room happened since it last did not fit.
+            return None;
+        }
+        let tried_before = g.missed_at.is_some();
+        if tried_before {
+            // The cheap test first: when the cluster's free room is short of the gang and
+            // its hold needs no change, no plan can do anything.
+            let need = app
+                .asks
+                .values()
+                .filter(|a| a.gang.as_deref() == Some(id))
+                .fold(Resource::zero(), |acc, a| {
+                    acc.plus(&a.capability.times(i64::from(a.any)))
+                });
+            let mine = |s: usize| {
+                self.nodes
+                    .reserved_by(s)
+                    .is_some_and(|h| h.0 == *app_id && h.1 == id)
+            };
+            let hold_intact = !g.reserved.is_empty()
+                && g.reserved
+                    .iter()
+                    .all(|n| self.nodes.slot(n).is_some_and(mine));
+            if !need.fits_in(&self.nodes.cluster_free())
+                && (hold_intact || !self.may_hold(app_id, id, leaf))
+            {
+                if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {
+                    g.missed_at = Some(epoch);
+                }
+                return None;
+            }
         }
         let params = g.params.clone();
         let mut units = Vec::new();
@@ -580,6 +637,7 @@ impl Scheduler {
             if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {
                 g.diagnostics = diag;
                 g.size = units.len() as u32;
+                g.missed_at = Some(epoch);
             }
             return None;
         }
@@ -591,12 +649,19 @@ impl Scheduler {
                 .map(|n| n.free.clone())
         };
         let mine_or_free = |s: usize| nodes.reserved_by(s).is_none_or(|h| *h == holder);
-        let attempt = match plan(nodes, &units, &params, &free, &mine_or_free) {
-            Plan::Fits(v) if !fits_now => Plan::Short {
+        // Planning costs a walk over the nodes; when the whole cluster's free room is short
+        // of a gang already planned once, no plan can fit (its reason stays the last plan's).
+        let room = !tried_before || need.fits_in(&nodes.cluster_free());
+        let attempt = match room.then(|| plan(nodes, &units, &params, &free, &mine_or_free)) {
+            None => Plan::Short {
+                placed: 0,
+                nodes: vec![],
+            },
+            Some(Plan::Fits(v)) if !fits_now => Plan::Short {
                 placed: v.len(),
                 nodes: vec![],
             },
-            other => other,
+            Some(other) => other,
         };
         match attempt {
             Plan::Fits(assign) => {
@@ -638,16 +703,7 @@ impl Scheduler {
                         });
                 // The leaf's first gangs in line hold nodes; the ones behind them wait
                 // without fencing any off, so smaller work keeps flowing around them.
-                let others_holding = self
-                    .nodes
-                    .reservations()
-                    .values()
-                    .filter(|h| **h != holder)
-                    .filter(|h| self.apps.get(&h.0).is_some_and(|a| a.queue == leaf))
-                    .collect::<BTreeSet<_>>()
-                    .len();
-                let may_hold =
-                    others_holding < self.tree.queues[leaf].spec.gang_max_reservations as usize;
+                let may_hold = self.may_hold(app_id, id, leaf);
                 if !hold_intact {
                     self.unreserve(app_id, id);
                 }
@@ -686,11 +742,18 @@ impl Scheduler {
                         GangPhase::Reserved
                     };
                     g.size = units.len() as u32;
-                    g.diagnostics = describe(&units, &params, placed, &g.reserved);
+                    if room {
+                        g.last_fit = placed;
+                    }
+                    g.diagnostics = describe(&units, &params, g.last_fit, &g.reserved);
                     if !fits_now {
                         g.diagnostics
                             .push_str("; its queue must first drain below its maximum");
                     }
+                }
+                let epoch = self.nodes.room_epoch();
+                if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {
+                    g.missed_at = Some(epoch);
                 }
                 None
             }

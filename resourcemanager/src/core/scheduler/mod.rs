@@ -232,6 +232,7 @@ impl Scheduler {
     fn recompute(&mut self) {
         let cluster = self.nodes.cluster.clone();
         self.tree.compute_capacities(&cluster);
+        self.nodes.room_changed();
     }
 
     /// Outstanding containers and resources over all asks (the cluster's pending figures).

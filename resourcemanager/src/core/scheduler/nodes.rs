@@ -52,6 +52,10 @@ pub struct NodeIndex {
     schedulable_count: usize,
     /// Nodes held for a waiting gang: no other ask is placed on them.
     reserved: BTreeMap<usize, (spindle_common::ApplicationId, String)>,
+    /// Bumped whenever room may have grown somewhere (a release, a node joining, leaving
+    /// or changing, a hold given up): a gang that did not fit at one value cannot fit
+    /// before it changes.
+    room_epoch: u64,
 }
 
 impl NodeIndex {
@@ -65,6 +69,16 @@ impl NodeIndex {
 
     pub fn len(&self) -> usize {
         self.by_id.len()
+    }
+
+    /// See `room_epoch`.
+    pub fn room_epoch(&self) -> u64 {
+        self.room_epoch
+    }
+
+    /// Room may have grown outside this index's view (queue maxima changed).
+    pub fn room_changed(&mut self) {
+        self.room_epoch += 1;
     }
 
     /// Nodes that take containers.
@@ -135,6 +149,7 @@ impl NodeIndex {
     }
 
     pub fn add(&mut self, id: NodeId, rack: String, total: Resource, used: Resource) {
+        self.room_epoch += 1;
         self.remove(&id);
         let slot = self.free_slots.pop().unwrap_or(self.slots.len());
         let host = id.host.clone();
@@ -162,6 +177,7 @@ impl NodeIndex {
     }
 
     pub fn remove(&mut self, id: &NodeId) -> Option<SchedNode> {
+        self.room_epoch += 1;
         let slot = *self.by_id.get(id)?;
         self.reserved.remove(&slot);
         self.account(slot, false);
@@ -190,6 +206,7 @@ impl NodeIndex {
     }
 
     pub fn set_schedulable(&mut self, id: &NodeId, schedulable: bool) {
+        self.room_epoch += 1;
         let Some(slot) = self.slot(id) else { return };
         let Some(n) = self.slots[slot].as_mut() else {
             return;
@@ -219,6 +236,7 @@ impl NodeIndex {
     }
 
     pub fn release(&mut self, slot: usize, r: &Resource) {
+        self.room_epoch += 1;
         if let Some(n) = self.slots.get_mut(slot).and_then(Option::as_mut) {
             n.used.sub_assign(r);
             n.free.add_assign(r);
@@ -253,6 +271,7 @@ impl NodeIndex {
     }
 
     pub fn set_gpu_model(&mut self, id: &NodeId, model: Option<String>) {
+        self.room_epoch += 1;
         if let Some(n) = self
             .slot(id)
             .and_then(|s| self.slots.get_mut(s))
@@ -268,6 +287,7 @@ impl NodeIndex {
         slot: usize,
         holder: Option<(spindle_common::ApplicationId, String)>,
     ) {
+        self.room_epoch += 1;
         match holder {
             Some(h) => {
                 self.reserved.insert(slot, h);

@@ -144,19 +144,22 @@ impl Scheduler {
             let app_id = entry.2;
             // The asks of this app that might be placed, without allocating for the rest.
             // Gangs first: each is tried whole, once per leaf visit.
-            let gangs: Vec<String> = self
-                .apps
-                .get(&app_id)
-                .map(|a| {
-                    a.asks
-                        .values()
-                        .filter_map(|x| x.gang.clone())
-                        .collect::<BTreeSet<_>>()
-                        .into_iter()
-                        .collect()
-                })
-                .unwrap_or_default();
-            let waits_for_gang = !gangs.is_empty();
+            // Gangs that did not fit since room last grew are skipped without a copy.
+            let epoch = self.nodes.room_epoch();
+            let (waits_for_gang, gangs): (bool, Vec<String>) = match self.apps.get(&app_id) {
+                Some(a) if a.asks.values().any(|x| x.gang.is_some()) => {
+                    let asked = |id: &str| a.asks.values().any(|x| x.gang.as_deref() == Some(id));
+                    let to_try = a
+                        .gangs
+                        .iter()
+                        .filter(|(_, g)| g.missed_at != Some(epoch))
+                        .filter(|(id, _)| asked(id))
+                        .map(|(id, _)| id.clone())
+                        .collect();
+                    (true, to_try)
+                }
+                _ => (false, Vec::new()),
+            };
             for g in gangs {
                 if tried_gangs.insert((app_id, g.clone())) {
                     self.stats.node_searches += 1;
