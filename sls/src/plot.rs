@@ -219,17 +219,21 @@ fn averaged(timeline: &[Sample], end_ms: u64) -> Vec<[f64; 3]> {
             f64::from(s.queued_jobs),
         ];
         let (mut a, b) = (from, to.min(end_ms as f64));
-        while a < b {
-            let k = ((a / width) as usize).min(POINTS - 1);
-            let edge = ((k + 1) as f64 * width).min(b);
-            let part = if edge > a { edge - a } else { b - a };
-            for d in 0..3 {
-                out[k][d] += v[d] * part / width;
+        // Walk the buckets the interval covers, each taking its own part of it.
+        let mut k = ((a / width) as usize).min(POINTS - 1);
+        while a < b && k < POINTS {
+            let edge = if k == POINTS - 1 {
+                b
+            } else {
+                ((k + 1) as f64 * width).min(b)
+            };
+            if edge > a {
+                for d in 0..3 {
+                    out[k][d] += v[d] * (edge - a) / width;
+                }
+                a = edge;
             }
-            if edge <= a {
-                break;
-            }
-            a = edge;
+            k += 1;
         }
     }
     out
@@ -262,6 +266,24 @@ mod tests {
         assert!(b[POINTS - 1][0].abs() < 1e-9);
         let total: f64 = b.iter().map(|v| v[0]).sum::<f64>() / POINTS as f64;
         assert!((total - 4.0).abs() < 1e-6, "{total}");
+    }
+
+    #[test]
+    fn bucket_means_never_exceed_the_largest_value() {
+        // Odd times that fall near bucket edges in floating point.
+        let tl: Vec<Sample> = (0..5000u64)
+            .map(|i| Sample {
+                t_ms: i * 997 + (i % 7) * 13,
+                used_gpus: (i % 9) as i64,
+                pending_gpus: 0,
+                queued_jobs: 0,
+                running_jobs: 0,
+            })
+            .collect();
+        let end = tl.last().map_or(1, |s| s.t_ms) + 333;
+        for b in averaged(&tl, end) {
+            assert!(b[0] <= 8.0 + 1e-6, "{}", b[0]);
+        }
     }
 
     #[test]
