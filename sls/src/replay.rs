@@ -27,7 +27,7 @@ use spindle_resourcemanager::core::{
 };
 
 use crate::cluster::ClusterSpec;
-use crate::trace::{BadRow, Job, RowProblem, Shape};
+use crate::trace::{BadRow, Job, Placement, RowProblem, Shape};
 use crate::SlsError;
 
 /// Virtual time zero, as the core's clock reads it (a realistic epoch in milliseconds).
@@ -173,6 +173,50 @@ pub fn check_jobs(jobs: &[Job], cluster: &ClusterSpec, rm: &RmConfig) -> Result<
                     model: m.clone(),
                     known: models.iter().cloned().collect::<Vec<_>>().join(", "),
                 });
+            }
+        }
+        if let (Shape::Gang { placement, .. }, [t]) = (&j.shape, j.tasks.as_slice()) {
+            let cap = capability(t);
+            let eligible: Vec<&crate::cluster::SimNode> = cluster
+                .nodes
+                .iter()
+                .filter(|n| {
+                    model
+                        .as_ref()
+                        .is_none_or(|m| n.gpu_model.as_ref() == Some(m))
+                })
+                .collect();
+            let need = cap.times(i64::from(t.count));
+            match placement {
+                Placement::Spread => {
+                    let nodes = eligible.iter().filter(|n| cap.fits_in(&n.total())).count();
+                    if (t.count as usize) > nodes {
+                        problem(RowProblem::SpreadWiderThanCluster {
+                            containers: t.count,
+                            nodes,
+                        });
+                    }
+                }
+                Placement::StrictPack if !eligible.iter().any(|n| need.fits_in(&n.total())) => {
+                    problem(RowProblem::LargerThanAnyNode {
+                        need: need.to_string(),
+                    });
+                }
+                Placement::SameRack => {
+                    let mut racks: BTreeMap<&str, Resource> = BTreeMap::new();
+                    for n in &eligible {
+                        racks
+                            .entry(n.rack.as_str())
+                            .or_default()
+                            .add_assign(&n.total());
+                    }
+                    if !racks.values().any(|r| need.fits_in(r)) {
+                        problem(RowProblem::LargerThanAnyRack {
+                            need: need.to_string(),
+                        });
+                    }
+                }
+                _ => {}
             }
         }
         for t in &j.tasks {

@@ -148,6 +148,12 @@ pub enum RowProblem {
     LargerThanCluster { gpus: i64, cluster: i64 },
     #[error("a container of {what} fits on no simulated node")]
     NoNodeFits { what: String },
+    #[error("a SPREAD gang of {containers} containers needs as many nodes; {nodes} can hold one")]
+    SpreadWiderThanCluster { containers: u32, nodes: usize },
+    #[error("a STRICT_PACK gang needs {need} on one node; no simulated node is that large")]
+    LargerThanAnyNode { need: String },
+    #[error("a SAME_RACK gang needs {need} in one rack; no rack holds that much")]
+    LargerThanAnyRack { need: String },
     #[error("gpu_model '{model}' is on no simulated node (models: {known})")]
     UnknownGpuModel { model: String, known: String },
     #[error("a container of {what} is over the scheduler's maximum allocation {max}")]

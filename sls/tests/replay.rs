@@ -293,9 +293,94 @@ fn bad_input_is_named_by_line_and_nothing_runs() {
     ));
     assert_eq!(rows[1].line, 4);
     assert!(matches!(&rows[1].problem, RowProblem::UnknownQueue { queue, .. } if queue == "nope"));
+    // Gangs whose placement no cluster shape allows.
+    let jobs = trace::parse_csv(
+        Path::new("t.csv"),
+        "submit_time,num_gpus,duration,placement\n0,3,10,SPREAD\n0,12,10,STRICT_PACK\n",
+        &Defaults::default(),
+    )
+    .expect("parses");
+    let shape_rows = replay::check_jobs(&jobs, &c, &loaded.rm).expect_err("refused");
+    assert!(matches!(
+        shape_rows[0].problem,
+        RowProblem::SpreadWiderThanCluster {
+            containers: 3,
+            nodes: 2
+        }
+    ));
+    assert!(matches!(
+        shape_rows[1].problem,
+        RowProblem::LargerThanAnyNode { .. }
+    ));
     let e = SlsError::BadRows {
         path: "t.csv".into(),
         rows,
     };
     assert!(e.to_string().contains("nothing was replayed"), "{e}");
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A random job: (submit s, GPUs, duration s, placement, queue).
+    fn job() -> impl Strategy<Value = (u32, u32, u32, usize, bool)> {
+        (
+            0..200u32,
+            prop_oneof![
+                Just(0u32),
+                Just(1),
+                Just(2),
+                Just(3),
+                Just(4),
+                Just(8),
+                Just(12)
+            ],
+            1..120u32,
+            0..4usize,
+            any::<bool>(),
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// Whatever the trace and the preset: every job that fits the cluster finishes (no
+        /// policy deadlocks), no node is ever over-allocated and every usage figure adds up
+        /// (the core's sanity check after every step), the GPU-seconds run equal the
+        /// trace's, and a gang runs whole.
+        #[test]
+        fn every_job_finishes_whole_and_gpu_seconds_are_conserved(
+            jobs in proptest::collection::vec(job(), 1..30),
+            preset in 0..4usize,
+        ) {
+            let conf = tempfile::tempdir().expect("tmp");
+            two_queue_conf(conf.path());
+            let mut csv = String::from("job_id,submit_time,num_gpus,duration,placement,queue\n");
+            for (i, (t, g, d, p, q)) in jobs.iter().enumerate() {
+                let placement = ["", "PACK", "SPREAD", "STRICT_PACK"][*p];
+                // STRICT_PACK must fit one 8-GPU node, SPREAD three nodes (the replay
+                // refuses the others before it starts).
+                let g = match p {
+                    3 => (*g).min(8),
+                    2 => (*g).min(3),
+                    _ => *g,
+                };
+                let q = if *q { "a" } else { "b" };
+                csv.push_str(&format!("j{i},{t},{g},{d},{placement},{q}\n"));
+            }
+            let c = cluster(3, 8);
+            let name = policy::PRESETS[preset].name;
+            let (jobs, run) = replay(&csv, &c, name, Some(conf.path()));
+            for (j, r) in jobs.iter().zip(&run.jobs) {
+                prop_assert_eq!(&r.outcome, &Outcome::Finished, "{} under {}", j.id, name);
+                let (s, f) = (r.start_ms.unwrap_or(0), r.finish_ms.unwrap_or(0));
+                prop_assert_eq!(f - s, j.tasks[0].duration_ms, "{} ran whole", j.id);
+                prop_assert!(s >= j.submit_ms);
+            }
+            let used: u128 = run.jobs.iter().map(|r| r.gpu_ms_used).sum();
+            let trace: u128 = jobs.iter().map(Job::gpu_ms).sum();
+            prop_assert_eq!(used, trace);
+            prop_assert!(run.timeline.iter().all(|s| s.used_gpus <= 24 && s.used_gpus >= 0));
+        }
+    }
 }
