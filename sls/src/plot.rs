@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -21,6 +23,64 @@ pub struct Series<'a> {
 /// Points per line: enough for the eye, few enough for a small file.
 const POINTS: usize = 1200;
 
+/// One chart: a line per run, on linear or log-scaled x.
+struct Chart<'a> {
+    title: &'a str,
+    x_desc: String,
+    y_desc: &'a str,
+    x: std::ops::Range<f64>,
+    y_max: f64,
+    log_x: bool,
+    legend: SeriesLabelPosition,
+    /// Per run: its label and its points.
+    lines: Vec<(String, Vec<(f64, f64)>)>,
+}
+
+impl Chart<'_> {
+    fn draw(self, area: &DrawingArea<SVGBackend<'_>, Shift>) -> DrawResult {
+        let mut b = ChartBuilder::on(area);
+        b.caption(self.title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(64);
+        let y = 0f64..self.y_max;
+        let (x, x_desc, y_desc, legend) = (self.x.clone(), self.x_desc, self.y_desc, self.legend);
+        if self.log_x {
+            let c = b.build_cartesian_2d(x.log_scale(), y)?;
+            lines(c, &x_desc, y_desc, legend, self.lines)
+        } else {
+            let c = b.build_cartesian_2d(x, y)?;
+            lines(c, &x_desc, y_desc, legend, self.lines)
+        }
+    }
+}
+
+/// The mesh, a line per run and the legend, on either kind of x axis.
+fn lines<'a, X>(
+    mut c: ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, RangedCoordf64>>,
+    x_desc: &str,
+    y_desc: &str,
+    legend: SeriesLabelPosition,
+    runs: Vec<(String, Vec<(f64, f64)>)>,
+) -> DrawResult
+where
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    c.configure_mesh().x_desc(x_desc).y_desc(y_desc).draw()?;
+    for (i, (label, pts)) in runs.into_iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        c.draw_series(LineSeries::new(pts, color.stroke_width(2)))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+    }
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(legend)
+        .draw()?;
+    Ok(())
+}
+
 /// Draws the three charts into `dir`.
 pub fn draw(dir: &Path, runs: &[Series<'_>]) -> Result<(), SlsError> {
     let end_ms = runs
@@ -32,146 +92,91 @@ pub fn draw(dir: &Path, runs: &[Series<'_>]) -> Result<(), SlsError> {
     let (unit, per) = time_unit(end_ms);
     let x_end = end_ms as f64 / per;
     let buckets: Vec<Vec<[f64; 3]>> = runs.iter().map(|r| averaged(r.timeline, end_ms)).collect();
-    let xs = |i: usize| (i as f64 + 0.5) * x_end / POINTS as f64;
-
-    let p = dir.join("gpus.svg");
+    // The line of figure `d` (0 used, 1 pending, 2 queued) of every run, and its largest value.
+    let over_time = |d: usize, label: &dyn Fn(&Series<'_>) -> String| {
+        let lines: Vec<(String, Vec<(f64, f64)>)> = runs
+            .iter()
+            .zip(&buckets)
+            .map(|(r, b)| {
+                let pts = b
+                    .iter()
+                    .enumerate()
+                    .map(|(k, v)| ((k as f64 + 0.5) * x_end / POINTS as f64, v[d]))
+                    .collect();
+                (label(r), pts)
+            })
+            .collect();
+        let max = buckets
+            .iter()
+            .flat_map(|b| b.iter().map(|v| v[d]))
+            .fold(1.0, f64::max);
+        (lines, max)
+    };
+    let timed =
+        |title, y_desc, d: usize, y_max: Option<f64>, label: &dyn Fn(&Series<'_>) -> String| {
+            let (lines, max) = over_time(d, label);
+            Chart {
+                title,
+                x_desc: format!("time ({unit})"),
+                y_desc,
+                x: 0f64..x_end,
+                y_max: y_max.unwrap_or(max) * 1.05,
+                log_x: false,
+                legend: SeriesLabelPosition::UpperRight,
+                lines,
+            }
+        };
+    let plain = |r: &Series<'_>| r.label.clone();
     let max_gpus = runs.iter().map(|r| r.total_gpus).max().unwrap_or(1).max(1) as f64;
-    let max_pending = buckets
-        .iter()
-        .flat_map(|b| b.iter().map(|v| v[1]))
-        .fold(1.0f64, f64::max);
-    svg(&p, (1000, 720), |root| {
+    svg(&dir.join("gpus.svg"), (1000, 720), |root| {
         let (top, bottom) = root.split_vertically(360);
-        let mut c = ChartBuilder::on(&top)
-            .caption("GPUs in use", ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0f64..x_end, 0f64..max_gpus * 1.05)?;
-        c.configure_mesh()
-            .x_desc(format!("time ({unit})"))
-            .y_desc("GPUs")
-            .draw()?;
-        for (i, (r, b)) in runs.iter().zip(&buckets).enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            c.draw_series(LineSeries::new(
-                b.iter().enumerate().map(|(k, v)| (xs(k), v[0])),
-                color.stroke_width(2),
-            ))?
-            .label(format!("{} (of {} GPUs)", r.label, r.total_gpus))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
-        }
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::LowerRight)
-            .draw()?;
-        let mut c = ChartBuilder::on(&bottom)
-            .caption(
-                "GPUs pending (asked for, not yet granted)",
-                ("sans-serif", 20),
-            )
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0f64..x_end, 0f64..max_pending * 1.05)?;
-        c.configure_mesh()
-            .x_desc(format!("time ({unit})"))
-            .y_desc("GPUs")
-            .draw()?;
-        for (i, (r, b)) in runs.iter().zip(&buckets).enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            c.draw_series(LineSeries::new(
-                b.iter().enumerate().map(|(k, v)| (xs(k), v[1])),
-                color.stroke_width(2),
-            ))?
-            .label(r.label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
-        }
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
-        Ok(())
+        let mut used = timed("GPUs in use", "GPUs", 0, Some(max_gpus), &|r| {
+            format!("{} (of {} GPUs)", r.label, r.total_gpus)
+        });
+        used.legend = SeriesLabelPosition::LowerRight;
+        used.draw(&top)?;
+        timed(
+            "GPUs pending (asked for, not yet granted)",
+            "GPUs",
+            1,
+            None,
+            &plain,
+        )
+        .draw(&bottom)
     })?;
-
-    let p = dir.join("queue.svg");
-    let max_q = buckets
-        .iter()
-        .flat_map(|b| b.iter().map(|v| v[2]))
-        .fold(1.0f64, f64::max);
-    svg(&p, (1000, 400), |root| {
-        let mut c = ChartBuilder::on(root)
-            .caption("Jobs waiting to start", ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0f64..x_end, 0f64..max_q * 1.05)?;
-        c.configure_mesh()
-            .x_desc(format!("time ({unit})"))
-            .y_desc("jobs")
-            .draw()?;
-        for (i, (r, b)) in runs.iter().zip(&buckets).enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            c.draw_series(LineSeries::new(
-                b.iter().enumerate().map(|(k, v)| (xs(k), v[2])),
-                color.stroke_width(2),
-            ))?
-            .label(r.label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
-        }
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
-        Ok(())
+    svg(&dir.join("queue.svg"), (1000, 400), |root| {
+        timed("Jobs waiting to start", "jobs", 2, None, &plain).draw(root)
     })?;
-
-    let p = dir.join("jct_cdf.svg");
-    let lo = runs
+    let all_jct = || runs.iter().flat_map(|r| r.jct_s.iter().copied());
+    let lo = all_jct().fold(f64::MAX, f64::min).max(0.1);
+    let hi = all_jct().fold(1.0f64, f64::max).max(lo * 10.0);
+    let lines = runs
         .iter()
-        .flat_map(|r| r.jct_s.iter().copied())
-        .fold(f64::MAX, f64::min)
-        .max(0.1);
-    let hi = runs
-        .iter()
-        .flat_map(|r| r.jct_s.iter().copied())
-        .fold(1.0f64, f64::max)
-        .max(lo * 10.0);
-    svg(&p, (1000, 480), |root| {
-        let mut c = ChartBuilder::on(root)
-            .caption("Job completion time, CDF", ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(64)
-            .build_cartesian_2d((lo..hi * 1.1).log_scale(), 0f64..1.0)?;
-        c.configure_mesh()
-            .x_desc("completion time (s, log scale)")
-            .y_desc("fraction of jobs")
-            .draw()?;
-        for (i, r) in runs.iter().enumerate() {
+        .filter(|r| !r.jct_s.is_empty())
+        .map(|r| {
             let mut v: Vec<f64> = r.jct_s.to_vec();
             v.sort_by(f64::total_cmp);
-            if v.is_empty() {
-                continue;
-            }
             let n = v.len();
-            let step = n.div_ceil(POINTS).max(1);
             let pts = (0..n)
-                .step_by(step)
+                .step_by(n.div_ceil(POINTS).max(1))
                 .chain(std::iter::once(n - 1))
-                .map(|k| (v[k].max(lo), (k + 1) as f64 / n as f64));
-            let color = Palette99::pick(i).to_rgba();
-            c.draw_series(LineSeries::new(pts, color.stroke_width(2)))?
-                .label(r.label.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+                .map(|k| (v[k].max(lo), (k + 1) as f64 / n as f64))
+                .collect();
+            (r.label.clone(), pts)
+        })
+        .collect();
+    svg(&dir.join("jct_cdf.svg"), (1000, 480), |root| {
+        Chart {
+            title: "Job completion time, CDF",
+            x_desc: "completion time (s, log scale)".into(),
+            y_desc: "fraction of jobs",
+            x: lo..hi * 1.1,
+            y_max: 1.0,
+            log_x: true,
+            legend: SeriesLabelPosition::LowerRight,
+            lines,
         }
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::LowerRight)
-            .draw()?;
-        Ok(())
+        .draw(root)
     })
 }
 
