@@ -266,8 +266,8 @@ fn capability(t: &crate::trace::Tasks) -> Resource {
     Resource::new(t.memory_mb, t.vcores).with(GPU, t.gpus)
 }
 
-/// Replays `jobs` (ordered by submission) on `cluster` under `rm`'s configuration.
-/// `check_jobs` must have passed.
+/// Replays `jobs` on `cluster` under `rm`'s configuration, each submitted at its time
+/// (results come back in the order of `jobs`). `check_jobs` must have passed.
 pub fn run(
     jobs: &[Job],
     cluster: &ClusterSpec,
@@ -277,11 +277,14 @@ pub fn run(
 ) -> Result<RunResult, SlsError> {
     let wall = Instant::now();
     let mut sim = Sim::new(jobs, cluster, rm.core.clone(), opts)?;
+    // Submissions in time order (stable: equal times keep the trace's order).
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&i| jobs[i].submit_ms);
     let mut cursor = 0;
     let mut steps: u64 = 0;
     loop {
         let next_event = sim.events.first_key_value().map(|(k, _)| k.0);
-        let next_submit = jobs.get(cursor).map(|j| j.submit_ms);
+        let next_submit = order.get(cursor).map(|&i| jobs[i].submit_ms);
         let take_event = match (next_event, next_submit) {
             (None, None) => break,
             // At equal times, what ends goes first: its room is there for what arrives.
@@ -302,7 +305,7 @@ pub fn run(
             }
             (false, Some(s)) => {
                 sim.now = s;
-                sim.submit(cursor)?;
+                sim.submit(order[cursor])?;
                 cursor += 1;
             }
             (false, None) => break,

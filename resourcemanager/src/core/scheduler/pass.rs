@@ -12,6 +12,22 @@ impl Scheduler {
             return out;
         }
         self.stats.passes += 1;
+        // Gangs holding nodes go first, whatever their queue: the nodes they hold are theirs
+        // alone, and the work ahead of them may wait for exactly those nodes (a strict
+        // leaf's head under fair order) or end the pass before them (no other node fits
+        // its shape).
+        let holders: BTreeSet<(ApplicationId, String)> =
+            self.nodes.reservations().values().cloned().collect();
+        for (a, g) in holders {
+            let Some(leaf) = self.apps.get(&a).map(|x| x.queue) else {
+                continue;
+            };
+            self.stats.node_searches += 1;
+            if let Some(p) = self.try_gang(&a, &g, leaf) {
+                self.stats.placements += p.len() as u64;
+                out.extend(p);
+            }
+        }
         let mut excluded = vec![false; self.tree.queues.len()];
         let mut failed_shapes: Vec<Resource> = Vec::new();
         let mut blocked_users: BTreeSet<(QueueIdx, String)> = BTreeSet::new();
@@ -104,26 +120,6 @@ impl Scheduler {
         let mut over_max: Vec<Resource> = Vec::new();
         // Gang ids are the application's own: two applications may both have a "g1".
         let mut tried_gangs: BTreeSet<(ApplicationId, String)> = BTreeSet::new();
-        if strict {
-            // Gangs already holding nodes were in line first: they go before the head,
-            // which may be waiting for exactly those nodes (under fair ordering the head
-            // can be a later application).
-            let holders: BTreeSet<(ApplicationId, String)> = self
-                .nodes
-                .reservations()
-                .values()
-                .filter(|(a, _)| self.apps.get(a).is_some_and(|x| x.queue == leaf))
-                .cloned()
-                .collect();
-            for (a, g) in holders {
-                if tried_gangs.insert((a, g.clone())) {
-                    self.stats.node_searches += 1;
-                    if let Some(p) = self.try_gang(&a, &g, leaf) {
-                        return Served::Placed(p);
-                    }
-                }
-            }
-        }
         let mut cursor: Option<(i64, u64, ApplicationId)> = None;
         loop {
             let next = {
@@ -252,13 +248,12 @@ impl Scheduler {
                             .is_some_and(|a| a.has_hosts() || a.has_racks());
                         if !local {
                             failed_shapes.push(cap);
-                            // No node fits any plain shape: the pass is over, unless nodes
-                            // are held for gangs (which may fit there) not yet tried.
-                            if self.nodes.reservations().is_empty()
-                                && self
-                                    .shapes
-                                    .keys()
-                                    .all(|s| failed_shapes.iter().any(|f| f.fits_in(s)))
+                            // No node fits any plain shape: the pass is over (gangs holding
+                            // nodes were tried first).
+                            if self
+                                .shapes
+                                .keys()
+                                .all(|s| failed_shapes.iter().any(|f| f.fits_in(s)))
                             {
                                 return Served::PassDone;
                             }
