@@ -141,6 +141,11 @@ pub const CS_QUEUE_MAPPINGS_OVERRIDE_ENABLE: &str =
     "yarn.scheduler.capacity.queue-mappings-override.enable";
 pub const DEFAULT_CS_QUEUE_MAPPINGS_OVERRIDE_ENABLE: bool = false;
 /// Missed scheduling opportunities before a node-local request may go rack-local.
+/// Spindle's: how many waiting gangs one scheduling pass plans onto the free nodes (gangs
+/// holding nodes aside), in queue order; the rest wait for a later pass. Like Slurm's
+/// `bf_max_job_test`, it bounds a pass when thousands of gangs wait.
+pub const CS_GANG_MAX_PLANS_PER_PASS: &str = "yarn.scheduler.capacity.gang.max-plans-per-pass";
+pub const DEFAULT_CS_GANG_MAX_PLANS_PER_PASS: u32 = 8;
 pub const CS_NODE_LOCALITY_DELAY: &str = "yarn.scheduler.capacity.node-locality-delay";
 pub const DEFAULT_CS_NODE_LOCALITY_DELAY: u32 = 40;
 /// Further missed opportunities before a rack-local request may go off-switch; -1 derives

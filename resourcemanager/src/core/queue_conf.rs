@@ -209,6 +209,8 @@ pub struct SchedulerConf {
     pub queue_mappings_override: bool,
     /// `node-locality-delay` (40) missed scheduling opportunities before rack-local.
     pub node_locality_delay: u32,
+    /// `gang.max-plans-per-pass` (8, at least 1): waiting gangs one pass plans.
+    pub gang_max_plans_per_pass: u32,
     /// `rack-locality-additional-delay` (-1: derived) further ones before off-switch.
     pub rack_locality_additional_delay: i32,
     /// `yarn.cluster.max-application-priority` (0).
@@ -237,6 +239,7 @@ impl SchedulerConf {
             queue_mappings: Vec::new(),
             queue_mappings_override: false,
             node_locality_delay: 40,
+            gang_max_plans_per_pass: 8,
             rack_locality_additional_delay: -1,
             max_application_priority: 0,
             admin_acl: Acl::everyone(),

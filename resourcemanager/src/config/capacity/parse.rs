@@ -126,6 +126,17 @@ pub fn parse_props(props: &CsProps, site: &SiteSettings) -> Result<SchedulerConf
             )
         })?,
     };
+    let gmp_key = keys::CS_GANG_MAX_PLANS_PER_PASS;
+    let gang_max_plans_per_pass = props
+        .count(gmp_key)?
+        .unwrap_or(keys::DEFAULT_CS_GANG_MAX_PLANS_PER_PASS);
+    if gang_max_plans_per_pass == 0 {
+        return Err(props.err(
+            Rule::LimitRange,
+            gmp_key,
+            "must be at least 1 (no waiting gang would ever be planned)",
+        ));
+    }
     let rld_key = keys::CS_RACK_LOCALITY_ADDITIONAL_DELAY;
     let rack_locality_additional_delay = match props.int(rld_key)? {
         None => keys::DEFAULT_CS_RACK_LOCALITY_ADDITIONAL_DELAY,
@@ -148,6 +159,7 @@ pub fn parse_props(props: &CsProps, site: &SiteSettings) -> Result<SchedulerConf
         queue_mappings,
         queue_mappings_override,
         node_locality_delay,
+        gang_max_plans_per_pass,
         rack_locality_additional_delay,
         max_application_priority: site.max_application_priority,
         admin_acl: site.admin_acl.clone(),

@@ -652,6 +652,14 @@ impl Scheduler {
         // Planning costs a walk over the nodes; when the whole cluster's free room is short
         // of a gang already planned once, no plan can fit (its reason stays the last plan's).
         let room = !tried_before || need.fits_in(&nodes.cluster_free());
+        if room {
+            if self.gang_plans_left == 0 {
+                // This pass's budget of plans is spent: a later pass tries it.
+                return None;
+            }
+            self.gang_plans_left -= 1;
+        }
+        let nodes = &self.nodes;
         let attempt = match room.then(|| plan(nodes, &units, &params, &free, &mine_or_free)) {
             None => Plan::Short {
                 placed: 0,

@@ -119,6 +119,8 @@ pub struct Scheduler {
     /// Containers wanted, by shape, over every ask: a pass ends as soon as every wanted
     /// shape is known not to fit anywhere.
     shapes: BTreeMap<Resource, u64>,
+    /// Plans of waiting gangs this pass may still make (`gang.max-plans-per-pass`).
+    gang_plans_left: u32,
     /// Work counters of the passes so far (for benchmarks and diagnosis).
     pub stats: PassStats,
 }
@@ -158,6 +160,7 @@ impl Scheduler {
             demand: vec![0; n],
             active_users: BTreeMap::new(),
             shapes: BTreeMap::new(),
+            gang_plans_left: 0,
             stats: PassStats::default(),
         }
     }

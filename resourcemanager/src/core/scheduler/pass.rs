@@ -18,6 +18,8 @@ impl Scheduler {
         // its shape).
         let holders: BTreeSet<(ApplicationId, String)> =
             self.nodes.reservations().values().cloned().collect();
+        // Holders plan on their own nodes outside the budget; the others share it.
+        self.gang_plans_left = u32::MAX;
         for (a, g) in holders {
             let Some(leaf) = self.apps.get(&a).map(|x| x.queue) else {
                 continue;
@@ -28,6 +30,7 @@ impl Scheduler {
                 out.extend(p);
             }
         }
+        self.gang_plans_left = self.conf.gang_max_plans_per_pass;
         let mut excluded = vec![false; self.tree.queues.len()];
         let mut failed_shapes: Vec<Resource> = Vec::new();
         let mut blocked_users: BTreeSet<(QueueIdx, String)> = BTreeSet::new();
