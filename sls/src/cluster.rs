@@ -187,7 +187,7 @@ mod tests {
             racks: 2,
             ..Uniform::default()
         })
-        .unwrap();
+        .expect("test");
         let racks: Vec<&str> = c.nodes.iter().map(|n| n.rack.as_str()).collect();
         assert_eq!(racks, ["/rack001", "/rack001", "/rack002", "/rack002"]);
         assert_eq!(c.total_gpus(), 32);
@@ -195,19 +195,19 @@ mod tests {
 
     #[test]
     fn a_node_file_makes_a_mixed_cluster_and_names_bad_lines() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("test");
         let p = dir.path().join("nodes.csv");
         std::fs::write(
             &p,
             "count,gpus,gpu_model,rack\n2,8,H100,/r1\n1,4,A100,/r2\n",
         )
-        .unwrap();
-        let c = ClusterSpec::from_file(&p, &Uniform::default()).unwrap();
+        .expect("test");
+        let c = ClusterSpec::from_file(&p, &Uniform::default()).expect("test");
         assert_eq!(c.nodes.len(), 3);
         assert_eq!(c.total_gpus(), 20);
         assert_eq!(c.gpu_models().len(), 2);
-        std::fs::write(&p, "count,gpus\n1,8\n1,-2\n").unwrap();
-        let err = ClusterSpec::from_file(&p, &Uniform::default()).unwrap_err();
+        std::fs::write(&p, "count,gpus\n1,8\n1,-2\n").expect("test");
+        let err = ClusterSpec::from_file(&p, &Uniform::default()).expect_err("test");
         assert!(err.to_string().contains("line 3"), "{err}");
     }
 }

@@ -213,35 +213,38 @@ mod tests {
             jobs: 500,
             ..GenSpec::default()
         };
-        let a = generate(&spec).unwrap();
-        assert_eq!(a, generate(&spec).unwrap());
+        let a = generate(&spec).expect("test");
+        assert_eq!(a, generate(&spec).expect("test"));
         let b = generate(&GenSpec {
             seed: 7,
             ..spec.clone()
         })
-        .unwrap();
+        .expect("test");
         assert_ne!(a, b);
         let jobs = crate::trace::parse_csv(
             std::path::Path::new("gen.csv"),
             &a,
             &crate::trace::Defaults::default(),
         )
-        .unwrap();
+        .expect("test");
         assert_eq!(jobs.len(), 500);
         // The mean gap is near the asked mean (60 s), within a generous margin.
-        let span = jobs.last().unwrap().submit_ms as f64 / 1000.0;
+        let span = jobs.last().expect("test").submit_ms as f64 / 1000.0;
         assert!((span / 499.0 - 60.0).abs() < 12.0, "{span}");
     }
 
     #[test]
     fn options_are_parsed_or_named() {
-        assert_eq!(parse_gpu_mix("1:3,8:1").unwrap(), vec![(1, 3.0), (8, 1.0)]);
+        assert_eq!(
+            parse_gpu_mix("1:3,8:1").expect("test"),
+            vec![(1, 3.0), (8, 1.0)]
+        );
         assert!(parse_gpu_mix("1:x").is_err());
         assert_eq!(
-            parse_durations("exp:600").unwrap(),
+            parse_durations("exp:600").expect("test"),
             Durations::Exponential { mean_s: 600.0 }
         );
         assert!(parse_durations("uniform:1").is_err());
-        assert_eq!(parse_queues("a,b").unwrap().len(), 2);
+        assert_eq!(parse_queues("a,b").expect("test").len(), 2);
     }
 }

@@ -293,7 +293,7 @@ mod tests {
 
     #[test]
     fn charts_are_written() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("test");
         let tl = [Sample {
             t_ms: 0,
             used_gpus: 4,
@@ -310,9 +310,9 @@ mod tests {
                 total_gpus: 8,
             }],
         )
-        .unwrap();
+        .expect("test");
         for f in ["gpus.svg", "queue.svg", "jct_cdf.svg"] {
-            let text = std::fs::read_to_string(dir.path().join(f)).unwrap();
+            let text = std::fs::read_to_string(dir.path().join(f)).expect("test");
             assert!(text.starts_with("<svg"), "{f}");
             assert!(text.contains("capacity"), "{f} has its legend");
         }

@@ -174,21 +174,28 @@ mod tests {
 
     #[test]
     fn a_preset_sets_every_leaf_and_overrides_win() {
-        let cluster = ClusterSpec::uniform(&Uniform::default()).unwrap();
-        let l = load(None, Some(find("fifo").unwrap()), &[], &cluster).unwrap();
-        let leaf = l.rm.core.scheduler.root.find("default").unwrap();
+        let cluster = ClusterSpec::uniform(&Uniform::default()).expect("test");
+        let l = load(None, Some(find("fifo").expect("test")), &[], &cluster).expect("test");
+        let leaf = l.rm.core.scheduler.root.find("default").expect("test");
         assert!(!leaf.backfill);
         let l = load(
             None,
-            Some(find("fifo").unwrap()),
+            Some(find("fifo").expect("test")),
             &[(
                 "yarn.scheduler.capacity.root.default.backfill".into(),
                 "true".into(),
             )],
             &cluster,
         )
-        .unwrap();
-        assert!(l.rm.core.scheduler.root.find("default").unwrap().backfill);
+        .expect("test");
+        assert!(
+            l.rm.core
+                .scheduler
+                .root
+                .find("default")
+                .expect("test")
+                .backfill
+        );
         assert!(matches!(find("sjf"), Err(SlsError::UnknownPolicy(_))));
         assert!(describe().contains("backfill = false"));
     }

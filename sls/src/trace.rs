@@ -582,7 +582,8 @@ mod tests {
 
     #[test]
     fn a_row_becomes_a_gang_of_one_gpu_containers() {
-        let jobs = csv("submit_time,num_gpus,duration,extra\n0,8,60,x\n1.5,1,10,y\n").unwrap();
+        let jobs =
+            csv("submit_time,num_gpus,duration,extra\n0,8,60,x\n1.5,1,10,y\n").expect("test");
         assert_eq!(jobs.len(), 2);
         assert_eq!(jobs[0].tasks[0].count, 8);
         assert_eq!(jobs[0].tasks[0].gpus, 1);
@@ -602,7 +603,7 @@ mod tests {
              0,6,10,4,\n\
              0,2,10,,DIAGONAL\n",
         )
-        .unwrap_err();
+        .expect_err("test");
         let SlsError::BadRows { rows, .. } = err else {
             panic!("{err}")
         };
@@ -628,7 +629,7 @@ mod tests {
 
     #[test]
     fn a_missing_required_column_is_named() {
-        let err = csv("submit_time,gpus,duration\n0,1,1\n").unwrap_err();
+        let err = csv("submit_time,gpus,duration\n0,1,1\n").expect_err("test");
         assert!(
             matches!(
                 err,
@@ -646,7 +647,7 @@ mod tests {
         let text = r#"{"job.start.ms": 1000, "job.end.ms": 5000, "job.queue.name": "a", "job.id": "j1",
             "job.tasks": [{"container.count": 3, "container.start.ms": 1000, "container.end.ms": 4000, "container.priority": 20}]}
             {"job.start.ms": 2000, "job.tasks": [{"container.start.ms": 2000, "container.end.ms": 2500, "container.gpus": 2}]}"#;
-        let jobs = parse_sls_json(Path::new("t.json"), text, &Defaults::default()).unwrap();
+        let jobs = parse_sls_json(Path::new("t.json"), text, &Defaults::default()).expect("test");
         assert_eq!(jobs[0].submit_ms, 0);
         assert_eq!(jobs[0].queue, "a");
         assert_eq!(jobs[0].tasks[0].count, 3);
