@@ -76,8 +76,15 @@ C,2,1,10,
 ";
 
 #[test]
-fn strict_fifo_blocks_behind_the_gang_at_the_head() {
-    for preset in ["fifo", "fifo-fair"] {
+fn strict_fifo_blocks_behind_the_gang_at_the_head_and_capacity_backfills_past_it() {
+    // Under strict FIFO, C waits behind B although a GPU is free; under the capacity
+    // scheduler, B holds a node as it drains and C runs at once on a GPU B will not use.
+    for (preset, c) in [
+        ("fifo", t("C", 100.0, 110.0)),
+        ("fifo-fair", t("C", 100.0, 110.0)),
+        ("capacity", t("C", 2.0, 12.0)),
+        ("capacity-fair", t("C", 2.0, 12.0)),
+    ] {
         let (jobs, run) = replay(HEAD_OF_LINE, &cluster(3, 4), preset, None);
         assert_eq!(
             times(&jobs, &run),
@@ -85,28 +92,9 @@ fn strict_fifo_blocks_behind_the_gang_at_the_head() {
                 t("A", 0.0, 100.0),
                 t("A2", 0.0, 100.0),
                 t("A3", 0.0, 100.0),
-                // B waits for a node to drain; C waits behind B although a GPU is free.
+                // B waits for a node to drain under every policy.
                 t("B", 100.0, 150.0),
-                t("C", 100.0, 110.0),
-            ],
-            "{preset}"
-        );
-    }
-}
-
-#[test]
-fn capacity_backfills_a_small_job_past_a_reserved_gang() {
-    for preset in ["capacity", "capacity-fair"] {
-        let (jobs, run) = replay(HEAD_OF_LINE, &cluster(3, 4), preset, None);
-        assert_eq!(
-            times(&jobs, &run),
-            [
-                t("A", 0.0, 100.0),
-                t("A2", 0.0, 100.0),
-                t("A3", 0.0, 100.0),
-                // B holds a node as it drains; C runs at once on a GPU B will not use.
-                t("B", 100.0, 150.0),
-                t("C", 2.0, 12.0),
+                c,
             ],
             "{preset}"
         );
