@@ -10,6 +10,9 @@ use spindle_common::Resource;
 
 use crate::SlsError;
 
+/// More simulated nodes than this is a typo, not a cluster (and would exhaust memory).
+pub const MAX_NODES: usize = 1_000_000;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimNode {
     pub host: String,
@@ -59,6 +62,13 @@ impl ClusterSpec {
     pub fn uniform(u: &Uniform) -> Result<Self, SlsError> {
         if u.nodes == 0 {
             return Err(SlsError::NoNodes);
+        }
+        if u.nodes > MAX_NODES {
+            return Err(SlsError::BadOption {
+                option: "--nodes",
+                expected: "at most 1,000,000",
+                value: u.nodes.to_string(),
+            });
         }
         let racks = u.racks.clamp(1, u.nodes);
         let per_rack = u.nodes.div_ceil(racks);
@@ -121,8 +131,11 @@ impl ClusterSpec {
                 },
             };
             let count = int(c_count, "count", 1, 1)?;
-            if count > 1_000_000 {
-                return Err(bad(line, format!("`count` {count} is too large")));
+            if nodes.len() as i64 + count > MAX_NODES as i64 {
+                return Err(bad(
+                    line,
+                    format!("the cluster would have more than {MAX_NODES} nodes"),
+                ));
             }
             let gpus = int(c_gpus, "gpus", d.gpus_per_node, 0)?;
             let vcores = int(c_vcores, "vcores", d.vcores_per_node, 1)?;
@@ -191,6 +204,17 @@ mod tests {
         let racks: Vec<&str> = c.nodes.iter().map(|n| n.rack.as_str()).collect();
         assert_eq!(racks, ["/rack001", "/rack001", "/rack002", "/rack002"]);
         assert_eq!(c.total_gpus(), 32);
+        let too_many = ClusterSpec::uniform(&Uniform {
+            nodes: MAX_NODES + 1,
+            ..Uniform::default()
+        });
+        assert!(matches!(
+            too_many,
+            Err(SlsError::BadOption {
+                option: "--nodes",
+                ..
+            })
+        ));
     }
 
     #[test]

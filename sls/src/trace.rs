@@ -627,6 +627,17 @@ mod tests {
         assert!(matches!(rows[3].problem, RowProblem::UnknownPlacement(_)));
     }
 
+    proptest::proptest! {
+        /// No text makes the readers panic: a trace is parsed or refused with reasons.
+        #[test]
+        fn any_text_is_parsed_or_refused(body in "[0-9a-zA-Z,.\\-_ \n\"{}:\\[\\]]{0,400}") {
+            let d = Defaults::default();
+            let _ = parse_csv(Path::new("t.csv"), &format!("submit_time,num_gpus,duration,placement,gpus_per_container,min_gpus\n{body}"), &d);
+            let _ = parse_csv(Path::new("t.csv"), &body, &d);
+            let _ = parse_sls_json(Path::new("t.json"), &body, &d);
+        }
+    }
+
     #[test]
     fn a_missing_required_column_is_named() {
         let err = csv("submit_time,gpus,duration\n0,1,1\n").expect_err("test");
