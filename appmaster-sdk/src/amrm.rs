@@ -652,6 +652,7 @@ impl AmRmClient {
             progress: self.progress,
             blacklist_request: None,
             tracking_url: None,
+            ..AllocateRequest::default()
         };
         let resp = match self.client.allocate(req).await {
             Ok(r) => r,

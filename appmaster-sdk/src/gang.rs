@@ -724,6 +724,8 @@ impl AmRmClient {
                     timed_out.push(s.id.clone());
                 }
                 GangState::TIMED_OUT => {}
+                // Its members come back as completions with -102 (PREEMPTED).
+                GangState::PREEMPTED => {}
                 GangState::FAILED => {
                     // A pending gang has no members to fail: that status is a stale one
                     // about an earlier gang of the same id.

@@ -164,6 +164,7 @@ fn setup(spec: &BenchSpec, gang_timeout_ms: u64) -> Setup {
         rm_address: "http://127.0.0.1:8088".into(),
         scheduler: sched,
         gang_timeout_ms,
+        preemption: crate::core::PreemptionConf::default(),
     };
     let secret = TokenSecret::from_hex("000102030405060708090a0b0c0d0e0f")
         .unwrap_or_else(|_| unreachable_secret());

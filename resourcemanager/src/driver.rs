@@ -25,7 +25,7 @@ use crate::config::RmConfig;
 use crate::core::queue_conf::SchedulerConf;
 use crate::core::scheduler::{Ask, AskKey};
 use crate::core::{
-    AllocateReply, App, AskUpdate, Caller, CoreError, Counters, Effect, HeartbeatReply,
+    AllocateReply, AmReport, App, AskUpdate, Caller, CoreError, Counters, Effect, HeartbeatReply,
     KillOutcome, Node, NodeRegistration, QueueAclType, QueueView, ReportedContainer, RmContainer,
     RmCore, SharedMap, Submission,
 };
@@ -93,6 +93,7 @@ pub enum Command {
         asks: Vec<AskUpdate>,
         release: Vec<ContainerId>,
         progress: f32,
+        report: AmReport,
         reply: Reply<AllocateReply>,
     },
     AmFinish {
@@ -291,6 +292,8 @@ impl Driver {
                 }
                 // AMs poll for their containers: nothing to push.
                 Effect::ContainersAllocated(_) => {}
+                // The notice rides on the AM's next allocate answer.
+                Effect::PreemptionNotice(_) => {}
                 Effect::ForgetApp(id) => {
                     if let Err(e) = self.store.delete_app(&id) {
                         warn!(app_id = %id, "state store delete failed: {e}");
@@ -481,11 +484,12 @@ impl Driver {
                 asks,
                 release,
                 progress,
+                report,
                 reply,
             } => {
                 // Allocate writes nothing the client must wait for: a store problem is logged.
                 let r = self.am_call(&token, false, |core, att| {
-                    core.am_allocate(att, response_id, asks, release, progress, now)
+                    core.am_allocate_with(att, response_id, asks, release, progress, report, now)
                 });
                 let _ = reply.send(r);
             }

@@ -2,13 +2,20 @@
 //! place for every conversion the driver, the REST handlers, the state store and the
 //! benchmark make, so the core never names a record (its purity test checks).
 
-use spindle_common::records::am::{Container, ContainerStatus, GangState, GangStatus};
+use spindle_common::records::am::{
+    CheckpointReport, Container, ContainerStatus, GangState, GangStatus, PreemptionAcknowledgement,
+    PreemptionContainer, PreemptionContract, PreemptionMessage, PreemptionResourceRequest,
+    ResourceRequest, StrictPreemptionContract,
+};
 use spindle_common::records::cluster::LocalResourceInfo;
 use spindle_common::records::node::ContainerLaunchContext;
 use spindle_common::records::resource::ResourceInfo;
 
 use crate::core::scheduler::gang::GangPhase;
-use crate::core::{Allocation, CompletedContainer, GangView, LaunchSpec, LocalResource};
+use crate::core::{
+    Allocation, AmReport, Checkpoint, CompletedContainer, GangView, LaunchSpec, LocalResource,
+    PreemptionNotice,
+};
 
 impl From<LocalResourceInfo> for LocalResource {
     fn from(r: LocalResourceInfo) -> Self {
@@ -100,6 +107,7 @@ impl From<GangView> for GangStatus {
                 GangPhase::Allocated => GangState::ALLOCATED,
                 GangPhase::TimedOut => GangState::TIMED_OUT,
                 GangPhase::Failed => GangState::FAILED,
+                GangPhase::Preempted => GangState::PREEMPTED,
             },
             size: g.size,
             diagnostics: g.diagnostics,
@@ -112,6 +120,48 @@ impl From<GangView> for GangStatus {
 /// Converts each element (`Vec<core type>` into `Vec<record>`).
 pub fn all<A, B: From<A>>(v: Vec<A>) -> Vec<B> {
     v.into_iter().map(B::from).collect()
+}
+
+/// An allocate call's checkpoint report and acknowledgement, for the core.
+pub fn am_report(
+    checkpoint: Option<CheckpointReport>,
+    ack: Option<PreemptionAcknowledgement>,
+) -> AmReport {
+    AmReport {
+        checkpoint: checkpoint.map(|k| Checkpoint {
+            time: k.time,
+            step: k.step,
+            label: k.label.map(|l| l.chars().take(1024).collect()),
+        }),
+        acknowledge_eta_ms: ack.map(|a| a.checkpoint_eta_ms),
+    }
+}
+
+/// YARN's `PreemptionMessage` for a notice: the containers in the strict contract, and again
+/// with the resources they free in the contract; Spindle's deadline and gang ids beside them.
+pub fn preemption_message(n: PreemptionNotice) -> PreemptionMessage {
+    let containers: Vec<PreemptionContainer> = n
+        .containers
+        .iter()
+        .map(|c| PreemptionContainer { id: *c })
+        .collect();
+    PreemptionMessage {
+        strict_contract: Some(StrictPreemptionContract {
+            container: containers.clone(),
+        }),
+        contract: Some(PreemptionContract {
+            resource: vec![PreemptionResourceRequest {
+                resource: ResourceRequest {
+                    capability: ResourceInfo::from(&n.resource),
+                    num_containers: n.containers.len() as i32,
+                    ..ResourceRequest::default()
+                },
+            }],
+            container: containers,
+        }),
+        deadline: n.deadline,
+        gang_ids: n.gangs,
+    }
 }
 
 #[cfg(test)]

@@ -551,6 +551,7 @@ impl<'a> Sim<'a> {
                         attempt, container, ..
                     } => self.am_started(attempt, container),
                     Effect::ContainersAllocated(attempt) => self.am_pulls(attempt),
+                    Effect::PreemptionNotice(attempt) => self.am_pulls(attempt),
                     Effect::PersistApp(_) | Effect::ForgetApp(_) => {}
                 }
             }

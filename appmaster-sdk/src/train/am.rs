@@ -62,6 +62,7 @@ pub fn status_line(s: &GangStatus) -> String {
         GangState::ALLOCATED => "ALLOCATED",
         GangState::TIMED_OUT => "TIMED_OUT",
         GangState::FAILED => "FAILED",
+        GangState::PREEMPTED => "PREEMPTED",
     };
     let mut l = format!("gang {} is {state}", s.id);
     let d = s.diagnostics.trim();

@@ -78,6 +78,42 @@ pub const RM_STORE_PATH: &str = "yarn.resourcemanager.store.path";
 /// Whether scheduling monitors such as capacity preemption run.
 pub const RM_SCHEDULER_MONITOR_ENABLE: &str = "yarn.resourcemanager.scheduler.monitor.enable";
 pub const DEFAULT_RM_SCHEDULER_MONITOR_ENABLE: bool = false;
+/// The capacity-preemption monitor's properties (YARN's `ProportionalCapacityPreemptionPolicy`).
+pub const PREEMPTION_PREFIX: &str = "yarn.resourcemanager.monitor.capacity.preemption.";
+/// Decide and report, but send no notice and kill nothing.
+pub const PREEMPTION_OBSERVE_ONLY: &str =
+    "yarn.resourcemanager.monitor.capacity.preemption.observe_only";
+pub const DEFAULT_PREEMPTION_OBSERVE_ONLY: bool = false;
+/// How often the monitor looks for starved queues.
+pub const PREEMPTION_MONITORING_INTERVAL: &str =
+    "yarn.resourcemanager.monitor.capacity.preemption.monitoring_interval";
+pub const DEFAULT_PREEMPTION_MONITORING_INTERVAL_MS: u64 = 3000;
+/// How long after its notice a container is killed (an acknowledgement may shorten it).
+pub const PREEMPTION_MAX_WAIT_BEFORE_KILL: &str =
+    "yarn.resourcemanager.monitor.capacity.preemption.max_wait_before_kill";
+pub const DEFAULT_PREEMPTION_MAX_WAIT_BEFORE_KILL_MS: u64 = 15_000;
+/// The most of the cluster one round takes back (a round always serves at least one
+/// preemptor, since a gang is taken whole).
+pub const PREEMPTION_TOTAL_PER_ROUND: &str =
+    "yarn.resourcemanager.monitor.capacity.preemption.total_preemption_per_round";
+pub const DEFAULT_PREEMPTION_TOTAL_PER_ROUND: f64 = 0.1;
+/// A queue over its guarantee by less than this fraction is left alone (a dead zone).
+pub const PREEMPTION_MAX_IGNORED_OVER_CAPACITY: &str =
+    "yarn.resourcemanager.monitor.capacity.preemption.max_ignored_over_capacity";
+pub const DEFAULT_PREEMPTION_MAX_IGNORED_OVER_CAPACITY: f64 = 0.1;
+/// The share of a queue's excess one round takes from it (at least one victim).
+pub const PREEMPTION_NATURAL_TERMINATION_FACTOR: &str =
+    "yarn.resourcemanager.monitor.capacity.preemption.natural_termination_factor";
+pub const DEFAULT_PREEMPTION_NATURAL_TERMINATION_FACTOR: f64 = 0.2;
+/// Whether applications of a leaf preempt lower-ranked ones of the same leaf (by application
+/// priority, by user limit, by `las` level).
+pub const PREEMPTION_INTRA_QUEUE_ENABLED: &str =
+    "yarn.resourcemanager.monitor.capacity.preemption.intra-queue-preemption.enabled";
+pub const DEFAULT_PREEMPTION_INTRA_QUEUE_ENABLED: bool = false;
+/// Spindle's: a job (a gang, or a container) that has run less than this is not preempted,
+/// and a preempted one not again before it has run this long again.
+pub const PREEMPTION_MIN_RUNTIME_MS: &str = "spindle.preemption.min-runtime-ms";
+pub const DEFAULT_PREEMPTION_MIN_RUNTIME_MS: u64 = 60_000;
 /// How long a gang may wait for all of its containers when its AM names no timeout
 /// (Spindle's own key).
 pub const SPINDLE_SCHEDULER_GANG_TIMEOUT_MS: &str = "spindle.scheduler.gang.timeout-ms";
@@ -200,6 +236,19 @@ pub const DEFAULT_CS_QUEUE_BACKFILL: bool = true;
 /// at the head; each further one fences off more nodes.
 pub const CS_QUEUE_GANG_MAX_RESERVATIONS: &str = "gang.max-reservations";
 pub const DEFAULT_CS_QUEUE_GANG_MAX_RESERVATIONS: u32 = 1;
+/// The preemption monitor takes nothing from this queue (inherited; YARN's name).
+pub const CS_QUEUE_DISABLE_PREEMPTION: &str = "disable_preemption";
+/// Applications of this leaf never preempt each other (inherited; YARN's name).
+pub const CS_QUEUE_INTRA_QUEUE_DISABLE_PREEMPTION: &str =
+    "intra-queue-preemption.disable_preemption";
+/// Spindle's `las` ordering: the attained-service thresholds, in GPU-seconds, between its
+/// levels (a comma list, ascending; n thresholds make n+1 levels).
+pub const CS_QUEUE_LAS_THRESHOLDS: &str = "ordering-policy.las.thresholds";
+pub const DEFAULT_CS_QUEUE_LAS_THRESHOLDS: &str = "3600,36000";
+/// Spindle's `las` ordering: a waiting application whose wait since it last ran exceeds
+/// this many times its attained running time goes back to the first level (0: never).
+pub const CS_QUEUE_LAS_PROMOTION_FACTOR: &str = "ordering-policy.las.promotion-factor";
+pub const DEFAULT_CS_QUEUE_LAS_PROMOTION_FACTOR: f64 = 4.0;
 /// Priority of an application that names none.
 pub const CS_QUEUE_DEFAULT_APPLICATION_PRIORITY: &str = "default-application-priority";
 pub const DEFAULT_CS_QUEUE_DEFAULT_APPLICATION_PRIORITY: i32 = 0;

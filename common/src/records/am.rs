@@ -116,6 +116,8 @@ pub enum GangState {
     TIMED_OUT,
     /// A member ended (failed, or its node was lost); see `failedContainers`.
     FAILED,
+    /// The RM took the gang back whole (its members ended with -102 PREEMPTED); ask again.
+    PREEMPTED,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -168,6 +170,79 @@ pub struct AllocateRequest {
     pub progress: f32,
     pub blacklist_request: Option<BlacklistRequest>,
     pub tracking_url: Option<String>,
+    /// Spindle's extension: the application's last checkpoint. The RM counts work lost to
+    /// a preemption from it (GPU-seconds since the checkpoint; since the containers' start
+    /// when no AM ever reported one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointReport>,
+    /// Spindle's extension: the answer to a `preemptionMessage`: the AM will checkpoint and
+    /// give the containers back within `checkpointEtaMs`. The RM then kills what is left at
+    /// the earlier of that and its `max_wait_before_kill`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preemption_acknowledgement: Option<PreemptionAcknowledgement>,
+}
+
+/// Where the application's work is saved up to.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct CheckpointReport {
+    /// When the checkpoint was written, in ms since the epoch.
+    pub time: u64,
+    /// The training step it holds, if the AM knows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    /// A free-form label (a path, a tag).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+/// An AM's acknowledgement of a preemption notice.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PreemptionAcknowledgement {
+    /// In how many ms the AM expects its containers to have checkpointed and exited.
+    pub checkpoint_eta_ms: u64,
+}
+
+/// YARN's `PreemptionMessage`: containers the RM takes back. Spindle always fills the strict
+/// contract (these containers will be killed; a gang's members all together) and repeats them,
+/// with the resources they free, in the negotiable `contract`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PreemptionMessage {
+    pub strict_contract: Option<StrictPreemptionContract>,
+    pub contract: Option<PreemptionContract>,
+    /// Spindle's extension: when (ms since the epoch) the RM kills, with exit status -102
+    /// (PREEMPTED), what has not exited by then, unless an acknowledgement names an earlier time.
+    pub deadline: u64,
+    /// Spindle's extension: the gangs taken back whole.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gang_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct StrictPreemptionContract {
+    pub container: Vec<PreemptionContainer>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PreemptionContract {
+    pub resource: Vec<PreemptionResourceRequest>,
+    pub container: Vec<PreemptionContainer>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PreemptionContainer {
+    pub id: ContainerId,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PreemptionResourceRequest {
+    pub resource: ResourceRequest,
 }
 
 /// A granted container, with the RM-signed token that the NM checks before it starts it.
@@ -238,6 +313,10 @@ pub struct AllocateResponse {
     /// Spindle's extension: the state of every gang the application asked for.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gang_statuses: Vec<GangStatus>,
+    /// Containers the RM is taking back (YARN's `PreemptionMessage`), repeated in every
+    /// response until they have exited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preemption_message: Option<PreemptionMessage>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

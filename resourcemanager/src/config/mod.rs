@@ -13,7 +13,7 @@ use std::time::Duration;
 use spindle_common::config::{keys, ConfigError, Configuration};
 use spindle_common::Resource;
 
-use crate::core::CoreConfig;
+use crate::core::{CoreConfig, PreemptionConf};
 use capacity::{CapacityConfError, CsProps, SiteSettings};
 
 // The keys the RM reads are spelled once, in `keys`; these names of the RM's own are kept
@@ -87,6 +87,19 @@ pub enum RmConfigError {
         expiry_ms: u64,
         heartbeat_ms: u64,
     },
+    /// A preemption fraction (`total_preemption_per_round`, `max_ignored_over_capacity`,
+    /// `natural_termination_factor`) outside its range.
+    #[error("{place}property '{name}': must be a fraction between {min} and {max}, got {value}")]
+    PreemptionFraction {
+        place: Place,
+        name: &'static str,
+        value: f64,
+        min: f64,
+        max: f64,
+    },
+    /// `yarn.resourcemanager.monitor.capacity.preemption.monitoring_interval` is 0.
+    #[error("{place}property '{name}': the monitoring interval must be positive")]
+    PreemptionIntervalZero { place: Place, name: &'static str },
     /// `yarn.resourcemanager.max-completed-applications` is negative.
     #[error("{place}property '{name}': must not be negative")]
     MaxCompletedAppsNegative {
@@ -303,6 +316,7 @@ impl RmConfig {
             keys::SPINDLE_SCHEDULER_GANG_TIMEOUT_MS,
             keys::DEFAULT_SPINDLE_SCHEDULER_GANG_TIMEOUT_MS,
         )?;
+        let preemption = preemption_conf(conf)?;
         let core = CoreConfig {
             gang_timeout_ms,
             min_allocation: Resource::new(min_mb, min_vc),
@@ -321,6 +335,7 @@ impl RmConfig {
             max_completed_apps: max_completed as usize,
             rm_address: String::new(),
             scheduler,
+            preemption,
         };
         Ok(Self {
             webapp_address,
@@ -417,3 +432,68 @@ fn groups_config(conf: &Configuration) -> Result<GroupsConfig, RmConfigError> {
 
 #[cfg(test)]
 mod tests;
+
+/// The preemption monitor's properties, each range-checked.
+fn preemption_conf(conf: &Configuration) -> Result<PreemptionConf, RmConfigError> {
+    let fraction = |name: &'static str, default: f64, max: f64| {
+        let value = conf.get_f64(name, default)?;
+        if !(0.0..=max).contains(&value) {
+            return Err(RmConfigError::PreemptionFraction {
+                place: Place::of(conf, name),
+                name,
+                value,
+                min: 0.0,
+                max,
+            });
+        }
+        Ok(value)
+    };
+    let monitoring_interval_ms = conf.get_duration_ms(
+        keys::PREEMPTION_MONITORING_INTERVAL,
+        keys::DEFAULT_PREEMPTION_MONITORING_INTERVAL_MS,
+    )?;
+    if monitoring_interval_ms == 0 {
+        return Err(RmConfigError::PreemptionIntervalZero {
+            place: Place::of(conf, keys::PREEMPTION_MONITORING_INTERVAL),
+            name: keys::PREEMPTION_MONITORING_INTERVAL,
+        });
+    }
+    Ok(PreemptionConf {
+        enabled: conf.get_bool(
+            keys::RM_SCHEDULER_MONITOR_ENABLE,
+            keys::DEFAULT_RM_SCHEDULER_MONITOR_ENABLE,
+        )?,
+        observe_only: conf.get_bool(
+            keys::PREEMPTION_OBSERVE_ONLY,
+            keys::DEFAULT_PREEMPTION_OBSERVE_ONLY,
+        )?,
+        monitoring_interval_ms,
+        max_wait_before_kill_ms: conf.get_duration_ms(
+            keys::PREEMPTION_MAX_WAIT_BEFORE_KILL,
+            keys::DEFAULT_PREEMPTION_MAX_WAIT_BEFORE_KILL_MS,
+        )?,
+        total_preemption_per_round: fraction(
+            keys::PREEMPTION_TOTAL_PER_ROUND,
+            keys::DEFAULT_PREEMPTION_TOTAL_PER_ROUND,
+            1.0,
+        )?,
+        max_ignored_over_capacity: fraction(
+            keys::PREEMPTION_MAX_IGNORED_OVER_CAPACITY,
+            keys::DEFAULT_PREEMPTION_MAX_IGNORED_OVER_CAPACITY,
+            100.0,
+        )?,
+        natural_termination_factor: fraction(
+            keys::PREEMPTION_NATURAL_TERMINATION_FACTOR,
+            keys::DEFAULT_PREEMPTION_NATURAL_TERMINATION_FACTOR,
+            1.0,
+        )?,
+        intra_queue: conf.get_bool(
+            keys::PREEMPTION_INTRA_QUEUE_ENABLED,
+            keys::DEFAULT_PREEMPTION_INTRA_QUEUE_ENABLED,
+        )?,
+        min_runtime_ms: conf.get_duration_ms(
+            keys::PREEMPTION_MIN_RUNTIME_MS,
+            keys::DEFAULT_PREEMPTION_MIN_RUNTIME_MS,
+        )?,
+    })
+}

@@ -24,6 +24,8 @@ pub struct AllocateReply {
     pub completed: Vec<CompletedContainer>,
     pub headroom: Resource,
     pub num_cluster_nodes: i32,
+    /// Containers the RM is taking back, until they are gone.
+    pub preemption: Option<PreemptionNotice>,
 }
 
 /// A container handed to its AM: where it is and the RM-signed token that lets the AM start
@@ -152,6 +154,7 @@ impl RmCore {
             .unwrap_or_default()
     }
 
+    /// An allocate call without a checkpoint report or acknowledgement.
     pub fn am_allocate(
         &mut self,
         attempt: &ApplicationAttemptId,
@@ -159,6 +162,23 @@ impl RmCore {
         asks: Vec<AskUpdate>,
         release: Vec<ContainerId>,
         progress: f32,
+        now: u64,
+    ) -> Result<AllocateReply, CoreError> {
+        let report = AmReport::default();
+        self.am_allocate_with(attempt, response_id, asks, release, progress, report, now)
+    }
+
+    /// YARN's allocate: asks (desired state), releases, progress, plus Spindle's checkpoint
+    /// report and preemption acknowledgement; answers with what was placed and completed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn am_allocate_with(
+        &mut self,
+        attempt: &ApplicationAttemptId,
+        response_id: i32,
+        asks: Vec<AskUpdate>,
+        release: Vec<ContainerId>,
+        progress: f32,
+        report: AmReport,
         now: u64,
     ) -> Result<AllocateReply, CoreError> {
         {
@@ -221,6 +241,7 @@ impl RmCore {
         if let Some(app) = self.apps.get_mut(&app_id) {
             app.progress = (progress.clamp(0.0, 1.0)) * 100.0;
         }
+        self.am_report(&app_id, report, now);
         self.run_scheduler(now);
         let num_nodes = self.sched.nodes().schedulable_count() as i32;
         let headroom = self.headroom(&app_id);
@@ -256,6 +277,7 @@ impl RmCore {
             completed,
             headroom,
             num_cluster_nodes: num_nodes,
+            preemption: self.notice_for(&app_id),
         };
         for c in &reply.allocated {
             if let Some(rc) = self.containers.get_mut(&c.id) {

@@ -325,6 +325,7 @@ impl RmCore {
             vcore_ms: 0,
             killing_since: None,
             nodes_touched: BTreeSet::new(),
+            preemption: AppPreemption::default(),
         };
         self.next_submit_seq += 1;
         self.counters.apps_submitted += 1;

@@ -76,6 +76,7 @@ impl RmCore {
     /// Runs the scheduler and hands out what it placed: AM containers are launched, the
     /// others wait for their AM's next allocate call.
     pub(super) fn run_scheduler(&mut self, now: u64) {
+        self.sched.set_now(now);
         let placements = self.sched.schedule();
         for p in placements {
             let Some(container) = self.allocate_container(&p, now) else {
@@ -128,12 +129,21 @@ impl RmCore {
         diag: String,
         now: u64,
     ) {
-        let Some(c) = self.containers.get_mut(cid) else {
+        let Some(c) = self.containers.get(cid) else {
             return;
         };
         if !c.is_live() {
             return;
         }
+        self.sched.set_now(now);
+        let c = c.clone();
+        let (exit, diag, preempted) = match self.preempted_end(&c, exit, now) {
+            Some((e, d)) => (e, d, true),
+            None => (exit, diag, false),
+        };
+        let Some(c) = self.containers.get_mut(cid) else {
+            return;
+        };
         c.state = RmContainerState::COMPLETED;
         c.finish_time = now;
         c.exit_status = exit;
@@ -144,8 +154,12 @@ impl RmCore {
         let app_id = cid.application_id();
         self.sched.release(&app_id, &c.node, &c.resource);
         if let Some(g) = &c.gang {
-            self.sched
-                .gang_member_ended(&app_id, g, *cid, exit != exit_status::SUCCESS);
+            if preempted {
+                self.sched.gang_member_preempted(&app_id, g, *cid);
+            } else {
+                self.sched
+                    .gang_member_ended(&app_id, g, *cid, exit != exit_status::SUCCESS);
+            }
         }
         if let Some(n) = self.nodes.get_mut(&c.node) {
             n.containers.remove(cid);

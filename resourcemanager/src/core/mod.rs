@@ -16,6 +16,7 @@ mod check;
 mod containers;
 mod error;
 mod nodes;
+mod preemption;
 mod queues;
 mod recovery;
 mod tick;
@@ -24,6 +25,9 @@ pub use am::{AllocateReply, Allocation, AskUpdate, CompletedContainer, GangView}
 pub use apps::KillOutcome;
 pub use error::{CoreError, RefusalClass, ReinitRefusal, ONLY_ADMINS};
 pub use nodes::{HeartbeatReply, NodeAction, NodeRegistration, ReportedContainer};
+pub use preemption::{
+    AmReport, Notice, PreemptionConf, PreemptionCounters, PreemptionNotice, PreemptionState, Reason,
+};
 
 #[cfg(test)]
 pub(crate) mod tests;
@@ -70,6 +74,8 @@ pub struct CoreConfig {
     /// How long a gang may wait when its AM names no timeout
     /// (`spindle.scheduler.gang.timeout-ms`).
     pub gang_timeout_ms: u64,
+    /// The preemption monitor (`yarn.resourcemanager.monitor.capacity.preemption.*`).
+    pub preemption: PreemptionConf,
 }
 
 impl CoreConfig {
@@ -87,6 +93,7 @@ impl CoreConfig {
             rm_address: "http://127.0.0.1:8088".into(),
             scheduler: SchedulerConf::single_default_queue(),
             gang_timeout_ms: DEFAULT_GANG_TIMEOUT_MS,
+            preemption: PreemptionConf::default(),
         }
     }
 }
@@ -117,6 +124,9 @@ pub enum Effect {
     /// (emitted when its delivery list turns non-empty). The live RM has nothing to do, its
     /// AMs poll; the simulator (`spindle sls`) wakes the AM with it instead of polling.
     ContainersAllocated(ApplicationAttemptId),
+    /// The preemption monitor sent this attempt's AM a notice, which its next allocate
+    /// answer carries. The live RM has nothing to do; the simulator wakes the AM.
+    PreemptionNotice(ApplicationAttemptId),
 }
 
 /// Counters that outlive the applications they count (`/metrics`).
@@ -148,6 +158,8 @@ pub struct RmCore {
     sched: Scheduler,
     effects: Vec<Effect>,
     counters: Counters,
+    /// Notices out, and the monitor's schedule and counters.
+    preemption: PreemptionState,
     /// Bumped on every change, so the driver republishes its read snapshot only when needed.
     version: u64,
 }
@@ -169,6 +181,7 @@ impl RmCore {
             sched,
             effects: Vec::new(),
             counters: Counters::default(),
+            preemption: PreemptionState::default(),
             version: 0,
         }
     }

@@ -156,6 +156,39 @@ pub struct App {
     pub killing_since: Option<u64>,
     /// Nodes that ran any container of the app, told to clean up once it ends.
     pub nodes_touched: BTreeSet<NodeId>,
+    /// What preemption took from it, and its last checkpoint.
+    pub preemption: AppPreemption,
+}
+
+/// Where an application's work is saved up to, as its AM reported it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Checkpoint {
+    /// When it was written (the AM's clock, ms since the epoch).
+    pub time: u64,
+    pub step: Option<u64>,
+    pub label: Option<String>,
+}
+
+/// An application's preemption record (YARN's `preemptedResource*` figures, plus the work
+/// lost and how long the AM took from notice to exit).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AppPreemption {
+    pub checkpoint: Option<Checkpoint>,
+    /// Units (whole gangs, or single containers) taken back.
+    pub preemptions: u32,
+    pub containers: u32,
+    pub am_containers: u32,
+    /// The resources of every preempted container, summed.
+    pub resource: Resource,
+    pub memory_ms: i64,
+    pub vcore_ms: i64,
+    /// GPU-milliseconds of work lost (since the last checkpoint, else since the start).
+    pub lost_gpu_ms: u64,
+    /// GPU-milliseconds the preempted containers had run in all.
+    pub gpu_ms: u64,
+    /// From notice to the container's exit: the last one, and the longest.
+    pub last_notice_to_exit_ms: Option<u64>,
+    pub max_notice_to_exit_ms: u64,
 }
 
 /// The queue an application is in. It reads as the name users see (`Deref<Target = str>`).

@@ -70,6 +70,10 @@ pub enum OrderingPolicy {
     Fifo,
     /// The application using least (dominant share) first, ties by submission.
     Fair,
+    /// Least attained service (Tiresias's discretized 2D-LAS): applications in levels by
+    /// the GPU-seconds they have used ([`LasSpec::thresholds_gpu_s`]), the lowest level
+    /// first, FIFO within one; a long wait promotes back to the first level.
+    Las,
 }
 
 impl OrderingPolicy {
@@ -77,7 +81,39 @@ impl OrderingPolicy {
         match self {
             Self::Fifo => "fifo",
             Self::Fair => "fair",
+            Self::Las => "las",
         }
+    }
+}
+
+/// The `las` ordering's levels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LasSpec {
+    /// Ascending attained-service thresholds in GPU-seconds: level k holds applications
+    /// with at least `thresholds[k-1]` and less than `thresholds[k]`.
+    pub thresholds_gpu_s: Vec<u64>,
+    /// A waiting application that has waited this many times its attained running time
+    /// returns to level 0 (0 disables promotion).
+    pub promotion_factor: f64,
+}
+
+impl Default for LasSpec {
+    fn default() -> Self {
+        Self {
+            thresholds_gpu_s: vec![3600, 36_000],
+            promotion_factor: 4.0,
+        }
+    }
+}
+
+impl LasSpec {
+    /// The level of an application that has attained `service_gpu_ms`.
+    pub fn level(&self, service_gpu_ms: u64) -> u8 {
+        let s = service_gpu_ms / 1000;
+        self.thresholds_gpu_s
+            .iter()
+            .take_while(|t| s >= **t)
+            .count() as u8
     }
 }
 
@@ -125,6 +161,12 @@ pub struct QueueSpec {
     pub backfill: bool,
     /// `<qp>.gang.max-reservations` (>= 1): waiting gangs of the leaf that may hold nodes.
     pub gang_max_reservations: u32,
+    /// `<qp>.disable_preemption` (inherited): the monitor takes nothing from this queue.
+    pub disable_preemption: bool,
+    /// `<qp>.intra-queue-preemption.disable_preemption` (inherited).
+    pub intra_queue_disable_preemption: bool,
+    /// The `las` ordering's levels (used when `ordering` is `Las`).
+    pub las: LasSpec,
     /// `<qp>.default-application-priority`.
     pub default_application_priority: i32,
     /// `<qp>.priority`: among siblings equally under-served, the higher goes first.
@@ -152,6 +194,9 @@ impl QueueSpec {
             ordering: OrderingPolicy::Fifo,
             backfill: true,
             gang_max_reservations: 1,
+            disable_preemption: false,
+            intra_queue_disable_preemption: false,
+            las: LasSpec::default(),
             default_application_priority: 0,
             priority: 0,
             children: Vec::new(),

@@ -30,6 +30,7 @@ impl RmCore {
             vcore_ms: rec.vcore_ms,
             killing_since: None,
             nodes_touched: BTreeSet::new(),
+            preemption: AppPreemption::default(),
         };
         self.next_submit_seq += 1;
         if rec.id.cluster_timestamp == self.cluster_ts && rec.id.id >= self.next_app {

@@ -5,6 +5,9 @@ use super::*;
 impl RmCore {
     /// Liveness of nodes and AMs, allocation expiry, kill deadlines, AM exit grace.
     pub fn tick(&mut self, now: u64) {
+        self.sched.set_now(now);
+        self.sched.refresh_levels();
+        self.preemption_tick(now);
         for (app, id, hard, diag) in self.sched.expire_gangs(now, self.conf.gang_timeout_ms) {
             if hard {
                 let msg =

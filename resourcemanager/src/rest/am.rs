@@ -134,6 +134,7 @@ async fn allocate(
             asks,
             release: req.release,
             progress,
+            report: crate::wire::am_report(req.checkpoint, req.preemption_acknowledgement),
             reply,
         })
         .await?;
@@ -148,6 +149,7 @@ async fn allocate(
         am_command: None,
         application_priority: 0,
         gang_statuses: crate::wire::all(r.gangs),
+        preemption_message: r.preemption.map(crate::wire::preemption_message),
     }))
 }
 

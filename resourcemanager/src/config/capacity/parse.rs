@@ -54,6 +54,8 @@ pub fn parse_props(props: &CsProps, site: &SiteSettings) -> Result<SchedulerConf
         abs_max: Some(1.0),
         capacity: None,
         max_allocation: None,
+        disable_preemption: false,
+        intra_queue_disable_preemption: false,
     };
     let root = p.queue("root", &root_ctx, 0, global_am)?;
     if root.children.is_empty() {
@@ -184,6 +186,9 @@ pub(super) struct ParentCtx {
     pub(super) capacity: Option<CapacitySpec>,
     /// The parent's effective maximum allocation, if it or an ancestor set one.
     pub(super) max_allocation: Option<Resource>,
+    /// The parent's `disable_preemption` and intra-queue flag (children inherit them).
+    pub(super) disable_preemption: bool,
+    pub(super) intra_queue_disable_preemption: bool,
 }
 
 pub(super) struct Parser<'a> {

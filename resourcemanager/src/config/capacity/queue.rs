@@ -12,7 +12,7 @@ use spindle_common::config::{keys, value};
 use spindle_common::{QueuePath, Resource};
 
 use crate::core::queue_conf::{
-    Acl, CapacitySpec, MaxCapacitySpec, OrderingPolicy, QueueSpec, QueueState,
+    Acl, CapacitySpec, LasSpec, MaxCapacitySpec, OrderingPolicy, QueueSpec, QueueState,
 };
 
 use super::capacities::Mode;
@@ -254,6 +254,15 @@ impl Parser<'_> {
                 "must be at least 1 (a gang that may never hold nodes can wait forever)",
             ));
         }
+        let disable_preemption = props.bool(
+            &key(path, keys::CS_QUEUE_DISABLE_PREEMPTION),
+            parent.disable_preemption,
+        )?;
+        let intra_queue_disable_preemption = props.bool(
+            &key(path, keys::CS_QUEUE_INTRA_QUEUE_DISABLE_PREEMPTION),
+            parent.intra_queue_disable_preemption,
+        )?;
+        let las = self.las(path)?;
         let dap_key = key(path, keys::CS_QUEUE_DEFAULT_APPLICATION_PRIORITY);
         let default_application_priority = self
             .i32(path, &dap_key)?
@@ -279,6 +288,9 @@ impl Parser<'_> {
         spec.ordering = ordering;
         spec.backfill = backfill;
         spec.gang_max_reservations = gang_max_reservations;
+        spec.disable_preemption = disable_preemption;
+        spec.intra_queue_disable_preemption = intra_queue_disable_preemption;
+        spec.las = las;
         spec.default_application_priority = default_application_priority;
         spec.priority = priority;
 
@@ -314,6 +326,8 @@ impl Parser<'_> {
                 Some(capacity.clone())
             },
             max_allocation,
+            disable_preemption,
+            intra_queue_disable_preemption,
         };
         let mut set_modes = Vec::new();
         for c in &child_names {
@@ -442,6 +456,63 @@ impl Parser<'_> {
         }
     }
 
+    /// The `las` ordering's thresholds (ascending GPU-seconds) and promotion factor.
+    fn las(&self, path: &str) -> Result<LasSpec> {
+        let props = self.props;
+        let t_key = key(path, keys::CS_QUEUE_LAS_THRESHOLDS);
+        let raw = props
+            .trimmed(&t_key)
+            .unwrap_or(keys::DEFAULT_CS_QUEUE_LAS_THRESHOLDS);
+        let mut thresholds_gpu_s = Vec::new();
+        for part in value::split_list(raw) {
+            let t: u64 = part.parse().map_err(|_| {
+                props
+                    .err(
+                        Rule::LimitRange,
+                        &t_key,
+                        format!("'{part}' is not a whole number of GPU-seconds"),
+                    )
+                    .queue(path)
+            })?;
+            if thresholds_gpu_s.last().is_some_and(|last| t <= *last) || t == 0 {
+                return Err(props
+                    .err(
+                        Rule::LimitRange,
+                        &t_key,
+                        format!("thresholds must be positive and ascending, got '{raw}'"),
+                    )
+                    .queue(path));
+            }
+            thresholds_gpu_s.push(t);
+        }
+        if thresholds_gpu_s.len() > 15 {
+            return Err(props
+                .err(
+                    Rule::LimitRange,
+                    &t_key,
+                    "at most 15 thresholds (16 levels)",
+                )
+                .queue(path));
+        }
+        let f_key = key(path, keys::CS_QUEUE_LAS_PROMOTION_FACTOR);
+        let promotion_factor = props
+            .f64(&f_key)?
+            .unwrap_or(keys::DEFAULT_CS_QUEUE_LAS_PROMOTION_FACTOR);
+        if !(0.0..=1e6).contains(&promotion_factor) {
+            return Err(props
+                .err(
+                    Rule::LimitRange,
+                    &f_key,
+                    format!("must be between 0 (no promotion) and 1000000, got {promotion_factor}"),
+                )
+                .queue(path));
+        }
+        Ok(LasSpec {
+            thresholds_gpu_s,
+            promotion_factor,
+        })
+    }
+
     fn ordering(&self, path: &str, name: &str, raw: &str, is_leaf: bool) -> Result<OrderingPolicy> {
         let props = self.props;
         let leaf_policy = match raw {
@@ -453,6 +524,7 @@ impl Parser<'_> {
             | "org.apache.hadoop.yarn.server.resourcemanager.scheduler.policy.FairOrderingPolicy" => {
                 Some(OrderingPolicy::Fair)
             }
+            "las" => Some(OrderingPolicy::Las),
             _ => None,
         };
         let parent_policy = matches!(raw, "utilization" | "priority-utilization");
@@ -472,14 +544,14 @@ impl Parser<'_> {
                 .err(
                     Rule::InvalidOrderingPolicy,
                     name,
-                    format!("ordering-policy '{raw}' is for parent queues; leaf queue {path} takes fifo or fair"),
+                    format!("ordering-policy '{raw}' is for parent queues; leaf queue {path} takes fifo, fair or las"),
                 )
                 .queue(path)),
             (None, false, _) => Err(props
                 .err(
                     Rule::InvalidOrderingPolicy,
                     name,
-                    format!("unknown ordering-policy '{raw}' for queue {path}: Spindle supports fifo and fair for leaf queues, utilization and priority-utilization for parents"),
+                    format!("unknown ordering-policy '{raw}' for queue {path}: Spindle supports fifo, fair and las for leaf queues, utilization and priority-utilization for parents"),
                 )
                 .queue(path)),
         }

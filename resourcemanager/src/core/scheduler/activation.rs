@@ -30,6 +30,11 @@ impl Scheduler {
                 am_resource,
                 active: false,
                 gangs: BTreeMap::new(),
+                service: Service {
+                    at: self.now,
+                    last_ran: self.now,
+                    ..Service::default()
+                },
                 order: None,
             },
         );

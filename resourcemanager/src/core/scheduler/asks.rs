@@ -60,6 +60,7 @@ impl Scheduler {
         let key = if app.active && !app.asks.is_empty() {
             Some(match self.tree.queues[app.queue].spec.ordering {
                 OrderingPolicy::Fifo => (-i64::from(app.priority), app.submit_seq),
+                OrderingPolicy::Las => (i64::from(app.service.level), app.submit_seq),
                 OrderingPolicy::Fair => {
                     let share = ratio(self.conf.calculator, &app.used, &self.nodes.cluster);
                     let scaled = if share.is_finite() {
@@ -140,6 +141,7 @@ impl Scheduler {
     }
 
     pub(super) fn charge_app(&mut self, id: &ApplicationId, r: &Resource, up: bool) {
+        self.accrue(id);
         let Some(app) = self.apps.get_mut(id) else {
             return;
         };

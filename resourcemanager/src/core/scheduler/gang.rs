@@ -29,6 +29,8 @@ pub enum GangPhase {
     Allocated,
     TimedOut,
     Failed,
+    /// The preemption monitor took it back whole; the AM asks again.
+    Preempted,
 }
 
 impl GangPhase {
@@ -429,6 +431,22 @@ impl Scheduler {
             if failed && g.members.contains(&c) && !g.failed.contains(&c) {
                 g.failed.push(c);
                 g.phase = GangPhase::Failed;
+                g.changed = true;
+            }
+        }
+    }
+
+    /// A member was taken back by the preemption monitor: the gang is PREEMPTED (whole, as
+    /// every live member is under the same notice).
+    pub fn gang_member_preempted(
+        &mut self,
+        app: &ApplicationId,
+        id: &str,
+        c: spindle_common::ContainerId,
+    ) {
+        if let Some(g) = self.apps.get_mut(app).and_then(|a| a.gangs.get_mut(id)) {
+            if g.members.contains(&c) && g.phase != GangPhase::Preempted {
+                g.phase = GangPhase::Preempted;
                 g.changed = true;
             }
         }

@@ -16,8 +16,10 @@
 mod activation;
 mod asks;
 pub mod gang;
+mod las;
 pub mod nodes;
 mod pass;
+pub mod preempt;
 pub mod queues;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,6 +28,7 @@ use std::ops::Bound;
 use spindle_common::{ApplicationId, NodeId, Resource};
 
 use super::queue_conf::{Calculator, OrderingPolicy, SchedulerConf};
+pub use las::Service;
 pub use nodes::{NodeIndex, SchedNode};
 use queues::{min_each, ratio, scale, within};
 pub use queues::{Queue, QueueIdx, QueueTree, UserUsage};
@@ -90,6 +93,8 @@ pub struct SchedApp {
     pub active: bool,
     /// Gangs by id.
     pub gangs: BTreeMap<String, gang::Gang>,
+    /// What it has attained so far (the `las` ordering's measure).
+    pub service: Service,
     order: Option<(i64, u64)>,
 }
 
@@ -123,6 +128,8 @@ pub struct Scheduler {
     gang_plans_left: u32,
     /// Work counters of the passes so far (for benchmarks and diagnosis).
     pub stats: PassStats,
+    /// The caller's clock, as last told ([`Scheduler::set_now`]).
+    now: u64,
 }
 
 /// What scheduling passes did: how many, and how much work they took.
@@ -162,6 +169,7 @@ impl Scheduler {
             shapes: BTreeMap::new(),
             gang_plans_left: 0,
             stats: PassStats::default(),
+            now: 0,
         }
     }
 

@@ -1,0 +1,356 @@
+//! Preemption's lifecycle: the monitor's rounds (every `monitoring_interval`, driven by
+//! `tick`), notices to AMs (YARN's `PreemptionMessage` plus a deadline), their
+//! acknowledgements and checkpoint reports, the kill at the deadline (exit -102, PREEMPTED),
+//! and what each application lost. The decisions are the scheduler's
+//! ([`scheduler::preempt`]); this module carries them out.
+//!
+//! Timeline of one preemption: at a round the monitor picks victims and notices go out (an
+//! [`Effect::PreemptionNotice`] per victim attempt, the message in each allocate answer
+//! until the containers are gone); the preemptor's gang holds the nodes it will use. The
+//! deadline is `notice + max_wait_before_kill`; an AM that acknowledges with a checkpoint
+//! ETA is killed at the earlier of the two. Whatever is still live then is killed; a
+//! container under notice that ends earlier (its workers checkpointed and exited) counts
+//! as preempted all the same.
+
+use super::*;
+use scheduler::preempt::{Candidate, Choice};
+pub use scheduler::preempt::{PreemptionConf, Reason};
+use spindle_common::resource::GPU;
+
+/// A container under notice.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    /// Who it is taken back for, and that application's leaf.
+    pub preemptor: ApplicationId,
+    pub leaf: scheduler::QueueIdx,
+    pub reason: Reason,
+    pub notified_at: u64,
+    /// `notified_at + max_wait_before_kill`: the latest the container may live.
+    pub deadline: u64,
+    /// When it will be killed: the deadline, or the acknowledged ETA if earlier.
+    pub kill_at: u64,
+    pub acknowledged: bool,
+    pub killed: bool,
+}
+
+/// What the monitor has done since the RM started (`/metrics`, `spindle sls`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PreemptionCounters {
+    pub rounds: u64,
+    /// Preemptors served (one per choice).
+    pub decisions: u64,
+    /// Decisions made with `observe_only` on (nothing was sent).
+    pub observed: u64,
+    /// Units (whole gangs or single containers) taken back.
+    pub units: u64,
+    pub containers_noticed: u64,
+    /// Containers still live at their kill time.
+    pub containers_killed: u64,
+    /// Containers that ended after their notice, before their kill time.
+    pub containers_exited: u64,
+    pub lost_gpu_ms: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct PreemptionState {
+    pub next_round_at: u64,
+    pub notices: BTreeMap<ContainerId, Notice>,
+    pub counters: PreemptionCounters,
+}
+
+/// What an AM's allocate call says besides asks: its last checkpoint and its answer to a
+/// notice (an ETA in ms).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AmReport {
+    pub checkpoint: Option<Checkpoint>,
+    pub acknowledge_eta_ms: Option<u64>,
+}
+
+/// The notice an allocate answer carries: every container of the application under notice.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreemptionNotice {
+    pub containers: Vec<ContainerId>,
+    /// What they hold in all.
+    pub resource: Resource,
+    /// The earliest deadline among them (ms).
+    pub deadline: u64,
+    /// Gangs taken back whole.
+    pub gangs: Vec<String>,
+}
+
+impl RmCore {
+    pub fn preemption(&self) -> &PreemptionState {
+        &self.preemption
+    }
+
+    /// Kills what reached its kill time, then, once per monitoring interval, a round.
+    pub(super) fn preemption_tick(&mut self, now: u64) {
+        let due: Vec<ContainerId> = self
+            .preemption
+            .notices
+            .iter()
+            .filter(|(_, n)| !n.killed && n.kill_at <= now)
+            .map(|(c, _)| *c)
+            .collect();
+        for c in due {
+            let Some(n) = self.preemption.notices.get_mut(&c) else {
+                continue;
+            };
+            n.killed = true;
+            let diag = format!(
+                "Container preempted by scheduler: killed {} ms after its notice",
+                now.saturating_sub(n.notified_at)
+            );
+            self.preemption.counters.containers_killed += 1;
+            self.kill_container(&c, exit_status::PREEMPTED, diag, now);
+        }
+        let conf = self.conf.preemption.clone();
+        if !conf.enabled || now < self.preemption.next_round_at {
+            return;
+        }
+        self.preemption.next_round_at = now.saturating_add(conf.monitoring_interval_ms.max(1));
+        self.preemption.counters.rounds += 1;
+        let busy: BTreeSet<scheduler::QueueIdx> =
+            self.preemption.notices.values().map(|n| n.leaf).collect();
+        if !self.sched.any_preemptor(&conf, &|l| busy.contains(&l)) {
+            return;
+        }
+        let cands = self.preemption_candidates(&conf, now);
+        let choices = self
+            .sched
+            .preemption_round(&cands, &conf, &|l| busy.contains(&l));
+        for ch in choices {
+            self.carry_out(ch, &cands, &conf, now);
+        }
+    }
+
+    /// Running units old enough to be preempted and not under notice: each gang's live
+    /// members together, each plain non-AM container alone.
+    fn preemption_candidates(&self, conf: &PreemptionConf, now: u64) -> Vec<Candidate> {
+        let mut gangs: BTreeMap<(ApplicationId, String), Candidate> = BTreeMap::new();
+        let mut young: BTreeSet<(ApplicationId, String)> = BTreeSet::new();
+        let mut out = Vec::new();
+        for c in self.containers.values() {
+            if !c.is_live() || c.is_am || self.preemption.notices.contains_key(&c.id) {
+                continue;
+            }
+            let app_id = c.id.application_id();
+            let Some(app) = self.apps.get(&app_id) else {
+                continue;
+            };
+            if app.state.is_final() || app.killing_since.is_some() {
+                continue;
+            }
+            let ran = now.saturating_sub(c.allocated_time);
+            let saved = app
+                .preemption
+                .checkpoint
+                .as_ref()
+                .map_or(0, |k| k.time.min(now));
+            let since = saved.max(c.allocated_time);
+            let lost =
+                (c.resource.get(GPU).max(0) as u64).saturating_mul(now.saturating_sub(since));
+            let entry = (c.id, c.node.clone(), c.resource.clone());
+            match &c.gang {
+                Some(g) => {
+                    let key = (app_id, g.clone());
+                    if ran < conf.min_runtime_ms {
+                        young.insert(key.clone());
+                    }
+                    let cand = gangs.entry(key).or_insert_with(|| Candidate {
+                        app: app_id,
+                        gang: Some(g.clone()),
+                        containers: Vec::new(),
+                        total: Resource::zero(),
+                        lost_gpu_ms: 0,
+                    });
+                    cand.total.add_assign(&c.resource);
+                    cand.lost_gpu_ms = cand.lost_gpu_ms.saturating_add(lost);
+                    cand.containers.push(entry);
+                }
+                None if ran >= conf.min_runtime_ms => out.push(Candidate {
+                    app: app_id,
+                    gang: None,
+                    containers: vec![entry],
+                    total: c.resource.clone(),
+                    lost_gpu_ms: lost,
+                }),
+                None => {}
+            }
+        }
+        // A gang whose any member is too young (it was just re-granted) is left alone.
+        out.extend(
+            gangs
+                .into_iter()
+                .filter(|(k, _)| !young.contains(k))
+                .map(|(_, c)| c),
+        );
+        out
+    }
+
+    /// Sends the notices of one decision and holds the preemptor's nodes.
+    fn carry_out(&mut self, ch: Choice, cands: &[Candidate], conf: &PreemptionConf, now: u64) {
+        self.preemption.counters.decisions += 1;
+        if conf.observe_only {
+            self.preemption.counters.observed += 1;
+            return;
+        }
+        let deadline = now.saturating_add(conf.max_wait_before_kill_ms);
+        let mut told: BTreeSet<ApplicationAttemptId> = BTreeSet::new();
+        let mut names = Vec::new();
+        for i in &ch.victims {
+            let Some(v) = cands.get(*i) else { continue };
+            self.preemption.counters.units += 1;
+            names.push(match &v.gang {
+                Some(g) => format!("{} gang {g}", v.app),
+                None => v
+                    .containers
+                    .first()
+                    .map_or(v.app.to_string(), |c| c.0.to_string()),
+            });
+            let Some(app) = self.apps.get_mut(&v.app) else {
+                continue;
+            };
+            app.preemption.preemptions += 1;
+            if let Some(att) = app.current_attempt() {
+                if told.insert(att.id) {
+                    self.effects.push(Effect::PreemptionNotice(att.id));
+                }
+            }
+            for (c, _, _) in &v.containers {
+                self.preemption.counters.containers_noticed += 1;
+                self.preemption.notices.insert(
+                    *c,
+                    Notice {
+                        preemptor: ch.preemptor,
+                        leaf: ch.leaf,
+                        reason: ch.reason,
+                        notified_at: now,
+                        deadline,
+                        kill_at: deadline,
+                        acknowledged: false,
+                        killed: false,
+                    },
+                );
+            }
+        }
+        if let Some(g) = &ch.gang {
+            if !ch.hold.is_empty() {
+                self.sched.hold_for(&ch.preemptor, g, &ch.hold);
+            }
+        }
+        if let Some(app) = self.apps.get_mut(&ch.preemptor) {
+            let what = ch
+                .gang
+                .as_ref()
+                .map_or("its containers".to_string(), |g| format!("gang {g}"));
+            app.set_diagnostics(
+                DiagnosticsKind::Gang,
+                format!(
+                    "Preempting {} for {what} ({}); they are told now and killed by {} ms from now at the latest",
+                    names.join(", "),
+                    ch.reason.describe(),
+                    conf.max_wait_before_kill_ms
+                ),
+            );
+        }
+        self.changed();
+    }
+
+    /// An AM's checkpoint report and its answer to a notice, from an allocate call.
+    pub(super) fn am_report(&mut self, app_id: &ApplicationId, report: AmReport, now: u64) {
+        if let Some(k) = report.checkpoint {
+            if let Some(app) = self.apps.get_mut(app_id) {
+                app.preemption.checkpoint = Some(k);
+            }
+        }
+        if let Some(eta) = report.acknowledge_eta_ms {
+            let at = now.saturating_add(eta);
+            for (c, n) in self.preemption.notices.iter_mut() {
+                if c.application_id() == *app_id && !n.killed {
+                    n.acknowledged = true;
+                    n.kill_at = n.deadline.min(at);
+                }
+            }
+        }
+    }
+
+    /// The notice the application's next allocate answer carries, if any.
+    pub(super) fn notice_for(&self, app_id: &ApplicationId) -> Option<PreemptionNotice> {
+        let mut out = PreemptionNotice {
+            containers: Vec::new(),
+            resource: Resource::zero(),
+            deadline: u64::MAX,
+            gangs: Vec::new(),
+        };
+        for (c, n) in &self.preemption.notices {
+            if c.application_id() != *app_id {
+                continue;
+            }
+            out.containers.push(*c);
+            out.deadline = out.deadline.min(n.deadline);
+            if let Some(rc) = self.containers.get(c) {
+                out.resource.add_assign(&rc.resource);
+                if let Some(g) = &rc.gang {
+                    if !out.gangs.contains(g) {
+                        out.gangs.push(g.clone());
+                    }
+                }
+            }
+        }
+        (!out.containers.is_empty()).then_some(out)
+    }
+
+    /// A container ended: if it was under notice, it was preempted; account for it.
+    /// Returns the exit status and diagnostics to report.
+    pub(super) fn preempted_end(
+        &mut self,
+        c: &RmContainer,
+        exit: i32,
+        now: u64,
+    ) -> Option<(i32, String)> {
+        let n = self.preemption.notices.remove(&c.id)?;
+        if !n.killed {
+            self.preemption.counters.containers_exited += 1;
+        }
+        let gpus = c.resource.get(GPU).max(0) as u64;
+        let app_id = c.id.application_id();
+        let app = self.apps.get_mut(&app_id)?;
+        let saved = app
+            .preemption
+            .checkpoint
+            .as_ref()
+            .map_or(0, |k| k.time.min(now));
+        let lost = gpus.saturating_mul(now.saturating_sub(saved.max(c.allocated_time)));
+        let held = now.saturating_sub(c.allocated_time);
+        let p = &mut app.preemption;
+        if c.is_am {
+            p.am_containers += 1;
+        } else {
+            p.containers += 1;
+        }
+        p.resource.add_assign(&c.resource);
+        p.memory_ms += c.resource.memory_mb * held as i64;
+        p.vcore_ms += c.resource.vcores * held as i64;
+        p.lost_gpu_ms = p.lost_gpu_ms.saturating_add(lost);
+        p.gpu_ms = p.gpu_ms.saturating_add(gpus.saturating_mul(held));
+        let to_exit = now.saturating_sub(n.notified_at);
+        p.last_notice_to_exit_ms = Some(to_exit);
+        p.max_notice_to_exit_ms = p.max_notice_to_exit_ms.max(to_exit);
+        self.preemption.counters.lost_gpu_ms =
+            self.preemption.counters.lost_gpu_ms.saturating_add(lost);
+        let how = if n.killed {
+            "killed at its deadline".to_string()
+        } else {
+            format!("it exited with status {exit} before its deadline")
+        };
+        Some((
+            exit_status::PREEMPTED,
+            format!(
+                "Container preempted by scheduler for {} ({}): {how}, {to_exit} ms after its notice",
+                n.preemptor,
+                n.reason.describe()
+            ),
+        ))
+    }
+}

@@ -1,0 +1,566 @@
+//! The preemption monitor's decisions: YARN's `ProportionalCapacityPreemptionPolicy`, made
+//! gang-aware. A leaf below its guarantee whose first waiting application cannot be placed
+//! takes resources back from queues above theirs (never claiming more from a queue than it
+//! holds over its guarantee, nothing from a queue with `disable_preemption`); inside a
+//! leaf, a waiting application takes them from lower-ranked ones (lower application
+//! priority, a higher `las` level, a user over the user limit). Victims are whole units (a
+//! gang's every live member, or one plain container), chosen where the preemptor's gang will
+//! then be placed: cheapest first by the work they would lose, then pruned to the fewest
+//! that still let the gang fit. The nodes the plan uses are then held for the preemptor.
+//!
+//! Pure: the lifecycle layer passes the running candidates (it knows containers and
+//! checkpoints) and turns each [`Choice`] into notices, a hold and, at the deadline, kills.
+
+use super::gang::{plan, GangParams, Plan, Unit};
+use super::*;
+use spindle_common::ContainerId;
+
+/// The monitor's settings (`yarn.resourcemanager.monitor.capacity.preemption.*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreemptionConf {
+    /// `yarn.resourcemanager.scheduler.monitor.enable`.
+    pub enabled: bool,
+    pub observe_only: bool,
+    pub monitoring_interval_ms: u64,
+    pub max_wait_before_kill_ms: u64,
+    pub total_preemption_per_round: f64,
+    pub max_ignored_over_capacity: f64,
+    pub natural_termination_factor: f64,
+    pub intra_queue: bool,
+    /// Spindle's: a unit younger than this is not preempted (a preempted job re-granted
+    /// is young again, so it cannot be preempted again before running this long).
+    pub min_runtime_ms: u64,
+}
+
+impl Default for PreemptionConf {
+    /// YARN's defaults, with the monitor off.
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            observe_only: false,
+            monitoring_interval_ms: 3000,
+            max_wait_before_kill_ms: 15_000,
+            total_preemption_per_round: 0.1,
+            max_ignored_over_capacity: 0.1,
+            natural_termination_factor: 0.2,
+            intra_queue: false,
+            min_runtime_ms: 60_000,
+        }
+    }
+}
+
+/// A running unit that may be taken back whole: a gang's live members, or one container.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub app: ApplicationId,
+    pub gang: Option<String>,
+    pub containers: Vec<(ContainerId, NodeId, Resource)>,
+    pub total: Resource,
+    /// GPU-milliseconds since its last checkpoint (since it started without one).
+    pub lost_gpu_ms: u64,
+}
+
+/// Why a preemptor may take resources back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// Its queue is below its guarantee; victims are in queues above theirs.
+    Guarantee,
+    /// Intra-queue: victims have a lower application priority.
+    Priority,
+    /// Intra-queue: victims are on a later `las` level.
+    LasLevel,
+    /// Intra-queue: victims' users are over the user limit, the preemptor's is not.
+    UserLimit,
+}
+
+impl Reason {
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Reason::Guarantee => "its queue is below its guaranteed capacity",
+            Reason::Priority => "it has a higher application priority",
+            Reason::LasLevel => "it has attained less service (las level)",
+            Reason::UserLimit => "the victim's user is over the queue's user limit",
+        }
+    }
+}
+
+/// One decision of a round.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Choice {
+    pub preemptor: ApplicationId,
+    pub gang: Option<String>,
+    pub leaf: QueueIdx,
+    pub reason: Reason,
+    /// What the preemptor needs in all.
+    pub need: Resource,
+    /// Indices into the round's candidates.
+    pub victims: Vec<usize>,
+    /// Nodes the preemptor's gang will be placed on (to hold for it); empty for plain asks.
+    pub hold: Vec<NodeId>,
+}
+
+/// What waits: the first application of a leaf that cannot be placed.
+struct Preemptor {
+    app: ApplicationId,
+    gang: Option<String>,
+    leaf: QueueIdx,
+    units: Vec<Unit>,
+    params: GangParams,
+    need: Resource,
+}
+
+/// At most this many plain containers one preemptor claims per round.
+const MAX_PLAIN_UNITS: u32 = 64;
+/// Plans tried while adding victims, and while pruning them, per preemptor.
+const MAX_ADD_PLANS: usize = 24;
+const MAX_PRUNE_PLANS: usize = 16;
+const EPS: f64 = 1e-9;
+
+impl Scheduler {
+    fn share(&self, r: &Resource) -> f64 {
+        ratio(self.conf.calculator, r, &self.nodes.cluster)
+    }
+
+    /// The first application of each leaf that waits for what free room cannot give, unless
+    /// `busy(leaf)` (a claim of that leaf is still being honoured).
+    fn preemptors(&self, busy: &dyn Fn(QueueIdx) -> bool) -> Vec<Preemptor> {
+        let mut out = Vec::new();
+        for (leaf, q) in self.tree.iter() {
+            if !q.is_leaf() || busy(leaf) {
+                continue;
+            }
+            for (_, _, id) in q.schedulable.iter().take(16) {
+                let Some(a) = self.apps.get(id) else { continue };
+                if let Some(p) = self.waiting_need(*id, a, leaf) {
+                    out.push(p);
+                    break;
+                }
+            }
+        }
+        out
+    }
+
+    fn waiting_need(&self, id: ApplicationId, a: &SchedApp, leaf: QueueIdx) -> Option<Preemptor> {
+        // A waiting gang that has been tried and did not fit.
+        for (gid, g) in &a.gangs {
+            if !g.phase.is_waiting() || g.missed_at.is_none() {
+                continue;
+            }
+            let mut units = Vec::new();
+            for (k, ask) in a
+                .asks
+                .iter()
+                .filter(|(_, x)| x.gang.as_deref() == Some(gid))
+            {
+                for _ in 0..ask.any.min(10_000) {
+                    units.push(Unit {
+                        key: *k,
+                        cap: ask.capability.clone(),
+                    });
+                }
+            }
+            if units.is_empty() {
+                continue;
+            }
+            let need = units
+                .iter()
+                .fold(Resource::zero(), |acc, u| acc.plus(&u.cap));
+            return Some(Preemptor {
+                app: id,
+                gang: Some(gid.clone()),
+                leaf,
+                units,
+                params: g.params.clone(),
+                need,
+            });
+        }
+        let mut units = Vec::new();
+        for (k, ask) in a.asks.iter().filter(|(_, x)| x.gang.is_none() && x.any > 0) {
+            let room = MAX_PLAIN_UNITS.saturating_sub(units.len() as u32);
+            for _ in 0..ask.any.min(room) {
+                units.push(Unit {
+                    key: *k,
+                    cap: ask.capability.clone(),
+                });
+            }
+        }
+        if units.is_empty() {
+            return None;
+        }
+        let need = units
+            .iter()
+            .fold(Resource::zero(), |acc, u| acc.plus(&u.cap));
+        Some(Preemptor {
+            app: id,
+            gang: None,
+            leaf,
+            units,
+            params: GangParams::default(),
+            need,
+        })
+    }
+
+    /// Whether `leaf` with `need` more would stay within its guarantee on every level.
+    fn under_guarantee_with(&self, leaf: QueueIdx, need: &Resource) -> bool {
+        self.tree
+            .path_up(leaf)
+            .filter(|q| *q != QueueIdx::ROOT)
+            .all(|q| {
+                let queue = &self.tree.queues[q];
+                !queue.guaranteed.is_zero()
+                    && self.share(&queue.used.plus(need)) <= self.share(&queue.guaranteed) + EPS
+            })
+    }
+
+    /// The queues from `victim_leaf` up to (not including) its lowest common ancestor with
+    /// `leaf`: the ones that give when the victim goes.
+    fn giving_path(&self, victim_leaf: QueueIdx, leaf: QueueIdx) -> Vec<QueueIdx> {
+        let mine: BTreeSet<QueueIdx> = self.tree.path_up(leaf).collect();
+        self.tree
+            .path_up(victim_leaf)
+            .take_while(|q| !mine.contains(q))
+            .collect()
+    }
+
+    /// Whether anything waits that a round could serve (cheap: no candidates needed).
+    pub fn any_preemptor(&self, conf: &PreemptionConf, busy: &dyn Fn(QueueIdx) -> bool) -> bool {
+        self.preemptors(busy).iter().any(|p| {
+            self.under_guarantee_with(p.leaf, &p.need)
+                || (conf.intra_queue
+                    && !self.tree.queues[p.leaf].spec.intra_queue_disable_preemption)
+        })
+    }
+
+    /// One monitoring round: what to take back, from whom, for whom. `cands` are the
+    /// running units old enough to be preempted and not already under notice; `busy`
+    /// names leaves whose earlier claim is still being honoured.
+    pub fn preemption_round(
+        &self,
+        cands: &[Candidate],
+        conf: &PreemptionConf,
+        busy: &dyn Fn(QueueIdx) -> bool,
+    ) -> Vec<Choice> {
+        let mut out: Vec<Choice> = Vec::new();
+        if cands.is_empty() || self.nodes.cluster.is_zero() {
+            return out;
+        }
+        let n = self.tree.queues.len();
+        // What each queue gives this round, and what the round takes in all.
+        let mut given = vec![Resource::zero(); n];
+        let mut round_total = Resource::zero();
+        let mut taken = vec![false; cands.len()];
+        for p in self.preemptors(busy) {
+            let leaf_spec = &self.tree.queues[p.leaf].spec;
+            let mut tries: Vec<(Reason, Vec<usize>)> = Vec::new();
+            if self.under_guarantee_with(p.leaf, &p.need) {
+                let pool = (0..cands.len())
+                    .filter(|i| !taken[*i])
+                    .filter(|i| {
+                        let c = &cands[*i];
+                        c.app != p.app
+                            && self.apps.get(&c.app).is_some_and(|a| {
+                                a.queue != p.leaf && !self.giving_path(a.queue, p.leaf).is_empty()
+                            })
+                    })
+                    .collect();
+                tries.push((Reason::Guarantee, pool));
+            }
+            if conf.intra_queue && !leaf_spec.intra_queue_disable_preemption {
+                for reason in [Reason::LasLevel, Reason::Priority, Reason::UserLimit] {
+                    let pool: Vec<usize> = (0..cands.len())
+                        .filter(|i| !taken[*i])
+                        .filter(|i| self.outranks(&p, &cands[*i], reason))
+                        .collect();
+                    if !pool.is_empty() {
+                        tries.push((reason, pool));
+                    }
+                }
+            }
+            for (reason, mut pool) in tries {
+                if pool.is_empty() {
+                    continue;
+                }
+                pool.sort_by_key(|i| {
+                    let c = &cands[*i];
+                    (c.lost_gpu_ms, c.containers.len(), c.app, c.gang.clone())
+                });
+                let first_of_round = out.is_empty();
+                let Some((victims, hold)) =
+                    self.pick_victims(&p, &pool, cands, reason, &given, conf)
+                else {
+                    continue;
+                };
+                let freed = victims
+                    .iter()
+                    .fold(Resource::zero(), |acc, i| acc.plus(&cands[*i].total));
+                if !first_of_round
+                    && self.share(&round_total.plus(&freed)) > conf.total_preemption_per_round + EPS
+                {
+                    // This round has taken its share; a later round serves this preemptor.
+                    break;
+                }
+                let mut left = p.need.clone();
+                for i in &victims {
+                    taken[*i] = true;
+                    if reason == Reason::Guarantee {
+                        let claim = min_each(&cands[*i].total, &left);
+                        left = left.minus(&claim).clamp_non_negative();
+                        if let Some(vl) = self.apps.get(&cands[*i].app).map(|a| a.queue) {
+                            for q in self.giving_path(vl, p.leaf) {
+                                given[q].add_assign(&claim);
+                            }
+                        }
+                    }
+                }
+                round_total.add_assign(&freed);
+                out.push(Choice {
+                    preemptor: p.app,
+                    gang: p.gang.clone(),
+                    leaf: p.leaf,
+                    reason,
+                    need: p.need.clone(),
+                    victims,
+                    hold: if p.gang.is_some() { hold } else { Vec::new() },
+                });
+                break;
+            }
+        }
+        out
+    }
+
+    /// Whether a candidate ranks below the preemptor inside the preemptor's leaf, by `reason`.
+    fn outranks(&self, p: &Preemptor, c: &Candidate, reason: Reason) -> bool {
+        let (Some(pa), Some(va)) = (self.apps.get(&p.app), self.apps.get(&c.app)) else {
+            return false;
+        };
+        if va.queue != p.leaf || c.app == p.app {
+            return false;
+        }
+        let ordering = self.tree.queues[p.leaf].spec.ordering;
+        match reason {
+            Reason::LasLevel => {
+                ordering == OrderingPolicy::Las && va.service.level > pa.service.level
+            }
+            Reason::Priority => ordering != OrderingPolicy::Las && va.priority < pa.priority,
+            Reason::UserLimit => {
+                if va.user == pa.user {
+                    return false;
+                }
+                let calc = self.conf.calculator;
+                let used = |u: &str| {
+                    self.tree.queues[p.leaf]
+                        .users
+                        .get(u)
+                        .map(|x| x.used.clone())
+                        .unwrap_or_default()
+                };
+                let limit = self.user_limit(p.leaf, &Resource::zero());
+                within(calc, &used(&pa.user).plus(&p.need), &limit)
+                    && !within(calc, &used(&va.user), &limit)
+            }
+            Reason::Guarantee => false,
+        }
+    }
+
+    /// Whether taking `claim` from `victim_leaf` keeps every giving queue at or above its
+    /// guarantee, outside the dead zone, within this round's natural-termination share.
+    fn may_give(
+        &self,
+        victim_leaf: QueueIdx,
+        leaf: QueueIdx,
+        claim: &Resource,
+        given: &[Resource],
+        conf: &PreemptionConf,
+    ) -> bool {
+        self.giving_path(victim_leaf, leaf).into_iter().all(|q| {
+            let queue = &self.tree.queues[q];
+            if queue.spec.disable_preemption {
+                return false;
+            }
+            let used = queue.used.minus(&given[q]);
+            let g = self.share(&queue.guaranteed);
+            let over = self.share(&used) - g;
+            let in_dead_zone =
+                self.share(&used) <= g * (1.0 + conf.max_ignored_over_capacity) + EPS;
+            let stays = self.share(&used.minus(claim)) >= g - EPS;
+            let natural = given[q].is_zero()
+                || self.share(&given[q].plus(claim))
+                    <= conf.natural_termination_factor * (self.share(&queue.used) - g) + EPS;
+            over > EPS && !in_dead_zone && stays && natural
+        })
+    }
+
+    /// Victims for one preemptor from `pool` (cheapest first): added until its gang fits on
+    /// what is free plus what they free, then pruned (dearest first) while it still fits.
+    /// Returns the victims and the nodes the plan uses.
+    fn pick_victims(
+        &self,
+        p: &Preemptor,
+        pool: &[usize],
+        cands: &[Candidate],
+        reason: Reason,
+        given: &[Resource],
+        conf: &PreemptionConf,
+    ) -> Option<(Vec<usize>, Vec<NodeId>)> {
+        // A scratch index of the nodes that matter: free room now, or a candidate on them.
+        let holder = p.gang.as_ref().map(|g| (p.app, g.clone()));
+        let hosts: BTreeSet<&NodeId> = pool
+            .iter()
+            .flat_map(|i| cands[*i].containers.iter().map(|(_, n, _)| n))
+            .collect();
+        let mut idx = NodeIndex::new(self.min_alloc.clone());
+        for s in self.nodes.slots() {
+            let Some(n) = self.nodes.get(s) else { continue };
+            let held_by_other = self
+                .nodes
+                .reserved_by(s)
+                .is_some_and(|h| Some(h) != holder.as_ref());
+            if !n.schedulable || held_by_other {
+                continue;
+            }
+            let roomy = !n.free.is_zero() && n.free.fits_in(&n.total);
+            if roomy || hosts.contains(&n.id) {
+                idx.add(
+                    n.id.clone(),
+                    n.rack.clone(),
+                    n.total.clone(),
+                    n.used.clone(),
+                );
+                if n.gpu_model.is_some() {
+                    idx.set_gpu_model(&n.id, n.gpu_model.clone());
+                }
+            }
+        }
+        let fits = |idx: &NodeIndex| -> Option<Vec<NodeId>> {
+            if !p.need.fits_in(&idx.cluster_free()) {
+                return None;
+            }
+            let free = |s: usize| idx.get(s).map(|n| n.free.clone());
+            match plan(idx, &p.units, &p.params, &free, &|_| true) {
+                Plan::Fits(assign) => {
+                    let slots: BTreeSet<usize> = assign.iter().map(|(_, s, _)| *s).collect();
+                    Some(
+                        slots
+                            .into_iter()
+                            .filter_map(|s| idx.get(s).map(|n| n.id.clone()))
+                            .collect(),
+                    )
+                }
+                Plan::Short { .. } => None,
+            }
+        };
+        let apply = |idx: &mut NodeIndex, c: &Candidate, free: bool| {
+            for (_, node, r) in &c.containers {
+                if let Some(s) = idx.slot(node) {
+                    if free {
+                        idx.release(s, r);
+                    } else {
+                        idx.charge(s, r);
+                    }
+                }
+            }
+        };
+        let mut chosen: Vec<usize> = Vec::new();
+        let mut claims = given.to_vec();
+        let mut left = p.need.clone();
+        let mut plans = 0;
+        let mut placed: Option<Vec<NodeId>> = None;
+        for &i in pool {
+            let c = &cands[i];
+            if reason == Reason::Guarantee {
+                let claim = min_each(&c.total, &left);
+                let Some(vl) = self.apps.get(&c.app).map(|a| a.queue) else {
+                    continue;
+                };
+                if !self.may_give(vl, p.leaf, &claim, &claims, conf) {
+                    continue;
+                }
+                for q in self.giving_path(vl, p.leaf) {
+                    claims[q].add_assign(&claim);
+                }
+                left = left.minus(&claim).clamp_non_negative();
+            }
+            apply(&mut idx, c, true);
+            chosen.push(i);
+            if plans < MAX_ADD_PLANS && p.need.fits_in(&idx.cluster_free()) {
+                plans += 1;
+                if let Some(nodes) = fits(&idx) {
+                    placed = Some(nodes);
+                    break;
+                }
+            }
+        }
+        let mut nodes = placed?;
+        // Prune, dearest first: a victim the gang can fit without stays.
+        for (prunes, pos) in (0..chosen.len()).rev().enumerate() {
+            if prunes >= MAX_PRUNE_PLANS || chosen.len() == 1 {
+                break;
+            }
+            let i = chosen[pos];
+            apply(&mut idx, &cands[i], false);
+            match fits(&idx) {
+                Some(n) => {
+                    chosen.remove(pos);
+                    nodes = n;
+                }
+                None => apply(&mut idx, &cands[i], true),
+            }
+        }
+        if reason == Reason::Guarantee {
+            // Claims again for the victims that stayed, in order: each must still be allowed.
+            let mut claims = given.to_vec();
+            let mut left = p.need.clone();
+            for &i in &chosen {
+                let c = &cands[i];
+                let claim = min_each(&c.total, &left);
+                let vl = self.apps.get(&c.app)?.queue;
+                if !self.may_give(vl, p.leaf, &claim, &claims, conf) {
+                    return None;
+                }
+                for q in self.giving_path(vl, p.leaf) {
+                    claims[q].add_assign(&claim);
+                }
+                left = left.minus(&claim).clamp_non_negative();
+            }
+        }
+        Some((chosen, nodes))
+    }
+
+    /// Holds `nodes` for a waiting gang (replacing what it held): victims are leaving them
+    /// for it, and nothing else may be placed there meanwhile.
+    pub fn hold_for(&mut self, app: &ApplicationId, gang: &str, nodes: &[NodeId]) {
+        let Some(a) = self.apps.get(app) else { return };
+        let leaf = a.queue;
+        let Some(g) = a.gangs.get(gang) else { return };
+        if !g.phase.is_waiting() {
+            return;
+        }
+        let need = a
+            .asks
+            .values()
+            .filter(|x| x.gang.as_deref() == Some(gang))
+            .fold(Resource::zero(), |acc, x| {
+                acc.plus(&x.capability.times(i64::from(x.any)))
+            });
+        self.unreserve(app, gang);
+        let holder = (*app, gang.to_string());
+        let mut names = Vec::new();
+        for n in nodes {
+            if let Some(s) = self.nodes.slot(n) {
+                if self.nodes.reserved_by(s).is_none() {
+                    self.nodes.reserve(s, Some(holder.clone()));
+                    names.push(n.clone());
+                }
+            }
+        }
+        for q in self.tree.path_up(leaf).collect::<Vec<_>>() {
+            self.tree.queues[q].reserved.add_assign(&need);
+        }
+        if let Some(g) = self.apps.get_mut(app).and_then(|a| a.gangs.get_mut(gang)) {
+            g.reserved = names;
+            g.reserved_need = need;
+            g.phase = gang::GangPhase::Reserved;
+            g.missed_at = None;
+        }
+    }
+}
