@@ -175,6 +175,10 @@ pub struct Snapshot {
     pub app_gangs: BTreeMap<ApplicationId, Vec<spindle_common::records::am::GangStatus>>,
     /// Outstanding asks per application, for `resourceRequests`.
     pub app_asks: BTreeMap<ApplicationId, Vec<(AskKey, Ask)>>,
+    /// Containers under a preemption notice, per application.
+    pub notices: BTreeMap<ApplicationId, u32>,
+    /// What the preemption monitor has done (`/metrics`).
+    pub preemption: crate::core::PreemptionCounters,
 }
 
 impl Snapshot {
@@ -216,6 +220,15 @@ impl Snapshot {
                 .filter(|(_, a)| !a.asks.is_empty())
                 .map(|(k, a)| (*k, a.asks.iter().map(|(k, v)| (*k, v.clone())).collect()))
                 .collect(),
+            notices: core
+                .preemption()
+                .notices
+                .keys()
+                .fold(BTreeMap::new(), |mut m, c| {
+                    *m.entry(c.application_id()).or_insert(0) += 1;
+                    m
+                }),
+            preemption: core.preemption().counters.clone(),
         }
     }
 }

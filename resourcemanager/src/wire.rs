@@ -164,6 +164,30 @@ pub fn preemption_message(n: PreemptionNotice) -> PreemptionMessage {
     }
 }
 
+/// The app view's preemption record; None for an application never preempted nor
+/// reporting checkpoints.
+pub fn app_preemption(
+    p: &crate::core::AppPreemption,
+    under_notice: u32,
+) -> Option<spindle_common::records::cluster::AppPreemptionInfo> {
+    if p.preemptions == 0 && p.checkpoint.is_none() && under_notice == 0 {
+        return None;
+    }
+    Some(spindle_common::records::cluster::AppPreemptionInfo {
+        preemptions: p.preemptions,
+        containers_under_notice: under_notice,
+        lost_gpu_seconds: p.lost_gpu_ms as f64 / 1000.0,
+        preempted_gpu_seconds: p.gpu_ms as f64 / 1000.0,
+        last_notice_to_exit_ms: p.last_notice_to_exit_ms,
+        max_notice_to_exit_ms: p.max_notice_to_exit_ms,
+        last_checkpoint: p.checkpoint.as_ref().map(|k| CheckpointReport {
+            time: k.time,
+            step: k.step,
+            label: k.label.clone(),
+        }),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

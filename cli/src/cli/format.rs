@@ -139,6 +139,42 @@ pub fn format_app_report(a: &AppInfo) -> String {
             a.preempted_memory_seconds, a.preempted_vcore_seconds
         ),
     );
+    if let Some(p) = &a.preemption {
+        // Spindle's lines, only for an application preemption touched (YARN prints none).
+        line(
+            "Preemptions",
+            &format!(
+                "{} (containers: {} non-AM, {} AM; {} under notice now)",
+                p.preemptions,
+                a.num_non_am_container_preempted,
+                a.num_am_container_preempted,
+                p.containers_under_notice
+            ),
+        );
+        line(
+            "Work Lost To Preemption",
+            &format!(
+                "{:.1} GPU-seconds (of {:.1} GPU-seconds the preempted containers ran)",
+                p.lost_gpu_seconds, p.preempted_gpu_seconds
+            ),
+        );
+        if let Some(ms) = p.last_notice_to_exit_ms {
+            line(
+                "Preemption Notice To Exit",
+                &format!("last {ms} ms, longest {} ms", p.max_notice_to_exit_ms),
+            );
+        }
+        if let Some(k) = &p.last_checkpoint {
+            let mut v = format!("{}", k.time);
+            if let Some(step) = k.step {
+                v.push_str(&format!(", step {step}"));
+            }
+            if let Some(l) = &k.label {
+                v.push_str(&format!(", {l}"));
+            }
+            line("Last Checkpoint", &v);
+        }
+    }
     line("Log Aggregation Status", &a.log_aggregation_status);
     line("Diagnostics", &a.diagnostics);
     line("Unmanaged Application", &a.unmanaged_application);

@@ -161,6 +161,29 @@ pub struct AppInfo {
     /// Spindle's extension: the application's gangs and why any of them waits.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gangs: Vec<super::am::GangStatus>,
+    /// Spindle's extension: what preemption took from the application.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<AppPreemptionInfo>,
+}
+
+/// An application's preemption record (Spindle's extension of the app view).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct AppPreemptionInfo {
+    /// Units taken back: whole gangs, or single containers.
+    pub preemptions: u32,
+    /// Containers under notice now.
+    pub containers_under_notice: u32,
+    /// GPU-seconds of work lost (since the last checkpoint, else since the start).
+    pub lost_gpu_seconds: f64,
+    /// GPU-seconds the preempted containers had run.
+    pub preempted_gpu_seconds: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_notice_to_exit_ms: Option<u64>,
+    pub max_notice_to_exit_ms: u64,
+    /// The last checkpoint its AM reported.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_checkpoint: Option<super::am::CheckpointReport>,
 }
 
 impl Default for AppInfo {
@@ -209,6 +232,7 @@ impl Default for AppInfo {
             am_node_label_expression: None,
             resource_requests: Vec::new(),
             gangs: Vec::new(),
+            preemption: None,
         }
     }
 }

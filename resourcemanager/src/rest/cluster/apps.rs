@@ -129,6 +129,16 @@ pub(in crate::rest) fn app_info(
         },
         resource_requests,
         gangs: s.app_gangs.get(&a.id).cloned().unwrap_or_default(),
+        preempted_resource_mb: a.preemption.resource.memory_mb,
+        preempted_resource_v_cores: a.preemption.resource.vcores,
+        num_non_am_container_preempted: i64::from(a.preemption.containers),
+        num_am_container_preempted: i64::from(a.preemption.am_containers),
+        preempted_memory_seconds: a.preemption.memory_ms / 1000,
+        preempted_vcore_seconds: a.preemption.vcore_ms / 1000,
+        preemption: crate::wire::app_preemption(
+            &a.preemption,
+            s.notices.get(&a.id).copied().unwrap_or(0),
+        ),
         ..Default::default()
     }
 }
