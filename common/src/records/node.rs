@@ -98,6 +98,46 @@ pub struct StopContainersResponse {
     pub failed_requests: Vec<FailedContainerRequest>,
 }
 
+/// YARN's `SignalContainerCommand`: what `POST /ws/v1/node/containers/signal` sends to the
+/// container's process group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(non_camel_case_types)]
+pub enum SignalContainerCommand {
+    /// SIGQUIT (a JVM prints its threads; most other programs end).
+    OUTPUT_THREAD_DUMP,
+    /// SIGTERM, with no SIGKILL after it: the container exits in its own time.
+    GRACEFUL_SHUTDOWN,
+    /// SIGKILL.
+    FORCEFUL_SHUTDOWN,
+}
+
+impl SignalContainerCommand {
+    /// The signal's name (`SIGTERM`, ...).
+    pub fn signal_name(self) -> &'static str {
+        match self {
+            Self::OUTPUT_THREAD_DUMP => "SIGQUIT",
+            Self::GRACEFUL_SHUTDOWN => "SIGTERM",
+            Self::FORCEFUL_SHUTDOWN => "SIGKILL",
+        }
+    }
+}
+
+/// `POST /ws/v1/node/containers/signal`: YARN's `SignalContainerRequest`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SignalContainerRequest {
+    pub container_id: ContainerId,
+    pub command: SignalContainerCommand,
+}
+
+/// The answer to a signal: the container signalled, or why not (as a stop's answer).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SignalContainerResponse {
+    pub successfully_signaled_containers: Vec<ContainerId>,
+    pub failed_requests: Vec<FailedContainerRequest>,
+}
+
 // ---------------------------------------------------------------------------------------
 // NM REST v1 read shapes
 

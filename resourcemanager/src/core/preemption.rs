@@ -239,6 +239,11 @@ impl RmCore {
                 self.sched.hold_for(&ch.preemptor, g, &ch.hold);
             }
         }
+        if names.is_empty() {
+            // Only nodes other gangs held were taken over: nobody is preempted.
+            self.changed();
+            return;
+        }
         if let Some(app) = self.apps.get_mut(&ch.preemptor) {
             let what = ch
                 .gang

@@ -285,7 +285,7 @@ impl Scheduler {
                     (c.lost_gpu_ms, c.containers.len(), c.app, c.gang.clone())
                 });
                 let first_of_round = out.is_empty();
-                let Some((victims, hold)) =
+                let Some((victims, hold, claims)) =
                     self.pick_victims(&p, &pool, cands, reason, &given, conf)
                 else {
                     continue;
@@ -299,19 +299,10 @@ impl Scheduler {
                     // This round has taken its share; a later round serves this preemptor.
                     break;
                 }
-                let mut left = p.need.clone();
                 for i in &victims {
                     taken[*i] = true;
-                    if reason == Reason::Guarantee {
-                        let claim = min_each(&cands[*i].total, &left);
-                        left = left.minus(&claim).clamp_non_negative();
-                        if let Some(vl) = self.apps.get(&cands[*i].app).map(|a| a.queue) {
-                            for q in self.giving_path(vl, p.leaf) {
-                                given[q].add_assign(&claim);
-                            }
-                        }
-                    }
                 }
+                given = claims;
                 round_total.add_assign(&freed);
                 out.push(Choice {
                     preemptor: p.app,
@@ -363,13 +354,17 @@ impl Scheduler {
     }
 
     /// Whether taking `claim` from `victim_leaf` keeps every giving queue at or above its
-    /// guarantee, outside the dead zone, within this round's natural-termination share.
+    /// guarantee and outside the dead zone. `prior` is what earlier preemptors of this round
+    /// claimed, `claims` that plus this preemptor's earlier victims: the natural-termination
+    /// share bounds what one round takes from a queue across preemptors, never one
+    /// preemptor's own victims (a gang's need is taken in one round or not at all).
     fn may_give(
         &self,
         victim_leaf: QueueIdx,
         leaf: QueueIdx,
         claim: &Resource,
-        given: &[Resource],
+        claims: &[Resource],
+        prior: &[Resource],
         conf: &PreemptionConf,
     ) -> bool {
         self.giving_path(victim_leaf, leaf).into_iter().all(|q| {
@@ -377,17 +372,49 @@ impl Scheduler {
             if queue.spec.disable_preemption {
                 return false;
             }
-            let used = queue.used.minus(&given[q]);
+            let used = queue.used.minus(&claims[q]);
             let g = self.share(&queue.guaranteed);
             let over = self.share(&used) - g;
             let in_dead_zone =
-                self.share(&used) <= g * (1.0 + conf.max_ignored_over_capacity) + EPS;
+                self.share(&queue.used) <= g * (1.0 + conf.max_ignored_over_capacity) + EPS;
             let stays = self.share(&used.minus(claim)) >= g - EPS;
-            let natural = given[q].is_zero()
-                || self.share(&given[q].plus(claim))
+            let natural = prior[q].is_zero()
+                || self.share(&claims[q].plus(claim))
                     <= conf.natural_termination_factor * (self.share(&queue.used) - g) + EPS;
             over > EPS && !in_dead_zone && stays && natural
         })
+    }
+
+    /// Whether the preemptor may take over nodes another waiting gang holds: that gang is
+    /// one the preemptor could take from (a queue over its guarantee, a lower rank).
+    fn may_steal(
+        &self,
+        holder: &gang::Holder,
+        p: &Preemptor,
+        reason: Reason,
+        conf: &PreemptionConf,
+    ) -> bool {
+        let Some(h) = self.apps.get(&holder.0) else {
+            return true;
+        };
+        match reason {
+            Reason::Guarantee => {
+                let none = vec![Resource::zero(); self.tree.queues.len()];
+                h.queue != p.leaf
+                    && !self.giving_path(h.queue, p.leaf).is_empty()
+                    && self.may_give(h.queue, p.leaf, &Resource::zero(), &none, &none, conf)
+            }
+            _ => {
+                let probe = Candidate {
+                    app: holder.0,
+                    gang: Some(holder.1.clone()),
+                    containers: Vec::new(),
+                    total: Resource::zero(),
+                    lost_gpu_ms: 0,
+                };
+                self.outranks(p, &probe, reason)
+            }
+        }
     }
 
     /// Victims for one preemptor from `pool` (cheapest first): added until its gang fits on
@@ -401,7 +428,7 @@ impl Scheduler {
         reason: Reason,
         given: &[Resource],
         conf: &PreemptionConf,
-    ) -> Option<(Vec<usize>, Vec<NodeId>)> {
+    ) -> Option<(Vec<usize>, Vec<NodeId>, Vec<Resource>)> {
         // A scratch index of the nodes that matter: free room now, or a candidate on them.
         let holder = p.gang.as_ref().map(|g| (p.app, g.clone()));
         let hosts: BTreeSet<&NodeId> = pool
@@ -414,7 +441,7 @@ impl Scheduler {
             let held_by_other = self
                 .nodes
                 .reserved_by(s)
-                .is_some_and(|h| Some(h) != holder.as_ref());
+                .is_some_and(|h| Some(h) != holder.as_ref() && !self.may_steal(h, p, reason, conf));
             if !n.schedulable || held_by_other {
                 continue;
             }
@@ -462,7 +489,13 @@ impl Scheduler {
         };
         let mut chosen: Vec<usize> = Vec::new();
         let mut claims = given.to_vec();
-        let mut left = p.need.clone();
+        // What the victims must free: the need beyond the room free now.
+        let beyond_free = p.need.minus(&idx.cluster_free()).clamp_non_negative();
+        let mut left = beyond_free.clone();
+        // Nodes other gangs held that it may take over may be all it needs.
+        if let Some(nodes) = fits(&idx) {
+            return Some((Vec::new(), nodes, given.to_vec()));
+        }
         let mut plans = 0;
         let mut placed: Option<Vec<NodeId>> = None;
         for &i in pool {
@@ -472,7 +505,7 @@ impl Scheduler {
                 let Some(vl) = self.apps.get(&c.app).map(|a| a.queue) else {
                     continue;
                 };
-                if !self.may_give(vl, p.leaf, &claim, &claims, conf) {
+                if !self.may_give(vl, p.leaf, &claim, &claims, given, conf) {
                     continue;
                 }
                 for q in self.giving_path(vl, p.leaf) {
@@ -506,15 +539,15 @@ impl Scheduler {
                 None => apply(&mut idx, &cands[i], true),
             }
         }
+        let mut claims = given.to_vec();
         if reason == Reason::Guarantee {
             // Claims again for the victims that stayed, in order: each must still be allowed.
-            let mut claims = given.to_vec();
-            let mut left = p.need.clone();
+            let mut left = beyond_free;
             for &i in &chosen {
                 let c = &cands[i];
                 let claim = min_each(&c.total, &left);
                 let vl = self.apps.get(&c.app)?.queue;
-                if !self.may_give(vl, p.leaf, &claim, &claims, conf) {
+                if !self.may_give(vl, p.leaf, &claim, &claims, given, conf) {
                     return None;
                 }
                 for q in self.giving_path(vl, p.leaf) {
@@ -523,7 +556,7 @@ impl Scheduler {
                 left = left.minus(&claim).clamp_non_negative();
             }
         }
-        Some((chosen, nodes))
+        Some((chosen, nodes, claims))
     }
 
     /// Holds `nodes` for a waiting gang (replacing what it held): victims are leaving them
@@ -546,12 +579,26 @@ impl Scheduler {
         let holder = (*app, gang.to_string());
         let mut names = Vec::new();
         for n in nodes {
-            if let Some(s) = self.nodes.slot(n) {
-                if self.nodes.reserved_by(s).is_none() {
-                    self.nodes.reserve(s, Some(holder.clone()));
-                    names.push(n.clone());
+            let Some(s) = self.nodes.slot(n) else {
+                continue;
+            };
+            // A gang the monitor may take from loses the nodes it held (it holds again,
+            // elsewhere, at its next try).
+            if let Some(other) = self.nodes.reserved_by(s).cloned() {
+                if other != holder {
+                    self.unreserve(&other.0, &other.1);
+                    if let Some(g) = self
+                        .apps
+                        .get_mut(&other.0)
+                        .and_then(|a| a.gangs.get_mut(&other.1))
+                    {
+                        g.phase = gang::GangPhase::Pending;
+                        g.missed_at = None;
+                    }
                 }
             }
+            self.nodes.reserve(s, Some(holder.clone()));
+            names.push(n.clone());
         }
         for q in self.tree.path_up(leaf).collect::<Vec<_>>() {
             self.tree.queues[q].reserved.add_assign(&need);

@@ -11,6 +11,7 @@ use super::*;
 
 mod capacity;
 mod gang;
+mod preemption;
 mod recovery;
 
 /// A queue path from a test's literal.
