@@ -117,6 +117,14 @@ fn every_refusal_keeps_its_message() {
             "yarn-site.xml:2: property 'yarn.scheduler.minimum-allocation-vcores': minimum allocation 5 vcores exceeds the maximum 4",
         ),
         (
+            &[(keys::PREEMPTION_TOTAL_PER_ROUND, "1.5")],
+            "yarn-site.xml:2: property 'yarn.resourcemanager.monitor.capacity.preemption.total_preemption_per_round': must be a fraction between 0 and 1, got 1.5",
+        ),
+        (
+            &[(keys::PREEMPTION_MONITORING_INTERVAL, "0")],
+            "yarn-site.xml:2: property 'yarn.resourcemanager.monitor.capacity.preemption.monitoring_interval': the monitoring interval must be positive",
+        ),
+        (
             &[(keys::RM_NM_HEARTBEAT_INTERVAL_MS, "0")],
             "yarn-site.xml:2: property 'yarn.resourcemanager.nodemanagers.heartbeat-interval-ms': must be positive",
         ),
@@ -312,4 +320,43 @@ fn group_settings() {
     assert_eq!(g.command_timeout, Duration::from_secs(2));
     c.set(GROUP_STATIC_OVERRIDES, "alice");
     assert!(RmConfig::from_conf(&c).is_err());
+}
+
+#[test]
+fn preemption_properties_are_yarns_and_read_with_their_defaults() {
+    let d = RmConfig::from_conf(&Configuration::new()).expect("defaults");
+    assert_eq!(d.core.preemption, PreemptionConf::default());
+    assert!(
+        !d.core.preemption.enabled,
+        "off unless asked for, as in YARN"
+    );
+    let mut c = Configuration::new();
+    for (k, v) in [
+        (keys::RM_SCHEDULER_MONITOR_ENABLE, "true"),
+        (keys::PREEMPTION_OBSERVE_ONLY, "true"),
+        (keys::PREEMPTION_MONITORING_INTERVAL, "500"),
+        (keys::PREEMPTION_MAX_WAIT_BEFORE_KILL, "8000"),
+        (keys::PREEMPTION_TOTAL_PER_ROUND, "0.5"),
+        (keys::PREEMPTION_MAX_IGNORED_OVER_CAPACITY, "0"),
+        (keys::PREEMPTION_NATURAL_TERMINATION_FACTOR, "1"),
+        (keys::PREEMPTION_INTRA_QUEUE_ENABLED, "true"),
+        (keys::PREEMPTION_MIN_RUNTIME_MS, "0"),
+    ] {
+        c.set(k, v);
+    }
+    let p = RmConfig::from_conf(&c).expect("valid").core.preemption;
+    assert_eq!(
+        p,
+        PreemptionConf {
+            enabled: true,
+            observe_only: true,
+            monitoring_interval_ms: 500,
+            max_wait_before_kill_ms: 8000,
+            total_preemption_per_round: 0.5,
+            max_ignored_over_capacity: 0.0,
+            natural_termination_factor: 1.0,
+            intra_queue: true,
+            min_runtime_ms: 0,
+        }
+    );
 }

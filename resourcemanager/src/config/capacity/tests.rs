@@ -8,8 +8,8 @@ use spindle_common::Resource;
 use super::error::Result;
 use super::*;
 use crate::core::queue_conf::{
-    Acl, Calculator, CapacitySpec, MaxCapacitySpec, OrderingPolicy, QueueMapping, QueueSpec,
-    QueueState, SchedulerConf,
+    Acl, Calculator, CapacitySpec, LasSpec, MaxCapacitySpec, OrderingPolicy, QueueMapping,
+    QueueSpec, QueueState, SchedulerConf,
 };
 
 const CS: &str = "yarn.scheduler.capacity.";
@@ -1063,4 +1063,52 @@ fn queue_paths_walks_the_listed_tree() {
         props.queue_paths(),
         vec!["root", "root.a", "root.a.x", "root.b"]
     );
+}
+
+#[test]
+fn preemption_flags_inherit_and_las_ordering_parses() {
+    let c = ok(&with(
+        two_queues(),
+        &[
+            ("root.disable_preemption", "true"),
+            ("root.b.disable_preemption", "false"),
+            ("root.a.intra-queue-preemption.disable_preemption", "true"),
+            ("root.a.ordering-policy", "las"),
+            ("root.a.ordering-policy.las.thresholds", "60, 600,6000"),
+            ("root.a.ordering-policy.las.promotion-factor", "2.5"),
+        ],
+    ));
+    let a = leaf(&c, "root.a");
+    assert!(a.disable_preemption, "inherited from root");
+    assert!(a.intra_queue_disable_preemption);
+    assert!(
+        !leaf(&c, "root.b").disable_preemption,
+        "a child may turn it back on"
+    );
+    assert_eq!(a.ordering, OrderingPolicy::Las);
+    assert_eq!(a.las.thresholds_gpu_s, vec![60, 600, 6000]);
+    assert_eq!(a.las.promotion_factor, 2.5);
+    assert_eq!(a.las.level(59_999), 0);
+    assert_eq!(a.las.level(60_000), 1);
+    assert_eq!(a.las.level(7_000_000), 3);
+    let b = leaf(&c, "root.b");
+    assert_eq!(b.las, LasSpec::default());
+    for (v, why) in [
+        ("600,60", "ascending"),
+        ("0,10", "ascending"),
+        ("ten", "whole number"),
+    ] {
+        let e = err(&with(
+            two_queues(),
+            &[("root.a.ordering-policy.las.thresholds", v)],
+        ));
+        assert!(e.to_string().contains(why), "{v}: {e}");
+    }
+    let e = err(&with(
+        two_queues(),
+        &[("root.a.ordering-policy.las.promotion-factor", "-1")],
+    ));
+    assert!(e.to_string().contains("promotion"), "{e}");
+    let e = err(&with(two_queues(), &[("root.ordering-policy", "las")]));
+    assert!(e.to_string().contains("for leaf queues"), "{e}");
 }
