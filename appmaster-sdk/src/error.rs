@@ -36,7 +36,7 @@ pub enum ClientError {
     /// The answer is well-formed but breaks the protocol (wrong status, missing header, ...).
     #[error("protocol error from {url}: {message}")]
     Protocol { url: String, message: String },
-    /// An NM refused to start or stop a container.
+    /// An NM refused to start, stop, release or signal a container.
     #[error("{operation} of container {container_id} refused: {exception}: {message}")]
     ContainerRequest {
         operation: &'static str,

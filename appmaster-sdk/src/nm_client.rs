@@ -1,4 +1,4 @@
-//! A client of NodeManagers: start, stop and status of containers
+//! A client of NodeManagers: start, stop, signal and status of containers
 //! (`/ws/v1/node/containers/...`), and their logs.
 //!
 //! NMs are addressed by their `nodeHttpAddress` (`host:port`, with or without `http://`),
@@ -10,8 +10,9 @@ use spindle_common::ids::{ApplicationId, ContainerId};
 use spindle_common::records::am::Container;
 use spindle_common::records::node::{
     ContainerLaunchContext, LaunchHold, NmAppBody, NmContainerBody, NmContainerInfo,
-    ReleaseContainersRequest, ReleaseContainersResponse, StartContainerRequest,
-    StartContainersRequest, StartContainersResponse, StopContainersRequest, StopContainersResponse,
+    ReleaseContainersRequest, ReleaseContainersResponse, SignalContainerCommand,
+    SignalContainerRequest, SignalContainerResponse, StartContainerRequest, StartContainersRequest,
+    StartContainersResponse, StopContainersRequest, StopContainersResponse,
 };
 
 use crate::error::ClientError;
@@ -351,6 +352,40 @@ impl NmClient {
                 container_id: f.container_id.clone(),
                 exception: f.exception.clone(),
                 message: f.message.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// `POST /ws/v1/node/containers/signal` (YARN's `signalToContainer`): `GRACEFUL_SHUTDOWN`
+    /// (SIGTERM, with no SIGKILL after it), `FORCEFUL_SHUTDOWN` (SIGKILL) or
+    /// `OUTPUT_THREAD_DUMP` (SIGQUIT) to the container's process group. A refusal (an unknown
+    /// container, or one with no process to signal) is an error.
+    pub async fn signal_container(
+        &self,
+        node_http_address: &str,
+        id: &ContainerId,
+        command: SignalContainerCommand,
+    ) -> Result<(), ClientError> {
+        let req = SignalContainerRequest {
+            container_id: *id,
+            command,
+        };
+        let path = format!("{NODE}/containers/signal");
+        let http = self.at(node_http_address);
+        let resp: SignalContainerResponse = http.post_json(&path, &req).await?;
+        if let Some(f) = resp.failed_requests.first() {
+            return Err(ClientError::ContainerRequest {
+                operation: "signal",
+                container_id: f.container_id.clone(),
+                exception: f.exception.clone(),
+                message: f.message.clone(),
+            });
+        }
+        if !resp.successfully_signaled_containers.contains(id) {
+            return Err(ClientError::Protocol {
+                url: http.url(&path),
+                message: format!("container {id} is neither signalled nor failed in the answer"),
             });
         }
         Ok(())

@@ -181,11 +181,13 @@ fn io_err<'a>(
     }
 }
 
-/// Which signal a stop sends.
+/// Which signal a stop (or a `containers/signal` call) sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopSignal {
     Term,
     Kill,
+    /// SIGQUIT: YARN's `OUTPUT_THREAD_DUMP`.
+    Quit,
 }
 
 /// A started process and the future that resolves when it ends.
@@ -613,6 +615,7 @@ impl ContainerExecutor for ProcessExecutor {
         let sig = match signal {
             StopSignal::Term => Signal::SIGTERM,
             StopSignal::Kill => Signal::SIGKILL,
+            StopSignal::Quit => Signal::SIGQUIT,
         };
         match killpg(Pid::from_raw(pgid), sig) {
             Ok(()) | Err(Errno::ESRCH) => Ok(()),

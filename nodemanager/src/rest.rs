@@ -1,5 +1,5 @@
 //! The NM's HTTP API: YARN's NM REST v1 (`/ws/v1/node/...`), the container management calls
-//! (start/stop), container logs, the UI-style log pages, and `/metrics`.
+//! (start/stop/release/signal), container logs, the UI-style log pages, and `/metrics`.
 //!
 //! Handlers parse, ask the container manager through its [`NmHandle`], and map the answer to
 //! a status; they hold no mutable state. Logs are read from disk here (see [`crate::logs`]).
@@ -26,7 +26,7 @@ use spindle_common::records::nm::{
 use spindle_common::records::node::{
     LaunchHold, NmAppBody, NmAppInfo, NmApps, NmAppsBody, NmContainerBody, NmContainerInfo,
     NmContainers, NmContainersBody, NmNodeInfo, NodeInfoBody, ReleaseContainersRequest,
-    StartContainersRequest, StopContainersRequest,
+    SignalContainerRequest, StartContainersRequest, StopContainersRequest,
 };
 use spindle_common::resource::Resource;
 use spindle_rest_edge::{ApiError, JsonBody, PathParams, QueryParams};
@@ -103,6 +103,7 @@ pub fn router(state: RestState) -> Router {
         .route("/ws/v1/node/containers/start", post(start))
         .route("/ws/v1/node/containers/stop", post(stop))
         .route("/ws/v1/node/containers/release", post(release))
+        .route("/ws/v1/node/containers/signal", post(signal))
         .route("/ws/v1/node/containers/{containerid}", get(container))
         .route("/ws/v1/node/containers/{containerid}/logs", get(log_list))
         .route(
@@ -319,6 +320,18 @@ async fn stop(
     JsonBody(req): JsonBody<StopContainersRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
     Ok(Json(s.0.handle.stop(req.container_ids).await?))
+}
+
+/// `POST /ws/v1/node/containers/signal` (YARN's `signalToContainer`): a signal to the
+/// container's process group. Like a stop it is not authenticated, and an unknown container is
+/// a `failedRequests` entry with the stop's message.
+async fn signal(
+    State(s): State<RestState>,
+    JsonBody(req): JsonBody<SignalContainerRequest>,
+) -> Result<impl IntoResponse, ApiError> {
+    Ok(Json(
+        s.0.handle.signal(req.container_id, req.command).await?,
+    ))
 }
 
 async fn metrics(State(s): State<RestState>) -> Result<impl IntoResponse, ApiError> {

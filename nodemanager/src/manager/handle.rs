@@ -7,8 +7,8 @@
 
 use spindle_common::ids::{ApplicationId, ContainerId};
 use spindle_common::records::node::{
-    LaunchHold, ReleaseContainersResponse, StartContainerRequest, StartContainersResponse,
-    StopContainersResponse,
+    LaunchHold, ReleaseContainersResponse, SignalContainerCommand, SignalContainerResponse,
+    StartContainerRequest, StartContainersResponse, StopContainersResponse,
 };
 use spindle_common::records::tracker::NmContainerReport;
 use spindle_common::token::TokenSecret;
@@ -38,6 +38,12 @@ pub enum Command {
     Stop {
         ids: Vec<ContainerId>,
         reply: Reply<StopContainersResponse>,
+    },
+    /// YARN's `signalToContainer`: a signal to a running container's process group.
+    Signal {
+        id: ContainerId,
+        command: SignalContainerCommand,
+        reply: Reply<SignalContainerResponse>,
     },
     Node {
         reply: Reply<NodeView>,
@@ -139,6 +145,14 @@ impl NmHandle {
     }
     pub async fn stop(&self, ids: Vec<ContainerId>) -> Result<StopContainersResponse, Unavailable> {
         self.ask(|reply| Command::Stop { ids, reply }).await
+    }
+    pub async fn signal(
+        &self,
+        id: ContainerId,
+        command: SignalContainerCommand,
+    ) -> Result<SignalContainerResponse, Unavailable> {
+        self.ask(|reply| Command::Signal { id, command, reply })
+            .await
     }
     pub async fn node(&self) -> Result<NodeView, Unavailable> {
         self.ask(|reply| Command::Node { reply }).await

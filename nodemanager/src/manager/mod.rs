@@ -25,7 +25,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use spindle_common::ids::{ApplicationId, ContainerId, NodeId};
-use spindle_common::records::node::{FailedContainerRequest, StopContainersResponse};
+use spindle_common::records::node::{
+    FailedContainerRequest, SignalContainerResponse, StopContainersResponse,
+};
 use spindle_common::resource::Resource;
 use spindle_common::states::NmContainerState;
 use spindle_common::time::now_ms;
@@ -233,6 +235,18 @@ impl Manager {
                             message,
                         }),
                     }
+                }
+                let _ = reply.send(resp);
+            }
+            Command::Signal { id, command, reply } => {
+                let mut resp = SignalContainerResponse::default();
+                match self.signal_container(id, command) {
+                    Ok(()) => resp.successfully_signaled_containers.push(id),
+                    Err(message) => resp.failed_requests.push(FailedContainerRequest {
+                        container_id: id.to_string(),
+                        exception: "YarnException".into(),
+                        message,
+                    }),
                 }
                 let _ = reply.send(resp);
             }

@@ -1,5 +1,5 @@
 //! Stopping containers and what follows their end: SIGTERM to the process group with the
-//! SIGKILL deadline, completion book-keeping (metrics, devices, holds, the store, the
+//! SIGKILL deadline, signals without a stop (`containers/signal`), completion book-keeping (metrics, devices, holds, the store, the
 //! heartbeat), the drain of a stopping NM, and deleting a finished application's local dirs.
 //!
 //! It must never signal anything but a container's own process group, and must not delete an
@@ -8,6 +8,8 @@
 use std::path::PathBuf;
 
 use spindle_common::ids::{ApplicationId, ContainerId};
+use spindle_common::records::node::SignalContainerCommand;
+use spindle_common::states::NmContainerState;
 use tracing::{info, warn};
 
 use super::{span, Command, Manager};
@@ -50,6 +52,44 @@ impl Manager {
                 Ok(())
             }
         }
+    }
+
+    /// YARN's `signalToContainer`: the signal goes to the process group of a running (or
+    /// stopping) container, and nothing else changes: no stop reason is recorded and no
+    /// SIGKILL follows a GRACEFUL_SHUTDOWN, so the container ends as its process does.
+    /// An unknown container is refused as a stop refuses it; so is one with no process to
+    /// signal (not started yet, held, or already complete).
+    pub(super) fn signal_container(
+        &mut self,
+        id: ContainerId,
+        command: SignalContainerCommand,
+    ) -> Result<(), String> {
+        let _g = span(&id).entered();
+        let Some(c) = self.table.get(&id) else {
+            return Err(format!("Container {id} is not handled by this NodeManager"));
+        };
+        let pgid = match (c.state, c.pid) {
+            (NmContainerState::RUNNING | NmContainerState::KILLING, Some(pgid)) => pgid,
+            (state, _) => {
+                return Err(format!(
+                    "Container {id} is not running (state {state}); nothing was signalled"
+                ))
+            }
+        };
+        let sig = match command {
+            SignalContainerCommand::OUTPUT_THREAD_DUMP => StopSignal::Quit,
+            SignalContainerCommand::GRACEFUL_SHUTDOWN => StopSignal::Term,
+            SignalContainerCommand::FORCEFUL_SHUTDOWN => StopSignal::Kill,
+        };
+        info!(
+            ?command,
+            pgid,
+            "signalling container: {}",
+            command.signal_name()
+        );
+        self.executor
+            .signal_group(pgid, sig)
+            .map_err(|e| format!("Cannot signal container {id}: {e}"))
     }
 
     /// Book-keeping once a container is complete. `observed` is false for containers found
