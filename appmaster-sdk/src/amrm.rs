@@ -18,6 +18,13 @@
 //! [`GangSpec`], and every ask of a gang is sent in one allocate call because the table
 //! sends all its changes at once. [`crate::gang`] builds `request_gang` / `release_gang`
 //! on this client; [`AmRmClient::events`] gives the heartbeats as a `futures::Stream`.
+//!
+//! Preemption: the RM repeats its `preemptionMessage` in every answer until the containers are
+//! gone; the client passes each newly noticed container on once, as
+//! [`AllocationEvent::Preempted`] (with the RM's kill deadline). The AM answers with
+//! [`AmRmClient::acknowledge_preemption`] (sent with the next heartbeat) and tells the RM
+//! where its work is saved with [`AmRmClient::report_checkpoint`] (sent with every heartbeat
+//! until a newer one replaces it), so the RM counts only the work since it as lost.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
@@ -25,8 +32,9 @@ use std::time::Duration;
 use futures::stream::{BoxStream, StreamExt};
 use spindle_common::ids::ContainerId;
 use spindle_common::records::am::{
-    AllocateRequest, AmCommand, Container, ContainerStatus, GangSpec, GangStatus, NodeReport,
-    RegisterApplicationMasterRequest, RegisterApplicationMasterResponse, ResourceRequest,
+    AllocateRequest, AmCommand, CheckpointReport, Container, ContainerStatus, GangSpec, GangStatus,
+    NodeReport, PreemptionAcknowledgement, PreemptionMessage, RegisterApplicationMasterRequest,
+    RegisterApplicationMasterResponse, ResourceRequest,
 };
 use spindle_common::records::resource::ResourceInfo;
 use spindle_common::resource::Resource;
@@ -442,6 +450,21 @@ pub struct AllocationEvents {
     /// since the AM last heard of that gang; the RM repeats them every heartbeat, the client
     /// passes each change on once.
     pub gangs: Vec<GangStatus>,
+    /// Preemption notices: containers the RM newly put under notice (each container once,
+    /// although the RM repeats its message until they are gone).
+    pub preempted: Vec<PreemptionNotice>,
+}
+
+/// Containers the RM takes back ([`AllocationEvent::Preempted`]): what the AM should
+/// checkpoint and give back before `deadline_ms`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreemptionNotice {
+    /// The containers newly under notice (a gang's live members all together).
+    pub containers: Vec<ContainerId>,
+    /// When the RM kills what is still live, with exit status -102 (ms since the epoch).
+    pub deadline_ms: u64,
+    /// The gangs the RM takes back whole.
+    pub gang_ids: Vec<String>,
 }
 
 impl AllocationEvents {
@@ -450,6 +473,7 @@ impl AllocationEvents {
             && self.completed.is_empty()
             && self.nodes.is_empty()
             && self.gangs.is_empty()
+            && self.preempted.is_empty()
     }
 
     /// Appends `other` after these events.
@@ -458,14 +482,21 @@ impl AllocationEvents {
         self.completed.extend(other.completed);
         self.nodes.extend(other.nodes);
         self.gangs.extend(other.gangs);
+        self.preempted.extend(other.preempted);
     }
 
-    /// One [`AllocationEvent`] per item, in the order gang statuses, grants, completions,
-    /// node updates (a gang's status comes before its containers' later completions).
+    /// One [`AllocationEvent`] per item, in the order preemption notices, gang statuses,
+    /// grants, completions, node updates (a gang's status comes before its containers' later
+    /// completions).
     pub fn into_items(self) -> impl Iterator<Item = AllocationEvent> {
-        self.gangs
+        self.preempted
             .into_iter()
-            .map(AllocationEvent::Gang)
+            .map(|n| AllocationEvent::Preempted {
+                containers: n.containers,
+                deadline_ms: n.deadline_ms,
+                gang_ids: n.gang_ids,
+            })
+            .chain(self.gangs.into_iter().map(AllocationEvent::Gang))
             .chain(self.allocated.into_iter().map(AllocationEvent::Allocated))
             .chain(self.completed.into_iter().map(AllocationEvent::Completed))
             .chain(self.nodes.into_iter().map(AllocationEvent::NodeUpdated))
@@ -479,6 +510,14 @@ pub enum AllocationEvent {
     Completed(ContainerStatus),
     NodeUpdated(NodeReport),
     Gang(GangStatus),
+    /// The RM takes these containers back: checkpoint and give them back before
+    /// `deadline_ms` (ms since the epoch), when the RM kills what is left with -102
+    /// (PREEMPTED). Told once per newly noticed container.
+    Preempted {
+        containers: Vec<ContainerId>,
+        deadline_ms: u64,
+        gang_ids: Vec<String>,
+    },
 }
 
 /// An AM's view of the RM, with YARN's AMRMClient bookkeeping.
@@ -505,6 +544,12 @@ pub struct AmRmClient {
     pub(crate) backlog: AllocationEvents,
     /// Single events not yet yielded by [`AmRmClient::next_event`].
     queued: VecDeque<AllocationEvent>,
+    /// Containers whose preemption notice was passed on (until they complete).
+    noticed: BTreeSet<ContainerId>,
+    /// An acknowledgement (ETA in ms) not yet sent.
+    pending_ack: Option<u64>,
+    /// The last checkpoint reported, sent with every heartbeat.
+    checkpoint: Option<CheckpointReport>,
 }
 
 impl AmRmClient {
@@ -525,6 +570,9 @@ impl AmRmClient {
             gang_seen: BTreeMap::new(),
             backlog: AllocationEvents::default(),
             queued: VecDeque::new(),
+            noticed: BTreeSet::new(),
+            pending_ack: None,
+            checkpoint: None,
         }
     }
 
@@ -591,6 +639,42 @@ impl AmRmClient {
         };
     }
 
+    /// Answers a preemption notice: the containers will have checkpointed and exited within
+    /// `eta_ms`; the RM then kills what is left at the earlier of that and its deadline. Sent
+    /// with the next heartbeat (once; a later call before it replaces the ETA).
+    pub fn acknowledge_preemption(&mut self, eta_ms: u64) {
+        self.pending_ack = Some(eta_ms);
+        self.idle_polls = 0;
+    }
+
+    /// Tells the RM where the application's work is saved: `time_ms` (ms since the epoch)
+    /// when the checkpoint was written, the training step it holds and a free-form label.
+    /// Sent with every heartbeat from the next one on, until a newer checkpoint (a later
+    /// `time_ms`, or the same time with another step or label) replaces it; an older one is
+    /// ignored. The RM counts the work since it as lost to a preemption.
+    pub fn report_checkpoint(&mut self, time_ms: u64, step: Option<u64>, label: Option<String>) {
+        let k = CheckpointReport {
+            time: time_ms,
+            step,
+            label,
+        };
+        if self.checkpoint.as_ref().is_some_and(|c| c.time > k.time) {
+            return;
+        }
+        self.checkpoint = Some(k);
+    }
+
+    /// The checkpoint the heartbeats carry.
+    pub fn checkpoint(&self) -> Option<&CheckpointReport> {
+        self.checkpoint.as_ref()
+    }
+
+    /// Containers under a preemption notice this client has passed on and that have not
+    /// completed yet.
+    pub fn under_notice(&self) -> Vec<ContainerId> {
+        self.noticed.iter().copied().collect()
+    }
+
     pub fn outstanding_requests(&self) -> i32 {
         self.table.outstanding()
     }
@@ -605,7 +689,8 @@ impl AmRmClient {
     }
 
     /// How long to wait before the next heartbeat: 20 ms while a gang waits, 50 ms while
-    /// containers are wanted or changes are unsent, else 100 ms doubling per quiet heartbeat
+    /// containers are wanted or changes (asks, releases, a preemption acknowledgement) are
+    /// unsent, else 100 ms doubling per quiet heartbeat
     /// up to 1 s.
     pub fn next_interval(&self) -> Duration {
         if self.gangs.values().any(GangTrack::is_pending) {
@@ -614,6 +699,7 @@ impl AmRmClient {
         if self.table.outstanding() > 0
             || self.table.has_changes()
             || !self.pending_release.is_empty()
+            || self.pending_ack.is_some()
         {
             return FAST_INTERVAL;
         }
@@ -645,6 +731,7 @@ impl AmRmClient {
         }
         let ask = self.table.changes();
         let release: Vec<ContainerId> = self.pending_release.iter().copied().collect();
+        let ack = self.pending_ack;
         let req = AllocateRequest {
             response_id: 0,
             ask: ask.clone(),
@@ -652,7 +739,10 @@ impl AmRmClient {
             progress: self.progress,
             blacklist_request: None,
             tracking_url: None,
-            ..AllocateRequest::default()
+            checkpoint: self.checkpoint.clone(),
+            preemption_acknowledgement: ack.map(|eta| PreemptionAcknowledgement {
+                checkpoint_eta_ms: eta,
+            }),
         };
         let resp = match self.client.allocate(req).await {
             Ok(r) => r,
@@ -675,6 +765,9 @@ impl AmRmClient {
             None => {}
         }
         self.table.commit(&ask);
+        if ack.is_some() && self.pending_ack == ack {
+            self.pending_ack = None;
+        }
         for id in release {
             self.pending_release.remove(&id);
             self.released.insert(id);
@@ -691,11 +784,19 @@ impl AmRmClient {
         for s in &resp.completed_container_statuses {
             self.released.remove(&s.container_id);
         }
+        let preempted = resp
+            .preemption_message
+            .as_ref()
+            .and_then(|m| self.observe_preemption(m));
+        for s in &resp.completed_container_statuses {
+            self.noticed.remove(&s.container_id);
+        }
         let mut events = AllocationEvents {
             allocated: resp.allocated_containers,
             completed: resp.completed_container_statuses,
             nodes: resp.updated_nodes,
             gangs: Vec::new(),
+            preempted: preempted.into_iter().collect(),
         };
         self.observe_gangs(&ask, resp.gang_statuses, &mut events);
         if events.is_empty() {
@@ -704,6 +805,32 @@ impl AmRmClient {
             self.idle_polls = 0;
         }
         Ok(events)
+    }
+
+    /// The containers of a preemption message not passed on yet, as one notice.
+    fn observe_preemption(&mut self, m: &PreemptionMessage) -> Option<PreemptionNotice> {
+        let listed = m
+            .strict_contract
+            .iter()
+            .flat_map(|c| c.container.iter())
+            .chain(m.contract.iter().flat_map(|c| c.container.iter()))
+            .map(|c| c.id);
+        let mut fresh = Vec::new();
+        for id in listed {
+            if self.noticed.insert(id) {
+                fresh.push(id);
+            }
+        }
+        if fresh.is_empty() {
+            return None;
+        }
+        tracing::warn!(containers = fresh.len(), deadline_ms = m.deadline, gangs = ?m.gang_ids,
+            "the ResourceManager preempts containers of this application");
+        Some(PreemptionNotice {
+            containers: fresh,
+            deadline_ms: m.deadline,
+            gang_ids: m.gang_ids.clone(),
+        })
     }
 
     /// Waits [`AmRmClient::next_interval`], then [`AmRmClient::poll`].

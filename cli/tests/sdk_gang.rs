@@ -2,7 +2,9 @@
 //! against a fake RM that speaks the gang protocol (all-or-nothing grants, PENDING /
 //! RESERVED / ALLOCATED / TIMED_OUT / FAILED statuses) and fake NMs, served by axum in the
 //! test on several ports (one per fake node) that share one state. The fake can also behave
-//! as an RM that ignores the gang field (plain asks, granted a few per heartbeat).
+//! as an RM that ignores the gang field (plain asks, granted a few per heartbeat), and can
+//! preempt: a notice (YARN's `preemptionMessage` with Spindle's deadline) repeated in every
+//! answer while its containers run, which the fake NM's `containers/signal` ends with -102.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -15,20 +17,24 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures::StreamExt;
 use serde_json::json;
-use spindle_appmaster_sdk::amrm::{AllocationEvent, AmRmClient, ContainerRequest};
+use spindle_appmaster_sdk::amrm::{
+    AllocationEvent, AmRmClient, ContainerRequest, PreemptionNotice, FAST_INTERVAL,
+};
 use spindle_appmaster_sdk::gang::{GangError, GangMember, GangPhase, GangRequest};
 use spindle_appmaster_sdk::train::{self, TrainAmConfig};
 use spindle_appmaster_sdk::{AmClient, AmEnv, NmClient, RmAddress};
 use spindle_common::ids::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId};
 use spindle_common::records::am::{
-    AllocateRequest, AllocateResponse, Container, ContainerStatus, FinishApplicationMasterRequest,
-    FinishApplicationMasterResponse, GangPlacement, GangSpec, GangState, GangStatus,
-    GangTimeoutPolicy, RegisterApplicationMasterResponse,
+    AllocateRequest, AllocateResponse, CheckpointReport, Container, ContainerStatus,
+    FinishApplicationMasterRequest, FinishApplicationMasterResponse, GangPlacement, GangSpec,
+    GangState, GangStatus, GangTimeoutPolicy, PreemptionContainer, PreemptionMessage,
+    RegisterApplicationMasterResponse, StrictPreemptionContract,
 };
 use spindle_common::records::exception::ExceptionKind;
 use spindle_common::records::node::{
     ContainerLaunchContext, NmContainerBody, NmContainerInfo, ReleaseContainersRequest,
-    ReleaseContainersResponse, StartContainersRequest, StartContainersResponse,
+    ReleaseContainersResponse, SignalContainerCommand, SignalContainerRequest,
+    SignalContainerResponse, StartContainersRequest, StartContainersResponse,
     StopContainersRequest, StopContainersResponse,
 };
 use spindle_common::records::resource::ResourceInfo;
@@ -36,6 +42,8 @@ use spindle_common::resource::Resource;
 use spindle_common::states::{ContainerState, FinalApplicationStatus};
 
 const TOKEN: &str = "amrm-token";
+/// YARN's ContainerExitStatus.PREEMPTED.
+const PREEMPTED: i32 = -102;
 /// Every test is bounded by this.
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -103,6 +111,14 @@ struct Fake {
     finished: Option<FinishApplicationMasterRequest>,
     /// A HARD gang timeout failed the application: allocate answers 409 from then on.
     app_failed: bool,
+    /// A preemption notice: (containers, deadline in ms, gang ids), told in every answer
+    /// while any of its containers runs.
+    notice: Option<(Vec<ContainerId>, u64, Vec<String>)>,
+    /// Signal calls: the container, the command, and the preemption marker's content in
+    /// `marker_dir` at that moment.
+    signals: Vec<(ContainerId, SignalContainerCommand, Option<String>)>,
+    /// Where the training AM writes its preemption marker (its checkpoint dir).
+    marker_dir: Option<std::path::PathBuf>,
 }
 
 type Shared = Arc<Mutex<Fake>>;
@@ -137,7 +153,9 @@ impl Fake {
         let gang = c.gang.clone();
         self.free[node] += 1;
         if let Some(g) = gang.as_ref().and_then(|g| self.gangs.get_mut(g)) {
-            if exit != 0 && g.members.contains(&id) && !g.failed.contains(&id) {
+            if exit == PREEMPTED {
+                g.state = GangState::PREEMPTED;
+            } else if exit != 0 && g.members.contains(&id) && !g.failed.contains(&id) {
                 g.failed.push(id);
                 g.state = GangState::FAILED;
                 g.diagnostics = format!("member {id} ended with exit status {exit}");
@@ -298,6 +316,24 @@ impl Fake {
             .collect()
     }
 
+    /// The notice's message, listing its containers that still run.
+    fn preemption_message(&self) -> Option<PreemptionMessage> {
+        let (ids, deadline, gangs) = self.notice.as_ref()?;
+        let live: Vec<PreemptionContainer> = ids
+            .iter()
+            .filter(|id| self.containers.get(id).is_some_and(|c| c.running))
+            .map(|id| PreemptionContainer { id: *id })
+            .collect();
+        (!live.is_empty()).then(|| PreemptionMessage {
+            strict_contract: Some(StrictPreemptionContract {
+                container: live.clone(),
+            }),
+            contract: None,
+            deadline: *deadline,
+            gang_ids: gangs.clone(),
+        })
+    }
+
     /// Allocate calls that carried asks of gang `id`.
     fn gang_calls(&self, id: &str) -> Vec<&AllocateRequest> {
         self.calls
@@ -391,12 +427,14 @@ async fn allocate(State(s): State<S>, Json(req): Json<AllocateRequest>) -> Respo
         );
     }
     let statuses = f.statuses();
+    let preemption_message = f.preemption_message();
     Json(AllocateResponse {
         response_id: f.calls.len() as i32,
         allocated_containers: allocated,
         completed_container_statuses: std::mem::take(&mut f.completed),
         num_cluster_nodes: f.nm_addrs.len() as i32,
         gang_statuses: statuses,
+        preemption_message,
         ..Default::default()
     })
     .into_response()
@@ -474,6 +512,45 @@ async fn nm_stop(State(s): State<S>, Json(req): Json<StopContainersRequest>) -> 
     Json(resp).into_response()
 }
 
+/// As the NM and the RM together: a SIGTERM'd worker of a gang under notice checkpoints and
+/// exits, and the RM reports it -102 (PREEMPTED) with the RM's diagnostics.
+async fn nm_signal(State(s): State<S>, Json(req): Json<SignalContainerRequest>) -> Response {
+    let mut f = lock(&s.shared);
+    let marker = f
+        .marker_dir
+        .as_ref()
+        .and_then(|d| std::fs::read_to_string(d.join(".spindle-preempted")).ok());
+    f.signals.push((req.container_id, req.command, marker));
+    let mut resp = SignalContainerResponse::default();
+    if !f
+        .containers
+        .get(&req.container_id)
+        .is_some_and(|c| c.running)
+    {
+        resp.failed_requests
+            .push(spindle_common::records::node::FailedContainerRequest {
+                container_id: req.container_id.to_string(),
+                exception: "YarnException".into(),
+                message: format!(
+                    "Container {} is not handled by this NodeManager",
+                    req.container_id
+                ),
+            });
+        return Json(resp).into_response();
+    }
+    if req.command == SignalContainerCommand::GRACEFUL_SHUTDOWN {
+        f.held.remove(&req.container_id);
+        f.complete(
+            req.container_id,
+            PREEMPTED,
+            "Container preempted by scheduler for application_1_0002 (a queue below its \
+             guarantee): it exited with status 0 before its deadline, 40 ms after its notice",
+        );
+    }
+    resp.successfully_signaled_containers.push(req.container_id);
+    Json(resp).into_response()
+}
+
 async fn nm_container(State(s): State<S>, Path(id): Path<String>) -> Response {
     let f = lock(&s.shared);
     let Some(c) = id
@@ -538,6 +615,7 @@ async fn serve(nodes: usize, slots_per_node: u32, fake: Fake) -> (Shared, String
             .route("/ws/v1/node/containers/start", post(nm_start))
             .route("/ws/v1/node/containers/stop", post(nm_stop))
             .route("/ws/v1/node/containers/release", post(nm_release))
+            .route("/ws/v1/node/containers/signal", post(nm_signal))
             .route("/ws/v1/node/containers/{id}", get(nm_container))
             .route("/ws/v1/node/ports/free", get(nm_free_port))
             .with_state(S {
@@ -995,8 +1073,14 @@ async fn run_train(
     cfg: TrainAmConfig,
 ) -> (Shared, train::TrainReport, Vec<String>) {
     let (shared, addr) = serve(nodes, slots, fake).await;
+    let (report, lines) = run_train_on(&addr, cfg).await;
+    (shared, report, lines)
+}
+
+/// Runs the training AM against the fake already serving at `addr`.
+async fn run_train_on(addr: &str, cfg: TrainAmConfig) -> (train::TrainReport, Vec<String>) {
     let env = AmEnv {
-        rm_address: RmAddress::parse(&addr).unwrap(),
+        rm_address: RmAddress::parse(addr).unwrap(),
         token: TOKEN.into(),
         attempt_id: attempt(),
         container_id: ContainerId::new(attempt(), 0, 1),
@@ -1009,7 +1093,7 @@ async fn run_train(
     }))
     .await
     .unwrap();
-    (shared, report, lines)
+    (report, lines)
 }
 
 #[tokio::test]
@@ -1177,4 +1261,254 @@ async fn train_am_fails_after_the_last_restart_and_on_a_gang_timeout() {
     let (_, report, _) = run_train(1, 4, gang_mode(), cfg).await;
     assert_eq!(report.final_status, FinalApplicationStatus::FAILED);
     assert!(report.diagnostics.contains("exceed the cluster's maximum"));
+}
+
+/// The allocate calls' acknowledgements (ETA ms) and checkpoints, in order.
+fn acks_and_checkpoints(f: &Fake) -> (Vec<Option<u64>>, Vec<Option<CheckpointReport>>) {
+    (
+        f.calls
+            .iter()
+            .map(|c| {
+                c.preemption_acknowledgement
+                    .as_ref()
+                    .map(|a| a.checkpoint_eta_ms)
+            })
+            .collect(),
+        f.calls.iter().map(|c| c.checkpoint.clone()).collect(),
+    )
+}
+
+fn ckpt(time: u64, step: u64, label: &str) -> CheckpointReport {
+    CheckpointReport {
+        time,
+        step: Some(step),
+        label: Some(label.into()),
+    }
+}
+
+#[tokio::test]
+async fn a_preemption_notice_is_told_once_and_the_answers_ride_on_the_heartbeats() {
+    let (shared, addr) = serve(3, 4, gang_mode()).await;
+    let mut amrm = client(&addr).await;
+    let got = bounded(amrm.request_gang(chief_and_workers("g")))
+        .await
+        .expect("the gang is granted");
+    let mut ids: Vec<ContainerId> = got.iter().map(|c| c.id).collect();
+    ids.sort();
+    let deadline = 1_900_000_000_000;
+    lock(&shared).notice = Some((ids.clone(), deadline, vec!["g".into()]));
+
+    // Told once, with the RM's deadline and gang, although the RM repeats it.
+    let ev = bounded(amrm.poll()).await.expect("poll");
+    assert_eq!(
+        ev.preempted,
+        vec![PreemptionNotice {
+            containers: ids.clone(),
+            deadline_ms: deadline,
+            gang_ids: vec!["g".into()],
+        }]
+    );
+    for _ in 0..3 {
+        let ev = bounded(amrm.poll()).await.expect("poll");
+        assert!(ev.preempted.is_empty(), "told again: {:?}", ev.preempted);
+    }
+    assert_eq!(amrm.under_notice(), ids);
+
+    // The acknowledgement goes with the next heartbeat only (and speeds it up).
+    amrm.acknowledge_preemption(4321);
+    assert_eq!(amrm.next_interval(), FAST_INTERVAL);
+    let before = lock(&shared).calls.len();
+    bounded(amrm.poll()).await.expect("poll");
+    bounded(amrm.poll()).await.expect("poll");
+    let (acks, _) = acks_and_checkpoints(&lock(&shared));
+    assert_eq!(acks[before..], [Some(4321), None]);
+    assert!(acks[..before].iter().all(Option::is_none));
+
+    // A checkpoint goes with every heartbeat until a newer one; an older one is ignored.
+    amrm.report_checkpoint(1_000, Some(7), Some("ckpt-7".into()));
+    let before = lock(&shared).calls.len();
+    bounded(amrm.poll()).await.expect("poll");
+    bounded(amrm.poll()).await.expect("poll");
+    amrm.report_checkpoint(900, Some(6), None);
+    bounded(amrm.poll()).await.expect("poll");
+    amrm.report_checkpoint(2_000, Some(8), Some("ckpt-8".into()));
+    bounded(amrm.poll()).await.expect("poll");
+    let (_, ckpts) = acks_and_checkpoints(&lock(&shared));
+    assert_eq!(
+        ckpts[before..],
+        [
+            Some(ckpt(1_000, 7, "ckpt-7")),
+            Some(ckpt(1_000, 7, "ckpt-7")),
+            Some(ckpt(1_000, 7, "ckpt-7")),
+            Some(ckpt(2_000, 8, "ckpt-8")),
+        ]
+    );
+    assert_eq!(amrm.checkpoint(), Some(&ckpt(2_000, 8, "ckpt-8")));
+
+    // A second gang put under notice later is told as a new notice (only its containers),
+    // through the event stream too.
+    let h = bounded(amrm.request_gang(GangRequest::new(
+        "h",
+        vec![GangMember::new(Resource::new(128, 1), 2, 5)],
+    )))
+    .await
+    .expect("gang h is granted");
+    let mut h_ids: Vec<ContainerId> = h.iter().map(|c| c.id).collect();
+    h_ids.sort();
+    let mut all = ids.clone();
+    all.extend(h_ids.iter().copied());
+    lock(&shared).notice = Some((all, deadline, vec!["g".into(), "h".into()]));
+    {
+        let mut events = amrm.events();
+        match bounded(events.next()).await {
+            Some(Ok(AllocationEvent::Preempted {
+                containers,
+                deadline_ms,
+                gang_ids,
+            })) => {
+                assert_eq!(containers, h_ids);
+                assert_eq!(deadline_ms, deadline);
+                assert_eq!(gang_ids, vec!["g".to_string(), "h".to_string()]);
+            }
+            other => panic!("expected the notice of gang h, got {other:?}"),
+        }
+    }
+
+    // The members end (-102): completions as usual, and nothing is under notice any more.
+    {
+        let mut f = lock(&shared);
+        for id in ids.iter().chain(h_ids.iter()) {
+            f.complete(*id, PREEMPTED, "Container preempted by scheduler");
+        }
+    }
+    let ev = bounded(amrm.poll()).await.expect("poll");
+    assert_eq!(ev.completed.len(), 10, "{:?}", ev.completed);
+    assert!(ev.completed.iter().all(|s| s.exit_status == PREEMPTED));
+    assert!(ev.preempted.is_empty());
+    assert!(amrm.under_notice().is_empty());
+    assert!(ev
+        .gangs
+        .iter()
+        .any(|g| g.id == "g" && g.state == GangState::PREEMPTED));
+    // Signalling a container the NM has no process for is an error naming it.
+    let nm = NmClient::new().expect("NM client");
+    match nm
+        .signal_container(
+            &got[0].node_http_address,
+            &ids[0],
+            SignalContainerCommand::FORCEFUL_SHUTDOWN,
+        )
+        .await
+    {
+        Err(e) => {
+            let text = e.to_string();
+            assert!(text.contains("signal of container"), "{text}");
+            assert!(
+                text.contains("is not handled by this NodeManager"),
+                "{text}"
+            );
+        }
+        Ok(()) => panic!("a completed container was signalled"),
+    }
+}
+
+#[tokio::test]
+async fn train_am_checkpoints_and_regains_a_preempted_gang_without_using_a_restart() {
+    let ckpt_dir = tempfile::tempdir().expect("checkpoint dir");
+    std::fs::write(ckpt_dir.path().join("ckpt-a"), "weights").expect("checkpoint");
+    std::fs::write(ckpt_dir.path().join(".spindle-step"), "42\n").expect("step");
+    // Attempt 1's workers keep running until the preemption; attempt 2's exit 0.
+    let fake = Fake {
+        hang_attempts: BTreeSet::from([1]),
+        marker_dir: Some(ckpt_dir.path().to_path_buf()),
+        ..gang_mode()
+    };
+    let (shared, addr) = serve(2, 2, fake).await;
+    let deadline = spindle_common::time::now_ms() + 10_000;
+    // Once attempt 1 runs, the RM preempts its gang.
+    let s2 = shared.clone();
+    tokio::spawn(async move {
+        loop {
+            {
+                let mut f = lock(&s2);
+                if f.released.len() >= 4 {
+                    let ids = f.released.clone();
+                    f.notice = Some((ids, deadline, vec!["workers".into()]));
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let cfg = TrainAmConfig {
+        checkpoint_dir: Some(ckpt_dir.path().display().to_string()),
+        // No restart to spare: a preemption must not need one.
+        ..train_cfg(4, 0)
+    };
+    let (report, lines) = run_train_on(&addr, cfg).await;
+    let text = lines.join("\n");
+    assert_eq!(
+        report.final_status,
+        FinalApplicationStatus::SUCCEEDED,
+        "{text}"
+    );
+    assert_eq!((report.attempts, report.preemptions), (2, 1), "{text}");
+    let f = lock(&shared);
+    let first: Vec<ContainerId> = f.released[..4].to_vec();
+    // Every worker of attempt 1 got SIGTERM (GRACEFUL_SHUTDOWN) through its NM, after the
+    // marker with the RM's deadline was written.
+    let signalled: BTreeSet<ContainerId> = f.signals.iter().map(|(id, _, _)| *id).collect();
+    assert_eq!(
+        signalled,
+        first.iter().copied().collect(),
+        "{:?}",
+        f.signals
+    );
+    for (id, command, marker) in &f.signals {
+        assert_eq!(*command, SignalContainerCommand::GRACEFUL_SHUTDOWN, "{id}");
+        assert_eq!(
+            marker.as_deref(),
+            Some(format!("SPINDLE_PREEMPT_DEADLINE_MS={deadline}\n").as_str()),
+            "{id}"
+        );
+    }
+    // Nothing was stopped: the workers exited by themselves.
+    assert!(f.stops.is_empty(), "{:?}", f.stops);
+    // The marker is gone before the workers start again.
+    assert!(!ckpt_dir.path().join(".spindle-preempted").exists());
+    // One acknowledgement, with about the time left to the deadline.
+    let (acks, ckpts) = acks_and_checkpoints(&f);
+    let acks: Vec<u64> = acks.into_iter().flatten().collect();
+    assert_eq!(acks.len(), 1, "{acks:?}");
+    assert!(acks[0] > 5_000 && acks[0] <= 10_000, "{acks:?}");
+    // The checkpoint dir's newest file, with the step of .spindle-step, was reported.
+    let reported: Vec<CheckpointReport> = ckpts.into_iter().flatten().collect();
+    assert!(
+        reported
+            .iter()
+            .any(|k| k.step == Some(42) && k.label.as_deref() == Some("ckpt-a") && k.time > 0),
+        "{reported:?}"
+    );
+    // Attempt 2 started all four workers again, told they are attempt 2.
+    assert_eq!(f.started.len(), 8);
+    let second: Vec<&ContainerLaunchContext> = f.started[4..].iter().map(|(_, _, c)| c).collect();
+    assert!(second.iter().all(|c| c
+        .environment
+        .get("SPINDLE_GANG_ATTEMPT")
+        .map(String::as_str)
+        == Some("2")));
+    for want in [
+        "gang workers of application_1_0001 preempted (deadline in ",
+        "asked workers to checkpoint and exit",
+        "ended after the preemption notice: container",
+        "with exit status -102",
+        "it exited with status 0 before its deadline",
+        "ms after the notice; asking for the gang again",
+        "gang workers attempt 2: asking for 4 workers",
+        "all 4 workers of attempt 2 exited 0",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    assert!(!text.contains("restarting the gang"), "{text}");
+    assert!(!text.contains("failed"), "{text}");
 }

@@ -5,24 +5,36 @@
 //! the granted containers, ask rank 0's NM for a free `MASTER_PORT`, start every worker at
 //! once (one start call per node, all nodes in parallel: the job cannot begin before its
 //! last worker does, so start skew is wasted time on every GPU), then watch. Any worker
-//! ending other than with 0 (a failure, a lost node's -100, a preemption's -102) fails the
-//! attempt: the AM stops and releases the rest and asks for the gang again, telling the new
-//! workers the attempt number. The application succeeds only when all N workers of one
-//! attempt exit 0.
+//! ending other than with 0 (a failure, a lost node's -100) fails the attempt: the AM stops
+//! and releases the rest and asks for the gang again, telling the new workers the attempt
+//! number, at most `--max-restarts` times. The application succeeds only when all N workers
+//! of one attempt exit 0.
+//!
+//! A preemption is not a failure. When the RM's notice names the gang's workers, the AM
+//! writes the marker `.spindle-preempted` (the RM's deadline) into the checkpoint directory,
+//! sends every worker SIGTERM through its NM (`GRACEFUL_SHUTDOWN`: checkpoint and exit),
+//! acknowledges the notice with the time left to the deadline, waits for the workers to exit
+//! (they complete with -102), and asks for the gang again; the new workers resume from the
+//! checkpoint. That costs no restart. While the workers run, the AM reports the newest file
+//! of the checkpoint directory to the RM as the job's checkpoint (see [`super::checkpoint`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use std::path::Path;
+
 use spindle_common::ids::ContainerId;
 use spindle_common::records::am::{Container, GangState, GangStatus};
-use spindle_common::records::node::{ContainerLaunchContext, LaunchHold};
+use spindle_common::records::node::{ContainerLaunchContext, LaunchHold, SignalContainerCommand};
 use spindle_common::states::{exit_status, FinalApplicationStatus};
+use spindle_common::time::now_ms;
 
+use super::checkpoint;
 use super::{
     assign_ranks, placement_name, worker_env, RankInfo, TrainAmConfig, GANG_ID, WORKER_REQUEST_ID,
 };
 use crate::am_client::AmError;
-use crate::amrm::{AmRmClient, MAX_INTERVAL};
+use crate::amrm::{AmRmClient, PreemptionNotice, MAX_INTERVAL};
 use crate::dshell::am::{completion_line, finish_and_report};
 use crate::gang::{is_permanent, GangError, GangMember, GangRequest};
 use crate::nm_client::NmClient;
@@ -34,14 +46,21 @@ const FREE_PORT_TRIES: u32 = 3;
 /// How long the NMs hold set-up workers for the release: far beyond the release calls' few
 /// milliseconds, so it only matters if this AM dies between the two phases.
 const HOLD_TIMEOUT: Duration = Duration::from_secs(120);
+/// How often the checkpoint directory is looked at while the workers run.
+const CHECKPOINT_SCAN: Duration = Duration::from_secs(1);
+/// How long past the RM's deadline the AM waits for preempted workers to be reported gone
+/// before it stops what is left itself and asks for the gang again.
+const PREEMPT_GRACE: Duration = Duration::from_secs(10);
 
 /// How the AM ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrainReport {
     pub final_status: FinalApplicationStatus,
     pub diagnostics: String,
-    /// Gang attempts made (1 when the first one succeeded).
+    /// Gang attempts made (1 when the first one succeeded), preempted ones included.
     pub attempts: u32,
+    /// Gang attempts that ended in a preemption (they cost no restart).
+    pub preemptions: u32,
 }
 
 /// How one gang attempt ended.
@@ -49,6 +68,8 @@ enum AttemptEnd {
     Succeeded,
     /// A worker failed or could not start: the gang may be restarted.
     WorkerFailed(String),
+    /// The RM took the gang back; its workers were told to checkpoint and have exited.
+    Preempted,
     /// The gang was never granted (timed out, refused): asking again the same way will not
     /// help.
     Fatal(String),
@@ -89,6 +110,51 @@ struct Attempt<'a> {
     cfg: &'a TrainAmConfig,
     nm: &'a NmClient,
     number: u32,
+    /// The attempt before this one was preempted: a gang timeout asks again.
+    after_preemption: bool,
+}
+
+/// A preemption under way in an attempt.
+struct Preempting {
+    noticed_at: Instant,
+    /// The RM's kill deadline, ms since the epoch.
+    deadline_ms: u64,
+}
+
+/// Reports the checkpoint directory's newest file to the RM (through the heartbeats) when
+/// it changes, looking at most every [`CHECKPOINT_SCAN`].
+struct CheckpointWatch<'a> {
+    dir: Option<&'a Path>,
+    scanned: Option<Instant>,
+    last: Option<checkpoint::Checkpoint>,
+}
+
+impl<'a> CheckpointWatch<'a> {
+    fn new(cfg: &'a TrainAmConfig) -> Self {
+        Self {
+            dir: cfg.checkpoint_dir.as_deref().map(Path::new),
+            scanned: None,
+            last: None,
+        }
+    }
+
+    /// Looks now if `force`, else if the last look is [`CHECKPOINT_SCAN`] old.
+    fn report(&mut self, amrm: &mut AmRmClient, force: bool) {
+        let Some(dir) = self.dir else { return };
+        if !force && self.scanned.is_some_and(|t| t.elapsed() < CHECKPOINT_SCAN) {
+            return;
+        }
+        self.scanned = Some(Instant::now());
+        let Some(k) = checkpoint::latest(dir) else {
+            return;
+        };
+        if self.last.as_ref() == Some(&k) {
+            return;
+        }
+        tracing::debug!(time_ms = k.time_ms, step = ?k.step, label = %k.label, "checkpoint");
+        amrm.report_checkpoint(k.time_ms, k.step, Some(k.label.clone()));
+        self.last = Some(k);
+    }
 }
 
 impl Attempt<'_> {
@@ -129,23 +195,33 @@ impl Attempt<'_> {
         asked.push(')');
         out(&asked);
         let asked_at = Instant::now();
-        let granted = amrm
-            .request_gang_with(self.gang_request(), &mut |s| out(&status_line(s)))
-            .await;
-        let containers = match granted {
-            Ok(c) => c,
-            Err(GangError::TimedOut { diagnostics, .. }) => {
-                return Ok(AttemptEnd::Fatal(format!(
-                    "the gang of {n} workers was not granted in time: {diagnostics}"
-                )))
+        let containers = loop {
+            let granted = amrm
+                .request_gang_with(self.gang_request(), &mut |s| out(&status_line(s)))
+                .await;
+            match granted {
+                Ok(c) => break c,
+                // The gang ran on this cluster before it was preempted: it fits again once
+                // the preemptor is done, however long that takes.
+                Err(GangError::TimedOut { diagnostics, .. }) if self.after_preemption => {
+                    out(&format!(
+                        "gang {GANG_ID} not granted within its timeout after the preemption \
+                         ({diagnostics}); asking again"
+                    ));
+                }
+                Err(GangError::TimedOut { diagnostics, .. }) => {
+                    return Ok(AttemptEnd::Fatal(format!(
+                        "the gang of {n} workers was not granted in time: {diagnostics}"
+                    )))
+                }
+                Err(GangError::Failed { diagnostics, .. }) => {
+                    return Ok(AttemptEnd::WorkerFailed(format!(
+                        "the gang failed before it started: {diagnostics}"
+                    )))
+                }
+                Err(GangError::Am(e)) => return Err(e),
+                Err(e) => return Ok(AttemptEnd::Fatal(e.to_string())),
             }
-            Err(GangError::Failed { diagnostics, .. }) => {
-                return Ok(AttemptEnd::WorkerFailed(format!(
-                    "the gang failed before it started: {diagnostics}"
-                )))
-            }
-            Err(GangError::Am(e)) => return Err(e),
-            Err(e) => return Ok(AttemptEnd::Fatal(e.to_string())),
         };
         let ranks = assign_ranks(&containers);
         let nodes: BTreeSet<String> = ranks
@@ -174,6 +250,14 @@ impl Attempt<'_> {
         out(&format!(
             "rendezvous: MASTER_ADDR={master_addr} MASTER_PORT={port} WORLD_SIZE={n}"
         ));
+        // A preemption's marker is for the workers it stopped, not for these.
+        if let Some(dir) = &cfg.checkpoint_dir {
+            if let Err(e) = checkpoint::remove_marker(Path::new(dir)) {
+                out(&format!(
+                    "cannot remove the preemption marker in {dir}: {e}; the workers will see it"
+                ));
+            }
+        }
         if let Some(failure) = self.start_all(&ranks, &master_addr, port, out).await {
             return Ok(AttemptEnd::WorkerFailed(failure));
         }
@@ -259,7 +343,8 @@ impl Attempt<'_> {
         failure
     }
 
-    /// Heartbeats until every worker exited 0, or one did not.
+    /// Heartbeats until every worker exited 0, one did not, or the gang was preempted and
+    /// its workers have exited.
     async fn watch(
         &self,
         amrm: &mut AmRmClient,
@@ -270,11 +355,37 @@ impl Attempt<'_> {
         let current: BTreeMap<ContainerId, &RankInfo> =
             ranks.iter().map(|r| (r.container.id, r)).collect();
         let mut done: BTreeSet<ContainerId> = BTreeSet::new();
+        // Workers that ended after the preemption notice.
+        let mut gone: BTreeSet<ContainerId> = BTreeSet::new();
+        let mut preempting: Option<Preempting> = None;
+        let mut checkpoints = CheckpointWatch::new(self.cfg);
         let mut failing_since: Option<Instant> = None;
         // Whatever the gang call heard meanwhile is handed out by this first poll.
         loop {
-            if done.len() as u32 >= n {
+            if preempting.is_none() && done.len() as u32 >= n {
                 return Ok(AttemptEnd::Succeeded);
+            }
+            if let Some(p) = &preempting {
+                let ended = |id: &ContainerId| done.contains(id) || gone.contains(id);
+                if current.keys().all(ended) {
+                    out(&format!(
+                        "workers exited {} ms after the notice; asking for the gang again",
+                        p.noticed_at.elapsed().as_millis()
+                    ));
+                    return Ok(AttemptEnd::Preempted);
+                }
+                let grace = u64::try_from(PREEMPT_GRACE.as_millis()).unwrap_or(u64::MAX);
+                if now_ms() > p.deadline_ms.saturating_add(grace) {
+                    let left = current.keys().filter(|id| !ended(id)).count();
+                    out(&format!(
+                        "{left} worker(s) still reported running {} ms after the preemption \
+                         deadline; stopping them and asking for the gang again",
+                        grace
+                    ));
+                    return Ok(AttemptEnd::Preempted);
+                }
+            } else {
+                checkpoints.report(amrm, false);
             }
             let ev = match amrm.poll().await {
                 Ok(ev) => {
@@ -299,6 +410,23 @@ impl Attempt<'_> {
                 ));
                 amrm.release(c.id);
             }
+            for notice in &ev.preempted {
+                if !notice.containers.iter().any(|c| current.contains_key(c)) {
+                    tracing::info!(containers = ?notice.containers,
+                        "a preemption notice about containers of an earlier attempt");
+                    continue;
+                }
+                if preempting.is_none() {
+                    let live: Vec<&RankInfo> = ranks
+                        .iter()
+                        .filter(|r| !done.contains(&r.container.id))
+                        .collect();
+                    preempting = Some(
+                        self.on_notice(amrm, &live, notice, &mut checkpoints, out)
+                            .await,
+                    );
+                }
+            }
             let mut failure = None;
             for s in &ev.completed {
                 let Some(r) = current.get(&s.container_id) else {
@@ -307,7 +435,27 @@ impl Attempt<'_> {
                     continue;
                 };
                 let node = r.container.node_id.to_string();
-                if s.exit_status == exit_status::SUCCESS {
+                if preempting.is_none() && s.exit_status == exit_status::PREEMPTED {
+                    // Killed for a preemption whose notice this AM never heard (it was not
+                    // listening, or the notice came and went between two heartbeats).
+                    out(&format!(
+                        "gang {GANG_ID} preempted: worker rank {} was taken back without a \
+                         notice this AM heard",
+                        r.rank
+                    ));
+                    preempting = Some(Preempting {
+                        noticed_at: Instant::now(),
+                        deadline_ms: now_ms(),
+                    });
+                }
+                if preempting.is_some() {
+                    gone.insert(s.container_id);
+                    out(&format!(
+                        "worker rank {} ended after the preemption notice: {}",
+                        r.rank,
+                        completion_line(s, &node)
+                    ));
+                } else if s.exit_status == exit_status::SUCCESS {
                     done.insert(s.container_id);
                     out(&format!(
                         "worker rank {} exited 0 in container {} on {node} ({} of {n} done)",
@@ -333,7 +481,7 @@ impl Attempt<'_> {
                     continue;
                 }
                 out(&status_line(g));
-                if g.state == GangState::FAILED && failure.is_none() {
+                if g.state == GangState::FAILED && failure.is_none() && preempting.is_none() {
                     failure = Some(status_line(g));
                 }
             }
@@ -344,9 +492,62 @@ impl Attempt<'_> {
             if let Some(f) = failure {
                 return Ok(AttemptEnd::WorkerFailed(f));
             }
-            if (done.len() as u32) < n {
+            if preempting.is_some() || (done.len() as u32) < n {
                 tokio::time::sleep(amrm.next_interval()).await;
             }
+        }
+    }
+
+    /// The RM's notice names this gang: the marker with the deadline for the workers,
+    /// SIGTERM to each live worker through its NM, the acknowledgement with the time left.
+    async fn on_notice(
+        &self,
+        amrm: &mut AmRmClient,
+        live: &[&RankInfo],
+        notice: &PreemptionNotice,
+        checkpoints: &mut CheckpointWatch<'_>,
+        out: &mut (dyn FnMut(&str) + Send),
+    ) -> Preempting {
+        let noticed_at = Instant::now();
+        let deadline_ms = notice.deadline_ms;
+        if let Some(dir) = &self.cfg.checkpoint_dir {
+            if let Err(e) = checkpoint::write_marker(Path::new(dir), deadline_ms) {
+                out(&format!(
+                    "cannot write the preemption marker {}: {e}",
+                    checkpoint::marker_path(Path::new(dir)).display()
+                ));
+            }
+        }
+        // The freshest checkpoint goes with the acknowledgement.
+        checkpoints.report(amrm, true);
+        let signals = futures::future::join_all(live.iter().map(|r| async move {
+            let c = &r.container;
+            let res = self
+                .nm
+                .signal_container(
+                    &c.node_http_address,
+                    &c.id,
+                    SignalContainerCommand::GRACEFUL_SHUTDOWN,
+                )
+                .await;
+            (r.rank, res)
+        }))
+        .await;
+        let left = deadline_ms.saturating_sub(now_ms());
+        amrm.acknowledge_preemption(left);
+        let app = amrm.client().attempt_id().application_id;
+        out(&format!(
+            "gang {GANG_ID} of {app} preempted (deadline in {left} ms): asked workers to \
+             checkpoint and exit"
+        ));
+        for (rank, res) in signals {
+            if let Err(e) = res {
+                out(&format!("worker rank {rank} could not be signalled: {e}"));
+            }
+        }
+        Preempting {
+            noticed_at,
+            deadline_ms,
         }
     }
 }
@@ -377,6 +578,7 @@ pub async fn run_am(
         final_status: FinalApplicationStatus::FAILED,
         diagnostics: String::new(),
         attempts: 0,
+        preemptions: 0,
     };
     if !max.is_zero() && too_big {
         report.diagnostics = format!(
@@ -389,13 +591,20 @@ pub async fn run_am(
         return Ok(report);
     }
     let max_attempts = cfg.max_restarts.saturating_add(1);
+    // Attempts that ended in a failure: only these count against --max-restarts.
+    let mut failures = 0u32;
     // A previous AM attempt's gang (the application keeps its containers across attempts):
     // taken over whole if every worker still runs; else what is left is stopped and the
     // gang starts again.
     let mut adopted = None;
     let previous = reg.containers_from_previous_attempts.clone();
     if !previous.is_empty() {
-        let probe = Attempt { cfg, nm, number: 1 };
+        let probe = Attempt {
+            cfg,
+            nm,
+            number: 1,
+            after_preemption: false,
+        };
         amrm.adopt_gang(probe.gang_request(), previous.clone());
         if previous.len() as u32 == cfg.workers {
             out(&format!(
@@ -424,20 +633,23 @@ pub async fn run_am(
                 previous.len(),
                 cfg.workers
             ));
-            release(amrm, nm, out).await;
+            release(amrm, nm, false, out).await;
         }
     }
+    let mut after_preemption = false;
     loop {
         report.attempts += 1;
         let attempt = Attempt {
             cfg,
             nm,
             number: report.attempts,
+            after_preemption,
         };
         let end = match adopted.take() {
             Some(ranks) => attempt.watch(amrm, &ranks, out).await?,
             None => attempt.run(amrm, out).await?,
         };
+        after_preemption = matches!(end, AttemptEnd::Preempted);
         match end {
             AttemptEnd::Succeeded => {
                 report.final_status = FinalApplicationStatus::SUCCEEDED;
@@ -451,18 +663,29 @@ pub async fn run_am(
                 report.diagnostics = d;
                 break;
             }
+            AttemptEnd::Preempted => {
+                // Not a failure: the workers checkpointed and the gang is asked for again.
+                report.preemptions += 1;
+                release(amrm, nm, true, out).await;
+            }
             AttemptEnd::WorkerFailed(d) => {
-                let last = report.attempts >= max_attempts;
+                failures += 1;
+                let last = failures >= max_attempts;
                 if !last {
                     out(&format!(
-                        "restarting the gang (attempt {} of at most {max_attempts}) after: {d}",
-                        report.attempts + 1
+                        "restarting the gang (attempt {} of at most {}) after: {d}",
+                        report.attempts + 1,
+                        max_attempts.saturating_add(report.preemptions)
                     ));
                 }
-                release(amrm, nm, out).await;
+                release(amrm, nm, false, out).await;
                 if last {
+                    let preempted = match report.preemptions {
+                        0 => String::new(),
+                        p => format!(", {p} of them preempted"),
+                    };
                     report.diagnostics = format!(
-                        "{d}; gave up after {} gang attempt(s) (--max-restarts {})",
+                        "{d}; gave up after {} gang attempt(s){preempted} (--max-restarts {})",
                         report.attempts, cfg.max_restarts
                     );
                     break;
@@ -483,9 +706,16 @@ pub fn one_line(s: &str) -> String {
         .join(" | ")
 }
 
-/// Stops and releases what is left of the gang, telling how it went.
-async fn release(amrm: &mut AmRmClient, nm: &NmClient, out: &mut (dyn FnMut(&str) + Send)) {
+/// Stops and releases what is left of the gang, telling how it went (with `quiet`, only if
+/// something was left).
+async fn release(
+    amrm: &mut AmRmClient,
+    nm: &NmClient,
+    quiet: bool,
+    out: &mut (dyn FnMut(&str) + Send),
+) {
     match amrm.release_gang(GANG_ID, nm).await {
+        Ok(r) if quiet && r.released.is_empty() && r.problems.is_empty() => {}
         Ok(r) => {
             let mut l = format!(
                 "gang {GANG_ID} released: {} running worker(s) stopped",

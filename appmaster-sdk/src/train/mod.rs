@@ -11,8 +11,14 @@
 //! `MASTER_PORT`, `SPINDLE_GANG_ATTEMPT` (1-based), `SPINDLE_CHECKPOINT_DIR` (if given), and
 //! from the NM `CUDA_VISIBLE_DEVICES` for its GPUs. Ranks are given in (node, container id)
 //! order, so a node's workers hold consecutive ranks and `LOCAL_RANK` counts within a node.
+//!
+//! When the RM preempts the gang, each worker gets SIGTERM: it should checkpoint to
+//! `SPINDLE_CHECKPOINT_DIR` and exit promptly (the RM's kill deadline is in
+//! `$SPINDLE_CHECKPOINT_DIR/.spindle-preempted`); the gang is asked for again and the new
+//! workers resume from the checkpoint ([`am`], [`checkpoint`]).
 
 pub mod am;
+pub mod checkpoint;
 pub mod client;
 
 use std::collections::BTreeMap;

@@ -23,7 +23,9 @@ Runs CMD in N workers granted together as one gang (all or nothing), each with t
 environment of torchrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK,
 MASTER_ADDR, MASTER_PORT (a free port on rank 0's node), SPINDLE_GANG_ATTEMPT,
 SPINDLE_CHECKPOINT_DIR, and CUDA_VISIBLE_DEVICES for its GPUs. A worker that fails restarts
-the whole gang.
+the whole gang. When the gang is preempted every worker gets SIGTERM: it should checkpoint
+to SPINDLE_CHECKPOINT_DIR and exit (the RM's kill deadline is in the file .spindle-preempted
+there); the gang is then asked for again and resumes from the checkpoint (no restart used).
   --workers N                   workers in the gang (required)
   --worker-resources LIST       per worker, e.g. yarn.io/gpu=1,vcores=4,memory-mb=4096
                                 (unnamed memory-mb / vcores default to 256 / 1)
@@ -31,8 +33,10 @@ the whole gang.
   --max-nodes K                 at most K nodes (default: no limit)
   --gang-timeout-ms T           fail if the gang is not granted within T ms (default: the
                                 RM's spindle.scheduler.gang.timeout-ms)
-  --max-restarts K              gang restarts after a worker failure (default 3)
-  --checkpoint-dir DIR          given to every worker as SPINDLE_CHECKPOINT_DIR
+  --max-restarts K              gang restarts after a worker failure (default 3;
+                                preemptions do not count)
+  --checkpoint-dir DIR          given to every worker as SPINDLE_CHECKPOINT_DIR; its newest
+                                file is reported to the RM as the job's checkpoint
   --env K=V                     worker environment (repeatable)
   --queue Q                     queue to submit to
   --appname NAME                application name (default spindle-train)
