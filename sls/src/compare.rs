@@ -79,6 +79,18 @@ pub fn table(runs: &[Stored]) -> String {
             Box::new(|s| format!("{:.1}%", s.summary.gpu_utilization * 100.0)),
         ),
         (
+            "preemptions",
+            Box::new(|s| s.summary.preemptions.to_string()),
+        ),
+        (
+            "lost GPU-hours",
+            Box::new(|s| format!("{:.1}", s.summary.lost_gpu_seconds / 3600.0)),
+        ),
+        (
+            "lost / used",
+            Box::new(|s| format!("{:.2}%", s.summary.lost_fraction * 100.0)),
+        ),
+        (
             "decisions",
             Box::new(|s| s.summary.scheduler_decisions.to_string()),
         ),

@@ -19,6 +19,10 @@ pub struct Preset {
     pub name: &'static str,
     pub summary: &'static str,
     pub leaf_props: &'static [(&'static str, &'static str)],
+    /// Cluster-wide properties (yarn-site and capacity-scheduler globals).
+    pub site_props: &'static [(&'static str, &'static str)],
+    /// The simulator submits each job with a priority from its duration (the oracle).
+    pub oracle_priority: bool,
 }
 
 pub const PRESETS: &[Preset] = &[
@@ -28,12 +32,16 @@ pub const PRESETS: &[Preset] = &[
                   submission order and the first one waiting blocks all after it \
                   (head-of-line blocking, no backfill)",
         leaf_props: &[("ordering-policy", "fifo"), ("backfill", "false")],
+        site_props: &[],
+        oracle_priority: false,
     },
     Preset {
         name: "fifo-fair",
         summary: "strict order without backfill, but the order is fair (least-used \
                   application first)",
         leaf_props: &[("ordering-policy", "fair"), ("backfill", "false")],
+        site_props: &[],
+        oracle_priority: false,
     },
     Preset {
         name: "capacity",
@@ -41,12 +49,57 @@ pub const PRESETS: &[Preset] = &[
                   backfill (a gang that does not fit holds the nodes it will use while \
                   smaller work runs elsewhere), FIFO ordering within a leaf",
         leaf_props: &[("ordering-policy", "fifo"), ("backfill", "true")],
+        site_props: &[],
+        oracle_priority: false,
     },
     Preset {
         name: "capacity-fair",
         summary: "the capacity scheduler with gang reservation and backfill, fair \
                   ordering within a leaf (least-used application first)",
         leaf_props: &[("ordering-policy", "fair"), ("backfill", "true")],
+        site_props: &[],
+        oracle_priority: false,
+    },
+    Preset {
+        name: "las",
+        summary: "least attained service (Tiresias's discretized 2D-LAS): each leaf orders \
+                  its applications by the GPU-seconds they have had (levels at 1 and 10 \
+                  GPU-hours, FIFO within a level, promoted back after a long wait), with \
+                  backfill and gang reservation; the preemption monitor on, inside queues \
+                  too, so a new job takes GPUs back from a demoted one (with notice: its AM \
+                  checkpoints first)",
+        leaf_props: &[
+            ("ordering-policy", "las"),
+            ("ordering-policy.las.thresholds", "3600,36000"),
+            ("ordering-policy.las.promotion-factor", "4"),
+            ("backfill", "true"),
+        ],
+        site_props: &[
+            ("yarn.resourcemanager.scheduler.monitor.enable", "true"),
+            (
+                "yarn.resourcemanager.monitor.capacity.preemption.intra-queue-preemption.enabled",
+                "true",
+            ),
+            (
+                "yarn.resourcemanager.monitor.capacity.preemption.monitoring_interval",
+                "15000",
+            ),
+            (
+                "yarn.resourcemanager.monitor.capacity.preemption.max_wait_before_kill",
+                "60000",
+            ),
+            ("spindle.preemption.min-runtime-ms", "60000"),
+        ],
+        oracle_priority: false,
+    },
+    Preset {
+        name: "sjf-oracle",
+        summary: "a reference only the simulator offers: shortest job first, non-preemptive, \
+                  with backfill and gang reservation; each job's priority is read from its \
+                  duration in the trace (a live RM never knows it)",
+        leaf_props: &[("ordering-policy", "fifo"), ("backfill", "true")],
+        site_props: &[("yarn.cluster.max-application-priority", "2000000000")],
+        oracle_priority: true,
     },
 ];
 
@@ -67,6 +120,12 @@ pub fn describe() -> String {
                 "  {}<leaf-queue-path>.{k} = {v}\n",
                 keys::CAPACITY_SCHEDULER_PREFIX
             ));
+        }
+        for (k, v) in p.site_props {
+            s.push_str(&format!("  {k} = {v}\n"));
+        }
+        if p.oracle_priority {
+            s.push_str("  (each job's priority: 2000000000 - its duration in seconds)\n");
         }
         s.push('\n');
     }
@@ -139,6 +198,10 @@ pub fn load(
         }
     }
     if let Some(p) = preset {
+        for (k, v) in p.site_props {
+            conf.set(k, v);
+            applied.push(((*k).to_string(), (*v).to_string()));
+        }
         // The leaves come from the configuration as it stands.
         let leaves: Vec<String> = RmConfig::from_conf(&conf)?
             .core

@@ -55,7 +55,19 @@ pub struct Summary {
     pub gpu_seconds_used: f64,
     /// What the trace's jobs need at their size.
     pub gpu_seconds_trace: f64,
+    /// Units (gangs, or single containers) the RM took back.
     pub preemptions: u64,
+    /// GPU-seconds of work lost to preemption (since each victim's last checkpoint), and
+    /// that as a share of the GPU-seconds used.
+    #[serde(default)]
+    pub lost_gpu_seconds: f64,
+    #[serde(default)]
+    pub lost_fraction: f64,
+    /// From a notice to the victim's exit: the mean and the longest, in seconds.
+    #[serde(default)]
+    pub notice_to_exit_avg_s: f64,
+    #[serde(default)]
+    pub notice_to_exit_max_s: f64,
     pub resizes: u64,
     /// Second and later AM attempts.
     pub restarts: u64,
@@ -175,7 +187,23 @@ pub fn summarize(jobs: &[Job], run: &RunResult, l: &Labels<'_>) -> Summary {
         },
         gpu_seconds_used: r3(used_ms as f64 / 1000.0),
         gpu_seconds_trace: r3(trace_ms as f64 / 1000.0),
-        preemptions: 0,
+        preemptions: run.preemptions,
+        lost_gpu_seconds: r3(run.lost_gpu_ms as f64 / 1000.0),
+        lost_fraction: if used_ms > 0 {
+            (run.lost_gpu_ms as f64 / used_ms as f64 * 1e6).round() / 1e6
+        } else {
+            0.0
+        },
+        notice_to_exit_avg_s: if run.notice_to_exit_ms.is_empty() {
+            0.0
+        } else {
+            r3(run.notice_to_exit_ms.iter().sum::<u64>() as f64
+                / run.notice_to_exit_ms.len() as f64
+                / 1000.0)
+        },
+        notice_to_exit_max_s: r3(secs(
+            run.notice_to_exit_ms.iter().copied().max().unwrap_or(0),
+        )),
         resizes: 0,
         restarts: run.restarts,
         scheduler_decisions: run.decisions,
@@ -234,6 +262,8 @@ pub fn write(
         "jct_s",
         "nodes",
         "outcome",
+        "preemptions",
+        "lost_gpu_s",
         "reason",
     ])
     .map_err(|e| csv_err(&p, e))?;
@@ -261,6 +291,8 @@ pub fn write(
             opt(jct_s),
             r.nodes.iter().cloned().collect::<Vec<_>>().join(";"),
             r.outcome.label().to_string(),
+            r.preemptions.to_string(),
+            format!("{:.3}", r.lost_gpu_ms as f64 / 1000.0),
             reason,
         ])
         .map_err(|e| csv_err(&p, e))?;

@@ -18,6 +18,7 @@ usage: spindle sls --trace FILE [--policy NAME] [--conf-dir DIR] [-D name=value]
                    [--nodes N --gpus-per-node G --racks R --vcores-per-node V
                     --memory-mb-per-node M --gpu-model MODEL | --node-file FILE]
                    [--out DIR] [--check] [--no-timing] [--gang-timeout-s S]
+                   [--checkpoint-interval-s S] [--checkpoint-cost-s S] [--ignore-preemption-notice]
        spindle sls generate --jobs N [--interarrival S] [--gpu-mix 1:0.6,8:0.4]
                    [--duration exp:MEAN_S|lognormal:MU,SIGMA] [--users N] [--queues a,b]
                    [--seed S] [--out FILE]
@@ -41,6 +42,11 @@ runs) with simulated nodes and one simulated AM per job, in virtual time.
                         per container when the trace has no vcores/memory_mb (4, 16384)
   --am-vcores V, --am-memory-mb M   each job's AM container (1, 1024)
   --gang-timeout-s S    the timeout each gang's AM names (default: none, it waits)
+  --checkpoint-interval-s S  each running gang checkpoints this often (default 3600; 0 never):
+                        a gang killed without a newer checkpoint loses the work since
+  --checkpoint-cost-s S  how long a checkpoint asked for by a preemption notice takes (30)
+  --ignore-preemption-notice  AMs do not acknowledge notices: the RM kills at the deadline
+                        (with -D ...preemption.max_wait_before_kill=0: at the notice)
   --check               run the core's sanity check after every step (slow)
   --no-timing           leave the wall-clock figures out, so two runs are byte-identical
   --quiet               no progress bar";
@@ -62,6 +68,9 @@ const OPTS: &[Opt] = &[
     Opt::one("am-vcores", &[]),
     Opt::one("am-memory-mb", &[]),
     Opt::one("gang-timeout-s", &[]),
+    Opt::one("checkpoint-interval-s", &[]),
+    Opt::one("checkpoint-cost-s", &[]),
+    Opt::flag("ignore-preemption-notice", &[]),
     Opt::flag("check", &[]),
     Opt::flag("no-timing", &[]),
     Opt::flag("quiet", &[]),
@@ -168,6 +177,18 @@ fn replay_cmd(p: &super::args::Parsed) -> anyhow::Result<u8> {
         }
         opts.gang_timeout_ms = Some((s * 1000.0) as u64);
     }
+    for (opt, slot) in [
+        ("checkpoint-interval-s", &mut opts.checkpoint_interval_ms),
+        ("checkpoint-cost-s", &mut opts.checkpoint_cost_ms),
+    ] {
+        if let Some(s) = num::<f64>(p, opt)? {
+            if !(s.is_finite() && s >= 0.0) {
+                anyhow::bail!("--{opt} must be a number of seconds, 0 or more");
+            }
+            *slot = (s * 1000.0) as u64;
+        }
+    }
+    opts.ack_preemption = !p.has("ignore-preemption-notice");
     let overrides = p
         .values("D")
         .iter()
@@ -180,6 +201,7 @@ fn replay_cmd(p: &super::args::Parsed) -> anyhow::Result<u8> {
     let preset = p.value("policy").map(policy::find).transpose()?;
     let conf_dir = p.value("conf-dir").map(PathBuf::from);
     let loaded = policy::load(conf_dir.as_deref(), preset, &overrides, &cluster)?;
+    opts.oracle_priority = preset.is_some_and(|p| p.oracle_priority);
     let jobs = trace::read(&trace_path, &defaults)?;
     replay::check_jobs(&jobs, &cluster, &loaded.rm).map_err(|rows| SlsError::BadRows {
         path: trace_path.clone(),
@@ -270,6 +292,16 @@ fn replay_cmd(p: &super::args::Parsed) -> anyhow::Result<u8> {
         summary.makespan_s,
         summary.gpu_utilization * 100.0
     );
+    if summary.preemptions > 0 {
+        say!(
+            "{} preemptions: {:.1} GPU-hours of work lost ({:.2}% of the GPU-hours used); notice to exit {:.1} s on average, {:.1} s at most",
+            summary.preemptions,
+            summary.lost_gpu_seconds / 3600.0,
+            summary.lost_fraction * 100.0,
+            summary.notice_to_exit_avg_s,
+            summary.notice_to_exit_max_s
+        );
+    }
     if let (Some(p50), Some(p99), Some(w)) = (
         summary.decision_p50_us,
         summary.decision_p99_us,

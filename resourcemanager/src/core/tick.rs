@@ -40,7 +40,10 @@ impl RmCore {
         let mut am_linger = Vec::new();
         let mut killing = Vec::new();
         let mut am_unreported = Vec::new();
-        for app in self.apps.values() {
+        // Only applications the scheduler still holds can have anything pending (a retired
+        // one is final with no live container): the finished ones kept for history are not
+        // walked on every tick.
+        for app in self.sched.apps().keys().filter_map(|id| self.apps.get(id)) {
             if app.killing_since.is_some() {
                 killing.push(app.id);
             }
@@ -109,9 +112,12 @@ impl RmCore {
         for a in killing {
             self.try_finish_kill(&a, now);
         }
+        // Live containers are the ones on nodes.
         let expired: Vec<ContainerId> = self
-            .containers
+            .nodes
             .values()
+            .flat_map(|n| n.containers.iter())
+            .filter_map(|c| self.containers.get(c))
             .filter(|c| {
                 matches!(
                     c.state,

@@ -22,9 +22,11 @@ use spindle_common::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, R
 use spindle_resourcemanager::config::RmConfig;
 use spindle_resourcemanager::core::scheduler::gang::{GangParams, GangPhase};
 use spindle_resourcemanager::core::{
-    Allocation, AskUpdate, CoreConfig, Effect, LaunchSpec, NodeRegistration, ReportedContainer,
-    RmCore, Submission,
+    Allocation, AmReport, AskUpdate, CoreConfig, Effect, LaunchSpec, NodeRegistration,
+    ReportedContainer, RmCore, Submission,
 };
+
+mod notice;
 
 use crate::cluster::ClusterSpec;
 use crate::trace::{BadRow, Job, Placement, RowProblem, Shape};
@@ -47,6 +49,17 @@ pub struct Options {
     /// The AM container of every job.
     pub am_memory_mb: i64,
     pub am_vcores: i64,
+    /// How a job's AM answers a preemption notice: it acknowledges, checkpoints (taking
+    /// `checkpoint_cost_ms`) and gives its containers back; with `false` it ignores the
+    /// notice and the RM kills at the deadline.
+    pub ack_preemption: bool,
+    pub checkpoint_cost_ms: u64,
+    /// Every job also checkpoints this often while it runs (0: never; a job killed without
+    /// a checkpoint starts over).
+    pub checkpoint_interval_ms: u64,
+    /// Submit each job with a priority that orders it by its duration, shortest first (the
+    /// `sjf-oracle` reference: only a simulator knows durations).
+    pub oracle_priority: bool,
 }
 
 impl Default for Options {
@@ -57,6 +70,10 @@ impl Default for Options {
             gang_timeout_ms: None,
             am_memory_mb: 1024,
             am_vcores: 1,
+            ack_preemption: true,
+            checkpoint_cost_ms: 30_000,
+            checkpoint_interval_ms: 3_600_000,
+            oracle_priority: false,
         }
     }
 }
@@ -103,6 +120,10 @@ pub struct JobResult {
     pub outcome: Outcome,
     /// GPU-milliseconds its containers ran.
     pub gpu_ms_used: u128,
+    /// Times it was taken back, and the GPU-milliseconds of work lost (since its last
+    /// checkpoint) each time.
+    pub preemptions: u32,
+    pub lost_gpu_ms: u128,
 }
 
 /// The cluster at one moment (a step function: it holds until the next sample).
@@ -126,6 +147,11 @@ pub struct RunResult {
     pub latencies_us: Vec<u32>,
     pub wall_s: f64,
     pub restarts: u64,
+    /// Units (gangs, or single containers) the RM took back.
+    pub preemptions: u64,
+    pub lost_gpu_ms: u128,
+    /// From each notice to the containers' exit, in ms.
+    pub notice_to_exit_ms: Vec<u64>,
 }
 
 /// Checks every job against the cluster and the configuration; every problem is reported
@@ -299,8 +325,10 @@ pub fn run(
                 };
                 sim.now = t;
                 match ev {
-                    Ev::End(j, containers) => sim.end_tasks(j, containers)?,
+                    Ev::End(j, epoch, containers) => sim.end_tasks(j, epoch, containers)?,
                     Ev::GangDeadline(j) => sim.gang_deadline(j)?,
+                    Ev::Tick => sim.tick()?,
+                    Ev::Checkpointed(j, epoch) => sim.checkpointed(j, epoch)?,
                 }
             }
             (false, Some(s)) => {
@@ -310,6 +338,7 @@ pub fn run(
             }
             (false, None) => break,
         }
+        sim.keep_ticking();
         sim.sample();
         steps += 1;
         if steps % 4096 == 0 {
@@ -343,6 +372,8 @@ pub fn run(
                 nodes: r.nodes.iter().map(|n| n.host.clone()).collect(),
                 outcome: r.outcome.unwrap_or(Outcome::Unfinished(String::new())),
                 gpu_ms_used: r.gpu_ms_used,
+                preemptions: r.preemptions,
+                lost_gpu_ms: r.lost_gpu_ms,
             })
             .collect(),
         timeline: sim.timeline,
@@ -351,14 +382,22 @@ pub fn run(
         latencies_us: sim.latencies_us,
         wall_s: wall.elapsed().as_secs_f64(),
         restarts: sim.restarts,
+        preemptions: sim.preemptions,
+        lost_gpu_ms: sim.lost_gpu_ms,
+        notice_to_exit_ms: sim.notice_to_exit_ms,
     })
 }
 
 enum Ev {
-    /// These containers of the job reach the end of their run.
-    End(usize, Vec<ContainerId>),
+    /// These containers of the job reach the end of their run (of the job's run `epoch`:
+    /// a preempted gang runs again in a later one).
+    End(usize, u32, Vec<ContainerId>),
     /// The job's gang timeout passes (only when AMs name one).
     GangDeadline(usize),
+    /// The RM's clock tick (the preemption monitor, `las` levels, kills at deadlines).
+    Tick,
+    /// The job's AM has written the checkpoint a notice asked for (in run `epoch`).
+    Checkpointed(usize, u32),
 }
 
 /// A container the job's AM was given.
@@ -369,6 +408,8 @@ struct Granted {
     group: usize,
     gpus: i64,
     started: bool,
+    /// When its run ends, once started.
+    ends_at: u64,
 }
 
 #[derive(Default)]
@@ -384,6 +425,17 @@ struct Run {
     nodes: BTreeSet<NodeId>,
     outcome: Option<Outcome>,
     gpu_ms_used: u128,
+    /// The gang's current run (bumped by a preemption), the work saved so far (ms of the
+    /// job's duration) and when the current run started.
+    epoch: u32,
+    saved_ms: u64,
+    run_from: u64,
+    /// A notice its AM is answering.
+    notice: Option<notice::Answering>,
+    /// Containers of each task group that ended normally (independent jobs re-ask the rest).
+    ended_by_group: Vec<u32>,
+    preemptions: u32,
+    lost_gpu_ms: u128,
 }
 
 struct Sim<'a> {
@@ -406,6 +458,15 @@ struct Sim<'a> {
     restarts: u64,
     timeline: Vec<Sample>,
     latencies_us: Vec<u32>,
+    /// The RM's tick interval when something needs ticks (preemption, `las`), and whether
+    /// one is scheduled.
+    tick_ms: Option<u64>,
+    ticking: bool,
+    /// Containers under notice, by job.
+    noticed: BTreeMap<ContainerId, usize>,
+    preemptions: u64,
+    lost_gpu_ms: u128,
+    notice_to_exit_ms: Vec<u64>,
 }
 
 impl<'a> Sim<'a> {
@@ -420,6 +481,12 @@ impl<'a> Sim<'a> {
         conf.am_expiry_ms = u64::MAX / 4;
         conf.container_alloc_expiry_ms = u64::MAX / 4;
         conf.rm_address = "http://sls.invalid:8088".into();
+        let las =
+            conf.scheduler.root.walk().into_iter().any(|q| {
+                q.ordering == spindle_resourcemanager::core::queue_conf::OrderingPolicy::Las
+            });
+        let tick_ms = (conf.preemption.enabled || las)
+            .then_some(conf.preemption.monitoring_interval_ms.max(1));
         let secret = TokenSecret::from_hex("00112233445566778899aabbccddeeff").map_err(|e| {
             SlsError::Sanity {
                 at_ms: 0,
@@ -431,7 +498,13 @@ impl<'a> Sim<'a> {
             jobs,
             opts,
             now: 0,
-            runs: (0..jobs.len()).map(|_| Run::default()).collect(),
+            runs: jobs
+                .iter()
+                .map(|job| Run {
+                    ended_by_group: vec![0; job.tasks.len()],
+                    ..Run::default()
+                })
+                .collect(),
             by_app: HashMap::new(),
             events: BTreeMap::new(),
             seq: 0,
@@ -444,6 +517,12 @@ impl<'a> Sim<'a> {
             restarts: 0,
             timeline: Vec::new(),
             latencies_us: Vec::new(),
+            tick_ms,
+            ticking: false,
+            noticed: BTreeMap::new(),
+            preemptions: 0,
+            lost_gpu_ms: 0,
+            notice_to_exit_ms: Vec::new(),
         };
         for n in &cluster.nodes {
             let mut attributes = BTreeMap::new();
@@ -502,7 +581,11 @@ impl<'a> Sim<'a> {
             name: job.id.clone(),
             queue: job.queue.clone(),
             user: job.user.clone(),
-            priority: job.priority,
+            priority: if self.opts.oracle_priority {
+                notice::oracle_priority(job)
+            } else {
+                job.priority
+            },
             application_type: "SLS".into(),
             tags: vec![],
             am_resource: Resource::new(self.opts.am_memory_mb, self.opts.am_vcores),
@@ -601,6 +684,18 @@ impl<'a> Sim<'a> {
             self.fail(j, e.to_string());
             return;
         }
+        self.ask_rest(j, attempt);
+        let job = &self.jobs[j];
+        if let (Some(t), true) = (self.opts.gang_timeout_ms, job.is_gang()) {
+            self.at(
+                self.now.saturating_add(t).saturating_add(1),
+                Ev::GangDeadline(j),
+            );
+        }
+    }
+
+    /// Asks for every container of the job not running and not done.
+    fn ask_rest(&mut self, j: usize, attempt: ApplicationAttemptId) {
         let jobs = self.jobs;
         let job = &jobs[j];
         let gang = match &job.shape {
@@ -618,34 +713,28 @@ impl<'a> Sim<'a> {
             )),
             Shape::Independent => None,
         };
-        let started: BTreeSet<usize> = self.runs[j]
-            .granted
-            .iter()
-            .filter(|g| g.started)
-            .map(|g| g.group)
-            .collect();
+        let run = &self.runs[j];
         let asks: Vec<AskUpdate> = job
             .tasks
             .iter()
             .enumerate()
-            .filter(|(g, _)| !started.contains(g))
-            .map(|(g, t)| AskUpdate {
+            .map(|(g, t)| {
+                let live = run.granted.iter().filter(|x| x.group == g).count() as u32;
+                let done = run.ended_by_group.get(g).copied().unwrap_or(0);
+                (g, t, t.count.saturating_sub(live + done))
+            })
+            .filter(|(_, _, n)| *n > 0)
+            .map(|(g, t, n)| AskUpdate {
                 priority: 1,
                 allocation_request_id: g as i64,
                 resource_name: "*".into(),
                 capability: capability(t),
-                num_containers: t.count,
+                num_containers: n,
                 relax_locality: true,
                 gang: gang.clone(),
             })
             .collect();
         self.allocate(j, attempt, asks);
-        if let (Some(t), true) = (self.opts.gang_timeout_ms, job.is_gang()) {
-            self.at(
-                self.now.saturating_add(t).saturating_add(1),
-                Ev::GangDeadline(j),
-            );
-        }
     }
 
     /// Containers wait for the AM: it pulls them with an allocate call.
@@ -659,12 +748,27 @@ impl<'a> Sim<'a> {
     }
 
     fn allocate(&mut self, j: usize, attempt: ApplicationAttemptId, asks: Vec<AskUpdate>) {
+        self.allocate_with(j, attempt, asks, vec![], AmReport::default());
+    }
+
+    fn allocate_with(
+        &mut self,
+        j: usize,
+        attempt: ApplicationAttemptId,
+        asks: Vec<AskUpdate>,
+        release: Vec<ContainerId>,
+        report: AmReport,
+    ) {
         let rid = self.runs[j].response_id;
-        let r = self.timed(|c, now| c.am_allocate(&attempt, rid, asks, vec![], 0.0, now));
+        let r =
+            self.timed(|c, now| c.am_allocate_with(&attempt, rid, asks, release, 0.0, report, now));
         match r {
             Ok(reply) => {
                 self.runs[j].response_id = reply.response_id;
                 self.granted(j, reply.allocated);
+                if let Some(n) = reply.preemption {
+                    self.on_notice(j, attempt, n);
+                }
             }
             Err(e) => self.fail(j, e.to_string()),
         }
@@ -683,6 +787,7 @@ impl<'a> Sim<'a> {
                 group: a.allocation_request_id.max(0) as usize,
                 gpus: a.resource.get(GPU),
                 started: false,
+                ends_at: 0,
             });
         }
         let job = &self.jobs[j];
@@ -698,11 +803,27 @@ impl<'a> Sim<'a> {
 
     fn start(&mut self, j: usize, idx: Vec<usize>) {
         let now = self.now;
-        if self.runs[j].start_ms.is_none() {
+        if self.runs[j].start_ms.is_none() || self.runs[j].notice.is_some() {
+            self.runs[j].notice = None;
+        }
+        let first = self.runs[j].start_ms.is_none();
+        if first {
             self.runs[j].start_ms = Some(now);
+        }
+        if first || (self.jobs[j].is_gang() && self.runs[j].run_from == u64::MAX) {
+            // Started, or a preempted gang running again.
             self.queued = self.queued.saturating_sub(1);
             self.running_jobs += 1;
         }
+        if self.jobs[j].is_gang() {
+            self.runs[j].run_from = now;
+        }
+        let saved = if self.jobs[j].is_gang() {
+            self.runs[j].saved_ms
+        } else {
+            0
+        };
+        let epoch = self.runs[j].epoch;
         let mut nodes: BTreeSet<NodeId> = BTreeSet::new();
         let mut ends: BTreeMap<u64, Vec<ContainerId>> = BTreeMap::new();
         for i in idx {
@@ -711,7 +832,11 @@ impl<'a> Sim<'a> {
                 g.started = true;
                 (g.id, g.node.clone(), g.group, g.gpus)
             };
-            let duration = self.jobs[j].tasks.get(group).map_or(0, |t| t.duration_ms);
+            let duration = self.jobs[j]
+                .tasks
+                .get(group)
+                .map_or(0, |t| t.duration_ms.saturating_sub(saved));
+            self.runs[j].granted[i].ends_at = now.saturating_add(duration);
             self.used_gpus += gpus;
             self.pending_gpus -= gpus;
             self.runs[j].gpu_ms_used += gpus.max(0) as u128 * u128::from(duration);
@@ -726,7 +851,7 @@ impl<'a> Sim<'a> {
             self.heartbeat(&n, &[]);
         }
         for (t, cs) in ends {
-            self.at(t, Ev::End(j, cs));
+            self.at(t, Ev::End(j, epoch, cs));
         }
     }
 
@@ -757,13 +882,32 @@ impl<'a> Sim<'a> {
         self.timed(|core, now| core.node_heartbeat(node, true, String::new(), reports, now));
     }
 
-    fn end_tasks(&mut self, j: usize, containers: Vec<ContainerId>) -> Result<(), SlsError> {
+    fn end_tasks(
+        &mut self,
+        j: usize,
+        epoch: u32,
+        containers: Vec<ContainerId>,
+    ) -> Result<(), SlsError> {
+        if epoch != self.runs[j].epoch {
+            // An end of a run the RM took back: that run never reached it.
+            return Ok(());
+        }
+        // A container taken back (independent jobs) is no longer granted: it never ends.
+        let containers: Vec<ContainerId> = containers
+            .into_iter()
+            .filter(|c| self.runs[j].granted.iter().any(|g| g.id == *c && g.started))
+            .collect();
         let mut by_node: BTreeMap<NodeId, Vec<ContainerId>> = BTreeMap::new();
         for c in &containers {
             if let Some(g) = self.runs[j].granted.iter().find(|g| g.id == *c) {
                 self.used_gpus -= g.gpus;
                 by_node.entry(g.node.clone()).or_default().push(*c);
+                let group = g.group;
+                if let Some(n) = self.runs[j].ended_by_group.get_mut(group) {
+                    *n += 1;
+                }
             }
+            self.noticed.remove(c);
         }
         for (node, cs) in by_node {
             if let Some(s) = self.running.get_mut(&node) {
