@@ -3,11 +3,25 @@
 use super::*;
 
 impl RmCore {
-    /// Liveness of nodes and AMs, allocation expiry, kill deadlines, AM exit grace.
+    /// Everything time drives: liveness of nodes and AMs, allocation expiry, kill deadlines,
+    /// AM exit grace, then the decisions ([`Self::tick_decisions`]).
     pub fn tick(&mut self, now: u64) {
+        self.tick_liveness(now);
+        self.tick_decisions(now);
+    }
+
+    /// What the scheduler decides because time passed: gang timeouts, `las` levels, the
+    /// preemption monitor and its kills, then a pass. The simulator, which does not model
+    /// liveness, calls this alone.
+    pub fn tick_decisions(&mut self, now: u64) {
         self.sched.set_now(now);
+        self.expire_gangs(now);
         self.sched.refresh_levels();
         self.preemption_tick(now);
+        self.run_scheduler(now);
+    }
+
+    fn expire_gangs(&mut self, now: u64) {
         for (app, id, hard, diag) in self.sched.expire_gangs(now, self.conf.gang_timeout_ms) {
             if hard {
                 let msg =
@@ -24,6 +38,9 @@ impl RmCore {
             }
             self.changed();
         }
+    }
+
+    fn tick_liveness(&mut self, now: u64) {
         let expired_nodes: Vec<NodeId> = self
             .nodes
             .values()
@@ -135,6 +152,5 @@ impl RmCore {
                 now,
             );
         }
-        self.run_scheduler(now);
     }
 }

@@ -37,7 +37,7 @@ impl Sim<'_> {
 
     pub(super) fn tick(&mut self) -> Result<(), SlsError> {
         self.ticking = false;
-        self.timed(|c, now| c.tick(now));
+        self.timed(|c, now| c.tick_decisions(now));
         self.settle()?;
         self.reap()?;
         Ok(())

@@ -52,6 +52,7 @@ impl Scheduler {
         let Some(mut app) = self.apps.remove(id) else {
             return vec![];
         };
+        self.las_running.remove(id);
         app.asks.clear();
         self.set_order(id, &mut app, None);
         let leaf = app.queue;

@@ -172,8 +172,10 @@ impl Scheduler {
         } else {
             u.used.sub_assign(r);
         }
-        if self.tree.queues[leaf].spec.ordering == OrderingPolicy::Fair {
-            self.refresh_order(id);
+        match self.tree.queues[leaf].spec.ordering {
+            OrderingPolicy::Fair => self.refresh_order(id),
+            OrderingPolicy::Las => self.las_track(id),
+            OrderingPolicy::Fifo => {}
         }
     }
 }

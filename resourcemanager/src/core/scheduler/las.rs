@@ -72,41 +72,73 @@ impl Scheduler {
         })
     }
 
-    /// Advances the attained service of every application in a `las` leaf, applies
-    /// promotions and moves the applications whose level changed.
+    /// Keeps the indexes `refresh_levels` walks: applications of `las` leaves holding GPUs,
+    /// and when each waiting one is due for promotion. Called after its usage changed.
+    pub(super) fn las_track(&mut self, id: &ApplicationId) {
+        let Some(a) = self.apps.get(id) else {
+            self.las_running.remove(id);
+            return;
+        };
+        let spec = &self.tree.queues[a.queue].spec;
+        if spec.ordering != OrderingPolicy::Las {
+            self.las_running.remove(id);
+            return;
+        }
+        if self.weight(&a.used) > 0 {
+            self.las_running.insert(*id);
+        } else if self.las_running.remove(id)
+            && spec.las.promotion_factor > 0.0
+            && a.service.ran_ms > 0
+        {
+            let wait =
+                (spec.las.promotion_factor * a.service.ran_ms as f64).min(u64::MAX as f64 / 4.0);
+            let due = a.service.last_ran.saturating_add(wait as u64);
+            self.las_promote.insert((due, *id));
+        }
+    }
+
+    /// Advances the attained service of the applications of `las` leaves that hold GPUs,
+    /// applies the promotions that are due and moves the applications whose level changed.
     pub fn refresh_levels(&mut self) {
-        let leaves: Vec<QueueIdx> = self
-            .tree
-            .iter()
-            .filter(|(_, q)| q.is_leaf() && q.spec.ordering == OrderingPolicy::Las)
-            .map(|(i, _)| i)
-            .collect();
-        for leaf in leaves {
-            let spec = self.tree.queues[leaf].spec.las.clone();
-            let ids: Vec<ApplicationId> = self.tree.queues[leaf].apps.iter().copied().collect();
-            for id in ids {
-                self.accrue(&id);
-                let now = self.now;
-                let Some(a) = self.apps.get_mut(&id) else {
-                    continue;
-                };
-                let waiting = a.used.get(GPU) == 0 && !a.asks.is_empty();
-                if waiting
-                    && spec.promotion_factor > 0.0
-                    && a.service.ran_ms > 0
-                    && now.saturating_sub(a.service.last_ran) as f64
-                        >= spec.promotion_factor * a.service.ran_ms as f64
-                {
+        let now = self.now;
+        let running: Vec<ApplicationId> = self.las_running.iter().copied().collect();
+        for id in running {
+            self.accrue(&id);
+            self.relevel(&id);
+        }
+        while let Some(&(due, id)) = self.las_promote.first() {
+            if due > now {
+                break;
+            }
+            self.las_promote.remove(&(due, id));
+            let Some(a) = self.apps.get(&id) else {
+                continue;
+            };
+            let spec = &self.tree.queues[a.queue].spec.las;
+            let waiting = self.weight(&a.used) == 0 && !a.asks.is_empty();
+            let starved = spec.promotion_factor > 0.0
+                && a.service.ran_ms > 0
+                && now.saturating_sub(a.service.last_ran) as f64
+                    >= spec.promotion_factor * a.service.ran_ms as f64;
+            if waiting && starved {
+                if let Some(a) = self.apps.get_mut(&id) {
                     // Starved: it starts over at the first level.
                     a.service.gpu_ms = 0;
                     a.service.ran_ms = 0;
                 }
-                let level = spec.level(a.service.gpu_ms);
-                if level != a.service.level {
-                    a.service.level = level;
-                    self.refresh_order(&id);
-                }
+                self.relevel(&id);
             }
+        }
+    }
+
+    fn relevel(&mut self, id: &ApplicationId) {
+        let Some(a) = self.apps.get(id) else { return };
+        let level = self.tree.queues[a.queue].spec.las.level(a.service.gpu_ms);
+        if level != a.service.level {
+            if let Some(a) = self.apps.get_mut(id) {
+                a.service.level = level;
+            }
+            self.refresh_order(id);
         }
     }
 }

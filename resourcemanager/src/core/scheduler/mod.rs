@@ -130,6 +130,10 @@ pub struct Scheduler {
     pub stats: PassStats,
     /// The caller's clock, as last told ([`Scheduler::set_now`]).
     now: u64,
+    /// Applications of `las` leaves holding GPUs (their level may change as time passes),
+    /// and waiting ones by when they are due for promotion.
+    las_running: BTreeSet<ApplicationId>,
+    las_promote: BTreeSet<(u64, ApplicationId)>,
 }
 
 /// What scheduling passes did: how many, and how much work they took.
@@ -170,6 +174,8 @@ impl Scheduler {
             gang_plans_left: 0,
             stats: PassStats::default(),
             now: 0,
+            las_running: BTreeSet::new(),
+            las_promote: BTreeSet::new(),
         }
     }
 
