@@ -327,7 +327,7 @@ pub fn run(
                 match ev {
                     Ev::End(j, epoch, containers) => sim.end_tasks(j, epoch, containers)?,
                     Ev::GangDeadline(j) => sim.gang_deadline(j)?,
-                    Ev::Tick => sim.tick()?,
+                    Ev::Tick(regular) => sim.tick(regular)?,
                     Ev::Checkpointed(j, epoch) => sim.checkpointed(j, epoch)?,
                 }
             }
@@ -394,8 +394,9 @@ enum Ev {
     End(usize, u32, Vec<ContainerId>),
     /// The job's gang timeout passes (only when AMs name one).
     GangDeadline(usize),
-    /// The RM's clock tick (the preemption monitor, `las` levels, kills at deadlines).
-    Tick,
+    /// The RM's clock tick (the preemption monitor, `las` levels, kills at deadlines):
+    /// the regular one every monitoring interval (`true`), or one at a notice's deadline.
+    Tick(bool),
     /// The job's AM has written the checkpoint a notice asked for (in run `epoch`).
     Checkpointed(usize, u32),
 }
@@ -810,15 +811,15 @@ impl<'a> Sim<'a> {
         if first {
             self.runs[j].start_ms = Some(now);
         }
-        if first || (self.jobs[j].is_gang() && self.runs[j].run_from == u64::MAX) {
+        if first || (self.resumable(j) && self.runs[j].run_from == u64::MAX) {
             // Started, or a preempted gang running again.
             self.queued = self.queued.saturating_sub(1);
             self.running_jobs += 1;
         }
-        if self.jobs[j].is_gang() {
+        if self.resumable(j) {
             self.runs[j].run_from = now;
         }
-        let saved = if self.jobs[j].is_gang() {
+        let saved = if self.resumable(j) {
             self.runs[j].saved_ms
         } else {
             0

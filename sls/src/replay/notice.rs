@@ -24,6 +24,13 @@ pub(super) fn oracle_priority(job: &Job) -> i32 {
 }
 
 impl Sim<'_> {
+    /// A job that resumes from a checkpoint: a gang (it runs again whole) or a job of one
+    /// container. The containers of other jobs are independent tasks: one taken back runs
+    /// again from its start.
+    pub(super) fn resumable(&self, j: usize) -> bool {
+        self.jobs[j].is_gang() || self.jobs[j].containers() == 1
+    }
+
     /// Schedules the next tick when the RM needs one: something waits, or is under notice.
     pub(super) fn keep_ticking(&mut self) {
         let Some(every) = self.tick_ms else { return };
@@ -32,11 +39,13 @@ impl Sim<'_> {
         }
         self.ticking = true;
         let t = (self.now / every + 1) * every;
-        self.at(t, Ev::Tick);
+        self.at(t, Ev::Tick(true));
     }
 
-    pub(super) fn tick(&mut self) -> Result<(), SlsError> {
-        self.ticking = false;
+    pub(super) fn tick(&mut self, regular: bool) -> Result<(), SlsError> {
+        if regular {
+            self.ticking = false;
+        }
         self.timed(|c, now| c.tick_decisions(now));
         self.settle()?;
         self.reap()?;
@@ -62,7 +71,7 @@ impl Sim<'_> {
             checkpointed: false,
         });
         // The RM kills at the deadline: a tick then (it may come from the AM sooner).
-        self.at(deadline.saturating_add(1), Ev::Tick);
+        self.at(deadline.saturating_add(1), Ev::Tick(false));
         let (_, saved_at) = self.periodic(j);
         let mut report = AmReport {
             checkpoint: Some(Checkpoint {
@@ -72,7 +81,7 @@ impl Sim<'_> {
             }),
             acknowledge_eta_ms: None,
         };
-        if self.opts.ack_preemption && self.jobs[j].is_gang() {
+        if self.opts.ack_preemption && self.resumable(j) {
             let eta = self.opts.checkpoint_cost_ms;
             report.acknowledge_eta_ms = Some(eta);
             if self.now.saturating_add(eta) < deadline {
@@ -87,7 +96,7 @@ impl Sim<'_> {
     /// written (sim ms; the run's start when none was).
     fn periodic(&self, j: usize) -> (u64, u64) {
         let run = &self.runs[j];
-        if !self.jobs[j].is_gang() || run.run_from == u64::MAX {
+        if !self.resumable(j) || run.run_from == u64::MAX {
             return (run.saved_ms, self.now);
         }
         let ran = self.now.saturating_sub(run.run_from);
@@ -192,7 +201,7 @@ impl Sim<'_> {
             Some(n) if n.checkpointed => n.at,
             _ => self.periodic(j).1,
         };
-        let since = if self.jobs[j].is_gang() {
+        let since = if self.resumable(j) {
             saved_at.max(self.runs[j].run_from)
         } else {
             g.ends_at
@@ -201,7 +210,7 @@ impl Sim<'_> {
         let lost = gpus * u128::from(self.now.saturating_sub(since));
         self.runs[j].lost_gpu_ms += lost;
         self.lost_gpu_ms += lost;
-        if !self.jobs[j].is_gang() {
+        if !self.resumable(j) {
             self.runs[j].preemptions += 1;
             self.preemptions += 1;
         }
@@ -213,7 +222,7 @@ impl Sim<'_> {
         let (Some(att), None) = (self.runs[j].attempt, self.runs[j].outcome.as_ref()) else {
             return;
         };
-        if self.jobs[j].is_gang() {
+        if self.resumable(j) {
             if self.runs[j].granted.iter().any(|g| g.started) || self.runs[j].notice.is_none() {
                 return;
             }

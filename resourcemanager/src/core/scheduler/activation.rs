@@ -52,7 +52,9 @@ impl Scheduler {
         let Some(mut app) = self.apps.remove(id) else {
             return vec![];
         };
-        self.las_running.remove(id);
+        if let Some(t) = self.las_cross_at.remove(id) {
+            self.las_cross.remove(&(t, *id));
+        }
         app.asks.clear();
         self.set_order(id, &mut app, None);
         let leaf = app.queue;

@@ -72,24 +72,35 @@ impl Scheduler {
         })
     }
 
-    /// Keeps the indexes `refresh_levels` walks: applications of `las` leaves holding GPUs,
-    /// and when each waiting one is due for promotion. Called after its usage changed.
+    /// Keeps the indexes `refresh_levels` walks: when each application of a `las` leaf
+    /// that holds GPUs crosses its next threshold, and when each waiting one is due for
+    /// promotion. Called after its usage changed (its service accrued up to now).
     pub(super) fn las_track(&mut self, id: &ApplicationId) {
-        let Some(a) = self.apps.get(id) else {
-            self.las_running.remove(id);
-            return;
-        };
+        if let Some(t) = self.las_cross_at.remove(id) {
+            self.las_cross.remove(&(t, *id));
+        }
+        let Some(a) = self.apps.get(id) else { return };
         let spec = &self.tree.queues[a.queue].spec;
         if spec.ordering != OrderingPolicy::Las {
-            self.las_running.remove(id);
             return;
         }
-        if self.weight(&a.used) > 0 {
-            self.las_running.insert(*id);
-        } else if self.las_running.remove(id)
-            && spec.las.promotion_factor > 0.0
-            && a.service.ran_ms > 0
-        {
+        let w = self.weight(&a.used);
+        if w > 0 {
+            let next = spec
+                .las
+                .thresholds_gpu_s
+                .iter()
+                .map(|t| t.saturating_mul(1000))
+                .find(|t| *t > a.service.gpu_ms);
+            if let Some(next) = next {
+                let at = a
+                    .service
+                    .at
+                    .saturating_add((next - a.service.gpu_ms).div_ceil(w));
+                self.las_cross.insert((at, *id));
+                self.las_cross_at.insert(*id, at);
+            }
+        } else if spec.las.promotion_factor > 0.0 && a.service.ran_ms > 0 {
             let wait =
                 (spec.las.promotion_factor * a.service.ran_ms as f64).min(u64::MAX as f64 / 4.0);
             let due = a.service.last_ran.saturating_add(wait as u64);
@@ -97,14 +108,19 @@ impl Scheduler {
         }
     }
 
-    /// Advances the attained service of the applications of `las` leaves that hold GPUs,
-    /// applies the promotions that are due and moves the applications whose level changed.
+    /// Applies what time brought to `las` leaves: applications that crossed a threshold move
+    /// down a level, waiting ones due for promotion move back to the first.
     pub fn refresh_levels(&mut self) {
         let now = self.now;
-        let running: Vec<ApplicationId> = self.las_running.iter().copied().collect();
-        for id in running {
+        while let Some(&(at, id)) = self.las_cross.first() {
+            if at > now {
+                break;
+            }
+            self.las_cross.remove(&(at, id));
+            self.las_cross_at.remove(&id);
             self.accrue(&id);
             self.relevel(&id);
+            self.las_track(&id);
         }
         while let Some(&(due, id)) = self.las_promote.first() {
             if due > now {

@@ -130,9 +130,10 @@ pub struct Scheduler {
     pub stats: PassStats,
     /// The caller's clock, as last told ([`Scheduler::set_now`]).
     now: u64,
-    /// Applications of `las` leaves holding GPUs (their level may change as time passes),
+    /// Applications of `las` leaves holding GPUs by when they cross their next threshold,
     /// and waiting ones by when they are due for promotion.
-    las_running: BTreeSet<ApplicationId>,
+    las_cross: BTreeSet<(u64, ApplicationId)>,
+    las_cross_at: BTreeMap<ApplicationId, u64>,
     las_promote: BTreeSet<(u64, ApplicationId)>,
 }
 
@@ -174,7 +175,8 @@ impl Scheduler {
             gang_plans_left: 0,
             stats: PassStats::default(),
             now: 0,
-            las_running: BTreeSet::new(),
+            las_cross: BTreeSet::new(),
+            las_cross_at: BTreeMap::new(),
             las_promote: BTreeSet::new(),
         }
     }
