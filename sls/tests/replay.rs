@@ -33,15 +33,14 @@ fn replay(
     conf_dir: Option<&Path>,
 ) -> (Vec<Job>, RunResult) {
     let jobs = trace::parse_csv(Path::new("t.csv"), csv, &Defaults::default()).expect("trace");
-    let loaded = policy::load(
-        conf_dir,
-        Some(policy::find(preset).expect("preset")),
-        &[],
-        c,
-    )
-    .expect("configuration");
+    let preset = policy::find(preset).expect("preset");
+    let loaded = policy::load(conf_dir, Some(preset), &[], c).expect("configuration");
     replay::check_jobs(&jobs, c, &loaded.rm).expect("valid jobs");
-    let run = replay::run(&jobs, c, &loaded.rm, &checked(), &mut |_| {}).expect("replay");
+    let opts = Options {
+        oracle_priority: preset.oracle_priority,
+        ..checked()
+    };
+    let run = replay::run(&jobs, c, &loaded.rm, &opts, &mut |_| {}).expect("replay");
     (jobs, run)
 }
 
@@ -108,14 +107,82 @@ fn jobs_run_back_to_back_when_each_needs_the_whole_cluster() {
     let csv = "job_id,submit_time,num_gpus,duration\nx,0,8,30\ny,5,8,20\nz,5,8,10.5\n";
     for p in policy::PRESETS {
         let (jobs, run) = replay(csv, &cluster(1, 8), p.name, None);
-        assert_eq!(
-            times(&jobs, &run),
-            [t("x", 0.0, 30.0), t("y", 30.0, 50.0), t("z", 50.0, 60.5)],
-            "{}",
-            p.name
-        );
+        let expected = if p.oracle_priority {
+            // The oracle knows z is shorter.
+            [t("x", 0.0, 30.0), t("y", 40.5, 60.5), t("z", 30.0, 40.5)]
+        } else {
+            [t("x", 0.0, 30.0), t("y", 30.0, 50.0), t("z", 50.0, 60.5)]
+        };
+        assert_eq!(times(&jobs, &run), expected, "{}", p.name);
         assert_eq!(run.timeline.last().map(|s| s.used_gpus), Some(0));
     }
+}
+
+/// One 8-GPU node. L needs it for 1000 s (8000 GPU-seconds: past `las`'s first level, 3600,
+/// after 450 s); S needs it for 100 s and arrives at 500 s.
+const LONG_THEN_SHORT: &str = "job_id,submit_time,num_gpus,duration\nL,0,8,1000\nS,500,8,100\n";
+
+#[test]
+fn las_preempts_a_demoted_job_for_a_new_one_which_resumes_from_its_checkpoint() {
+    let c = cluster(1, 8);
+    let (jobs, run) = replay(LONG_THEN_SHORT, &c, "fifo", None);
+    assert_eq!(
+        times(&jobs, &run),
+        [t("L", 0.0, 1000.0), t("S", 1000.0, 1100.0)]
+    );
+    // las: the monitor's round at 510 s (every 15 s while S waits) notices L on level 1;
+    // L's AM acknowledges and checkpoints in 30 s and gives the node back at 540 s; S runs
+    // to 640 s; L resumes with the 490 s its checkpoint at 510 s left it.
+    let (jobs, run) = replay(LONG_THEN_SHORT, &c, "las", None);
+    assert_eq!(
+        times(&jobs, &run),
+        [t("L", 0.0, 1130.0), t("S", 540.0, 640.0)]
+    );
+    assert_eq!(run.preemptions, 1);
+    assert_eq!(run.jobs[0].preemptions, 1);
+    assert_eq!(
+        run.lost_gpu_ms,
+        8 * 30_000,
+        "only the checkpoint's 30 s are lost"
+    );
+    // Each of L's eight 1-GPU members exited 30 s after the notice.
+    assert_eq!(run.notice_to_exit_ms, vec![30_000; 8]);
+    let used: u128 = run.jobs.iter().map(|r| r.gpu_ms_used).sum();
+    let trace: u128 = jobs.iter().map(Job::gpu_ms).sum();
+    assert_eq!(
+        used,
+        trace + run.lost_gpu_ms,
+        "GPU time run = the trace's + the lost"
+    );
+}
+
+#[test]
+fn an_am_that_ignores_the_notice_is_killed_at_the_deadline_and_loses_its_work() {
+    let c = cluster(1, 8);
+    let jobs =
+        trace::parse_csv(Path::new("t.csv"), LONG_THEN_SHORT, &Defaults::default()).expect("trace");
+    let loaded = policy::load(
+        None,
+        Some(policy::find("las").expect("preset")),
+        &[(
+            "yarn.resourcemanager.monitor.capacity.preemption.max_wait_before_kill".into(),
+            "0".into(),
+        )],
+        &c,
+    )
+    .expect("configuration");
+    let opts = Options {
+        ack_preemption: false,
+        ..checked()
+    };
+    let run = replay::run(&jobs, &c, &loaded.rm, &opts, &mut |_| {}).expect("replay");
+    // Killed at the notice (its deadline, 1 ms later), with no checkpoint in 510 s (they
+    // are hourly): all of L's work is lost and it runs again whole after S.
+    assert_eq!(
+        times(&jobs, &run),
+        [t("L", 0.0, 1610.001), t("S", 510.001, 610.001)]
+    );
+    assert_eq!(run.lost_gpu_ms, 8 * 510_001);
 }
 
 fn generated(jobs: usize, seed: u64) -> String {
@@ -339,7 +406,7 @@ mod properties {
         #[test]
         fn every_job_finishes_whole_and_gpu_seconds_are_conserved(
             jobs in proptest::collection::vec(job(), 1..30),
-            preset in 0..4usize,
+            preset in 0..policy::PRESETS.len(),
         ) {
             let conf = tempfile::tempdir().expect("tmp");
             two_queue_conf(conf.path());
@@ -362,12 +429,17 @@ mod properties {
             for (j, r) in jobs.iter().zip(&run.jobs) {
                 prop_assert_eq!(&r.outcome, &Outcome::Finished, "{} under {}", j.id, name);
                 let (s, f) = (r.start_ms.unwrap_or(0), r.finish_ms.unwrap_or(0));
-                prop_assert_eq!(f - s, j.tasks[0].duration_ms, "{} ran whole", j.id);
+                if r.preemptions == 0 {
+                    prop_assert_eq!(f - s, j.tasks[0].duration_ms, "{} ran whole", j.id);
+                } else {
+                    prop_assert!(f - s >= j.tasks[0].duration_ms, "{} ran all its work", j.id);
+                }
                 prop_assert!(s >= j.submit_ms);
             }
+            // Every GPU-second of the trace ran, plus exactly what preemption lost.
             let used: u128 = run.jobs.iter().map(|r| r.gpu_ms_used).sum();
             let trace: u128 = jobs.iter().map(Job::gpu_ms).sum();
-            prop_assert_eq!(used, trace);
+            prop_assert_eq!(used, trace + run.lost_gpu_ms);
             prop_assert!(run.timeline.iter().all(|s| s.used_gpus <= 24 && s.used_gpus >= 0));
         }
     }

@@ -507,17 +507,78 @@ impl Scheduler {
         self.refresh_order(app);
     }
 
-    /// Whether gang `id` of `app` may hold nodes: fewer than the leaf's
-    /// `gang.max-reservations` other gangs of the leaf hold some.
-    fn may_hold(&self, app: &ApplicationId, id: &str, leaf: QueueIdx) -> bool {
-        let others: BTreeSet<&Holder> = self
-            .nodes
+    /// The other gangs of the leaf that hold nodes.
+    fn leaf_holders(&self, app: &ApplicationId, id: &str, leaf: QueueIdx) -> BTreeSet<Holder> {
+        self.nodes
             .reservations()
             .values()
             .filter(|h| !(h.0 == *app && h.1 == id))
             .filter(|h| self.apps.get(&h.0).is_some_and(|a| a.queue == leaf))
-            .collect();
-        others.len() < self.tree.queues[leaf].spec.gang_max_reservations as usize
+            .cloned()
+            .collect()
+    }
+
+    /// Where an application stands in its leaf's order (None: not waiting to be served).
+    fn rank(&self, app: &ApplicationId) -> Option<(i64, u64, ApplicationId)> {
+        self.apps
+            .get(app)
+            .and_then(|a| a.order)
+            .map(|(k, s)| (k, s, *app))
+    }
+
+    /// Whether `other` comes before `app` in their leaf's order.
+    fn ahead(&self, other: &ApplicationId, app: &ApplicationId) -> bool {
+        match (self.rank(other), self.rank(app)) {
+            (Some(o), Some(m)) => o < m,
+            (_, None) => true,
+            (None, Some(_)) => false,
+        }
+    }
+
+    /// Whether gang `id` of `app` may hold nodes: fewer than the leaf's
+    /// `gang.max-reservations` gangs of the leaf ahead of it in the leaf's order hold some
+    /// (one behind it gives way: [`Self::give_way`]).
+    fn may_hold(&self, app: &ApplicationId, id: &str, leaf: QueueIdx) -> bool {
+        let ahead = self
+            .leaf_holders(app, id, leaf)
+            .iter()
+            .filter(|h| self.ahead(&h.0, app))
+            .count();
+        ahead < self.tree.queues[leaf].spec.gang_max_reservations as usize
+    }
+
+    /// What the leaf's holders behind gang `id` of `app` hold.
+    fn held_behind(&self, app: &ApplicationId, id: &str, leaf: QueueIdx) -> Resource {
+        self.leaf_holders(app, id, leaf)
+            .iter()
+            .filter(|h| !self.ahead(&h.0, app))
+            .filter_map(|h| self.apps.get(&h.0).and_then(|a| a.gangs.get(&h.1)))
+            .fold(Resource::zero(), |acc, g| acc.plus(&g.reserved_need))
+    }
+
+    /// Makes room under `gang.max-reservations` for a gang that came ahead in line (a higher
+    /// priority, a lower `las` level): the leaf's holders last in order give their nodes up.
+    fn give_way(&mut self, app: &ApplicationId, id: &str, leaf: QueueIdx) {
+        let max = self.tree.queues[leaf].spec.gang_max_reservations as usize;
+        let mut behind: Vec<((i64, u64, ApplicationId), Holder)> = Vec::new();
+        let mut count = 0;
+        for h in self.leaf_holders(app, id, leaf) {
+            count += 1;
+            if !self.ahead(&h.0, app) {
+                let r = self.rank(&h.0).unwrap_or((i64::MAX, u64::MAX, h.0));
+                behind.push((r, h));
+            }
+        }
+        behind.sort();
+        while count >= max {
+            let Some((_, h)) = behind.pop() else { break };
+            self.unreserve(&h.0, &h.1);
+            if let Some(g) = self.apps.get_mut(&h.0).and_then(|a| a.gangs.get_mut(&h.1)) {
+                g.phase = GangPhase::Pending;
+                g.missed_at = None;
+            }
+            count -= 1;
+        }
     }
 
     pub(super) fn unreserve(&mut self, app: &ApplicationId, id: &str) {
@@ -621,7 +682,11 @@ impl Scheduler {
         let need = units
             .iter()
             .fold(Resource::zero(), |acc, u| acc.plus(&u.cap));
-        let own_reserved = g.reserved_need.clone();
+        // What this gang holds, and what gangs behind it in the leaf hold (they give way).
+        let own_reserved = g
+            .reserved_need
+            .clone()
+            .plus(&self.held_behind(app_id, id, leaf));
         let calc = self.conf.calculator;
         // Placing now needs room under every maximum on the gang's path (its own hold
         // aside); holding nodes for it needs only that it could ever fit there, since the
@@ -734,6 +799,7 @@ impl Scheduler {
                     self.unreserve(app_id, id);
                 }
                 if !hold_intact && may_hold {
+                    self.give_way(app_id, id, leaf);
                     let nodes = &self.nodes;
                     let total = |s: usize| {
                         nodes
@@ -743,11 +809,17 @@ impl Scheduler {
                     };
                     let not_others = |s: usize| nodes.reserved_by(s).is_none();
                     if let Plan::Fits(assign) = plan(nodes, &units, &params, &total, &not_others) {
-                        let slots: BTreeSet<usize> = assign.iter().map(|(_, s, _)| *s).collect();
+                        let mut per_slot: BTreeMap<usize, Resource> = BTreeMap::new();
+                        for (_, s, cap) in &assign {
+                            per_slot
+                                .entry(*s)
+                                .or_insert_with(Resource::zero)
+                                .add_assign(cap);
+                        }
                         let mut names = Vec::new();
-                        for s in &slots {
-                            self.nodes.reserve(*s, Some(holder.clone()));
-                            if let Some(n) = self.nodes.get(*s) {
+                        for (s, need) in per_slot {
+                            self.nodes.hold(s, holder.clone(), need);
+                            if let Some(n) = self.nodes.get(s) {
                                 names.push(n.id.clone());
                             }
                         }

@@ -52,6 +52,9 @@ pub struct NodeIndex {
     schedulable_count: usize,
     /// Nodes held for a waiting gang: no other ask is placed on them.
     reserved: BTreeMap<usize, (spindle_common::ApplicationId, String)>,
+    /// What the holder will need of each held node: other asks may still use what the
+    /// node has beyond it (an AM's memory beside a GPU gang's hold). Absent: all of it.
+    reserved_need: BTreeMap<usize, Resource>,
     /// Bumped whenever room may have grown somewhere (a release, a node joining, leaving
     /// or changing, a hold given up): a gang that did not fit at one value cannot fit
     /// before it changes.
@@ -180,6 +183,7 @@ impl NodeIndex {
         self.room_epoch += 1;
         let slot = *self.by_id.get(id)?;
         self.reserved.remove(&slot);
+        self.reserved_need.remove(&slot);
         self.account(slot, false);
         self.by_id.remove(id);
         let node = self.slots.get_mut(slot)?.take()?;
@@ -264,10 +268,23 @@ impl NodeIndex {
     }
 
     fn fits(&self, slot: usize, ask: &Resource) -> bool {
-        !self.reserved.contains_key(&slot)
-            && self
-                .get(slot)
-                .is_some_and(|n| n.schedulable && ask.fits_in(&n.free))
+        let Some(n) = self.get(slot) else {
+            return false;
+        };
+        if !n.schedulable || !ask.fits_in(&n.free) {
+            return false;
+        }
+        if !self.reserved.contains_key(&slot) {
+            return true;
+        }
+        // A held node takes an ask only beside what its holder will need of it: in every
+        // type the ask uses, what runs there now, the ask and the hold fit the node.
+        let Some(need) = self.reserved_need.get(&slot) else {
+            return false;
+        };
+        ask.entries()
+            .filter(|(_, v)| *v > 0)
+            .all(|(k, v)| n.used.get(k) + v + need.get(k) <= n.total.get(k))
     }
 
     pub fn set_gpu_model(&mut self, id: &NodeId, model: Option<String>) {
@@ -281,13 +298,14 @@ impl NodeIndex {
         }
     }
 
-    /// Holds `slot` for a gang (`None` frees it).
+    /// Holds `slot` for a gang, all of it (`None` frees it).
     pub fn reserve(
         &mut self,
         slot: usize,
         holder: Option<(spindle_common::ApplicationId, String)>,
     ) {
         self.room_epoch += 1;
+        self.reserved_need.remove(&slot);
         match holder {
             Some(h) => {
                 self.reserved.insert(slot, h);
@@ -296,6 +314,17 @@ impl NodeIndex {
                 self.reserved.remove(&slot);
             }
         }
+    }
+
+    /// Holds `slot` for a gang that will need `need` of it.
+    pub fn hold(
+        &mut self,
+        slot: usize,
+        holder: (spindle_common::ApplicationId, String),
+        need: Resource,
+    ) {
+        self.reserve(slot, Some(holder));
+        self.reserved_need.insert(slot, need);
     }
 
     pub fn reserved_by(&self, slot: usize) -> Option<&(spindle_common::ApplicationId, String)> {

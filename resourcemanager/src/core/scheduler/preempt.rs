@@ -95,8 +95,9 @@ pub struct Choice {
     pub need: Resource,
     /// Indices into the round's candidates.
     pub victims: Vec<usize>,
-    /// Nodes the preemptor's gang will be placed on (to hold for it); empty for plain asks.
-    pub hold: Vec<NodeId>,
+    /// Nodes the preemptor's gang will be placed on, with what it needs of each (to hold
+    /// for it); empty for plain asks.
+    pub hold: Vec<(NodeId, Resource)>,
 }
 
 /// What waits: the first application of a leaf that cannot be placed.
@@ -428,7 +429,7 @@ impl Scheduler {
         reason: Reason,
         given: &[Resource],
         conf: &PreemptionConf,
-    ) -> Option<(Vec<usize>, Vec<NodeId>, Vec<Resource>)> {
+    ) -> Option<(Vec<usize>, Vec<(NodeId, Resource)>, Vec<Resource>)> {
         // A scratch index of the nodes that matter: free room now, or a candidate on them.
         let holder = p.gang.as_ref().map(|g| (p.app, g.clone()));
         let hosts: BTreeSet<&NodeId> = pool
@@ -458,18 +459,24 @@ impl Scheduler {
                 }
             }
         }
-        let fits = |idx: &NodeIndex| -> Option<Vec<NodeId>> {
+        let fits = |idx: &NodeIndex| -> Option<Vec<(NodeId, Resource)>> {
             if !p.need.fits_in(&idx.cluster_free()) {
                 return None;
             }
             let free = |s: usize| idx.get(s).map(|n| n.free.clone());
             match plan(idx, &p.units, &p.params, &free, &|_| true) {
                 Plan::Fits(assign) => {
-                    let slots: BTreeSet<usize> = assign.iter().map(|(_, s, _)| *s).collect();
+                    let mut per_slot: BTreeMap<usize, Resource> = BTreeMap::new();
+                    for (_, s, cap) in &assign {
+                        per_slot
+                            .entry(*s)
+                            .or_insert_with(Resource::zero)
+                            .add_assign(cap);
+                    }
                     Some(
-                        slots
+                        per_slot
                             .into_iter()
-                            .filter_map(|s| idx.get(s).map(|n| n.id.clone()))
+                            .filter_map(|(s, need)| idx.get(s).map(|n| (n.id.clone(), need)))
                             .collect(),
                     )
                 }
@@ -497,7 +504,7 @@ impl Scheduler {
             return Some((Vec::new(), nodes, given.to_vec()));
         }
         let mut plans = 0;
-        let mut placed: Option<Vec<NodeId>> = None;
+        let mut placed: Option<Vec<(NodeId, Resource)>> = None;
         for &i in pool {
             let c = &cands[i];
             if reason == Reason::Guarantee {
@@ -561,7 +568,7 @@ impl Scheduler {
 
     /// Holds `nodes` for a waiting gang (replacing what it held): victims are leaving them
     /// for it, and nothing else may be placed there meanwhile.
-    pub fn hold_for(&mut self, app: &ApplicationId, gang: &str, nodes: &[NodeId]) {
+    pub fn hold_for(&mut self, app: &ApplicationId, gang: &str, nodes: &[(NodeId, Resource)]) {
         let Some(a) = self.apps.get(app) else { return };
         let leaf = a.queue;
         let Some(g) = a.gangs.get(gang) else { return };
@@ -578,7 +585,7 @@ impl Scheduler {
         self.unreserve(app, gang);
         let holder = (*app, gang.to_string());
         let mut names = Vec::new();
-        for n in nodes {
+        for (n, node_need) in nodes {
             let Some(s) = self.nodes.slot(n) else {
                 continue;
             };
@@ -597,7 +604,7 @@ impl Scheduler {
                     }
                 }
             }
-            self.nodes.reserve(s, Some(holder.clone()));
+            self.nodes.hold(s, holder.clone(), node_need.clone());
             names.push(n.clone());
         }
         for q in self.tree.path_up(leaf).collect::<Vec<_>>() {

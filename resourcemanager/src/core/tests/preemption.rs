@@ -550,3 +550,30 @@ proptest! {
         prop_assert!(c.env.core.sanity_check().is_ok());
     }
 }
+
+#[test]
+fn a_gang_ahead_in_line_takes_over_the_hold_and_an_am_runs_beside_it() {
+    let mut cf = conf(vec![leaf("root.a", 100.0)], 0);
+    cf.preemption.enabled = false;
+    cf.scheduler.max_application_priority = 100;
+    let mut c = Cluster::new(cf, 1, 8);
+    let x = c.start("root.a", "alice", 1);
+    c.gang(&x, "g", 8, 1);
+    let y = c.start("root.a", "bob", 1);
+    c.gang(&y, "g", 8, 1);
+    assert_eq!(c.gang_phase(&y, "g"), Some(GangPhase::Reserved));
+    // The node is held for y's GPUs, but z's AM (memory only) still starts beside them.
+    let z = c.start("root.a", "carol", 5);
+    c.gang(&z, "g", 8, 1);
+    assert_eq!(
+        c.gang_phase(&z, "g"),
+        Some(GangPhase::Reserved),
+        "z is ahead: it holds"
+    );
+    assert_eq!(
+        c.gang_phase(&y, "g"),
+        Some(GangPhase::Pending),
+        "y gave way"
+    );
+    c.run_for(1_000);
+}
