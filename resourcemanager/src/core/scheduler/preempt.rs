@@ -97,8 +97,11 @@ pub struct Choice {
     pub victims: Vec<usize>,
     /// Nodes the preemptor's gang will be placed on, with what it needs of each (to hold
     /// for it); empty for plain asks.
-    pub hold: Vec<(NodeId, Resource)>,
+    pub hold: Hold,
 }
+
+/// Nodes to hold for a gang, with what it needs of each.
+pub type Hold = Vec<(NodeId, Resource)>;
 
 /// What waits: the first application of a leaf that cannot be placed.
 struct Preemptor {
@@ -429,7 +432,7 @@ impl Scheduler {
         reason: Reason,
         given: &[Resource],
         conf: &PreemptionConf,
-    ) -> Option<(Vec<usize>, Vec<(NodeId, Resource)>, Vec<Resource>)> {
+    ) -> Option<(Vec<usize>, Hold, Vec<Resource>)> {
         // A scratch index of the nodes that matter: free room now, or a candidate on them.
         let holder = p.gang.as_ref().map(|g| (p.app, g.clone()));
         let hosts: BTreeSet<&NodeId> = pool
@@ -459,7 +462,7 @@ impl Scheduler {
                 }
             }
         }
-        let fits = |idx: &NodeIndex| -> Option<Vec<(NodeId, Resource)>> {
+        let fits = |idx: &NodeIndex| -> Option<Hold> {
             if !p.need.fits_in(&idx.cluster_free()) {
                 return None;
             }
@@ -504,7 +507,7 @@ impl Scheduler {
             return Some((Vec::new(), nodes, given.to_vec()));
         }
         let mut plans = 0;
-        let mut placed: Option<Vec<(NodeId, Resource)>> = None;
+        let mut placed: Option<Hold> = None;
         for &i in pool {
             let c = &cands[i];
             if reason == Reason::Guarantee {
