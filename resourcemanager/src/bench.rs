@@ -27,6 +27,8 @@ pub struct BenchSpec {
     /// Container completions (each followed by one scheduling pass) in the steady phase.
     pub steady_events: usize,
     pub seed: u64,
+    /// Run the preemption monitor (intra-queue too) in the steady phase's ticks.
+    pub preemption: bool,
 }
 
 impl BenchSpec {
@@ -38,6 +40,7 @@ impl BenchSpec {
             containers_per_app: 100,
             steady_events: 20_000,
             seed: 42,
+            preemption: false,
         }
     }
 }
@@ -164,7 +167,12 @@ fn setup(spec: &BenchSpec, gang_timeout_ms: u64) -> Setup {
         rm_address: "http://127.0.0.1:8088".into(),
         scheduler: sched,
         gang_timeout_ms,
-        preemption: crate::core::PreemptionConf::default(),
+        preemption: crate::core::PreemptionConf {
+            enabled: spec.preemption,
+            intra_queue: spec.preemption,
+            min_runtime_ms: 0,
+            ..crate::core::PreemptionConf::default()
+        },
     };
     let secret = TokenSecret::from_hex("000102030405060708090a0b0c0d0e0f")
         .unwrap_or_else(|_| unreachable_secret());
@@ -280,10 +288,13 @@ pub fn run(spec: &BenchSpec) -> BenchResult {
     let mut passes = Vec::with_capacity(spec.steady_events);
     let mut steady_allocated: u64 = 0;
     let steady_start = Instant::now();
-    for _ in 0..spec.steady_events {
+    for event in 0..spec.steady_events {
         if live.is_empty() {
             break;
         }
+        // 30 ms of RM time per event: a tick every 100 events, so with the monitor on
+        // (every 3 s) each tick runs a preemption round; the ticks count in the figures.
+        let tick = event % 100 == 99;
         let i = rng.below(live.len() as u64) as usize;
         let (cid, node) = live.swap_remove(i);
         let before = core.counters().containers_allocated;
@@ -301,6 +312,9 @@ pub fn run(spec: &BenchSpec) -> BenchResult {
             }],
             now,
         );
+        if tick {
+            core.tick(now);
+        }
         passes.push(t.elapsed().as_secs_f64() * 1e6);
         let after = core.counters().containers_allocated;
         let new = after - before;
@@ -316,7 +330,11 @@ pub fn run(spec: &BenchSpec) -> BenchResult {
                     .map(|c| (c.id, c.node.clone())),
             );
         }
-        now += 1;
+        if tick {
+            // Containers preempted by the round are gone.
+            live.retain(|(c, _)| core.containers().get(c).is_some_and(|x| x.is_live()));
+        }
+        now += 30;
     }
     let steady_secs = steady_start.elapsed().as_secs_f64();
     let stats = core.scheduler().stats.clone();
