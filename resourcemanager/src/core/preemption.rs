@@ -17,6 +17,10 @@ use scheduler::preempt::{Candidate, Choice};
 pub use scheduler::preempt::{PreemptionConf, Reason};
 use spindle_common::resource::GPU;
 
+/// At most this many live containers of one leaf are considered as victims in a round
+/// (whole gangs are never cut: an application's containers are taken together).
+const CANDIDATES_PER_LEAF: usize = 256;
+
 /// A container under notice.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Notice {
@@ -115,7 +119,7 @@ impl RmCore {
         if !self.sched.any_preemptor(&conf, &|l| busy.contains(&l)) {
             return;
         }
-        let cands = self.preemption_candidates(&conf, now);
+        let cands = self.preemption_candidates(&conf, &|l| busy.contains(&l), now);
         let choices = self
             .sched
             .preemption_round(&cands, &conf, &|l| busy.contains(&l));
@@ -126,21 +130,49 @@ impl RmCore {
 
     /// Running units old enough to be preempted and not under notice: each gang's live
     /// members together, each plain non-AM container alone.
-    fn preemption_candidates(&self, conf: &PreemptionConf, now: u64) -> Vec<Candidate> {
+    ///
+    /// Only the leaves that may give are walked ([`scheduler::Scheduler::victim_leaves`]),
+    /// newest applications first (the least work to lose, YARN's latest-launched first), up
+    /// to [`CANDIDATES_PER_LEAF`] containers a leaf: a round's cost does not grow with the
+    /// cluster.
+    fn preemption_candidates(
+        &self,
+        conf: &PreemptionConf,
+        busy: &dyn Fn(scheduler::QueueIdx) -> bool,
+        now: u64,
+    ) -> Vec<Candidate> {
         let mut gangs: BTreeMap<(ApplicationId, String), Candidate> = BTreeMap::new();
         let mut young: BTreeSet<(ApplicationId, String)> = BTreeSet::new();
         let mut out = Vec::new();
-        for c in self.containers.values() {
-            if !c.is_live() || c.is_am || self.preemption.notices.contains_key(&c.id) {
+        let mut live: Vec<(&App, &RmContainer)> = Vec::new();
+        for leaf in self.sched.victim_leaves(conf, busy) {
+            let mut taken = 0;
+            for app_id in self.sched.tree().queues[leaf].apps.iter().rev() {
+                if taken >= CANDIDATES_PER_LEAF {
+                    break;
+                }
+                let Some(app) = self.apps.get(app_id) else {
+                    continue;
+                };
+                if app.state.is_final() || app.killing_since.is_some() {
+                    continue;
+                }
+                let Some(att) = app.current_attempt() else {
+                    continue;
+                };
+                for c in att.containers.iter().chain(att.inherited.iter()) {
+                    if let Some(rc) = self.containers.get(c).filter(|x| x.is_live()) {
+                        live.push((app, rc));
+                        taken += 1;
+                    }
+                }
+            }
+        }
+        for (app, c) in live {
+            if c.is_am || self.preemption.notices.contains_key(&c.id) {
                 continue;
             }
-            let app_id = c.id.application_id();
-            let Some(app) = self.apps.get(&app_id) else {
-                continue;
-            };
-            if app.state.is_final() || app.killing_since.is_some() {
-                continue;
-            }
+            let app_id = app.id;
             let ran = now.saturating_sub(c.allocated_time);
             let saved = app
                 .preemption

@@ -113,6 +113,8 @@ struct Preemptor {
     need: Resource,
 }
 
+/// Preemptors one round tries (most under-served leaves first).
+const MAX_PREEMPTORS_PER_ROUND: usize = 8;
 /// At most this many plain containers one preemptor claims per round.
 const MAX_PLAIN_UNITS: u32 = 64;
 /// Plans tried while adding victims, and while pruning them, per preemptor.
@@ -226,6 +228,38 @@ impl Scheduler {
             .collect()
     }
 
+    /// The leaves whose applications a round may take from: over their guarantee outside
+    /// the dead zone and not `disable_preemption` (for preemptors elsewhere), or leaves with
+    /// a preemptor of their own and intra-queue preemption on.
+    pub fn victim_leaves(
+        &self,
+        conf: &PreemptionConf,
+        busy: &dyn Fn(QueueIdx) -> bool,
+    ) -> Vec<QueueIdx> {
+        let intra: BTreeSet<QueueIdx> = if conf.intra_queue {
+            self.preemptors(busy)
+                .iter()
+                .map(|p| p.leaf)
+                .filter(|l| !self.tree.queues[*l].spec.intra_queue_disable_preemption)
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
+        self.tree
+            .iter()
+            .filter(|(i, q)| {
+                if !q.is_leaf() {
+                    return false;
+                }
+                let g = self.share(&q.guaranteed);
+                let over = !q.spec.disable_preemption
+                    && self.share(&q.used) > g * (1.0 + conf.max_ignored_over_capacity) + EPS;
+                over || intra.contains(i)
+            })
+            .map(|(i, _)| i)
+            .collect()
+    }
+
     /// Whether anything waits that a round could serve (cheap: no candidates needed).
     pub fn any_preemptor(&self, conf: &PreemptionConf, busy: &dyn Fn(QueueIdx) -> bool) -> bool {
         self.preemptors(busy).iter().any(|p| {
@@ -253,27 +287,50 @@ impl Scheduler {
         let mut given = vec![Resource::zero(); n];
         let mut round_total = Resource::zero();
         let mut taken = vec![false; cands.len()];
-        for p in self.preemptors(busy) {
+        // Candidates by leaf, once: a preemptor looks only at the leaves that may give.
+        let mut by_leaf: BTreeMap<QueueIdx, Vec<usize>> = BTreeMap::new();
+        for (i, c) in cands.iter().enumerate() {
+            if let Some(a) = self.apps.get(&c.app) {
+                by_leaf.entry(a.queue).or_default().push(i);
+            }
+        }
+        // The most under-served leaves first, and a bounded number a round: a round's cost
+        // stays flat however many leaves wait (the rest are served by later rounds).
+        let mut waiting = self.preemptors(busy);
+        waiting.sort_by(|a, b| {
+            let gap = |p: &Preemptor| {
+                let q = &self.tree.queues[p.leaf];
+                self.share(&q.used) - self.share(&q.guaranteed)
+            };
+            gap(a).total_cmp(&gap(b)).then(a.leaf.cmp(&b.leaf))
+        });
+        waiting.truncate(MAX_PREEMPTORS_PER_ROUND);
+        for p in waiting {
             let leaf_spec = &self.tree.queues[p.leaf].spec;
             let mut tries: Vec<(Reason, Vec<usize>)> = Vec::new();
             if self.under_guarantee_with(p.leaf, &p.need) {
-                let pool = (0..cands.len())
-                    .filter(|i| !taken[*i])
-                    .filter(|i| {
-                        let c = &cands[*i];
-                        c.app != p.app
-                            && self.apps.get(&c.app).is_some_and(|a| {
-                                a.queue != p.leaf && !self.giving_path(a.queue, p.leaf).is_empty()
-                            })
-                    })
-                    .collect();
+                // The leaves that may give to this preemptor, each judged once.
+                let none = vec![Resource::zero(); n];
+                let mut pool = Vec::new();
+                for (vl, idxs) in &by_leaf {
+                    let gives = *vl != p.leaf
+                        && !self.giving_path(*vl, p.leaf).is_empty()
+                        && self.may_give(*vl, p.leaf, &Resource::zero(), &none, &none, conf);
+                    if gives {
+                        pool.extend(idxs.iter().copied().filter(|i| !taken[*i]));
+                    }
+                }
                 tries.push((Reason::Guarantee, pool));
             }
             if conf.intra_queue && !leaf_spec.intra_queue_disable_preemption {
                 for reason in [Reason::LasLevel, Reason::Priority, Reason::UserLimit] {
-                    let pool: Vec<usize> = (0..cands.len())
-                        .filter(|i| !taken[*i])
-                        .filter(|i| self.outranks(&p, &cands[*i], reason))
+                    let below = self.ranker(&p, reason);
+                    let pool: Vec<usize> = by_leaf
+                        .get(&p.leaf)
+                        .into_iter()
+                        .flatten()
+                        .copied()
+                        .filter(|i| !taken[*i] && below(&cands[*i].app))
                         .collect();
                     if !pool.is_empty() {
                         tries.push((reason, pool));
@@ -325,35 +382,48 @@ impl Scheduler {
 
     /// Whether a candidate ranks below the preemptor inside the preemptor's leaf, by `reason`.
     fn outranks(&self, p: &Preemptor, c: &Candidate, reason: Reason) -> bool {
-        let (Some(pa), Some(va)) = (self.apps.get(&p.app), self.apps.get(&c.app)) else {
-            return false;
+        self.ranker(p, reason)(&c.app)
+    }
+
+    /// Whether an application ranks below the preemptor inside the preemptor's leaf, by
+    /// `reason`, as a test prepared once (the user limit is computed once, not per victim).
+    fn ranker(&self, p: &Preemptor, reason: Reason) -> Box<dyn Fn(&ApplicationId) -> bool + '_> {
+        let Some(pa) = self.apps.get(&p.app) else {
+            return Box::new(|_| false);
         };
-        if va.queue != p.leaf || c.app == p.app {
-            return false;
-        }
-        let ordering = self.tree.queues[p.leaf].spec.ordering;
+        let leaf = p.leaf;
+        let me = p.app;
+        let ordering = self.tree.queues[leaf].spec.ordering;
+        let victim =
+            move |id: &ApplicationId| self.apps.get(id).filter(|v| v.queue == leaf && *id != me);
         match reason {
-            Reason::LasLevel => {
-                ordering == OrderingPolicy::Las && va.service.level > pa.service.level
+            Reason::LasLevel if ordering == OrderingPolicy::Las => {
+                let level = pa.service.level;
+                Box::new(move |id| victim(id).is_some_and(|v| v.service.level > level))
             }
-            Reason::Priority => ordering != OrderingPolicy::Las && va.priority < pa.priority,
+            Reason::Priority if ordering != OrderingPolicy::Las => {
+                let prio = pa.priority;
+                Box::new(move |id| victim(id).is_some_and(|v| v.priority < prio))
+            }
             Reason::UserLimit => {
-                if va.user == pa.user {
-                    return false;
-                }
                 let calc = self.conf.calculator;
-                let used = |u: &str| {
-                    self.tree.queues[p.leaf]
-                        .users
-                        .get(u)
-                        .map(|x| x.used.clone())
-                        .unwrap_or_default()
-                };
-                let limit = self.user_limit(p.leaf, &Resource::zero());
-                within(calc, &used(&pa.user).plus(&p.need), &limit)
-                    && !within(calc, &used(&va.user), &limit)
+                let users = &self.tree.queues[leaf].users;
+                let used = |u: &str| users.get(u).map(|x| x.used.clone()).unwrap_or_default();
+                let limit = self.user_limit(leaf, &Resource::zero());
+                if !within(calc, &used(&pa.user).plus(&p.need), &limit) {
+                    return Box::new(|_| false);
+                }
+                let over: BTreeSet<&str> = users
+                    .iter()
+                    .filter(|(_, u)| !within(calc, &u.used, &limit))
+                    .map(|(name, _)| name.as_str())
+                    .collect();
+                let mine = pa.user.clone();
+                Box::new(move |id| {
+                    victim(id).is_some_and(|v| v.user != mine && over.contains(v.user.as_str()))
+                })
             }
-            Reason::Guarantee => false,
+            _ => Box::new(|_| false),
         }
     }
 
@@ -439,6 +509,12 @@ impl Scheduler {
             .iter()
             .flat_map(|i| cands[*i].containers.iter().map(|(_, n, _)| n))
             .collect();
+        let smallest = p
+            .units
+            .iter()
+            .map(|u| &u.cap)
+            .min_by_key(|c| (c.get(spindle_common::resource::GPU), c.memory_mb, c.vcores))
+            .cloned();
         let mut idx = NodeIndex::new(self.min_alloc.clone());
         for s in self.nodes.slots() {
             let Some(n) = self.nodes.get(s) else { continue };
@@ -449,7 +525,8 @@ impl Scheduler {
             if !n.schedulable || held_by_other {
                 continue;
             }
-            let roomy = !n.free.is_zero() && n.free.fits_in(&n.total);
+            // Free room counts only where it takes at least one member.
+            let roomy = smallest.as_ref().is_some_and(|u| u.fits_in(&n.free));
             if roomy || hosts.contains(&n.id) {
                 idx.add(
                     n.id.clone(),
