@@ -227,6 +227,15 @@ fn plan_within(
     }
 }
 
+/// What a plan puts on each node, summed.
+pub fn per_node(assign: &[(AskKey, usize, Resource)]) -> BTreeMap<usize, Resource> {
+    let mut out: BTreeMap<usize, Resource> = BTreeMap::new();
+    for (_, s, cap) in assign {
+        out.entry(*s).or_insert_with(Resource::zero).add_assign(cap);
+    }
+    out
+}
+
 fn distinct(p: &[(AskKey, usize, Resource)]) -> usize {
     p.iter().map(|(_, s, _)| *s).collect::<BTreeSet<_>>().len()
 }
@@ -809,15 +818,8 @@ impl Scheduler {
                     };
                     let not_others = |s: usize| nodes.reserved_by(s).is_none();
                     if let Plan::Fits(assign) = plan(nodes, &units, &params, &total, &not_others) {
-                        let mut per_slot: BTreeMap<usize, Resource> = BTreeMap::new();
-                        for (_, s, cap) in &assign {
-                            per_slot
-                                .entry(*s)
-                                .or_insert_with(Resource::zero)
-                                .add_assign(cap);
-                        }
                         let mut names = Vec::new();
-                        for (s, need) in per_slot {
+                        for (s, need) in per_node(&assign) {
                             self.nodes.hold(s, holder.clone(), need);
                             if let Some(n) = self.nodes.get(s) {
                                 names.push(n.id.clone());

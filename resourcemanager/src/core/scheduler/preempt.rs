@@ -545,21 +545,12 @@ impl Scheduler {
             }
             let free = |s: usize| idx.get(s).map(|n| n.free.clone());
             match plan(idx, &p.units, &p.params, &free, &|_| true) {
-                Plan::Fits(assign) => {
-                    let mut per_slot: BTreeMap<usize, Resource> = BTreeMap::new();
-                    for (_, s, cap) in &assign {
-                        per_slot
-                            .entry(*s)
-                            .or_insert_with(Resource::zero)
-                            .add_assign(cap);
-                    }
-                    Some(
-                        per_slot
-                            .into_iter()
-                            .filter_map(|(s, need)| idx.get(s).map(|n| (n.id.clone(), need)))
-                            .collect(),
-                    )
-                }
+                Plan::Fits(assign) => Some(
+                    super::gang::per_node(&assign)
+                        .into_iter()
+                        .filter_map(|(s, need)| idx.get(s).map(|n| (n.id.clone(), need)))
+                        .collect(),
+                ),
                 Plan::Short { .. } => None,
             }
         };
