@@ -1080,7 +1080,7 @@ async fn run_train(
 /// Runs the training AM against the fake already serving at `addr`.
 async fn run_train_on(addr: &str, cfg: TrainAmConfig) -> (train::TrainReport, Vec<String>) {
     let env = AmEnv {
-        rm_address: RmAddress::parse(addr).unwrap(),
+        rm_address: RmAddress::parse(addr).expect("the fake RM address"),
         token: TOKEN.into(),
         attempt_id: attempt(),
         container_id: ContainerId::new(attempt(), 0, 1),
