@@ -195,6 +195,16 @@ impl Cluster {
     }
 }
 
+/// a's 4x4-GPU gang fills the 16-GPU cluster and runs `ms`; then b asks for 2x4 GPUs.
+fn a_fills_then_b_asks(c: &mut Cluster, ms: u64) -> (ApplicationId, ApplicationId) {
+    let a = c.start("root.a", "alice", 0);
+    c.gang(&a, "train", 4, 4);
+    c.run_for(ms);
+    let b = c.start("root.b", "bob", 0);
+    c.gang(&b, "train", 2, 4);
+    (a, b)
+}
+
 fn two_queues(min_runtime_ms: u64) -> Cluster {
     Cluster::new(
         conf(
@@ -262,11 +272,7 @@ fn a_queue_under_its_guarantee_takes_a_whole_gang_back_with_notice_then_kill() {
 #[test]
 fn an_acknowledged_notice_kills_at_the_eta_and_a_checkpoint_saves_the_work() {
     let mut c = two_queues(0);
-    let a = c.start("root.a", "alice", 0);
-    c.gang(&a, "train", 4, 4);
-    c.run_for(20_000);
-    let b = c.start("root.b", "bob", 0);
-    c.gang(&b, "train", 2, 4);
+    let (a, _b) = a_fills_then_b_asks(&mut c, 20_000);
     c.run_for(INTERVAL);
     let notified = c.poll(&a, AmReport::default()).preemption.expect("notice");
     // The AM checkpoints and asks for 2 s; the RM kills then, not at the deadline.
@@ -371,11 +377,7 @@ fn disable_preemption_and_observe_only_take_nothing() {
         let mut cf = conf(vec![a_spec, leaf("root.b", 50.0)], 0);
         cf.preemption.observe_only = observe;
         let mut c = Cluster::new(cf, 4, 4);
-        let a = c.start("root.a", "alice", 0);
-        c.gang(&a, "train", 4, 4);
-        c.run_for(10_000);
-        let b = c.start("root.b", "bob", 0);
-        c.gang(&b, "train", 2, 4);
+        let (a, _b) = a_fills_then_b_asks(&mut c, 10_000);
         c.run_for(INTERVAL + WAIT + INTERVAL);
         assert_eq!(c.live_gpus(&a), 16, "disable={disable} observe={observe}");
         assert!(c.poll(&a, AmReport::default()).preemption.is_none());
