@@ -116,13 +116,13 @@ impl RmCore {
         self.preemption.counters.rounds += 1;
         let busy: BTreeSet<scheduler::QueueIdx> =
             self.preemption.notices.values().map(|n| n.leaf).collect();
-        if !self.sched.any_preemptor(&conf, &|l| busy.contains(&l)) {
+        // What waits, found once for the whole round.
+        let waiting = self.sched.preemptors(&|l| busy.contains(&l));
+        if !self.sched.any_preemptor(&conf, &waiting) {
             return;
         }
-        let cands = self.preemption_candidates(&conf, &|l| busy.contains(&l), now);
-        let choices = self
-            .sched
-            .preemption_round(&cands, &conf, &|l| busy.contains(&l));
+        let cands = self.preemption_candidates(&conf, &waiting, now);
+        let choices = self.sched.preemption_round(&cands, &conf, waiting);
         for ch in choices {
             self.carry_out(ch, &cands, &conf, now);
         }
@@ -138,14 +138,14 @@ impl RmCore {
     fn preemption_candidates(
         &self,
         conf: &PreemptionConf,
-        busy: &dyn Fn(scheduler::QueueIdx) -> bool,
+        waiting: &[scheduler::preempt::Preemptor],
         now: u64,
     ) -> Vec<Candidate> {
         let mut gangs: BTreeMap<(ApplicationId, String), Candidate> = BTreeMap::new();
         let mut young: BTreeSet<(ApplicationId, String)> = BTreeSet::new();
         let mut out = Vec::new();
         let mut live: Vec<(&App, &RmContainer)> = Vec::new();
-        for leaf in self.sched.victim_leaves(conf, busy) {
+        for leaf in self.sched.victim_leaves(conf, waiting) {
             let mut taken = 0;
             for app_id in self.sched.tree().queues[leaf].apps.iter().rev() {
                 if taken >= CANDIDATES_PER_LEAF {

@@ -104,7 +104,7 @@ pub struct Choice {
 pub type Hold = Vec<(NodeId, Resource)>;
 
 /// What waits: the first application of a leaf that cannot be placed.
-struct Preemptor {
+pub struct Preemptor {
     app: ApplicationId,
     gang: Option<String>,
     leaf: QueueIdx,
@@ -129,7 +129,7 @@ impl Scheduler {
 
     /// The first application of each leaf that waits for what free room cannot give, unless
     /// `busy(leaf)` (a claim of that leaf is still being honoured).
-    fn preemptors(&self, busy: &dyn Fn(QueueIdx) -> bool) -> Vec<Preemptor> {
+    pub fn preemptors(&self, busy: &dyn Fn(QueueIdx) -> bool) -> Vec<Preemptor> {
         let mut out = Vec::new();
         for (leaf, q) in self.tree.iter() {
             if !q.is_leaf() || busy(leaf) {
@@ -231,13 +231,9 @@ impl Scheduler {
     /// The leaves whose applications a round may take from: over their guarantee outside
     /// the dead zone and not `disable_preemption` (for preemptors elsewhere), or leaves with
     /// a preemptor of their own and intra-queue preemption on.
-    pub fn victim_leaves(
-        &self,
-        conf: &PreemptionConf,
-        busy: &dyn Fn(QueueIdx) -> bool,
-    ) -> Vec<QueueIdx> {
+    pub fn victim_leaves(&self, conf: &PreemptionConf, waiting: &[Preemptor]) -> Vec<QueueIdx> {
         let intra: BTreeSet<QueueIdx> = if conf.intra_queue {
-            self.preemptors(busy)
+            waiting
                 .iter()
                 .map(|p| p.leaf)
                 .filter(|l| !self.tree.queues[*l].spec.intra_queue_disable_preemption)
@@ -261,8 +257,8 @@ impl Scheduler {
     }
 
     /// Whether anything waits that a round could serve (cheap: no candidates needed).
-    pub fn any_preemptor(&self, conf: &PreemptionConf, busy: &dyn Fn(QueueIdx) -> bool) -> bool {
-        self.preemptors(busy).iter().any(|p| {
+    pub fn any_preemptor(&self, conf: &PreemptionConf, waiting: &[Preemptor]) -> bool {
+        waiting.iter().any(|p| {
             self.under_guarantee_with(p.leaf, &p.need)
                 || (conf.intra_queue
                     && !self.tree.queues[p.leaf].spec.intra_queue_disable_preemption)
@@ -270,13 +266,13 @@ impl Scheduler {
     }
 
     /// One monitoring round: what to take back, from whom, for whom. `cands` are the
-    /// running units old enough to be preempted and not already under notice; `busy`
-    /// names leaves whose earlier claim is still being honoured.
+    /// running units old enough to be preempted and not already under notice; `waiting`
+    /// are this round's [`Self::preemptors`].
     pub fn preemption_round(
         &self,
         cands: &[Candidate],
         conf: &PreemptionConf,
-        busy: &dyn Fn(QueueIdx) -> bool,
+        mut waiting: Vec<Preemptor>,
     ) -> Vec<Choice> {
         let mut out: Vec<Choice> = Vec::new();
         if cands.is_empty() || self.nodes.cluster.is_zero() {
@@ -296,7 +292,6 @@ impl Scheduler {
         }
         // The most under-served leaves first, and a bounded number a round: a round's cost
         // stays flat however many leaves wait (the rest are served by later rounds).
-        let mut waiting = self.preemptors(busy);
         waiting.sort_by(|a, b| {
             let gap = |p: &Preemptor| {
                 let q = &self.tree.queues[p.leaf];
