@@ -7,7 +7,10 @@
 //! Life of a container (NM detailed states, as the REST API shows them):
 //! `LOCALIZING` → `RUNNING` → `EXITED_WITH_SUCCESS` | `EXITED_WITH_FAILURE`, or
 //! `RUNNING` → `KILLING` → `CONTAINER_CLEANEDUP_AFTER_KILL` when stopped, or
-//! `LOCALIZING` → `LOCALIZATION_FAILED`. Every one of those ends is *complete* to the RM and
+//! `LOCALIZING` → `LOCALIZATION_FAILED`. A re-initialization (YARN's
+//! `reInitializeContainer`) goes `RUNNING` → `REINITIALIZING` → `RUNNING` with a new process
+//! in the same container (same id, allocation, devices, work dir), its step in
+//! [`Container::reinit`]; the old process's end is not a completion. Every one of those ends is *complete* to the RM and
 //! is reported in each heartbeat until the RM acknowledges it in
 //! `containersToBeRemovedFromNm`; the container is then `DONE`. `DONE` containers stay
 //! visible to REST (bounded by [`ContainerTable::prune_done`]).
@@ -127,6 +130,61 @@ pub struct Container {
     pub work_dir: PathBuf,
     pub log_dirs: Vec<PathBuf>,
     pub stop: Option<StopReason>,
+    /// The re-initialization under way: `Some` exactly while the state is `REINITIALIZING`.
+    pub reinit: Option<Reinit>,
+    /// Re-initializations done (each one a new process in this container).
+    pub reinits: u32,
+}
+
+/// Where a re-initialization stands (the container is `REINITIALIZING`). The old process
+/// runs until the new launch context is localized, then gets SIGTERM, and SIGKILL after
+/// `grace_ms`; the new process starts once the old one's leader has exited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reinit {
+    /// The new launch context is being localized; the old process group `old_pgid` still
+    /// runs, unless `old_exited` (it ended on its own meanwhile).
+    Localizing {
+        old_pgid: i32,
+        old_exited: bool,
+        grace_ms: u64,
+    },
+    /// SIGTERM went to `old_pgid` at `since_ms`; SIGKILL follows at `since_ms + grace_ms`.
+    Stopping {
+        old_pgid: i32,
+        since_ms: u64,
+        grace_ms: u64,
+    },
+}
+
+/// Why a re-initialization is refused before anything changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReinitRefusal {
+    #[error("Container {0} is not handled by this NodeManager")]
+    Unknown(ContainerId),
+    #[error("Container {id} is not running (state {state}); only a running container can be re-initialized")]
+    NotRunning {
+        id: ContainerId,
+        state: NmContainerState,
+    },
+    #[error("Container {0} is already being re-initialized")]
+    AlreadyReinitializing(ContainerId),
+}
+
+/// What the actor does next in a re-initialization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReinitStep {
+    /// Nothing yet (waiting for the localization or for the old process to exit).
+    Wait,
+    /// SIGTERM the old group now; SIGKILL it after `grace_ms` if its leader still runs.
+    TerminateOld { pgid: i32, grace_ms: u64 },
+    /// The old process is gone: kill its stragglers in `old_pgid` and start the new one.
+    StartNew { old_pgid: i32 },
+    /// It cannot go on: the container is back to `RUNNING` with its old process.
+    Reverted,
+    /// It cannot go on and the old process is gone: the container completed (failed).
+    Failed(Outcome),
+    /// The container is no longer re-initializing (stopped meanwhile).
+    Abandoned,
 }
 
 impl Container {
@@ -152,6 +210,8 @@ impl Container {
             work_dir,
             log_dirs,
             stop: None,
+            reinit: None,
+            reinits: 0,
         }
     }
 
@@ -367,6 +427,30 @@ impl ContainerTable {
                 );
                 StopAction::CompletedBeforeStart(Outcome::Killed)
             }
+            NmContainerState::REINITIALIZING => match c.reinit.take() {
+                Some(Reinit::Localizing {
+                    old_exited: true, ..
+                }) => {
+                    // No process runs: the old one ended, the new one has not started.
+                    c.stop = Some(reason);
+                    c.complete(
+                        NmContainerState::CONTAINER_CLEANEDUP_AFTER_KILL,
+                        reason.exit_status(),
+                        format!(
+                            "{} Container was stopped while it was being re-initialized.",
+                            reason.describe()
+                        ),
+                        now_ms,
+                    );
+                    StopAction::CompletedBeforeStart(Outcome::Killed)
+                }
+                Some(Reinit::Localizing { old_pgid, .. } | Reinit::Stopping { old_pgid, .. }) => {
+                    c.state = NmContainerState::KILLING;
+                    c.stop = Some(reason);
+                    StopAction::SignalGroup { pgid: old_pgid }
+                }
+                None => StopAction::Nothing,
+            },
             NmContainerState::RUNNING | NmContainerState::SCHEDULED => match c.pid {
                 Some(pgid) => {
                     c.state = NmContainerState::KILLING;
@@ -470,6 +554,136 @@ impl ContainerTable {
             }
             _ => None,
         }
+    }
+
+    /// Begins a re-initialization: a `RUNNING` container with a process goes
+    /// `REINITIALIZING` (localizing its new launch context). Refused, with nothing changed,
+    /// for an unknown container, one not running, or one already re-initializing.
+    pub fn begin_reinit(&mut self, id: &ContainerId, grace_ms: u64) -> Result<(), ReinitRefusal> {
+        let Some(c) = self.containers.get_mut(id) else {
+            return Err(ReinitRefusal::Unknown(*id));
+        };
+        match (c.state, c.pid) {
+            (NmContainerState::RUNNING, Some(pgid)) => {
+                c.state = NmContainerState::REINITIALIZING;
+                c.reinit = Some(Reinit::Localizing {
+                    old_pgid: pgid,
+                    old_exited: false,
+                    grace_ms,
+                });
+                Ok(())
+            }
+            (NmContainerState::REINITIALIZING, _) => Err(ReinitRefusal::AlreadyReinitializing(*id)),
+            (state, _) => Err(ReinitRefusal::NotRunning { id: *id, state }),
+        }
+    }
+
+    /// The new launch context is localized (`Ok`) or could not be (`Err(diagnostics)`).
+    pub fn reinit_localized(
+        &mut self,
+        id: &ContainerId,
+        result: Result<(), String>,
+        now_ms: u64,
+    ) -> ReinitStep {
+        let Some(c) = self.containers.get_mut(id) else {
+            return ReinitStep::Abandoned;
+        };
+        let Some(Reinit::Localizing {
+            old_pgid,
+            old_exited,
+            grace_ms,
+        }) = c.reinit
+        else {
+            return ReinitStep::Abandoned;
+        };
+        match (result, old_exited) {
+            (Ok(()), false) => {
+                c.reinit = Some(Reinit::Stopping {
+                    old_pgid,
+                    since_ms: now_ms,
+                    grace_ms,
+                });
+                ReinitStep::TerminateOld {
+                    pgid: old_pgid,
+                    grace_ms,
+                }
+            }
+            (Ok(()), true) => ReinitStep::StartNew { old_pgid },
+            (Err(_), false) => {
+                c.reinit = None;
+                c.state = NmContainerState::RUNNING;
+                ReinitStep::Reverted
+            }
+            (Err(diag), true) => {
+                c.reinit = None;
+                c.complete(
+                    NmContainerState::EXITED_WITH_FAILURE,
+                    exit_status::INVALID,
+                    format!(
+                        "Container's process ended while it was being re-initialized, and its                          new launch context could not be localized: {diag}"
+                    ),
+                    now_ms,
+                );
+                ReinitStep::Failed(Outcome::Failed)
+            }
+        }
+    }
+
+    /// The leader of a re-initializing container's old process exited. None if the
+    /// container is not re-initializing (the exit is an ordinary one).
+    pub fn reinit_old_exited(&mut self, id: &ContainerId) -> Option<ReinitStep> {
+        let c = self.containers.get_mut(id)?;
+        match c.reinit.as_mut()? {
+            Reinit::Localizing { old_exited, .. } => {
+                *old_exited = true;
+                Some(ReinitStep::Wait)
+            }
+            Reinit::Stopping { old_pgid, .. } => Some(ReinitStep::StartNew {
+                old_pgid: *old_pgid,
+            }),
+        }
+    }
+
+    /// The old process group whose SIGKILL is due, if the container still waits for it.
+    pub fn reinit_kill_due(&self, id: &ContainerId, pgid: i32) -> bool {
+        matches!(
+            self.containers.get(id).and_then(|c| c.reinit),
+            Some(Reinit::Stopping { old_pgid, .. }) if old_pgid == pgid
+        )
+    }
+
+    /// The new process runs: the container is `RUNNING` again, with its new leader.
+    pub fn reinit_started(&mut self, id: &ContainerId, pid: i32, start_ticks: Option<u64>) {
+        if let Some(c) = self.containers.get_mut(id) {
+            if c.state == NmContainerState::REINITIALIZING {
+                c.state = NmContainerState::RUNNING;
+                c.reinit = None;
+                c.pid = Some(pid);
+                c.start_ticks = start_ticks;
+                c.reinits += 1;
+            }
+        }
+    }
+
+    /// The new process could not be started (the old one is gone): the container failed.
+    pub fn reinit_start_failed(
+        &mut self,
+        id: &ContainerId,
+        diag: String,
+        now_ms: u64,
+    ) -> Option<Outcome> {
+        let c = self.containers.get_mut(id)?;
+        if c.state != NmContainerState::REINITIALIZING {
+            return None;
+        }
+        c.reinit = None;
+        c.complete(
+            NmContainerState::EXITED_WITH_FAILURE,
+            exit_status::INVALID,
+            format!("Container was re-initialized but its new process could not start: {diag}"),
+            now_ms,
+        );
+        Some(Outcome::Failed)
     }
 
     /// Marks the RM-acknowledged complete containers `DONE`; returns how many changed.
@@ -766,5 +980,144 @@ mod tests {
         assert_eq!(c.state, NmContainerState::LOCALIZATION_FAILED);
         assert_eq!(c.exit_status, -1000);
         assert_eq!(c.public_state(), ContainerState::COMPLETE);
+    }
+
+    #[test]
+    fn a_reinitialization_replaces_the_process_without_completing() {
+        let mut t = ContainerTable::new();
+        let (a, b, c) = (cid(1, 1), cid(1, 2), cid(1, 3));
+        running(&mut t, a, 100);
+        t.insert(container(b)).unwrap();
+        // Refusals change nothing.
+        assert_eq!(
+            t.begin_reinit(&cid(9, 9), 10),
+            Err(ReinitRefusal::Unknown(cid(9, 9)))
+        );
+        assert!(matches!(
+            t.begin_reinit(&b, 10),
+            Err(ReinitRefusal::NotRunning {
+                state: NmContainerState::LOCALIZING,
+                ..
+            })
+        ));
+        assert_eq!(t.begin_reinit(&a, 500), Ok(()));
+        assert_eq!(
+            t.begin_reinit(&a, 500),
+            Err(ReinitRefusal::AlreadyReinitializing(a))
+        );
+        let got = t.get(&a).unwrap();
+        assert_eq!(got.state, NmContainerState::REINITIALIZING);
+        // Still running to the RM, still holding its resources.
+        assert_eq!(got.public_state(), ContainerState::RUNNING);
+        assert_eq!(t.allocated(), Resource::new(2048, 2));
+        assert_eq!(
+            t.reinit_localized(&a, Ok(()), 50),
+            ReinitStep::TerminateOld {
+                pgid: 100,
+                grace_ms: 500
+            }
+        );
+        assert!(t.reinit_kill_due(&a, 100));
+        assert!(!t.reinit_kill_due(&a, 101));
+        // The old leader's exit is a step, not a completion.
+        assert_eq!(
+            t.reinit_old_exited(&a),
+            Some(ReinitStep::StartNew { old_pgid: 100 })
+        );
+        t.reinit_started(&a, 200, Some(7));
+        let got = t.get(&a).unwrap();
+        assert_eq!(
+            (got.state, got.pid, got.reinits, got.reinit),
+            (NmContainerState::RUNNING, Some(200), 1, None)
+        );
+        assert_eq!(got.exit_status, exit_status::INVALID);
+        assert_eq!(t.reinit_old_exited(&a), None);
+        // The new process's end is an ordinary one.
+        assert_eq!(
+            t.exited(&a, &ProcessExit::Code(0), "", 90),
+            Some(Outcome::Succeeded)
+        );
+
+        // The old process ending while the new context is localized: start at once.
+        running(&mut t, c, 300);
+        t.begin_reinit(&c, 10).unwrap();
+        assert_eq!(t.reinit_old_exited(&c), Some(ReinitStep::Wait));
+        assert_eq!(
+            t.reinit_localized(&c, Ok(()), 5),
+            ReinitStep::StartNew { old_pgid: 300 }
+        );
+    }
+
+    #[test]
+    fn a_failed_localization_keeps_or_fails_the_container() {
+        let mut t = ContainerTable::new();
+        let (a, b) = (cid(1, 1), cid(1, 2));
+        running(&mut t, a, 100);
+        running(&mut t, b, 101);
+        t.begin_reinit(&a, 10).unwrap();
+        assert_eq!(
+            t.reinit_localized(&a, Err("no such file".into()), 5),
+            ReinitStep::Reverted
+        );
+        assert_eq!(t.get(&a).unwrap().state, NmContainerState::RUNNING);
+        assert_eq!(t.get(&a).unwrap().pid, Some(100));
+        // Its old process gone too: the container failed.
+        t.begin_reinit(&b, 10).unwrap();
+        t.reinit_old_exited(&b);
+        assert_eq!(
+            t.reinit_localized(&b, Err("no such file".into()), 5),
+            ReinitStep::Failed(Outcome::Failed)
+        );
+        let got = t.get(&b).unwrap();
+        assert_eq!(got.state, NmContainerState::EXITED_WITH_FAILURE);
+        assert!(
+            got.diagnostics.contains("no such file"),
+            "{}",
+            got.diagnostics
+        );
+    }
+
+    #[test]
+    fn a_stop_during_a_reinitialization_stops_the_container() {
+        let mut t = ContainerTable::new();
+        let (a, b) = (cid(1, 1), cid(1, 2));
+        running(&mut t, a, 100);
+        running(&mut t, b, 101);
+        t.begin_reinit(&a, 10).unwrap();
+        t.reinit_localized(&a, Ok(()), 5);
+        assert_eq!(
+            t.request_stop(&a, StopReason::AppMaster, 6),
+            StopAction::SignalGroup { pgid: 100 }
+        );
+        // The localization finishing late, or the old process's exit, no longer start anything.
+        assert_eq!(t.reinit_localized(&a, Ok(()), 7), ReinitStep::Abandoned);
+        assert_eq!(t.reinit_old_exited(&a), None);
+        assert_eq!(
+            t.exited(&a, &ProcessExit::Code(143), "", 8),
+            Some(Outcome::Killed)
+        );
+        assert_eq!(t.get(&a).unwrap().exit_status, -105);
+        // Between the old process's end and the new one's start: completed at once.
+        t.begin_reinit(&b, 10).unwrap();
+        t.reinit_old_exited(&b);
+        assert_eq!(
+            t.request_stop(&b, StopReason::ResourceManager, 9),
+            StopAction::CompletedBeforeStart(Outcome::Killed)
+        );
+        assert_eq!(t.get(&b).unwrap().exit_status, -106);
+        // A start failure after the old process went fails the container.
+        let c = cid(1, 3);
+        running(&mut t, c, 102);
+        t.begin_reinit(&c, 10).unwrap();
+        t.reinit_localized(&c, Ok(()), 1);
+        t.reinit_old_exited(&c);
+        assert_eq!(
+            t.reinit_start_failed(&c, "ENOENT".into(), 2),
+            Some(Outcome::Failed)
+        );
+        assert_eq!(
+            t.get(&c).unwrap().state,
+            NmContainerState::EXITED_WITH_FAILURE
+        );
     }
 }

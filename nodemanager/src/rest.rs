@@ -1,5 +1,5 @@
 //! The NM's HTTP API: YARN's NM REST v1 (`/ws/v1/node/...`), the container management calls
-//! (start/stop/release/signal), container logs, the UI-style log pages, and `/metrics`.
+//! (start/stop/release/signal/reinitialize), container logs, the UI-style log pages, and `/metrics`.
 //!
 //! Handlers parse, ask the container manager through its [`NmHandle`], and map the answer to
 //! a status; they hold no mutable state. Logs are read from disk here (see [`crate::logs`]).
@@ -24,16 +24,17 @@ use spindle_common::records::nm::{
     GpuMemoryUsageJson, GpuResourceInfo, GpuTemperatureJson, GpuUtilizationsJson, PerGpuJson,
 };
 use spindle_common::records::node::{
-    LaunchHold, NmAppBody, NmAppInfo, NmApps, NmAppsBody, NmContainerBody, NmContainerInfo,
-    NmContainers, NmContainersBody, NmNodeInfo, NodeInfoBody, ReleaseContainersRequest,
-    SignalContainerRequest, StartContainersRequest, StopContainersRequest,
+    ContainerLaunchContext, LaunchHold, NmAppBody, NmAppInfo, NmApps, NmAppsBody, NmContainerBody,
+    NmContainerInfo, NmContainers, NmContainersBody, NmNodeInfo, NodeInfoBody,
+    ReleaseContainersRequest, SignalContainerRequest, StartContainersRequest,
+    StopContainersRequest,
 };
 use spindle_common::resource::Resource;
 use spindle_rest_edge::{ApiError, JsonBody, PathParams, QueryParams};
 
 use crate::containers::Container;
 use crate::logs;
-use crate::manager::{AppView, NmHandle, Unavailable};
+use crate::manager::{AppView, NmHandle, ReinitError, Unavailable};
 use crate::plugins::{HealthView, PluginDetails, ResourceView};
 
 /// The YARN REST API version these shapes follow.
@@ -104,6 +105,7 @@ pub fn router(state: RestState) -> Router {
         .route("/ws/v1/node/containers/stop", post(stop))
         .route("/ws/v1/node/containers/release", post(release))
         .route("/ws/v1/node/containers/signal", post(signal))
+        .route("/ws/v1/node/containers/reinitialize", post(reinitialize))
         .route("/ws/v1/node/containers/{containerid}", get(container))
         .route("/ws/v1/node/containers/{containerid}/logs", get(log_list))
         .route(
@@ -332,6 +334,70 @@ async fn signal(
     Ok(Json(
         s.0.handle.signal(req.container_id, req.command).await?,
     ))
+}
+
+/// `POST /ws/v1/node/containers/reinitialize`: the body of YARN's `reInitializeContainer`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReinitializeRequest {
+    container_id: ContainerId,
+    container_launch_context: ContainerLaunchContext,
+    /// SIGTERM to SIGKILL for the old process (default: the NM's sigkill delay).
+    #[serde(default)]
+    grace_period_ms: Option<u64>,
+}
+
+/// The answer: the new process runs.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReinitializeResponse {
+    container_id: ContainerId,
+    /// When the new process started, ms since the epoch.
+    start_time: u64,
+    /// From the SIGTERM to the old process's end (0 if it had already ended).
+    stopped_in_ms: u64,
+    /// Re-initializations of this container so far.
+    reinitializations: u32,
+}
+
+impl From<ReinitError> for ApiError {
+    fn from(e: ReinitError) -> Self {
+        use crate::containers::ReinitRefusal;
+        let kind = match &e {
+            ReinitError::Refused(ReinitRefusal::Unknown(_)) => ExceptionKind::NotFound,
+            ReinitError::Refused(_) | ReinitError::Ended { .. } => ExceptionKind::Conflict,
+            ReinitError::BadContext { .. } => ExceptionKind::BadRequest,
+            ReinitError::Localization { .. } | ReinitError::StartFailed { .. } => {
+                ExceptionKind::Internal
+            }
+            ReinitError::ShuttingDown => ExceptionKind::ServiceUnavailable,
+        };
+        Self::new(kind, e.to_string())
+    }
+}
+
+/// `POST /ws/v1/node/containers/reinitialize` (YARN's `reInitializeContainer`): a new
+/// process from a new launch context in a running container, which keeps its id,
+/// allocation, devices, limits and work dir. SIGTERM to the old process group, SIGKILL after
+/// the grace, then the new process; the answer comes once it started. Like a stop it is not
+/// authenticated (the container id is the capability). Refusals are `RemoteException`s: 404
+/// unknown container, 409 not running / already re-initializing / ended meanwhile, 400 bad
+/// body, 500 the new context could not be localized or started.
+async fn reinitialize(
+    State(s): State<RestState>,
+    JsonBody(req): JsonBody<ReinitializeRequest>,
+) -> Result<Json<ReinitializeResponse>, ApiError> {
+    let grace = req.grace_period_ms.map(std::time::Duration::from_millis);
+    let done =
+        s.0.handle
+            .reinitialize(req.container_id, req.container_launch_context, grace)
+            .await??;
+    Ok(Json(ReinitializeResponse {
+        container_id: done.id,
+        start_time: done.started_ms,
+        stopped_in_ms: done.stopped_in_ms,
+        reinitializations: done.reinits,
+    }))
 }
 
 async fn metrics(State(s): State<RestState>) -> Result<impl IntoResponse, ApiError> {

@@ -6,14 +6,18 @@
 //! nothing here may block the caller beyond the channel's back-pressure.
 
 use spindle_common::ids::{ApplicationId, ContainerId};
+use std::time::Duration;
+
 use spindle_common::records::node::{
-    LaunchHold, ReleaseContainersResponse, SignalContainerCommand, SignalContainerResponse,
-    StartContainerRequest, StartContainersResponse, StopContainersResponse,
+    ContainerLaunchContext, LaunchHold, ReleaseContainersResponse, SignalContainerCommand,
+    SignalContainerResponse, StartContainerRequest, StartContainersResponse,
+    StopContainersResponse,
 };
 use spindle_common::records::tracker::NmContainerReport;
 use spindle_common::token::TokenSecret;
 use tokio::sync::{mpsc, oneshot};
 
+use super::reinit::{ReinitError, Reinitialized};
 use super::{AppView, NodeView, Reply};
 use crate::containers::{Container, ProcessExit, StopReason};
 use crate::metrics::NmMetrics;
@@ -44,6 +48,24 @@ pub enum Command {
         id: ContainerId,
         command: SignalContainerCommand,
         reply: Reply<SignalContainerResponse>,
+    },
+    /// YARN's `reInitializeContainer`: a new process, from a new launch context, in a
+    /// running container; the reply comes once it started (or why not).
+    Reinitialize {
+        id: ContainerId,
+        context: ContainerLaunchContext,
+        grace: Option<Duration>,
+        reply: Reply<Result<Reinitialized, ReinitError>>,
+    },
+    /// A re-initialization's new launch context is localized (or not).
+    ReinitLocalized {
+        id: ContainerId,
+        result: Result<(), String>,
+    },
+    /// A re-initialization's grace is over: SIGKILL what is left of `pgid`.
+    ReinitGraceOver {
+        id: ContainerId,
+        pgid: i32,
     },
     Node {
         reply: Reply<NodeView>,
@@ -153,6 +175,22 @@ impl NmHandle {
     ) -> Result<SignalContainerResponse, Unavailable> {
         self.ask(|reply| Command::Signal { id, command, reply })
             .await
+    }
+    /// Re-initializes a running container with `context` (SIGTERM to its process group,
+    /// SIGKILL after `grace` or the NM's sigkill delay, then the new process).
+    pub async fn reinitialize(
+        &self,
+        id: ContainerId,
+        context: ContainerLaunchContext,
+        grace: Option<Duration>,
+    ) -> Result<Result<Reinitialized, ReinitError>, Unavailable> {
+        self.ask(|reply| Command::Reinitialize {
+            id,
+            context,
+            grace,
+            reply,
+        })
+        .await
     }
     pub async fn node(&self) -> Result<NodeView, Unavailable> {
         self.ask(|reply| Command::Node { reply }).await

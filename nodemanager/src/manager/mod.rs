@@ -14,6 +14,7 @@
 //! - `hold`: held starts (gang launches): holding set-up containers, release, the timeout;
 //! - `reaper`: watching a container's process (our child, or a re-adopted one) until it ends;
 //! - `stop`: stopping, completion book-keeping, and cleaning up a finished application;
+//! - `reinit`: re-initializing a running container (YARN's `reInitializeContainer`);
 //! - `recovery`: re-adopting what a previous NM left, and writing the recovery store.
 //!
 //! This module owns the actor's state ([`Manager`]), its loop and its dispatch; the
@@ -45,6 +46,7 @@ pub mod handle;
 mod hold;
 mod reaper;
 mod recovery;
+mod reinit;
 mod start;
 mod stop;
 
@@ -53,6 +55,7 @@ mod tests;
 
 pub use handle::{Command, NmHandle, Unavailable};
 use hold::HoldGroup;
+pub use reinit::{ReinitError, Reinitialized, MAX_REINIT_GRACE};
 
 /// How often a re-adopted container (not our child) is checked for life.
 pub const ADOPTED_POLL_INTERVAL: Duration = Duration::from_millis(500);
@@ -129,6 +132,8 @@ pub struct Manager {
     last_heartbeat_ms: u64,
     drain_waiters: Vec<Reply<()>>,
     cleaned_apps: HashSet<ApplicationId>,
+    /// Callers waiting for a re-initialization's new process (one per container).
+    reinit_waiters: HashMap<ContainerId, Reply<Result<Reinitialized, ReinitError>>>,
     /// Set by [`Command::StopAll`]: the NM is going away and starts nothing new.
     closing: bool,
     /// The recovery store needs writing: set by [`Manager::persist`], written once per batch
@@ -172,6 +177,7 @@ impl Manager {
             last_heartbeat_ms: 0,
             drain_waiters: Vec::new(),
             cleaned_apps: HashSet::new(),
+            reinit_waiters: HashMap::new(),
             closing: false,
             dirty: std::cell::Cell::new(false),
         };
@@ -250,6 +256,14 @@ impl Manager {
                 }
                 let _ = reply.send(resp);
             }
+            Command::Reinitialize {
+                id,
+                context,
+                grace,
+                reply,
+            } => self.reinitialize(id, context, grace, reply, now),
+            Command::ReinitLocalized { id, result } => self.reinit_localized(id, result, now),
+            Command::ReinitGraceOver { id, pgid } => self.reinit_grace_over(id, pgid),
             Command::Node { reply } => {
                 let _ = reply.send(NodeView {
                     started_ms: self.started_ms,
@@ -325,7 +339,10 @@ impl Manager {
                 stderr_tail,
             } => {
                 let _g = span(&id).entered();
-                if let Some(outcome) = self.table.exited(&id, &exit, &stderr_tail, now) {
+                if let Some(step) = self.table.reinit_old_exited(&id) {
+                    info!(?exit, "the process being replaced ended");
+                    self.reinit_step(id, step, now);
+                } else if let Some(outcome) = self.table.exited(&id, &exit, &stderr_tail, now) {
                     info!(?exit, ?outcome, "container process ended");
                     self.completed(id, outcome, true);
                 }

@@ -104,6 +104,7 @@ impl Manager {
         }
         self.plugins.release(id);
         self.pending.remove(&id);
+        self.reinit_ended(id);
         if self.held_in.contains_key(&id) {
             self.hold_settled(
                 id,

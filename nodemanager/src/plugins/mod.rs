@@ -425,6 +425,23 @@ impl Plugins {
         }
     }
 
+    /// What a container already holds, as a new grant would give it (environment and device
+    /// nodes): for a re-initialized container's new process. The plugins are told again
+    /// (`on_devices_allocated`), as YARN does for a relaunch.
+    pub fn grant_of(&mut self, id: &ContainerId) -> Grant {
+        let mut grant = Grant::default();
+        for s in &mut self.slots {
+            let Some(minors) = s.assigned.get(id).cloned() else {
+                continue;
+            };
+            let devices: Vec<Device> = s.devices_of(&minors).into_iter().cloned().collect();
+            let refs: Vec<&Device> = devices.iter().collect();
+            grant.env.extend(s.plugin.on_devices_allocated(&refs));
+            grant.devices.extend(devices.iter().map(Device::number));
+        }
+        grant
+    }
+
     /// What a container holds, by resource name, as minor numbers (for the recovery store).
     pub fn assigned_minors(&self, id: &ContainerId) -> BTreeMap<String, Vec<u32>> {
         self.slots
