@@ -166,6 +166,7 @@ fn setup(spec: &BenchSpec, gang_timeout_ms: u64) -> Setup {
         max_completed_apps: 10_000,
         rm_address: "http://127.0.0.1:8088".into(),
         scheduler: sched,
+        elastic: crate::core::ElasticConf::default(),
         gang_timeout_ms,
         preemption: crate::core::PreemptionConf {
             enabled: spec.preemption,

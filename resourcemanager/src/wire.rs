@@ -2,19 +2,23 @@
 //! place for every conversion the driver, the REST handlers, the state store and the
 //! benchmark make, so the core never names a record (its purity test checks).
 
+use std::collections::BTreeMap;
+
 use spindle_common::records::am::{
-    CheckpointReport, Container, ContainerStatus, GangState, GangStatus, PreemptionAcknowledgement,
-    PreemptionContainer, PreemptionContract, PreemptionMessage, PreemptionResourceRequest,
-    ResourceRequest, StrictPreemptionContract,
+    CheckpointReport, Container, ContainerStatus, GangSpec, GangState, GangStatus,
+    PreemptionAcknowledgement, PreemptionContainer, PreemptionContract, PreemptionMessage,
+    PreemptionResourceRequest, ResizeDemand, ResizeOffer, ResourceRequest, SizeRule,
+    StrictPreemptionContract, ThroughputReport,
 };
 use spindle_common::records::cluster::LocalResourceInfo;
 use spindle_common::records::node::ContainerLaunchContext;
 use spindle_common::records::resource::ResourceInfo;
 
+use crate::core::scheduler::elastic::{ElasticSpec, SizeRule as ElasticRule};
 use crate::core::scheduler::gang::GangPhase;
 use crate::core::{
     Allocation, AmReport, Checkpoint, CompletedContainer, GangView, LaunchSpec, LocalResource,
-    PreemptionNotice,
+    PreemptionNotice, ResizeDemandView, ResizeOfferView,
 };
 
 impl From<LocalResourceInfo> for LocalResource {
@@ -113,8 +117,96 @@ impl From<GangView> for GangStatus {
             diagnostics: g.diagnostics,
             reserved_nodes: g.reserved_nodes,
             failed_containers: g.failed_containers,
+            current_size: g.current_size,
+            resizes: g.resizes,
         }
     }
+}
+
+impl From<ResizeOfferView> for ResizeOffer {
+    fn from(o: ResizeOfferView) -> Self {
+        Self {
+            gang_id: o.gang,
+            from_size: o.from,
+            to_size: o.to,
+            containers: o.containers,
+        }
+    }
+}
+
+impl From<ResizeDemandView> for ResizeDemand {
+    fn from(d: ResizeDemandView) -> Self {
+        Self {
+            gang_id: d.gang,
+            from_size: d.from,
+            to_size: d.to,
+            containers: d.containers,
+            deadline: d.deadline,
+        }
+    }
+}
+
+/// The most members an elastic gang may declare.
+pub const MAX_ELASTIC_MEMBERS: u32 = 100_000;
+
+/// An ask's elastic settings for the core: None for a rigid gang; the reason when they
+/// cannot be honoured.
+pub fn elastic_spec(g: &GangSpec, num_containers: i32) -> Result<Option<ElasticSpec>, String> {
+    if g.min_containers == 0 {
+        return Ok(None);
+    }
+    let max = if g.max_containers > 0 {
+        g.max_containers
+    } else {
+        u32::try_from(num_containers).unwrap_or(0)
+    };
+    if max > MAX_ELASTIC_MEMBERS {
+        return Err(format!(
+            "gang.maxContainers {max} is more than {MAX_ELASTIC_MEMBERS}"
+        ));
+    }
+    if g.min_containers > max {
+        return Err(format!(
+            "gang.minContainers {} is more than its maximum {max}",
+            g.min_containers
+        ));
+    }
+    let rule = match g.size_rule.unwrap_or_default() {
+        SizeRule::POWER_OF_TWO => ElasticRule::PowerOfTwo,
+        SizeRule::ANY => ElasticRule::Any,
+        SizeRule::MULTIPLE if g.size_multiple == 0 => {
+            return Err("gang.sizeRule MULTIPLE needs sizeMultiple of at least 1".into())
+        }
+        SizeRule::MULTIPLE => ElasticRule::Multiple(g.size_multiple),
+    };
+    let mut throughput = BTreeMap::new();
+    for (k, v) in &g.throughput {
+        let n: u32 = k
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("gang.throughput key '{k}' is not a member count"))?;
+        if !(v.is_finite() && *v > 0.0) {
+            return Err(format!(
+                "gang.throughput at {n} members must be a positive number, not {v}"
+            ));
+        }
+        throughput.insert(n, *v);
+    }
+    let spec = ElasticSpec {
+        min: g.min_containers,
+        max,
+        rule,
+        throughput,
+    };
+    if spec.sizes().is_empty() {
+        return Err(format!(
+            "no size between gang.minContainers {} and maxContainers {max} is legal under its sizeRule",
+            g.min_containers
+        ));
+    }
+    Ok(Some(spec))
 }
 
 /// Converts each element (`Vec<core type>` into `Vec<record>`).
@@ -126,6 +218,7 @@ pub fn all<A, B: From<A>>(v: Vec<A>) -> Vec<B> {
 pub fn am_report(
     checkpoint: Option<CheckpointReport>,
     ack: Option<PreemptionAcknowledgement>,
+    throughput: Vec<ThroughputReport>,
 ) -> AmReport {
     AmReport {
         checkpoint: checkpoint.map(|k| Checkpoint {
@@ -134,6 +227,11 @@ pub fn am_report(
             label: k.label.map(|l| l.chars().take(1024).collect()),
         }),
         acknowledge_eta_ms: ack.map(|a| a.checkpoint_eta_ms),
+        throughput: throughput
+            .into_iter()
+            .take(64)
+            .map(|t| (t.gang_id, t.size, t.throughput))
+            .collect(),
     }
 }
 

@@ -113,6 +113,19 @@ pub const DEFAULT_PREEMPTION_INTRA_QUEUE_ENABLED: bool = false;
 /// Spindle's: a job (a gang, or a container) that has run less than this is not preempted,
 /// and a preempted one not again before it has run this long again.
 pub const PREEMPTION_MIN_RUNTIME_MS: &str = "spindle.preemption.min-runtime-ms";
+/// Elastic gangs: no gang is resized more often than this (ms).
+pub const ELASTIC_RESIZE_INTERVAL_MS: &str = "spindle.elastic.resize-interval-ms";
+pub const DEFAULT_ELASTIC_RESIZE_INTERVAL_MS: u64 = 300_000;
+/// Elastic gangs: what one resize costs the job (checkpoint, stop, restart), in ms; a grow
+/// is made only when it is predicted to save more than this.
+pub const ELASTIC_RESTART_COST_MS: &str = "spindle.elastic.restart-cost-ms";
+pub const DEFAULT_ELASTIC_RESTART_COST_MS: u64 = 10_000;
+/// Elastic gangs: how long an AM has to give back the members a shrink demands (ms).
+pub const ELASTIC_SHRINK_DEADLINE_MS: &str = "spindle.elastic.shrink-deadline-ms";
+pub const DEFAULT_ELASTIC_SHRINK_DEADLINE_MS: u64 = 30_000;
+/// Elastic gangs: how often the doubling policy's round runs (ms).
+pub const ELASTIC_MONITORING_INTERVAL_MS: &str = "spindle.elastic.monitoring-interval-ms";
+pub const DEFAULT_ELASTIC_MONITORING_INTERVAL_MS: u64 = 1_000;
 pub const DEFAULT_PREEMPTION_MIN_RUNTIME_MS: u64 = 60_000;
 /// How long a gang may wait for all of its containers when its AM names no timeout
 /// (Spindle's own key).
@@ -249,6 +262,12 @@ pub const DEFAULT_CS_QUEUE_LAS_THRESHOLDS: &str = "3600,36000";
 /// this many times its attained running time goes back to the first level (0: never).
 pub const CS_QUEUE_LAS_PROMOTION_FACTOR: &str = "ordering-policy.las.promotion-factor";
 pub const DEFAULT_CS_QUEUE_LAS_PROMOTION_FACTOR: f64 = 4.0;
+/// Spindle's elastic gangs: how the leaf sizes them, `none` (granted the largest legal size
+/// that fits when placed, never grown; shrunk toward their minimum before a rigid gang is
+/// preempted) or `doubling` (the study's heuristic: every elastic job its minimum first,
+/// then doublings by the best predicted time saved per added GPU; shrinks for waiting work).
+pub const CS_QUEUE_ELASTIC_POLICY: &str = "elastic-policy";
+pub const DEFAULT_CS_QUEUE_ELASTIC_POLICY: &str = "none";
 /// Priority of an application that names none.
 pub const CS_QUEUE_DEFAULT_APPLICATION_PRIORITY: &str = "default-application-priority";
 pub const DEFAULT_CS_QUEUE_DEFAULT_APPLICATION_PRIORITY: i32 = 0;

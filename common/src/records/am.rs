@@ -3,6 +3,8 @@
 //! The AM proves itself with the AM-RM token from its environment
 //! ([`crate::env::AMRM_TOKEN`]), sent as `Authorization: Bearer <token>`.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::resource::ResourceInfo;
@@ -48,7 +50,7 @@ pub struct ResourceRequest {
 }
 
 /// How a gang wants to be placed and how long it may wait.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, rename_all = "camelCase")]
 pub struct GangSpec {
     /// The gang's id within the application (any non-empty string).
@@ -68,6 +70,44 @@ pub struct GangSpec {
     /// Only nodes whose GPUs are of this model (`nvidia-smi`'s product name).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_model: Option<String>,
+    /// Elastic gangs: the fewest members the job can run with (0: not elastic; the gang is
+    /// rigid at its asks' `numContainers`). An elastic gang has one ask, whose
+    /// `numContainers` is its maximum; the RM grants at least `minContainers` whole, then
+    /// grows it with `resizeOffers` and shrinks it with `resizeDemands`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub min_containers: u32,
+    /// Elastic gangs: the most members (0: the ask's `numContainers`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub max_containers: u32,
+    /// Elastic gangs: which sizes are legal (`POWER_OF_TWO`, the default; `MULTIPLE` of
+    /// `sizeMultiple`; `ANY`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size_rule: Option<SizeRule>,
+    /// With `sizeRule: MULTIPLE`: sizes are multiples of this.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub size_multiple: u32,
+    /// Elastic gangs: the job's throughput (any unit, e.g. images/s) by member count, as
+    /// `{"1": 318.0, "2": 576.2}`: the RM's speed model. Sizes not given are interpolated;
+    /// what the AM reports in `throughputReports` replaces it for that size.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub throughput: BTreeMap<String, f64>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The legal sizes of an elastic gang.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[allow(non_camel_case_types)]
+pub enum SizeRule {
+    /// 1, 2, 4, 8, ... (ring all-reduce's doubling-halving is fastest at powers of two).
+    #[default]
+    POWER_OF_TWO,
+    /// Multiples of `sizeMultiple` (e.g. whole 8-GPU nodes).
+    MULTIPLE,
+    /// Any count between the minimum and the maximum.
+    ANY,
 }
 
 impl Default for GangSpec {
@@ -80,6 +120,11 @@ impl Default for GangSpec {
             timeout_policy: GangTimeoutPolicy::SOFT,
             same_gpu_model: false,
             gpu_model: None,
+            min_containers: 0,
+            max_containers: 0,
+            size_rule: None,
+            size_multiple: 0,
+            throughput: BTreeMap::new(),
         }
     }
 }
@@ -103,10 +148,11 @@ pub enum GangTimeoutPolicy {
 }
 
 /// A gang's state as the AM sees it in allocate responses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[allow(non_camel_case_types)]
 pub enum GangState {
     /// Waiting for a fit; nothing held.
+    #[default]
     PENDING,
     /// Waiting, with nodes reserved for it as they drain.
     RESERVED,
@@ -120,7 +166,7 @@ pub enum GangState {
     PREEMPTED,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct GangStatus {
     pub id: String,
@@ -136,6 +182,51 @@ pub struct GangStatus {
     /// Members that ended while the gang ran (state FAILED).
     #[serde(default)]
     pub failed_containers: Vec<ContainerId>,
+    /// Elastic gangs: the members it runs with now (0 for a rigid gang).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub current_size: u32,
+    /// Elastic gangs: how many times it was resized.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resizes: u32,
+}
+
+/// Spindle's extension: the RM grows an elastic gang. The containers are allocated (they are
+/// also in `allocatedContainers`) and are the gang's members from now on; the AM accepts by
+/// starting them (typically after checkpointing and restarting the whole gang at `toSize`)
+/// and declines by releasing them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ResizeOffer {
+    pub gang_id: String,
+    pub from_size: u32,
+    pub to_size: u32,
+    pub containers: Vec<ContainerId>,
+}
+
+/// Spindle's extension: the RM shrinks an elastic gang. The AM releases `containers` by
+/// `deadline` (ms since the epoch), typically after checkpointing and restarting the rest
+/// at `toSize`; it may acknowledge with `preemptionAcknowledgement` as for a preemption.
+/// What is left at the deadline is killed (exit status -102); the gang goes on at `toSize`.
+/// Repeated in every response until the containers are gone.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ResizeDemand {
+    pub gang_id: String,
+    pub from_size: u32,
+    pub to_size: u32,
+    pub containers: Vec<ContainerId>,
+    pub deadline: u64,
+}
+
+/// Spindle's extension: an elastic gang's measured throughput at its current size (same
+/// unit as the gang's `throughput` table), the RM's speed model for it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ThroughputReport {
+    pub gang_id: String,
+    /// The member count it was measured at.
+    pub size: u32,
+    pub throughput: f64,
 }
 
 impl Default for ResourceRequest {
@@ -180,6 +271,10 @@ pub struct AllocateRequest {
     /// the earlier of that and its `max_wait_before_kill`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub preemption_acknowledgement: Option<PreemptionAcknowledgement>,
+    /// Spindle's extension: elastic gangs' measured throughput (the doubling policy's
+    /// speed model); `progress` is read as the fraction of the job's work done.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub throughput_reports: Vec<ThroughputReport>,
 }
 
 /// Where the application's work is saved up to.
@@ -317,6 +412,12 @@ pub struct AllocateResponse {
     /// response until they have exited.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub preemption_message: Option<PreemptionMessage>,
+    /// Elastic gangs the RM grows (see [`ResizeOffer`]); each offer is sent once.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub resize_offers: Vec<ResizeOffer>,
+    /// Elastic gangs the RM shrinks (see [`ResizeDemand`]), repeated until done.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub resize_demands: Vec<ResizeDemand>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

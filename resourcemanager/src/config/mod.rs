@@ -100,6 +100,9 @@ pub enum RmConfigError {
     /// `yarn.resourcemanager.monitor.capacity.preemption.monitoring_interval` is 0.
     #[error("{place}property '{name}': the monitoring interval must be positive")]
     PreemptionIntervalZero { place: Place, name: &'static str },
+    /// `spindle.elastic.monitoring-interval-ms` is 0.
+    #[error("{place}property '{name}': the elastic policy's interval must be positive")]
+    ElasticIntervalZero { place: Place, name: &'static str },
     /// `yarn.resourcemanager.max-completed-applications` is negative.
     #[error("{place}property '{name}': must not be negative")]
     MaxCompletedAppsNegative {
@@ -336,6 +339,7 @@ impl RmConfig {
             rm_address: String::new(),
             scheduler,
             preemption,
+            elastic: elastic_conf(conf)?,
         };
         Ok(Self {
             webapp_address,
@@ -432,6 +436,35 @@ fn groups_config(conf: &Configuration) -> Result<GroupsConfig, RmConfigError> {
 
 #[cfg(test)]
 mod tests;
+
+/// Elastic gangs' resizing settings.
+fn elastic_conf(conf: &Configuration) -> Result<crate::core::ElasticConf, RmConfigError> {
+    let monitoring_interval_ms = conf.get_duration_ms(
+        keys::ELASTIC_MONITORING_INTERVAL_MS,
+        keys::DEFAULT_ELASTIC_MONITORING_INTERVAL_MS,
+    )?;
+    if monitoring_interval_ms == 0 {
+        return Err(RmConfigError::ElasticIntervalZero {
+            place: Place::of(conf, keys::ELASTIC_MONITORING_INTERVAL_MS),
+            name: keys::ELASTIC_MONITORING_INTERVAL_MS,
+        });
+    }
+    Ok(crate::core::ElasticConf {
+        monitoring_interval_ms,
+        resize_interval_ms: conf.get_duration_ms(
+            keys::ELASTIC_RESIZE_INTERVAL_MS,
+            keys::DEFAULT_ELASTIC_RESIZE_INTERVAL_MS,
+        )?,
+        restart_cost_ms: conf.get_duration_ms(
+            keys::ELASTIC_RESTART_COST_MS,
+            keys::DEFAULT_ELASTIC_RESTART_COST_MS,
+        )?,
+        shrink_deadline_ms: conf.get_duration_ms(
+            keys::ELASTIC_SHRINK_DEADLINE_MS,
+            keys::DEFAULT_ELASTIC_SHRINK_DEADLINE_MS,
+        )?,
+    })
+}
 
 /// The preemption monitor's properties, each range-checked.
 fn preemption_conf(conf: &Configuration) -> Result<PreemptionConf, RmConfigError> {

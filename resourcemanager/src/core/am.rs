@@ -26,6 +26,10 @@ pub struct AllocateReply {
     pub num_cluster_nodes: i32,
     /// Containers the RM is taking back, until they are gone.
     pub preemption: Option<PreemptionNotice>,
+    /// Elastic gangs grown (once each).
+    pub offers: Vec<ResizeOfferView>,
+    /// Elastic gangs to shrink, until done.
+    pub demands: Vec<ResizeDemandView>,
 }
 
 /// A container handed to its AM: where it is and the RM-signed token that lets the AM start
@@ -64,6 +68,9 @@ pub struct GangView {
     pub reserved_nodes: Vec<NodeId>,
     /// Members that ended while the gang ran.
     pub failed_containers: Vec<ContainerId>,
+    /// Elastic gangs: members now (0 for a rigid gang), and resizes so far.
+    pub current_size: u32,
+    pub resizes: u32,
 }
 
 impl RmCore {
@@ -213,6 +220,14 @@ impl RmCore {
                 .unwrap_or_else(|| Ask::new(cap.clone(), 0));
             ask.capability = cap;
             if let Some((gid, params)) = &a.gang {
+                let running_elastic = self
+                    .sched
+                    .gang(&app_id, gid)
+                    .is_some_and(|g| g.elastic.is_some() && !g.members.is_empty());
+                if running_elastic {
+                    // Resized by offers and demands; a repeated ask changes nothing.
+                    continue;
+                }
                 self.sched.set_gang(&app_id, gid, params.clone(), now);
                 ask.gang = Some(gid.clone());
             }
@@ -230,6 +245,7 @@ impl RmCore {
             if c.attempt_id.application_id != app_id {
                 continue;
             }
+            self.elastic_release(&c);
             self.kill_container(
                 &c,
                 exit_status::ABORTED,
@@ -241,6 +257,10 @@ impl RmCore {
         if let Some(app) = self.apps.get_mut(&app_id) {
             app.progress = (progress.clamp(0.0, 1.0)) * 100.0;
         }
+        self.sched.set_progress(&app_id, f64::from(progress));
+        for (gang, size, value) in &report.throughput {
+            self.sched.report_throughput(&app_id, gang, *size, *value);
+        }
         self.am_report(&app_id, report, now);
         self.run_scheduler(now);
         let num_nodes = self.sched.nodes().schedulable_count() as i32;
@@ -248,6 +268,7 @@ impl RmCore {
         let att = self.live_attempt_mut(attempt)?;
         att.response_id = att.response_id.wrapping_add(1);
         let pulled = std::mem::take(&mut att.to_deliver);
+        let offers = std::mem::take(&mut att.offers);
         let completed = std::mem::take(&mut att.to_report);
         let response_id = att.response_id;
         let allocated: Vec<Allocation> = pulled
@@ -278,6 +299,8 @@ impl RmCore {
             headroom,
             num_cluster_nodes: num_nodes,
             preemption: self.notice_for(&app_id),
+            offers,
+            demands: self.demands_for(&app_id),
         };
         for c in &reply.allocated {
             if let Some(rc) = self.containers.get_mut(&c.id) {
@@ -304,6 +327,8 @@ impl RmCore {
                 diagnostics: g.diagnostics.clone(),
                 reserved_nodes: g.reserved.clone(),
                 failed_containers: g.failed.clone(),
+                current_size: g.elastic.as_ref().map_or(0, |_| g.members.len() as u32),
+                resizes: g.elastic.as_ref().map_or(0, |e| e.resizes),
             })
             .collect()
     }

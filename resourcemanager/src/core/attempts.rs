@@ -25,6 +25,7 @@ impl Attempt {
             next_container_seq: 0,
             containers: BTreeSet::new(),
             to_deliver: Vec::new(),
+            offers: Vec::new(),
             to_report: Vec::new(),
             diagnostics: if placeholder {
                 "Attempt from before a ResourceManager restart".into()
@@ -185,6 +186,7 @@ impl RmCore {
         att.finish_time = now;
         att.diagnostics = diag.clone();
         att.to_deliver.clear();
+        att.offers.clear();
         if !counts {
             app.max_attempts += 1;
         }

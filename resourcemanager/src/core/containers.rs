@@ -137,9 +137,10 @@ impl RmCore {
         }
         self.sched.set_now(now);
         let c = c.clone();
-        let (exit, diag, preempted) = match self.preempted_end(&c, exit, now) {
-            Some((e, d)) => (e, d, true),
-            None => (exit, diag, false),
+        let (exit, diag, end) = match self.preempted_end(&c, exit, now) {
+            Some(preemption::NoticeEnd::Preempted(e, d)) => (e, d, Some(true)),
+            Some(preemption::NoticeEnd::Shrunk(e, d)) => (e, d, Some(false)),
+            None => (exit, diag, None),
         };
         let Some(c) = self.containers.get_mut(cid) else {
             return;
@@ -154,8 +155,10 @@ impl RmCore {
         let app_id = cid.application_id();
         self.sched.release(&app_id, &c.node, &c.resource);
         if let Some(g) = &c.gang {
-            if preempted {
+            if end == Some(true) {
                 self.sched.gang_member_preempted(&app_id, g, *cid);
+            } else if end == Some(false) {
+                self.sched.elastic_member_gone(&app_id, g, *cid);
             } else {
                 self.sched
                     .gang_member_ended(&app_id, g, *cid, exit != exit_status::SUCCESS);

@@ -14,6 +14,7 @@ mod apps;
 mod attempts;
 mod check;
 mod containers;
+mod elastic;
 mod error;
 mod nodes;
 mod preemption;
@@ -23,6 +24,9 @@ mod tick;
 
 pub use am::{AllocateReply, Allocation, AskUpdate, CompletedContainer, GangView};
 pub use apps::KillOutcome;
+pub use elastic::{
+    ElasticConf, ElasticCounters, ElasticState, Resize, ResizeDemandView, ResizeOfferView,
+};
 pub use error::{CoreError, RefusalClass, ReinitRefusal, ONLY_ADMINS};
 pub use nodes::{HeartbeatReply, NodeAction, NodeRegistration, ReportedContainer};
 pub use preemption::{
@@ -76,6 +80,8 @@ pub struct CoreConfig {
     pub gang_timeout_ms: u64,
     /// The preemption monitor (`yarn.resourcemanager.monitor.capacity.preemption.*`).
     pub preemption: PreemptionConf,
+    /// Elastic gangs' resizing (`spindle.elastic.*`).
+    pub elastic: ElasticConf,
 }
 
 impl CoreConfig {
@@ -94,6 +100,7 @@ impl CoreConfig {
             scheduler: SchedulerConf::single_default_queue(),
             gang_timeout_ms: DEFAULT_GANG_TIMEOUT_MS,
             preemption: PreemptionConf::default(),
+            elastic: ElasticConf::default(),
         }
     }
 }
@@ -160,6 +167,8 @@ pub struct RmCore {
     counters: Counters,
     /// Notices out, and the monitor's schedule and counters.
     preemption: PreemptionState,
+    /// The elastic policy's schedule and counters.
+    elastic: ElasticState,
     /// Bumped on every change, so the driver republishes its read snapshot only when needed.
     version: u64,
 }
@@ -182,6 +191,7 @@ impl RmCore {
             effects: Vec::new(),
             counters: Counters::default(),
             preemption: PreemptionState::default(),
+            elastic: ElasticState::default(),
             version: 0,
         }
     }

@@ -304,6 +304,8 @@ pub struct Attempt {
     pub containers: BTreeSet<ContainerId>,
     /// Allocated, not yet handed to the AM.
     pub to_deliver: Vec<ContainerId>,
+    /// Elastic growth not yet offered to the AM.
+    pub offers: Vec<super::ResizeOfferView>,
     /// Completed, not yet told to the AM.
     pub to_report: Vec<super::CompletedContainer>,
     pub diagnostics: String,

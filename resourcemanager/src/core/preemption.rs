@@ -35,6 +35,24 @@ pub struct Notice {
     pub kill_at: u64,
     pub acknowledged: bool,
     pub killed: bool,
+    /// Set when the notice is an elastic gang's shrink, not a preemption.
+    pub shrink: Option<Shrink>,
+}
+
+/// An elastic gang's shrink a notice carries out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shrink {
+    pub gang: String,
+    pub from: u32,
+    pub to: u32,
+}
+
+/// How a container under notice ended.
+pub(super) enum NoticeEnd {
+    /// Preempted: exit -102 and the diagnostics to report.
+    Preempted(i32, String),
+    /// Given back by an elastic gang's shrink: the exit and diagnostics to report.
+    Shrunk(i32, String),
 }
 
 /// What the monitor has done since the RM started (`/metrics`, `spindle sls`).
@@ -68,6 +86,8 @@ pub struct PreemptionState {
 pub struct AmReport {
     pub checkpoint: Option<Checkpoint>,
     pub acknowledge_eta_ms: Option<u64>,
+    /// Elastic gangs' measured throughput: (gang, size, value).
+    pub throughput: Vec<(String, u32, f64)>,
 }
 
 /// The notice an allocate answer carries: every container of the application under notice.
@@ -195,6 +215,7 @@ impl RmCore {
                         containers: Vec::new(),
                         total: Resource::zero(),
                         lost_gpu_ms: 0,
+                        shrink: None,
                     });
                     cand.total.add_assign(&c.resource);
                     cand.lost_gpu_ms = cand.lost_gpu_ms.saturating_add(lost);
@@ -206,18 +227,55 @@ impl RmCore {
                     containers: vec![entry],
                     total: c.resource.clone(),
                     lost_gpu_ms: lost,
+                    shrink: None,
                 }),
                 None => {}
             }
         }
-        // A gang whose any member is too young (it was just re-granted) is left alone.
-        out.extend(
-            gangs
-                .into_iter()
-                .filter(|(k, _)| !young.contains(k))
-                .map(|(_, c)| c),
-        );
+        // A gang whose any member is too young (it was just re-granted) is left alone. An
+        // elastic gang above its minimum gives its extra members first, by shrinking.
+        for ((app, g), c) in gangs {
+            if let Some(s) = self.shrink_candidate(&app, &g, &c) {
+                out.push(s);
+            }
+            if !young.contains(&(app, g)) {
+                out.push(c);
+            }
+        }
         out
+    }
+
+    /// An elastic gang's members above its smallest legal size, newest first, as a unit the
+    /// monitor takes by shrinking (not while a resize is under way).
+    fn shrink_candidate(
+        &self,
+        app: &ApplicationId,
+        g: &str,
+        whole: &Candidate,
+    ) -> Option<Candidate> {
+        let e = self.sched.gang(app, g)?.elastic.as_ref()?;
+        if e.shrinking.is_some() {
+            return None;
+        }
+        let from = whole.containers.len() as u32;
+        let to = e.spec.sizes().first().copied()?;
+        if to >= from {
+            return None;
+        }
+        let mut members = whole.containers.clone();
+        members.sort_by_key(|c| std::cmp::Reverse(c.0));
+        members.truncate((from - to) as usize);
+        let total = members
+            .iter()
+            .fold(Resource::zero(), |acc, c| acc.plus(&c.2));
+        Some(Candidate {
+            app: *app,
+            gang: Some(g.to_string()),
+            containers: members,
+            total,
+            lost_gpu_ms: 0,
+            shrink: Some((from, to)),
+        })
     }
 
     /// Sends the notices of one decision and holds the preemptor's nodes.
@@ -240,10 +298,20 @@ impl RmCore {
                     .first()
                     .map_or(v.app.to_string(), |c| c.0.to_string()),
             });
+            let shrink = v.shrink.map(|(from, to)| Shrink {
+                gang: v.gang.clone().unwrap_or_default(),
+                from,
+                to,
+            });
+            if let Some(s) = &shrink {
+                self.sched.elastic_shrinking(&v.app, &s.gang, s.to);
+            }
             let Some(app) = self.apps.get_mut(&v.app) else {
                 continue;
             };
-            app.preemption.preemptions += 1;
+            if shrink.is_none() {
+                app.preemption.preemptions += 1;
+            }
             if let Some(att) = app.current_attempt() {
                 if told.insert(att.id) {
                     self.effects.push(Effect::PreemptionNotice(att.id));
@@ -262,6 +330,7 @@ impl RmCore {
                         kill_at: deadline,
                         acknowledged: false,
                         killed: false,
+                        shrink: shrink.clone(),
                     },
                 );
             }
@@ -321,7 +390,7 @@ impl RmCore {
             gangs: Vec::new(),
         };
         for (c, n) in &self.preemption.notices {
-            if c.application_id() != *app_id {
+            if c.application_id() != *app_id || n.shrink.is_some() {
                 continue;
             }
             out.containers.push(*c);
@@ -338,15 +407,29 @@ impl RmCore {
         (!out.containers.is_empty()).then_some(out)
     }
 
-    /// A container ended: if it was under notice, it was preempted; account for it.
-    /// Returns the exit status and diagnostics to report.
+    /// A container ended: if it was under notice, it was preempted (or given back by a
+    /// shrink); account for it. Returns the exit status and diagnostics to report.
     pub(super) fn preempted_end(
         &mut self,
         c: &RmContainer,
         exit: i32,
         now: u64,
-    ) -> Option<(i32, String)> {
+    ) -> Option<NoticeEnd> {
         let n = self.preemption.notices.remove(&c.id)?;
+        if let Some(s) = &n.shrink {
+            let (exit, how) = if n.killed {
+                (exit_status::PREEMPTED, "killed at its deadline".to_string())
+            } else {
+                (exit, format!("it exited with status {exit}"))
+            };
+            return Some(NoticeEnd::Shrunk(
+                exit,
+                format!(
+                    "Container given back by gang {}'s shrink from {} to {} members: {how}",
+                    s.gang, s.from, s.to
+                ),
+            ));
+        }
         if !n.killed {
             self.preemption.counters.containers_exited += 1;
         }
@@ -381,7 +464,7 @@ impl RmCore {
         } else {
             format!("it exited with status {exit} before its deadline")
         };
-        Some((
+        Some(NoticeEnd::Preempted(
             exit_status::PREEMPTED,
             format!(
                 "Container preempted by scheduler for {} ({}): {how}, {to_exit} ms after its notice",

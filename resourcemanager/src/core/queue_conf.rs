@@ -86,6 +86,26 @@ impl OrderingPolicy {
     }
 }
 
+/// `<qp>.elastic-policy` of a leaf: how its elastic gangs are sized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ElasticPolicy {
+    /// Granted the largest legal size that fits when placed; never grown; shrunk toward
+    /// their minimum before a rigid gang is preempted.
+    #[default]
+    None,
+    /// The dynamic-scheduling study's doubling heuristic.
+    Doubling,
+}
+
+impl ElasticPolicy {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Doubling => "doubling",
+        }
+    }
+}
+
 /// The `las` ordering's levels.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LasSpec {
@@ -167,6 +187,8 @@ pub struct QueueSpec {
     pub intra_queue_disable_preemption: bool,
     /// The `las` ordering's levels (used when `ordering` is `Las`).
     pub las: LasSpec,
+    /// `<qp>.elastic-policy` (leaves; inherited).
+    pub elastic: ElasticPolicy,
     /// `<qp>.default-application-priority`.
     pub default_application_priority: i32,
     /// `<qp>.priority`: among siblings equally under-served, the higher goes first.
@@ -197,6 +219,7 @@ impl QueueSpec {
             disable_preemption: false,
             intra_queue_disable_preemption: false,
             las: LasSpec::default(),
+            elastic: ElasticPolicy::None,
             default_application_priority: 0,
             priority: 0,
             children: Vec::new(),

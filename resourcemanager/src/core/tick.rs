@@ -18,6 +18,7 @@ impl RmCore {
         self.expire_gangs(now);
         self.sched.refresh_levels();
         self.preemption_tick(now);
+        self.elastic_tick(now);
         self.run_scheduler(now);
     }
 

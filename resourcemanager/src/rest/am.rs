@@ -95,9 +95,12 @@ async fn allocate(
                     GangPlacement::SPREAD => GangPolicy::Spread,
                     GangPlacement::SAME_RACK => GangPolicy::SameRack,
                 };
+                let elastic = crate::wire::elastic_spec(&g, a.num_containers)
+                    .map_err(ApiError::bad_request)?;
                 Some((
                     id,
                     GangParams {
+                        elastic,
                         policy,
                         max_nodes: g.max_nodes,
                         timeout_ms: g.timeout_ms,
@@ -134,7 +137,11 @@ async fn allocate(
             asks,
             release: req.release,
             progress,
-            report: crate::wire::am_report(req.checkpoint, req.preemption_acknowledgement),
+            report: crate::wire::am_report(
+                req.checkpoint,
+                req.preemption_acknowledgement,
+                req.throughput_reports,
+            ),
             reply,
         })
         .await?;
@@ -150,6 +157,8 @@ async fn allocate(
         application_priority: 0,
         gang_statuses: crate::wire::all(r.gangs),
         preemption_message: r.preemption.map(crate::wire::preemption_message),
+        resize_offers: crate::wire::all(r.offers),
+        resize_demands: crate::wire::all(r.demands),
     }))
 }
 

@@ -80,6 +80,7 @@ impl Sim<'_> {
                 label: Some("periodic".into()),
             }),
             acknowledge_eta_ms: None,
+            ..AmReport::default()
         };
         if self.opts.ack_preemption && self.resumable(j) {
             let eta = self.opts.checkpoint_cost_ms;
@@ -130,6 +131,7 @@ impl Sim<'_> {
                 label: Some("on notice".into()),
             }),
             acknowledge_eta_ms: None,
+            ..AmReport::default()
         };
         self.allocate_with(j, att, vec![], release, report);
         self.settle()?;

@@ -55,6 +55,7 @@ pub enum Rule {
     InvalidQueueMapping,
     /// An unknown or misplaced `ordering-policy`.
     InvalidOrderingPolicy,
+    InvalidElasticPolicy,
     /// `resource-calculator` is not one of YARN's two calculators.
     InvalidResourceCalculator,
     /// A limit out of its range (user-limit-factor, am-resource-percent, ...).
@@ -91,6 +92,7 @@ impl Rule {
             Rule::InvalidAcl => "invalid-acl",
             Rule::InvalidQueueMapping => "invalid-queue-mapping",
             Rule::InvalidOrderingPolicy => "invalid-ordering-policy",
+            Rule::InvalidElasticPolicy => "invalid-elastic-policy",
             Rule::InvalidResourceCalculator => "invalid-resource-calculator",
             Rule::LimitRange => "limit-range",
             Rule::QueueRemovalNotStopped => "queue-removal-not-stopped",

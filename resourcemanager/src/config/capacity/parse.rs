@@ -13,7 +13,7 @@ use spindle_common::config::{keys, value, Configuration};
 use spindle_common::Resource;
 
 use crate::core::queue_conf::{
-    Calculator, CapacitySpec, QueueMapping, QueueSpec, QueueState, SchedulerConf,
+    Calculator, CapacitySpec, ElasticPolicy, QueueMapping, QueueSpec, QueueState, SchedulerConf,
 };
 
 use super::error::Result;
@@ -56,6 +56,7 @@ pub fn parse_props(props: &CsProps, site: &SiteSettings) -> Result<SchedulerConf
         max_allocation: None,
         disable_preemption: false,
         intra_queue_disable_preemption: false,
+        elastic: ElasticPolicy::None,
     };
     let root = p.queue("root", &root_ctx, 0, global_am)?;
     if root.children.is_empty() {
@@ -189,6 +190,8 @@ pub(super) struct ParentCtx {
     /// The parent's `disable_preemption` and intra-queue flag (children inherit them).
     pub(super) disable_preemption: bool,
     pub(super) intra_queue_disable_preemption: bool,
+    /// The parent's `elastic-policy` (children inherit it).
+    pub(super) elastic: ElasticPolicy,
 }
 
 pub(super) struct Parser<'a> {

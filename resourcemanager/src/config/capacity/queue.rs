@@ -12,7 +12,8 @@ use spindle_common::config::{keys, value};
 use spindle_common::{QueuePath, Resource};
 
 use crate::core::queue_conf::{
-    Acl, CapacitySpec, LasSpec, MaxCapacitySpec, OrderingPolicy, QueueSpec, QueueState,
+    Acl, CapacitySpec, ElasticPolicy, LasSpec, MaxCapacitySpec, OrderingPolicy, QueueSpec,
+    QueueState,
 };
 
 use super::capacities::Mode;
@@ -263,6 +264,21 @@ impl Parser<'_> {
             parent.intra_queue_disable_preemption,
         )?;
         let las = self.las(path)?;
+        let ep_key = key(path, keys::CS_QUEUE_ELASTIC_POLICY);
+        let elastic = match props.trimmed(&ep_key) {
+            None => parent.elastic,
+            Some("none") => ElasticPolicy::None,
+            Some("doubling") => ElasticPolicy::Doubling,
+            Some(raw) => {
+                return Err(props
+                    .err(
+                        Rule::InvalidElasticPolicy,
+                        &ep_key,
+                        format!("elastic-policy '{raw}' is not one of none, doubling"),
+                    )
+                    .queue(path))
+            }
+        };
         let dap_key = key(path, keys::CS_QUEUE_DEFAULT_APPLICATION_PRIORITY);
         let default_application_priority = self
             .i32(path, &dap_key)?
@@ -291,6 +307,7 @@ impl Parser<'_> {
         spec.disable_preemption = disable_preemption;
         spec.intra_queue_disable_preemption = intra_queue_disable_preemption;
         spec.las = las;
+        spec.elastic = elastic;
         spec.default_application_priority = default_application_priority;
         spec.priority = priority;
 
@@ -328,6 +345,7 @@ impl Parser<'_> {
             max_allocation,
             disable_preemption,
             intra_queue_disable_preemption,
+            elastic,
         };
         let mut set_modes = Vec::new();
         for c in &child_names {

@@ -40,7 +40,7 @@ impl GangPhase {
 }
 
 /// What the AM asked of the gang.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct GangParams {
     pub policy: GangPolicy,
     /// At most this many nodes (0: no limit; STRICT_PACK without one means 1).
@@ -53,6 +53,8 @@ pub struct GangParams {
     pub gpu_model: Option<String>,
     /// Every node of the gang has GPUs of one model.
     pub same_gpu_model: bool,
+    /// Set for an elastic gang (one ask, whose count is the maximum).
+    pub elastic: Option<super::elastic::ElasticSpec>,
 }
 
 /// A gang's life in the scheduler.
@@ -78,6 +80,8 @@ pub struct Gang {
     pub missed_at: Option<u64>,
     /// Members the last plan on free room placed (for the reason it waits).
     pub last_fit: usize,
+    /// An elastic gang's sizing state, from its first grant on.
+    pub elastic: Option<super::elastic::Elastic>,
 }
 
 impl Gang {
@@ -95,6 +99,7 @@ impl Gang {
             changed: false,
             missed_at: None,
             last_fit: 0,
+            elastic: None,
         }
     }
 }
@@ -411,6 +416,8 @@ impl Scheduler {
                 g.params = params;
                 g.missed_at = None;
             }
+            // A running elastic gang is resized by offers and demands, not by asking again.
+            Some(g) if g.elastic.is_some() && !g.members.is_empty() => {}
             _ => {
                 a.gangs.insert(id.to_string(), Gang::new(params, now));
             }
@@ -688,6 +695,10 @@ impl Scheduler {
         if units.is_empty() {
             return None;
         }
+        if let Some(spec) = &params.elastic {
+            let size = self.elastic_size(spec, &units[0].cap, leaf);
+            units.truncate(size as usize);
+        }
         let need = units
             .iter()
             .fold(Resource::zero(), |acc, u| acc.plus(&u.cap));
@@ -773,6 +784,21 @@ impl Scheduler {
                     }
                 }
                 self.stats.gangs_placed += 1;
+                if let Some(spec) = params.elastic.clone() {
+                    // The rest of the maximum is not waiting: growth comes as offers.
+                    if let Some(first) = out.first() {
+                        let (cap, key) = (first.resource.clone(), first.key);
+                        if let Some(mut ask) = self.ask(app_id, &key).cloned() {
+                            ask.any = 0;
+                            self.set_ask(app_id, key, ask);
+                        }
+                        let now = self.now;
+                        if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id))
+                        {
+                            g.elastic = Some(super::elastic::Elastic::new(spec, cap, key, now));
+                        }
+                    }
+                }
                 if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {
                     g.phase = GangPhase::Allocated;
                     g.size = out.len() as u32;

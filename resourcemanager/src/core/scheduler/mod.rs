@@ -15,6 +15,7 @@
 
 mod activation;
 mod asks;
+pub mod elastic;
 pub mod gang;
 mod las;
 pub mod nodes;
@@ -34,7 +35,7 @@ use queues::{min_each, ratio, scale, within};
 pub use queues::{Queue, QueueIdx, QueueTree, UserUsage};
 
 /// (YARN request priority, allocationRequestId): the key of a desired-state ask.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct AskKey {
     pub priority: i32,
     pub allocation_request_id: i64,

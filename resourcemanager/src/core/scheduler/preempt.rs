@@ -58,6 +58,9 @@ pub struct Candidate {
     pub total: Resource,
     /// GPU-milliseconds since its last checkpoint (since it started without one).
     pub lost_gpu_ms: u64,
+    /// An elastic gang's members above its minimum: taken by shrinking it (from, to)
+    /// rather than preempting it, and before any whole unit.
+    pub shrink: Option<(u32, u32)>,
 }
 
 /// Why a preemptor may take resources back.
@@ -71,6 +74,8 @@ pub enum Reason {
     LasLevel,
     /// Intra-queue: victims' users are over the user limit, the preemptor's is not.
     UserLimit,
+    /// Not a preemption: the elastic policy shrinks a gang for work waiting in its queue.
+    Elastic,
 }
 
 impl Reason {
@@ -80,6 +85,7 @@ impl Reason {
             Reason::Priority => "it has a higher application priority",
             Reason::LasLevel => "it has attained less service (las level)",
             Reason::UserLimit => "the victim's user is over the queue's user limit",
+            Reason::Elastic => "the elastic policy shrinks the gang for waiting work",
         }
     }
 }
@@ -338,7 +344,13 @@ impl Scheduler {
                 }
                 pool.sort_by_key(|i| {
                     let c = &cands[*i];
-                    (c.lost_gpu_ms, c.containers.len(), c.app, c.gang.clone())
+                    (
+                        c.shrink.is_none(),
+                        c.lost_gpu_ms,
+                        c.containers.len(),
+                        c.app,
+                        c.gang.clone(),
+                    )
                 });
                 let first_of_round = out.is_empty();
                 let Some((victims, hold, claims)) =
@@ -480,6 +492,7 @@ impl Scheduler {
                     containers: Vec::new(),
                     total: Resource::zero(),
                     lost_gpu_ms: 0,
+                    shrink: None,
                 };
                 self.outranks(p, &probe, reason)
             }

@@ -11,8 +11,8 @@ use crate::core::queue_conf::{Acl, Calculator, CapacitySpec, MaxCapacitySpec, Qu
 /// A queue's place in the tree ([`QueueTree::queues`]), valid until the next
 /// reconfiguration rebuilds the tree. A type of its own, so a queue index is never confused
 /// with a node slot or a count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct QueueIdx(usize);
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct QueueIdx(pub(super) usize);
 
 impl QueueIdx {
     /// The root queue.

@@ -10,6 +10,7 @@ use spindle_common::token::TokenSecret;
 use super::*;
 
 mod capacity;
+mod elastic;
 mod gang;
 mod preemption;
 mod recovery;

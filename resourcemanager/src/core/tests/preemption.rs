@@ -18,14 +18,14 @@ use crate::core::*;
 const WAIT: u64 = 15_000;
 const INTERVAL: u64 = 3_000;
 
-fn leaf(path: &str, pct: f64) -> QueueSpec {
+pub(super) fn leaf(path: &str, pct: f64) -> QueueSpec {
     let mut q = QueueSpec::new(qp(path), CapacitySpec::Percent(pct));
     q.max_am_resource_percent = 1.0;
     q.user_limit_factor = -1.0;
     q
 }
 
-fn conf(children: Vec<QueueSpec>, min_runtime_ms: u64) -> CoreConfig {
+pub(super) fn conf(children: Vec<QueueSpec>, min_runtime_ms: u64) -> CoreConfig {
     let mut c = CoreConfig::for_tests();
     let mut root = QueueSpec::new(qp("root"), CapacitySpec::Percent(100.0));
     root.children = children;
@@ -43,14 +43,14 @@ fn conf(children: Vec<QueueSpec>, min_runtime_ms: u64) -> CoreConfig {
 }
 
 /// A cluster driven as healthy NMs and AMs would drive it.
-struct Cluster {
-    env: TestEnv,
-    nodes: Vec<NodeId>,
-    ams: BTreeMap<ApplicationId, ApplicationAttemptId>,
+pub(super) struct Cluster {
+    pub(super) env: TestEnv,
+    pub(super) nodes: Vec<NodeId>,
+    pub(super) ams: BTreeMap<ApplicationId, ApplicationAttemptId>,
 }
 
 impl Cluster {
-    fn new(c: CoreConfig, nodes: usize, gpus: i64) -> Self {
+    pub(super) fn new(c: CoreConfig, nodes: usize, gpus: i64) -> Self {
         let mut env = TestEnv::with_conf(c);
         let mut ids = Vec::new();
         for i in 0..nodes {
@@ -78,7 +78,7 @@ impl Cluster {
     }
 
     /// Submits to `queue` as `user` with `priority`, launches and registers its AM.
-    fn start(&mut self, queue: &str, user: &str, priority: i32) -> ApplicationId {
+    pub(super) fn start(&mut self, queue: &str, user: &str, priority: i32) -> ApplicationId {
         let id = self.env.core.new_application();
         let mut sub = self.env.submission(queue);
         sub.user = user.into();
@@ -98,12 +98,18 @@ impl Cluster {
         id
     }
 
-    fn att(&self, app: &ApplicationId) -> ApplicationAttemptId {
+    pub(super) fn att(&self, app: &ApplicationId) -> ApplicationAttemptId {
         *self.ams.get(app).expect("a started application")
     }
 
     /// Asks for a gang of `n` members with `gpus` GPUs each.
-    fn gang(&mut self, app: &ApplicationId, id: &str, n: u32, gpus: i64) -> AllocateReply {
+    pub(super) fn gang(
+        &mut self,
+        app: &ApplicationId,
+        id: &str,
+        n: u32,
+        gpus: i64,
+    ) -> AllocateReply {
         let att = self.att(app);
         let ask = AskUpdate {
             priority: 1,
@@ -124,7 +130,7 @@ impl Cluster {
         r
     }
 
-    fn poll(&mut self, app: &ApplicationId, report: AmReport) -> AllocateReply {
+    pub(super) fn poll(&mut self, app: &ApplicationId, report: AmReport) -> AllocateReply {
         let att = self.att(app);
         let r = self
             .env
@@ -136,7 +142,7 @@ impl Cluster {
     }
 
     /// Every node heartbeats: live containers run; those the RM wants gone exit (-105).
-    fn nm_round(&mut self) {
+    pub(super) fn nm_round(&mut self) {
         for n in self.nodes.clone() {
             let (live, cleanup): (Vec<ContainerId>, BTreeSet<ContainerId>) = {
                 let node = &self.env.core.nodes()[&n];
@@ -160,7 +166,7 @@ impl Cluster {
     }
 
     /// Time passes in heartbeat-sized steps, the NMs reporting each second.
-    fn run_for(&mut self, ms: u64) {
+    pub(super) fn run_for(&mut self, ms: u64) {
         let mut left = ms;
         while left > 0 {
             let step = left.min(1000);
@@ -170,7 +176,7 @@ impl Cluster {
         }
     }
 
-    fn gpus_used(&self, queue: &str) -> i64 {
+    pub(super) fn gpus_used(&self, queue: &str) -> i64 {
         self.env
             .core
             .queue_views()
@@ -180,7 +186,7 @@ impl Cluster {
             .unwrap_or(-1)
     }
 
-    fn live_gpus(&self, app: &ApplicationId) -> i64 {
+    pub(super) fn live_gpus(&self, app: &ApplicationId) -> i64 {
         self.env
             .core
             .containers()
@@ -190,7 +196,7 @@ impl Cluster {
             .sum()
     }
 
-    fn gang_phase(&self, app: &ApplicationId, id: &str) -> Option<GangPhase> {
+    pub(super) fn gang_phase(&self, app: &ApplicationId, id: &str) -> Option<GangPhase> {
         self.env.core.scheduler().gang(app, id).map(|g| g.phase)
     }
 }
@@ -279,6 +285,7 @@ fn an_acknowledged_notice_kills_at_the_eta_and_a_checkpoint_saves_the_work() {
     let report = AmReport {
         checkpoint: None,
         acknowledge_eta_ms: Some(2_000),
+        ..AmReport::default()
     };
     c.poll(&a, report);
     c.run_for(1_000);
@@ -290,6 +297,7 @@ fn an_acknowledged_notice_kills_at_the_eta_and_a_checkpoint_saves_the_work() {
             label: None,
         }),
         acknowledge_eta_ms: None,
+        ..AmReport::default()
     };
     c.poll(&a, saved);
     c.run_for(2_000);

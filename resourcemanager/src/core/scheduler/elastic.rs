@@ -1,0 +1,696 @@
+//! Elastic gangs: a gang that runs at any legal size between a minimum and a maximum
+//! ([`ElasticSpec`]), its speed model (a throughput table by size, given at submission or
+//! learned from the AM's reports), and the decisions of the leaf's `elastic-policy`.
+//!
+//! Under `doubling` (the dynamic-scheduling study's heuristic) a round, every
+//! `spindle.elastic.monitoring-interval-ms`, looks at each such leaf: when the work waiting
+//! there (elastic jobs' minimums, rigid gangs and plain asks) needs more GPUs than are free,
+//! running elastic jobs shrink, one legal step at a time, the one losing the least predicted
+//! time per GPU freed first; otherwise the free GPUs are handed out in doublings, each to the
+//! job with the best predicted time saved per added GPU. No job is resized more often than
+//! `spindle.elastic.resize-interval-ms`, and a grow is made only when it is predicted to save
+//! more than a restart costs. Pure: the round returns [`Resize`]s; growth is placed here (the
+//! members are charged like any placement), shrinking is carried out by the lifecycle layer
+//! through the preemption protocol's notices.
+
+use std::collections::BTreeMap;
+
+use spindle_common::resource::GPU;
+use spindle_common::{ApplicationId, ContainerId, Resource};
+
+use super::gang::{plan, GangPhase, Plan, Unit};
+use super::queues::QueueIdx;
+use super::{AskKey, Placement, Scheduler};
+use crate::core::queue_conf::ElasticPolicy;
+
+/// The legal sizes of an elastic gang.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SizeRule {
+    /// 1, 2, 4, 8, ...
+    #[default]
+    PowerOfTwo,
+    /// Multiples of k (k >= 1).
+    Multiple(u32),
+    /// Any count.
+    Any,
+}
+
+impl SizeRule {
+    pub fn legal(&self, n: u32) -> bool {
+        match self {
+            Self::PowerOfTwo => n.is_power_of_two(),
+            Self::Multiple(k) => *k > 0 && n > 0 && n.is_multiple_of(*k),
+            Self::Any => n > 0,
+        }
+    }
+}
+
+/// What the AM declared of an elastic gang.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ElasticSpec {
+    pub min: u32,
+    pub max: u32,
+    pub rule: SizeRule,
+    /// Throughput by member count (any unit), as given at submission.
+    pub throughput: BTreeMap<u32, f64>,
+}
+
+impl ElasticSpec {
+    /// The legal sizes in `[min, max]`, ascending.
+    pub fn sizes(&self) -> Vec<u32> {
+        match self.rule {
+            SizeRule::PowerOfTwo => (0..32)
+                .map(|i| 1u32 << i)
+                .filter(|n| (self.min..=self.max).contains(n))
+                .collect(),
+            SizeRule::Multiple(k) if k > 0 => (self.min.div_ceil(k).max(1)..=self.max / k)
+                .map(|i| i * k)
+                .collect(),
+            SizeRule::Multiple(_) => vec![],
+            SizeRule::Any => (self.min.max(1)..=self.max).collect(),
+        }
+    }
+
+    pub fn legal(&self, n: u32) -> bool {
+        (self.min..=self.max).contains(&n) && self.rule.legal(n)
+    }
+
+    /// The size one step up from `w`: the smallest legal size at least double (the study's
+    /// doubling), else the largest legal size above `w`.
+    pub fn up(&self, w: u32) -> Option<u32> {
+        let sizes = self.sizes();
+        sizes
+            .iter()
+            .copied()
+            .find(|s| *s >= w.saturating_mul(2))
+            .or_else(|| sizes.iter().copied().rfind(|s| *s > w))
+    }
+
+    /// The size one step down from `w`: the largest legal size at most half, else the
+    /// smallest legal size below `w` (never below the minimum).
+    pub fn down(&self, w: u32) -> Option<u32> {
+        let sizes = self.sizes();
+        sizes
+            .iter()
+            .copied()
+            .rfind(|s| *s <= w / 2)
+            .or_else(|| sizes.iter().copied().find(|s| *s < w))
+    }
+
+    /// The largest legal size not above `n`.
+    pub fn at_most(&self, n: u32) -> Option<u32> {
+        self.sizes().into_iter().rfind(|s| *s <= n)
+    }
+}
+
+/// An elastic gang's life once granted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Elastic {
+    pub spec: ElasticSpec,
+    /// Throughput the AM reported, by size (replaces the given table's entry).
+    pub learned: BTreeMap<u32, f64>,
+    /// The member shape and the ask key its members carry.
+    pub cap: Resource,
+    pub key: AskKey,
+    /// When it was granted or last resized.
+    pub last_resize: u64,
+    pub resizes: u32,
+    /// A shrink in progress: the size it goes down to.
+    pub shrinking: Option<u32>,
+    /// When the AM last declined an offer (no offer again within the resize interval).
+    pub declined_at: Option<u64>,
+    /// Work done by the speed model (throughput units), and when it was last brought up
+    /// to date.
+    pub work: f64,
+    pub accrued_at: u64,
+    /// The AM's progress, 0..=1 (YARN's `progress`: the fraction of the job's work done).
+    pub progress: f64,
+}
+
+impl Elastic {
+    pub fn new(spec: ElasticSpec, cap: Resource, key: AskKey, now: u64) -> Self {
+        Self {
+            spec,
+            learned: BTreeMap::new(),
+            cap,
+            key,
+            last_resize: now,
+            resizes: 0,
+            shrinking: None,
+            declined_at: None,
+            work: 0.0,
+            accrued_at: now,
+            progress: 0.0,
+        }
+    }
+
+    /// Throughput at `w` members: reported, else given, else interpolated between the
+    /// nearest known sizes (scaled per member beyond them), else linear in `w`.
+    pub fn speed(&self, w: u32) -> f64 {
+        let known = |n: u32| {
+            self.learned
+                .get(&n)
+                .or_else(|| self.spec.throughput.get(&n))
+                .copied()
+                .filter(|t| t.is_finite() && *t > 0.0)
+        };
+        if let Some(t) = known(w) {
+            return t;
+        }
+        let keys: Vec<u32> = self
+            .learned
+            .keys()
+            .chain(self.spec.throughput.keys())
+            .copied()
+            .filter(|n| known(*n).is_some())
+            .collect();
+        let below = keys.iter().copied().filter(|n| *n < w).max();
+        let above = keys.iter().copied().filter(|n| *n > w).min();
+        let w = f64::from(w);
+        match (below, above) {
+            (Some(a), Some(b)) => {
+                let (ta, tb) = (known(a).unwrap_or(1.0), known(b).unwrap_or(1.0));
+                let (a, b) = (f64::from(a), f64::from(b));
+                ta + (tb - ta) * (w - a) / (b - a)
+            }
+            (Some(a), None) => known(a).unwrap_or(1.0) * w / f64::from(a),
+            (None, Some(b)) => known(b).unwrap_or(1.0) * w / f64::from(b),
+            (None, None) => w,
+        }
+    }
+
+    /// The work left (throughput units), from the work done and the AM's progress; None
+    /// while the AM has reported no progress.
+    pub fn remaining(&self) -> Option<f64> {
+        if self.progress >= 1.0 {
+            return Some(0.0);
+        }
+        (self.progress > 1e-6 && self.work > 0.0)
+            .then(|| self.work * (1.0 - self.progress) / self.progress)
+    }
+
+    fn accrue(&mut self, size: u32, now: u64) {
+        let dt = now.saturating_sub(self.accrued_at) as f64 / 1000.0;
+        if size > 0 {
+            self.work += self.speed(size) * dt;
+        }
+        self.accrued_at = now;
+    }
+}
+
+/// The elastic policy's settings (`spindle.elastic.*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ElasticConf {
+    pub monitoring_interval_ms: u64,
+    pub resize_interval_ms: u64,
+    pub restart_cost_ms: u64,
+    pub shrink_deadline_ms: u64,
+}
+
+impl Default for ElasticConf {
+    fn default() -> Self {
+        Self {
+            monitoring_interval_ms: 1_000,
+            resize_interval_ms: 300_000,
+            restart_cost_ms: 10_000,
+            shrink_deadline_ms: 30_000,
+        }
+    }
+}
+
+/// One decision of a round.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resize {
+    /// Members placed and charged: the AM is offered them.
+    Grow {
+        app: ApplicationId,
+        gang: String,
+        from: u32,
+        to: u32,
+        placements: Vec<Placement>,
+    },
+    /// The AM is asked to give members back down to `to`.
+    Shrink {
+        app: ApplicationId,
+        gang: String,
+        from: u32,
+        to: u32,
+    },
+}
+
+/// A running elastic job, as a round sees it.
+struct Job {
+    app: ApplicationId,
+    gang: String,
+    cur: u32,
+    target: u32,
+    /// GPUs a member holds.
+    per: u64,
+    /// May be resized this round.
+    free: bool,
+    rem: Option<f64>,
+}
+
+fn gpus(r: &Resource) -> u64 {
+    r.get(GPU).max(0) as u64
+}
+
+impl Scheduler {
+    /// The AM's progress (0..=1) for its elastic gangs' speed model.
+    pub fn set_progress(&mut self, app: &ApplicationId, progress: f64) {
+        if let Some(a) = self.apps.get_mut(app) {
+            for g in a.gangs.values_mut() {
+                if let Some(e) = g.elastic.as_mut() {
+                    e.progress = progress.clamp(0.0, 1.0);
+                }
+            }
+        }
+    }
+
+    /// The throughput an elastic gang's AM measured at `size` members.
+    pub fn report_throughput(&mut self, app: &ApplicationId, gang: &str, size: u32, value: f64) {
+        if !(value.is_finite() && value > 0.0 && size > 0) {
+            return;
+        }
+        if let Some(e) = self
+            .apps
+            .get_mut(app)
+            .and_then(|a| a.gangs.get_mut(gang))
+            .and_then(|g| g.elastic.as_mut())
+        {
+            e.learned.insert(size, value);
+        }
+    }
+
+    /// The size a waiting elastic gang of `asked` members is placed at: its minimum under
+    /// `doubling` (it grows later), else the largest legal size whose members fit in the
+    /// free room of the cluster and of its queue.
+    pub(super) fn elastic_size(&self, spec: &ElasticSpec, cap: &Resource, leaf: QueueIdx) -> u32 {
+        let sizes = spec.sizes();
+        let least = sizes.first().copied().unwrap_or(spec.min);
+        if self.tree.queues[leaf].spec.elastic == ElasticPolicy::Doubling {
+            return least;
+        }
+        let mut room = self.nodes.cluster_free();
+        for q in self.tree.path_up(leaf) {
+            let queue = &self.tree.queues[q];
+            room = super::queues::min_each(
+                &room,
+                &queue.maximum.minus(&queue.used).clamp_non_negative(),
+            );
+        }
+        sizes
+            .into_iter()
+            .rev()
+            .find(|s| cap.times(i64::from(*s)).fits_in(&room))
+            .unwrap_or(least)
+    }
+
+    /// A member of an elastic gang is gone by the AM's or the RM's choice (a release, a
+    /// shrink, a declined offer): the gang goes on without it.
+    pub fn elastic_member_gone(&mut self, app: &ApplicationId, gang: &str, c: ContainerId) {
+        let now = self.now;
+        let Some(g) = self.apps.get_mut(app).and_then(|a| a.gangs.get_mut(gang)) else {
+            return;
+        };
+        let before = g.members.len() as u32;
+        g.members.retain(|m| *m != c);
+        let after = g.members.len() as u32;
+        if let Some(e) = g.elastic.as_mut() {
+            e.accrue(before, now);
+            if e.shrinking.is_some_and(|t| after <= t) {
+                e.shrinking = None;
+            }
+        }
+        g.size = after;
+    }
+
+    /// The preemption monitor shrinks the gang to `to` (its resize is under way).
+    pub fn elastic_shrinking(&mut self, app: &ApplicationId, gang: &str, to: u32) {
+        let now = self.now;
+        if let Some(e) = self.elastic_mut(app, gang) {
+            e.shrinking = Some(to);
+            e.last_resize = now;
+            e.resizes += 1;
+        }
+    }
+
+    /// The AM released members it was just offered.
+    pub fn elastic_declined(&mut self, app: &ApplicationId, gang: &str) {
+        let now = self.now;
+        if let Some(e) = self
+            .apps
+            .get_mut(app)
+            .and_then(|a| a.gangs.get_mut(gang))
+            .and_then(|g| g.elastic.as_mut())
+        {
+            e.declined_at = Some(now);
+        }
+    }
+
+    /// The doubling policy's round over every `doubling` leaf.
+    pub fn elastic_round(&mut self, conf: &ElasticConf, now: u64) -> Vec<Resize> {
+        self.now = now;
+        let leaves: Vec<QueueIdx> = (0..self.tree.queues.len())
+            .map(QueueIdx)
+            .filter(|q| {
+                let queue = &self.tree.queues[*q];
+                queue.spec.is_leaf()
+                    && queue.spec.elastic == ElasticPolicy::Doubling
+                    && !queue.apps.is_empty()
+            })
+            .collect();
+        let mut out = Vec::new();
+        for leaf in leaves {
+            out.extend(self.elastic_leaf(leaf, conf, now));
+        }
+        out
+    }
+
+    fn elastic_leaf(&mut self, leaf: QueueIdx, conf: &ElasticConf, now: u64) -> Vec<Resize> {
+        let mut jobs = Vec::new();
+        let mut waiting: u64 = 0;
+        let ids: Vec<ApplicationId> = self.tree.queues[leaf].apps.iter().copied().collect();
+        for id in &ids {
+            let Some(a) = self.apps.get_mut(id) else {
+                continue;
+            };
+            if !a.active {
+                continue;
+            }
+            // What waits: the asks (an elastic gang's at its minimum), AM asks aside.
+            for ask in a.asks.values().filter(|x| !x.is_am) {
+                let per = gpus(&ask.capability);
+                let n = match ask.gang.as_ref().and_then(|g| a.gangs.get(g)) {
+                    Some(g) if g.params.elastic.is_some() => g
+                        .params
+                        .elastic
+                        .as_ref()
+                        .and_then(|e| e.sizes().first().copied())
+                        .map_or(0, |least| least.min(ask.any)),
+                    _ => ask.any,
+                };
+                waiting = waiting.saturating_add(per.saturating_mul(u64::from(n)));
+            }
+            for (gid, g) in a.gangs.iter_mut() {
+                let cur = g.members.len() as u32;
+                let Some(e) = g
+                    .elastic
+                    .as_mut()
+                    .filter(|_| g.phase == GangPhase::Allocated)
+                else {
+                    continue;
+                };
+                e.accrue(cur, now);
+                let per = gpus(&e.cap);
+                if per == 0 || cur == 0 {
+                    continue;
+                }
+                let free = e.shrinking.is_none()
+                    && now.saturating_sub(e.last_resize) >= conf.resize_interval_ms;
+                jobs.push(Job {
+                    app: *id,
+                    gang: gid.clone(),
+                    cur,
+                    target: e.shrinking.unwrap_or(cur),
+                    per,
+                    free,
+                    rem: e.remaining(),
+                });
+            }
+        }
+        if jobs.is_empty() {
+            return vec![];
+        }
+        // Jobs with no progress yet are taken to have as much left as the average known.
+        let known: Vec<f64> = jobs.iter().filter_map(|j| j.rem).collect();
+        let fallback = if known.is_empty() {
+            1.0
+        } else {
+            known.iter().sum::<f64>() / known.len() as f64
+        };
+        let mut free = gpus(&self.nodes.cluster_free());
+        for q in self.tree.path_up(leaf) {
+            let queue = &self.tree.queues[q];
+            let room = queue.maximum.minus(&queue.used).clamp_non_negative();
+            if room.get(GPU) < i64::MAX / 2 {
+                free = free.min(gpus(&room));
+            }
+        }
+        // GPUs already on their way back from shrinks count as free.
+        let coming: u64 = jobs
+            .iter()
+            .map(|j| u64::from(j.cur.saturating_sub(j.target)) * j.per)
+            .sum();
+        let free = free.saturating_add(coming);
+        let spec = |s: &Self, j: &Job| s.elastic_of(&j.app, &j.gang).map(|e| e.spec.clone());
+        let speed = |s: &Self, j: &Job, w: u32| {
+            s.elastic_of(&j.app, &j.gang)
+                .map_or(f64::from(w), |e| e.speed(w))
+        };
+        if waiting > free {
+            // Shrink: free what the waiting work needs, losing the least time per GPU.
+            let mut need = waiting - free;
+            while need > 0 {
+                let mut best: Option<(f64, usize, u32)> = None;
+                for (i, j) in jobs.iter().enumerate().filter(|(_, j)| j.free) {
+                    let Some(down) = spec(self, j).and_then(|s| s.down(j.target)) else {
+                        continue;
+                    };
+                    let rem = j.rem.unwrap_or(fallback);
+                    let loss = rem * (1.0 / speed(self, j, down) - 1.0 / speed(self, j, j.target))
+                        / (f64::from(j.target - down) * j.per as f64);
+                    // Ties go to the newest job (the list is oldest first).
+                    if best.is_none_or(|(b, _, _)| loss <= b) {
+                        best = Some((loss, i, down));
+                    }
+                }
+                let Some((_, i, down)) = best else { break };
+                let freed = u64::from(jobs[i].target - down) * jobs[i].per;
+                jobs[i].target = down;
+                need = need.saturating_sub(freed);
+            }
+            let mut out = Vec::new();
+            for j in jobs.iter().filter(|j| j.free && j.target < j.cur) {
+                if let Some(e) = self.elastic_mut(&j.app, &j.gang) {
+                    e.shrinking = Some(j.target);
+                    e.last_resize = now;
+                    e.resizes += 1;
+                }
+                out.push(Resize::Shrink {
+                    app: j.app,
+                    gang: j.gang.clone(),
+                    from: j.cur,
+                    to: j.target,
+                });
+            }
+            return out;
+        }
+        // Grow: hand out what no waiting work needs, in doublings by time saved per GPU.
+        let mut budget = free - waiting;
+        let restart_s = conf.restart_cost_ms as f64 / 1000.0;
+        let offerable = |s: &Self, j: &Job| {
+            j.free
+                && s.elastic_of(&j.app, &j.gang).is_some_and(|e| {
+                    e.declined_at
+                        .is_none_or(|t| now.saturating_sub(t) >= conf.resize_interval_ms)
+                })
+        };
+        loop {
+            let mut best: Option<(f64, usize, u32)> = None;
+            for (i, j) in jobs.iter().enumerate() {
+                if !offerable(self, j) {
+                    continue;
+                }
+                let Some(up) = spec(self, j).and_then(|s| s.up(j.target)) else {
+                    continue;
+                };
+                let cost = u64::from(up - j.target) * j.per;
+                if cost > budget {
+                    continue;
+                }
+                let rem = j.rem.unwrap_or(fallback);
+                let gain =
+                    rem * (1.0 / speed(self, j, j.target) - 1.0 / speed(self, j, up)) / cost as f64;
+                if gain > 0.0 && best.is_none_or(|(b, _, _)| gain > b) {
+                    best = Some((gain, i, up));
+                }
+            }
+            let Some((_, i, up)) = best else { break };
+            budget -= u64::from(up - jobs[i].target) * jobs[i].per;
+            jobs[i].target = up;
+        }
+        let mut out = Vec::new();
+        for j in jobs.iter().filter(|j| j.target > j.cur) {
+            // Worth a restart only when it saves more than the restart costs.
+            if let Some(rem) = j.rem {
+                let saved = rem / speed(self, j, j.cur) - rem / speed(self, j, j.target);
+                if saved <= restart_s {
+                    continue;
+                }
+            }
+            if let Some(r) = self.grow(&j.app, &j.gang, j.cur, j.target, now) {
+                out.push(r);
+            }
+        }
+        out
+    }
+
+    fn elastic_of(&self, app: &ApplicationId, gang: &str) -> Option<&Elastic> {
+        self.apps
+            .get(app)
+            .and_then(|a| a.gangs.get(gang))
+            .and_then(|g| g.elastic.as_ref())
+    }
+
+    fn elastic_mut(&mut self, app: &ApplicationId, gang: &str) -> Option<&mut Elastic> {
+        self.apps
+            .get_mut(app)
+            .and_then(|a| a.gangs.get_mut(gang))
+            .and_then(|g| g.elastic.as_mut())
+    }
+
+    /// Places the members taking a gang from `from` to `to` (or to the largest legal size
+    /// between that fits), whole, on free room no other gang holds.
+    fn grow(
+        &mut self,
+        app: &ApplicationId,
+        gang: &str,
+        from: u32,
+        to: u32,
+        now: u64,
+    ) -> Option<Resize> {
+        let g = self.apps.get(app)?.gangs.get(gang)?;
+        let e = g.elastic.as_ref()?;
+        let params = g.params.clone();
+        let (cap, key, spec) = (e.cap.clone(), e.key, e.spec.clone());
+        let holder = (*app, gang.to_string());
+        let leaf = self.apps.get(app)?.queue;
+        let calc = self.conf.calculator;
+        for size in spec
+            .sizes()
+            .into_iter()
+            .rev()
+            .filter(|s| *s > from && *s <= to)
+        {
+            let add = cap.times(i64::from(size - from));
+            let within = self.tree.path_up(leaf).all(|q| {
+                let queue = &self.tree.queues[q];
+                super::queues::within(calc, &queue.used.plus(&add), &queue.maximum)
+            });
+            if !within {
+                continue;
+            }
+            let units: Vec<Unit> = (from..size)
+                .map(|_| Unit {
+                    key,
+                    cap: cap.clone(),
+                })
+                .collect();
+            let nodes = &self.nodes;
+            let free = |s: usize| {
+                nodes
+                    .get(s)
+                    .filter(|n| n.schedulable)
+                    .map(|n| n.free.clone())
+            };
+            let open = |s: usize| nodes.reserved_by(s).is_none_or(|h| *h == holder);
+            let mut params = params.clone();
+            params.max_nodes = 0;
+            let Plan::Fits(assign) = plan(nodes, &units, &params, &free, &open) else {
+                continue;
+            };
+            let mut placements = Vec::with_capacity(assign.len());
+            for (key, slot, r) in assign {
+                if let Some(p) = self.place_member(app, key, &r, gang, slot) {
+                    placements.push(p);
+                }
+            }
+            if let Some(e) = self.elastic_mut(app, gang) {
+                e.accrue(from, now);
+                e.last_resize = now;
+                e.resizes += 1;
+            }
+            self.stats.placements += placements.len() as u64;
+            return Some(Resize::Grow {
+                app: *app,
+                gang: gang.to_string(),
+                from,
+                to: size,
+                placements,
+            });
+        }
+        None
+    }
+
+    /// Charges one member placed outside the ask table (growth).
+    fn place_member(
+        &mut self,
+        app: &ApplicationId,
+        key: AskKey,
+        r: &Resource,
+        gang: &str,
+        slot: usize,
+    ) -> Option<Placement> {
+        let node = self.nodes.get(slot)?.id.clone();
+        self.nodes.charge(slot, r);
+        self.charge_app(app, r, true);
+        Some(Placement {
+            app: *app,
+            key,
+            node,
+            resource: r.clone(),
+            is_am: false,
+            gang: Some(gang.to_string()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(min: u32, max: u32, rule: SizeRule) -> ElasticSpec {
+        ElasticSpec {
+            min,
+            max,
+            rule,
+            throughput: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn sizes_follow_the_rule() {
+        assert_eq!(spec(1, 8, SizeRule::PowerOfTwo).sizes(), vec![1, 2, 4, 8]);
+        assert_eq!(spec(3, 12, SizeRule::PowerOfTwo).sizes(), vec![4, 8]);
+        assert_eq!(spec(1, 10, SizeRule::Multiple(4)).sizes(), vec![4, 8]);
+        assert_eq!(spec(2, 5, SizeRule::Any).sizes(), vec![2, 3, 4, 5]);
+        let s = spec(2, 8, SizeRule::PowerOfTwo);
+        assert_eq!(s.up(2), Some(4));
+        assert_eq!(s.up(8), None);
+        assert_eq!(s.down(8), Some(4));
+        assert_eq!(s.down(2), None);
+        let any = spec(1, 6, SizeRule::Any);
+        assert_eq!(any.up(4), Some(6));
+        assert_eq!(any.down(5), Some(2));
+    }
+
+    #[test]
+    fn speed_is_given_learned_interpolated_or_linear() {
+        let mut s = spec(1, 16, SizeRule::PowerOfTwo);
+        s.throughput = BTreeMap::from([(1, 318.0), (2, 576.2), (4, 1152.4), (8, 2177.8)]);
+        let mut e = Elastic::new(s, Resource::zero(), AskKey::default(), 0);
+        assert_eq!(e.speed(4), 1152.4);
+        assert!((e.speed(16) - 2177.8 * 2.0).abs() < 1e-9);
+        assert!((e.speed(3) - (576.2 + 1152.4) / 2.0).abs() < 1e-9);
+        e.learned.insert(4, 1000.0);
+        assert_eq!(e.speed(4), 1000.0);
+        let bare = Elastic::new(
+            spec(1, 8, SizeRule::Any),
+            Resource::zero(),
+            AskKey::default(),
+            0,
+        );
+        assert_eq!(bare.speed(5), 5.0);
+    }
+}
