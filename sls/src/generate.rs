@@ -13,6 +13,8 @@ pub enum Durations {
     Exponential { mean_s: f64 },
     /// Log-normal: the logarithm of seconds is normal with this mean and deviation.
     LogNormal { mu: f64, sigma: f64 },
+    /// Every job runs this many seconds.
+    Fixed { s: f64 },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -105,7 +107,7 @@ pub fn parse_queues(s: &str) -> Result<Vec<(String, f64)>, SlsError> {
 
 /// `exp:MEAN_S` or `lognormal:MU,SIGMA`.
 pub fn parse_durations(s: &str) -> Result<Durations, SlsError> {
-    let expected = "exp:MEAN_SECONDS or lognormal:MU,SIGMA (of ln seconds)";
+    let expected = "exp:MEAN_SECONDS, lognormal:MU,SIGMA (of ln seconds) or fixed:SECONDS";
     let (kind, args) = s
         .split_once(':')
         .ok_or_else(|| bad("--duration", expected, s))?;
@@ -126,6 +128,7 @@ pub fn parse_durations(s: &str) -> Result<Durations, SlsError> {
                 sigma: *sigma,
             })
         }
+        ("fixed", [v]) if v.is_finite() && *v > 0.0 => Ok(Durations::Fixed { s: *v }),
         _ => Err(bad("--duration", expected, s)),
     }
 }
@@ -188,6 +191,7 @@ pub fn generate(spec: &GenSpec) -> Result<String, SlsError> {
         let d = match spec.durations {
             Durations::Exponential { mean_s } => rng.exp(mean_s),
             Durations::LogNormal { mu, sigma } => (mu + sigma * rng.normal()).exp(),
+            Durations::Fixed { s } => s,
         };
         // Whole seconds, at least one, at most 30 days.
         let d = d.round().clamp(1.0, 2_592_000.0) as u64;

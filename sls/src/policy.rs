@@ -93,6 +93,24 @@ pub const PRESETS: &[Preset] = &[
         oracle_priority: false,
     },
     Preset {
+        name: "doubling",
+        summary: "elastic jobs sized by the dynamic-scheduling study's doubling heuristic: \
+                  every elastic job (a trace row with min_gpus/max_gpus, or --make-elastic) \
+                  gets its minimum first, then the free GPUs go in doublings to the job \
+                  with the best predicted time saved per added GPU; jobs shrink when work \
+                  waits; rigid jobs as under `capacity`",
+        leaf_props: &[
+            ("ordering-policy", "fifo"),
+            ("backfill", "true"),
+            ("elastic-policy", "doubling"),
+        ],
+        site_props: &[
+            ("spindle.elastic.monitoring-interval-ms", "10000"),
+            ("spindle.elastic.resize-interval-ms", "60000"),
+        ],
+        oracle_priority: false,
+    },
+    Preset {
         name: "sjf-oracle",
         summary: "a reference only the simulator offers: shortest job first, non-preemptive, \
                   with backfill and gang reservation; each job's priority is read from its \

@@ -204,7 +204,7 @@ pub fn summarize(jobs: &[Job], run: &RunResult, l: &Labels<'_>) -> Summary {
         notice_to_exit_max_s: r3(secs(
             run.notice_to_exit_ms.iter().copied().max().unwrap_or(0),
         )),
-        resizes: 0,
+        resizes: run.resizes,
         restarts: run.restarts,
         scheduler_decisions: run.decisions,
         decision_p50_us: l.timing.then(|| lat_pct(0.50)),

@@ -2,7 +2,7 @@
 //! JSON (a job with its tasks), and checked whole: every bad row is reported with its line,
 //! and a trace with any bad row is refused before anything starts.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::Path;
 
@@ -81,6 +81,8 @@ pub struct Job {
     /// The elastic range (read and checked; used by elastic policies).
     pub min_gpus: Option<u32>,
     pub max_gpus: Option<u32>,
+    /// Throughput by GPU count (the `throughput` column, `1:318.0;2:576.2`).
+    pub throughput: Option<BTreeMap<u32, f64>>,
 }
 
 impl Job {
@@ -138,6 +140,8 @@ pub enum RowProblem {
     UnknownPlacement(String),
     #[error("min_gpus {min} / max_gpus {max} do not bracket num_gpus {num_gpus}")]
     BadElasticRange { min: i64, max: i64, num_gpus: i64 },
+    #[error("bad throughput table: {0} (expected GPUS:VALUE pairs such as 1:318.0;2:576.2)")]
+    BadThroughput(String),
     #[error("duplicate job_id '{0}'")]
     DuplicateJobId(String),
     #[error("unknown queue '{queue}' (leaf queues: {known})")]
@@ -218,6 +222,7 @@ struct Columns {
     priority: Option<usize>,
     min_gpus: Option<usize>,
     max_gpus: Option<usize>,
+    throughput: Option<usize>,
 }
 
 pub fn parse_csv(path: &Path, text: &str, defaults: &Defaults) -> Result<Vec<Job>, SlsError> {
@@ -253,6 +258,7 @@ pub fn parse_csv(path: &Path, text: &str, defaults: &Defaults) -> Result<Vec<Job
         priority: find("priority"),
         min_gpus: find("min_gpus"),
         max_gpus: find("max_gpus"),
+        throughput: find("throughput"),
     };
     let mut jobs = Vec::new();
     let mut bad = Vec::new();
@@ -403,7 +409,40 @@ fn csv_job(
         shape,
         min_gpus: min_gpus.map(|v| v as u32),
         max_gpus: max_gpus.map(|v| v as u32),
+        throughput: get(c.throughput)
+            .map(|v| parse_throughput(v).map_err(RowProblem::BadThroughput))
+            .transpose()?,
     })
+}
+
+/// A throughput table, `GPUS:VALUE` pairs separated by `;` (`1:318.0;2:576.2`): each GPU
+/// count a positive whole number, each value a positive number. The reason when not.
+pub fn parse_throughput(s: &str) -> Result<BTreeMap<u32, f64>, String> {
+    let mut out = BTreeMap::new();
+    for part in s.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        let (g, v) = part
+            .split_once(':')
+            .ok_or_else(|| format!("'{part}' is not GPUS:VALUE"))?;
+        let g: u32 = g
+            .trim()
+            .parse()
+            .ok()
+            .filter(|g| *g > 0)
+            .ok_or_else(|| format!("'{g}' in '{part}' is not a positive GPU count"))?;
+        let v: f64 = v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|v: &f64| v.is_finite() && *v > 0.0)
+            .ok_or_else(|| format!("'{v}' in '{part}' is not a positive number"))?;
+        if out.insert(g, v).is_some() {
+            return Err(format!("{g} GPUs appears twice"));
+        }
+    }
+    if out.is_empty() {
+        return Err("the table is empty".into());
+    }
+    Ok(out)
 }
 
 /// Seconds (whole or decimal, not negative) as milliseconds.
@@ -567,6 +606,7 @@ pub fn parse_sls_json(path: &Path, text: &str, d: &Defaults) -> Result<Vec<Job>,
             shape: Shape::Independent,
             min_gpus: None,
             max_gpus: None,
+            throughput: None,
         });
     }
     Ok(jobs)

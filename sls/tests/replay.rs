@@ -444,3 +444,84 @@ mod properties {
         }
     }
 }
+
+/// One 8-GPU node; E is elastic (1 to 8 GPUs), 1000 s of work at 8 GPUs, linear scaling.
+const ELASTIC: &str = "\
+job_id,submit_time,num_gpus,duration,min_gpus,max_gpus
+E,0,8,1000,1,8
+";
+
+#[test]
+fn an_elastic_job_starts_at_its_minimum_grows_by_doubling_and_does_the_same_work() {
+    let c = cluster(1, 8);
+    let (jobs, run) = replay(ELASTIC, &c, "doubling", None);
+    // Granted one GPU at 0 s; the first round (10 s) doubles it to 8 at once; the restart
+    // costs 10 s; the 8000 GPU-s of work less the 10 done at one GPU take 998.75 s more.
+    let got = times(&jobs, &run);
+    assert_eq!(got[0].1, 0.0);
+    assert!((got[0].2 - 1018.75).abs() < 0.01, "{got:?}");
+    assert_eq!(run.resizes, 1);
+    // Rigid, the same job runs its 1000 s at 8 GPUs.
+    let jobs = trace::parse_csv(Path::new("t.csv"), ELASTIC, &Defaults::default()).expect("trace");
+    let loaded = policy::load(None, Some(policy::find("doubling").expect("p")), &[], &c)
+        .expect("configuration");
+    let opts = Options {
+        rigid: true,
+        ..checked()
+    };
+    let run = replay::run(&jobs, &c, &loaded.rm, &opts, &mut |_| {}).expect("replay");
+    assert_eq!(times(&jobs, &run)[0].2, 1000.0);
+}
+
+#[test]
+fn an_elastic_job_shrinks_for_a_new_one_and_grows_back_when_it_ends() {
+    // E runs at 8 when F (elastic, 1-8 GPUs, 100 s at 8) arrives at 100 s: E shrinks to 4
+    // and F starts at its minimum, then grows into what is free; when F ends, E grows back.
+    let csv = "\
+job_id,submit_time,num_gpus,duration,min_gpus,max_gpus
+E,0,8,1000,1,8
+F,100,8,100,1,8
+";
+    let c = cluster(1, 8);
+    let (jobs, run) = replay(csv, &c, "doubling", None);
+    let got = times(&jobs, &run);
+    assert!(
+        run.resizes >= 3,
+        "grow E, shrink E, grow F or E: {}",
+        run.resizes
+    );
+    // Both finish, and E later than alone (it shared the node).
+    assert!(got[0].2 > 1018.75, "{got:?}");
+    // Work is conserved: GPU time used is at least the work at full efficiency.
+    let used: u128 = run.jobs.iter().map(|r| r.gpu_ms_used).sum();
+    assert!(used >= 8 * 1000 * 1000 + 8 * 100 * 1000, "{used}");
+}
+
+#[test]
+fn fixed_allocations_scale_a_job_by_its_throughput_table() {
+    let csv = "\
+job_id,submit_time,num_gpus,duration,throughput
+R,0,8,5040,1:318.0;2:576.2;4:1152.4;8:2177.8
+";
+    let jobs = trace::parse_csv(Path::new("t.csv"), csv, &Defaults::default()).expect("trace");
+    let one = replay::fixed_allocation(&jobs, 1, None);
+    assert_eq!(one[0].gpus(), 1);
+    assert_eq!(
+        one[0].tasks[0].duration_ms,
+        (5_040_000.0f64 * 2177.8 / 318.0).round() as u64
+    );
+    let four = replay::fixed_allocation(&jobs, 4, None);
+    assert_eq!(four[0].containers(), 4);
+    assert!(four[0].is_gang());
+    // A bad table is named with its row.
+    let bad = "job_id,submit_time,num_gpus,duration,throughput\nR,0,8,10,1:x\n";
+    match trace::parse_csv(Path::new("t.csv"), bad, &Defaults::default()) {
+        Err(SlsError::BadRows { rows, .. }) => {
+            assert!(
+                matches!(rows[0].problem, RowProblem::BadThroughput(_)),
+                "{rows:?}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+}

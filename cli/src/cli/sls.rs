@@ -19,8 +19,10 @@ usage: spindle sls --trace FILE [--policy NAME] [--conf-dir DIR] [-D name=value]
                     --memory-mb-per-node M --gpu-model MODEL | --node-file FILE]
                    [--out DIR] [--check] [--no-timing] [--gang-timeout-s S]
                    [--checkpoint-interval-s S] [--checkpoint-cost-s S] [--ignore-preemption-notice]
+                   [--make-elastic | --rigid | --fixed-gpus K] [--throughput TABLE]
+                   [--restart-cost-s S]
        spindle sls generate --jobs N [--interarrival S] [--gpu-mix 1:0.6,8:0.4]
-                   [--duration exp:MEAN_S|lognormal:MU,SIGMA] [--users N] [--queues a,b]
+                   [--duration exp:MEAN_S|lognormal:MU,SIGMA|fixed:S] [--users N] [--queues a,b]
                    [--seed S] [--out FILE]
        spindle sls policies
        spindle sls compare DIR... [--out DIR]
@@ -28,7 +30,8 @@ usage: spindle sls --trace FILE [--policy NAME] [--conf-dir DIR] [-D name=value]
 Replays a trace of jobs through the ResourceManager's own scheduler core (the code the live RM
 runs) with simulated nodes and one simulated AM per job, in virtual time.
   --trace FILE          CSV (submit_time,num_gpus,duration[,job_id,user,queue,vcores,memory_mb,
-                        gpus_per_container,placement,gpu_model,priority,min_gpus,max_gpus])
+                        gpus_per_container,placement,gpu_model,priority,min_gpus,max_gpus,
+                        throughput])
                         or YARN SLS JSON; every bad row is named and nothing runs
   --policy NAME         a preset over the configuration (`spindle sls policies` lists them)
   --conf-dir DIR        capacity-scheduler.xml / yarn-site.xml, as the RM reads them
@@ -47,6 +50,15 @@ runs) with simulated nodes and one simulated AM per job, in virtual time.
   --checkpoint-cost-s S  how long a checkpoint asked for by a preemption notice takes (30)
   --ignore-preemption-notice  AMs do not acknowledge notices: the RM kills at the deadline
                         (with -D ...preemption.max_wait_before_kill=0: at the notice)
+  --make-elastic        every multi-container GPU job becomes elastic: min one container,
+                        max its num_gpus (rows with min_gpus/max_gpus are elastic already)
+  --rigid               run elastic rows rigid at their num_gpus (the fixed allocation)
+  --fixed-gpus K        every GPU job rigid at K GPUs, its duration scaled to do the same work
+  --throughput TABLE    elastic jobs' throughput by GPU count when the trace's `throughput`
+                        column is empty, e.g. 1:318.0;2:576.2;4:1152.4;8:2177.8 (default:
+                        linear): a job's work is duration x throughput at num_gpus
+  --restart-cost-s S    what one resize costs an elastic job (default 10): the RM's
+                        spindle.elastic.restart-cost-ms and the simulated job's pause
   --check               run the core's sanity check after every step (slow)
   --no-timing           leave the wall-clock figures out, so two runs are byte-identical
   --quiet               no progress bar";
@@ -71,6 +83,11 @@ const OPTS: &[Opt] = &[
     Opt::one("checkpoint-interval-s", &[]),
     Opt::one("checkpoint-cost-s", &[]),
     Opt::flag("ignore-preemption-notice", &[]),
+    Opt::flag("make-elastic", &[]),
+    Opt::flag("rigid", &[]),
+    Opt::one("fixed-gpus", &[]),
+    Opt::one("throughput", &[]),
+    Opt::one("restart-cost-s", &[]),
     Opt::flag("check", &[]),
     Opt::flag("no-timing", &[]),
     Opt::flag("quiet", &[]),
@@ -189,6 +206,35 @@ fn replay_cmd(p: &super::args::Parsed) -> anyhow::Result<u8> {
         }
     }
     opts.ack_preemption = !p.has("ignore-preemption-notice");
+    opts.rigid = p.has("rigid");
+    if let Some(t) = p.value("throughput") {
+        opts.throughput =
+            Some(
+                trace::parse_throughput(t).map_err(|reason| SlsError::BadOption {
+                    option: "--throughput",
+                    expected: "GPUS:VALUE pairs such as 1:318.0;2:576.2",
+                    value: reason,
+                })?,
+            );
+    }
+    if let Some(s) = num::<f64>(p, "restart-cost-s")? {
+        if !(s.is_finite() && s >= 0.0) {
+            anyhow::bail!("--restart-cost-s must be a number of seconds, 0 or more");
+        }
+        opts.restart_cost_ms = (s * 1000.0) as u64;
+    }
+    let fixed_gpus = num::<u32>(p, "fixed-gpus")?;
+    if fixed_gpus == Some(0) {
+        anyhow::bail!("--fixed-gpus must be at least 1");
+    }
+    if [p.has("make-elastic"), p.has("rigid"), fixed_gpus.is_some()]
+        .iter()
+        .filter(|x| **x)
+        .count()
+        > 1
+    {
+        anyhow::bail!("--make-elastic, --rigid and --fixed-gpus exclude each other");
+    }
     let overrides = p
         .values("D")
         .iter()
@@ -200,9 +246,17 @@ fn replay_cmd(p: &super::args::Parsed) -> anyhow::Result<u8> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let preset = p.value("policy").map(policy::find).transpose()?;
     let conf_dir = p.value("conf-dir").map(PathBuf::from);
-    let loaded = policy::load(conf_dir.as_deref(), preset, &overrides, &cluster)?;
+    let mut loaded = policy::load(conf_dir.as_deref(), preset, &overrides, &cluster)?;
     opts.oracle_priority = preset.is_some_and(|p| p.oracle_priority);
-    let jobs = trace::read(&trace_path, &defaults)?;
+    // The RM's resize threshold is the simulated jobs' real restart cost.
+    loaded.rm.core.elastic.restart_cost_ms = opts.restart_cost_ms;
+    let mut jobs = trace::read(&trace_path, &defaults)?;
+    if let Some(k) = fixed_gpus {
+        jobs = replay::fixed_allocation(&jobs, k, opts.throughput.as_ref());
+    }
+    if p.has("make-elastic") {
+        replay::make_elastic(&mut jobs);
+    }
     replay::check_jobs(&jobs, &cluster, &loaded.rm).map_err(|rows| SlsError::BadRows {
         path: trace_path.clone(),
         rows,

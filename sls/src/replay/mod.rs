@@ -26,7 +26,10 @@ use spindle_resourcemanager::core::{
     ReportedContainer, RmCore, Submission,
 };
 
+mod elastic;
 mod notice;
+
+pub use elastic::{fixed_allocation, make_elastic, rescale};
 
 use crate::cluster::ClusterSpec;
 use crate::trace::{BadRow, Job, Placement, RowProblem, Shape};
@@ -60,6 +63,12 @@ pub struct Options {
     /// Submit each job with a priority that orders it by its duration, shortest first (the
     /// `sjf-oracle` reference: only a simulator knows durations).
     pub oracle_priority: bool,
+    /// Run jobs with `min_gpus`/`max_gpus` rigid at `num_gpus` (the fixed allocation).
+    pub rigid: bool,
+    /// Elastic jobs' throughput by GPU count when the trace gives none (linear without).
+    pub throughput: Option<BTreeMap<u32, f64>>,
+    /// What one resize of an elastic job costs it (no progress meanwhile).
+    pub restart_cost_ms: u64,
 }
 
 impl Default for Options {
@@ -74,6 +83,9 @@ impl Default for Options {
             checkpoint_cost_ms: 30_000,
             checkpoint_interval_ms: 3_600_000,
             oracle_priority: false,
+            rigid: false,
+            throughput: None,
+            restart_cost_ms: 10_000,
         }
     }
 }
@@ -147,6 +159,8 @@ pub struct RunResult {
     pub latencies_us: Vec<u32>,
     pub wall_s: f64,
     pub restarts: u64,
+    /// Elastic jobs' resizes (grows and shrinks).
+    pub resizes: u64,
     /// Units (gangs, or single containers) the RM took back.
     pub preemptions: u64,
     pub lost_gpu_ms: u128,
@@ -302,6 +316,13 @@ pub fn run(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<RunResult, SlsError> {
     let wall = Instant::now();
+    if rm.core.preemption.enabled && jobs.iter().any(|j| elastic::spec_of(j, opts).is_some()) {
+        return Err(SlsError::BadOption {
+            option: "--policy",
+            expected: "a policy without the preemption monitor for elastic jobs (doubling, fifo, capacity), or --rigid",
+            value: "a policy with the preemption monitor on".into(),
+        });
+    }
     let mut sim = Sim::new(jobs, cluster, rm.core.clone(), opts)?;
     // Submissions in time order (stable: equal times keep the trace's order).
     let mut order: Vec<usize> = (0..jobs.len()).collect();
@@ -329,6 +350,7 @@ pub fn run(
                     Ev::GangDeadline(j) => sim.gang_deadline(j)?,
                     Ev::Tick(regular) => sim.tick(regular)?,
                     Ev::Checkpointed(j, epoch) => sim.checkpointed(j, epoch)?,
+                    Ev::ElasticEnd(j, epoch) => sim.elastic_end(j, epoch)?,
                 }
             }
             (false, Some(s)) => {
@@ -382,6 +404,7 @@ pub fn run(
         latencies_us: sim.latencies_us,
         wall_s: wall.elapsed().as_secs_f64(),
         restarts: sim.restarts,
+        resizes: sim.resizes,
         preemptions: sim.preemptions,
         lost_gpu_ms: sim.lost_gpu_ms,
         notice_to_exit_ms: sim.notice_to_exit_ms,
@@ -399,6 +422,9 @@ enum Ev {
     Tick(bool),
     /// The job's AM has written the checkpoint a notice asked for (in run `epoch`).
     Checkpointed(usize, u32),
+    /// An elastic job's work is done, if it is still in run `epoch` (a resize starts
+    /// another).
+    ElasticEnd(usize, u32),
 }
 
 /// A container the job's AM was given.
@@ -437,6 +463,9 @@ struct Run {
     ended_by_group: Vec<u32>,
     preemptions: u32,
     lost_gpu_ms: u128,
+    /// An elastic job's work and size, and when its GPU time was last counted.
+    elastic: Option<elastic::ElasticRun>,
+    elastic_gpu_at: Option<u64>,
 }
 
 struct Sim<'a> {
@@ -457,6 +486,9 @@ struct Sim<'a> {
     running_jobs: u32,
     done: usize,
     restarts: u64,
+    resizes: u64,
+    /// Elastic jobs running.
+    elastic_running: u32,
     timeline: Vec<Sample>,
     latencies_us: Vec<u32>,
     /// The RM's tick interval when something needs ticks (preemption, `las`), and whether
@@ -486,8 +518,17 @@ impl<'a> Sim<'a> {
             conf.scheduler.root.walk().into_iter().any(|q| {
                 q.ordering == spindle_resourcemanager::core::queue_conf::OrderingPolicy::Las
             });
-        let tick_ms = (conf.preemption.enabled || las)
-            .then_some(conf.preemption.monitoring_interval_ms.max(1));
+        let doubling = conf.scheduler.root.walk().into_iter().any(|q| {
+            q.elastic == spindle_resourcemanager::core::queue_conf::ElasticPolicy::Doubling
+        });
+        let tick_ms = [
+            (conf.preemption.enabled || las).then_some(conf.preemption.monitoring_interval_ms),
+            doubling.then_some(conf.elastic.monitoring_interval_ms),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .map(|t| t.max(1));
         let secret = TokenSecret::from_hex("00112233445566778899aabbccddeeff").map_err(|e| {
             SlsError::Sanity {
                 at_ms: 0,
@@ -516,6 +557,8 @@ impl<'a> Sim<'a> {
             running_jobs: 0,
             done: 0,
             restarts: 0,
+            resizes: 0,
+            elastic_running: 0,
             timeline: Vec::new(),
             latencies_us: Vec::new(),
             tick_ms,
@@ -577,6 +620,7 @@ impl<'a> Sim<'a> {
         let job = &jobs[j];
         let id = self.core.new_application();
         self.by_app.insert(id, j);
+        self.elastic_init(j);
         self.runs[j].app = Some(id);
         let sub = Submission {
             name: job.id.clone(),
@@ -714,6 +758,29 @@ impl<'a> Sim<'a> {
             )),
             Shape::Independent => None,
         };
+        if let Some(spec) = self.elastic_params(j) {
+            // An elastic gang: one ask for its maximum, granted at least its minimum.
+            let Some(t) = job.tasks.first() else { return };
+            let ask = AskUpdate {
+                priority: 1,
+                allocation_request_id: 0,
+                resource_name: "*".into(),
+                capability: capability(t),
+                num_containers: spec.max,
+                relax_locality: true,
+                gang: gang.map(|(id, p)| {
+                    (
+                        id,
+                        GangParams {
+                            elastic: Some(spec),
+                            ..p
+                        },
+                    )
+                }),
+            };
+            self.allocate(j, attempt, vec![ask]);
+            return;
+        }
         let run = &self.runs[j];
         let asks: Vec<AskUpdate> = job
             .tasks
@@ -761,12 +828,20 @@ impl<'a> Sim<'a> {
         report: AmReport,
     ) {
         let rid = self.runs[j].response_id;
-        let r =
-            self.timed(|c, now| c.am_allocate_with(&attempt, rid, asks, release, 0.0, report, now));
+        let progress = self.elastic_progress(j);
+        let r = self.timed(|c, now| {
+            c.am_allocate_with(&attempt, rid, asks, release, progress, report, now)
+        });
         match r {
             Ok(reply) => {
                 self.runs[j].response_id = reply.response_id;
                 self.granted(j, reply.allocated);
+                if !reply.offers.is_empty() {
+                    self.elastic_grow(j, reply.offers);
+                }
+                if !reply.demands.is_empty() {
+                    self.elastic_shrink(j, attempt, reply.demands);
+                }
                 if let Some(n) = reply.preemption {
                     self.on_notice(j, attempt, n);
                 }
@@ -790,6 +865,10 @@ impl<'a> Sim<'a> {
                 started: false,
                 ends_at: 0,
             });
+        }
+        if self.runs[j].elastic.is_some() {
+            self.elastic_granted(j);
+            return;
         }
         let job = &self.jobs[j];
         let run = &self.runs[j];

@@ -112,7 +112,8 @@ pub struct Elastic {
     /// The member shape and the ask key its members carry.
     pub cap: Resource,
     pub key: AskKey,
-    /// When it was granted or last resized.
+    /// When it was last resized (0: never; the grant is not a resize, so a job granted
+    /// its minimum may grow at the next round).
     pub last_resize: u64,
     pub resizes: u32,
     /// A shrink in progress: the size it goes down to.
@@ -134,7 +135,7 @@ impl Elastic {
             learned: BTreeMap::new(),
             cap,
             key,
-            last_resize: now,
+            last_resize: 0,
             resizes: 0,
             shrinking: None,
             declined_at: None,
