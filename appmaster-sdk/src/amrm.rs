@@ -34,7 +34,8 @@ use spindle_common::ids::ContainerId;
 use spindle_common::records::am::{
     AllocateRequest, AmCommand, CheckpointReport, Container, ContainerStatus, GangSpec, GangStatus,
     NodeReport, PreemptionAcknowledgement, PreemptionMessage, RegisterApplicationMasterRequest,
-    RegisterApplicationMasterResponse, ResourceRequest,
+    RegisterApplicationMasterResponse, ResizeDemand, ResizeOffer, ResourceRequest,
+    ThroughputReport,
 };
 use spindle_common::records::resource::ResourceInfo;
 use spindle_common::resource::Resource;
@@ -453,6 +454,35 @@ pub struct AllocationEvents {
     /// Preemption notices: containers the RM newly put under notice (each container once,
     /// although the RM repeats its message until they are gone).
     pub preempted: Vec<PreemptionNotice>,
+    /// Elastic gangs the RM grew (each offer once; its containers are not in `allocated`).
+    pub offers: Vec<GangOffer>,
+    /// Elastic gangs the RM shrinks (each demand once, although the RM repeats it).
+    pub demands: Vec<GangDemand>,
+}
+
+/// The RM grew an elastic gang from `from` to `to` members
+/// ([`AllocationEvent::ResizeOffered`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GangOffer {
+    pub gang_id: String,
+    /// The new members, granted: start them to accept, or [`AmRmClient::decline_offer`].
+    pub containers: Vec<Container>,
+    pub from: u32,
+    pub to: u32,
+}
+
+/// The RM shrinks an elastic gang from `from` to `to` members
+/// ([`AllocationEvent::ResizeDemanded`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GangDemand {
+    pub gang_id: String,
+    /// The members to give back (release) by `deadline_ms`.
+    pub containers: Vec<ContainerId>,
+    pub from: u32,
+    pub to: u32,
+    /// When the RM kills what is left (exit -102; not a failure of the gang), ms since the
+    /// epoch.
+    pub deadline_ms: u64,
 }
 
 /// Containers the RM takes back ([`AllocationEvent::Preempted`]): what the AM should
@@ -474,6 +504,8 @@ impl AllocationEvents {
             && self.nodes.is_empty()
             && self.gangs.is_empty()
             && self.preempted.is_empty()
+            && self.offers.is_empty()
+            && self.demands.is_empty()
     }
 
     /// Appends `other` after these events.
@@ -483,11 +515,13 @@ impl AllocationEvents {
         self.nodes.extend(other.nodes);
         self.gangs.extend(other.gangs);
         self.preempted.extend(other.preempted);
+        self.offers.extend(other.offers);
+        self.demands.extend(other.demands);
     }
 
-    /// One [`AllocationEvent`] per item, in the order preemption notices, gang statuses,
-    /// grants, completions, node updates (a gang's status comes before its containers' later
-    /// completions).
+    /// One [`AllocationEvent`] per item, in the order preemption notices, resize demands,
+    /// resize offers, gang statuses, grants, completions, node updates (a gang's status
+    /// comes before its containers' later completions).
     pub fn into_items(self) -> impl Iterator<Item = AllocationEvent> {
         self.preempted
             .into_iter()
@@ -496,6 +530,27 @@ impl AllocationEvents {
                 deadline_ms: n.deadline_ms,
                 gang_ids: n.gang_ids,
             })
+            .chain(
+                self.demands
+                    .into_iter()
+                    .map(|d| AllocationEvent::ResizeDemanded {
+                        gang_id: d.gang_id,
+                        containers: d.containers,
+                        from: d.from,
+                        to: d.to,
+                        deadline_ms: d.deadline_ms,
+                    }),
+            )
+            .chain(
+                self.offers
+                    .into_iter()
+                    .map(|o| AllocationEvent::ResizeOffered {
+                        gang_id: o.gang_id,
+                        containers: o.containers,
+                        from: o.from,
+                        to: o.to,
+                    }),
+            )
             .chain(self.gangs.into_iter().map(AllocationEvent::Gang))
             .chain(self.allocated.into_iter().map(AllocationEvent::Allocated))
             .chain(self.completed.into_iter().map(AllocationEvent::Completed))
@@ -517,6 +572,26 @@ pub enum AllocationEvent {
         containers: Vec<ContainerId>,
         deadline_ms: u64,
         gang_ids: Vec<String>,
+    },
+    /// The RM grew the elastic gang `gang_id` from `from` to `to` members: `containers` are
+    /// granted and belong to the gang. Accept by starting them (typically after restarting
+    /// the whole gang at `to`), decline with [`AmRmClient::decline_offer`]. Told once.
+    ResizeOffered {
+        gang_id: String,
+        containers: Vec<Container>,
+        from: u32,
+        to: u32,
+    },
+    /// The RM shrinks the elastic gang `gang_id` from `from` to `to`: give `containers` back
+    /// ([`AmRmClient::release_members`]) by `deadline_ms` (ms since the epoch), when the RM
+    /// kills what is left with -102 (the gang goes on at `to`). Told once per demand, although
+    /// the RM repeats it until the containers are gone.
+    ResizeDemanded {
+        gang_id: String,
+        containers: Vec<ContainerId>,
+        from: u32,
+        to: u32,
+        deadline_ms: u64,
     },
 }
 
@@ -550,6 +625,10 @@ pub struct AmRmClient {
     pending_ack: Option<u64>,
     /// The last checkpoint reported, sent with every heartbeat.
     checkpoint: Option<CheckpointReport>,
+    /// Containers of resize demands passed on (until they complete).
+    demanded: BTreeSet<ContainerId>,
+    /// Throughput reports not yet sent, by gang (the latest per gang).
+    pending_throughput: BTreeMap<String, ThroughputReport>,
 }
 
 impl AmRmClient {
@@ -573,6 +652,8 @@ impl AmRmClient {
             noticed: BTreeSet::new(),
             pending_ack: None,
             checkpoint: None,
+            demanded: BTreeSet::new(),
+            pending_throughput: BTreeMap::new(),
         }
     }
 
@@ -664,6 +745,24 @@ impl AmRmClient {
         self.checkpoint = Some(k);
     }
 
+    /// Reports an elastic gang's measured throughput (`value` units per second, the unit of
+    /// its throughput table) at `size` members: the RM's speed model for that size. Sent
+    /// with the next heartbeat (a later report for the gang before it replaces this one).
+    pub fn report_throughput(&mut self, gang_id: &str, size: u32, value: f64) {
+        if !value.is_finite() || value < 0.0 || size == 0 {
+            tracing::debug!(gang = gang_id, size, value, "throughput report ignored");
+            return;
+        }
+        self.pending_throughput.insert(
+            gang_id.to_string(),
+            ThroughputReport {
+                gang_id: gang_id.to_string(),
+                size,
+                throughput: value,
+            },
+        );
+    }
+
     /// The checkpoint the heartbeats carry.
     pub fn checkpoint(&self) -> Option<&CheckpointReport> {
         self.checkpoint.as_ref()
@@ -732,7 +831,9 @@ impl AmRmClient {
         let ask = self.table.changes();
         let release: Vec<ContainerId> = self.pending_release.iter().copied().collect();
         let ack = self.pending_ack;
+        let throughput: Vec<ThroughputReport> = self.pending_throughput.values().cloned().collect();
         let req = AllocateRequest {
+            throughput_reports: throughput.clone(),
             response_id: 0,
             ask: ask.clone(),
             release: release.clone(),
@@ -768,6 +869,11 @@ impl AmRmClient {
         if ack.is_some() && self.pending_ack == ack {
             self.pending_ack = None;
         }
+        for r in throughput {
+            if self.pending_throughput.get(&r.gang_id) == Some(&r) {
+                self.pending_throughput.remove(&r.gang_id);
+            }
+        }
         for id in release {
             self.pending_release.remove(&id);
             self.released.insert(id);
@@ -788,15 +894,26 @@ impl AmRmClient {
             .preemption_message
             .as_ref()
             .and_then(|m| self.observe_preemption(m));
+        let demands = self.observe_demands(&resp.resize_demands);
         for s in &resp.completed_container_statuses {
             self.noticed.remove(&s.container_id);
+            self.demanded.remove(&s.container_id);
+        }
+        let mut allocated = resp.allocated_containers;
+        let offers = take_offers(&resp.resize_offers, &mut allocated);
+        for o in &offers {
+            tracing::info!(gang = %o.gang_id, from = o.from, to = o.to,
+                containers = o.containers.len(), "the ResourceManager offers to grow a gang");
+            self.gang_grown(&o.gang_id, &o.containers);
         }
         let mut events = AllocationEvents {
-            allocated: resp.allocated_containers,
+            allocated,
             completed: resp.completed_container_statuses,
             nodes: resp.updated_nodes,
             gangs: Vec::new(),
             preempted: preempted.into_iter().collect(),
+            offers,
+            demands,
         };
         self.observe_gangs(&ask, resp.gang_statuses, &mut events);
         if events.is_empty() {
@@ -805,6 +922,37 @@ impl AmRmClient {
             self.idle_polls = 0;
         }
         Ok(events)
+    }
+
+    /// The resize demands with containers not passed on yet (each demand once, although the
+    /// RM repeats it until its containers are gone).
+    fn observe_demands(&mut self, demands: &[ResizeDemand]) -> Vec<GangDemand> {
+        let mut out = Vec::new();
+        for d in demands {
+            let mut fresh = false;
+            for c in &d.containers {
+                fresh |= self.demanded.insert(*c);
+            }
+            if !fresh {
+                continue;
+            }
+            tracing::warn!(gang = %d.gang_id, from = d.from_size, to = d.to_size,
+                containers = d.containers.len(), deadline_ms = d.deadline,
+                "the ResourceManager shrinks a gang");
+            out.push(GangDemand {
+                gang_id: d.gang_id.clone(),
+                containers: d.containers.clone(),
+                from: d.from_size,
+                to: d.to_size,
+                deadline_ms: d.deadline,
+            });
+        }
+        out
+    }
+
+    /// Containers of a resize demand passed on that have not completed yet.
+    pub fn under_demand(&self) -> Vec<ContainerId> {
+        self.demanded.iter().copied().collect()
     }
 
     /// The containers of a preemption message not passed on yet, as one notice.
@@ -916,6 +1064,31 @@ impl AmRmClient {
             r => r,
         }
     }
+}
+
+/// The offers of one answer, with their containers taken out of `allocated` (an offered
+/// container is in both lists; the AM hears of it as part of its offer only). An offered id
+/// missing from `allocated` is dropped from the offer with a warning.
+fn take_offers(offers: &[ResizeOffer], allocated: &mut Vec<Container>) -> Vec<GangOffer> {
+    offers
+        .iter()
+        .map(|o| {
+            let mut containers = Vec::with_capacity(o.containers.len());
+            for id in &o.containers {
+                match allocated.iter().position(|c| c.id == *id) {
+                    Some(i) => containers.push(allocated.remove(i)),
+                    None => tracing::warn!(gang = %o.gang_id, container = %id,
+                        "a resize offer names a container the answer does not allocate"),
+                }
+            }
+            GangOffer {
+                gang_id: o.gang_id.clone(),
+                containers,
+                from: o.from_size,
+                to: o.to_size,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

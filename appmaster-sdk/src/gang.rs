@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use spindle_common::ids::ContainerId;
 use spindle_common::records::am::{
     Container, ContainerStatus, GangPlacement, GangSpec, GangState, GangStatus, GangTimeoutPolicy,
-    ResourceRequest,
+    ResourceRequest, SizeRule,
 };
 use spindle_common::records::exception::RemoteException;
 use spindle_common::resource::Resource;
@@ -99,9 +99,83 @@ pub struct GangRequest {
     pub same_gpu_model: bool,
     /// Only nodes with this GPU model.
     pub gpu_model: Option<String>,
+    /// Set for an elastic gang (see [`GangRequest::elastic`]).
+    pub elastic: Option<Elasticity>,
+}
+
+/// How an elastic gang may be sized: the RM grants it at least `min` members whole, then
+/// grows it (resize offers) and shrinks it (resize demands) between `min` and `max`, in the
+/// sizes `rule` allows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Elasticity {
+    pub min: u32,
+    pub max: u32,
+    pub rule: SizeRule,
+    /// With [`SizeRule::MULTIPLE`]: sizes are multiples of this.
+    pub multiple: u32,
+    /// The job's throughput (any unit) by member count: the RM's speed model until the AM
+    /// reports measured values ([`AmRmClient::report_throughput`]).
+    pub throughput: BTreeMap<u32, f64>,
+}
+
+impl Elasticity {
+    /// Whether `n` members is a size the rule allows within `[min, max]`.
+    pub fn legal(&self, n: u32) -> bool {
+        (self.min..=self.max).contains(&n)
+            && match self.rule {
+                SizeRule::POWER_OF_TWO => n.is_power_of_two(),
+                SizeRule::MULTIPLE => self.multiple > 0 && n.is_multiple_of(self.multiple),
+                SizeRule::ANY => n > 0,
+            }
+    }
 }
 
 impl GangRequest {
+    /// An elastic gang of one shape: `member.count` is set to `max` (the one ask's
+    /// `numContainers`); the RM grants at least `min`. PACK, the RM's default timeout, SOFT.
+    pub fn elastic(
+        id: impl Into<String>,
+        member: GangMember,
+        min: u32,
+        max: u32,
+        rule: SizeRule,
+    ) -> Self {
+        let member = GangMember {
+            count: max,
+            ..member
+        };
+        let mut g = Self::new(id, vec![member]);
+        g.elastic = Some(Elasticity {
+            min,
+            max,
+            rule,
+            multiple: 0,
+            throughput: BTreeMap::new(),
+        });
+        g
+    }
+
+    /// With [`SizeRule::MULTIPLE`]: sizes are multiples of `k`.
+    pub fn size_multiple(mut self, k: u32) -> Self {
+        if let Some(e) = self.elastic.as_mut() {
+            e.multiple = k;
+        }
+        self
+    }
+
+    /// An elastic gang's throughput by member count (any unit, e.g. samples/s).
+    pub fn throughput(mut self, table: BTreeMap<u32, f64>) -> Self {
+        if let Some(e) = self.elastic.as_mut() {
+            e.throughput = table;
+        }
+        self
+    }
+
+    /// The fewest members the gang can be granted with (its size for a rigid gang).
+    pub fn min_size(&self) -> u32 {
+        self.elastic.as_ref().map_or_else(|| self.size(), |e| e.min)
+    }
+
     /// PACK, no node limit, the RM's default timeout, SOFT.
     pub fn new(id: impl Into<String>, members: Vec<GangMember>) -> Self {
         Self {
@@ -113,6 +187,7 @@ impl GangRequest {
             policy: GangTimeoutPolicy::SOFT,
             same_gpu_model: false,
             gpu_model: None,
+            elastic: None,
         }
     }
 
@@ -161,6 +236,20 @@ impl GangRequest {
             timeout_policy: self.policy,
             same_gpu_model: self.same_gpu_model,
             gpu_model: self.gpu_model.clone(),
+            min_containers: self.elastic.as_ref().map_or(0, |e| e.min),
+            max_containers: self.elastic.as_ref().map_or(0, |e| e.max),
+            size_rule: self.elastic.as_ref().map(|e| e.rule),
+            size_multiple: self.elastic.as_ref().map_or(0, |e| e.multiple),
+            throughput: self
+                .elastic
+                .as_ref()
+                .map(|e| {
+                    e.throughput
+                        .iter()
+                        .map(|(n, v)| (n.to_string(), *v))
+                        .collect()
+                })
+                .unwrap_or_default(),
         }
     }
 
@@ -190,6 +279,52 @@ impl GangRequest {
         }
         if i32::try_from(self.size()).is_err() {
             return bad(format!("gang '{}' asks for too many containers", self.id));
+        }
+        if let Some(e) = &self.elastic {
+            if self.members.len() != 1 {
+                return bad(format!(
+                    "elastic gang '{}' must have exactly one member shape, not {}",
+                    self.id,
+                    self.members.len()
+                ));
+            }
+            if e.min == 0 || e.min > e.max {
+                return bad(format!(
+                    "elastic gang '{}': the minimum ({}) must be from 1 to the maximum ({})",
+                    self.id, e.min, e.max
+                ));
+            }
+            if self.size() != e.max {
+                return bad(format!(
+                    "elastic gang '{}': its shape asks for {} containers, not its maximum {}",
+                    self.id,
+                    self.size(),
+                    e.max
+                ));
+            }
+            if e.rule == SizeRule::MULTIPLE && e.multiple == 0 {
+                return bad(format!(
+                    "elastic gang '{}': size rule MULTIPLE needs a size multiple",
+                    self.id
+                ));
+            }
+            if !(e.min..=e.max).any(|n| e.legal(n)) {
+                return bad(format!(
+                    "elastic gang '{}': no size from {} to {} is allowed by {:?}",
+                    self.id, e.min, e.max, e.rule
+                ));
+            }
+            if let Some((n, v)) = e
+                .throughput
+                .iter()
+                .find(|(n, v)| **n == 0 || !v.is_finite() || **v < 0.0)
+            {
+                return bad(format!(
+                    "elastic gang '{}': throughput {v} at size {n} is not a size and a \
+                     non-negative number",
+                    self.id
+                ));
+            }
         }
         Ok(())
     }
@@ -559,6 +694,71 @@ impl AmRmClient {
         true
     }
 
+    /// Asks for an elastic gang ([`GangRequest::elastic`]: one shape, `min`..`max` members,
+    /// a size rule, optionally a throughput table) and resolves when the RM has granted it
+    /// whole at some size from `min` up (the containers, in grant order). Later growth comes
+    /// as [`crate::amrm::AllocationEvent::ResizeOffered`], shrinking as
+    /// [`crate::amrm::AllocationEvent::ResizeDemanded`].
+    pub async fn request_elastic_gang(
+        &mut self,
+        req: GangRequest,
+    ) -> Result<Vec<Container>, GangError> {
+        self.request_elastic_gang_with(req, &mut |_| {}).await
+    }
+
+    /// [`AmRmClient::request_elastic_gang`], telling `on_status` each change of the RM's
+    /// status of the gang while it waits.
+    pub async fn request_elastic_gang_with(
+        &mut self,
+        req: GangRequest,
+        on_status: &mut (dyn FnMut(&GangStatus) + Send),
+    ) -> Result<Vec<Container>, GangError> {
+        if req.elastic.is_none() {
+            return Err(GangError::Invalid(format!(
+                "gang '{}' is not elastic: build it with GangRequest::elastic",
+                req.id
+            )));
+        }
+        self.request_gang_with(req, on_status).await
+    }
+
+    /// The RM grew a gang: its offered containers are members from now on.
+    pub(crate) fn gang_grown(&mut self, id: &str, containers: &[Container]) {
+        if let Some(t) = self.gangs.get_mut(id) {
+            for c in containers {
+                if t.live.insert(c.id) {
+                    t.containers.push(c.clone());
+                }
+            }
+        }
+    }
+
+    /// Declines (part of) a resize offer: the containers leave the gang and go back to the
+    /// RM with the next heartbeat.
+    pub fn decline_offer(&mut self, gang_id: &str, containers: &[ContainerId]) {
+        tracing::info!(
+            gang = gang_id,
+            containers = containers.len(),
+            "declining a resize offer"
+        );
+        self.release_members(gang_id, containers);
+    }
+
+    /// Gives members of a gang back to the RM (with the next heartbeat) without stopping
+    /// them: for a shrink, once their processes have exited (or an offer declined). The gang
+    /// goes on with the rest.
+    pub fn release_members(&mut self, gang_id: &str, containers: &[ContainerId]) {
+        if let Some(t) = self.gangs.get_mut(gang_id) {
+            t.containers.retain(|c| !containers.contains(&c.id));
+            for c in containers {
+                t.live.remove(c);
+            }
+        }
+        for c in containers {
+            self.release(*c);
+        }
+    }
+
     /// The gang as this client knows it.
     pub fn gang(&self, id: &str) -> Option<GangView> {
         self.gangs.get(id).map(GangTrack::view)
@@ -742,6 +942,7 @@ impl AmRmClient {
                 }
             }
             if s.state == GangState::ALLOCATED
+                && t.request.elastic.is_none()
                 && t.remaining.values().any(|n| *n > 0)
                 && !t.warned_short
             {
@@ -762,6 +963,31 @@ impl AmRmClient {
             for c in owned {
                 self.release(c);
             }
+        }
+        // An elastic gang is granted at a size between its minimum and its maximum, in the
+        // answer that says ALLOCATED; the RM drops the rest of the ask itself (growth comes
+        // as offers), so the table forgets it without sending.
+        let mut settled = Vec::new();
+        for (id, t) in &mut self.gangs {
+            let Some(e) = &t.request.elastic else {
+                continue;
+            };
+            let allocated = t
+                .last_status
+                .as_ref()
+                .is_some_and(|s| s.state == GangState::ALLOCATED);
+            if t.is_pending() && allocated && t.containers.len() as u32 >= e.min {
+                tracing::info!(gang = %id, size = t.containers.len(), min = e.min, max = e.max,
+                    waited_ms = t.asked_at.elapsed().as_millis() as u64, "elastic gang granted");
+                t.phase = GangPhase::Allocated;
+                for n in t.remaining.values_mut() {
+                    *n = 0;
+                }
+                settled.push(id.clone());
+            }
+        }
+        for id in settled {
+            self.table_mut().withdraw(gang_pred(&id), true);
         }
         for t in self.gangs.values_mut() {
             if t.is_pending() && t.remaining.values().all(|n| *n == 0) {

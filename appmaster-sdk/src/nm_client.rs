@@ -4,6 +4,8 @@
 //! NMs are addressed by their `nodeHttpAddress` (`host:port`, with or without `http://`),
 //! as a granted [`Container`] carries it.
 
+use std::time::Duration;
+
 use reqwest::Method;
 use serde_json::Value;
 use spindle_common::ids::{ApplicationId, ContainerId};
@@ -19,6 +21,19 @@ use crate::error::ClientError;
 use crate::http::{build_client, decode, Http};
 
 const NODE: &str = "/ws/v1/node";
+
+/// The NM's answer to [`NmClient::reinitialize_container`]: the new process runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ReinitializedContainer {
+    pub container_id: String,
+    /// When the new process started (ms since the epoch).
+    pub start_time: u64,
+    /// From the SIGTERM to the old process's end.
+    pub stopped_in_ms: u64,
+    /// Re-initializations of the container so far.
+    pub reinitializations: u32,
+}
 
 /// One log file of a container, as the NM lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -389,6 +404,44 @@ impl NmClient {
             });
         }
         Ok(())
+    }
+
+    /// `POST /ws/v1/node/containers/reinitialize` (YARN's `reInitializeContainer`): runs
+    /// `ctx` in the running container `id` in place of its process. The NM sends SIGTERM to
+    /// the container's process group, SIGKILL after `grace` (None: the NM's
+    /// `sleep-delay-before-sigkill`), and starts the new process in the same container (same
+    /// allocation, devices, work dir); the container stays RUNNING to the RM and the old
+    /// process's end is not reported as a completion. Resolves once the new process runs.
+    /// Refusals are [`ClientError::Remote`]: 404 unknown container, 409 not running or
+    /// already re-initializing, 400 a bad launch context.
+    pub async fn reinitialize_container(
+        &self,
+        node_http_address: &str,
+        id: &ContainerId,
+        ctx: ContainerLaunchContext,
+        grace: Option<Duration>,
+    ) -> Result<ReinitializedContainer, ClientError> {
+        #[derive(serde::Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Body {
+            container_id: ContainerId,
+            container_launch_context: ContainerLaunchContext,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            grace_period_ms: Option<u64>,
+        }
+        let body = Body {
+            container_id: *id,
+            container_launch_context: ctx,
+            grace_period_ms: grace.map(|g| u64::try_from(g.as_millis()).unwrap_or(u64::MAX)),
+        };
+        let path = format!("{NODE}/containers/reinitialize");
+        let http = self.at(node_http_address);
+        let (rb, url) = http.request(Method::POST, &path);
+        // The answer waits for the old process to go: up to the grace, beyond the usual
+        // request timeout.
+        let wait = grace.unwrap_or(Duration::from_secs(30)) + Duration::from_secs(60);
+        let resp = http.send_ok(rb.json(&body).timeout(wait), &url).await?;
+        decode(resp, &url).await
     }
 
     /// `GET /ws/v1/node/containers/{id}`.

@@ -760,6 +760,7 @@ async fn train_client_submits_the_training_am_and_follows_it() {
         checkpoint_dir: None,
         command: vec!["python".into(), "train.py".into()],
         worker_env: Default::default(),
+        elastic: None,
     });
     let exe = std::env::current_exe().unwrap();
     let mut lines = Vec::new();

@@ -312,6 +312,7 @@ impl Fake {
                     vec![]
                 },
                 failed_containers: g.failed.clone(),
+                ..Default::default()
             })
             .collect()
     }
@@ -1063,6 +1064,7 @@ fn train_cfg(workers: u32, max_restarts: u32) -> TrainAmConfig {
         checkpoint_dir: Some("/ckpt".into()),
         command: vec!["worker".into(), "--steps".into(), "10".into()],
         worker_env: [("EXTRA".to_string(), "1".to_string())].into(),
+        elastic: None,
     }
 }
 

@@ -17,6 +17,18 @@
 //! (they complete with -102), and asks for the gang again; the new workers resume from the
 //! checkpoint. That costs no restart. While the workers run, the AM reports the newest file
 //! of the checkpoint directory to the RM as the job's checkpoint (see [`super::checkpoint`]).
+//!
+//! An elastic job (`--min-workers A --max-workers B`) asks for one elastic gang and starts
+//! the workers at the size the RM grants. When the RM grows the gang (a resize offer) or
+//! shrinks it (a resize demand), the AM restarts the whole gang at the new size without
+//! giving its containers back: it writes the marker `.spindle-resize`, re-initializes every
+//! running worker's container with a placeholder (the NM's SIGTERM, then SIGKILL after the
+//! grace: the worker checkpoints and exits, the container stays), so that every worker has
+//! checkpointed before any starts again; gives the demanded containers back; then
+//! re-initializes the kept containers with the worker command and starts the offered ones,
+//! every worker with its new `RANK`, `WORLD_SIZE`, `MASTER_ADDR`/`MASTER_PORT` (rank 0's
+//! host, a fresh port) and `SPINDLE_RESIZE_COUNT`. A resize costs no restart. Rank 0's
+//! measured throughput (`.spindle-throughput`) goes to the RM with the current size.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -25,16 +37,20 @@ use std::path::Path;
 
 use spindle_common::ids::ContainerId;
 use spindle_common::records::am::{Container, GangState, GangStatus};
+use spindle_common::records::node::ContainerLaunchContext as Ctx;
 use spindle_common::records::node::{ContainerLaunchContext, LaunchHold, SignalContainerCommand};
 use spindle_common::states::{exit_status, FinalApplicationStatus};
 use spindle_common::time::now_ms;
 
 use super::checkpoint;
 use super::{
-    assign_ranks, placement_name, worker_env, RankInfo, TrainAmConfig, GANG_ID, WORKER_REQUEST_ID,
+    assign_ranks, placement_name, size_rule_text, worker_env, RankInfo, TrainAmConfig, GANG_ID,
+    RESIZE_COUNT, WORKER_REQUEST_ID,
 };
 use crate::am_client::AmError;
-use crate::amrm::{AmRmClient, PreemptionNotice, MAX_INTERVAL};
+use crate::amrm::{
+    AllocationEvents, AmRmClient, GangDemand, GangOffer, PreemptionNotice, MAX_INTERVAL,
+};
 use crate::dshell::am::{completion_line, finish_and_report};
 use crate::gang::{is_permanent, GangError, GangMember, GangRequest};
 use crate::nm_client::NmClient;
@@ -51,6 +67,13 @@ const CHECKPOINT_SCAN: Duration = Duration::from_secs(1);
 /// How long past the RM's deadline the AM waits for preempted workers to be reported gone
 /// before it stops what is left itself and asks for the gang again.
 const PREEMPT_GRACE: Duration = Duration::from_secs(10);
+/// How long a worker has from its SIGTERM to checkpoint and exit when the gang grows (a
+/// shrink gives it until the RM's deadline, less [`RESIZE_MARGIN`]).
+const RESIZE_GRACE: Duration = Duration::from_secs(30);
+/// Kept between a shrink's stop of the workers and the RM's deadline, for the release.
+const RESIZE_MARGIN: Duration = Duration::from_millis(1500);
+/// What a container runs between its worker's exit and its restart at the new size.
+const PARKED: &str = "exec sleep 2147483647";
 
 /// How the AM ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,11 +84,14 @@ pub struct TrainReport {
     pub attempts: u32,
     /// Gang attempts that ended in a preemption (they cost no restart).
     pub preemptions: u32,
+    /// Elastic jobs: resizes of the gang (they cost no restart either).
+    pub resizes: u32,
 }
 
 /// How one gang attempt ended.
 enum AttemptEnd {
-    Succeeded,
+    /// Every worker (this many) exited 0.
+    Succeeded(u32),
     /// A worker failed or could not start: the gang may be restarted.
     WorkerFailed(String),
     /// The RM took the gang back; its workers were told to checkpoint and have exited.
@@ -112,6 +138,14 @@ struct Attempt<'a> {
     number: u32,
     /// The attempt before this one was preempted: a gang timeout asks again.
     after_preemption: bool,
+    /// Resizes of the job so far (all attempts), what `SPINDLE_RESIZE_COUNT` says.
+    resizes: std::cell::Cell<u32>,
+}
+
+/// A resize the RM asked for, as the attempt carries it out.
+enum Resize {
+    Grow(GangOffer),
+    Shrink(GangDemand),
 }
 
 /// A preemption under way in an attempt.
@@ -127,6 +161,8 @@ struct CheckpointWatch<'a> {
     dir: Option<&'a Path>,
     scanned: Option<Instant>,
     last: Option<checkpoint::Checkpoint>,
+    /// The last throughput reported: (size, value, file mtime).
+    throughput: Option<(u32, f64, u64)>,
 }
 
 impl<'a> CheckpointWatch<'a> {
@@ -135,25 +171,42 @@ impl<'a> CheckpointWatch<'a> {
             dir: cfg.checkpoint_dir.as_deref().map(Path::new),
             scanned: None,
             last: None,
+            throughput: None,
         }
     }
 
-    /// Looks now if `force`, else if the last look is [`CHECKPOINT_SCAN`] old.
-    fn report(&mut self, amrm: &mut AmRmClient, force: bool) {
-        let Some(dir) = self.dir else { return };
+    /// Looks now if `force`, else if the last look is [`CHECKPOINT_SCAN`] old; true if it
+    /// looked.
+    fn report(&mut self, amrm: &mut AmRmClient, force: bool) -> bool {
+        let Some(dir) = self.dir else { return false };
         if !force && self.scanned.is_some_and(|t| t.elapsed() < CHECKPOINT_SCAN) {
-            return;
+            return false;
         }
         self.scanned = Some(Instant::now());
         let Some(k) = checkpoint::latest(dir) else {
-            return;
+            return true;
         };
         if self.last.as_ref() == Some(&k) {
-            return;
+            return true;
         }
         tracing::debug!(time_ms = k.time_ms, step = ?k.step, label = %k.label, "checkpoint");
         amrm.report_checkpoint(k.time_ms, k.step, Some(k.label.clone()));
         self.last = Some(k);
+        true
+    }
+
+    /// Reports rank 0's throughput file for the gang's current `size` when it changed.
+    fn report_throughput(&mut self, amrm: &mut AmRmClient, size: u32) {
+        let Some(dir) = self.dir else { return };
+        let Some((value, mtime)) = checkpoint::throughput(dir) else {
+            return;
+        };
+        if self.throughput == Some((size, value, mtime)) {
+            return;
+        }
+        tracing::info!(size, value, "throughput report");
+        amrm.report_throughput(GANG_ID, size, value);
+        self.throughput = Some((size, value, mtime));
     }
 }
 
@@ -164,7 +217,13 @@ impl Attempt<'_> {
             self.cfg.workers,
             WORKER_REQUEST_ID,
         );
-        let mut req = GangRequest::new(GANG_ID, vec![member])
+        let req = match &self.cfg.elastic {
+            Some(e) => GangRequest::elastic(GANG_ID, member, e.min, e.max, e.rule)
+                .size_multiple(e.multiple)
+                .throughput(e.throughput.clone()),
+            None => GangRequest::new(GANG_ID, vec![member]),
+        };
+        let mut req = req
             .placement(self.cfg.placement)
             .max_nodes(self.cfg.max_nodes);
         if let Some(t) = self.cfg.gang_timeout {
@@ -180,8 +239,17 @@ impl Attempt<'_> {
     ) -> Result<AttemptEnd, AmError> {
         let cfg = self.cfg;
         let n = cfg.workers;
+        let how_many = match &cfg.elastic {
+            Some(e) => format!(
+                "{} to {} elastic workers (sizes {})",
+                e.min,
+                e.max,
+                size_rule_text(e.rule, e.multiple)
+            ),
+            None => format!("{n} workers"),
+        };
         let mut asked = format!(
-            "gang {GANG_ID} attempt {}: asking for {n} workers of {} (placement {}",
+            "gang {GANG_ID} attempt {}: asking for {how_many} of {} (placement {}",
             self.number,
             cfg.worker_resources,
             placement_name(cfg.placement)
@@ -224,6 +292,7 @@ impl Attempt<'_> {
             }
         };
         let ranks = assign_ranks(&containers);
+        let n = ranks.len() as u32;
         let nodes: BTreeSet<String> = ranks
             .iter()
             .map(|r| r.container.node_id.to_string())
@@ -258,10 +327,23 @@ impl Attempt<'_> {
                 ));
             }
         }
-        if let Some(failure) = self.start_all(&ranks, &master_addr, port, out).await {
+        if let Some(failure) = self.start_all(&ranks, n, &master_addr, port, out).await {
             return Ok(AttemptEnd::WorkerFailed(failure));
         }
         self.watch(amrm, &ranks, out).await
+    }
+
+    /// One worker's launch context at this size.
+    fn worker_ctx(&self, r: &RankInfo, n: u32, master_addr: &str, port: u16) -> Ctx {
+        let mut environment = worker_env(self.cfg, r, n, master_addr, port, self.number);
+        if self.cfg.elastic.is_some() {
+            environment.insert(RESIZE_COUNT.into(), self.resizes.get().to_string());
+        }
+        Ctx {
+            commands: vec![self.cfg.command_line()],
+            environment,
+            local_resources: BTreeMap::new(),
+        }
     }
 
     async fn free_port(&self, master: &Container) -> Result<u16, crate::ClientError> {
@@ -284,21 +366,18 @@ impl Attempt<'_> {
     async fn start_all(
         &self,
         ranks: &[RankInfo],
+        n: u32,
         master_addr: &str,
         port: u16,
         out: &mut (dyn FnMut(&str) + Send),
     ) -> Option<String> {
-        let n = self.cfg.workers;
-        let command = self.cfg.command_line();
         let members: Vec<(Container, ContainerLaunchContext)> = ranks
             .iter()
             .map(|r| {
-                let ctx = ContainerLaunchContext {
-                    commands: vec![command.clone()],
-                    environment: worker_env(self.cfg, r, n, master_addr, port, self.number),
-                    local_resources: BTreeMap::new(),
-                };
-                (r.container.clone(), ctx)
+                (
+                    r.container.clone(),
+                    self.worker_ctx(r, n, master_addr, port),
+                )
             })
             .collect();
         let hold = LaunchHold {
@@ -344,26 +423,29 @@ impl Attempt<'_> {
     }
 
     /// Heartbeats until every worker exited 0, one did not, or the gang was preempted and
-    /// its workers have exited.
+    /// its workers have exited. An elastic gang is resized here when the RM asks.
     async fn watch(
         &self,
         amrm: &mut AmRmClient,
         ranks: &[RankInfo],
         out: &mut (dyn FnMut(&str) + Send),
     ) -> Result<AttemptEnd, AmError> {
-        let n = self.cfg.workers;
-        let current: BTreeMap<ContainerId, &RankInfo> =
-            ranks.iter().map(|r| (r.container.id, r)).collect();
+        let mut ranks: Vec<RankInfo> = ranks.to_vec();
+        let mut n = ranks.len() as u32;
+        let mut current: BTreeMap<ContainerId, RankInfo> =
+            ranks.iter().map(|r| (r.container.id, r.clone())).collect();
         let mut done: BTreeSet<ContainerId> = BTreeSet::new();
         // Workers that ended after the preemption notice.
         let mut gone: BTreeSet<ContainerId> = BTreeSet::new();
         let mut preempting: Option<Preempting> = None;
         let mut checkpoints = CheckpointWatch::new(self.cfg);
         let mut failing_since: Option<Instant> = None;
+        // Heard during a resize, handled next.
+        let mut carried: Option<AllocationEvents> = None;
         // Whatever the gang call heard meanwhile is handed out by this first poll.
         loop {
             if preempting.is_none() && done.len() as u32 >= n {
-                return Ok(AttemptEnd::Succeeded);
+                return Ok(AttemptEnd::Succeeded(n));
             }
             if let Some(p) = &preempting {
                 let ended = |id: &ContainerId| done.contains(id) || gone.contains(id);
@@ -385,23 +467,29 @@ impl Attempt<'_> {
                     return Ok(AttemptEnd::Preempted);
                 }
             } else {
-                checkpoints.report(amrm, false);
+                let due = checkpoints.report(amrm, false);
+                if due && self.cfg.elastic.is_some() {
+                    checkpoints.report_throughput(amrm, n);
+                }
             }
-            let ev = match amrm.poll().await {
-                Ok(ev) => {
-                    failing_since = None;
-                    ev
-                }
-                Err(AmError::Client(e)) => {
-                    let since = *failing_since.get_or_insert_with(Instant::now);
-                    if is_permanent(&e) || since.elapsed() >= RM_UNREACHABLE_LIMIT {
-                        return Err(AmError::Client(e));
+            let ev = match carried.take() {
+                Some(ev) => ev,
+                None => match amrm.poll().await {
+                    Ok(ev) => {
+                        failing_since = None;
+                        ev
                     }
-                    tracing::warn!(error = %e, "heartbeat failed; retrying");
-                    tokio::time::sleep(MAX_INTERVAL).await;
-                    continue;
-                }
-                Err(e) => return Err(e),
+                    Err(AmError::Client(e)) => {
+                        let since = *failing_since.get_or_insert_with(Instant::now);
+                        if is_permanent(&e) || since.elapsed() >= RM_UNREACHABLE_LIMIT {
+                            return Err(AmError::Client(e));
+                        }
+                        tracing::warn!(error = %e, "heartbeat failed; retrying");
+                        tokio::time::sleep(MAX_INTERVAL).await;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                },
             };
             for c in ev.allocated {
                 out(&format!(
@@ -427,11 +515,58 @@ impl Attempt<'_> {
                     );
                 }
             }
+            let mut resize: Option<Resize> = None;
+            for d in ev.demands.into_iter().filter(|d| d.gang_id == GANG_ID) {
+                if preempting.is_some() || !done.is_empty() || resize.is_some() {
+                    out(&format!(
+                        "gang {GANG_ID} asked to shrink {} -> {}: not resizing now (the \
+                         workers are {}); the ResourceManager takes the containers at its \
+                         deadline",
+                        d.from,
+                        d.to,
+                        if preempting.is_some() {
+                            "preempted"
+                        } else if resize.is_some() {
+                            "being resized"
+                        } else {
+                            "finishing"
+                        }
+                    ));
+                    continue;
+                }
+                resize = Some(Resize::Shrink(d));
+            }
+            for o in ev.offers.into_iter().filter(|o| o.gang_id == GANG_ID) {
+                let ids: Vec<ContainerId> = o.containers.iter().map(|c| c.id).collect();
+                if self.cfg.elastic.is_none()
+                    || preempting.is_some()
+                    || !done.is_empty()
+                    || resize.is_some()
+                {
+                    out(&format!(
+                        "gang {GANG_ID} offered to grow {} -> {}: declined (the workers are {})",
+                        o.from,
+                        o.to,
+                        if self.cfg.elastic.is_none() {
+                            "not elastic"
+                        } else if preempting.is_some() {
+                            "preempted"
+                        } else if resize.is_some() {
+                            "being resized"
+                        } else {
+                            "finishing"
+                        }
+                    ));
+                    amrm.decline_offer(GANG_ID, &ids);
+                    continue;
+                }
+                resize = Some(Resize::Grow(o));
+            }
             let mut failure = None;
             for s in &ev.completed {
                 let Some(r) = current.get(&s.container_id) else {
                     tracing::info!(container = %s.container_id, exit_status = s.exit_status,
-                        "a container of an earlier attempt completed");
+                        "a container of an earlier attempt or size completed");
                     continue;
                 };
                 let node = r.container.node_id.to_string();
@@ -490,12 +625,241 @@ impl Attempt<'_> {
             }
             amrm.set_progress(done.len() as f32 / n.max(1) as f32);
             if let Some(f) = failure {
+                if let Some(Resize::Grow(o)) = resize {
+                    let ids: Vec<ContainerId> = o.containers.iter().map(|c| c.id).collect();
+                    amrm.decline_offer(GANG_ID, &ids);
+                }
                 return Ok(AttemptEnd::WorkerFailed(f));
+            }
+            if let (Some(rs), None) = (resize, &preempting) {
+                match self.resize(amrm, &ranks, rs, &mut checkpoints, out).await {
+                    Ok(new_ranks) => {
+                        ranks = new_ranks;
+                        n = ranks.len() as u32;
+                        current = ranks.iter().map(|r| (r.container.id, r.clone())).collect();
+                        done.clear();
+                        // Send the releases now and take what came meanwhile.
+                        match amrm.poll().await {
+                            Ok(ev) => carried = Some(ev),
+                            Err(e) => tracing::warn!(error = %e, "heartbeat after a resize"),
+                        }
+                        continue;
+                    }
+                    Err(f) => return Ok(AttemptEnd::WorkerFailed(f)),
+                }
             }
             if preempting.is_some() || (done.len() as u32) < n {
                 tokio::time::sleep(amrm.next_interval()).await;
             }
         }
+    }
+
+    /// Restarts the whole gang at its new size (see the module doc): every running worker
+    /// checkpoints and exits (its container re-initialized with a placeholder), demanded
+    /// containers go back, then every worker starts with its new rank. The new ranks, or why
+    /// the gang cannot go on (a failure: the attempt restarts the gang).
+    async fn resize(
+        &self,
+        amrm: &mut AmRmClient,
+        ranks: &[RankInfo],
+        resize: Resize,
+        checkpoints: &mut CheckpointWatch<'_>,
+        out: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<Vec<RankInfo>, String> {
+        let started = Instant::now();
+        let from = ranks.len() as u32;
+        let (leaving, joining, deadline_ms): (BTreeSet<ContainerId>, Vec<Container>, u64) =
+            match &resize {
+                Resize::Grow(o) => (
+                    BTreeSet::new(),
+                    o.containers.clone(),
+                    now_ms().saturating_add(RESIZE_GRACE.as_millis() as u64),
+                ),
+                Resize::Shrink(d) => (
+                    d.containers
+                        .iter()
+                        .filter(|c| ranks.iter().any(|r| r.container.id == **c))
+                        .copied()
+                        .collect(),
+                    Vec::new(),
+                    d.deadline_ms,
+                ),
+            };
+        let kept: Vec<Container> = ranks
+            .iter()
+            .filter(|r| !leaving.contains(&r.container.id))
+            .map(|r| r.container.clone())
+            .collect();
+        let to = (kept.len() + joining.len()) as u32;
+        if to == 0 {
+            return Err(format!(
+                "gang {GANG_ID} was asked to shrink to no worker at all"
+            ));
+        }
+        let left = deadline_ms.saturating_sub(now_ms());
+        let grace = match &resize {
+            Resize::Grow(_) => RESIZE_GRACE,
+            Resize::Shrink(_) => Duration::from_millis(left)
+                .saturating_sub(RESIZE_MARGIN)
+                .clamp(Duration::from_millis(100), RESIZE_GRACE),
+        };
+        if let Some(dir) = &self.cfg.checkpoint_dir {
+            if let Err(e) = checkpoint::write_resize_marker(Path::new(dir), from, to, deadline_ms) {
+                out(&format!(
+                    "cannot write the resize marker in {dir}: {e}; the workers will take the \
+                     SIGTERM for a preemption"
+                ));
+            }
+        }
+        match &resize {
+            Resize::Grow(o) => {
+                let nodes: BTreeSet<String> =
+                    o.containers.iter().map(|c| c.node_id.to_string()).collect();
+                out(&format!(
+                    "gang {GANG_ID} grown {from} -> {to}: {} new worker(s) on {}; asking the \
+                     {from} running workers to checkpoint and exit",
+                    o.containers.len(),
+                    nodes.into_iter().collect::<Vec<_>>().join(", ")
+                ));
+            }
+            Resize::Shrink(_) => {
+                amrm.acknowledge_preemption(left);
+                out(&format!(
+                    "gang {GANG_ID} shrunk {from} -> {to} (deadline in {left} ms): asking the \
+                     {from} running workers to checkpoint and exit; {} container(s) go back",
+                    leaving.len()
+                ));
+            }
+        }
+        // 1. Every running worker checkpoints and exits; its container stays, parked.
+        let parked = Ctx {
+            commands: vec![PARKED.into()],
+            environment: BTreeMap::new(),
+            local_resources: BTreeMap::new(),
+        };
+        let stops = futures::future::join_all(ranks.iter().map(|r| {
+            let ctx = parked.clone();
+            async move {
+                let c = &r.container;
+                let res = self
+                    .nm
+                    .reinitialize_container(&c.node_http_address, &c.id, ctx, Some(grace))
+                    .await;
+                (r, res)
+            }
+        }))
+        .await;
+        let mut failure = None;
+        for (r, res) in stops {
+            if let Err(e) = res {
+                let l = format!(
+                    "worker rank {} could not be stopped for the resize in container {} on {}: {e}",
+                    r.rank, r.container.id, r.container.node_id
+                );
+                out(&l);
+                failure.get_or_insert(l);
+            }
+        }
+        if let Some(f) = failure {
+            if let Resize::Grow(o) = &resize {
+                let ids: Vec<ContainerId> = o.containers.iter().map(|c| c.id).collect();
+                amrm.decline_offer(GANG_ID, &ids);
+            }
+            return Err(f);
+        }
+        out(&format!(
+            "all {from} workers checkpointed and exited in {} ms",
+            started.elapsed().as_millis()
+        ));
+        checkpoints.report(amrm, true);
+        if let Some(dir) = &self.cfg.checkpoint_dir {
+            // A throughput measured at the old size is not this size's.
+            let _ = checkpoint::remove_file(Path::new(dir), checkpoint::THROUGHPUT_FILE);
+        }
+        // 2. The demanded containers go back (their workers have exited).
+        if !leaving.is_empty() {
+            let ids: Vec<ContainerId> = leaving.iter().copied().collect();
+            amrm.release_members(GANG_ID, &ids);
+        }
+        // 3. Every worker starts again at the new size.
+        let all: Vec<Container> = kept.iter().chain(joining.iter()).cloned().collect();
+        let new_ranks = assign_ranks(&all);
+        let Some(master) = new_ranks.first().map(|r| r.container.clone()) else {
+            return Err("the resized gang is empty".into());
+        };
+        let port = self.free_port(&master).await.map_err(|e| {
+            format!(
+                "cannot get a free port on rank 0's node {}: {e}",
+                master.node_id
+            )
+        })?;
+        let master_addr = master.node_id.host.clone();
+        self.resizes.set(self.resizes.get() + 1);
+        if let Some(dir) = &self.cfg.checkpoint_dir {
+            if let Err(e) = checkpoint::remove_file(Path::new(dir), checkpoint::RESIZE_MARKER) {
+                out(&format!("cannot remove the resize marker in {dir}: {e}"));
+            }
+        }
+        out(&format!(
+            "rendezvous: MASTER_ADDR={master_addr} MASTER_PORT={port} WORLD_SIZE={to} \
+             (resize {})",
+            self.resizes.get()
+        ));
+        let joining_ids: BTreeSet<ContainerId> = joining.iter().map(|c| c.id).collect();
+        let restarts = futures::future::join_all(
+            new_ranks
+                .iter()
+                .filter(|r| !joining_ids.contains(&r.container.id))
+                .map(|r| {
+                    let ctx = self.worker_ctx(r, to, &master_addr, port);
+                    async move {
+                        let c = &r.container;
+                        let res = self
+                            .nm
+                            .reinitialize_container(&c.node_http_address, &c.id, ctx, None)
+                            .await;
+                        (r, res.map(|_| ()))
+                    }
+                }),
+        );
+        let fresh: Vec<RankInfo> = new_ranks
+            .iter()
+            .filter(|r| joining_ids.contains(&r.container.id))
+            .cloned()
+            .collect();
+        let (restarted, failure) = futures::join!(restarts, async {
+            if fresh.is_empty() {
+                None
+            } else {
+                self.start_all(&fresh, to, &master_addr, port, out).await
+            }
+        });
+        let mut failure = failure;
+        for (r, res) in restarted {
+            match res {
+                Ok(()) => out(&format!(
+                    "worker rank {} restarted in container {} on node {} (local rank {} of {})",
+                    r.rank, r.container.id, r.container.node_id, r.local_rank, r.local_world_size
+                )),
+                Err(e) => {
+                    let l = format!(
+                        "worker rank {} could not be restarted in container {} on {}: {e}",
+                        r.rank, r.container.id, r.container.node_id
+                    );
+                    out(&l);
+                    failure.get_or_insert(l);
+                }
+            }
+        }
+        if let Some(f) = failure {
+            return Err(f);
+        }
+        out(&format!(
+            "gang {GANG_ID} runs at {to} workers (resize {} done in {} ms)",
+            self.resizes.get(),
+            started.elapsed().as_millis()
+        ));
+        Ok(new_ranks)
     }
 
     /// The RM's notice names this gang: the marker with the deadline for the workers,
@@ -579,6 +943,7 @@ pub async fn run_am(
         diagnostics: String::new(),
         attempts: 0,
         preemptions: 0,
+        resizes: 0,
     };
     if !max.is_zero() && too_big {
         report.diagnostics = format!(
@@ -604,9 +969,14 @@ pub async fn run_am(
             nm,
             number: 1,
             after_preemption: false,
+            resizes: std::cell::Cell::new(0),
         };
         amrm.adopt_gang(probe.gang_request(), previous.clone());
-        if previous.len() as u32 == cfg.workers {
+        let whole = match &cfg.elastic {
+            Some(e) => (e.min..=e.max).contains(&(previous.len() as u32)),
+            None => previous.len() as u32 == cfg.workers,
+        };
+        if whole {
             out(&format!(
                 "took over the running gang of {} workers from the previous AM attempt",
                 previous.len()
@@ -644,18 +1014,20 @@ pub async fn run_am(
             nm,
             number: report.attempts,
             after_preemption,
+            resizes: std::cell::Cell::new(report.resizes),
         };
         let end = match adopted.take() {
             Some(ranks) => attempt.watch(amrm, &ranks, out).await?,
             None => attempt.run(amrm, out).await?,
         };
+        report.resizes = attempt.resizes.get();
         after_preemption = matches!(end, AttemptEnd::Preempted);
         match end {
-            AttemptEnd::Succeeded => {
+            AttemptEnd::Succeeded(n) => {
                 report.final_status = FinalApplicationStatus::SUCCEEDED;
                 out(&format!(
-                    "all {} workers of attempt {} exited 0",
-                    cfg.workers, report.attempts
+                    "all {n} workers of attempt {} exited 0",
+                    report.attempts
                 ));
                 break;
             }
@@ -753,6 +1125,7 @@ mod tests {
             diagnostics: "needs 16 GPUs; the best fit now is 12".into(),
             reserved_nodes: vec!["a:1".parse().unwrap(), "b:1".parse().unwrap()],
             failed_containers: vec![],
+            ..Default::default()
         };
         assert_eq!(
             status_line(&s),

@@ -11,6 +11,12 @@
 //!   that want to know how long they have after their SIGTERM. The AM removes it before it
 //!   starts the workers again.
 //!
+//! - For an elastic job it *writes* the resize marker [`RESIZE_MARKER`] before it stops the
+//!   workers for a resize (lines `SPINDLE_RESIZE_FROM=<n>`, `SPINDLE_RESIZE_TO=<n>`,
+//!   `SPINDLE_RESIZE_DEADLINE_MS=<ms>`), and removes it before the workers start again at
+//!   the new size; it *reads* [`THROUGHPUT_FILE`] (a number, units per second, written by
+//!   rank 0) and reports it to the RM for the current size.
+//!
 //! The directory is read as a local path on the AM's node (a shared filesystem in a real
 //! cluster); a directory that cannot be read simply gives no checkpoint.
 
@@ -81,6 +87,51 @@ pub fn step(dir: &Path) -> Option<u64> {
         .trim()
         .parse()
         .ok()
+}
+
+/// The resize marker's file name (elastic jobs).
+pub const RESIZE_MARKER: &str = ".spindle-resize";
+/// The file rank 0 writes its measured throughput to (a number, units per second).
+pub const THROUGHPUT_FILE: &str = ".spindle-throughput";
+
+/// The resize marker's content.
+pub fn resize_marker_text(from: u32, to: u32, deadline_ms: u64) -> String {
+    format!("SPINDLE_RESIZE_FROM={from}\nSPINDLE_RESIZE_TO={to}\nSPINDLE_RESIZE_DEADLINE_MS={deadline_ms}\n")
+}
+
+/// Writes the resize marker (through a temporary file and a rename).
+pub fn write_resize_marker(
+    dir: &Path,
+    from: u32,
+    to: u32,
+    deadline_ms: u64,
+) -> std::io::Result<()> {
+    let tmp = dir.join(format!("{RESIZE_MARKER}.tmp"));
+    std::fs::write(&tmp, resize_marker_text(from, to, deadline_ms))?;
+    std::fs::rename(&tmp, dir.join(RESIZE_MARKER))
+}
+
+/// Removes `name` in `dir`; a missing file is not an error.
+pub fn remove_file(dir: &Path, name: &str) -> std::io::Result<()> {
+    match std::fs::remove_file(dir.join(name)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// The number in [`THROUGHPUT_FILE`] and the file's mtime (ms), if it holds a finite
+/// non-negative number.
+pub fn throughput(dir: &Path) -> Option<(f64, u64)> {
+    let p = dir.join(THROUGHPUT_FILE);
+    let v: f64 = std::fs::read_to_string(&p).ok()?.trim().parse().ok()?;
+    let mtime = std::fs::metadata(&p)
+        .ok()?
+        .modified()
+        .ok()?
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))?;
+    (v.is_finite() && v >= 0.0).then_some((v, mtime))
 }
 
 pub fn marker_path(dir: &Path) -> PathBuf {
@@ -163,5 +214,24 @@ mod tests {
         remove_marker(d.path()).expect("remove again");
         assert!(!marker_path(d.path()).exists());
         assert!(write_marker(&d.path().join("missing"), 1).is_err());
+    }
+
+    #[test]
+    fn the_resize_marker_and_the_throughput_file() {
+        let d = tempfile::tempdir().expect("tempdir");
+        write_resize_marker(d.path(), 8, 4, 77).expect("write");
+        assert_eq!(
+            std::fs::read_to_string(d.path().join(RESIZE_MARKER)).expect("read"),
+            "SPINDLE_RESIZE_FROM=8\nSPINDLE_RESIZE_TO=4\nSPINDLE_RESIZE_DEADLINE_MS=77\n"
+        );
+        remove_file(d.path(), RESIZE_MARKER).expect("remove");
+        remove_file(d.path(), RESIZE_MARKER).expect("remove again");
+        assert_eq!(throughput(d.path()), None);
+        std::fs::write(d.path().join(THROUGHPUT_FILE), "576.25\n").expect("write");
+        assert_eq!(throughput(d.path()).map(|t| t.0), Some(576.25));
+        std::fs::write(d.path().join(THROUGHPUT_FILE), "fast").expect("write");
+        assert_eq!(throughput(d.path()), None);
+        // Never mistaken for a checkpoint.
+        assert_eq!(latest(d.path()), None);
     }
 }

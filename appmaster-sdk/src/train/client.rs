@@ -63,10 +63,16 @@ impl TrainOptions {
             timeout: self.timeout,
             asks: vec![("worker", &self.am.worker_resources)],
             submitted_as: "training application",
-            submitted_detail: format!(
-                " ({} workers of {})",
-                self.am.workers, self.am.worker_resources
-            ),
+            submitted_detail: match &self.am.elastic {
+                Some(e) => format!(
+                    " ({} to {} elastic workers of {})",
+                    e.min, e.max, self.am.worker_resources
+                ),
+                None => format!(
+                    " ({} workers of {})",
+                    self.am.workers, self.am.worker_resources
+                ),
+            },
         }
     }
 }
@@ -113,6 +119,7 @@ mod tests {
             checkpoint_dir: None,
             command: vec!["/bin/worker".into(), "--x".into()],
             worker_env: BTreeMap::new(),
+            elastic: None,
         });
         let v = serde_json::to_value(build_submission(&opts, &id, &exe)).unwrap();
         assert_eq!(v["application-type"], "SPINDLE_TRAIN");

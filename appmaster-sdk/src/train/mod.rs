@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use spindle_common::ids::NodeId;
-use spindle_common::records::am::{Container, GangPlacement};
+use spindle_common::records::am::{Container, GangPlacement, SizeRule};
 use spindle_common::records::resource::parse_resource_list;
 use spindle_common::resource::Resource;
 
@@ -43,6 +43,14 @@ pub const ENV_CHECKPOINT_DIR: &str = "SPINDLE_TRAIN_CHECKPOINT_DIR";
 pub const ENV_COMMAND: &str = "SPINDLE_TRAIN_COMMAND";
 /// Extra worker environment as a JSON object of strings.
 pub const ENV_WORKER_ENV: &str = "SPINDLE_TRAIN_WORKER_ENV";
+/// Elastic jobs: the fewest workers (with [`ENV_MAX_WORKERS`]).
+pub const ENV_MIN_WORKERS: &str = "SPINDLE_TRAIN_MIN_WORKERS";
+/// Elastic jobs: the most workers.
+pub const ENV_MAX_WORKERS: &str = "SPINDLE_TRAIN_MAX_WORKERS";
+/// Elastic jobs: `power_of_two` (default), `any` or `multiple:K`.
+pub const ENV_SIZE_RULE: &str = "SPINDLE_TRAIN_SIZE_RULE";
+/// Elastic jobs: the throughput table, `1:318.0;2:576.2`.
+pub const ENV_THROUGHPUT: &str = "SPINDLE_TRAIN_THROUGHPUT";
 
 /// YARN application type of these applications.
 pub const APPLICATION_TYPE: &str = "SPINDLE_TRAIN";
@@ -64,6 +72,115 @@ pub const MASTER_ADDR: &str = "MASTER_ADDR";
 pub const MASTER_PORT: &str = "MASTER_PORT";
 pub const GANG_ATTEMPT: &str = "SPINDLE_GANG_ATTEMPT";
 pub const CHECKPOINT_DIR: &str = "SPINDLE_CHECKPOINT_DIR";
+/// Elastic jobs: how many times the gang was resized so far (0 at the first start).
+pub const RESIZE_COUNT: &str = "SPINDLE_RESIZE_COUNT";
+
+/// An elastic job's sizes (`spindle train --min-workers A --max-workers B`): the gang is
+/// granted at a size from `min` up and grown and shrunk by the RM within `[min, max]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElasticWorkers {
+    pub min: u32,
+    pub max: u32,
+    pub rule: SizeRule,
+    /// With [`SizeRule::MULTIPLE`]: sizes are multiples of this.
+    pub multiple: u32,
+    /// Throughput (units per second) by worker count, the RM's speed model.
+    pub throughput: BTreeMap<u32, f64>,
+}
+
+/// `power_of_two` / `power-of-two` / `pow2`, `any`, `multiple:K` (any case).
+pub fn parse_size_rule(s: &str) -> Result<(SizeRule, u32), String> {
+    let t = s.trim().to_ascii_lowercase().replace('-', "_");
+    if let Some(k) = t.strip_prefix("multiple:") {
+        let k: u32 = k
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}': the multiple must be a whole number"))?;
+        if k == 0 {
+            return Err(format!("'{s}': the multiple must be at least 1"));
+        }
+        return Ok((SizeRule::MULTIPLE, k));
+    }
+    match t.as_str() {
+        "power_of_two" | "pow2" => Ok((SizeRule::POWER_OF_TWO, 0)),
+        "any" => Ok((SizeRule::ANY, 0)),
+        _ => Err(format!(
+            "'{s}' is not a size rule: use power_of_two, any or multiple:K"
+        )),
+    }
+}
+
+/// The text [`parse_size_rule`] reads.
+pub fn size_rule_text(rule: SizeRule, multiple: u32) -> String {
+    match rule {
+        SizeRule::POWER_OF_TWO => "power_of_two".into(),
+        SizeRule::ANY => "any".into(),
+        SizeRule::MULTIPLE => format!("multiple:{multiple}"),
+    }
+}
+
+/// `1:318.0;2:576.2;4:1152.4` (sizes and non-negative numbers; `,` also separates).
+pub fn parse_throughput(s: &str) -> Result<BTreeMap<u32, f64>, String> {
+    let mut out = BTreeMap::new();
+    for part in s.split([';', ',']).map(str::trim).filter(|p| !p.is_empty()) {
+        let (n, v) = part
+            .split_once(':')
+            .ok_or_else(|| format!("'{part}': expected SIZE:THROUGHPUT"))?;
+        let n: u32 = n
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{part}': the size must be a whole number"))?;
+        let v: f64 = v
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{part}': the throughput must be a number"))?;
+        if n == 0 || !v.is_finite() || v < 0.0 {
+            return Err(format!(
+                "'{part}': the size must be at least 1 and the throughput a non-negative number"
+            ));
+        }
+        out.insert(n, v);
+    }
+    Ok(out)
+}
+
+/// The text [`parse_throughput`] reads.
+pub fn throughput_text(t: &BTreeMap<u32, f64>) -> String {
+    t.iter()
+        .map(|(n, v)| format!("{n}:{v}"))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+impl ElasticWorkers {
+    /// Checks the sizes: `1 <= min <= max`, a legal size between them, a multiple for
+    /// MULTIPLE.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.min == 0 || self.min > self.max {
+            return Err(format!(
+                "the minimum ({}) must be from 1 to the maximum ({})",
+                self.min, self.max
+            ));
+        }
+        if self.rule == SizeRule::MULTIPLE && self.multiple == 0 {
+            return Err("size rule multiple needs a multiple of at least 1".into());
+        }
+        let legal = |n: u32| match self.rule {
+            SizeRule::POWER_OF_TWO => n.is_power_of_two(),
+            SizeRule::MULTIPLE => n.is_multiple_of(self.multiple),
+            SizeRule::ANY => true,
+        };
+        if !(self.min..=self.max).any(legal) {
+            return Err(format!(
+                "no size from {} to {} is allowed by size rule {}",
+                self.min,
+                self.max,
+                size_rule_text(self.rule, self.multiple)
+            ));
+        }
+        Ok(())
+    }
+}
 
 /// What the AM is asked to do.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,6 +198,8 @@ pub struct TrainAmConfig {
     /// Program and arguments.
     pub command: Vec<String>,
     pub worker_env: BTreeMap<String, String>,
+    /// Set for an elastic job (then `workers` is its maximum).
+    pub elastic: Option<ElasticWorkers>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -150,6 +269,14 @@ impl TrainAmConfig {
         }
         if let Some(d) = &self.checkpoint_dir {
             out.push((ENV_CHECKPOINT_DIR.into(), d.clone()));
+        }
+        if let Some(e) = &self.elastic {
+            out.push((ENV_MIN_WORKERS.into(), e.min.to_string()));
+            out.push((ENV_MAX_WORKERS.into(), e.max.to_string()));
+            out.push((ENV_SIZE_RULE.into(), size_rule_text(e.rule, e.multiple)));
+            if !e.throughput.is_empty() {
+                out.push((ENV_THROUGHPUT.into(), throughput_text(&e.throughput)));
+            }
         }
         out
     }
@@ -225,6 +352,36 @@ impl TrainAmConfig {
             None => BTreeMap::new(),
         };
         let checkpoint_dir = lookup(ENV_CHECKPOINT_DIR).filter(|d| !d.trim().is_empty());
+        let elastic = match (lookup(ENV_MIN_WORKERS), lookup(ENV_MAX_WORKERS)) {
+            (None, None) => None,
+            (Some(a), Some(b)) => {
+                let min = u32::try_from(number(ENV_MIN_WORKERS, &a)?)
+                    .map_err(|_| invalid(ENV_MIN_WORKERS, &a, "too large".into()))?;
+                let max = u32::try_from(number(ENV_MAX_WORKERS, &b)?)
+                    .map_err(|_| invalid(ENV_MAX_WORKERS, &b, "too large".into()))?;
+                let (rule, multiple) = match lookup(ENV_SIZE_RULE) {
+                    Some(r) => parse_size_rule(&r).map_err(|e| invalid(ENV_SIZE_RULE, &r, e))?,
+                    None => (SizeRule::POWER_OF_TWO, 0),
+                };
+                let throughput = match lookup(ENV_THROUGHPUT) {
+                    Some(t) => parse_throughput(&t).map_err(|e| invalid(ENV_THROUGHPUT, &t, e))?,
+                    None => BTreeMap::new(),
+                };
+                let e = ElasticWorkers {
+                    min,
+                    max,
+                    rule,
+                    multiple,
+                    throughput,
+                };
+                e.validate()
+                    .map_err(|r| invalid(ENV_MIN_WORKERS, &format!("{min}..{max}"), r))?;
+                Some(e)
+            }
+            (Some(_), None) => return Err(TrainConfigError::Missing(ENV_MAX_WORKERS)),
+            (None, Some(_)) => return Err(TrainConfigError::Missing(ENV_MIN_WORKERS)),
+        };
+        let workers = elastic.as_ref().map_or(workers, |e| e.max);
         Ok(Self {
             workers,
             worker_resources,
@@ -235,6 +392,7 @@ impl TrainAmConfig {
             checkpoint_dir,
             command,
             worker_env,
+            elastic,
         })
     }
 
@@ -347,7 +505,56 @@ mod tests {
             checkpoint_dir: Some("/ckpt/run 1".into()),
             command: vec!["python".into(), "train.py".into(), "--lr=0.1".into()],
             worker_env: BTreeMap::from([("A".into(), "b c".into())]),
+            elastic: None,
         }
+    }
+
+    #[test]
+    fn an_elastic_config_round_trips_and_its_words_parse() {
+        let mut c = cfg();
+        c.workers = 8;
+        c.elastic = Some(ElasticWorkers {
+            min: 2,
+            max: 8,
+            rule: SizeRule::MULTIPLE,
+            multiple: 2,
+            throughput: BTreeMap::from([(1, 318.0), (2, 576.2)]),
+        });
+        let env: HashMap<String, String> = c.to_env().into_iter().collect();
+        assert_eq!(env[ENV_SIZE_RULE], "multiple:2");
+        assert_eq!(env[ENV_THROUGHPUT], "1:318;2:576.2");
+        assert_eq!(
+            TrainAmConfig::from_lookup(|k| env.get(k).cloned()).unwrap(),
+            c
+        );
+        assert_eq!(
+            parse_size_rule("POWER-OF-TWO"),
+            Ok((SizeRule::POWER_OF_TWO, 0))
+        );
+        assert_eq!(parse_size_rule("Any"), Ok((SizeRule::ANY, 0)));
+        assert!(parse_size_rule("multiple:0").is_err());
+        assert!(parse_size_rule("odd").is_err());
+        assert_eq!(
+            parse_throughput("1:318.0; 2:576.2;4:1152.4;8:2177.8")
+                .unwrap()
+                .len(),
+            4
+        );
+        for bad in ["1", "0:3", "x:1", "1:-2", "2:fast"] {
+            assert!(parse_throughput(bad).is_err(), "{bad}");
+        }
+        let e = |min, max, rule, multiple| ElasticWorkers {
+            min,
+            max,
+            rule,
+            multiple,
+            throughput: BTreeMap::new(),
+        };
+        assert!(e(2, 8, SizeRule::POWER_OF_TWO, 0).validate().is_ok());
+        assert!(e(5, 7, SizeRule::POWER_OF_TWO, 0).validate().is_err());
+        assert!(e(3, 2, SizeRule::ANY, 0).validate().is_err());
+        assert!(e(1, 5, SizeRule::MULTIPLE, 0).validate().is_err());
+        assert!(e(5, 7, SizeRule::MULTIPLE, 4).validate().is_err());
     }
 
     #[test]

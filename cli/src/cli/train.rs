@@ -14,11 +14,14 @@ use super::launch::{
 };
 use super::{parse_or_usage, usage_error, EXIT_OK};
 use spindle_appmaster_sdk::train::{
-    parse_placement, run_am, TrainAmConfig, TrainOptions, DEFAULT_MAX_RESTARTS,
+    parse_placement, parse_size_rule, parse_throughput, run_am, ElasticWorkers, TrainAmConfig,
+    TrainOptions, DEFAULT_MAX_RESTARTS,
 };
+use spindle_common::records::am::SizeRule;
 
 pub const USAGE: &str = "\
 usage: spindle train --workers N --worker-resources LIST [options] -- CMD [ARGS...]
+       spindle train --min-workers A --max-workers B --worker-resources LIST [options] -- CMD
 Runs CMD in N workers granted together as one gang (all or nothing), each with the rank
 environment of torchrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK,
 MASTER_ADDR, MASTER_PORT (a free port on rank 0's node), SPINDLE_GANG_ATTEMPT,
@@ -26,7 +29,16 @@ SPINDLE_CHECKPOINT_DIR, and CUDA_VISIBLE_DEVICES for its GPUs. A worker that fai
 the whole gang. When the gang is preempted every worker gets SIGTERM: it should checkpoint
 to SPINDLE_CHECKPOINT_DIR and exit (the RM's kill deadline is in the file .spindle-preempted
 there); the gang is then asked for again and resumes from the checkpoint (no restart used).
-  --workers N                   workers in the gang (required)
+  --workers N                   workers in the gang (required unless elastic)
+  --min-workers A, --max-workers B
+                                an elastic job: granted at a size from A up, grown and shrunk
+                                by the RM within [A, B]; each resize restarts every worker with
+                                its new RANK/WORLD_SIZE after a SIGTERM (marker .spindle-resize
+                                in SPINDLE_CHECKPOINT_DIR; SPINDLE_RESIZE_COUNT counts them)
+  --size-rule R                 elastic sizes: power_of_two (default), any, or multiple:K
+  --throughput T                elastic speed model, SIZE:UNITS_PER_S;... e.g.
+                                \"1:318.0;2:576.2;4:1152.4\" (rank 0 may report measured
+                                values in SPINDLE_CHECKPOINT_DIR/.spindle-throughput)
   --worker-resources LIST       per worker, e.g. yarn.io/gpu=1,vcores=4,memory-mb=4096
                                 (unnamed memory-mb / vcores default to 256 / 1)
   --placement P                 pack (default), strict_pack, spread or same_rack
@@ -49,6 +61,10 @@ Exit status 0 only if the application FINISHED with SUCCEEDED, 2 if it did not."
 
 const OPTS: &[Opt] = &[
     Opt::one("workers", &["num_workers", "nproc"]),
+    Opt::one("min_workers", &[]),
+    Opt::one("max_workers", &[]),
+    Opt::one("size_rule", &[]),
+    Opt::one("throughput", &[]),
     Opt::one("worker_resources", &[]),
     Opt::one("placement", &[]),
     Opt::one("max_nodes", &[]),
@@ -66,9 +82,20 @@ const OPTS: &[Opt] = &[
 
 /// The options of `spindle train` (the command is the positional words, after `--`).
 pub fn options_from(p: &Parsed) -> Result<TrainOptions, UsageError> {
-    let workers = p
-        .parse::<u32>("workers")?
-        .ok_or_else(|| UsageError::Other("--workers N is required".into()))?;
+    let elastic = elastic_from(p)?;
+    let workers = match (&elastic, p.parse::<u32>("workers")?) {
+        (Some(e), None) => e.max,
+        (Some(e), Some(w)) if w == e.max => w,
+        (Some(_), Some(w)) => {
+            return Err(invalid(
+                "workers",
+                &w.to_string(),
+                "an elastic job's size is --min-workers..--max-workers; leave --workers out",
+            ))
+        }
+        (None, Some(w)) => w,
+        (None, None) => return Err(UsageError::Other("--workers N is required".into())),
+    };
     if workers == 0 {
         return Err(invalid("workers", "0", "must be at least 1"));
     }
@@ -119,6 +146,7 @@ pub fn options_from(p: &Parsed) -> Result<TrainOptions, UsageError> {
         checkpoint_dir: p.value("checkpoint_dir").map(str::to_string),
         command,
         worker_env,
+        elastic,
     });
     app_options(
         p,
@@ -132,6 +160,56 @@ pub fn options_from(p: &Parsed) -> Result<TrainOptions, UsageError> {
         },
     )?;
     Ok(o)
+}
+
+/// `--min-workers A --max-workers B [--size-rule R] [--throughput T]`: both or neither.
+fn elastic_from(p: &Parsed) -> Result<Option<ElasticWorkers>, UsageError> {
+    let (min, max) = match (
+        p.parse::<u32>("min_workers")?,
+        p.parse::<u32>("max_workers")?,
+    ) {
+        (None, None) => {
+            for o in ["size_rule", "throughput"] {
+                if let Some(v) = p.value(o) {
+                    return Err(invalid(
+                        o,
+                        v,
+                        "only for an elastic job (--min-workers and --max-workers)",
+                    ));
+                }
+            }
+            return Ok(None);
+        }
+        (Some(a), Some(b)) => (a, b),
+        (Some(_), None) => {
+            return Err(UsageError::Other(
+                "--min-workers needs --max-workers".into(),
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(UsageError::Other(
+                "--max-workers needs --min-workers".into(),
+            ))
+        }
+    };
+    let (rule, multiple) = match p.value("size_rule") {
+        Some(v) => parse_size_rule(v).map_err(|r| invalid("size_rule", v, &r))?,
+        None => (SizeRule::POWER_OF_TWO, 0),
+    };
+    let throughput = match p.value("throughput") {
+        Some(v) => parse_throughput(v).map_err(|r| invalid("throughput", v, &r))?,
+        None => BTreeMap::new(),
+    };
+    let e = ElasticWorkers {
+        min,
+        max,
+        rule,
+        multiple,
+        throughput,
+    };
+    e.validate()
+        .map_err(|r| invalid("min_workers", &format!("{min}..{max}"), &r))?;
+    Ok(Some(e))
 }
 
 pub async fn run_client_cmd(args: Vec<String>) -> anyhow::Result<u8> {
@@ -237,6 +315,121 @@ mod tests {
             Resource::new(256, 1).with("yarn.io/gpu", 1)
         );
         assert_eq!(o.max_app_attempts, Some(2));
+    }
+
+    #[test]
+    fn an_elastic_command_line() {
+        let p = parsed(&[
+            "--min-workers",
+            "2",
+            "--max-workers",
+            "8",
+            "--worker-resources",
+            "yarn.io/gpu=1",
+            "--throughput",
+            "1:318.0;2:576.2;4:1152.4;8:2177.8",
+            "--",
+            "w",
+        ])
+        .unwrap();
+        let o = options_from(&p).unwrap();
+        let e = o.am.elastic.clone().expect("elastic");
+        assert_eq!((e.min, e.max, e.rule), (2, 8, SizeRule::POWER_OF_TWO));
+        assert_eq!(e.throughput.get(&8), Some(&2177.8));
+        assert_eq!(o.am.workers, 8);
+        let o = options_from(
+            &parsed(&[
+                "--min-workers",
+                "3",
+                "--max-workers",
+                "9",
+                "--size-rule",
+                "multiple:3",
+                "--worker-resources",
+                "vcores=1",
+                "--",
+                "w",
+            ])
+            .unwrap(),
+        )
+        .unwrap();
+        let e = o.am.elastic.expect("elastic");
+        assert_eq!((e.rule, e.multiple), (SizeRule::MULTIPLE, 3));
+        for bad in [
+            &[
+                "--min-workers",
+                "2",
+                "--worker-resources",
+                "vcores=1",
+                "--",
+                "w",
+            ][..],
+            &[
+                "--max-workers",
+                "2",
+                "--worker-resources",
+                "vcores=1",
+                "--",
+                "w",
+            ],
+            &[
+                "--min-workers",
+                "4",
+                "--max-workers",
+                "2",
+                "--worker-resources",
+                "vcores=1",
+                "--",
+                "w",
+            ],
+            &[
+                "--min-workers",
+                "5",
+                "--max-workers",
+                "7",
+                "--worker-resources",
+                "vcores=1",
+                "--",
+                "w",
+            ],
+            &[
+                "--min-workers",
+                "2",
+                "--max-workers",
+                "8",
+                "--workers",
+                "4",
+                "--worker-resources",
+                "vcores=1",
+                "--",
+                "w",
+            ],
+            &[
+                "--workers",
+                "2",
+                "--size-rule",
+                "any",
+                "--worker-resources",
+                "vcores=1",
+                "--",
+                "w",
+            ],
+            &[
+                "--min-workers",
+                "2",
+                "--max-workers",
+                "8",
+                "--throughput",
+                "x",
+                "--worker-resources",
+                "vcores=1",
+                "--",
+                "w",
+            ],
+        ] {
+            let r = parsed(bad).and_then(|p| options_from(&p));
+            assert!(r.is_err(), "{bad:?}");
+        }
     }
 
     #[test]
