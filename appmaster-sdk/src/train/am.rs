@@ -691,6 +691,12 @@ impl Attempt<'_> {
             .map(|r| r.container.clone())
             .collect();
         let to = (kept.len() + joining.len()) as u32;
+        if to == from {
+            out(&format!(
+                "gang {GANG_ID}: the resize names none of the running workers; nothing to do"
+            ));
+            return Ok(ranks.to_vec());
+        }
         if to == 0 {
             return Err(format!(
                 "gang {GANG_ID} was asked to shrink to no worker at all"
