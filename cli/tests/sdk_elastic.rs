@@ -42,7 +42,6 @@ fn attempt() -> ApplicationAttemptId {
 
 #[derive(Debug, Clone)]
 struct FContainer {
-    node: usize,
     running: bool,
     /// What runs in it now (None: allocated, not started).
     ctx: Option<ContainerLaunchContext>,
@@ -91,7 +90,6 @@ impl Fake {
         self.containers.insert(
             id,
             FContainer {
-                node,
                 running: true,
                 ctx: None,
             },
