@@ -111,6 +111,23 @@ pub const PRESETS: &[Preset] = &[
         oracle_priority: false,
     },
     Preset {
+        name: "doubling-by-gain",
+        summary: "the doubling heuristic with one objective (the sum of completion times): \
+                  free GPUs go, in doublings, to whichever saves most time per GPU, growing \
+                  a running job or starting a waiting one at its minimum; a waiting job is \
+                  started by shrinking others only when it saves more than they lose",
+        leaf_props: &[
+            ("ordering-policy", "fifo"),
+            ("backfill", "true"),
+            ("elastic-policy", "doubling-by-gain"),
+        ],
+        site_props: &[
+            ("spindle.elastic.monitoring-interval-ms", "10000"),
+            ("spindle.elastic.resize-interval-ms", "60000"),
+        ],
+        oracle_priority: false,
+    },
+    Preset {
         name: "sjf-oracle",
         summary: "a reference only the simulator offers: shortest job first, non-preemptive, \
                   with backfill and gang reservation; each job's priority is read from its \

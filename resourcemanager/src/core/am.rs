@@ -207,6 +207,7 @@ impl RmCore {
             let cap = self.normalize_in(&a.capability, leaf)?;
             normalized.push((a, cap));
         }
+        let mut elastic_asked = false;
         for (a, cap) in normalized {
             let key = AskKey {
                 priority: a.priority,
@@ -228,6 +229,7 @@ impl RmCore {
                     // Resized by offers and demands; a repeated ask changes nothing.
                     continue;
                 }
+                elastic_asked |= params.elastic.is_some();
                 self.sched.set_gang(&app_id, gid, params.clone(), now);
                 ask.gang = Some(gid.clone());
             }
@@ -262,6 +264,10 @@ impl RmCore {
             self.sched.report_throughput(&app_id, gang, *size, *value);
         }
         self.am_report(&app_id, report, now);
+        if elastic_asked {
+            // A new elastic job is sized by the policy's round now, not at the next one.
+            self.elastic_round_now(now);
+        }
         self.run_scheduler(now);
         let num_nodes = self.sched.nodes().schedulable_count() as i32;
         let headroom = self.headroom(&app_id);

@@ -79,6 +79,12 @@ impl RmCore {
         }
     }
 
+    /// A round at once (a new elastic job waits for no interval to be sized).
+    pub(super) fn elastic_round_now(&mut self, now: u64) {
+        self.elastic.next_round_at = 0;
+        self.elastic_tick(now);
+    }
+
     fn offer(
         &mut self,
         app: ApplicationId,

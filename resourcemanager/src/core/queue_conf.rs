@@ -93,8 +93,13 @@ pub enum ElasticPolicy {
     /// their minimum before a rigid gang is preempted.
     #[default]
     None,
-    /// The dynamic-scheduling study's doubling heuristic.
+    /// The dynamic-scheduling study's doubling heuristic: every elastic job its minimum
+    /// first (shrinking others for it), then doublings by time saved per added GPU.
     Doubling,
+    /// The same doublings, but a waiting job is started (and others shrunk for it) only
+    /// when that saves more time per GPU than growing the running ones: on jobs that
+    /// scale almost linearly it runs fewer jobs wider.
+    DoublingByGain,
 }
 
 impl ElasticPolicy {
@@ -102,7 +107,13 @@ impl ElasticPolicy {
         match self {
             Self::None => "none",
             Self::Doubling => "doubling",
+            Self::DoublingByGain => "doubling-by-gain",
         }
+    }
+
+    /// A leaf whose elastic jobs the doubling round sizes.
+    pub fn is_doubling(&self) -> bool {
+        matches!(self, Self::Doubling | Self::DoublingByGain)
     }
 }
 

@@ -28,7 +28,12 @@ pub(super) struct ElasticRun {
     /// When `done` was last brought up to date.
     accrued: u64,
     pub(super) resizes: u32,
+    /// When its AM last reported progress.
+    reported: u64,
 }
+
+/// How often a running elastic job's AM reports its progress between its other calls.
+const PROGRESS_EVERY_MS: u64 = 60_000;
 
 impl ElasticRun {
     fn rate(&self) -> f64 {
@@ -181,6 +186,7 @@ impl Sim<'_> {
             from: 0,
             accrued: 0,
             resizes: 0,
+            reported: 0,
         });
     }
 
@@ -194,6 +200,7 @@ impl Sim<'_> {
         match self.runs[j].elastic.as_mut() {
             Some(e) => {
                 e.accrue(now);
+                e.reported = now;
                 e.progress()
             }
             None => 0.0,
@@ -228,7 +235,7 @@ impl Sim<'_> {
         if first {
             self.queued = self.queued.saturating_sub(1);
             self.running_jobs += 1;
-            self.elastic_running += 1;
+            self.elastic_live.insert(j);
             self.pending_gpus -= self.jobs[j].gpus();
         }
         let mut nodes: BTreeSet<NodeId> = BTreeSet::new();
@@ -382,14 +389,35 @@ impl Sim<'_> {
             }
             self.heartbeat(&node, &cs);
         }
-        self.elastic_running = self.elastic_running.saturating_sub(1);
+        self.elastic_live.remove(&j);
         self.settle()?;
         self.finish(j, Outcome::Finished, FinalApplicationStatus::SUCCEEDED, "")
     }
 
     /// Whether an elastic job runs (the doubling policy's rounds need ticks then).
     pub(super) fn elastic_ticks(&self) -> bool {
-        self.elastic_running > 0
+        !self.elastic_live.is_empty()
+    }
+
+    /// Running elastic jobs' AMs report their progress (as live AMs do in every heartbeat),
+    /// at most once per `PROGRESS_EVERY_MS`, before the RM's round.
+    pub(super) fn elastic_heartbeats(&mut self) {
+        let due: Vec<usize> = self
+            .elastic_live
+            .iter()
+            .copied()
+            .filter(|j| {
+                self.runs[*j]
+                    .elastic
+                    .as_ref()
+                    .is_some_and(|e| self.now >= e.reported + PROGRESS_EVERY_MS)
+            })
+            .collect();
+        for j in due {
+            if let Some(att) = self.runs[j].attempt {
+                self.allocate(j, att, vec![]);
+            }
+        }
     }
 }
 

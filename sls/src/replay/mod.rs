@@ -488,7 +488,7 @@ struct Sim<'a> {
     restarts: u64,
     resizes: u64,
     /// Elastic jobs running.
-    elastic_running: u32,
+    elastic_live: BTreeSet<usize>,
     timeline: Vec<Sample>,
     latencies_us: Vec<u32>,
     /// The RM's tick interval when something needs ticks (preemption, `las`), and whether
@@ -518,9 +518,12 @@ impl<'a> Sim<'a> {
             conf.scheduler.root.walk().into_iter().any(|q| {
                 q.ordering == spindle_resourcemanager::core::queue_conf::OrderingPolicy::Las
             });
-        let doubling = conf.scheduler.root.walk().into_iter().any(|q| {
-            q.elastic == spindle_resourcemanager::core::queue_conf::ElasticPolicy::Doubling
-        });
+        let doubling = conf
+            .scheduler
+            .root
+            .walk()
+            .into_iter()
+            .any(|q| q.elastic.is_doubling());
         let tick_ms = [
             (conf.preemption.enabled || las).then_some(conf.preemption.monitoring_interval_ms),
             doubling.then_some(conf.elastic.monitoring_interval_ms),
@@ -558,7 +561,7 @@ impl<'a> Sim<'a> {
             done: 0,
             restarts: 0,
             resizes: 0,
-            elastic_running: 0,
+            elastic_live: BTreeSet::new(),
             timeline: Vec::new(),
             latencies_us: Vec::new(),
             tick_ms,

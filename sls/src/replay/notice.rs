@@ -45,6 +45,7 @@ impl Sim<'_> {
     pub(super) fn tick(&mut self, regular: bool) -> Result<(), SlsError> {
         if regular {
             self.ticking = false;
+            self.elastic_heartbeats();
         }
         self.timed(|c, now| c.tick_decisions(now));
         self.settle()?;

@@ -269,12 +269,15 @@ impl Parser<'_> {
             None => parent.elastic,
             Some("none") => ElasticPolicy::None,
             Some("doubling") => ElasticPolicy::Doubling,
+            Some("doubling-by-gain") => ElasticPolicy::DoublingByGain,
             Some(raw) => {
                 return Err(props
                     .err(
                         Rule::InvalidElasticPolicy,
                         &ep_key,
-                        format!("elastic-policy '{raw}' is not one of none, doubling"),
+                        format!(
+                            "elastic-policy '{raw}' is not one of none, doubling, doubling-by-gain"
+                        ),
                     )
                     .queue(path))
             }

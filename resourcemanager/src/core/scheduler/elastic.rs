@@ -15,13 +15,10 @@
 
 use std::collections::BTreeMap;
 
-use spindle_common::resource::GPU;
 use spindle_common::{ApplicationId, ContainerId, Resource};
 
-use super::gang::{plan, GangPhase, Plan, Unit};
 use super::queues::QueueIdx;
 use super::{AskKey, Placement, Scheduler};
-use crate::core::queue_conf::ElasticPolicy;
 
 /// The legal sizes of an elastic gang.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -190,7 +187,7 @@ impl Elastic {
             .then(|| self.work * (1.0 - self.progress) / self.progress)
     }
 
-    fn accrue(&mut self, size: u32, now: u64) {
+    pub(super) fn accrue(&mut self, size: u32, now: u64) {
         let dt = now.saturating_sub(self.accrued_at) as f64 / 1000.0;
         if size > 0 {
             self.work += self.speed(size) * dt;
@@ -239,23 +236,6 @@ pub enum Resize {
     },
 }
 
-/// A running elastic job, as a round sees it.
-struct Job {
-    app: ApplicationId,
-    gang: String,
-    cur: u32,
-    target: u32,
-    /// GPUs a member holds.
-    per: u64,
-    /// May be resized this round.
-    free: bool,
-    rem: Option<f64>,
-}
-
-fn gpus(r: &Resource) -> u64 {
-    r.get(GPU).max(0) as u64
-}
-
 impl Scheduler {
     /// The AM's progress (0..=1) for its elastic gangs' speed model.
     pub fn set_progress(&mut self, app: &ApplicationId, progress: f64) {
@@ -283,14 +263,20 @@ impl Scheduler {
         }
     }
 
-    /// The size a waiting elastic gang of `asked` members is placed at: its minimum under
-    /// `doubling` (it grows later), else the largest legal size whose members fit in the
-    /// free room of the cluster and of its queue.
-    pub(super) fn elastic_size(&self, spec: &ElasticSpec, cap: &Resource, leaf: QueueIdx) -> u32 {
+    /// The size a waiting elastic gang is placed at: under `doubling`, the size the
+    /// policy's round admitted it at (0: not yet; it waits for a round); else the largest
+    /// legal size whose members fit in the free room of the cluster and of its queue.
+    pub(super) fn elastic_size(
+        &self,
+        spec: &ElasticSpec,
+        cap: &Resource,
+        leaf: QueueIdx,
+        admitted: Option<u32>,
+    ) -> u32 {
         let sizes = spec.sizes();
         let least = sizes.first().copied().unwrap_or(spec.min);
-        if self.tree.queues[leaf].spec.elastic == ElasticPolicy::Doubling {
-            return least;
+        if self.tree.queues[leaf].spec.elastic.is_doubling() {
+            return admitted.filter(|n| spec.legal(*n)).unwrap_or(0);
         }
         let mut room = self.nodes.cluster_free();
         for q in self.tree.path_up(leaf) {
@@ -349,301 +335,11 @@ impl Scheduler {
         }
     }
 
-    /// The doubling policy's round over every `doubling` leaf.
-    pub fn elastic_round(&mut self, conf: &ElasticConf, now: u64) -> Vec<Resize> {
-        self.now = now;
-        let leaves: Vec<QueueIdx> = (0..self.tree.queues.len())
-            .map(QueueIdx)
-            .filter(|q| {
-                let queue = &self.tree.queues[*q];
-                queue.spec.is_leaf()
-                    && queue.spec.elastic == ElasticPolicy::Doubling
-                    && !queue.apps.is_empty()
-            })
-            .collect();
-        let mut out = Vec::new();
-        for leaf in leaves {
-            out.extend(self.elastic_leaf(leaf, conf, now));
-        }
-        out
-    }
-
-    fn elastic_leaf(&mut self, leaf: QueueIdx, conf: &ElasticConf, now: u64) -> Vec<Resize> {
-        let mut jobs = Vec::new();
-        let mut waiting: u64 = 0;
-        let ids: Vec<ApplicationId> = self.tree.queues[leaf].apps.iter().copied().collect();
-        for id in &ids {
-            let Some(a) = self.apps.get_mut(id) else {
-                continue;
-            };
-            if !a.active {
-                continue;
-            }
-            // What waits: the asks (an elastic gang's at its minimum), AM asks aside.
-            for ask in a.asks.values().filter(|x| !x.is_am) {
-                let per = gpus(&ask.capability);
-                let n = match ask.gang.as_ref().and_then(|g| a.gangs.get(g)) {
-                    Some(g) if g.params.elastic.is_some() => g
-                        .params
-                        .elastic
-                        .as_ref()
-                        .and_then(|e| e.sizes().first().copied())
-                        .map_or(0, |least| least.min(ask.any)),
-                    _ => ask.any,
-                };
-                waiting = waiting.saturating_add(per.saturating_mul(u64::from(n)));
-            }
-            for (gid, g) in a.gangs.iter_mut() {
-                let cur = g.members.len() as u32;
-                let Some(e) = g
-                    .elastic
-                    .as_mut()
-                    .filter(|_| g.phase == GangPhase::Allocated)
-                else {
-                    continue;
-                };
-                e.accrue(cur, now);
-                let per = gpus(&e.cap);
-                if per == 0 || cur == 0 {
-                    continue;
-                }
-                let free = e.shrinking.is_none()
-                    && now.saturating_sub(e.last_resize) >= conf.resize_interval_ms;
-                jobs.push(Job {
-                    app: *id,
-                    gang: gid.clone(),
-                    cur,
-                    target: e.shrinking.unwrap_or(cur),
-                    per,
-                    free,
-                    rem: e.remaining(),
-                });
-            }
-        }
-        if jobs.is_empty() {
-            return vec![];
-        }
-        // Jobs with no progress yet are taken to have as much left as the average known.
-        let known: Vec<f64> = jobs.iter().filter_map(|j| j.rem).collect();
-        let fallback = if known.is_empty() {
-            1.0
-        } else {
-            known.iter().sum::<f64>() / known.len() as f64
-        };
-        let mut free = gpus(&self.nodes.cluster_free());
-        for q in self.tree.path_up(leaf) {
-            let queue = &self.tree.queues[q];
-            let room = queue.maximum.minus(&queue.used).clamp_non_negative();
-            if room.get(GPU) < i64::MAX / 2 {
-                free = free.min(gpus(&room));
-            }
-        }
-        // GPUs already on their way back from shrinks count as free.
-        let coming: u64 = jobs
-            .iter()
-            .map(|j| u64::from(j.cur.saturating_sub(j.target)) * j.per)
-            .sum();
-        let free = free.saturating_add(coming);
-        let spec = |s: &Self, j: &Job| s.elastic_of(&j.app, &j.gang).map(|e| e.spec.clone());
-        let speed = |s: &Self, j: &Job, w: u32| {
-            s.elastic_of(&j.app, &j.gang)
-                .map_or(f64::from(w), |e| e.speed(w))
-        };
-        if waiting > free {
-            // Shrink: free what the waiting work needs, losing the least time per GPU.
-            let mut need = waiting - free;
-            while need > 0 {
-                let mut best: Option<(f64, usize, u32)> = None;
-                for (i, j) in jobs.iter().enumerate().filter(|(_, j)| j.free) {
-                    let Some(down) = spec(self, j).and_then(|s| s.down(j.target)) else {
-                        continue;
-                    };
-                    let rem = j.rem.unwrap_or(fallback);
-                    let loss = rem * (1.0 / speed(self, j, down) - 1.0 / speed(self, j, j.target))
-                        / (f64::from(j.target - down) * j.per as f64);
-                    // Ties go to the newest job (the list is oldest first).
-                    if best.is_none_or(|(b, _, _)| loss <= b) {
-                        best = Some((loss, i, down));
-                    }
-                }
-                let Some((_, i, down)) = best else { break };
-                let freed = u64::from(jobs[i].target - down) * jobs[i].per;
-                jobs[i].target = down;
-                need = need.saturating_sub(freed);
-            }
-            let mut out = Vec::new();
-            for j in jobs.iter().filter(|j| j.free && j.target < j.cur) {
-                if let Some(e) = self.elastic_mut(&j.app, &j.gang) {
-                    e.shrinking = Some(j.target);
-                    e.last_resize = now;
-                    e.resizes += 1;
-                }
-                out.push(Resize::Shrink {
-                    app: j.app,
-                    gang: j.gang.clone(),
-                    from: j.cur,
-                    to: j.target,
-                });
-            }
-            return out;
-        }
-        // Grow: hand out what no waiting work needs, in doublings by time saved per GPU.
-        let mut budget = free - waiting;
-        let restart_s = conf.restart_cost_ms as f64 / 1000.0;
-        let offerable = |s: &Self, j: &Job| {
-            j.free
-                && s.elastic_of(&j.app, &j.gang).is_some_and(|e| {
-                    e.declined_at
-                        .is_none_or(|t| now.saturating_sub(t) >= conf.resize_interval_ms)
-                })
-        };
-        loop {
-            let mut best: Option<(f64, usize, u32)> = None;
-            for (i, j) in jobs.iter().enumerate() {
-                if !offerable(self, j) {
-                    continue;
-                }
-                let Some(up) = spec(self, j).and_then(|s| s.up(j.target)) else {
-                    continue;
-                };
-                let cost = u64::from(up - j.target) * j.per;
-                if cost > budget {
-                    continue;
-                }
-                let rem = j.rem.unwrap_or(fallback);
-                let gain =
-                    rem * (1.0 / speed(self, j, j.target) - 1.0 / speed(self, j, up)) / cost as f64;
-                if gain > 0.0 && best.is_none_or(|(b, _, _)| gain > b) {
-                    best = Some((gain, i, up));
-                }
-            }
-            let Some((_, i, up)) = best else { break };
-            budget -= u64::from(up - jobs[i].target) * jobs[i].per;
-            jobs[i].target = up;
-        }
-        let mut out = Vec::new();
-        for j in jobs.iter().filter(|j| j.target > j.cur) {
-            // Worth a restart only when it saves more than the restart costs.
-            if let Some(rem) = j.rem {
-                let saved = rem / speed(self, j, j.cur) - rem / speed(self, j, j.target);
-                if saved <= restart_s {
-                    continue;
-                }
-            }
-            if let Some(r) = self.grow(&j.app, &j.gang, j.cur, j.target, now) {
-                out.push(r);
-            }
-        }
-        out
-    }
-
-    fn elastic_of(&self, app: &ApplicationId, gang: &str) -> Option<&Elastic> {
-        self.apps
-            .get(app)
-            .and_then(|a| a.gangs.get(gang))
-            .and_then(|g| g.elastic.as_ref())
-    }
-
-    fn elastic_mut(&mut self, app: &ApplicationId, gang: &str) -> Option<&mut Elastic> {
+    pub(super) fn elastic_mut(&mut self, app: &ApplicationId, gang: &str) -> Option<&mut Elastic> {
         self.apps
             .get_mut(app)
             .and_then(|a| a.gangs.get_mut(gang))
             .and_then(|g| g.elastic.as_mut())
-    }
-
-    /// Places the members taking a gang from `from` to `to` (or to the largest legal size
-    /// between that fits), whole, on free room no other gang holds.
-    fn grow(
-        &mut self,
-        app: &ApplicationId,
-        gang: &str,
-        from: u32,
-        to: u32,
-        now: u64,
-    ) -> Option<Resize> {
-        let g = self.apps.get(app)?.gangs.get(gang)?;
-        let e = g.elastic.as_ref()?;
-        let params = g.params.clone();
-        let (cap, key, spec) = (e.cap.clone(), e.key, e.spec.clone());
-        let holder = (*app, gang.to_string());
-        let leaf = self.apps.get(app)?.queue;
-        let calc = self.conf.calculator;
-        for size in spec
-            .sizes()
-            .into_iter()
-            .rev()
-            .filter(|s| *s > from && *s <= to)
-        {
-            let add = cap.times(i64::from(size - from));
-            let within = self.tree.path_up(leaf).all(|q| {
-                let queue = &self.tree.queues[q];
-                super::queues::within(calc, &queue.used.plus(&add), &queue.maximum)
-            });
-            if !within {
-                continue;
-            }
-            let units: Vec<Unit> = (from..size)
-                .map(|_| Unit {
-                    key,
-                    cap: cap.clone(),
-                })
-                .collect();
-            let nodes = &self.nodes;
-            let free = |s: usize| {
-                nodes
-                    .get(s)
-                    .filter(|n| n.schedulable)
-                    .map(|n| n.free.clone())
-            };
-            let open = |s: usize| nodes.reserved_by(s).is_none_or(|h| *h == holder);
-            let mut params = params.clone();
-            params.max_nodes = 0;
-            let Plan::Fits(assign) = plan(nodes, &units, &params, &free, &open) else {
-                continue;
-            };
-            let mut placements = Vec::with_capacity(assign.len());
-            for (key, slot, r) in assign {
-                if let Some(p) = self.place_member(app, key, &r, gang, slot) {
-                    placements.push(p);
-                }
-            }
-            if let Some(e) = self.elastic_mut(app, gang) {
-                e.accrue(from, now);
-                e.last_resize = now;
-                e.resizes += 1;
-            }
-            self.stats.placements += placements.len() as u64;
-            return Some(Resize::Grow {
-                app: *app,
-                gang: gang.to_string(),
-                from,
-                to: size,
-                placements,
-            });
-        }
-        None
-    }
-
-    /// Charges one member placed outside the ask table (growth).
-    fn place_member(
-        &mut self,
-        app: &ApplicationId,
-        key: AskKey,
-        r: &Resource,
-        gang: &str,
-        slot: usize,
-    ) -> Option<Placement> {
-        let node = self.nodes.get(slot)?.id.clone();
-        self.nodes.charge(slot, r);
-        self.charge_app(app, r, true);
-        Some(Placement {
-            app: *app,
-            key,
-            node,
-            resource: r.clone(),
-            is_am: false,
-            gang: Some(gang.to_string()),
-        })
     }
 }
 

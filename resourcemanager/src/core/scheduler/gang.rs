@@ -82,6 +82,8 @@ pub struct Gang {
     pub last_fit: usize,
     /// An elastic gang's sizing state, from its first grant on.
     pub elastic: Option<super::elastic::Elastic>,
+    /// A waiting elastic gang of a `doubling` leaf: the size the policy admitted it at.
+    pub admitted: Option<u32>,
 }
 
 impl Gang {
@@ -100,6 +102,7 @@ impl Gang {
             missed_at: None,
             last_fit: 0,
             elastic: None,
+            admitted: None,
         }
     }
 }
@@ -653,12 +656,19 @@ impl Scheduler {
         if tried_before {
             // The cheap test first: when the cluster's free room is short of the gang and
             // its hold needs no change, no plan can do anything.
+            // An elastic gang is placed at the size its policy chose (or at least its
+            // smallest), not its maximum.
+            let count = |a: &super::Ask| match (&g.params.elastic, g.admitted) {
+                (Some(_), Some(n)) => n.min(a.any),
+                (Some(spec), None) => spec.sizes().first().copied().unwrap_or(1).min(a.any),
+                _ => a.any,
+            };
             let need = app
                 .asks
                 .values()
                 .filter(|a| a.gang.as_deref() == Some(id))
                 .fold(Resource::zero(), |acc, a| {
-                    acc.plus(&a.capability.times(i64::from(a.any)))
+                    acc.plus(&a.capability.times(i64::from(count(a))))
                 });
             let mine = |s: usize| {
                 self.nodes
@@ -696,7 +706,10 @@ impl Scheduler {
             return None;
         }
         if let Some(spec) = &params.elastic {
-            let size = self.elastic_size(spec, &units[0].cap, leaf);
+            let size = self.elastic_size(spec, &units[0].cap, leaf, g.admitted);
+            if size == 0 {
+                return None;
+            }
             units.truncate(size as usize);
         }
         let need = units

@@ -15,6 +15,7 @@
 
 mod activation;
 mod asks;
+mod doubling;
 pub mod elastic;
 pub mod gang;
 mod las;
