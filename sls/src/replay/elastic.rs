@@ -223,6 +223,7 @@ impl Sim<'_> {
         e.members = idx.len() as u32;
         e.from = now;
         e.accrued = now;
+        self.runs[j].elastic_gpu_at = Some(now);
         self.elastic_run(j, idx, true);
     }
 

@@ -189,12 +189,18 @@ impl Scheduler {
             .map(|j| rc.max(0.0) + j.time(j.target, fb))
             .collect();
         ends.sort_by(f64::total_cmp);
-        let start_gain = |j: &Job, k: usize| -> f64 {
-            let least = j.model.spec.sizes().first().copied().unwrap_or(1);
+        // Starting the k-th waiting job at `s` members now instead of at its maximum when
+        // the k-th running job ends, per GPU.
+        let start_gain = |j: &Job, k: usize, s: u32| -> f64 {
             let later = j.model.spec.max;
             let wait = ends.get(k).copied().unwrap_or(0.0);
-            let cost = f64::from(least) * j.per as f64;
-            (wait + j.time(later, fb) - j.time(least, fb)) / cost
+            let cost = f64::from(s) * j.per as f64;
+            (wait + j.time(later, fb) - j.time(s, fb)) / cost
+        };
+        // The largest legal size of a waiting job that `budget` GPUs hold.
+        let fits = |j: &Job, budget: i64| -> Option<u32> {
+            let n = u32::try_from(budget.max(0) as u64 / j.per.max(1)).unwrap_or(u32::MAX);
+            j.model.spec.at_most(n)
         };
         // The first waiting job still waiting: start it by shrinking others when the time it
         // saves exceeds what they lose.
@@ -205,7 +211,7 @@ impl Scheduler {
             let least = jobs[h].model.spec.sizes().first().copied().unwrap_or(1);
             let need = i64::from(least) * jobs[h].per as i64 - budget.max(0);
             let saved = if by_gain {
-                start_gain(&jobs[h], 0) * f64::from(least) * jobs[h].per as f64
+                start_gain(&jobs[h], 0, least) * f64::from(least) * jobs[h].per as f64
             } else {
                 f64::MAX
             };
@@ -238,12 +244,17 @@ impl Scheduler {
                 }
                 let (to, gain) = if j.cur == 0 && j.target == 0 {
                     let least = j.model.spec.sizes().first().copied().unwrap_or(1);
-                    let g = start_gain(j, k);
+                    let s = if by_gain {
+                        fits(j, budget).unwrap_or(least)
+                    } else {
+                        least
+                    };
+                    let g = start_gain(j, k, s);
                     k += 1;
                     // With nothing running to wait for, a waiting job starts; under the
                     // study's rule, every waiting job gets its minimum before any growth.
                     (
-                        least,
+                        s,
                         if ends.is_empty() || !by_gain {
                             f64::MAX
                         } else {
@@ -266,6 +277,17 @@ impl Scheduler {
             let Some((_, i, to)) = best else { break };
             budget -= i64::from(to - jobs[i].target) * jobs[i].per as i64;
             jobs[i].target = to;
+        }
+        // GPUs nobody gains from would idle: waiting jobs start on them, first come first,
+        // as large as they hold (they grow when more is free).
+        for j in jobs
+            .iter_mut()
+            .filter(|j| j.cur == 0 && j.target == 0 && j.free)
+        {
+            if let Some(s) = fits(j, budget) {
+                budget -= i64::from(s) * j.per as i64;
+                j.target = s;
+            }
         }
         self.carry(jobs, now)
     }
