@@ -133,6 +133,7 @@ pub async fn follow_application(
 ) -> Result<DsOutcome, ClientError> {
     let start = Instant::now();
     let mut last_state: Option<YarnApplicationState> = None;
+    let mut sizes = GangSizes::default();
     let mut unreachable_since: Option<Instant> = None;
     let mut timed_out = false;
     loop {
@@ -155,6 +156,9 @@ pub async fn follow_application(
         if last_state != Some(app.state) {
             out(&state_line(&app));
             last_state = Some(app.state);
+        }
+        for l in sizes.lines(&app) {
+            out(&l);
         }
         if app.state.is_final() {
             let outcome = DsOutcome {
@@ -185,6 +189,43 @@ pub async fn follow_application(
             }
         }
         tokio::time::sleep(poll).await;
+    }
+}
+
+/// What the client last saw of each elastic gang (members now, resizes, the RM's words), to
+/// print each resize once.
+#[derive(Debug, Default)]
+pub struct GangSizes {
+    seen: std::collections::BTreeMap<String, (u32, u32)>,
+    diagnostics: String,
+}
+
+impl GangSizes {
+    /// Lines for what changed since the last look: `gang workers grown 4 -> 8`, `gang
+    /// workers shrunk 8 -> 4`, and the RM's word on a resize under way (its deadline).
+    pub fn lines(&mut self, app: &AppInfo) -> Vec<String> {
+        let mut out = Vec::new();
+        let d = app.diagnostics.trim();
+        if d != self.diagnostics {
+            if d.starts_with("Gang ") && (d.contains("shrink") || d.contains("growth")) {
+                out.push(format!("ResourceManager: {d}"));
+            }
+            self.diagnostics = d.to_string();
+        }
+        for g in app.gangs.iter().filter(|g| g.current_size > 0) {
+            let now = (g.current_size, g.resizes);
+            match self.seen.insert(g.id.clone(), now) {
+                Some((was, _)) if now.0 > was => {
+                    out.push(format!("gang {} grown {was} -> {}", g.id, now.0))
+                }
+                Some((was, _)) if now.0 < was => {
+                    out.push(format!("gang {} shrunk {was} -> {}", g.id, now.0))
+                }
+                Some(_) => {}
+                None => out.push(format!("gang {} runs at {} members", g.id, now.0)),
+            }
+        }
+        out
     }
 }
 
@@ -297,5 +338,31 @@ mod tests {
             r[3],
             "All container logs: spindle logs -applicationId application_1_0002"
         );
+    }
+
+    #[test]
+    fn elastic_gang_resizes_are_told_once() {
+        let app = |current: u32, resizes: u32, diag: &str| -> AppInfo {
+            serde_json::from_value(serde_json::json!({
+                "id": "application_1_0001", "state": "RUNNING", "diagnostics": diag,
+                "gangs": [{"id": "workers", "state": "ALLOCATED", "size": current,
+                           "currentSize": current, "resizes": resizes}],
+            }))
+            .expect("an app")
+        };
+        let mut g = GangSizes::default();
+        assert_eq!(g.lines(&app(2, 0, "")), ["gang workers runs at 2 members"]);
+        assert!(g.lines(&app(2, 0, "")).is_empty());
+        assert_eq!(g.lines(&app(8, 1, "")), ["gang workers grown 2 -> 8"]);
+        let asked = "Gang workers asked to shrink from 8 to 4 members by 10000 ms from now";
+        assert_eq!(
+            g.lines(&app(8, 2, asked)),
+            [format!("ResourceManager: {asked}")]
+        );
+        assert_eq!(g.lines(&app(4, 2, asked)), ["gang workers shrunk 8 -> 4"]);
+        // A rigid gang (no current size) says nothing.
+        let mut rigid = app(0, 0, "");
+        rigid.gangs[0].current_size = 0;
+        assert!(GangSizes::default().lines(&rigid).is_empty());
     }
 }
