@@ -237,9 +237,14 @@ impl Scheduler {
         // Free GPUs to the best saving per GPU, in doublings.
         loop {
             let mut best: Option<(f64, usize, u32)> = None;
-            let mut k = 0;
+            // Waiting jobs start in the leaf's order: only the first not started is a
+            // candidate (its wait is until the first running job ends).
+            let first_waiting = jobs
+                .iter()
+                .position(|j| j.cur == 0 && j.target == 0 && j.free);
+            let k = jobs.iter().filter(|j| j.cur == 0 && j.target > 0).count();
             for (i, j) in jobs.iter().enumerate() {
-                if !j.free {
+                if !j.free || (j.cur == 0 && j.target == 0 && Some(i) != first_waiting) {
                     continue;
                 }
                 let (to, gain) = if j.cur == 0 && j.target == 0 {
@@ -250,7 +255,6 @@ impl Scheduler {
                         least
                     };
                     let g = start_gain(j, k, s);
-                    k += 1;
                     // With nothing running to wait for, a waiting job starts; under the
                     // study's rule, every waiting job gets its minimum before any growth.
                     (
