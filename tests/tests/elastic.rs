@@ -2,8 +2,8 @@
 //!
 //! A 4-node cluster with 3 fake GPUs per node (12 in all), one queue `default` under the
 //! `doubling` elastic policy (resizes at most every 2 s, shrinks due within 10 s). An elastic
-//! `spindle train --min-workers 2 --max-workers 8` job (1 GPU per worker) starts at its
-//! minimum and grows to 8 on the idle cluster. A rigid 8-worker `spindle train` gang then
+//! `spindle train --min-workers 2 --max-workers 8` job (1 GPU per worker) runs at 8 on the
+//! idle cluster (granted at 8, or at its minimum and grown: the policy's choice). A rigid 8-worker `spindle train` gang then
 //! arrives: the elastic job shrinks to 4 (its workers checkpoint on SIGTERM, the marker
 //! `.spindle-resize` there, and restart with WORLD_SIZE 4: an all-reduce over the new ranks
 //! still sums right), the rigid gang runs, and when it ends the elastic job grows back to 8.
