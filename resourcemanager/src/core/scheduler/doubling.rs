@@ -48,6 +48,24 @@ impl Job {
     fn time(&self, w: u32, fallback: f64) -> f64 {
         self.rem(fallback) / self.model.speed(w).max(1e-9)
     }
+    /// GPU-seconds to finish at `w` members.
+    fn gpu_time(&self, w: u32, fallback: f64) -> f64 {
+        f64::from(w) * self.per as f64 * self.time(w, fallback)
+    }
+}
+
+/// What the jobs waiting behind pay for GPU-seconds spent: each of `waiting` jobs waits
+/// about `1 / gpus` seconds longer per GPU-second the leaf spends (0 under the study's rule,
+/// which looks at the running jobs alone).
+#[derive(Clone, Copy)]
+struct Queue {
+    per_gpu_s: f64,
+}
+
+impl Queue {
+    fn cost(&self, gpu_s: f64) -> f64 {
+        self.per_gpu_s * gpu_s
+    }
 }
 
 fn gpus(r: &Resource) -> u64 {
@@ -159,6 +177,14 @@ impl Scheduler {
                 conf.restart_cost_ms as f64 / 1000.0,
             )
         };
+        let waiting = jobs.iter().filter(|j| j.cur == 0).count() + usize::from(rigid > 0);
+        let behind = Queue {
+            per_gpu_s: if by_gain {
+                waiting as f64 / gpus(&self.nodes.cluster).max(1) as f64
+            } else {
+                0.0
+            },
+        };
         // Free GPUs the leaf may use now, counting those on their way back from shrinks.
         let mut free = gpus(&self.nodes.cluster_free());
         for q in self.tree.path_up(leaf) {
@@ -175,7 +201,7 @@ impl Scheduler {
         // Rigid work first: it gets its GPUs, by shrinking if need be.
         let mut budget = free as i64 - rigid as i64;
         while budget < 0 {
-            let Some((i, down, _)) = cheapest_shrink(&jobs, fb, rc) else {
+            let Some((i, down, _)) = cheapest_shrink(&jobs, fb, rc, behind) else {
                 break;
             };
             budget += i64::from(jobs[i].target - down) * jobs[i].per as i64;
@@ -191,11 +217,14 @@ impl Scheduler {
         ends.sort_by(f64::total_cmp);
         // Starting the k-th waiting job at `s` members now instead of at its maximum when
         // the k-th running job ends, per GPU.
+        // (Starting it smaller spends fewer GPU-seconds when it scales sublinearly, which
+        // the jobs behind it gain.)
         let start_gain = |j: &Job, k: usize, s: u32| -> f64 {
             let later = j.model.spec.max;
             let wait = ends.get(k).copied().unwrap_or(0.0);
             let cost = f64::from(s) * j.per as f64;
-            (wait + j.time(later, fb) - j.time(s, fb)) / cost
+            let spared = behind.cost(j.gpu_time(later, fb) - j.gpu_time(s, fb));
+            (wait + j.time(later, fb) - j.time(s, fb) + spared) / cost
         };
         // The largest legal size of a waiting job that `budget` GPUs hold.
         let fits = |j: &Job, budget: i64| -> Option<u32> {
@@ -219,7 +248,8 @@ impl Scheduler {
             let mut freed = 0i64;
             let mut lost = 0.0;
             while need > 0 && freed < need {
-                let Some((i, down, loss)) = cheapest_shrink_with(&jobs, &trial, fb, rc) else {
+                let Some((i, down, loss)) = cheapest_shrink_with(&jobs, &trial, fb, rc, behind)
+                else {
                     break;
                 };
                 freed += i64::from(trial[i] - down) * jobs[i].per as i64;
@@ -270,7 +300,8 @@ impl Scheduler {
                         continue;
                     };
                     let restart = if j.target == j.cur { rc } else { 0.0 };
-                    let saved = j.time(j.target, fb) - j.time(up, fb) - restart;
+                    let spent = behind.cost(j.gpu_time(up, fb) - j.gpu_time(j.target, fb));
+                    let saved = j.time(j.target, fb) - j.time(up, fb) - restart - spent;
                     (up, saved / (f64::from(up - j.target) * j.per as f64))
                 };
                 let cost = i64::from(to - j.target) * j.per as i64;
@@ -398,6 +429,9 @@ impl Scheduler {
                 e.last_resize = now;
                 e.resizes += 1;
             }
+            if let Some(g) = self.apps.get_mut(app).and_then(|a| a.gangs.get_mut(gang)) {
+                g.size = from + placements.len() as u32;
+            }
             self.stats.placements += placements.len() as u64;
             return Some(Resize::Grow {
                 app: *app,
@@ -435,9 +469,9 @@ impl Scheduler {
 
 /// The running job whose next step down loses the least time per GPU freed (ties: the
 /// newest), with the loss in seconds.
-fn cheapest_shrink(jobs: &[Job], fb: f64, rc: f64) -> Option<(usize, u32, f64)> {
+fn cheapest_shrink(jobs: &[Job], fb: f64, rc: f64, queue: Queue) -> Option<(usize, u32, f64)> {
     let targets: Vec<u32> = jobs.iter().map(|j| j.target).collect();
-    cheapest_shrink_with(jobs, &targets, fb, rc)
+    cheapest_shrink_with(jobs, &targets, fb, rc, queue)
 }
 
 fn cheapest_shrink_with(
@@ -445,6 +479,7 @@ fn cheapest_shrink_with(
     targets: &[u32],
     fb: f64,
     rc: f64,
+    queue: Queue,
 ) -> Option<(usize, u32, f64)> {
     let mut best: Option<(f64, usize, u32, f64)> = None;
     for (i, j) in jobs.iter().enumerate() {
@@ -456,7 +491,8 @@ fn cheapest_shrink_with(
             continue;
         };
         let restart = if t == j.cur { rc } else { 0.0 };
-        let loss = j.time(down, fb) - j.time(t, fb) + restart;
+        let spared = queue.cost(j.gpu_time(t, fb) - j.gpu_time(down, fb));
+        let loss = j.time(down, fb) - j.time(t, fb) + restart - spared;
         let per_gpu = loss / (f64::from(t - down) * j.per as f64);
         if best.is_none_or(|(b, _, _, _)| per_gpu <= b) {
             best = Some((per_gpu, i, down, loss));

@@ -179,6 +179,12 @@ fn doubling_grows_on_an_idle_cluster_shrinks_for_a_rigid_gang_and_grows_back() {
     c.finish(&b, exit_status::SUCCESS);
     c.run_complying(&a, RESIZE_INTERVAL + 2000);
     assert_eq!(c.size(&a), 8);
+    let view = c.env.core.gang_statuses(&a);
+    assert_eq!(
+        (view[0].size, view[0].current_size),
+        (8, 8),
+        "granted and running"
+    );
     let g = c.env.core.scheduler().gang(&a, "workers").expect("gang");
     assert_eq!(g.elastic.as_ref().map(|e| e.resizes), Some(2));
 }
