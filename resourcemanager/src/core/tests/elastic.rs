@@ -415,3 +415,53 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48)
+    ))]
+    /// Queue `a` runs rigid gangs and elastic gangs over its guarantee; `b` asks for a gang
+    /// of one-GPU members (any free GPU serves it). When what is free plus what `a`'s elastic
+    /// gangs hold above their minimum covers `b`'s gang, no rigid unit is preempted: the
+    /// monitor shrinks elastic gangs first.
+    #[test]
+    fn shrink_comes_before_rigid_preemption(
+        rigid in proptest::collection::vec(1u32..3, 0..3),
+        elastic in proptest::collection::vec((0u32..2, 1u32..3), 1..3),
+        b_members in 1u32..8,
+    ) {
+        let mut c = Cluster::new(conf(vec![leaf("root.a", 50.0), leaf("root.b", 50.0)], 0), 4, 4);
+        let mut elastic_apps = Vec::new();
+        for n in &rigid {
+            let id = c.start("root.a", "ra", 0);
+            c.gang(&id, "workers", *n, 2);
+        }
+        for (lo, up) in &elastic {
+            let id = c.start("root.a", "ea", 0);
+            c.elastic(&id, 1 << lo, 1 << (lo + up));
+            elastic_apps.push(id);
+        }
+        c.run_for(5_000);
+        let free = c.env.core.scheduler().nodes().cluster_free().get(GPU) as u32;
+        let extra: u32 = elastic_apps
+            .iter()
+            .filter_map(|e| c.env.core.scheduler().gang(e, "workers"))
+            .filter_map(|g| g.elastic.as_ref().map(|el| (g.members.len() as u32, el.spec.sizes()[0])))
+            .map(|(n, least)| n.saturating_sub(least))
+            .sum();
+        let b = c.start("root.b", "b", 0);
+        c.gang(&b, "train", b_members, 1);
+        let enough = free + extra >= b_members;
+        for _ in 0..8 {
+            c.run_for(1_000);
+            let notices = &c.env.core.preemption().notices;
+            let rigid_preempted = notices.iter().any(|(id, n)| {
+                n.shrink.is_none() && !elastic_apps.contains(&id.application_id())
+            });
+            prop_assert!(
+                !(enough && rigid_preempted),
+                "a rigid unit is preempted though {free} free + {extra} elastic GPUs cover {b_members}"
+            );
+        }
+    }
+}
