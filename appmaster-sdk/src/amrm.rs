@@ -834,6 +834,7 @@ impl AmRmClient {
         let throughput: Vec<ThroughputReport> = self.pending_throughput.values().cloned().collect();
         let req = AllocateRequest {
             throughput_reports: throughput.clone(),
+            update_requests: Vec::new(),
             response_id: 0,
             ask: ask.clone(),
             release: release.clone(),

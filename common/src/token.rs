@@ -98,6 +98,10 @@ pub struct ContainerTokenIdentifier {
     /// Whether this is the application's AM container.
     #[serde(default)]
     pub is_am: bool,
+    /// The container's version (YARN's): bumped by every resource update, so an NM applies
+    /// an update only once and never an older one.
+    #[serde(default)]
+    pub version: i32,
 }
 
 impl ContainerTokenIdentifier {
@@ -119,6 +123,7 @@ impl ContainerTokenIdentifier {
             expiry_time_ms,
             rm_identifier,
             is_am,
+            version: 0,
         }
     }
 }
@@ -176,6 +181,7 @@ mod tests {
             expiry_time_ms: expiry,
             rm_identifier: 1,
             is_am: true,
+            version: 0,
         }
     }
 

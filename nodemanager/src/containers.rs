@@ -814,6 +814,7 @@ mod tests {
             expiry_time_ms: 0,
             rm_identifier: 1,
             is_am: false,
+            version: 0,
         };
         Container::new(token, PathBuf::from("/w"), vec![PathBuf::from("/l")], 10)
     }

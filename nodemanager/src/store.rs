@@ -167,6 +167,7 @@ mod tests {
                 expiry_time_ms: 9,
                 rm_identifier: 5,
                 is_am: false,
+                version: 0,
             },
             pid: Some(42),
             start_ticks: Some(7),

@@ -482,6 +482,7 @@ async fn every_managed_device_a_container_was_not_granted_is_denied() {
             expiry_time_ms: spindle_common::time::now_ms() + 600_000,
             rm_identifier: 1,
             is_am: false,
+            version: 0,
         };
         i.resource = ResourceInfo::from(&ask);
         StartContainerRequest {

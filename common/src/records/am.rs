@@ -275,6 +275,56 @@ pub struct AllocateRequest {
     /// speed model); `progress` is read as the fraction of the job's work done.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub throughput_reports: Vec<ThroughputReport>,
+    /// YARN's container updates: change a running container's resources (single
+    /// containers; a gang member is resized with elastic gangs instead).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub update_requests: Vec<UpdateContainerRequest>,
+}
+
+/// YARN's `UpdateContainerRequest`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateContainerRequest {
+    pub container_id: ContainerId,
+    /// The version the AM holds (from its last `Container`); a stale one is refused.
+    #[serde(default)]
+    pub container_version: i32,
+    #[serde(default)]
+    pub container_update_type: ContainerUpdateType,
+    /// The new size (INCREASE/DECREASE_RESOURCE).
+    #[serde(default)]
+    pub capability: ResourceInfo,
+}
+
+/// YARN's `ContainerUpdateType` (the execution-type changes are refused: Spindle runs
+/// GUARANTEED containers only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[allow(non_camel_case_types)]
+pub enum ContainerUpdateType {
+    #[default]
+    INCREASE_RESOURCE,
+    DECREASE_RESOURCE,
+    PROMOTE_EXECUTION_TYPE,
+    DEMOTE_EXECUTION_TYPE,
+}
+
+/// YARN's `UpdatedContainer`: the container at its new version and size, with a new token
+/// the AM hands to the container's NM (`POST /ws/v1/node/containers/update`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdatedContainer {
+    pub update_type: ContainerUpdateType,
+    pub container: Container,
+}
+
+/// YARN's `UpdateContainerError`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateContainerError {
+    /// YARN's reason words (`INCORRECT_CONTAINER_VERSION_ERROR`, ...) and what they mean.
+    pub reason: String,
+    pub current_container_version: i32,
+    pub update_container_request: UpdateContainerRequest,
 }
 
 /// Where the application's work is saved up to.

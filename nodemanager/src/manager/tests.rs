@@ -21,6 +21,7 @@ fn labels_and_names() {
             expiry_time_ms: 0,
             rm_identifier: 0,
             is_am: false,
+            version: 0,
         },
     );
     assert_eq!(token_label(&t), id.to_string());

@@ -274,6 +274,7 @@ impl TestNm {
             expiry_time_ms: now_ms() + 600_000,
             rm_identifier: 1,
             is_am: false,
+            version: 0,
         }
     }
 
