@@ -468,6 +468,12 @@ pub struct AllocateResponse {
     /// Elastic gangs the RM shrinks (see [`ResizeDemand`]), repeated until done.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub resize_demands: Vec<ResizeDemand>,
+    /// YARN's: containers updated as asked (an increase may come in a later answer).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub updated_containers: Vec<UpdatedContainer>,
+    /// YARN's: updates refused, with the reason.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub update_errors: Vec<UpdateContainerError>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
