@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 
 use spindle_common::records::am::{
-    CheckpointReport, Container, ContainerStatus, GangSpec, GangState, GangStatus,
-    PreemptionAcknowledgement, PreemptionContainer, PreemptionContract, PreemptionMessage,
-    PreemptionResourceRequest, ResizeDemand, ResizeOffer, ResourceRequest, SizeRule,
-    StrictPreemptionContract, ThroughputReport,
+    CheckpointReport, Container, ContainerStatus, ContainerUpdateType, GangSpec, GangState,
+    GangStatus, PreemptionAcknowledgement, PreemptionContainer, PreemptionContract,
+    PreemptionMessage, PreemptionResourceRequest, ResizeDemand, ResizeOffer, ResourceRequest,
+    SizeRule, StrictPreemptionContract, ThroughputReport, UpdateContainerError,
+    UpdateContainerRequest, UpdatedContainer,
 };
 use spindle_common::records::cluster::LocalResourceInfo;
 use spindle_common::records::node::ContainerLaunchContext;
@@ -17,8 +18,9 @@ use spindle_common::records::resource::ResourceInfo;
 use crate::core::scheduler::elastic::{ElasticSpec, SizeRule as ElasticRule};
 use crate::core::scheduler::gang::GangPhase;
 use crate::core::{
-    Allocation, AmReport, Checkpoint, CompletedContainer, GangView, LaunchSpec, LocalResource,
-    PreemptionNotice, ResizeDemandView, ResizeOfferView,
+    Allocation, AmReport, Checkpoint, CompletedContainer, ContainerUpdate, GangView, LaunchSpec,
+    LocalResource, PreemptionNotice, ResizeDemandView, ResizeOfferView, UpdateErrorView,
+    UpdateKind, UpdatedView,
 };
 
 impl From<LocalResourceInfo> for LocalResource {
@@ -84,7 +86,7 @@ impl From<Allocation> for Container {
             container_token: a.container_token,
             execution_type: "GUARANTEED".into(),
             allocation_request_id: a.allocation_request_id,
-            version: 0,
+            version: a.version,
         }
     }
 }
@@ -119,6 +121,39 @@ impl From<GangView> for GangStatus {
             failed_containers: g.failed_containers,
             current_size: g.current_size,
             resizes: g.resizes,
+        }
+    }
+}
+
+fn update_type(k: UpdateKind) -> ContainerUpdateType {
+    match k {
+        UpdateKind::IncreaseResource => ContainerUpdateType::INCREASE_RESOURCE,
+        UpdateKind::DecreaseResource => ContainerUpdateType::DECREASE_RESOURCE,
+        UpdateKind::PromoteExecutionType => ContainerUpdateType::PROMOTE_EXECUTION_TYPE,
+        UpdateKind::DemoteExecutionType => ContainerUpdateType::DEMOTE_EXECUTION_TYPE,
+    }
+}
+
+impl From<UpdatedView> for UpdatedContainer {
+    fn from(u: UpdatedView) -> Self {
+        Self {
+            update_type: update_type(u.kind),
+            container: Container::from(u.allocation),
+        }
+    }
+}
+
+impl From<UpdateErrorView> for UpdateContainerError {
+    fn from(e: UpdateErrorView) -> Self {
+        Self {
+            reason: e.refusal.to_string(),
+            current_container_version: e.current_version,
+            update_container_request: UpdateContainerRequest {
+                container_id: e.request.container,
+                container_version: e.request.version,
+                container_update_type: update_type(e.request.kind),
+                capability: ResourceInfo::from(&e.request.capability),
+            },
         }
     }
 }
@@ -219,6 +254,7 @@ pub fn am_report(
     checkpoint: Option<CheckpointReport>,
     ack: Option<PreemptionAcknowledgement>,
     throughput: Vec<ThroughputReport>,
+    updates: Vec<UpdateContainerRequest>,
 ) -> AmReport {
     AmReport {
         checkpoint: checkpoint.map(|k| Checkpoint {
@@ -231,6 +267,21 @@ pub fn am_report(
             .into_iter()
             .take(64)
             .map(|t| (t.gang_id, t.size, t.throughput))
+            .collect(),
+        updates: updates
+            .into_iter()
+            .take(1024)
+            .map(|u| ContainerUpdate {
+                container: u.container_id,
+                version: u.container_version,
+                kind: match u.container_update_type {
+                    ContainerUpdateType::INCREASE_RESOURCE => UpdateKind::IncreaseResource,
+                    ContainerUpdateType::DECREASE_RESOURCE => UpdateKind::DecreaseResource,
+                    ContainerUpdateType::PROMOTE_EXECUTION_TYPE => UpdateKind::PromoteExecutionType,
+                    ContainerUpdateType::DEMOTE_EXECUTION_TYPE => UpdateKind::DemoteExecutionType,
+                },
+                capability: u.capability.to_resource(),
+            })
             .collect(),
     }
 }

@@ -30,6 +30,9 @@ pub struct AllocateReply {
     pub offers: Vec<ResizeOfferView>,
     /// Elastic gangs to shrink, until done.
     pub demands: Vec<ResizeDemandView>,
+    /// YARN's container updates applied since the last call, and those refused.
+    pub updated: Vec<UpdatedView>,
+    pub update_errors: Vec<UpdateErrorView>,
 }
 
 /// A container handed to its AM: where it is and the RM-signed token that lets the AM start
@@ -43,6 +46,8 @@ pub struct Allocation {
     pub priority: i32,
     pub container_token: String,
     pub allocation_request_id: i64,
+    /// YARN's container version (bumped by each resource update).
+    pub version: i32,
 }
 
 /// A container's end as its AM hears of it (YARN's `ContainerStatus` of a completed one).
@@ -185,7 +190,7 @@ impl RmCore {
         asks: Vec<AskUpdate>,
         release: Vec<ContainerId>,
         progress: f32,
-        report: AmReport,
+        mut report: AmReport,
         now: u64,
     ) -> Result<AllocateReply, CoreError> {
         {
@@ -263,6 +268,8 @@ impl RmCore {
         for (gang, size, value) in &report.throughput {
             self.sched.report_throughput(&app_id, gang, *size, *value);
         }
+        let updates = std::mem::take(&mut report.updates);
+        self.container_updates(attempt, updates, now);
         self.am_report(&app_id, report, now);
         if elastic_asked {
             // A new elastic job is sized by the policy's round now, not at the next one.
@@ -275,6 +282,8 @@ impl RmCore {
         att.response_id = att.response_id.wrapping_add(1);
         let pulled = std::mem::take(&mut att.to_deliver);
         let offers = std::mem::take(&mut att.offers);
+        let updated = std::mem::take(&mut att.updated);
+        let update_errors = std::mem::take(&mut att.update_errors);
         let completed = std::mem::take(&mut att.to_report);
         let response_id = att.response_id;
         let allocated: Vec<Allocation> = pulled
@@ -307,6 +316,8 @@ impl RmCore {
             preemption: self.notice_for(&app_id),
             offers,
             demands: self.demands_for(&app_id),
+            updated,
+            update_errors,
         };
         for c in &reply.allocated {
             if let Some(rc) = self.containers.get_mut(&c.id) {

@@ -26,6 +26,9 @@ impl Attempt {
             containers: BTreeSet::new(),
             to_deliver: Vec::new(),
             offers: Vec::new(),
+            updated: Vec::new(),
+            update_errors: Vec::new(),
+            pending_increases: Vec::new(),
             to_report: Vec::new(),
             diagnostics: if placeholder {
                 "Attempt from before a ResourceManager restart".into()

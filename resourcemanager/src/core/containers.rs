@@ -39,6 +39,7 @@ impl RmCore {
                 finish_time: 0,
                 exit_status: exit_status::INVALID,
                 diagnostics: String::new(),
+                version: 0,
             },
         );
         self.counters.containers_allocated += 1;
@@ -53,7 +54,7 @@ impl RmCore {
     pub(super) fn container_record(&self, cid: &ContainerId) -> Option<Allocation> {
         let c = self.containers.get(cid)?;
         let user = self.apps.get(&cid.application_id())?.sub.user.clone();
-        let ident = ContainerTokenIdentifier::new(
+        let mut ident = ContainerTokenIdentifier::new(
             *cid,
             c.node.clone(),
             user,
@@ -62,6 +63,7 @@ impl RmCore {
             self.cluster_ts,
             c.is_am,
         );
+        ident.version = c.version;
         Some(Allocation {
             id: *cid,
             node_id: c.node.clone(),
@@ -70,6 +72,7 @@ impl RmCore {
             priority: c.priority,
             container_token: token::issue_container_token(&self.secret, &ident),
             allocation_request_id: c.allocation_request_id,
+            version: c.version,
         })
     }
 

@@ -21,6 +21,7 @@ mod preemption;
 mod queues;
 mod recovery;
 mod tick;
+mod updates;
 
 pub use am::{AllocateReply, Allocation, AskUpdate, CompletedContainer, GangView};
 pub use apps::KillOutcome;
@@ -32,6 +33,7 @@ pub use nodes::{HeartbeatReply, NodeAction, NodeRegistration, ReportedContainer}
 pub use preemption::{
     AmReport, Notice, PreemptionConf, PreemptionCounters, PreemptionNotice, PreemptionState, Reason,
 };
+pub use updates::{ContainerUpdate, UpdateErrorView, UpdateKind, UpdateRefusal, UpdatedView};
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -306,6 +306,11 @@ pub struct Attempt {
     pub to_deliver: Vec<ContainerId>,
     /// Elastic growth not yet offered to the AM.
     pub offers: Vec<super::ResizeOfferView>,
+    /// Container updates applied and refused, not yet told to the AM; increases waiting
+    /// for room (with their normalized target).
+    pub updated: Vec<super::UpdatedView>,
+    pub update_errors: Vec<super::UpdateErrorView>,
+    pub pending_increases: Vec<(super::ContainerUpdate, Resource)>,
     /// Completed, not yet told to the AM.
     pub to_report: Vec<super::CompletedContainer>,
     pub diagnostics: String,
@@ -465,6 +470,8 @@ pub struct RmContainer {
     pub finish_time: u64,
     pub exit_status: i32,
     pub diagnostics: String,
+    /// YARN's container version: bumped by every resource update.
+    pub version: i32,
 }
 
 impl RmContainer {

@@ -88,6 +88,8 @@ pub struct AmReport {
     pub acknowledge_eta_ms: Option<u64>,
     /// Elastic gangs' measured throughput: (gang, size, value).
     pub throughput: Vec<(String, u32, f64)>,
+    /// YARN's container updates.
+    pub updates: Vec<ContainerUpdate>,
 }
 
 /// The notice an allocate answer carries: every container of the application under notice.

@@ -203,6 +203,7 @@ impl RmCore {
                 finish_time: 0,
                 exit_status: exit_status::INVALID,
                 diagnostics: String::new(),
+                version: 0,
             },
         );
         self.sched.charge(&app_id, node, &r.resource);

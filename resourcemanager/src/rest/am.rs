@@ -141,6 +141,7 @@ async fn allocate(
                 req.checkpoint,
                 req.preemption_acknowledgement,
                 req.throughput_reports,
+                req.update_requests,
             ),
             reply,
         })
@@ -159,6 +160,8 @@ async fn allocate(
         preemption_message: r.preemption.map(crate::wire::preemption_message),
         resize_offers: crate::wire::all(r.offers),
         resize_demands: crate::wire::all(r.demands),
+        updated_containers: crate::wire::all(r.updated),
+        update_errors: crate::wire::all(r.update_errors),
     }))
 }
 

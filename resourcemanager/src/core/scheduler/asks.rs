@@ -140,6 +140,37 @@ impl Scheduler {
         self.charge_app(app, r, false);
     }
 
+    /// A live container changed size (YARN's container update): its node, application,
+    /// user and queues are charged the difference; no container comes or goes.
+    pub fn recharge(&mut self, app: &ApplicationId, node: &NodeId, from: &Resource, to: &Resource) {
+        if let Some(slot) = self.nodes.slot(node) {
+            self.nodes.release(slot, from);
+            self.nodes.charge(slot, to);
+        }
+        self.accrue(app);
+        let Some(a) = self.apps.get_mut(app) else {
+            return;
+        };
+        a.used.sub_assign(from);
+        a.used.add_assign(to);
+        let (leaf, user) = (a.queue, a.user.clone());
+        let mut q = Some(leaf);
+        while let Some(i) = q {
+            let queue = &mut self.tree.queues[i];
+            queue.used.sub_assign(from);
+            queue.used.add_assign(to);
+            q = queue.parent;
+        }
+        let u = self.tree.queues[leaf].users.entry(user).or_default();
+        u.used.sub_assign(from);
+        u.used.add_assign(to);
+        match self.tree.queues[leaf].spec.ordering {
+            OrderingPolicy::Fair => self.refresh_order(app),
+            OrderingPolicy::Las => self.las_track(app),
+            OrderingPolicy::Fifo => {}
+        }
+    }
+
     pub(super) fn charge_app(&mut self, id: &ApplicationId, r: &Resource, up: bool) {
         self.accrue(id);
         let Some(app) = self.apps.get_mut(id) else {

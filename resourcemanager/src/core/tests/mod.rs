@@ -14,6 +14,7 @@ mod elastic;
 mod gang;
 mod preemption;
 mod recovery;
+mod updates;
 
 /// A queue path from a test's literal.
 pub(crate) fn qp(path: impl AsRef<str>) -> spindle_common::QueuePath {
