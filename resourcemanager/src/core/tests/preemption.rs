@@ -534,10 +534,13 @@ proptest! {
                 if under > 0 && !noticed {
                     noticed = true;
                     // What b claims from a (its need beyond the free room) leaves a at or
-                    // above its guarantee.
-                    let claim = (b_gpus - free_before).max(0);
-                    prop_assert!((a_before - claim) as f64 >= a_guar - 1e-9,
-                        "a had {a_before} GPUs, guarantee {a_guar}, b claimed {claim}");
+                    // above its guarantee. (a's usage then, not when b asked: a's own
+                    // waiting gangs may have been placed since, taking it over.)
+                    let a_now = c.gpus_used("root.a");
+                    let free_now = total - a_now - c.gpus_used("root.b");
+                    let claim = (b_gpus - free_now).max(0);
+                    prop_assert!((a_now - claim) as f64 >= a_guar - 1e-9,
+                        "a had {a_now} GPUs (at b's ask {a_before}), guarantee {a_guar}, b claimed {claim}");
                 }
             }
             if ran_at.is_none() && c.live_gpus(&b) == b_gpus {
