@@ -406,12 +406,7 @@ impl Scheduler {
                 })
                 .collect();
             let nodes = &self.nodes;
-            let free = |s: usize| {
-                nodes
-                    .get(s)
-                    .filter(|n| n.schedulable)
-                    .map(|n| n.free.clone())
-            };
+            let free = |s: usize| nodes.free_room(s);
             let open = |s: usize| nodes.reserved_by(s).is_none_or(|h| *h == holder);
             let mut params = params.clone();
             params.max_nodes = 0;

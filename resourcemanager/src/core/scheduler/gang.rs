@@ -758,12 +758,7 @@ impl Scheduler {
             return None;
         }
         let nodes = &self.nodes;
-        let free = |s: usize| {
-            nodes
-                .get(s)
-                .filter(|n| n.schedulable)
-                .map(|n| n.free.clone())
-        };
+        let free = |s: usize| nodes.free_room(s);
         let mine_or_free = |s: usize| nodes.reserved_by(s).is_none_or(|h| *h == holder);
         // Planning costs a walk over the nodes; when the whole cluster's free room is short
         // of a gang already planned once, no plan can fit (its reason stays the last plan's).
@@ -849,12 +844,7 @@ impl Scheduler {
                 if !hold_intact && may_hold {
                     self.give_way(app_id, id, leaf);
                     let nodes = &self.nodes;
-                    let total = |s: usize| {
-                        nodes
-                            .get(s)
-                            .filter(|n| n.schedulable)
-                            .map(|n| n.total.clone())
-                    };
+                    let total = |s: usize| nodes.whole_room(s);
                     let not_others = |s: usize| nodes.reserved_by(s).is_none();
                     if let Plan::Fits(assign) = plan(nodes, &units, &params, &total, &not_others) {
                         let mut names = Vec::new();

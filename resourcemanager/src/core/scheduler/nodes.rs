@@ -143,6 +143,20 @@ impl NodeIndex {
         self.slots.get(slot).and_then(Option::as_ref)
     }
 
+    /// A schedulable node's free room (what a gang plan may use now).
+    pub fn free_room(&self, slot: usize) -> Option<Resource> {
+        self.get(slot)
+            .filter(|n| n.schedulable)
+            .map(|n| n.free.clone())
+    }
+
+    /// A schedulable node's whole capacity (what a gang's hold may count on as it drains).
+    pub fn whole_room(&self, slot: usize) -> Option<Resource> {
+        self.get(slot)
+            .filter(|n| n.schedulable)
+            .map(|n| n.total.clone())
+    }
+
     pub fn by_id(&self, id: &NodeId) -> Option<&SchedNode> {
         self.slot(id).and_then(|s| self.get(s))
     }
