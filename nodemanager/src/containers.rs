@@ -10,7 +10,9 @@
 //! `LOCALIZING` → `LOCALIZATION_FAILED`. A re-initialization (YARN's
 //! `reInitializeContainer`) goes `RUNNING` → `REINITIALIZING` → `RUNNING` with a new process
 //! in the same container (same id, allocation, devices, work dir), its step in
-//! [`Container::reinit`]; the old process's end is not a completion. Every one of those ends is *complete* to the RM and
+//! [`Container::reinit`]. A resource update (YARN's `updateContainer`) keeps the state: a
+//! newer token's memory and vcores replace the container's ([`ContainerTable::begin_update`],
+//! [`ContainerTable::finish_update`]); the old process's end is not a completion. Every one of those ends is *complete* to the RM and
 //! is reported in each heartbeat until the RM acknowledges it in
 //! `containersToBeRemovedFromNm`; the container is then `DONE`. `DONE` containers stay
 //! visible to REST (bounded by [`ContainerTable::prune_done`]).
@@ -134,6 +136,9 @@ pub struct Container {
     pub reinit: Option<Reinit>,
     /// Re-initializations done (each one a new process in this container).
     pub reinits: u32,
+    /// The version of a resource update whose limits are being applied (YARN's
+    /// `updateContainer`); `Some` only while the actor waits for the executor.
+    pub updating: Option<i32>,
 }
 
 /// Where a re-initialization stands (the container is `REINITIALIZING`). The old process
@@ -168,6 +173,67 @@ pub enum ReinitRefusal {
     },
     #[error("Container {0} is already being re-initialized")]
     AlreadyReinitializing(ContainerId),
+    #[error(
+        "Container {0} has a resource update being applied; re-initialize it once that is answered"
+    )]
+    Updating(ContainerId),
+}
+
+/// Why a resource update (YARN's `updateContainer`, `POST /containers/update`) is refused,
+/// with nothing changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UpdateRefusal {
+    #[error("Container {0} is not handled by this NodeManager")]
+    Unknown(ContainerId),
+    #[error("Container {id} is {state}; only a live container (localizing, held or running) can be updated")]
+    NotLive {
+        id: ContainerId,
+        state: NmContainerState,
+    },
+    #[error("Container {0} is being re-initialized; update it once its new process runs")]
+    Reinitializing(ContainerId),
+    #[error("Container {0} has another resource update being applied; retry once it is answered")]
+    Busy(ContainerId),
+    #[error("Container {id} is at version {current}; an update to version {offered} is stale or replayed")]
+    Stale {
+        id: ContainerId,
+        current: i32,
+        offered: i32,
+    },
+    #[error("Container {id}: {name} would change from {from} to {to}; device counts cannot change in place; use an elastic gang")]
+    DeviceChange {
+        id: ContainerId,
+        name: String,
+        from: i64,
+        to: i64,
+    },
+    #[error("Container {id}: the new resource <memory:{memory_mb}, vCores:{vcores}> is not a container size")]
+    Invalid {
+        id: ContainerId,
+        memory_mb: i64,
+        vcores: i64,
+    },
+}
+
+impl UpdateRefusal {
+    /// The exception name of the `failedRequests` entry (YARN's words).
+    pub fn exception(&self) -> &'static str {
+        match self {
+            Self::Stale { .. } => "InvalidToken",
+            Self::Unknown(_) => "InvalidContainerException",
+            _ => "YarnException",
+        }
+    }
+}
+
+/// An accepted update: what the container's limits go from and to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpdatePlan {
+    pub old: Resource,
+    pub new: Resource,
+    /// True if the container has a process (held or running) whose isolation must change;
+    /// false while it is localizing (only its launch spec changes).
+    pub has_process: bool,
 }
 
 /// What the actor does next in a re-initialization.
@@ -212,6 +278,7 @@ impl Container {
             stop: None,
             reinit: None,
             reinits: 0,
+            updating: None,
         }
     }
 
@@ -564,6 +631,9 @@ impl ContainerTable {
             return Err(ReinitRefusal::Unknown(*id));
         };
         match (c.state, c.pid) {
+            (NmContainerState::RUNNING, Some(_)) if c.updating.is_some() => {
+                Err(ReinitRefusal::Updating(*id))
+            }
             (NmContainerState::RUNNING, Some(pgid)) => {
                 c.state = NmContainerState::REINITIALIZING;
                 c.reinit = Some(Reinit::Localizing {
@@ -684,6 +754,88 @@ impl ContainerTable {
             now_ms,
         );
         Some(Outcome::Failed)
+    }
+
+    /// Checks a verified update token against the container (YARN's `updateContainer`):
+    /// the container must be live and not re-initializing, have no other update in flight,
+    /// and be at an older version than the token's; memory and vcores may change, extended
+    /// resources (devices) may not. Accepted, a container with a process is marked as
+    /// updating until [`ContainerTable::finish_update`]; nothing changes on a refusal.
+    pub fn begin_update(
+        &mut self,
+        ident: &ContainerTokenIdentifier,
+    ) -> Result<UpdatePlan, UpdateRefusal> {
+        let id = ident.container_id;
+        let Some(c) = self.containers.get_mut(&id) else {
+            return Err(UpdateRefusal::Unknown(id));
+        };
+        let has_process = match c.state {
+            NmContainerState::LOCALIZING => false,
+            NmContainerState::SCHEDULED | NmContainerState::RUNNING => true,
+            NmContainerState::REINITIALIZING => return Err(UpdateRefusal::Reinitializing(id)),
+            state => return Err(UpdateRefusal::NotLive { id, state }),
+        };
+        if c.updating.is_some() {
+            return Err(UpdateRefusal::Busy(id));
+        }
+        if ident.version <= c.token.version {
+            return Err(UpdateRefusal::Stale {
+                id,
+                current: c.token.version,
+                offered: ident.version,
+            });
+        }
+        let new = ident.resource.to_resource();
+        if new.memory_mb <= 0 || new.vcores <= 0 {
+            return Err(UpdateRefusal::Invalid {
+                id,
+                memory_mb: new.memory_mb,
+                vcores: new.vcores,
+            });
+        }
+        let old = c.resource.clone();
+        let names: BTreeSet<&'static str> = old
+            .extended()
+            .chain(new.extended())
+            .map(|(n, _)| n)
+            .collect();
+        if let Some(name) = names.into_iter().find(|n| old.get(n) != new.get(n)) {
+            return Err(UpdateRefusal::DeviceChange {
+                id,
+                name: name.to_string(),
+                from: old.get(name),
+                to: new.get(name),
+            });
+        }
+        if has_process {
+            c.updating = Some(ident.version);
+        }
+        Ok(UpdatePlan {
+            old,
+            new,
+            has_process,
+        })
+    }
+
+    /// An accepted update is done: with `applied`, the container takes the token's resource
+    /// and version (what heartbeats report and the recovery store keeps); else only the
+    /// in-flight mark goes. False if the container is no longer live (it ended meanwhile),
+    /// in which case nothing is recorded.
+    pub fn finish_update(&mut self, ident: &ContainerTokenIdentifier, applied: bool) -> bool {
+        let Some(c) = self.containers.get_mut(&ident.container_id) else {
+            return false;
+        };
+        if c.updating == Some(ident.version) {
+            c.updating = None;
+        }
+        if c.is_complete() {
+            return false;
+        }
+        if applied && ident.version > c.token.version {
+            c.resource = ident.resource.to_resource();
+            c.token = ident.clone();
+        }
+        true
     }
 
     /// Marks the RM-acknowledged complete containers `DONE`; returns how many changed.
@@ -1120,5 +1272,145 @@ mod tests {
             t.get(&c).unwrap().state,
             NmContainerState::EXITED_WITH_FAILURE
         );
+    }
+
+    fn update_token(id: ContainerId, version: i32, r: Resource) -> ContainerTokenIdentifier {
+        let mut t = container(id).token;
+        t.version = version;
+        t.resource = ResourceInfo::from(&r);
+        t
+    }
+
+    #[test]
+    fn an_update_takes_a_newer_version_and_its_resource() {
+        let mut t = ContainerTable::new();
+        let id = cid(1, 1);
+        running(&mut t, id, 100);
+        let up = update_token(id, 1, Resource::new(4096, 3));
+        let plan = t.begin_update(&up).unwrap();
+        assert_eq!(plan.old, Resource::new(1024, 1));
+        assert_eq!(plan.new, Resource::new(4096, 3));
+        assert!(plan.has_process);
+        // While it is applied, another update and a re-initialization wait.
+        assert_eq!(
+            t.begin_update(&update_token(id, 2, Resource::new(2048, 1))),
+            Err(UpdateRefusal::Busy(id))
+        );
+        assert_eq!(t.begin_reinit(&id, 10), Err(ReinitRefusal::Updating(id)));
+        assert!(t.finish_update(&up, true));
+        let c = t.get(&id).unwrap();
+        assert_eq!(c.resource, Resource::new(4096, 3));
+        assert_eq!(c.token.version, 1);
+        assert_eq!(c.state, NmContainerState::RUNNING);
+        assert_eq!(c.updating, None);
+        assert_eq!(t.allocated(), Resource::new(4096, 3));
+        assert_eq!(
+            t.reports()[0].resource,
+            ResourceInfo::from(&Resource::new(4096, 3))
+        );
+        // The same token again, or an older one, is stale.
+        assert!(matches!(
+            t.begin_update(&up),
+            Err(UpdateRefusal::Stale {
+                current: 1,
+                offered: 1,
+                ..
+            })
+        ));
+        // A decrease to a newer version goes through.
+        let down = update_token(id, 2, Resource::new(512, 1));
+        t.begin_update(&down).unwrap();
+        assert!(t.finish_update(&down, true));
+        assert_eq!(t.get(&id).unwrap().resource, Resource::new(512, 1));
+    }
+
+    #[test]
+    fn a_failed_update_changes_nothing() {
+        let mut t = ContainerTable::new();
+        let id = cid(1, 1);
+        running(&mut t, id, 100);
+        let up = update_token(id, 1, Resource::new(4096, 3));
+        t.begin_update(&up).unwrap();
+        assert!(t.finish_update(&up, false));
+        let c = t.get(&id).unwrap();
+        assert_eq!(c.resource, Resource::new(1024, 1));
+        assert_eq!(c.token.version, 0);
+        assert_eq!(c.updating, None);
+        // ... so the same version may be offered again.
+        t.begin_update(&up).unwrap();
+    }
+
+    #[test]
+    fn devices_cannot_change_in_place() {
+        let mut t = ContainerTable::new();
+        let id = cid(1, 1);
+        let mut c = container(id);
+        c.token.resource = ResourceInfo::from(&Resource::new(1024, 1).with("yarn.io/gpu", 2));
+        c.resource = c.token.resource.to_resource();
+        t.insert(c).unwrap();
+        t.started(&id, 100, None);
+        let more = update_token(id, 1, Resource::new(1024, 1).with("yarn.io/gpu", 4));
+        let e = t.begin_update(&more).unwrap_err();
+        assert!(
+            matches!(&e, UpdateRefusal::DeviceChange { name, from: 2, to: 4, .. } if name == "yarn.io/gpu")
+        );
+        assert!(e.to_string().contains("use an elastic gang"), "{e}");
+        let none = update_token(id, 1, Resource::new(1024, 1));
+        assert!(matches!(
+            t.begin_update(&none),
+            Err(UpdateRefusal::DeviceChange { from: 2, to: 0, .. })
+        ));
+        // Memory with the same devices is fine.
+        let mem = update_token(id, 1, Resource::new(8192, 1).with("yarn.io/gpu", 2));
+        t.begin_update(&mem).unwrap();
+        assert_eq!(t.get(&id).unwrap().updating, Some(1));
+    }
+
+    #[test]
+    fn only_live_containers_are_updated() {
+        let mut t = ContainerTable::new();
+        let unknown = cid(1, 9);
+        assert_eq!(
+            t.begin_update(&update_token(unknown, 1, Resource::new(2048, 1))),
+            Err(UpdateRefusal::Unknown(unknown))
+        );
+        // Localizing: accepted with no process to touch, and recorded at once.
+        let loc = cid(1, 1);
+        t.insert(container(loc)).unwrap();
+        let up = update_token(loc, 1, Resource::new(2048, 2));
+        assert!(!t.begin_update(&up).unwrap().has_process);
+        assert_eq!(t.get(&loc).unwrap().updating, None);
+        assert!(t.finish_update(&up, true));
+        assert_eq!(t.get(&loc).unwrap().resource, Resource::new(2048, 2));
+        // Re-initializing, stopping, and finished containers are refused.
+        let re = cid(1, 2);
+        running(&mut t, re, 200);
+        t.begin_reinit(&re, 10).unwrap();
+        assert_eq!(
+            t.begin_update(&update_token(re, 1, Resource::new(2048, 1))),
+            Err(UpdateRefusal::Reinitializing(re))
+        );
+        let done = cid(1, 3);
+        running(&mut t, done, 300);
+        t.exited(&done, &ProcessExit::Code(0), "", 20);
+        assert!(matches!(
+            t.begin_update(&update_token(done, 1, Resource::new(2048, 1))),
+            Err(UpdateRefusal::NotLive {
+                state: NmContainerState::EXITED_WITH_SUCCESS,
+                ..
+            })
+        ));
+        // A container that ended while its update was applied records nothing.
+        let gone = cid(1, 4);
+        running(&mut t, gone, 400);
+        let up = update_token(gone, 1, Resource::new(2048, 1));
+        t.begin_update(&up).unwrap();
+        t.exited(&gone, &ProcessExit::Code(1), "", 20);
+        assert!(!t.finish_update(&up, true));
+        assert_eq!(t.get(&gone).unwrap().resource, Resource::new(1024, 1));
+        assert!(matches!(
+            t.begin_update(&update_token(loc, 2, Resource::new(0, 1))),
+            Err(UpdateRefusal::Invalid { .. })
+        ));
     }
 }

@@ -71,11 +71,16 @@
 //!   -104. CPU, pids and devices are then not isolated.
 //! * **none**: no cgroups and the pmem check disabled.
 //!
+//! A container update (YARN's `updateContainer`, [`ContainerExecutor::update_limits`])
+//! rewrites the memory and CPU limits in the container's cgroups
+//! ([`crate::cgroups::Cgroups::update`]) and the memory limit its watcher checks (the
+//! process-tree RSS limit, shared with the watch), so both hold the container to its new size.
+//!
 //! Known limit: a container re-adopted after an NM restart gets cgroup teardown and OOM
 //! reporting ([`ContainerExecutor::adopted_ended`]) but no pmem watching and no v1 OOM
 //! follow-up.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::future::Future;
@@ -87,7 +92,8 @@ use std::pin::Pin;
 use nix::errno::Errno;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use spindle_common::ids::ContainerId;
@@ -96,7 +102,7 @@ use tracing::{info, warn};
 
 use crate::cgroups::{CgroupError, Cgroups, Layout};
 use crate::containers::ProcessExit;
-use crate::isolation::{proctree, IsolationConfig};
+use crate::isolation::{proctree, IsolationConfig, IsolationSpec};
 
 mod localize;
 mod spawn;
@@ -226,6 +232,19 @@ pub trait ContainerExecutor: Send + Sync + 'static {
         let _ = (id, memory_mb);
         exit
     }
+    /// Applies a live container's new limits (YARN's container update): its cgroups'
+    /// memory and CPU limits, and the memory limit its watcher (the process-tree RSS check,
+    /// or the OOM report) holds it to. A container with no process yet needs nothing here.
+    /// Blocking (the kernel may reclaim memory for a shrink): run it off the runtime.
+    fn update_limits(
+        &self,
+        id: &ContainerId,
+        old: &IsolationSpec,
+        new: &IsolationSpec,
+    ) -> Result<(), LaunchError> {
+        let _ = (id, old, new);
+        Ok(())
+    }
     /// The NM is stopping: removes what the executor made for itself (empty cgroup dirs).
     fn shutdown(&self) {}
 }
@@ -250,7 +269,13 @@ pub struct ProcessExecutor {
     /// bash, found once in the NM's `PATH`: a container's environment may have no `PATH`.
     bash: PathBuf,
     enforcement: Enforcement,
+    /// The memory limit (MB) each watched container is held to, shared with its [`Watch`]
+    /// so that a container update changes it live.
+    limits: WatchedLimits,
 }
+
+/// Memory limits of the containers this executor watches, by container.
+type WatchedLimits = Arc<Mutex<HashMap<ContainerId, Arc<AtomicI64>>>>;
 
 impl Default for ProcessExecutor {
     fn default() -> Self {
@@ -271,6 +296,7 @@ impl ProcessExecutor {
         Self {
             bash,
             enforcement: Enforcement::None,
+            limits: WatchedLimits::default(),
         }
     }
 
@@ -375,22 +401,35 @@ struct Watch {
     enforcement: Enforcement,
     id: ContainerId,
     pid: i32,
-    limit_mb: i64,
+    /// The container's memory limit in MB; a container update changes it.
+    limit_mb: Arc<AtomicI64>,
+    /// Where the executor keeps `limit_mb`: the entry goes when the watch ends.
+    registry: WatchedLimits,
 }
 
 impl Watch {
+    fn limit_mb(&self) -> i64 {
+        self.limit_mb.load(Ordering::Relaxed)
+    }
+
+    /// How often to check. Checked while the limit is positive (an update can make it so).
     fn interval(&self) -> Option<Duration> {
         match &self.enforcement {
             Enforcement::None => None,
-            Enforcement::ProcessTree { interval } => (self.limit_mb > 0).then_some(*interval),
-            Enforcement::Cgroups { interval, .. } => (self.limit_mb > 0).then_some(*interval),
+            Enforcement::ProcessTree { interval } | Enforcement::Cgroups { interval, .. } => {
+                Some(*interval)
+            }
         }
     }
 
     /// One check; `Some(why)` once the container has been killed for its memory.
     async fn check(&self) -> Option<String> {
+        let limit = self.limit_mb();
+        if limit <= 0 {
+            return None;
+        }
         let enforcement = self.enforcement.clone();
-        let (id, pid, limit) = (self.id, self.pid, self.limit_mb);
+        let (id, pid) = (self.id, self.pid);
         tokio::task::spawn_blocking(move || match enforcement {
             Enforcement::None => None,
             Enforcement::ProcessTree { .. } => match proctree::check(pid, limit) {
@@ -418,7 +457,19 @@ impl Watch {
     /// The leader has been reaped: reads the OOM counter, then empties and removes the
     /// container's cgroups.
     async fn finish(self, exit: ProcessExit, killed: Option<String>) -> ProcessExit {
-        let limit_mb = self.limit_mb;
+        let limit_mb = self.limit_mb();
+        {
+            let mut reg = self
+                .registry
+                .lock()
+                .expect("the watched-limits lock is never poisoned");
+            if reg
+                .get(&self.id)
+                .is_some_and(|l| Arc::ptr_eq(l, &self.limit_mb))
+            {
+                reg.remove(&self.id);
+            }
+        }
         let detail = match self.enforcement {
             Enforcement::Cgroups { cgroups, .. } => {
                 let id = self.id;
@@ -572,11 +623,17 @@ impl ContainerExecutor for ProcessExecutor {
             g.forked();
         }
         let start_ticks = proc_start_ticks(pid);
+        let limit_mb = Arc::new(AtomicI64::new(spec.isolation.memory_mb));
+        self.limits
+            .lock()
+            .expect("the watched-limits lock is never poisoned")
+            .insert(spec.container_id, Arc::clone(&limit_mb));
         let watch = Watch {
             enforcement: self.enforcement.clone(),
             id: spec.container_id,
             pid,
-            limit_mb: spec.isolation.memory_mb,
+            limit_mb,
+            registry: Arc::clone(&self.limits),
         };
         let exit = Box::pin(async move {
             let mut killed: Option<String> = None;
@@ -678,6 +735,27 @@ impl ContainerExecutor for ProcessExecutor {
             },
             None => exit,
         }
+    }
+
+    fn update_limits(
+        &self,
+        id: &ContainerId,
+        old: &IsolationSpec,
+        new: &IsolationSpec,
+    ) -> Result<(), LaunchError> {
+        if let Some(cg) = self.cgroups() {
+            cg.update(id, old, new)?;
+        }
+        if let Some(l) = self
+            .limits
+            .lock()
+            .expect("the watched-limits lock is never poisoned")
+            .get(id)
+        {
+            l.store(new.memory_mb, Ordering::Relaxed);
+        }
+        info!(container_id = %id, memory_mb = new.memory_mb, vcores = new.vcores, "container limits updated");
+        Ok(())
     }
 
     fn shutdown(&self) {

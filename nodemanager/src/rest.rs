@@ -1,5 +1,5 @@
 //! The NM's HTTP API: YARN's NM REST v1 (`/ws/v1/node/...`), the container management calls
-//! (start/stop/release/signal/reinitialize), container logs, the UI-style log pages, and `/metrics`.
+//! (start/stop/release/signal/reinitialize/update), container logs, the UI-style log pages, and `/metrics`.
 //!
 //! Handlers parse, ask the container manager through its [`NmHandle`], and map the answer to
 //! a status; they hold no mutable state. Logs are read from disk here (see [`crate::logs`]).
@@ -34,7 +34,7 @@ use spindle_rest_edge::{ApiError, JsonBody, PathParams, QueryParams};
 
 use crate::containers::Container;
 use crate::logs;
-use crate::manager::{AppView, NmHandle, ReinitError, Unavailable};
+use crate::manager::{AppView, ContainerUpdateRequest, NmHandle, ReinitError, Unavailable};
 use crate::plugins::{HealthView, PluginDetails, ResourceView};
 
 /// The YARN REST API version these shapes follow.
@@ -106,6 +106,7 @@ pub fn router(state: RestState) -> Router {
         .route("/ws/v1/node/containers/release", post(release))
         .route("/ws/v1/node/containers/signal", post(signal))
         .route("/ws/v1/node/containers/reinitialize", post(reinitialize))
+        .route("/ws/v1/node/containers/update", post(update))
         .route("/ws/v1/node/containers/{containerid}", get(container))
         .route("/ws/v1/node/containers/{containerid}/logs", get(log_list))
         .route(
@@ -398,6 +399,20 @@ async fn reinitialize(
         stopped_in_ms: done.stopped_in_ms,
         reinitializations: done.reinits,
     }))
+}
+
+/// `POST /ws/v1/node/containers/update` (YARN's `updateContainer`): each entry of
+/// `containersToUpdate` is a new container token from the RM (an allocate answer's
+/// `updatedContainers`); the live container it names takes its memory and vcores (cgroup
+/// limits and the RSS watcher, applied before the answer) and its version. Authenticated by
+/// the token, as a start is. Per-container refusals are `failedRequests` entries: a bad,
+/// expired or foreign token, an unknown or finished container, a version not newer than the
+/// container's (stale or replayed), a change to a device count, limits the kernel refused.
+async fn update(
+    State(s): State<RestState>,
+    JsonBody(req): JsonBody<ContainerUpdateRequest>,
+) -> Result<impl IntoResponse, ApiError> {
+    Ok(Json(s.0.handle.update(req.containers_to_update).await?))
 }
 
 async fn metrics(State(s): State<RestState>) -> Result<impl IntoResponse, ApiError> {

@@ -632,3 +632,58 @@ async fn without_cgroups_the_pmem_watcher_kills_an_over_limit_container() {
     );
     nm.stop().await.unwrap();
 }
+
+/// A container update rewrites a running container's limits in its own cgroups (memory and
+/// CPU, v1 or v2, as the node uses them), both ways; once the container is gone its update
+/// is an error.
+#[tokio::test]
+async fn an_update_rewrites_a_running_containers_cgroup_limits() {
+    let test = "update";
+    let Some(layout) = cgroups_or_skip(test) else {
+        return;
+    };
+    let h = Hierarchy::new(&layout);
+    let (cg, ex) = cgroup_executor(&layout, &h.config());
+    let dir = tempfile::tempdir().unwrap();
+    let id = cid(45, 1);
+    let s = spec(dir.path(), id, "exec sleep 30", limits(1, 64));
+    let p = launch(&ex, &s).await;
+    let mem = cg
+        .container_dir(Controller::Memory, &id)
+        .expect("a memory cgroup");
+    let cpu = cg
+        .container_dir(Controller::Cpu, &id)
+        .expect("a cpu cgroup");
+    let read = |d: &Path, f: &str| {
+        std::fs::read_to_string(d.join(f))
+            .unwrap_or_else(|e| panic!("{}: {e}", d.join(f).display()))
+            .trim()
+            .to_string()
+    };
+    let v1 = mem.join("memory.limit_in_bytes").exists();
+    let (mem_file, cpu_file, cpu_for_3) = if v1 {
+        ("memory.limit_in_bytes", "cpu.shares", "3072")
+    } else {
+        ("memory.max", "cpu.weight", "300")
+    };
+    assert_eq!(read(&mem, mem_file), (64i64 << 20).to_string());
+    ex.update_limits(&id, &limits(1, 64), &limits(3, 256))
+        .expect("update");
+    assert_eq!(read(&mem, mem_file), (256i64 << 20).to_string());
+    assert_eq!(read(&cpu, cpu_file), cpu_for_3);
+    ex.update_limits(&id, &limits(3, 256), &limits(1, 32))
+        .expect("shrink");
+    assert_eq!(read(&mem, mem_file), (32i64 << 20).to_string());
+    ex.signal_group(p.pid, StopSignal::Kill).unwrap();
+    wait_exit(p).await;
+    assert!(
+        !mem.exists(),
+        "the container's cgroup is removed at its end"
+    );
+    // No cgroup left to update: an error, not a silent success.
+    assert!(ex
+        .update_limits(&id, &limits(1, 32), &limits(2, 64))
+        .is_err());
+    ex.shutdown();
+    assert!(h.gone(), "cgroups left behind: {:?}", h.dirs());
+}

@@ -549,6 +549,58 @@ impl Cgroups {
         Ok(Placement { files })
     }
 
+    /// Applies a running container's new memory and CPU limits (YARN's container update),
+    /// the same settings [`Cgroups::create`] writes, in the container's existing cgroups.
+    /// Memory goes first, so a refused shrink (v1 answers EBUSY when the usage cannot be
+    /// reclaimed below the new limit) leaves every limit as it was; on v1 the memory+swap
+    /// limit is raised before, or lowered after, the memory limit, as the kernel requires
+    /// `memory.limit_in_bytes <= memory.memsw.limit_in_bytes`. Pids and devices stay.
+    pub fn update(
+        &self,
+        id: &ContainerId,
+        old: &IsolationSpec,
+        new: &IsolationSpec,
+    ) -> Result<(), CgroupError> {
+        let name = id.to_string();
+        let grow = new.memory_mb > old.memory_mb;
+        let mut memory = Vec::new();
+        let mut cpu = Vec::new();
+        for b in &self.bases {
+            if !(b.roles.cpu || b.roles.memory) {
+                continue;
+            }
+            let dir = Self::dir_of(b, &name);
+            if !dir.is_dir() {
+                return Err(CgroupError::Unavailable(format!(
+                    "container {id} has no cgroup at {}",
+                    dir.display()
+                )));
+            }
+            if b.roles.memory {
+                let mut m = match b.version {
+                    Version::V1 => v1::memory(new),
+                    Version::V2 => v2::memory(new),
+                };
+                if grow && b.version == Version::V1 {
+                    // memsw before the memory limit.
+                    m.sort_by_key(|s| s.file != "memory.memsw.limit_in_bytes");
+                }
+                memory.push((dir.clone(), m));
+            }
+            if b.roles.cpu {
+                let c = match b.version {
+                    Version::V1 => v1::cpu(new),
+                    Version::V2 => v2::cpu(new),
+                };
+                cpu.push((dir, c));
+            }
+        }
+        for (dir, settings) in memory.iter().chain(cpu.iter()) {
+            apply(dir, settings)?;
+        }
+        Ok(())
+    }
+
     /// Every existing cgroup directory of the container.
     fn existing_dirs(&self, name: &str) -> Vec<PathBuf> {
         self.bases

@@ -201,3 +201,71 @@ fn v2_delegation_on_a_fake_tree() {
     let e = v2::delegate(root, &b, &["pids"]).unwrap_err();
     assert!(e.to_string().contains("'pids' is not available"), "{e}");
 }
+
+/// A container update rewrites the memory and CPU limits in the container's existing
+/// cgroups (on a fake v1 cgroupfs, whose control files are pre-created), and says so when
+/// the container has no cgroup.
+#[test]
+fn an_update_rewrites_memory_and_cpu_limits() {
+    let d = tempfile::tempdir().unwrap();
+    let m = d.path().display();
+    let mountinfo = format!(
+        "1 0 0:1 / {m}/cpu rw - cgroup cgroup rw,cpu,cpuacct\n\
+         2 0 0:2 / {m}/memory rw - cgroup cgroup rw,memory\n"
+    );
+    let layout = Layout::parse(&mountinfo, "2:memory:/\n1:cpu,cpuacct:/\n");
+    let cg = Cgroups::new(&layout, &IsolationConfig::default(), "nm-u").unwrap();
+    let id = ContainerId::new(
+        spindle_common::ids::ApplicationAttemptId::new(
+            spindle_common::ids::ApplicationId::new(1, 1),
+            1,
+        ),
+        0,
+        7,
+    );
+    let old = spec(1, 1024, true);
+    let new = spec(3, 4096, true);
+    let e = cg.update(&id, &old, &new).unwrap_err();
+    assert!(e.to_string().contains("has no cgroup"), "{e}");
+    let cpu = d.path().join("cpu/spindle/nm-u").join(id.to_string());
+    let mem = d.path().join("memory/spindle/nm-u").join(id.to_string());
+    fs::create_dir_all(&cpu).unwrap();
+    fs::create_dir_all(&mem).unwrap();
+    for f in ["cpu.shares", "cpu.cfs_period_us", "cpu.cfs_quota_us"] {
+        fs::write(cpu.join(f), "0").unwrap();
+    }
+    for f in [
+        "memory.limit_in_bytes",
+        "memory.memsw.limit_in_bytes",
+        "memory.swappiness",
+    ] {
+        fs::write(mem.join(f), "0").unwrap();
+    }
+    cg.update(&id, &old, &new).unwrap();
+    let read = |p: &std::path::Path| fs::read_to_string(p).unwrap().trim().to_string();
+    assert_eq!(read(&cpu.join("cpu.shares")), "3072");
+    assert_eq!(read(&cpu.join("cpu.cfs_quota_us")), "300000");
+    assert_eq!(
+        read(&mem.join("memory.limit_in_bytes")),
+        (4096i64 << 20).to_string()
+    );
+    assert_eq!(
+        read(&mem.join("memory.memsw.limit_in_bytes")),
+        (4096i64 << 20).to_string()
+    );
+    // A shrink writes the smaller values the same way (emptied first: `write_file` does not
+    // truncate, which a control file needs not but a plain one does).
+    for f in ["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"] {
+        fs::write(mem.join(f), "").unwrap();
+    }
+    cg.update(&id, &new, &spec(1, 512, false)).unwrap();
+    assert_eq!(read(&cpu.join("cpu.shares")), "1024");
+    assert_eq!(
+        read(&mem.join("memory.limit_in_bytes")),
+        (512i64 << 20).to_string()
+    );
+    // A missing memory file fails before the CPU limits change.
+    fs::remove_file(mem.join("memory.limit_in_bytes")).unwrap();
+    assert!(cg.update(&id, &old, &new).is_err());
+    assert_eq!(read(&cpu.join("cpu.shares")), "1024");
+}

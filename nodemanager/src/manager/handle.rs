@@ -14,10 +14,11 @@ use spindle_common::records::node::{
     StopContainersResponse,
 };
 use spindle_common::records::tracker::NmContainerReport;
-use spindle_common::token::TokenSecret;
+use spindle_common::token::{ContainerTokenIdentifier, TokenSecret};
 use tokio::sync::{mpsc, oneshot};
 
 use super::reinit::{ReinitError, Reinitialized};
+use super::update::ContainerUpdateResponse;
 use super::{AppView, NodeView, Reply};
 use crate::containers::{Container, ProcessExit, StopReason};
 use crate::metrics::NmMetrics;
@@ -66,6 +67,19 @@ pub enum Command {
     ReinitGraceOver {
         id: ContainerId,
         pgid: i32,
+    },
+    /// YARN's `updateContainer`: new container tokens whose memory and vcores a live
+    /// container takes; the reply comes once the limits are applied (or why not).
+    Update {
+        tokens: Vec<String>,
+        reply: Reply<ContainerUpdateResponse>,
+    },
+    /// An update call's limits were applied (or not), per token; `response` holds what was
+    /// answered before the executor ran.
+    UpdatesApplied {
+        results: Vec<(ContainerTokenIdentifier, Result<(), String>)>,
+        response: ContainerUpdateResponse,
+        reply: Reply<ContainerUpdateResponse>,
     },
     Node {
         reply: Reply<NodeView>,
@@ -191,6 +205,13 @@ impl NmHandle {
             reply,
         })
         .await
+    }
+    /// Resizes live containers to their new tokens (YARN's `updateContainer`).
+    pub async fn update(
+        &self,
+        tokens: Vec<String>,
+    ) -> Result<ContainerUpdateResponse, Unavailable> {
+        self.ask(|reply| Command::Update { tokens, reply }).await
     }
     pub async fn node(&self) -> Result<NodeView, Unavailable> {
         self.ask(|reply| Command::Node { reply }).await

@@ -15,6 +15,7 @@
 //! - `reaper`: watching a container's process (our child, or a re-adopted one) until it ends;
 //! - `stop`: stopping, completion book-keeping, and cleaning up a finished application;
 //! - `reinit`: re-initializing a running container (YARN's `reInitializeContainer`);
+//! - `update`: resizing a live container from a newer token (YARN's `updateContainer`);
 //! - `recovery`: re-adopting what a previous NM left, and writing the recovery store.
 //!
 //! This module owns the actor's state ([`Manager`]), its loop and its dispatch; the
@@ -49,6 +50,7 @@ mod recovery;
 mod reinit;
 mod start;
 mod stop;
+mod update;
 
 #[cfg(test)]
 mod tests;
@@ -56,6 +58,7 @@ mod tests;
 pub use handle::{Command, NmHandle, Unavailable};
 use hold::HoldGroup;
 pub use reinit::{ReinitError, Reinitialized, MAX_REINIT_GRACE};
+pub use update::{ContainerUpdateRequest, ContainerUpdateResponse};
 
 /// How often a re-adopted container (not our child) is checked for life.
 pub const ADOPTED_POLL_INTERVAL: Duration = Duration::from_millis(500);
@@ -264,6 +267,12 @@ impl Manager {
             } => self.reinitialize(id, context, grace, reply, now),
             Command::ReinitLocalized { id, result } => self.reinit_localized(id, result, now),
             Command::ReinitGraceOver { id, pgid } => self.reinit_grace_over(id, pgid),
+            Command::Update { tokens, reply } => self.update(tokens, reply, now),
+            Command::UpdatesApplied {
+                results,
+                response,
+                reply,
+            } => self.updates_applied(results, response, reply),
             Command::Node { reply } => {
                 let _ = reply.send(NodeView {
                     started_ms: self.started_ms,
