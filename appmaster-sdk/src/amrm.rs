@@ -31,11 +31,12 @@ use std::time::Duration;
 
 use futures::stream::{BoxStream, StreamExt};
 use spindle_common::ids::ContainerId;
+pub use spindle_common::records::am::ContainerUpdateType;
 use spindle_common::records::am::{
     AllocateRequest, AmCommand, CheckpointReport, Container, ContainerStatus, GangSpec, GangStatus,
     NodeReport, PreemptionAcknowledgement, PreemptionMessage, RegisterApplicationMasterRequest,
     RegisterApplicationMasterResponse, ResizeDemand, ResizeOffer, ResourceRequest,
-    ThroughputReport,
+    ThroughputReport, UpdateContainerError, UpdateContainerRequest, UpdatedContainer,
 };
 use spindle_common::records::resource::ResourceInfo;
 use spindle_common::resource::Resource;
@@ -458,6 +459,11 @@ pub struct AllocationEvents {
     pub offers: Vec<GangOffer>,
     /// Elastic gangs the RM shrinks (each demand once, although the RM repeats it).
     pub demands: Vec<GangDemand>,
+    /// Containers the RM resized as asked ([`AmRmClient::request_container_update`]): each
+    /// at its new version, with a new token for its NM.
+    pub updated: Vec<UpdatedContainer>,
+    /// Container updates the RM refused.
+    pub update_errors: Vec<UpdateContainerError>,
 }
 
 /// The RM grew an elastic gang from `from` to `to` members
@@ -506,6 +512,8 @@ impl AllocationEvents {
             && self.preempted.is_empty()
             && self.offers.is_empty()
             && self.demands.is_empty()
+            && self.updated.is_empty()
+            && self.update_errors.is_empty()
     }
 
     /// Appends `other` after these events.
@@ -517,11 +525,13 @@ impl AllocationEvents {
         self.preempted.extend(other.preempted);
         self.offers.extend(other.offers);
         self.demands.extend(other.demands);
+        self.updated.extend(other.updated);
+        self.update_errors.extend(other.update_errors);
     }
 
     /// One [`AllocationEvent`] per item, in the order preemption notices, resize demands,
-    /// resize offers, gang statuses, grants, completions, node updates (a gang's status
-    /// comes before its containers' later completions).
+    /// resize offers, gang statuses, grants, container updates, refused updates, completions,
+    /// node updates (a gang's status comes before its containers' later completions).
     pub fn into_items(self) -> impl Iterator<Item = AllocationEvent> {
         self.preempted
             .into_iter()
@@ -553,6 +563,19 @@ impl AllocationEvents {
             )
             .chain(self.gangs.into_iter().map(AllocationEvent::Gang))
             .chain(self.allocated.into_iter().map(AllocationEvent::Allocated))
+            .chain(
+                self.updated
+                    .into_iter()
+                    .map(|u| AllocationEvent::ContainerUpdated {
+                        update_type: u.update_type,
+                        container: u.container,
+                    }),
+            )
+            .chain(
+                self.update_errors
+                    .into_iter()
+                    .map(|error| AllocationEvent::ContainerUpdateFailed { error }),
+            )
             .chain(self.completed.into_iter().map(AllocationEvent::Completed))
             .chain(self.nodes.into_iter().map(AllocationEvent::NodeUpdated))
     }
@@ -593,6 +616,22 @@ pub enum AllocationEvent {
         to: u32,
         deadline_ms: u64,
     },
+    /// The RM resized a container as asked ([`AmRmClient::request_container_update`]; an
+    /// increase may come some heartbeats later): `container` is at its new `version` and
+    /// `resource`, with a new `container_token`. The running container does not change until
+    /// the AM hands that token to its NM: [`crate::nm_client::NmClient::update_container`]
+    /// (or `update_containers`). The SDK does not do it by itself, so that the AM decides
+    /// when (after a decrease, the process should already fit the smaller size).
+    ContainerUpdated {
+        update_type: ContainerUpdateType,
+        container: Container,
+    },
+    /// The RM refused an update (`error.reason` says why, e.g.
+    /// `INCORRECT_CONTAINER_VERSION_ERROR`; `error.current_container_version` is the version
+    /// to ask from).
+    ContainerUpdateFailed {
+        error: UpdateContainerError,
+    },
 }
 
 /// An AM's view of the RM, with YARN's AMRMClient bookkeeping.
@@ -629,6 +668,8 @@ pub struct AmRmClient {
     demanded: BTreeSet<ContainerId>,
     /// Throughput reports not yet sent, by gang (the latest per gang).
     pending_throughput: BTreeMap<String, ThroughputReport>,
+    /// Container updates not yet sent, by container (the latest per container).
+    pending_updates: BTreeMap<ContainerId, UpdateContainerRequest>,
 }
 
 impl AmRmClient {
@@ -654,6 +695,7 @@ impl AmRmClient {
             checkpoint: None,
             demanded: BTreeSet::new(),
             pending_throughput: BTreeMap::new(),
+            pending_updates: BTreeMap::new(),
         }
     }
 
@@ -764,6 +806,38 @@ impl AmRmClient {
     }
 
     /// The checkpoint the heartbeats carry.
+    /// Asks the RM, in the next allocate call, to resize the running container `id` (YARN's
+    /// `requestContainerUpdate`): `version` is the one the AM holds (the `Container`'s,
+    /// from its grant or its last update; a stale one is refused), `capability` the new
+    /// size. The answer comes as [`AllocationEvent::ContainerUpdated`] (now or, for an
+    /// increase, once the RM finds the room) or [`AllocationEvent::ContainerUpdateFailed`];
+    /// then hand the new token to the container's NM
+    /// ([`crate::nm_client::NmClient::update_container`]). A second request for the same
+    /// container before the first was sent replaces it. Memory and vcores only: device
+    /// counts cannot change in place (use an elastic gang).
+    pub fn request_container_update(
+        &mut self,
+        id: ContainerId,
+        version: i32,
+        update_type: ContainerUpdateType,
+        capability: &Resource,
+    ) {
+        self.pending_updates.insert(
+            id,
+            UpdateContainerRequest {
+                container_id: id,
+                container_version: version,
+                container_update_type: update_type,
+                capability: ResourceInfo::from(capability),
+            },
+        );
+    }
+
+    /// Container updates not sent yet.
+    pub fn pending_updates(&self) -> Vec<UpdateContainerRequest> {
+        self.pending_updates.values().cloned().collect()
+    }
+
     pub fn checkpoint(&self) -> Option<&CheckpointReport> {
         self.checkpoint.as_ref()
     }
@@ -799,6 +873,7 @@ impl AmRmClient {
             || self.table.has_changes()
             || !self.pending_release.is_empty()
             || self.pending_ack.is_some()
+            || !self.pending_updates.is_empty()
         {
             return FAST_INTERVAL;
         }
@@ -832,9 +907,10 @@ impl AmRmClient {
         let release: Vec<ContainerId> = self.pending_release.iter().copied().collect();
         let ack = self.pending_ack;
         let throughput: Vec<ThroughputReport> = self.pending_throughput.values().cloned().collect();
+        let updates: Vec<UpdateContainerRequest> = self.pending_updates.values().cloned().collect();
         let req = AllocateRequest {
             throughput_reports: throughput.clone(),
-            update_requests: Vec::new(),
+            update_requests: updates.clone(),
             response_id: 0,
             ask: ask.clone(),
             release: release.clone(),
@@ -873,6 +949,11 @@ impl AmRmClient {
         for r in throughput {
             if self.pending_throughput.get(&r.gang_id) == Some(&r) {
                 self.pending_throughput.remove(&r.gang_id);
+            }
+        }
+        for u in updates {
+            if self.pending_updates.get(&u.container_id) == Some(&u) {
+                self.pending_updates.remove(&u.container_id);
             }
         }
         for id in release {
@@ -915,7 +996,17 @@ impl AmRmClient {
             preempted: preempted.into_iter().collect(),
             offers,
             demands,
+            updated: resp.updated_containers,
+            update_errors: resp.update_errors,
         };
+        for u in &events.updated {
+            tracing::info!(container = %u.container.id, version = u.container.version,
+                update = ?u.update_type, "the ResourceManager updated a container");
+        }
+        for e in &events.update_errors {
+            tracing::warn!(container = %e.update_container_request.container_id,
+                reason = %e.reason, "the ResourceManager refused a container update");
+        }
         self.observe_gangs(&ask, resp.gang_statuses, &mut events);
         if events.is_empty() {
             self.idle_polls = self.idle_polls.saturating_add(1);

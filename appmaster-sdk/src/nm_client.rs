@@ -35,6 +35,22 @@ pub struct ReinitializedContainer {
     pub reinitializations: u32,
 }
 
+/// YARN's `ContainerUpdateRequest`, the body of [`NmClient::update_containers`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ContainerUpdateRequest {
+    /// New container tokens, as the RM issued them in `updatedContainers`.
+    pub containers_to_update: Vec<String>,
+}
+
+/// YARN's `ContainerUpdateResponse`: the NM's answer to [`NmClient::update_containers`].
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ContainerUpdateResponse {
+    pub successfully_updated_containers: Vec<ContainerId>,
+    pub failed_requests: Vec<spindle_common::records::node::FailedContainerRequest>,
+}
+
 /// One log file of a container, as the NM lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogFileInfo {
@@ -442,6 +458,56 @@ impl NmClient {
         let wait = grace.unwrap_or(Duration::from_secs(30)) + Duration::from_secs(60);
         let resp = http.send_ok(rb.json(&body).timeout(wait), &url).await?;
         decode(resp, &url).await
+    }
+
+    /// `POST /ws/v1/node/containers/update` (YARN's `updateContainer`): hands the NM the
+    /// new tokens of its containers (from [`crate::amrm::AllocationEvent::ContainerUpdated`],
+    /// i.e. the RM's `updatedContainers`); each live container takes its token's memory and
+    /// vcores (cgroup limits, memory watcher) without a restart. Per-container refusals
+    /// (stale or replayed version, a device count change, an unknown or finished container,
+    /// a bad token) are in the answer's `failedRequests`, not an error.
+    pub async fn update_containers(
+        &self,
+        node_http_address: &str,
+        tokens: Vec<String>,
+    ) -> Result<ContainerUpdateResponse, ClientError> {
+        self.at(node_http_address)
+            .post_json(
+                &format!("{NODE}/containers/update"),
+                &ContainerUpdateRequest {
+                    containers_to_update: tokens,
+                },
+            )
+            .await
+    }
+
+    /// [`NmClient::update_containers`] for one updated container (its node, its new token);
+    /// a refusal is a [`ClientError::ContainerRequest`].
+    pub async fn update_container(&self, container: &Container) -> Result<(), ClientError> {
+        let resp = self
+            .update_containers(
+                &container.node_http_address,
+                vec![container.container_token.clone()],
+            )
+            .await?;
+        if let Some(f) = resp.failed_requests.first() {
+            return Err(ClientError::ContainerRequest {
+                operation: "update",
+                container_id: f.container_id.clone(),
+                exception: f.exception.clone(),
+                message: f.message.clone(),
+            });
+        }
+        if !resp.successfully_updated_containers.contains(&container.id) {
+            return Err(ClientError::Protocol {
+                url: format!("{}{NODE}/containers/update", container.node_http_address),
+                message: format!(
+                    "container {} is neither updated nor failed in the answer",
+                    container.id
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// `GET /ws/v1/node/containers/{id}`.
