@@ -279,12 +279,20 @@ impl Scheduler {
                 }
                 let (to, gain) = if j.cur == 0 && j.target == 0 {
                     let least = j.model.spec.sizes().first().copied().unwrap_or(1);
-                    let s = if by_gain {
-                        fits(j, budget).unwrap_or(least)
+                    // By gain, the size that saves most per GPU among those the budget
+                    // holds (larger on a tie); under the study's rule, the minimum.
+                    let (s, g) = if by_gain {
+                        let top = fits(j, budget).unwrap_or(least);
+                        j.model
+                            .spec
+                            .sizes()
+                            .into_iter()
+                            .filter(|s| *s <= top)
+                            .map(|s| (s, start_gain(j, k, s)))
+                            .fold((least, f64::MIN), |b, x| if x.1 >= b.1 { x } else { b })
                     } else {
-                        least
+                        (least, start_gain(j, k, least))
                     };
-                    let g = start_gain(j, k, s);
                     // With nothing running to wait for, a waiting job starts; under the
                     // study's rule, every waiting job gets its minimum before any growth.
                     (
