@@ -101,6 +101,9 @@ pub struct GangRequest {
     pub gpu_model: Option<String>,
     /// Set for an elastic gang (see [`GangRequest::elastic`]).
     pub elastic: Option<Elasticity>,
+    /// A topology level all members must share a domain of (`rack`, or a node attribute's
+    /// name), and whether that is required or only preferred.
+    pub domain: Option<(String, bool)>,
 }
 
 /// How an elastic gang may be sized: the RM grants it at least `min` members whole, then
@@ -188,7 +191,21 @@ impl GangRequest {
             same_gpu_model: false,
             gpu_model: None,
             elastic: None,
+            domain: None,
         }
+    }
+
+    /// Every member in one domain of `level` (`rack`, or a node attribute such as
+    /// `nm.yarn.io/nvlink-clique`), or none granted at all.
+    pub fn required_domain(mut self, level: impl Into<String>) -> Self {
+        self.domain = Some((level.into(), true));
+        self
+    }
+
+    /// One domain of `level` if any fits, else anywhere.
+    pub fn preferred_domain(mut self, level: impl Into<String>) -> Self {
+        self.domain = Some((level.into(), false));
+        self
     }
 
     /// All of the gang's nodes have GPUs of one model (whichever fits best).
@@ -250,6 +267,8 @@ impl GangRequest {
                         .collect()
                 })
                 .unwrap_or_default(),
+            required_domain: self.domain.as_ref().filter(|d| d.1).map(|d| d.0.clone()),
+            preferred_domain: self.domain.as_ref().filter(|d| !d.1).map(|d| d.0.clone()),
         }
     }
 

@@ -17,6 +17,7 @@ use spindle_common::records::resource::ResourceInfo;
 
 use crate::core::scheduler::elastic::{ElasticSpec, SizeRule as ElasticRule};
 use crate::core::scheduler::gang::GangPhase;
+use crate::core::scheduler::topology::Domain;
 use crate::core::{
     Allocation, AmReport, Checkpoint, CompletedContainer, ContainerUpdate, GangView, LaunchSpec,
     LocalResource, PreemptionNotice, ResizeDemandView, ResizeOfferView, UpdateErrorView,
@@ -179,6 +180,26 @@ impl From<ResizeDemandView> for ResizeDemand {
             deadline: d.deadline,
         }
     }
+}
+
+/// A gang's topology domain for the core; the reason when it is malformed.
+pub fn gang_domain(g: &GangSpec) -> Result<Option<Domain>, String> {
+    let (level, required) = match (&g.required_domain, &g.preferred_domain) {
+        (Some(_), Some(_)) => {
+            return Err("gang.requiredDomain and gang.preferredDomain exclude each other".into())
+        }
+        (Some(l), None) => (l, true),
+        (None, Some(l)) => (l, false),
+        (None, None) => return Ok(None),
+    };
+    let level = level.trim();
+    if level.is_empty() || level.len() > 256 {
+        return Err("a gang's domain level must be a non-empty name of at most 256 characters (rack, or a node attribute)".into());
+    }
+    Ok(Some(Domain {
+        level: level.to_string(),
+        required,
+    }))
 }
 
 /// The most members an elastic gang may declare.

@@ -91,6 +91,13 @@ pub struct GangSpec {
     /// what the AM reports in `throughputReports` replaces it for that size.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub throughput: BTreeMap<String, f64>,
+    /// Every member in one domain of this topology level (`rack`, or a node attribute's
+    /// name such as `nm.yarn.io/nvlink-clique`), or none at all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub required_domain: Option<String>,
+    /// One domain of this level if any fits, else anywhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preferred_domain: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -125,6 +132,8 @@ impl Default for GangSpec {
             size_rule: None,
             size_multiple: 0,
             throughput: BTreeMap::new(),
+            required_domain: None,
+            preferred_domain: None,
         }
     }
 }

@@ -97,10 +97,12 @@ async fn allocate(
                 };
                 let elastic = crate::wire::elastic_spec(&g, a.num_containers)
                     .map_err(ApiError::bad_request)?;
+                let domain = crate::wire::gang_domain(&g).map_err(ApiError::bad_request)?;
                 Some((
                     id,
                     GangParams {
                         elastic,
+                        domain,
                         policy,
                         max_nodes: g.max_nodes,
                         timeout_ms: g.timeout_ms,

@@ -55,6 +55,8 @@ pub struct GangParams {
     pub same_gpu_model: bool,
     /// Set for an elastic gang (one ask, whose count is the maximum).
     pub elastic: Option<super::elastic::ElasticSpec>,
+    /// All members in one domain of a topology level (required or preferred).
+    pub domain: Option<super::topology::Domain>,
 }
 
 /// A gang's life in the scheduler.
@@ -128,6 +130,20 @@ fn size_key(r: &Resource) -> (i64, i64, i64) {
 /// Plans `units` onto nodes given each node's capacity (`cap`), by `params`. `allowed`
 /// filters nodes (reservations of others, racks). Deterministic for the same inputs.
 pub fn plan(
+    nodes: &NodeIndex,
+    units: &[Unit],
+    params: &GangParams,
+    cap: &dyn Fn(usize) -> Option<Resource>,
+    allowed: &dyn Fn(usize) -> bool,
+) -> Plan {
+    match &params.domain {
+        Some(d) => super::topology::plan_in_domain(nodes, units, params, d, cap, allowed),
+        None => plan_models(nodes, units, params, cap, allowed),
+    }
+}
+
+/// [`plan`] without a topology domain: the gang's GPU-model constraints, then its policy.
+pub fn plan_models(
     nodes: &NodeIndex,
     units: &[Unit],
     params: &GangParams,
@@ -817,7 +833,10 @@ impl Scheduler {
                 }
                 Some(out)
             }
-            Plan::Short { placed, .. } => {
+            Plan::Short {
+                placed,
+                nodes: best_nodes,
+            } => {
                 let has_hold = self
                     .apps
                     .get(app_id)
@@ -875,6 +894,15 @@ impl Scheduler {
                         g.last_fit = placed;
                     }
                     g.diagnostics = describe(&units, &params, g.last_fit, &g.reserved);
+                    if let Some(d) = params.domain.as_ref().filter(|d| d.required) {
+                        g.diagnostics.push_str(&super::topology::shortfall(
+                            &self.nodes,
+                            d,
+                            &best_nodes,
+                            g.last_fit,
+                            units.len(),
+                        ));
+                    }
                     if !fits_now {
                         g.diagnostics
                             .push_str("; its queue must first drain below its maximum");

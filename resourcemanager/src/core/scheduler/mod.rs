@@ -23,6 +23,7 @@ pub mod nodes;
 mod pass;
 pub mod preempt;
 pub mod queues;
+pub mod topology;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -237,6 +238,10 @@ impl Scheduler {
     /// Records a node's GPU model (from its `nm.yarn.io/gpu-model` attribute).
     pub fn set_gpu_model(&mut self, id: &NodeId, model: Option<String>) {
         self.nodes.set_gpu_model(id, model);
+    }
+
+    pub fn set_node_attributes(&mut self, id: &NodeId, attributes: BTreeMap<String, String>) {
+        self.nodes.set_attributes(id, attributes);
     }
 
     pub fn remove_node(&mut self, id: &NodeId) -> Option<SchedNode> {

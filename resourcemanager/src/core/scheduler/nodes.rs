@@ -30,6 +30,8 @@ pub struct SchedNode {
     pub schedulable: bool,
     /// The node's GPU model (`nm.yarn.io/gpu-model`), for gangs that want one model.
     pub gpu_model: Option<String>,
+    /// The node's attributes (name to value): topology levels for gangs' domains.
+    pub attributes: BTreeMap<String, String>,
     key: Option<(usize, i64)>,
 }
 
@@ -179,6 +181,7 @@ impl NodeIndex {
             used,
             schedulable: true,
             gpu_model: None,
+            attributes: BTreeMap::new(),
             key: None,
         };
         if slot == self.slots.len() {
@@ -299,6 +302,18 @@ impl NodeIndex {
         ask.entries()
             .filter(|(_, v)| *v > 0)
             .all(|(k, v)| n.used.get(k) + v + need.get(k) <= n.total.get(k))
+    }
+
+    /// The node's attributes (topology levels), as it registered them.
+    pub fn set_attributes(&mut self, id: &NodeId, attributes: BTreeMap<String, String>) {
+        self.room_epoch += 1;
+        if let Some(n) = self
+            .slot(id)
+            .and_then(|s| self.slots.get_mut(s))
+            .and_then(Option::as_mut)
+        {
+            n.attributes = attributes;
+        }
     }
 
     pub fn set_gpu_model(&mut self, id: &NodeId, model: Option<String>) {

@@ -14,6 +14,7 @@ mod elastic;
 mod gang;
 mod preemption;
 mod recovery;
+mod topology;
 mod updates;
 
 /// A queue path from a test's literal.
