@@ -75,6 +75,7 @@ async fn allocate(State(s): State<Shared>, Json(req): Json<AllocateRequest>) -> 
         } else {
             resp.update_errors.push(UpdateContainerError {
                 reason: "INCORRECT_CONTAINER_VERSION_ERROR".into(),
+                diagnostics: String::new(),
                 current_container_version: 3,
                 update_container_request: u,
             });

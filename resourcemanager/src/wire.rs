@@ -147,7 +147,8 @@ impl From<UpdatedView> for UpdatedContainer {
 impl From<UpdateErrorView> for UpdateContainerError {
     fn from(e: UpdateErrorView) -> Self {
         Self {
-            reason: e.refusal.to_string(),
+            reason: e.refusal.word().to_string(),
+            diagnostics: e.refusal.to_string(),
             current_container_version: e.current_version,
             update_container_request: UpdateContainerRequest {
                 container_id: e.request.container,

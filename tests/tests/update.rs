@@ -265,13 +265,9 @@ fn a_running_container_is_resized_through_the_rm_and_its_nm() {
 /// `yarn.resourcemanager.rm.container-allocation.expiry-interval-ms` (4 s here, 10 minutes by
 /// default): the new tokens must still be valid at the NM.
 ///
-/// Fails today: the RM signs an updated container's token with the expiry of its original
-/// allocation (`RmCore::container_record`, resourcemanager/src/core/containers.rs: `expiry =
-/// allocated_time + container_alloc_expiry_ms`), so the NM refuses it (`InvalidToken`,
-/// `token expired at ...`) while the RM has already charged the new size. Run it with
-/// `--ignored` once that is fixed.
+/// (It failed before an update's token was dated from the update: the NM refused it as
+/// expired while the RM had already charged the new size.)
 #[test]
-#[ignore = "RM bug: an updated container's token expires with its original allocation"]
 fn a_container_is_resized_after_its_allocation_expiry_interval() {
     resize_scenario(
         "a_container_is_resized_after_its_allocation_expiry_interval",
@@ -500,7 +496,7 @@ fn resize_scenario(test: &str, rm_props: &[(&str, &str)], pause: Duration) {
     assert!(
         errors[0]["reason"]
             .as_str()
-            .is_some_and(|r| r.starts_with("INCORRECT_CONTAINER_VERSION_ERROR")),
+            .is_some_and(|r| r == "INCORRECT_CONTAINER_VERSION_ERROR"),
         "{answer}"
     );
     assert_eq!(errors[0]["currentContainerVersion"], 1, "{answer}");

@@ -330,8 +330,12 @@ pub struct UpdatedContainer {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct UpdateContainerError {
-    /// YARN's reason words (`INCORRECT_CONTAINER_VERSION_ERROR`, ...) and what they mean.
+    /// YARN's reason word (`INCORRECT_CONTAINER_VERSION_ERROR`, `UPDATE_OUTSTANDING_ERROR`,
+    /// `INVALID_TARGET_CAPABILITY`, `INVALID_CONTAINER_ID`, `NOT_SUPPORTED`).
     pub reason: String,
+    /// Spindle's extension: the reason in words.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub diagnostics: String,
     pub current_container_version: i32,
     pub update_container_request: UpdateContainerRequest,
 }

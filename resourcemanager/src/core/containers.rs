@@ -40,6 +40,7 @@ impl RmCore {
                 exit_status: exit_status::INVALID,
                 diagnostics: String::new(),
                 version: 0,
+                token_from: now,
             },
         );
         self.counters.containers_allocated += 1;
@@ -59,7 +60,7 @@ impl RmCore {
             c.node.clone(),
             user,
             &c.resource,
-            c.allocated_time + self.conf.container_alloc_expiry_ms,
+            c.token_from + self.conf.container_alloc_expiry_ms,
             self.cluster_ts,
             c.is_am,
         );

@@ -472,6 +472,9 @@ pub struct RmContainer {
     pub diagnostics: String,
     /// YARN's container version: bumped by every resource update.
     pub version: i32,
+    /// When the grant its tokens stand for began: the allocation, or the last update
+    /// (a token expires `container-allocation.expiry-interval-ms` after it).
+    pub token_from: u64,
 }
 
 impl RmContainer {

@@ -204,6 +204,7 @@ impl RmCore {
                 exit_status: exit_status::INVALID,
                 diagnostics: String::new(),
                 version: 0,
+                token_from: now,
             },
         );
         self.sched.charge(&app_id, node, &r.resource);

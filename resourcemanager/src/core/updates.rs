@@ -56,6 +56,21 @@ pub enum UpdateRefusal {
     Devices(String),
 }
 
+impl UpdateRefusal {
+    /// YARN's reason word (what a YARN client compares).
+    pub fn word(&self) -> &'static str {
+        match self {
+            Self::UnknownContainer => "INVALID_CONTAINER_ID",
+            Self::StaleVersion { .. } => "INCORRECT_CONTAINER_VERSION_ERROR",
+            Self::Outstanding => "UPDATE_OUTSTANDING_ERROR",
+            Self::BadCapability(_) => "INVALID_TARGET_CAPABILITY",
+            Self::ExecutionType | Self::GangMember(_) | Self::AmContainer | Self::Devices(_) => {
+                "NOT_SUPPORTED"
+            }
+        }
+    }
+}
+
 /// A refused update, as its AM hears of it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpdateErrorView {
@@ -215,6 +230,8 @@ impl RmCore {
         if let Some(rc) = self.containers.get_mut(&u.container) {
             rc.resource = target;
             rc.version += 1;
+            // The new token is good for as long from now as an allocation's.
+            rc.token_from = now;
         }
         let Some(allocation) = self.container_record(&u.container) else {
             return;
