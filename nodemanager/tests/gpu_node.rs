@@ -419,6 +419,71 @@ async fn gpus_and_fpgas_together() {
     nm.stop().await.unwrap();
 }
 
+#[tokio::test]
+async fn registration_carries_the_gpu_node_attributes() {
+    use spindle_common::records::tracker as t;
+    let rm = FakeRm::start().await;
+    let dirs = tempfile::tempdir().unwrap();
+    let g = fake_gpus(
+        dirs.path(),
+        "FAKE_GPU_COUNT=4\nFAKE_GPU_MODEL=NVIDIA GB200\nFAKE_GPU_MEMORY_MIB=189471\n\
+         FAKE_GPU_DRIVER=570.86.15\nFAKE_GPU_CUDA=12.8\n\
+         FAKE_GPU_FABRIC_CLUSTER_UUID=3ba4fc1b-46e0-4e42-9c32-3f7a5d4b0c11\n\
+         FAKE_GPU_FABRIC_CLIQUE=32766\n",
+    );
+    let mut nm = TestNm::start_with(
+        dirs.path(),
+        conf_with(dirs.path(), rm.addr, false, &gpu_props(&g)),
+    )
+    .await;
+    rm.wait_registered(1).await;
+    let attrs = rm.state.lock().unwrap().registrations[0]
+        .node_attributes
+        .clone();
+    let want: BTreeMap<String, String> = [
+        (t::GPU_MODEL_ATTRIBUTE, "NVIDIA GB200"),
+        (t::GPU_COUNT_ATTRIBUTE, "4"),
+        (t::GPU_MEMORY_MB_ATTRIBUTE, "189471"),
+        (t::GPU_DRIVER_VERSION_ATTRIBUTE, "570.86.15"),
+        (t::CUDA_VERSION_ATTRIBUTE, "12.8"),
+        (
+            t::NVLINK_CLUSTER_UUID_ATTRIBUTE,
+            "3ba4fc1b-46e0-4e42-9c32-3f7a5d4b0c11",
+        ),
+        (
+            t::NVLINK_CLIQUE_ATTRIBUTE,
+            "3ba4fc1b-46e0-4e42-9c32-3f7a5d4b0c11.32766",
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(attrs, want);
+    nm.stop().await.unwrap();
+
+    // A node outside any NVLink fabric (the fake's default) reports no fabric attributes.
+    let rm = FakeRm::start().await;
+    let dirs = tempfile::tempdir().unwrap();
+    let g = fake_gpus(dirs.path(), "FAKE_GPU_COUNT=2\n");
+    let mut nm = TestNm::start_with(
+        dirs.path(),
+        conf_with(dirs.path(), rm.addr, false, &gpu_props(&g)),
+    )
+    .await;
+    rm.wait_registered(1).await;
+    let attrs = rm.state.lock().unwrap().registrations[0]
+        .node_attributes
+        .clone();
+    assert_eq!(attrs[t::GPU_COUNT_ATTRIBUTE], "2");
+    assert_eq!(attrs[t::GPU_DRIVER_VERSION_ATTRIBUTE], "535.129.03");
+    assert!(!attrs.contains_key(t::NVLINK_CLIQUE_ATTRIBUTE), "{attrs:?}");
+    assert!(
+        !attrs.contains_key(t::NVLINK_CLUSTER_UUID_ATTRIBUTE),
+        "{attrs:?}"
+    );
+    nm.stop().await.unwrap();
+}
+
 /// Records every container's isolation spec, then runs it as the real executor does.
 struct Recording {
     inner: ProcessExecutor,

@@ -36,6 +36,18 @@ pub struct RegisterNodeManagerRequest {
 }
 
 pub use crate::resource::GPU_MODEL_ATTRIBUTE;
+/// The number of GPUs the NM manages.
+pub const GPU_COUNT_ATTRIBUTE: &str = "nm.yarn.io/gpu-count";
+/// Framebuffer memory per GPU in MiB (the smallest when the GPUs differ).
+pub const GPU_MEMORY_MB_ATTRIBUTE: &str = "nm.yarn.io/gpu-memory-mb";
+/// The NVIDIA driver version (`nvidia-smi`'s `driver_version`).
+pub const GPU_DRIVER_VERSION_ATTRIBUTE: &str = "nm.yarn.io/gpu-driver-version";
+/// The CUDA version the driver supports (`nvidia-smi`'s `cuda_version`).
+pub const CUDA_VERSION_ATTRIBUTE: &str = "nm.yarn.io/cuda-version";
+/// The NVLink fabric's cluster UUID (`nvidia-smi -q`'s Fabric ClusterUUID).
+pub const NVLINK_CLUSTER_UUID_ATTRIBUTE: &str = "nm.yarn.io/nvlink-cluster-uuid";
+/// The NVLink fabric's clique id (`nvidia-smi -q`'s Fabric CliqueId).
+pub const NVLINK_CLIQUE_ATTRIBUTE: &str = "nm.yarn.io/nvlink-clique";
 
 /// A container as the NM reports it, with its resource so that a recovering RM can account it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

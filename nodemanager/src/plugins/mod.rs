@@ -281,31 +281,83 @@ impl Plugins {
         r
     }
 
-    /// Attributes this node reports to the RM: its GPU model (`nm.yarn.io/gpu-model`), so a
-    /// gang can ask for one model. A node with several models reports `mixed`.
+    /// Attributes this node reports to the RM (YARN's distributed `nm.yarn.io/` attributes),
+    /// from GPU discovery; one that discovery does not know is left out, never guessed:
+    ///
+    /// - `gpu-model`: the product name; `mixed` when the GPUs differ;
+    /// - `gpu-count`: the GPUs the NM manages (whenever the GPU plugin is enabled);
+    /// - `gpu-memory-mb`: framebuffer MiB per GPU, the smallest when they differ (only when
+    ///   every GPU reports it);
+    /// - `gpu-driver-version`, `cuda-version`: from `nvidia-smi` or NVML;
+    /// - `nvlink-cluster-uuid`, `nvlink-clique`: the NVLink fabric of the managed GPUs, when
+    ///   every one reports the same one. The clique is `<ClusterUUID>.<CliqueId>`, as NVIDIA's
+    ///   `nvidia.com/gpu.clique` label: clique ids are only unique within one cluster, so a
+    ///   gang kept to one value of it stays inside one NVLink partition.
     pub fn node_attributes(&self) -> BTreeMap<String, String> {
+        use spindle_common::records::tracker as t;
         let mut out = BTreeMap::new();
-        let models: std::collections::BTreeSet<String> = self
+        let Some(slot) = self
             .slots
             .iter()
-            .filter(|s| s.name() == spindle_common::resource::GPU)
-            .flat_map(|s| s.plugin.devices().iter().filter_map(|d| d.model.clone()))
-            .collect();
+            .find(|s| s.name() == spindle_common::resource::GPU)
+        else {
+            return out;
+        };
+        let devices = slot.plugin.devices();
+        let models: BTreeSet<&String> = devices.iter().filter_map(|d| d.model.as_ref()).collect();
         match models.len() {
             0 => {}
             1 => {
                 if let Some(m) = models.into_iter().next() {
-                    out.insert(
-                        spindle_common::records::tracker::GPU_MODEL_ATTRIBUTE.to_string(),
-                        m,
-                    );
+                    out.insert(t::GPU_MODEL_ATTRIBUTE.to_string(), m.clone());
                 }
             }
             _ => {
-                out.insert(
-                    spindle_common::records::tracker::GPU_MODEL_ATTRIBUTE.to_string(),
-                    "mixed".to_string(),
-                );
+                out.insert(t::GPU_MODEL_ATTRIBUTE.to_string(), "mixed".to_string());
+            }
+        }
+        out.insert(
+            t::GPU_COUNT_ATTRIBUTE.to_string(),
+            devices.len().to_string(),
+        );
+        let memory: Option<Vec<u64>> = devices.iter().map(|d| d.memory_mib).collect();
+        if let Some(smallest) = memory.and_then(|m| m.into_iter().min()) {
+            out.insert(t::GPU_MEMORY_MB_ATTRIBUTE.to_string(), smallest.to_string());
+        }
+        let details = slot.status.borrow().details.clone();
+        if let PluginDetails::Gpu(Some(info)) = details {
+            if let Some(v) = &info.driver_version {
+                out.insert(t::GPU_DRIVER_VERSION_ATTRIBUTE.to_string(), v.clone());
+            }
+            if let Some(v) = &info.cuda_version {
+                out.insert(t::CUDA_VERSION_ATTRIBUTE.to_string(), v.clone());
+            }
+            // The discovered GPUs this node manages (matched by minor number).
+            let managed: Vec<&nvidia_smi::PerGpuDeviceInformation> = info
+                .gpus
+                .iter()
+                .filter(|g| {
+                    g.minor_number
+                        .is_some_and(|m| devices.iter().any(|d| d.minor == m))
+                })
+                .collect();
+            // The one value every managed GPU reports, or None.
+            let common = |f: fn(&nvidia_smi::PerGpuDeviceInformation) -> Option<&String>| {
+                let all: Option<BTreeSet<&String>> = managed.iter().map(|g| f(g)).collect();
+                match all {
+                    Some(set) if set.len() == 1 && managed.len() == devices.len() => {
+                        set.into_iter().next().cloned()
+                    }
+                    _ => None,
+                }
+            };
+            let cluster = common(|g| g.fabric_cluster_uuid.as_ref());
+            let clique = common(|g| g.fabric_clique_id.as_ref());
+            if let Some(c) = &cluster {
+                out.insert(t::NVLINK_CLUSTER_UUID_ATTRIBUTE.to_string(), c.clone());
+                if let Some(q) = clique {
+                    out.insert(t::NVLINK_CLIQUE_ATTRIBUTE.to_string(), format!("{c}.{q}"));
+                }
             }
         }
         out
@@ -593,6 +645,89 @@ pub(crate) mod tests {
             0,
             seq,
         )
+    }
+
+    /// One test GPU: model, MiB, NVLink fabric (cluster UUID, clique id).
+    type TestGpu<'a> = (&'a str, u64, Option<(&'a str, &'a str)>);
+
+    /// A GPU plugin whose devices and last reading are `gpus`.
+    fn gpu_plugin(gpus: &[TestGpu<'_>]) -> FakeDevices {
+        let mut f = FakeDevices::new(GPU, 195, gpus.len() as u32);
+        let mut info = GpuDeviceInformation {
+            driver_version: Some("570.86.15".into()),
+            cuda_version: Some("12.8".into()),
+            gpus: Vec::new(),
+        };
+        for (d, (model, mib, fabric)) in f.devices.iter_mut().zip(gpus) {
+            d.model = Some(model.to_string());
+            d.memory_mib = Some(*mib);
+            info.gpus.push(nvidia_smi::PerGpuDeviceInformation {
+                minor_number: Some(d.minor),
+                product_name: Some(model.to_string()),
+                memory_total_mib: Some(*mib),
+                fabric_cluster_uuid: fabric.map(|(c, _)| c.to_string()),
+                fabric_clique_id: fabric.map(|(_, q)| q.to_string()),
+                ..Default::default()
+            });
+        }
+        f.status.send_replace(PluginStatus {
+            details: PluginDetails::Gpu(Some(Arc::new(info))),
+            ..Default::default()
+        });
+        f
+    }
+
+    #[test]
+    fn node_attributes_come_from_discovery() {
+        use spindle_common::records::tracker as t;
+        let fab = Some(("3ba4fc1b-46e0-4e42-9c32-3f7a5d4b0c11", "32766"));
+        let p = Plugins::new(vec![Box::new(gpu_plugin(&[
+            ("NVIDIA GB200", 189471, fab),
+            ("NVIDIA GB200", 189471, fab),
+        ]))]);
+        let a = p.node_attributes();
+        let want: BTreeMap<String, String> = [
+            (t::GPU_MODEL_ATTRIBUTE, "NVIDIA GB200"),
+            (t::GPU_COUNT_ATTRIBUTE, "2"),
+            (t::GPU_MEMORY_MB_ATTRIBUTE, "189471"),
+            (t::GPU_DRIVER_VERSION_ATTRIBUTE, "570.86.15"),
+            (t::CUDA_VERSION_ATTRIBUTE, "12.8"),
+            (
+                t::NVLINK_CLUSTER_UUID_ATTRIBUTE,
+                "3ba4fc1b-46e0-4e42-9c32-3f7a5d4b0c11",
+            ),
+            (
+                t::NVLINK_CLIQUE_ATTRIBUTE,
+                "3ba4fc1b-46e0-4e42-9c32-3f7a5d4b0c11.32766",
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(a, want);
+
+        // Mixed models and memory; GPUs in different cliques (or one outside any fabric):
+        // the smallest memory, and no fabric attributes rather than a made-up one.
+        let p = Plugins::new(vec![Box::new(gpu_plugin(&[
+            ("NVIDIA H100 80GB HBM3", 81559, Some(("c", "1"))),
+            ("NVIDIA H100 NVL", 95830, Some(("c", "2"))),
+            ("NVIDIA H100 NVL", 95830, None),
+        ]))]);
+        let a = p.node_attributes();
+        assert_eq!(a[t::GPU_MODEL_ATTRIBUTE], "mixed");
+        assert_eq!(a[t::GPU_COUNT_ATTRIBUTE], "3");
+        assert_eq!(a[t::GPU_MEMORY_MB_ATTRIBUTE], "81559");
+        assert!(!a.contains_key(t::NVLINK_CLIQUE_ATTRIBUTE), "{a:?}");
+        assert!(!a.contains_key(t::NVLINK_CLUSTER_UUID_ATTRIBUTE), "{a:?}");
+
+        // No reading (discovery failed, explicit device list): only what the devices say.
+        let p = Plugins::new(vec![Box::new(FakeDevices::new(GPU, 195, 2))]);
+        let a = p.node_attributes();
+        assert_eq!(a.len(), 1, "{a:?}");
+        assert_eq!(a[t::GPU_COUNT_ATTRIBUTE], "2");
+        // No GPU plugin: nothing.
+        let p = Plugins::new(vec![Box::new(FakeDevices::new(FPGA, 246, 2))]);
+        assert!(p.node_attributes().is_empty());
     }
 
     #[test]

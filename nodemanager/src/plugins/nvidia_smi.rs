@@ -2,10 +2,10 @@
 //!
 //! The XML starts with `<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_vNN.dtd">`; the DTD is
 //! never fetched (quick-xml does not resolve external entities), as YARN disables it too.
-//! Only the fields YARN reads (plus CUDA version and PCI bus id) are kept; every other element
-//! is skipped, so newer drivers that add elements parse unchanged. The output must be
-//! complete: a document that ends inside an element (a killed or crashed `nvidia-smi`) is an
-//! error, not a shorter GPU list.
+//! Only the fields YARN reads (plus CUDA version, PCI bus id and the NVLink fabric ids) are
+//! kept; every other element is skipped, so newer drivers that add elements parse unchanged.
+//! The output must be complete: a document that ends inside an element (a killed or crashed
+//! `nvidia-smi`) is an error, not a shorter GPU list.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -43,6 +43,11 @@ pub struct PerGpuDeviceInformation {
     pub gpu_temp: Option<f32>,
     pub gpu_temp_max_threshold: Option<f32>,
     pub gpu_temp_slow_threshold: Option<f32>,
+    /// The NVLink fabric's cluster UUID (`<fabric><clusterUuid>`, "ClusterUUID" in the text
+    /// `-q`), on NVLink-fabric (multi-node NVLink) systems only.
+    pub fabric_cluster_uuid: Option<String>,
+    /// The NVLink fabric's clique id (`<fabric><cliqueId>`, "CliqueId" in the text `-q`).
+    pub fabric_clique_id: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -200,6 +205,55 @@ pub fn parse(xml: &str) -> Result<GpuDeviceInformation, String> {
     Ok(info)
 }
 
+/// One GPU's (ClusterUUID, CliqueId) from the text `nvidia-smi -q`.
+pub type TextFabric = (Option<String>, Option<String>);
+
+/// The NVLink fabric of each GPU from the text `nvidia-smi -q`: per `GPU <bus id>` block,
+/// the `Fabric` section's `ClusterUUID` and `CliqueId` (None when absent or `N/A`). The XML
+/// [`parse`] reads the same values; this is for output captured as text (bug reports, tools
+/// that only run `nvidia-smi -q`).
+pub fn parse_text_fabric(text: &str) -> Vec<TextFabric> {
+    let mut out: Vec<TextFabric> = Vec::new();
+    // Indentation of the `Fabric` header while inside its section.
+    let mut fabric_indent: Option<usize> = None;
+    for line in text.lines() {
+        let indent = line.len() - line.trim_start().len();
+        let t = line.trim();
+        if t.is_empty() {
+            continue;
+        }
+        if indent == 0 && t.starts_with("GPU ") {
+            out.push((None, None));
+            fabric_indent = None;
+            continue;
+        }
+        if let Some(fi) = fabric_indent {
+            if indent <= fi {
+                fabric_indent = None;
+            }
+        }
+        let (key, value) = match t.split_once(':') {
+            Some((k, v)) => (k.trim(), Some(v)),
+            None => (t, None),
+        };
+        match (fabric_indent, key, value) {
+            (None, "Fabric", None) if !out.is_empty() => fabric_indent = Some(indent),
+            (Some(_), "ClusterUUID", Some(v)) => {
+                if let Some(g) = out.last_mut() {
+                    g.0 = text_value(v);
+                }
+            }
+            (Some(_), "CliqueId", Some(v)) => {
+                if let Some(g) = out.last_mut() {
+                    g.1 = text_value(v);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 fn set_gpu_field(g: &mut PerGpuDeviceInformation, path: &[&str], v: &str) -> Result<(), String> {
     match path {
         ["product_name"] => g.product_name = text_value(v),
@@ -221,6 +275,11 @@ fn set_gpu_field(g: &mut PerGpuDeviceInformation, path: &[&str], v: &str) -> Res
         ["temperature", "gpu_temp"] => g.gpu_temp = leading_f32(v),
         ["temperature", "gpu_temp_max_threshold"] => g.gpu_temp_max_threshold = leading_f32(v),
         ["temperature", "gpu_temp_slow_threshold"] => g.gpu_temp_slow_threshold = leading_f32(v),
+        // Drivers have spelled these both ways; accept either.
+        ["fabric", "clusterUuid" | "cluster_uuid" | "ClusterUUID"] => {
+            g.fabric_cluster_uuid = text_value(v)
+        }
+        ["fabric", "cliqueId" | "clique_id" | "CliqueId"] => g.fabric_clique_id = text_value(v),
         _ => {}
     }
     Ok(())
@@ -279,6 +338,112 @@ mod tests {
         assert_eq!(g.gpu_util, Some(75.5));
         assert_eq!(g.gpu_temp, Some(34.0));
         assert_eq!(g.gpu_temp_max_threshold, None);
+    }
+
+    /// The `<fabric>` section of an NVLink-fabric (GB200 NVL72) node, driver 550+.
+    const FABRIC: &str = r#"<?xml version="1.0" ?>
+<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">
+<nvidia_smi_log>
+	<driver_version>570.86.15</driver_version>
+	<cuda_version>12.8</cuda_version>
+	<attached_gpus>2</attached_gpus>
+	<gpu id="00000008:01:00.0">
+		<product_name>NVIDIA GB200</product_name>
+		<uuid>GPU-a</uuid>
+		<minor_number>0</minor_number>
+		<fabric>
+			<state>Completed</state>
+			<status>Success</status>
+			<cliqueId>32766</cliqueId>
+			<clusterUuid>3ba4fc1b-46e0-4e42-9c32-3f7a5d4b0c11</clusterUuid>
+			<health>
+				<bandwidth>Full</bandwidth>
+			</health>
+		</fabric>
+	</gpu>
+	<gpu id="00000009:01:00.0">
+		<product_name>NVIDIA GB200</product_name>
+		<uuid>GPU-b</uuid>
+		<minor_number>1</minor_number>
+		<fabric>
+			<state>N/A</state>
+			<status>N/A</status>
+			<cliqueId>N/A</cliqueId>
+			<clusterUuid>N/A</clusterUuid>
+		</fabric>
+	</gpu>
+</nvidia_smi_log>
+"#;
+
+    #[test]
+    fn reads_the_nvlink_fabric() {
+        let i = parse(FABRIC).unwrap();
+        assert_eq!(i.driver_version.as_deref(), Some("570.86.15"));
+        assert_eq!(i.cuda_version.as_deref(), Some("12.8"));
+        assert_eq!(
+            i.gpus[0].fabric_cluster_uuid.as_deref(),
+            Some("3ba4fc1b-46e0-4e42-9c32-3f7a5d4b0c11")
+        );
+        assert_eq!(i.gpus[0].fabric_clique_id.as_deref(), Some("32766"));
+        // N/A (a GPU outside any fabric) is unknown, not a value.
+        assert_eq!(
+            (&i.gpus[1].fabric_cluster_uuid, &i.gpus[1].fabric_clique_id),
+            (&None, &None)
+        );
+        // Older drivers (no fabric ids) and the other spelling.
+        let old = parse(SMALL).unwrap();
+        assert_eq!(old.gpus[0].fabric_clique_id, None);
+        let snake = FABRIC
+            .replace("cliqueId>", "clique_id>")
+            .replace("clusterUuid>", "cluster_uuid>");
+        assert_eq!(
+            parse(&snake).unwrap().gpus[0].fabric_clique_id.as_deref(),
+            Some("32766")
+        );
+    }
+
+    #[test]
+    fn reads_the_fabric_section_of_the_text_output() {
+        let text = "
+==============NVSMI LOG==============
+
+Timestamp                                 : Tue Mar  4 10:12:01 2025
+Driver Version                            : 570.86.15
+CUDA Version                              : 12.8
+
+Attached GPUs                             : 2
+GPU 00000008:01:00.0
+    Product Name                          : NVIDIA GB200
+    Minor Number                          : 0
+    Fabric
+        State                             : Completed
+        Status                            : Success
+        CliqueId                          : 32766
+        ClusterUUID                       : 3ba4fc1b-46e0-4e42-9c32-3f7a5d4b0c11
+        Health
+            Bandwidth                     : Full
+    Processes                             : None
+
+GPU 00000009:01:00.0
+    Product Name                          : NVIDIA GB200
+    Fabric
+        State                             : N/A
+        Status                            : N/A
+        CliqueId                          : N/A
+        ClusterUUID                       : N/A
+    CliqueId                              : 7
+";
+        assert_eq!(
+            parse_text_fabric(text),
+            vec![
+                (
+                    Some("3ba4fc1b-46e0-4e42-9c32-3f7a5d4b0c11".to_string()),
+                    Some("32766".to_string())
+                ),
+                (None, None),
+            ]
+        );
+        assert!(parse_text_fabric("no GPUs here").is_empty());
     }
 
     #[test]

@@ -68,6 +68,9 @@ pub fn query(nvml: &Nvml) -> Result<(GpuDeviceInformation, Topology), String> {
                 .temperature_threshold(TemperatureThreshold::Slowdown)
                 .ok()
                 .map(|t| t as f32),
+            // nvml-wrapper 0.13 has no nvmlDeviceGetGpuFabricInfo; unknown through NVML.
+            fabric_cluster_uuid: None,
+            fabric_clique_id: None,
         });
     }
     let mut topo = Topology::default();
