@@ -47,18 +47,14 @@ impl Manager {
         resp
     }
 
-    /// Checks one start request and, if it is good, begins localizing it.
-    pub(super) fn admit(
-        &mut self,
-        req: StartContainerRequest,
+    /// The gate every call carrying a container token passes (start, update): the NM is
+    /// up and registered, the token is the RM's, unexpired, and for this node.
+    pub(super) fn verified_token(
+        &self,
+        token: &str,
         now: u64,
-    ) -> Result<ContainerId, FailedContainerRequest> {
-        let label = token_label(&req.container_token);
-        let fail = |label: &str, exception: &str, message: String| FailedContainerRequest {
-            container_id: label.to_string(),
-            exception: exception.to_string(),
-            message,
-        };
+    ) -> Result<ContainerTokenIdentifier, FailedContainerRequest> {
+        let label = token_label(token);
         if self.closing {
             return Err(fail(
                 &label,
@@ -73,18 +69,16 @@ impl Manager {
                 "the NodeManager has not registered with the ResourceManager yet".into(),
             ));
         };
-        let ident = verify_container_token(secret, &req.container_token, now).map_err(|e| {
+        let ident = verify_container_token(secret, token, now).map_err(|e| {
             fail(
                 &label,
                 "InvalidToken",
                 format!("container token refused: {e}"),
             )
         })?;
-        let id = ident.container_id;
-        let label = id.to_string();
         if ident.node_id != self.ctx.node_id {
             return Err(fail(
-                &label,
+                &ident.container_id.to_string(),
                 "InvalidToken",
                 format!(
                     "container token is for node {}, but this is node {}",
@@ -92,6 +86,18 @@ impl Manager {
                 ),
             ));
         }
+        Ok(ident)
+    }
+
+    /// Checks one start request and, if it is good, begins localizing it.
+    pub(super) fn admit(
+        &mut self,
+        req: StartContainerRequest,
+        now: u64,
+    ) -> Result<ContainerId, FailedContainerRequest> {
+        let ident = self.verified_token(&req.container_token, now)?;
+        let id = ident.container_id;
+        let label = id.to_string();
         if let Some(c) = self.table.get(&id) {
             return Err(fail(
                 &label,
@@ -348,4 +354,13 @@ pub(super) fn valid_user(u: &str) -> bool {
 
 pub(super) fn valid_env(k: &str, v: &str) -> bool {
     !k.is_empty() && !k.contains('=') && !k.contains('\0') && !v.contains('\0')
+}
+
+/// A refused container request, as the NM's answer lists it.
+pub(super) fn fail(label: &str, exception: &str, message: String) -> FailedContainerRequest {
+    FailedContainerRequest {
+        container_id: label.to_string(),
+        exception: exception.to_string(),
+        message,
+    }
 }

@@ -26,10 +26,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use spindle_common::ids::ContainerId;
 use spindle_common::records::node::FailedContainerRequest;
-use spindle_common::token::{verify_container_token, ContainerTokenIdentifier};
+use spindle_common::token::ContainerTokenIdentifier;
 use tracing::{info, warn, Instrument};
 
-use super::start::token_label;
+use super::start::fail;
 use super::{span, Command, Manager, Reply};
 use crate::isolation::IsolationSpec;
 
@@ -128,45 +128,9 @@ impl Manager {
 
     /// Checks one token and records it, or says what the executor must apply.
     fn admit_update(&mut self, token: &str, now: u64) -> Result<Admitted, FailedContainerRequest> {
-        let label = token_label(token);
-        let fail = |label: &str, exception: &str, message: String| FailedContainerRequest {
-            container_id: label.to_string(),
-            exception: exception.to_string(),
-            message,
-        };
-        if self.closing {
-            return Err(fail(
-                &label,
-                "YarnException",
-                "the NodeManager is shutting down".into(),
-            ));
-        }
-        let Some(secret) = &self.secret else {
-            return Err(fail(
-                &label,
-                "NMNotYetReadyException",
-                "the NodeManager has not registered with the ResourceManager yet".into(),
-            ));
-        };
-        let ident = verify_container_token(secret, token, now).map_err(|e| {
-            fail(
-                &label,
-                "InvalidToken",
-                format!("container token refused: {e}"),
-            )
-        })?;
+        let ident = self.verified_token(token, now)?;
         let id = ident.container_id;
         let label = id.to_string();
-        if ident.node_id != self.ctx.node_id {
-            return Err(fail(
-                &label,
-                "InvalidToken",
-                format!(
-                    "container token is for node {}, but this is node {}",
-                    ident.node_id, self.ctx.node_id
-                ),
-            ));
-        }
         let plan = self
             .table
             .begin_update(&ident)
