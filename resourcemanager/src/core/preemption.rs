@@ -260,7 +260,7 @@ impl RmCore {
             return None;
         }
         let from = whole.containers.len() as u32;
-        let to = e.spec.sizes().first().copied()?;
+        let to = e.spec.least()?;
         if to >= from {
             return None;
         }

@@ -237,7 +237,7 @@ impl Scheduler {
             .iter()
             .position(|j| j.cur == 0 && j.target == 0 && j.free)
         {
-            let least = jobs[h].model.spec.sizes().first().copied().unwrap_or(1);
+            let least = jobs[h].model.spec.least().unwrap_or(1);
             let need = i64::from(least) * jobs[h].per as i64 - budget.max(0);
             let saved = if by_gain {
                 start_gain(&jobs[h], 0, least) * f64::from(least) * jobs[h].per as f64
@@ -278,7 +278,7 @@ impl Scheduler {
                     continue;
                 }
                 let (to, gain) = if j.cur == 0 && j.target == 0 {
-                    let least = j.model.spec.sizes().first().copied().unwrap_or(1);
+                    let least = j.model.spec.least().unwrap_or(1);
                     // By gain, the size that saves most per GPU among those the budget
                     // holds (larger on a tie); under the study's rule, the minimum.
                     let (s, g) = if by_gain {

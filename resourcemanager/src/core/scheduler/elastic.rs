@@ -72,6 +72,17 @@ impl ElasticSpec {
         (self.min..=self.max).contains(&n) && self.rule.legal(n)
     }
 
+    /// The smallest legal size (the effective minimum), without listing them all.
+    pub fn least(&self) -> Option<u32> {
+        let n = match self.rule {
+            SizeRule::PowerOfTwo => self.min.max(1).checked_next_power_of_two()?,
+            SizeRule::Multiple(k) if k > 0 => self.min.max(1).div_ceil(k).checked_mul(k)?,
+            SizeRule::Multiple(_) => return None,
+            SizeRule::Any => self.min.max(1),
+        };
+        (n <= self.max).then_some(n)
+    }
+
     /// The size one step up from `w`: the smallest legal size at least double (the study's
     /// doubling), else the largest legal size above `w`.
     pub fn up(&self, w: u32) -> Option<u32> {
@@ -362,6 +373,17 @@ mod tests {
         assert_eq!(spec(3, 12, SizeRule::PowerOfTwo).sizes(), vec![4, 8]);
         assert_eq!(spec(1, 10, SizeRule::Multiple(4)).sizes(), vec![4, 8]);
         assert_eq!(spec(2, 5, SizeRule::Any).sizes(), vec![2, 3, 4, 5]);
+        for (min, max, rule) in [
+            (1, 8, SizeRule::PowerOfTwo),
+            (3, 12, SizeRule::PowerOfTwo),
+            (5, 7, SizeRule::PowerOfTwo),
+            (1, 10, SizeRule::Multiple(4)),
+            (9, 10, SizeRule::Multiple(4)),
+            (2, 5, SizeRule::Any),
+        ] {
+            let s = spec(min, max, rule);
+            assert_eq!(s.least(), s.sizes().first().copied(), "{s:?}");
+        }
         let s = spec(2, 8, SizeRule::PowerOfTwo);
         assert_eq!(s.up(2), Some(4));
         assert_eq!(s.up(8), None);

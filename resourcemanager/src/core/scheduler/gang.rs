@@ -676,7 +676,7 @@ impl Scheduler {
             // smallest), not its maximum.
             let count = |a: &super::Ask| match (&g.params.elastic, g.admitted) {
                 (Some(_), Some(n)) => n.min(a.any),
-                (Some(spec), None) => spec.sizes().first().copied().unwrap_or(1).min(a.any),
+                (Some(spec), None) => spec.least().unwrap_or(1).min(a.any),
                 _ => a.any,
             };
             let need = app
