@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use proptest::prelude::*;
 use spindle_common::resource::GPU;
 use spindle_common::states::exit_status;
-use spindle_common::{ApplicationId, ContainerId, Resource};
+use spindle_common::{ApplicationId, ContainerId};
 
 use super::preemption::{conf, leaf, Cluster};
 use super::TestEnv;
@@ -55,30 +55,11 @@ fn spec(min: u32, max: u32) -> ElasticSpec {
 impl Cluster {
     /// Asks for an elastic gang of 1-GPU members.
     fn elastic(&mut self, app: &ApplicationId, min: u32, max: u32) -> AllocateReply {
-        let att = self.att(app);
-        let ask = AskUpdate {
-            priority: 1,
-            allocation_request_id: 1,
-            resource_name: "*".into(),
-            capability: Resource::new(1024, 1).with(GPU, 1),
-            num_containers: max,
-            relax_locality: true,
-            gang: Some((
-                "workers".into(),
-                GangParams {
-                    elastic: Some(spec(min, max)),
-                    ..GangParams::default()
-                },
-            )),
+        let params = GangParams {
+            elastic: Some(spec(min, max)),
+            ..GangParams::default()
         };
-        let r = self
-            .env
-            .core
-            .am_allocate(&att, 0, vec![ask], vec![], 0.0, self.env.now)
-            .expect("ask");
-        self.env.step();
-        self.nm_round();
-        r
+        self.gang_with(app, "workers", max, 1, params, 0.0)
     }
 
     /// The AM's allocate call: it gives back at once what a shrink demands.

@@ -110,6 +110,19 @@ impl Cluster {
         n: u32,
         gpus: i64,
     ) -> AllocateReply {
+        self.gang_with(app, id, n, gpus, GangParams::default(), 0.1)
+    }
+
+    /// Asks for a gang with `params` (elastic, a domain, ...), reporting `progress`.
+    pub(super) fn gang_with(
+        &mut self,
+        app: &ApplicationId,
+        id: &str,
+        n: u32,
+        gpus: i64,
+        params: GangParams,
+        progress: f32,
+    ) -> AllocateReply {
         let att = self.att(app);
         let ask = AskUpdate {
             priority: 1,
@@ -118,12 +131,12 @@ impl Cluster {
             capability: Resource::new(1024, 1).with(GPU, gpus),
             num_containers: n,
             relax_locality: true,
-            gang: Some((id.into(), GangParams::default())),
+            gang: Some((id.into(), params)),
         };
         let r = self
             .env
             .core
-            .am_allocate(&att, 0, vec![ask], vec![], 0.1, self.env.now)
+            .am_allocate(&att, 0, vec![ask], vec![], progress, self.env.now)
             .expect("ask");
         self.env.step();
         self.nm_round();

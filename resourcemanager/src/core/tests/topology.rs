@@ -54,30 +54,11 @@ fn in_domain(
     gpus: i64,
     d: Domain,
 ) -> AllocateReply {
-    let att = c.att(app);
-    let ask = AskUpdate {
-        priority: 1,
-        allocation_request_id: 1,
-        resource_name: "*".into(),
-        capability: Resource::new(1024, 1).with(GPU, gpus),
-        num_containers: n,
-        relax_locality: true,
-        gang: Some((
-            id.into(),
-            GangParams {
-                domain: Some(d),
-                ..GangParams::default()
-            },
-        )),
+    let params = GangParams {
+        domain: Some(d),
+        ..GangParams::default()
     };
-    let r = c
-        .env
-        .core
-        .am_allocate(&att, 0, vec![ask], vec![], 0.0, c.env.now)
-        .expect("ask");
-    c.env.step();
-    c.nm_round();
-    r
+    c.gang_with(app, id, n, gpus, params, 0.0)
 }
 
 fn required(level: &str) -> Domain {
