@@ -38,6 +38,7 @@ use spindle_common::records::am::{
     RegisterApplicationMasterResponse, ResizeDemand, ResizeOffer, ResourceRequest,
     ThroughputReport, UpdateContainerError, UpdateContainerRequest, UpdatedContainer,
 };
+use spindle_common::records::labels::PlacementConstraintInfo;
 use spindle_common::records::resource::ResourceInfo;
 use spindle_common::resource::Resource;
 use spindle_common::states::FinalApplicationStatus;
@@ -73,6 +74,10 @@ pub struct ContainerRequest {
     /// Spindle's extension: the gang this request is a member of (granted whole or not at
     /// all with the gang's other members). Usually set through [`crate::gang::GangRequest`].
     pub gang: Option<GangSpec>,
+    /// Allocation tags of the container (what placement constraints count).
+    pub allocation_tags: Vec<String>,
+    /// Where the container may go: tags (IN, NOTIN, CARDINALITY) and node attributes.
+    pub placement_constraint: Option<PlacementConstraintInfo>,
 }
 
 impl ContainerRequest {
@@ -86,7 +91,17 @@ impl ContainerRequest {
             allocation_request_id: 0,
             node_label_expression: None,
             gang: None,
+            allocation_tags: Vec::new(),
+            placement_constraint: None,
         }
+    }
+    pub fn allocation_tags(mut self, tags: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.allocation_tags = tags.into_iter().map(Into::into).collect();
+        self
+    }
+    pub fn placement_constraint(mut self, c: PlacementConstraintInfo) -> Self {
+        self.placement_constraint = Some(c);
+        self
     }
     pub fn gang(mut self, spec: GangSpec) -> Self {
         self.gang = Some(spec);
@@ -201,6 +216,8 @@ struct AskEntry {
     relax_locality: bool,
     node_label_expression: Option<String>,
     gang: Option<GangSpec>,
+    allocation_tags: Vec<String>,
+    placement_constraint: Option<PlacementConstraintInfo>,
 }
 
 /// The client side of the desired-state ask table.
@@ -269,12 +286,16 @@ impl AskTable {
                 relax_locality: relax,
                 node_label_expression: req.node_label_expression.clone(),
                 gang: req.gang.clone(),
+                allocation_tags: req.allocation_tags.clone(),
+                placement_constraint: req.placement_constraint.clone(),
             });
             if e.num_containers == 0 {
                 e.capability = req.capability.clone();
                 e.relax_locality = relax;
                 e.node_label_expression = req.node_label_expression.clone();
                 e.gang = req.gang.clone();
+                e.allocation_tags = req.allocation_tags.clone();
+                e.placement_constraint = req.placement_constraint.clone();
             }
             e.num_containers += 1;
         }
@@ -370,6 +391,8 @@ impl AskTable {
                 node_label_expression: e.node_label_expression.clone(),
                 allocation_request_id: k.allocation_request_id,
                 gang: e.gang.clone(),
+                allocation_tags: e.allocation_tags.clone(),
+                placement_constraint: e.placement_constraint.clone(),
             })
             .collect()
     }

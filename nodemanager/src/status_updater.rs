@@ -139,6 +139,7 @@ impl StatusUpdater {
                 rack: None,
                 container_statuses: reports,
                 node_attributes: self.attributes.clone(),
+                node_labels: None,
             };
             let failure = match self
                 .post::<_, RegisterNodeManagerResponse>(REGISTER_PATH, &req)
@@ -255,6 +256,8 @@ impl StatusUpdater {
                 containers_statuses: reports,
                 node_utilization: None,
             },
+            node_labels: None,
+            node_attributes: None,
         };
         self.post(HEARTBEAT_PATH, &req).await.map(Some)
     }

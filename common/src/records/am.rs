@@ -47,6 +47,14 @@ pub struct ResourceRequest {
     /// them (the first one sent wins).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gang: Option<GangSpec>,
+    /// Allocation tags of the containers this ask yields (YARN's `SchedulingRequest`
+    /// `allocationTags`): what other asks' placement constraints count.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allocation_tags: Vec<String>,
+    /// Where the containers may go (YARN's `SchedulingRequest` `placementConstraint`):
+    /// checked with the node's label, attributes and tags, for gang members too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement_constraint: Option<super::labels::PlacementConstraintInfo>,
 }
 
 /// How a gang wants to be placed and how long it may wait.
@@ -249,6 +257,8 @@ impl Default for ResourceRequest {
             node_label_expression: None,
             allocation_request_id: 0,
             gang: None,
+            allocation_tags: Vec::new(),
+            placement_constraint: None,
         }
     }
 }

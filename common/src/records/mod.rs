@@ -11,6 +11,7 @@
 pub mod am;
 pub mod cluster;
 pub mod exception;
+pub mod labels;
 pub mod nm;
 pub mod node;
 pub mod resource;

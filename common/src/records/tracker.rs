@@ -33,6 +33,11 @@ pub struct RegisterNodeManagerRequest {
     /// `nm.yarn.io/gpu-model`.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub node_attributes: std::collections::BTreeMap<String, String>,
+    /// The NM's partition under distributed label configuration
+    /// (`yarn.node-labels.configuration-type=distributed`): `[]` for the default
+    /// partition; absent when the NM does not provide labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_labels: Option<Vec<String>>,
 }
 
 pub use crate::resource::GPU_MODEL_ATTRIBUTE;
@@ -72,6 +77,17 @@ pub struct RegisterNodeManagerResponse {
     pub diagnostics_message: String,
     #[serde(default)]
     pub rm_version: String,
+    /// YARN's `areNodeLabelsAcceptedByRM`: false when the labels the NM reported were
+    /// refused (unknown label, or centralized configuration); `diagnosticsMessage` says why.
+    #[serde(default = "accepted")]
+    pub are_node_labels_accepted_by_rm: bool,
+    /// YARN's `areNodeAttributesAcceptedByRM`.
+    #[serde(default = "accepted")]
+    pub are_node_attributes_accepted_by_rm: bool,
+}
+
+fn accepted() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -80,6 +96,13 @@ pub struct NodeHeartbeatRequest {
     pub node_id: NodeId,
     pub response_id: i32,
     pub node_status: NodeStatus,
+    /// The NM's labels when its provider's answer changed since the last report (absent:
+    /// unchanged or not provided).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_labels: Option<Vec<String>>,
+    /// The NM's `nm.yarn.io/` attributes when they changed since the last report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_attributes: Option<std::collections::BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -118,6 +141,11 @@ pub struct NodeHeartbeatResponse {
     pub next_heartbeat_interval_ms: u64,
     #[serde(default)]
     pub diagnostics_message: String,
+    /// See [`RegisterNodeManagerResponse::are_node_labels_accepted_by_rm`].
+    #[serde(default = "accepted")]
+    pub are_node_labels_accepted_by_rm: bool,
+    #[serde(default = "accepted")]
+    pub are_node_attributes_accepted_by_rm: bool,
 }
 
 /// `POST /ws/v1/node-tracker/unregister`: a NodeManager stopping for good (YARN's

@@ -71,6 +71,8 @@ async fn register(
         heartbeat_interval_ms: 100,
         diagnostics_message: String::new(),
         rm_version: "fake".into(),
+        are_node_labels_accepted_by_rm: true,
+        are_node_attributes_accepted_by_rm: true,
     })
 }
 
@@ -99,6 +101,8 @@ async fn heartbeat(
         containers_to_be_removed_from_nm: removed,
         next_heartbeat_interval_ms: 100,
         diagnostics_message: String::new(),
+        are_node_labels_accepted_by_rm: true,
+        are_node_attributes_accepted_by_rm: true,
     })
 }
 

@@ -67,6 +67,8 @@ async fn register(
         heartbeat_interval_ms: r.interval_ms,
         diagnostics_message: String::new(),
         rm_version: env!("CARGO_PKG_VERSION").into(),
+        are_node_labels_accepted_by_rm: true,
+        are_node_attributes_accepted_by_rm: true,
     }))
 }
 
@@ -97,6 +99,8 @@ async fn heartbeat(
         containers_to_be_removed_from_nm: r.containers_to_remove,
         next_heartbeat_interval_ms: r.interval_ms,
         diagnostics_message: String::new(),
+        are_node_labels_accepted_by_rm: true,
+        are_node_attributes_accepted_by_rm: true,
     }))
 }
 
