@@ -167,6 +167,7 @@ fn setup(spec: &BenchSpec, gang_timeout_ms: u64) -> Setup {
         rm_address: "http://127.0.0.1:8088".into(),
         scheduler: sched,
         elastic: crate::core::ElasticConf::default(),
+        distributed_labels: false,
         gang_timeout_ms,
         preemption: crate::core::PreemptionConf {
             enabled: spec.preemption,
@@ -215,6 +216,8 @@ fn setup(spec: &BenchSpec, gang_timeout_ms: u64) -> Setup {
             keep_containers: false,
             unmanaged_am: false,
             groups: vec![],
+            node_label_expression: None,
+            am_node_label_expression: None,
         };
         if core.submit(id, sub, now).is_err() {
             continue;
@@ -260,6 +263,9 @@ pub fn run(spec: &BenchSpec) -> BenchResult {
         ];
         let asks = (0..3u64)
             .map(|k| AskUpdate {
+                label: None,
+                tags: Vec::new(),
+                constraint: None,
                 priority: 1 + k as i32,
                 allocation_request_id: k as i64,
                 resource_name: "*".into(),
@@ -413,6 +419,9 @@ pub fn run_gangs(spec: &BenchSpec) -> GangBenchResult {
     let mut rng = Rng(spec.seed | 1);
     let sizes = [1u32, 2, 4, 8, 16, 32];
     let gang_ask = |size: u32, round: u64| AskUpdate {
+        label: None,
+        tags: Vec::new(),
+        constraint: None,
         priority: 1,
         allocation_request_id: 1,
         resource_name: "*".into(),
@@ -431,6 +440,9 @@ pub fn run_gangs(spec: &BenchSpec) -> GangBenchResult {
         )),
     };
     let cpu_ask = AskUpdate {
+        label: None,
+        tags: Vec::new(),
+        constraint: None,
         priority: 2,
         allocation_request_id: 2,
         resource_name: "*".into(),

@@ -22,6 +22,7 @@ use tracing::{error, info, warn};
 
 use crate::config::capacity::{self, CapacityConfError, CsProps, SchedConfMutation, SiteSettings};
 use crate::config::RmConfig;
+use crate::core::labels::{LabelChange, NodeLabels};
 use crate::core::queue_conf::SchedulerConf;
 use crate::core::scheduler::{Ask, AskKey};
 use crate::core::{
@@ -104,6 +105,21 @@ pub enum Command {
         reply: Reply<()>,
     },
     UnregisterNode(NodeId, Reply<()>),
+    /// An administrator's label or central attribute change: validated whole, stored,
+    /// then applied.
+    ChangeLabels {
+        change: LabelChange,
+        caller: Caller,
+        reply: Reply<()>,
+    },
+    /// What an NM says of itself: its partition (distributed configuration) and its
+    /// `nm.yarn.io/` attributes. Answers why either was refused, if it was.
+    NodeSelfReport {
+        node: NodeId,
+        labels: Option<Vec<String>>,
+        attributes: Option<BTreeMap<String, String>>,
+        reply: Reply<(Option<String>, Option<String>)>,
+    },
     /// `PUT /apps/{id}/queue`: answers the new leaf's path.
     MoveApp {
         id: ApplicationId,
@@ -179,6 +195,19 @@ pub struct Snapshot {
     pub notices: BTreeMap<ApplicationId, u32>,
     /// What the preemption monitor has done (`/metrics`).
     pub preemption: crate::core::PreemptionCounters,
+    /// The cluster's labels, mappings and central attributes.
+    pub labels: NodeLabels,
+    /// Per node: its partition, its attributes (the NM's and the central ones) and the
+    /// allocation tags of what runs there.
+    pub node_placement: BTreeMap<NodeId, NodePlacement>,
+}
+
+/// A node as placement sees it.
+#[derive(Debug, Clone, Default)]
+pub struct NodePlacement {
+    pub partition: String,
+    pub attributes: BTreeMap<String, String>,
+    pub tags: BTreeMap<String, u32>,
 }
 
 impl Snapshot {
@@ -205,6 +234,24 @@ impl Snapshot {
                 .nodes()
                 .iter()
                 .map(|n| (n.id.clone(), (n.total.clone(), n.used.clone())))
+                .collect(),
+            labels: core.node_labels().clone(),
+            node_placement: core
+                .nodes()
+                .keys()
+                .map(|id| {
+                    let tags = core
+                        .scheduler()
+                        .node(id)
+                        .map(|n| n.tags.totals().clone())
+                        .unwrap_or_default();
+                    let p = NodePlacement {
+                        partition: core.partition_of(id),
+                        attributes: core.node_attributes(id),
+                        tags,
+                    };
+                    (id.clone(), p)
+                })
                 .collect(),
             app_gangs: core
                 .scheduler()
@@ -569,6 +616,52 @@ impl Driver {
             Command::CheckAdmin(caller, reply) => {
                 let _ = reply.send(self.core.check_admin(&caller).map_err(RmError::from));
             }
+            Command::ChangeLabels {
+                change,
+                caller,
+                reply,
+            } => {
+                let r = self
+                    .core
+                    .check_admin(&caller)
+                    .and_then(|()| self.core.plan_labels(change))
+                    .map_err(RmError::from)
+                    .and_then(|next| {
+                        self.store
+                            .put_labels(&next)
+                            .map_err(|e| RmError::Store(e.to_string()))?;
+                        info!(user = %caller.user, "node labels changed");
+                        self.core.set_labels(next, now);
+                        Ok(())
+                    });
+                let _ = self.settle();
+                let _ = reply.send(r);
+            }
+            Command::NodeSelfReport {
+                node,
+                labels,
+                attributes,
+                reply,
+            } => {
+                let l = labels.and_then(|l| {
+                    self.core
+                        .report_node_labels(&node, &l)
+                        .err()
+                        .map(|e| e.to_string())
+                });
+                let a = attributes.and_then(|a| {
+                    self.core
+                        .report_node_attributes(&node, a)
+                        .err()
+                        .map(|e| e.to_string())
+                });
+                if let Some(why) = l.as_ref().or(a.as_ref()) {
+                    warn!(node_id = %node, "refused the node's own labels or attributes: {why}");
+                }
+                self.core.run_after_change(now);
+                let _ = self.settle();
+                let _ = reply.send(Ok((l, a)));
+            }
             Command::RefreshQueues {
                 props,
                 caller,
@@ -748,6 +841,14 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
     };
     let cluster_ts = now_ms();
     let mut core = RmCore::new(core_conf, cluster_ts, recovered.epoch, recovered.secret);
+    let labels = store.labels()?;
+    if !labels.cluster.is_empty() {
+        info!(
+            "node labels recovered from the state store: {}",
+            labels.cluster.keys().cloned().collect::<Vec<_>>().join(",")
+        );
+    }
+    core.set_labels(labels, cluster_ts);
     // What AMs dial: a wildcard bind is no address (see `spindle_common::net`).
     let host =
         spindle_common::net::advertised_host(conf.rm_hostname.as_deref(), &addr.ip().to_string());

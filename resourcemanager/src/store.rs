@@ -17,6 +17,7 @@ use spindle_common::states::{FinalApplicationStatus, YarnApplicationState};
 use spindle_common::token::TokenSecret;
 use spindle_common::{ApplicationId, ContainerId, NodeId, Resource};
 
+use crate::core::labels::NodeLabels;
 use crate::core::{AppQueue, AppRecord, AttemptRecord, Submission};
 
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +64,10 @@ pub struct Recovered {
 
 #[derive(Serialize, Deserialize)]
 struct StoredApp {
+    #[serde(default)]
+    node_label_expression: Option<String>,
+    #[serde(default)]
+    am_node_label_expression: Option<String>,
     id: ApplicationId,
     name: String,
     queue_requested: String,
@@ -295,6 +300,18 @@ impl SchedConfSource {
     }
 }
 
+/// Node labels and centrally set attributes as stored (one JSON value under the meta key
+/// `node-labels`).
+#[derive(Serialize, Deserialize, Default)]
+struct StoredLabels {
+    #[serde(default)]
+    cluster: BTreeMap<String, bool>,
+    #[serde(default)]
+    mapping: BTreeMap<String, String>,
+    #[serde(default)]
+    attributes: BTreeMap<String, BTreeMap<String, String>>,
+}
+
 /// One stored version of the live capacity-scheduler property set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredSchedConf {
@@ -306,6 +323,57 @@ pub struct StoredSchedConf {
 }
 
 impl StateStore {
+    /// Writes the cluster's node labels, mappings and central attributes (replacing them).
+    pub fn put_labels(&mut self, l: &NodeLabels) -> Result<(), StoreError> {
+        let stored = StoredLabels {
+            cluster: l.cluster.clone(),
+            mapping: l.mapping.clone(),
+            attributes: l.attributes.clone(),
+        };
+        let json = serde_json::to_string(&stored).map_err(|e| StoreError::Corrupt {
+            path: self.path.clone(),
+            key: "node-labels".into(),
+            message: e.to_string(),
+        })?;
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES('node-labels', ?1)",
+                params![json],
+            )
+            .map(|_| ())
+            .map_err(|e| StoreError::Sqlite {
+                path: self.path.clone(),
+                source: e,
+            })
+    }
+
+    /// The stored node labels (empty when none were ever set).
+    pub fn labels(&self) -> Result<NodeLabels, StoreError> {
+        let json: Option<String> = self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key='node-labels'", [], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(|e| StoreError::Sqlite {
+                path: self.path.clone(),
+                source: e,
+            })?;
+        let Some(json) = json else {
+            return Ok(NodeLabels::default());
+        };
+        let s: StoredLabels = serde_json::from_str(&json).map_err(|e| StoreError::Corrupt {
+            path: self.path.clone(),
+            key: "node-labels".into(),
+            message: e.to_string(),
+        })?;
+        Ok(NodeLabels {
+            cluster: s.cluster,
+            mapping: s.mapping,
+            attributes: s.attributes,
+        })
+    }
+
     /// Records an applied scheduler configuration as `version` and drops versions older than
     /// the newest [`SCHED_CONF_VERSIONS_KEPT`], in one transaction.
     pub fn put_sched_conf(&mut self, conf: &StoredSchedConf) -> Result<(), StoreError> {
@@ -397,6 +465,8 @@ struct StoredAttempt {
 
 fn to_stored(r: &AppRecord) -> StoredApp {
     StoredApp {
+        node_label_expression: r.sub.node_label_expression.clone(),
+        am_node_label_expression: r.sub.am_node_label_expression.clone(),
         id: r.id,
         name: r.sub.name.clone(),
         queue_requested: r.sub.queue.clone(),
@@ -457,6 +527,8 @@ fn from_stored(s: StoredApp) -> AppRecord {
             keep_containers: s.keep_containers,
             unmanaged_am: false,
             groups: Vec::new(),
+            node_label_expression: s.node_label_expression,
+            am_node_label_expression: s.am_node_label_expression,
         },
         queue: AppQueue::recovered(s.queue),
         state: s.state,
@@ -503,6 +575,8 @@ mod tests {
                 keep_containers: false,
                 unmanaged_am: false,
                 groups: vec![],
+                node_label_expression: None,
+                am_node_label_expression: None,
             },
             queue: AppQueue::recovered("root.default".into()),
             state: YarnApplicationState::ACCEPTED,

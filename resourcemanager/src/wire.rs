@@ -17,12 +17,14 @@ use spindle_common::records::resource::ResourceInfo;
 
 use crate::core::scheduler::elastic::{ElasticSpec, SizeRule as ElasticRule};
 use crate::core::scheduler::gang::GangPhase;
+use crate::core::scheduler::placement::{Constraint, Scope, TagScope, TagTarget};
 use crate::core::scheduler::topology::Domain;
 use crate::core::{
     Allocation, AmReport, Checkpoint, CompletedContainer, ContainerUpdate, GangView, LaunchSpec,
     LocalResource, PreemptionNotice, ResizeDemandView, ResizeOfferView, UpdateErrorView,
     UpdateKind, UpdatedView,
 };
+use spindle_common::records::labels::{AttributeOp, ConstraintScope, PlacementConstraintInfo};
 
 impl From<LocalResourceInfo> for LocalResource {
     fn from(r: LocalResourceInfo) -> Self {
@@ -267,6 +269,153 @@ pub fn elastic_spec(g: &GangSpec, num_containers: i32) -> Result<Option<ElasticS
 }
 
 /// Converts each element (`Vec<core type>` into `Vec<record>`).
+/// An ask's allocation tags: trimmed, non-empty, without `/` (a tag names no namespace),
+/// at most 64 of at most 255 characters.
+pub fn allocation_tags(tags: Vec<String>) -> Result<Vec<String>, String> {
+    if tags.len() > 64 {
+        return Err(format!("at most 64 allocationTags, got {}", tags.len()));
+    }
+    let mut out = Vec::with_capacity(tags.len());
+    for t in tags {
+        let t = t.trim().to_string();
+        if t.is_empty() || t.len() > 255 || t.contains('/') || t.contains(',') {
+            return Err(format!(
+                "allocation tag `{t}` is invalid: non-empty, at most 255 characters, no '/' or ','"
+            ));
+        }
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    Ok(out)
+}
+
+/// A tag with YARN's namespace: `t` or `self/t`, `not-self/t`, `all/t`,
+/// `app-id/<application id>/t`, `app-tag/<application tag>/t`.
+fn tag_target(text: &str) -> Result<TagTarget, String> {
+    let bad = |why: &str| format!("tag `{text}` {why}");
+    let (scope, tag) = match text.split_once('/') {
+        None => (TagScope::This, text),
+        Some(("self", t)) => (TagScope::This, t),
+        Some(("not-self", t)) => (TagScope::NotThis, t),
+        Some(("all", t)) => (TagScope::All, t),
+        Some(("app-id", rest)) => {
+            let (id, t) = rest
+                .split_once('/')
+                .ok_or_else(|| bad("needs app-id/<application id>/<tag>"))?;
+            let id = id
+                .parse()
+                .map_err(|_| bad(&format!("names `{id}`, which is not an application id")))?;
+            (TagScope::App(id), t)
+        }
+        Some(("app-tag", rest)) => {
+            let (g, t) = rest
+                .split_once('/')
+                .ok_or_else(|| bad("needs app-tag/<application tag>/<tag>"))?;
+            (TagScope::AppTag(g.trim().to_lowercase()), t)
+        }
+        Some((ns, _)) => {
+            return Err(bad(&format!(
+                "has an unknown namespace `{ns}`: expected self, not-self, all, app-id or app-tag"
+            )))
+        }
+    };
+    let tag = tag.trim();
+    if tag.is_empty() || tag.contains('/') {
+        return Err(bad("names no tag"));
+    }
+    Ok(TagTarget {
+        scope,
+        tag: tag.to_string(),
+    })
+}
+
+/// An attribute name in a constraint: a bare name is `rm.yarn.io/<name>`; the prefix must
+/// be `rm.yarn.io/` or `nm.yarn.io/`.
+fn attribute_name(name: &str) -> Result<String, String> {
+    let name = name.trim();
+    match name.split_once('/') {
+        None if !name.is_empty() => Ok(format!("{}{name}", crate::core::labels::RM_PREFIX)),
+        Some((p, n)) if (p == "rm.yarn.io" || p == "nm.yarn.io") && !n.is_empty() => {
+            Ok(name.to_string())
+        }
+        _ => Err(format!(
+            "attribute `{name}` has a bad prefix: expected rm.yarn.io/ or nm.yarn.io/ (or a bare name)"
+        )),
+    }
+}
+
+/// An ask's placement constraint in the core's terms; every mistake named.
+pub fn constraint(c: &PlacementConstraintInfo) -> Result<Constraint, String> {
+    fn depth(c: &PlacementConstraintInfo, d: usize) -> Result<Constraint, String> {
+        if d > 16 {
+            return Err("placement constraint nests deeper than 16 levels".into());
+        }
+        let scope = |s: &ConstraintScope| match s {
+            ConstraintScope::NODE => Scope::Node,
+            ConstraintScope::RACK => Scope::Rack,
+        };
+        Ok(match c {
+            PlacementConstraintInfo::IN { scope: s, tag } => Constraint::Cardinality {
+                scope: scope(s),
+                target: tag_target(tag)?,
+                min: 1,
+                max: u32::MAX,
+            },
+            PlacementConstraintInfo::NOTIN { scope: s, tag } => Constraint::Cardinality {
+                scope: scope(s),
+                target: tag_target(tag)?,
+                min: 0,
+                max: 0,
+            },
+            PlacementConstraintInfo::CARDINALITY {
+                scope: s,
+                tag,
+                min_cardinality,
+                max_cardinality,
+            } => {
+                if min_cardinality > max_cardinality {
+                    return Err(format!(
+                        "CARDINALITY on `{tag}`: minCardinality {min_cardinality} exceeds maxCardinality {max_cardinality}"
+                    ));
+                }
+                Constraint::Cardinality {
+                    scope: scope(s),
+                    target: tag_target(tag)?,
+                    min: *min_cardinality,
+                    max: *max_cardinality,
+                }
+            }
+            PlacementConstraintInfo::NODE_ATTRIBUTE { name, op, values } => {
+                if values.is_empty() {
+                    return Err(format!("NODE_ATTRIBUTE `{name}` names no value"));
+                }
+                Constraint::Attribute {
+                    name: attribute_name(name)?,
+                    equal: *op == AttributeOp::EQ,
+                    values: values.iter().map(|v| v.trim().to_string()).collect(),
+                }
+            }
+            PlacementConstraintInfo::AND { children }
+            | PlacementConstraintInfo::OR { children } => {
+                if children.is_empty() {
+                    return Err("AND and OR need at least one child constraint".into());
+                }
+                let cs = children
+                    .iter()
+                    .map(|x| depth(x, d + 1))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if matches!(c, PlacementConstraintInfo::AND { .. }) {
+                    Constraint::And(cs)
+                } else {
+                    Constraint::Or(cs)
+                }
+            }
+        })
+    }
+    depth(c, 0)
+}
+
 pub fn all<A, B: From<A>>(v: Vec<A>) -> Vec<B> {
     v.into_iter().map(B::from).collect()
 }

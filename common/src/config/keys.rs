@@ -146,6 +146,10 @@ pub const DEFAULT_CLUSTER_MAX_APPLICATION_PRIORITY: i64 = 0;
 /// Whether node labels (partitions) may be used.
 pub const NODE_LABELS_ENABLED: &str = "yarn.node-labels.enabled";
 pub const DEFAULT_NODE_LABELS_ENABLED: bool = false;
+/// Who sets node labels: `centralized` (rmadmin and REST) or `distributed` (each NM reports
+/// its own partition). YARN's `delegated-centralized` is not supported.
+pub const NODE_LABELS_CONFIGURATION_TYPE: &str = "yarn.node-labels.configuration-type";
+pub const DEFAULT_NODE_LABELS_CONFIGURATION_TYPE: &str = "centralized";
 
 // ---- Scheduler -----------------------------------------------------------------------
 

@@ -43,6 +43,13 @@ pub enum RmConfigError {
     /// The raw reader refused a file or a value (bad XML, not a number, a `${...}` cycle).
     #[error(transparent)]
     Value(#[from] ConfigError),
+    /// `yarn.node-labels.configuration-type` is neither `centralized` nor `distributed`.
+    #[error("{place}property '{name}': expected centralized or distributed, got '{value}'")]
+    BadLabelConfigurationType {
+        place: Place,
+        name: &'static str,
+        value: String,
+    },
     /// `yarn.resourcemanager.webapp.address` is not `host:port`.
     #[error("{place}property '{name}': expected host:port, got '{value}'")]
     BadWebappAddress {
@@ -340,6 +347,7 @@ impl RmConfig {
             scheduler,
             preemption,
             elastic: elastic_conf(conf)?,
+            distributed_labels: node_labels_distributed(conf)?,
         };
         Ok(Self {
             webapp_address,
@@ -438,6 +446,23 @@ fn groups_config(conf: &Configuration) -> Result<GroupsConfig, RmConfigError> {
 mod tests;
 
 /// Elastic gangs' resizing settings.
+/// `yarn.node-labels.configuration-type`: true for `distributed`.
+fn node_labels_distributed(conf: &Configuration) -> Result<bool, RmConfigError> {
+    let v = conf.get_string(
+        keys::NODE_LABELS_CONFIGURATION_TYPE,
+        keys::DEFAULT_NODE_LABELS_CONFIGURATION_TYPE,
+    )?;
+    match v.trim() {
+        "centralized" => Ok(false),
+        "distributed" => Ok(true),
+        other => Err(RmConfigError::BadLabelConfigurationType {
+            place: Place::of(conf, keys::NODE_LABELS_CONFIGURATION_TYPE),
+            name: keys::NODE_LABELS_CONFIGURATION_TYPE,
+            value: other.to_string(),
+        }),
+    }
+}
+
 fn elastic_conf(conf: &Configuration) -> Result<crate::core::ElasticConf, RmConfigError> {
     let monitoring_interval_ms = conf.get_duration_ms(
         keys::ELASTIC_MONITORING_INTERVAL_MS,

@@ -13,6 +13,11 @@ pub struct AskUpdate {
     pub relax_locality: bool,
     /// Set when the ask is a member of a gang: (gang id, its placement and timeout).
     pub gang: Option<(String, scheduler::gang::GangParams)>,
+    /// Its node label expression (a partition), if it names one.
+    pub label: Option<String>,
+    /// Its containers' allocation tags.
+    pub tags: Vec<String>,
+    pub constraint: Option<scheduler::placement::Constraint>,
 }
 
 #[derive(Debug, Clone)]
@@ -210,10 +215,14 @@ impl RmCore {
             }
             let leaf = self.sched.app(&app_id).map(|x| x.queue);
             let cap = self.normalize_in(&a.capability, leaf)?;
-            normalized.push((a, cap));
+            let part = self.ask_partition(&app_id, a.label.as_deref(), false)?;
+            if a.resource_name == "*" {
+                self.check_satisfiable(&part, &a.tags, a.constraint.as_ref(), a.num_containers)?;
+            }
+            normalized.push((a, cap, part));
         }
         let mut elastic_asked = false;
-        for (a, cap) in normalized {
+        for (a, cap, part) in normalized {
             let key = AskKey {
                 priority: a.priority,
                 allocation_request_id: a.allocation_request_id,
@@ -225,7 +234,14 @@ impl RmCore {
                 .cloned()
                 .unwrap_or_else(|| Ask::new(cap.clone(), 0));
             ask.capability = cap;
+            ask.partition = part.clone();
+            ask.tags = a.tags.clone();
+            ask.constraint = a.constraint.clone();
             if let Some((gid, params)) = &a.gang {
+                let mut params = params.clone();
+                params.partition = part;
+                params.tags = a.tags.clone();
+                params.constraint = a.constraint.clone();
                 let running_elastic = self
                     .sched
                     .gang(&app_id, gid)
@@ -235,7 +251,7 @@ impl RmCore {
                     continue;
                 }
                 elastic_asked |= params.elastic.is_some();
-                self.sched.set_gang(&app_id, gid, params.clone(), now);
+                self.sched.set_gang(&app_id, gid, params, now);
                 ask.gang = Some(gid.clone());
             }
             if a.resource_name == "*" {

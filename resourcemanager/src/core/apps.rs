@@ -233,6 +233,8 @@ impl RmCore {
         let Some(app) = self.apps.get(&id) else {
             return;
         };
+        let tags = app.sub.tags.iter().cloned().collect();
+        // The application's tags must be known before its AM is placed.
         let activated = self.sched.add_app(
             id,
             leaf,
@@ -241,6 +243,7 @@ impl RmCore {
             app.submit_seq,
             app.sub.am_resource.clone(),
         );
+        self.sched.set_app_tags(&id, tags);
         self.start_activated(activated, now);
         if let Some(reason) = self.sched.waiting_reason(&id) {
             if let Some(a) = self.apps.get_mut(&id) {

@@ -52,6 +52,8 @@ impl RmCore {
         app.tracking_url.clear();
         let mut ask = Ask::new(app.sub.am_resource.clone(), 1);
         ask.is_am = true;
+        // A label that went away since submission leaves the AM in the default partition.
+        ask.partition = self.ask_partition(&id, None, true).unwrap_or_default();
         self.sched.set_ask(
             &id,
             AskKey {

@@ -41,6 +41,7 @@ impl RmCore {
                 diagnostics: String::new(),
                 version: 0,
                 token_from: now,
+                tags: p.tags.clone(),
             },
         );
         self.counters.containers_allocated += 1;
@@ -86,6 +87,7 @@ impl RmCore {
             let Some(container) = self.allocate_container(&p, now) else {
                 // The node or app vanished between placement and allocation: give it back.
                 self.sched.release(&p.app, &p.node, &p.resource);
+                self.sched.tag(&p.app, &p.node, &p.tags, false);
                 continue;
             };
             if p.is_am {
@@ -158,6 +160,7 @@ impl RmCore {
         let c = c.clone();
         let app_id = cid.application_id();
         self.sched.release(&app_id, &c.node, &c.resource);
+        self.sched.tag(&app_id, &c.node, &c.tags, false);
         if let Some(g) = &c.gang {
             if end == Some(true) {
                 self.sched.gang_member_preempted(&app_id, g, *cid);

@@ -143,6 +143,38 @@ pub enum CoreError {
     NotClusterAdmin,
     #[error("User={user} doesn't haven access to queue={queue} so it cannot check ACLs for other users.")]
     MayNotCheckOthers { user: String, queue: String },
+
+    // ------------------------------------------------------------ labels and attributes
+    #[error("label name `{0}` is invalid: it must start with a letter or digit and contain only letters, digits, '-' and '_' (at most 255 characters)")]
+    InvalidLabelName(String),
+    #[error("label {label} already exists with exclusivity={exclusive}")]
+    LabelExists { label: String, exclusive: bool },
+    #[error("label {0} is not in the cluster's node labels (add it with rmadmin -addToClusterNodeLabels)")]
+    UnknownLabel(String),
+    #[error("cannot remove label {label}: node {node} is in it")]
+    LabelInUseByNode { label: String, node: String },
+    #[error("cannot remove label {label}: queue {queue} names it in its configuration")]
+    LabelInUseByQueue { label: String, queue: String },
+    #[error("node {node} may have at most one label (a partition), got {labels:?}")]
+    MoreThanOneLabel { node: String, labels: Vec<String> },
+    #[error("node {0} is not known to the ResourceManager")]
+    UnknownNode(String),
+    #[error("node labels are set by the NodeManagers (yarn.node-labels.configuration-type=distributed): they cannot be replaced centrally")]
+    DistributedLabels,
+    #[error("node labels are set centrally (yarn.node-labels.configuration-type=centralized): a NodeManager's labels are ignored")]
+    CentralizedLabels,
+    #[error("attribute {name} has a bad prefix: centrally set attributes are rm.yarn.io/ (or bare names), NodeManagers report nm.yarn.io/")]
+    BadAttributePrefix { name: String },
+    #[error("attribute name `{0}` is invalid: it must start with a letter or digit and contain only letters, digits, '-', '_' and '.'")]
+    InvalidAttributeName(String),
+    #[error("node {node} has no attribute {name}")]
+    UnknownAttribute { node: String, name: String },
+    #[error("queue {queue} names label {label}, which is not in the cluster's node labels")]
+    QueueNamesUnknownLabel { queue: String, label: String },
+    #[error("queue {queue} cannot access node label {label} (its accessible-node-labels do not list it)")]
+    LabelNotAccessible { queue: String, label: String },
+    #[error("placement constraint cannot be satisfied: {0}")]
+    Unsatisfiable(String),
 }
 
 /// Why a new queue tree cannot replace the running one, as far as the applications go.
@@ -189,7 +221,22 @@ impl CoreError {
             | MoveToStoppedQueue { .. }
             | MoveToFullQueue { .. }
             | MoveOverMaximum { .. }
-            | Reinit(_) => RefusalClass::BadRequest,
+            | Reinit(_)
+            | InvalidLabelName(_)
+            | LabelExists { .. }
+            | UnknownLabel(_)
+            | LabelInUseByNode { .. }
+            | LabelInUseByQueue { .. }
+            | MoreThanOneLabel { .. }
+            | UnknownNode(_)
+            | DistributedLabels
+            | CentralizedLabels
+            | BadAttributePrefix { .. }
+            | InvalidAttributeName(_)
+            | UnknownAttribute { .. }
+            | QueueNamesUnknownLabel { .. }
+            | LabelNotAccessible { .. }
+            | Unsatisfiable(_) => RefusalClass::BadRequest,
             NotAppAdmin { .. }
             | MayNotSubmitTo { .. }
             | NotClusterAdmin

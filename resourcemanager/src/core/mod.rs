@@ -16,6 +16,7 @@ mod check;
 mod containers;
 mod elastic;
 mod error;
+pub mod labels;
 mod nodes;
 mod preemption;
 mod queues;
@@ -84,6 +85,8 @@ pub struct CoreConfig {
     pub preemption: PreemptionConf,
     /// Elastic gangs' resizing (`spindle.elastic.*`).
     pub elastic: ElasticConf,
+    /// `yarn.node-labels.configuration-type=distributed`: NMs report their own partition.
+    pub distributed_labels: bool,
 }
 
 impl CoreConfig {
@@ -103,6 +106,7 @@ impl CoreConfig {
             gang_timeout_ms: DEFAULT_GANG_TIMEOUT_MS,
             preemption: PreemptionConf::default(),
             elastic: ElasticConf::default(),
+            distributed_labels: false,
         }
     }
 }
@@ -173,6 +177,10 @@ pub struct RmCore {
     elastic: ElasticState,
     /// Bumped on every change, so the driver republishes its read snapshot only when needed.
     version: u64,
+    /// Labels and centrally set attributes (what the store keeps).
+    labels: labels::NodeLabels,
+    /// Partitions NMs reported (distributed label configuration).
+    reported_labels: BTreeMap<NodeId, String>,
 }
 
 impl RmCore {
@@ -195,6 +203,8 @@ impl RmCore {
             preemption: PreemptionState::default(),
             elastic: ElasticState::default(),
             version: 0,
+            labels: labels::NodeLabels::default(),
+            reported_labels: BTreeMap::new(),
         }
     }
 

@@ -31,6 +31,11 @@ pub struct Submission {
     pub unmanaged_am: bool,
     /// The submitter's groups, resolved at the edge (ACLs and `g:` queue mappings use them).
     pub groups: Vec<String>,
+    /// YARN's `appNodeLabelExpression`: the partition of the application's asks that name
+    /// none (else the queue's `default-node-label-expression`).
+    pub node_label_expression: Option<String>,
+    /// YARN's `amContainerNodeLabelExpression`: the AM container's partition.
+    pub am_node_label_expression: Option<String>,
 }
 
 /// What a container runs (YARN's `ContainerLaunchContext`, in the core's terms): the core
@@ -475,6 +480,8 @@ pub struct RmContainer {
     /// When the grant its tokens stand for began: the allocation, or the last update
     /// (a token expires `container-allocation.expiry-interval-ms` after it).
     pub token_from: u64,
+    /// Its allocation tags (counted on its node while it lives).
+    pub tags: Vec<String>,
 }
 
 impl RmContainer {

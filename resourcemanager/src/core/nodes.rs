@@ -122,7 +122,7 @@ impl RmCore {
             .get(spindle_common::resource::GPU_MODEL_ATTRIBUTE)
             .cloned();
         self.sched.set_gpu_model(&id, model);
-        self.sched.set_node_attributes(&id, reg.attributes.clone());
+        self.apply_node_labels(&id);
         self.process_reports(&id, &reg.containers, now);
         self.run_scheduler(now);
         self.changed();

@@ -204,7 +204,40 @@ pub struct QueueSpec {
     pub default_application_priority: i32,
     /// `<qp>.priority`: among siblings equally under-served, the higher goes first.
     pub priority: i32,
+    /// `<qp>.accessible-node-labels`: None inherits the parent's (root: any).
+    pub accessible_labels: Option<AccessibleLabels>,
+    /// `<qp>.accessible-node-labels.<label>.capacity` / `.maximum-capacity`, in percent of
+    /// the parent's share of that partition.
+    pub label_capacities: BTreeMap<String, LabelCapacity>,
+    /// `<qp>.default-node-label-expression`: the partition of asks that name none.
+    pub default_label_expression: Option<String>,
     pub children: Vec<QueueSpec>,
+}
+
+/// Which partitions (node labels) a queue may use; the default partition always.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessibleLabels {
+    /// `*`.
+    Any,
+    /// A list (empty: the default partition only, YARN's ` `).
+    Only(std::collections::BTreeSet<String>),
+}
+
+impl AccessibleLabels {
+    pub fn allows(&self, label: &str) -> bool {
+        label.is_empty()
+            || match self {
+                AccessibleLabels::Any => true,
+                AccessibleLabels::Only(s) => s.contains(label),
+            }
+    }
+}
+
+/// A queue's share of one partition, in percent of its parent's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LabelCapacity {
+    pub capacity: f64,
+    pub max_capacity: f64,
 }
 
 impl QueueSpec {
@@ -233,6 +266,9 @@ impl QueueSpec {
             elastic: ElasticPolicy::None,
             default_application_priority: 0,
             priority: 0,
+            accessible_labels: None,
+            label_capacities: BTreeMap::new(),
+            default_label_expression: None,
             children: Vec::new(),
         }
     }

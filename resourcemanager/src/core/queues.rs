@@ -201,6 +201,7 @@ impl RmCore {
         &self,
         conf: &SchedulerConf,
     ) -> Result<BTreeMap<ApplicationId, QueuePath>, CoreError> {
+        self.check_queue_labels(conf)?;
         let new_tree = scheduler::QueueTree::build(&conf.root);
         let mut leaves = BTreeMap::new();
         for app in self

@@ -205,6 +205,7 @@ impl RmCore {
                 diagnostics: String::new(),
                 version: 0,
                 token_from: now,
+                tags: Vec::new(),
             },
         );
         self.sched.charge(&app_id, node, &r.resource);

@@ -109,6 +109,10 @@ async fn allocate(
                         hard: g.timeout_policy == GangTimeoutPolicy::HARD,
                         gpu_model: g.gpu_model.filter(|m| !m.trim().is_empty()),
                         same_gpu_model: g.same_gpu_model,
+                        // The core fills these from the ask itself.
+                        partition: String::new(),
+                        tags: Vec::new(),
+                        constraint: None,
                     },
                 ))
             }
@@ -124,6 +128,16 @@ async fn allocate(
             num_containers: a.num_containers as u32,
             relax_locality: a.relax_locality,
             gang,
+            label: a
+                .node_label_expression
+                .map(|l| l.trim().to_string())
+                .filter(|l| !l.is_empty()),
+            tags: crate::wire::allocation_tags(a.allocation_tags).map_err(ApiError::bad_request)?,
+            constraint: a
+                .placement_constraint
+                .map(|c| crate::wire::constraint(&c))
+                .transpose()
+                .map_err(ApiError::bad_request)?,
         });
     }
     let progress = if req.progress.is_finite() {

@@ -47,6 +47,8 @@ async fn register(
         .rack
         .filter(|r| r.starts_with('/'))
         .unwrap_or_else(|| "/default-rack".into());
+    let node = req.node_id.clone();
+    let labels = req.node_labels;
     let reg = NodeRegistration {
         id: req.node_id,
         http_address: req.http_address,
@@ -60,15 +62,16 @@ async fn register(
         .driver
         .call(|reply| Command::RegisterNode(Box::new(reg), reply))
         .await?;
+    let refused = self_report(&st, node, labels, None).await?;
     Ok(Json(RegisterNodeManagerResponse {
         node_action: NodeAction::NORMAL,
         rm_identifier: r.rm_identifier,
         container_token_secret: r.secret_hex,
         heartbeat_interval_ms: r.interval_ms,
-        diagnostics_message: String::new(),
         rm_version: env!("CARGO_PKG_VERSION").into(),
-        are_node_labels_accepted_by_rm: true,
-        are_node_attributes_accepted_by_rm: true,
+        are_node_labels_accepted_by_rm: refused.0.is_none(),
+        are_node_attributes_accepted_by_rm: refused.1.is_none(),
+        diagnostics_message: diagnostics(&refused),
     }))
 }
 
@@ -78,6 +81,7 @@ async fn heartbeat(
 ) -> Result<Json<NodeHeartbeatResponse>, ApiError> {
     let status = req.node_status;
     let containers = reports(status.containers_statuses)?;
+    let node = req.node_id.clone();
     let r = st
         .driver
         .call(|reply| Command::Heartbeat {
@@ -88,6 +92,7 @@ async fn heartbeat(
             reply,
         })
         .await?;
+    let refused = self_report(&st, node, req.node_labels, req.node_attributes).await?;
     Ok(Json(NodeHeartbeatResponse {
         response_id: r.response_id,
         node_action: match r.action {
@@ -98,10 +103,39 @@ async fn heartbeat(
         applications_to_cleanup: r.apps_to_cleanup,
         containers_to_be_removed_from_nm: r.containers_to_remove,
         next_heartbeat_interval_ms: r.interval_ms,
-        diagnostics_message: String::new(),
-        are_node_labels_accepted_by_rm: true,
-        are_node_attributes_accepted_by_rm: true,
+        are_node_labels_accepted_by_rm: refused.0.is_none(),
+        are_node_attributes_accepted_by_rm: refused.1.is_none(),
+        diagnostics_message: diagnostics(&refused),
     }))
+}
+
+/// Hands what an NM says of itself (labels, attributes) to the core; answers the refusals.
+async fn self_report(
+    st: &AppState,
+    node: spindle_common::NodeId,
+    labels: Option<Vec<String>>,
+    attributes: Option<std::collections::BTreeMap<String, String>>,
+) -> Result<(Option<String>, Option<String>), ApiError> {
+    if labels.is_none() && attributes.is_none() {
+        return Ok((None, None));
+    }
+    Ok(st
+        .driver
+        .call(|reply| Command::NodeSelfReport {
+            node,
+            labels,
+            attributes,
+            reply,
+        })
+        .await?)
+}
+
+fn diagnostics(refused: &(Option<String>, Option<String>)) -> String {
+    [refused.0.as_deref(), refused.1.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 async fn unregister(

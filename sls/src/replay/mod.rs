@@ -645,6 +645,8 @@ impl<'a> Sim<'a> {
             keep_containers: false,
             unmanaged_am: false,
             groups: vec![],
+            node_label_expression: None,
+            am_node_label_expression: None,
         };
         let r = self.timed(|c, now| c.submit(id, sub, now));
         let refused = match r {
@@ -765,6 +767,9 @@ impl<'a> Sim<'a> {
             // An elastic gang: one ask for its maximum, granted at least its minimum.
             let Some(t) = job.tasks.first() else { return };
             let ask = AskUpdate {
+                label: None,
+                tags: Vec::new(),
+                constraint: None,
                 priority: 1,
                 allocation_request_id: 0,
                 resource_name: "*".into(),
@@ -796,6 +801,9 @@ impl<'a> Sim<'a> {
             })
             .filter(|(_, _, n)| *n > 0)
             .map(|(g, t, n)| AskUpdate {
+                label: None,
+                tags: Vec::new(),
+                constraint: None,
                 priority: 1,
                 allocation_request_id: g as i64,
                 resource_name: "*".into(),

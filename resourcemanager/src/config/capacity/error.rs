@@ -56,6 +56,9 @@ pub enum Rule {
     /// An unknown or misplaced `ordering-policy`.
     InvalidOrderingPolicy,
     InvalidElasticPolicy,
+    /// A malformed node label setting (`accessible-node-labels`, a per-label capacity, a
+    /// label a parent cannot access, children's label capacities not summing to 100).
+    InvalidNodeLabels,
     /// `resource-calculator` is not one of YARN's two calculators.
     InvalidResourceCalculator,
     /// A limit out of its range (user-limit-factor, am-resource-percent, ...).
@@ -93,6 +96,7 @@ impl Rule {
             Rule::InvalidQueueMapping => "invalid-queue-mapping",
             Rule::InvalidOrderingPolicy => "invalid-ordering-policy",
             Rule::InvalidElasticPolicy => "invalid-elastic-policy",
+            Rule::InvalidNodeLabels => "invalid-node-labels",
             Rule::InvalidResourceCalculator => "invalid-resource-calculator",
             Rule::LimitRange => "limit-range",
             Rule::QueueRemovalNotStopped => "queue-removal-not-stopped",

@@ -6,14 +6,14 @@
 //! are written or how siblings' capacities add up (that is `capacities`), nor read global
 //! settings (that is `parse`); it reads properties only through [`CsProps`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use spindle_common::config::{keys, value};
 use spindle_common::{QueuePath, Resource};
 
 use crate::core::queue_conf::{
-    Acl, CapacitySpec, ElasticPolicy, LasSpec, MaxCapacitySpec, OrderingPolicy, QueueSpec,
-    QueueState,
+    AccessibleLabels, Acl, CapacitySpec, ElasticPolicy, LabelCapacity, LasSpec, MaxCapacitySpec,
+    OrderingPolicy, QueueSpec, QueueState,
 };
 
 use super::capacities::Mode;
@@ -313,6 +313,7 @@ impl Parser<'_> {
         spec.elastic = elastic;
         spec.default_application_priority = default_application_priority;
         spec.priority = priority;
+        self.node_labels(path, &mut spec)?;
 
         if is_leaf {
             if !is_root {
@@ -363,7 +364,133 @@ impl Parser<'_> {
             spec.children.push(child);
         }
         self.check_children(&spec, &set_modes)?;
+        self.check_label_children(&spec)?;
         Ok(spec)
+    }
+
+    /// `<qp>.accessible-node-labels` (`*`, a comma list, or blank for none; unset
+    /// inherits), `<qp>.accessible-node-labels.<label>.capacity` and `.maximum-capacity`
+    /// (percent, 0 and 100 by default), `<qp>.default-node-label-expression`.
+    fn node_labels(&self, path: &str, spec: &mut QueueSpec) -> Result<()> {
+        let props = self.props;
+        let acc_key = key(path, "accessible-node-labels");
+        spec.accessible_labels = props.get(&acc_key).map(|raw| {
+            let raw = raw.trim();
+            if raw == "*" {
+                AccessibleLabels::Any
+            } else {
+                AccessibleLabels::Only(
+                    raw.split(',')
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty())
+                        .map(str::to_string)
+                        .collect(),
+                )
+            }
+        });
+        let prefix = format!("{acc_key}.");
+        let mut caps: BTreeMap<String, LabelCapacity> = BTreeMap::new();
+        for (name, _) in props.pairs().filter(|(k, _)| k.starts_with(&prefix)) {
+            let rest = &name[prefix.len()..];
+            let Some((label, what)) = rest.rsplit_once('.') else {
+                continue;
+            };
+            if what != "capacity" && what != "maximum-capacity" {
+                continue;
+            }
+            let v = props.f64(name)?.unwrap_or_default();
+            if !(0.0..=100.0).contains(&v) {
+                return Err(props
+                    .err(
+                        Rule::InvalidNodeLabels,
+                        name,
+                        format!("{what} for label {label} must be between 0 and 100, got {v}"),
+                    )
+                    .queue(path));
+            }
+            let e = caps.entry(label.to_string()).or_insert(LabelCapacity {
+                capacity: 0.0,
+                max_capacity: 100.0,
+            });
+            if what == "capacity" {
+                e.capacity = v;
+            } else {
+                e.max_capacity = v;
+            }
+        }
+        for (label, c) in &caps {
+            if c.max_capacity < c.capacity {
+                return Err(props
+                    .err(
+                        Rule::InvalidNodeLabels,
+                        &format!("{prefix}{label}.maximum-capacity"),
+                        format!(
+                            "maximum-capacity {} for label {label} is below its capacity {}",
+                            c.max_capacity, c.capacity
+                        ),
+                    )
+                    .queue(path));
+            }
+            if let Some(AccessibleLabels::Only(l)) = &spec.accessible_labels {
+                if c.capacity > 0.0 && !l.contains(label) {
+                    return Err(props
+                        .err(
+                            Rule::InvalidNodeLabels,
+                            &format!("{prefix}{label}.capacity"),
+                            format!("queue {path} has capacity for label {label}, which its accessible-node-labels do not list"),
+                        )
+                        .queue(path));
+                }
+            }
+        }
+        spec.label_capacities = caps;
+        let dkey = key(path, "default-node-label-expression");
+        spec.default_label_expression = props
+            .trimmed(&dkey)
+            .filter(|l| !l.is_empty())
+            .map(str::to_string);
+        if let (Some(l), Some(a)) = (&spec.default_label_expression, &spec.accessible_labels) {
+            if !a.allows(l) {
+                return Err(props
+                    .err(
+                        Rule::InvalidNodeLabels,
+                        &dkey,
+                        format!("default-node-label-expression {l} is not among queue {path}'s accessible-node-labels"),
+                    )
+                    .queue(path));
+            }
+        }
+        Ok(())
+    }
+
+    /// Per label, the children's capacities sum to 100 (or to 0: none of them uses it), as
+    /// YARN's "Illegal capacity sum ... for label".
+    fn check_label_children(&self, spec: &QueueSpec) -> Result<()> {
+        let labels: BTreeSet<&String> = spec
+            .children
+            .iter()
+            .flat_map(|c| c.label_capacities.keys())
+            .collect();
+        for label in labels {
+            let sum: f64 = spec
+                .children
+                .iter()
+                .filter_map(|c| c.label_capacities.get(label))
+                .map(|c| c.capacity)
+                .sum();
+            if sum.abs() > 1e-6 && (sum - 100.0).abs() > 1e-6 {
+                return Err(super::CapacityConfError::new(
+                    Rule::InvalidNodeLabels,
+                    format!(
+                        "Illegal capacity sum of {} for children of queue {} for label={label}. It should be either 0 or 1.0",
+                        sum / 100.0,
+                        spec.path
+                    ),
+                )
+                .queue(&spec.path.to_string()));
+            }
+        }
+        Ok(())
     }
 
     fn i32(&self, path: &str, name: &str) -> Result<Option<i32>> {

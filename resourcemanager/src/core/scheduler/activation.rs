@@ -36,6 +36,7 @@ impl Scheduler {
                     ..Service::default()
                 },
                 order: None,
+                tags: BTreeSet::new(),
             },
         );
         let q = &mut self.tree.queues[leaf];
@@ -231,8 +232,30 @@ impl Scheduler {
         }
         self.apps.insert(*id, app);
         self.refresh_order(id);
+        self.recount_partitions();
         self.try_activate(old);
         self.try_activate(leaf);
+    }
+
+    /// Recounts every queue's use of the labelled partitions from what each application
+    /// uses on each node (after a move or a reconfiguration changed whose queue is whose).
+    pub(super) fn recount_partitions(&mut self) {
+        for q in &mut self.tree.queues {
+            for p in q.parts.values_mut() {
+                p.used = Resource::zero();
+            }
+        }
+        let mut charges = Vec::new();
+        for n in self.nodes.iter().filter(|n| !n.partition.is_empty()) {
+            for (app, r) in &n.apps_used {
+                if let Some(a) = self.apps.get(app) {
+                    charges.push((a.queue, n.partition.clone(), r.clone()));
+                }
+            }
+        }
+        for (leaf, part, r) in charges {
+            self.tree.charge_partition(leaf, &part, &r, true);
+        }
     }
 
     pub fn set_priority(&mut self, id: &ApplicationId, priority: i32) {
@@ -292,6 +315,7 @@ impl Scheduler {
             self.apps.insert(id, app);
             self.refresh_order(&id);
         }
+        self.recount_partitions();
         touched
             .into_iter()
             .flat_map(|l| self.try_activate(l))
@@ -331,15 +355,22 @@ impl Scheduler {
     }
 
     /// The first queue from `leaf` up whose maximum `ask` would exceed, or None if it fits.
-    pub(super) fn queue_blocking(&self, leaf: QueueIdx, ask: &Resource) -> Option<QueueIdx> {
+    pub(super) fn queue_blocking(
+        &self,
+        leaf: QueueIdx,
+        ask: &Resource,
+        part: &str,
+    ) -> Option<QueueIdx> {
         let calc = self.conf.calculator;
         self.tree.path_up(leaf).find(|q| {
             let queue = &self.tree.queues[*q];
-            !within(
-                calc,
-                &queue.used.plus(&self.held(*q)).plus(ask),
-                &queue.maximum,
-            )
+            let (_, maximum) = queue.limits_in(part);
+            let held = if part.is_empty() {
+                self.held(*q)
+            } else {
+                Resource::zero()
+            };
+            !within(calc, &queue.used_in(part).plus(&held).plus(ask), &maximum)
         })
     }
 

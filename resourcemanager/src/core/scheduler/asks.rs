@@ -126,28 +126,49 @@ impl Scheduler {
 
     /// Accounts a container (placed by a pass, or recovered / re-reported by an NM).
     pub fn charge(&mut self, app: &ApplicationId, node: &NodeId, r: &Resource) {
-        if let Some(slot) = self.nodes.slot(node) {
+        let part = self.charge_node(app, node, r, true);
+        self.charge_app(app, r, true, &part);
+    }
+
+    /// Charges or releases `r` on `node` for `app`; returns the node's partition.
+    fn charge_node(
+        &mut self,
+        app: &ApplicationId,
+        node: &NodeId,
+        r: &Resource,
+        up: bool,
+    ) -> String {
+        let Some(slot) = self.nodes.slot(node) else {
+            return String::new();
+        };
+        if up {
             self.nodes.charge(slot, r);
+        } else {
+            self.nodes.release(slot, r);
         }
-        self.charge_app(app, r, true);
+        self.nodes.charge_app(slot, app, r, up);
+        self.nodes
+            .get(slot)
+            .map(|n| n.partition.clone())
+            .unwrap_or_default()
     }
 
     /// Gives a finished or released container's resources back.
     pub fn release(&mut self, app: &ApplicationId, node: &NodeId, r: &Resource) {
-        if let Some(slot) = self.nodes.slot(node) {
-            self.nodes.release(slot, r);
-        }
-        self.charge_app(app, r, false);
+        let part = self.charge_node(app, node, r, false);
+        self.charge_app(app, r, false, &part);
     }
 
     /// A live container changed size (YARN's container update): its node, application,
     /// user and queues are charged the difference; no container comes or goes.
     pub fn recharge(&mut self, app: &ApplicationId, node: &NodeId, from: &Resource, to: &Resource) {
-        if let Some(slot) = self.nodes.slot(node) {
-            self.nodes.release(slot, from);
-            self.nodes.charge(slot, to);
-        }
+        self.charge_node(app, node, from, false);
+        let part = self.charge_node(app, node, to, true);
         self.accrue(app);
+        if let Some(leaf) = self.apps.get(app).map(|a| a.queue) {
+            self.tree.charge_partition(leaf, &part, from, false);
+            self.tree.charge_partition(leaf, &part, to, true);
+        }
         let Some(a) = self.apps.get_mut(app) else {
             return;
         };
@@ -171,12 +192,19 @@ impl Scheduler {
         }
     }
 
-    pub(super) fn charge_app(&mut self, id: &ApplicationId, r: &Resource, up: bool) {
+    pub(super) fn charge_app(
+        &mut self,
+        id: &ApplicationId,
+        r: &Resource,
+        up: bool,
+        partition: &str,
+    ) {
         self.accrue(id);
         let Some(app) = self.apps.get_mut(id) else {
             return;
         };
         let leaf = app.queue;
+        self.tree.charge_partition(leaf, partition, r, up);
         let user = app.user.clone();
         if up {
             app.used.add_assign(r);

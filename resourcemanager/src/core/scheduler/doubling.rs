@@ -418,7 +418,7 @@ impl Scheduler {
             let open = |s: usize| nodes.reserved_by(s).is_none_or(|h| *h == holder);
             let mut params = params.clone();
             params.max_nodes = 0;
-            let Plan::Fits(assign) = plan(nodes, &units, &params, &free, &open) else {
+            let Plan::Fits(assign) = plan(app, nodes, &units, &params, &free, &open) else {
                 continue;
             };
             let mut placements = Vec::with_capacity(assign.len());
@@ -457,8 +457,14 @@ impl Scheduler {
         slot: usize,
     ) -> Option<Placement> {
         let node = self.nodes.get(slot)?.id.clone();
-        self.nodes.charge(slot, r);
-        self.charge_app(app, r, true);
+        self.charge(app, &node, r);
+        let tags = self
+            .apps
+            .get(app)
+            .and_then(|a| a.gangs.get(gang))
+            .map(|g| g.params.tags.clone())
+            .unwrap_or_default();
+        self.tag(app, &node, &tags, true);
         Some(Placement {
             app: *app,
             key,
@@ -466,6 +472,7 @@ impl Scheduler {
             resource: r.clone(),
             is_am: false,
             gang: Some(gang.to_string()),
+            tags,
         })
     }
 }

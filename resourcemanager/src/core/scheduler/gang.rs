@@ -57,6 +57,12 @@ pub struct GangParams {
     pub elastic: Option<super::elastic::ElasticSpec>,
     /// All members in one domain of a topology level (required or preferred).
     pub domain: Option<super::topology::Domain>,
+    /// The partition (node label) every member runs in; `""` is the default.
+    pub partition: String,
+    /// The members' allocation tags.
+    pub tags: Vec<String>,
+    /// Where every member may go (checked node by node, with the tags already there).
+    pub constraint: Option<super::placement::Constraint>,
 }
 
 /// A gang's life in the scheduler.
@@ -127,18 +133,47 @@ fn size_key(r: &Resource) -> (i64, i64, i64) {
     (r.get(GPU), r.memory_mb, r.vcores)
 }
 
-/// Plans `units` onto nodes given each node's capacity (`cap`), by `params`. `allowed`
-/// filters nodes (reservations of others, racks). Deterministic for the same inputs.
+/// Plans `app`'s gang `units` onto nodes given each node's capacity (`cap`), by
+/// `params`: the one fit check. A node must pass `allowed` (reservations of others,
+/// racks), be in the gang's partition and satisfy its placement constraint; then come the
+/// topology domain, the GPU model and the placement policy. A constraint that keeps the
+/// gang's own tag off a node already holding one spreads the members one per node.
+/// Deterministic for the same inputs.
 pub fn plan(
+    app: &ApplicationId,
     nodes: &NodeIndex,
     units: &[Unit],
     params: &GangParams,
     cap: &dyn Fn(usize) -> Option<Resource>,
     allowed: &dyn Fn(usize) -> bool,
 ) -> Plan {
+    let asker = super::placement::Asker { app };
+    let eligible = |s: usize| {
+        allowed(s)
+            && nodes.get(s).is_some_and(|n| {
+                super::placement::admits(
+                    nodes,
+                    n,
+                    &params.partition,
+                    params.constraint.as_ref(),
+                    &asker,
+                )
+            })
+    };
+    let spread;
+    let params = match &params.constraint {
+        Some(c) if c.spreads(&params.tags) && params.policy != GangPolicy::Spread => {
+            spread = GangParams {
+                policy: GangPolicy::Spread,
+                ..params.clone()
+            };
+            &spread
+        }
+        _ => params,
+    };
     match &params.domain {
-        Some(d) => super::topology::plan_in_domain(nodes, units, params, d, cap, allowed),
-        None => plan_models(nodes, units, params, cap, allowed),
+        Some(d) => super::topology::plan_in_domain(nodes, units, params, d, cap, &eligible),
+        None => plan_models(nodes, units, params, cap, &eligible),
     }
 }
 
@@ -157,7 +192,7 @@ pub fn plan_models(
     }
     if params.same_gpu_model {
         let models: BTreeSet<String> = nodes
-            .by_free_desc()
+            .by_free_desc(&params.partition)
             .filter(|s| allowed(*s))
             .filter_map(model_of)
             .collect();
@@ -228,10 +263,13 @@ fn plan_within(
             .then(a.key.cmp(&b.key))
     });
     match params.policy {
-        GangPolicy::Spread => spread(nodes, &sorted, max_nodes, cap, allowed),
+        GangPolicy::Spread => spread(nodes, &params.partition, &sorted, max_nodes, cap, allowed),
         GangPolicy::SameRack => {
             let mut racks: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-            for s in nodes.by_free_desc().filter(|s| allowed(*s)) {
+            for s in nodes
+                .by_free_desc(&params.partition)
+                .filter(|s| allowed(*s))
+            {
                 if let Some(n) = nodes.get(s) {
                     racks.entry(n.rack.as_str()).or_default().push(s);
                 }
@@ -239,7 +277,9 @@ fn plan_within(
             let mut best: Option<Plan> = None;
             for slots in racks.values() {
                 let set: BTreeSet<usize> = slots.iter().copied().collect();
-                let p = pack(nodes, &sorted, max_nodes, cap, &|s| set.contains(&s));
+                let p = pack(nodes, &params.partition, &sorted, max_nodes, cap, &|s| {
+                    set.contains(&s)
+                });
                 best = Some(better(best, p));
             }
             best.unwrap_or(Plan::Short {
@@ -247,7 +287,9 @@ fn plan_within(
                 nodes: vec![],
             })
         }
-        GangPolicy::Pack | GangPolicy::StrictPack => pack(nodes, &sorted, max_nodes, cap, allowed),
+        GangPolicy::Pack | GangPolicy::StrictPack => {
+            pack(nodes, &params.partition, &sorted, max_nodes, cap, allowed)
+        }
     }
 }
 
@@ -275,6 +317,7 @@ fn total(units: &[&Unit]) -> Resource {
 /// first-fit with the largest units, and again.
 fn pack(
     nodes: &NodeIndex,
+    part: &str,
     units: &[&Unit],
     max_nodes: usize,
     cap: &dyn Fn(usize) -> Option<Resource>,
@@ -292,7 +335,7 @@ fn pack(
         let rest = total(&left);
         let mut probes = 0;
         let single = nodes
-            .best_fit_order(rest.get(GPU), rest.memory_mb)
+            .best_fit_order(part, rest.get(GPU), rest.memory_mb)
             .filter(|s| !used.contains(s) && allowed(*s))
             .take_while(|_| {
                 probes += 1;
@@ -309,7 +352,7 @@ fn pack(
         // The roomiest node that takes at least one unit.
         let mut chosen = None;
         for s in nodes
-            .by_free_desc()
+            .by_free_desc(part)
             .filter(|s| !used.contains(s) && allowed(*s))
             .take(budget)
         {
@@ -346,6 +389,7 @@ fn pack(
 /// At most one member per node.
 fn spread(
     nodes: &NodeIndex,
+    part: &str,
     units: &[&Unit],
     max_nodes: usize,
     cap: &dyn Fn(usize) -> Option<Resource>,
@@ -359,7 +403,7 @@ fn spread(
             break;
         }
         let s = nodes
-            .by_free_desc()
+            .by_free_desc(part)
             .filter(|s| !used.contains(s) && allowed(*s))
             .take(budget)
             .find(|s| cap(*s).is_some_and(|c| u.cap.fits_in(&c)));
@@ -740,31 +784,43 @@ impl Scheduler {
         // Placing now needs room under every maximum on the gang's path (its own hold
         // aside); holding nodes for it needs only that it could ever fit there, since the
         // hold then keeps the queue's other work from growing into the room it needs.
+        // Holds are kept in the default partition only.
         let path: Vec<QueueIdx> = self.tree.path_up(leaf).collect();
+        let part = params.partition.as_str();
         let fits_now = path.iter().all(|q| {
             let queue = &self.tree.queues[*q];
-            let others_hold = self.held(*q).minus(&own_reserved).clamp_non_negative();
+            let others_hold = if part.is_empty() {
+                self.held(*q).minus(&own_reserved).clamp_non_negative()
+            } else {
+                Resource::zero()
+            };
             within(
                 calc,
-                &queue.used.plus(&others_hold).plus(&need),
-                &queue.maximum,
+                &queue.used_in(part).plus(&others_hold).plus(&need),
+                &queue.limits_in(part).1,
             )
         });
         let blocked = path.iter().copied().find(|q| {
             let queue = &self.tree.queues[*q];
-            !within(
-                calc,
-                &queue.reserved.minus(&own_reserved).plus(&need),
-                &queue.maximum,
-            )
+            let reserved = if part.is_empty() {
+                queue.reserved.minus(&own_reserved)
+            } else {
+                Resource::zero()
+            };
+            !within(calc, &reserved.plus(&need), &queue.limits_in(part).1)
         });
         let holder: Holder = (*app_id, id.to_string());
         if let Some(q) = blocked {
             let diag = format!(
-                "gang of {} containers needs {need}, more than queue {} may ever use (maximum {})",
+                "gang of {} containers needs {need}, more than queue {} may ever use{} (maximum {})",
                 units.len(),
                 self.tree.queues[q].spec.path,
-                self.tree.queues[q].maximum
+                if part.is_empty() {
+                    String::new()
+                } else {
+                    format!(" in partition {part}")
+                },
+                self.tree.queues[q].limits_in(part).1
             );
             if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {
                 g.diagnostics = diag;
@@ -787,7 +843,8 @@ impl Scheduler {
             self.gang_plans_left -= 1;
         }
         let nodes = &self.nodes;
-        let attempt = match room.then(|| plan(nodes, &units, &params, &free, &mine_or_free)) {
+        let attempt = match room.then(|| plan(app_id, nodes, &units, &params, &free, &mine_or_free))
+        {
             None => Plan::Short {
                 placed: 0,
                 nodes: vec![],
@@ -865,7 +922,9 @@ impl Scheduler {
                     let nodes = &self.nodes;
                     let total = |s: usize| nodes.whole_room(s);
                     let not_others = |s: usize| nodes.reserved_by(s).is_none();
-                    if let Plan::Fits(assign) = plan(nodes, &units, &params, &total, &not_others) {
+                    if let Plan::Fits(assign) =
+                        plan(app_id, nodes, &units, &params, &total, &not_others)
+                    {
                         let mut names = Vec::new();
                         for (s, need) in per_node(&assign) {
                             self.nodes.hold(s, holder.clone(), need);

@@ -21,6 +21,7 @@ pub mod gang;
 mod las;
 pub mod nodes;
 mod pass;
+pub mod placement;
 pub mod preempt;
 pub mod queues;
 pub mod topology;
@@ -58,6 +59,12 @@ pub struct Ask {
     pub missed: u32,
     /// The gang this ask belongs to: placed only together with the gang's other asks.
     pub gang: Option<String>,
+    /// The partition (node label) its containers must run in; `""` is the default one.
+    pub partition: String,
+    /// Allocation tags of its containers.
+    pub tags: Vec<String>,
+    /// Where its containers may go besides room and partition.
+    pub constraint: Option<placement::Constraint>,
 }
 
 impl Ask {
@@ -71,6 +78,9 @@ impl Ask {
             is_am: false,
             missed: 0,
             gang: None,
+            partition: String::new(),
+            tags: Vec::new(),
+            constraint: None,
         }
     }
     fn has_hosts(&self) -> bool {
@@ -98,6 +108,8 @@ pub struct SchedApp {
     pub gangs: BTreeMap<String, gang::Gang>,
     /// What it has attained so far (the `las` ordering's measure).
     pub service: Service,
+    /// Its application tags (what `app-tag/` constraints name).
+    pub tags: BTreeSet<String>,
     order: Option<(i64, u64)>,
 }
 
@@ -111,6 +123,8 @@ pub struct Placement {
     pub is_am: bool,
     /// Set for members of a gang (all of which are in the same pass's placements).
     pub gang: Option<String>,
+    /// The container's allocation tags (counted on its node until it ends).
+    pub tags: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -138,6 +152,8 @@ pub struct Scheduler {
     las_cross: BTreeSet<(u64, ApplicationId)>,
     las_cross_at: BTreeMap<ApplicationId, u64>,
     las_promote: BTreeSet<(u64, ApplicationId)>,
+    /// The cluster's labels and whether each is exclusive.
+    labels: BTreeMap<String, bool>,
 }
 
 /// What scheduling passes did: how many, and how much work they took.
@@ -181,6 +197,7 @@ impl Scheduler {
             las_cross: BTreeSet::new(),
             las_cross_at: BTreeMap::new(),
             las_promote: BTreeSet::new(),
+            labels: BTreeMap::new(),
         }
     }
 
@@ -244,6 +261,52 @@ impl Scheduler {
         self.nodes.set_attributes(id, attributes);
     }
 
+    /// The cluster's label set (name to exclusivity); nodes' partitions must be in it.
+    pub fn set_labels(&mut self, labels: BTreeMap<String, bool>) {
+        self.labels = labels;
+        self.nodes.room_changed();
+        self.recompute();
+    }
+
+    pub fn labels(&self) -> &BTreeMap<String, bool> {
+        &self.labels
+    }
+
+    /// Moves a node into `partition` (`""`: the default); what runs there is accounted to
+    /// its queues in the new partition from now on.
+    pub fn set_partition(&mut self, id: &NodeId, partition: &str) {
+        let Some((old, apps)) = self.nodes.set_partition(id, partition) else {
+            return;
+        };
+        for (app, r) in apps {
+            let Some(leaf) = self.apps.get(&app).map(|a| a.queue) else {
+                continue;
+            };
+            self.tree.charge_partition(leaf, &old, &r, false);
+            self.tree.charge_partition(leaf, partition, &r, true);
+        }
+        self.recompute();
+    }
+
+    /// Records an application's tags (from its submission).
+    pub fn set_app_tags(&mut self, id: &ApplicationId, tags: BTreeSet<String>) {
+        if let Some(a) = self.apps.get_mut(id) {
+            a.tags = tags;
+        }
+    }
+
+    /// Counts (or stops counting) a container's allocation tags on its node.
+    pub fn tag(&mut self, app: &ApplicationId, node: &NodeId, tags: &[String], up: bool) {
+        let app_tags = self
+            .apps
+            .get(app)
+            .map(|a| a.tags.clone())
+            .unwrap_or_default();
+        if let Some(slot) = self.nodes.slot(node) {
+            self.nodes.tag(slot, app, &app_tags, tags, up);
+        }
+    }
+
     pub fn remove_node(&mut self, id: &NodeId) -> Option<SchedNode> {
         let n = self.nodes.remove(id);
         self.recompute();
@@ -256,8 +319,14 @@ impl Scheduler {
     }
 
     fn recompute(&mut self) {
-        let cluster = self.nodes.cluster.clone();
+        let cluster = self.nodes.partition_total(placement::DEFAULT_PARTITION);
         self.tree.compute_capacities(&cluster);
+        let labelled: BTreeMap<String, Resource> = self
+            .labels
+            .keys()
+            .map(|l| (l.clone(), self.nodes.partition_total(l)))
+            .collect();
+        self.tree.compute_partitions(&labelled);
         self.nodes.room_changed();
     }
 

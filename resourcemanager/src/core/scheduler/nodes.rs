@@ -11,6 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use spindle_common::resource::GPU;
 use spindle_common::{NodeId, Resource};
 
+use super::placement::NodeTags;
+
 /// Nodes with this many free GPUs or more share the top bucket.
 pub const MAX_BUCKET: usize = 16;
 /// How many nodes one search looks at per bucket before giving up for this pass. Bounds a
@@ -30,8 +32,15 @@ pub struct SchedNode {
     pub schedulable: bool,
     /// The node's GPU model (`nm.yarn.io/gpu-model`), for gangs that want one model.
     pub gpu_model: Option<String>,
-    /// The node's attributes (name to value): topology levels for gangs' domains.
+    /// The node's attributes (name to value): topology levels for gangs' domains, and what
+    /// placement constraints test.
     pub attributes: BTreeMap<String, String>,
+    /// The node's label (partition); `""` is the default partition.
+    pub partition: String,
+    /// Allocation tags of the containers on it.
+    pub tags: NodeTags,
+    /// What each application uses here (to move its accounting when the label changes).
+    pub apps_used: BTreeMap<spindle_common::ApplicationId, Resource>,
     key: Option<(usize, i64)>,
 }
 
@@ -42,7 +51,10 @@ pub struct NodeIndex {
     by_id: BTreeMap<NodeId, usize>,
     by_host: BTreeMap<String, BTreeSet<usize>>,
     by_rack: BTreeMap<String, BTreeSet<usize>>,
-    buckets: Vec<BTreeSet<(i64, usize)>>,
+    /// Per partition: nodes by free GPUs, then free memory.
+    buckets: BTreeMap<String, Vec<BTreeSet<(i64, usize)>>>,
+    /// Per partition: the totals of its schedulable nodes.
+    partition_total: BTreeMap<String, Resource>,
     min_alloc: Resource,
     /// Sum of the totals of schedulable nodes.
     pub cluster: Resource,
@@ -66,9 +78,101 @@ pub struct NodeIndex {
 impl NodeIndex {
     pub fn new(min_alloc: Resource) -> Self {
         Self {
-            buckets: vec![BTreeSet::new(); MAX_BUCKET + 1],
             min_alloc,
             ..Default::default()
+        }
+    }
+
+    fn bucket(&self, partition: &str, b: usize) -> Option<&BTreeSet<(i64, usize)>> {
+        self.buckets.get(partition).and_then(|v| v.get(b))
+    }
+
+    /// The schedulable total of each partition with nodes (the default partition is `""`).
+    pub fn partition_totals(&self) -> &BTreeMap<String, Resource> {
+        &self.partition_total
+    }
+
+    /// The schedulable total of one partition.
+    pub fn partition_total(&self, partition: &str) -> Resource {
+        self.partition_total
+            .get(partition)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Containers tagged `target` on the nodes of `rack`.
+    pub fn rack_tags(
+        &self,
+        rack: &str,
+        target: &super::placement::TagTarget,
+        app: &spindle_common::ApplicationId,
+    ) -> u32 {
+        self.by_rack.get(rack).map_or(0, |slots| {
+            slots
+                .iter()
+                .filter_map(|s| self.get(*s))
+                .map(|n| n.tags.of(target, app))
+                .sum()
+        })
+    }
+
+    /// Moves a node to another partition; returns its old one and what each application
+    /// uses on it (whose accounting moves with it).
+    pub fn set_partition(
+        &mut self,
+        id: &NodeId,
+        partition: &str,
+    ) -> Option<(String, BTreeMap<spindle_common::ApplicationId, Resource>)> {
+        let slot = self.slot(id)?;
+        if self.get(slot)?.partition == partition {
+            return None;
+        }
+        self.room_epoch += 1;
+        self.account(slot, false);
+        self.unindex(slot);
+        let n = self.slots.get_mut(slot)?.as_mut()?;
+        let old = std::mem::replace(&mut n.partition, partition.to_string());
+        let apps = n.apps_used.clone();
+        self.account(slot, true);
+        self.reindex(slot);
+        Some((old, apps))
+    }
+
+    /// Records what `app` uses on the node (charges and releases).
+    pub fn charge_app(
+        &mut self,
+        slot: usize,
+        app: &spindle_common::ApplicationId,
+        r: &Resource,
+        up: bool,
+    ) {
+        if let Some(n) = self.slots.get_mut(slot).and_then(Option::as_mut) {
+            let e = n.apps_used.entry(*app).or_default();
+            if up {
+                e.add_assign(r);
+            } else {
+                e.sub_assign(r);
+            }
+            if e.is_zero() {
+                n.apps_used.remove(app);
+            }
+        }
+    }
+
+    /// Counts one container's allocation tags on the node (in or out).
+    pub fn tag(
+        &mut self,
+        slot: usize,
+        app: &spindle_common::ApplicationId,
+        app_tags: &BTreeSet<String>,
+        tags: &[String],
+        up: bool,
+    ) {
+        if tags.is_empty() {
+            return;
+        }
+        if let Some(n) = self.slots.get_mut(slot).and_then(Option::as_mut) {
+            n.tags.count(app, app_tags, tags, up);
         }
     }
 
@@ -104,6 +208,12 @@ impl NodeIndex {
             return;
         }
         let (total, used) = (n.total.clone(), n.used.clone());
+        let part = self.partition_total.entry(n.partition.clone()).or_default();
+        if up {
+            part.add_assign(&total);
+        } else {
+            part.sub_assign(&total);
+        }
         if up {
             self.cluster.add_assign(&total);
             self.cluster_used.add_assign(&used);
@@ -182,6 +292,9 @@ impl NodeIndex {
             schedulable: true,
             gpu_model: None,
             attributes: BTreeMap::new(),
+            partition: String::new(),
+            tags: NodeTags::default(),
+            apps_used: BTreeMap::new(),
             key: None,
         };
         if slot == self.slots.len() {
@@ -196,17 +309,37 @@ impl NodeIndex {
         self.reindex(slot);
     }
 
+    /// Adds a copy of another index's node: room, model, attributes, partition and tags
+    /// (what a plan on a what-if index must see as the real one does).
+    pub fn add_copy(&mut self, n: &SchedNode) {
+        self.add(
+            n.id.clone(),
+            n.rack.clone(),
+            n.total.clone(),
+            n.used.clone(),
+        );
+        let Some(slot) = self.slot(&n.id) else { return };
+        self.unindex(slot);
+        self.account(slot, false);
+        if let Some(c) = self.slots.get_mut(slot).and_then(Option::as_mut) {
+            c.gpu_model = n.gpu_model.clone();
+            c.attributes = n.attributes.clone();
+            c.partition = n.partition.clone();
+            c.tags = n.tags.clone();
+        }
+        self.account(slot, true);
+        self.reindex(slot);
+    }
+
     pub fn remove(&mut self, id: &NodeId) -> Option<SchedNode> {
         self.room_epoch += 1;
         let slot = *self.by_id.get(id)?;
         self.reserved.remove(&slot);
         self.reserved_need.remove(&slot);
         self.account(slot, false);
+        self.unindex(slot);
         self.by_id.remove(id);
         let node = self.slots.get_mut(slot)?.take()?;
-        if let Some(k) = node.key {
-            self.buckets[k.0].remove(&(k.1, slot));
-        }
         if node.schedulable {
             self.recompute_largest();
         }
@@ -235,11 +368,14 @@ impl NodeIndex {
         if n.schedulable == schedulable {
             return;
         }
-        n.schedulable = schedulable;
         let total = n.total.clone();
+        let part = self.partition_total.entry(n.partition.clone()).or_default();
+        n.schedulable = schedulable;
         if schedulable {
+            part.add_assign(&total);
             self.cluster.add_assign(&total);
         } else {
+            part.sub_assign(&total);
             self.cluster.sub_assign(&total);
         }
         self.reindex(slot);
@@ -268,18 +404,30 @@ impl NodeIndex {
         self.reindex(slot);
     }
 
-    fn reindex(&mut self, slot: usize) {
-        let min = &self.min_alloc;
+    fn unindex(&mut self, slot: usize) {
         let Some(n) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
         if let Some(k) = n.key.take() {
-            self.buckets[k.0].remove(&(k.1, slot));
+            if let Some(b) = self.buckets.get_mut(&n.partition) {
+                b[k.0].remove(&(k.1, slot));
+            }
         }
+    }
+
+    fn reindex(&mut self, slot: usize) {
+        self.unindex(slot);
+        let min = &self.min_alloc;
+        let Some(n) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
         if n.schedulable && n.free.memory_mb >= min.memory_mb && n.free.vcores >= min.vcores {
             let gpus = n.free.get(GPU).clamp(0, MAX_BUCKET as i64) as usize;
             let key = (gpus, n.free.memory_mb);
-            self.buckets[key.0].insert((key.1, slot));
+            self.buckets
+                .entry(n.partition.clone())
+                .or_insert_with(|| vec![BTreeSet::new(); MAX_BUCKET + 1])[key.0]
+                .insert((key.1, slot));
             n.key = Some(key);
         }
     }
@@ -366,17 +514,27 @@ impl NodeIndex {
 
     /// Every indexed node (with room for at least a minimum allocation), most free GPUs
     /// first and, within that, most free memory first.
-    pub fn by_free_desc(&self) -> impl Iterator<Item = usize> + '_ {
+    pub fn by_free_desc<'a>(&'a self, partition: &str) -> impl Iterator<Item = usize> + 'a {
+        let p = self.buckets.get(partition);
         (0..=MAX_BUCKET)
             .rev()
-            .flat_map(move |b| self.buckets[b].iter().rev().map(|(_, s)| *s))
+            .filter_map(move |b| p.map(|p| &p[b]))
+            .flat_map(|set| set.iter().rev().map(|(_, s)| *s))
     }
 
     /// Indexed nodes with at least `gpus` free GPUs and `mem` free memory, fewest free GPUs
     /// first and, within that, least free memory first (best fit).
-    pub fn best_fit_order(&self, gpus: i64, mem: i64) -> impl Iterator<Item = usize> + '_ {
+    pub fn best_fit_order<'a>(
+        &'a self,
+        partition: &str,
+        gpus: i64,
+        mem: i64,
+    ) -> impl Iterator<Item = usize> + 'a {
         let g = gpus.clamp(0, MAX_BUCKET as i64) as usize;
-        (g..=MAX_BUCKET).flat_map(move |b| self.buckets[b].range((mem, 0)..).map(|(_, s)| *s))
+        let p = self.buckets.get(partition);
+        (g..=MAX_BUCKET)
+            .filter_map(move |b| p.map(|p| &p[b]))
+            .flat_map(move |set| set.range((mem, 0)..).map(|(_, s)| *s))
     }
 
     /// Slots of every node, schedulable or not.
@@ -384,16 +542,25 @@ impl NodeIndex {
         self.by_id.values().copied()
     }
 
-    /// A node anywhere that fits `ask`, by the placement policy of this module.
-    pub fn find_any(&self, ask: &Resource) -> Option<usize> {
+    /// A node of `partition` that fits `ask` and passes `also`, by the placement policy of
+    /// this module. `probes` bounds the nodes looked at per bucket.
+    pub fn find_any(
+        &self,
+        ask: &Resource,
+        partition: &str,
+        probes: usize,
+        also: &dyn Fn(&SchedNode) -> bool,
+    ) -> Option<usize> {
+        let ok = |s: usize| self.fits(s, ask) && self.get(s).is_some_and(also);
         let g = ask.get(GPU).clamp(0, MAX_BUCKET as i64) as usize;
         if g > 0 {
             for b in g..=MAX_BUCKET {
-                let found = self.buckets[b]
+                let found = self
+                    .bucket(partition, b)?
                     .range((ask.memory_mb, 0)..)
-                    .take(PROBES)
+                    .take(probes)
                     .map(|(_, s)| *s)
-                    .find(|s| self.fits(*s, ask));
+                    .find(|s| ok(*s));
                 if found.is_some() {
                     return found;
                 }
@@ -401,13 +568,14 @@ impl NodeIndex {
             return None;
         }
         for b in 0..=MAX_BUCKET {
-            let found = self.buckets[b]
+            let found = self
+                .bucket(partition, b)?
                 .iter()
                 .rev()
                 .take_while(|(mem, _)| *mem >= ask.memory_mb)
-                .take(PROBES)
+                .take(probes)
                 .map(|(_, s)| *s)
-                .find(|s| self.fits(*s, ask));
+                .find(|s| ok(*s));
             if found.is_some() {
                 return found;
             }
@@ -415,15 +583,17 @@ impl NodeIndex {
         None
     }
 
-    /// A node on one of `hosts` that fits.
+    /// A node on one of `hosts` that fits and passes `also`.
     pub fn find_on_hosts<'a>(
         &self,
         hosts: impl Iterator<Item = &'a String>,
         ask: &Resource,
+        also: &dyn Fn(&SchedNode) -> bool,
     ) -> Option<usize> {
+        let ok = |s: usize| self.fits(s, ask) && self.get(s).is_some_and(also);
         for h in hosts {
             if let Some(slots) = self.by_host.get(h) {
-                if let Some(s) = slots.iter().copied().find(|s| self.fits(*s, ask)) {
+                if let Some(s) = slots.iter().copied().find(|s| ok(*s)) {
                     return Some(s);
                 }
             }
@@ -431,20 +601,17 @@ impl NodeIndex {
         None
     }
 
-    /// A node in one of `racks` that fits (bounded probes per rack).
+    /// A node in one of `racks` that fits and passes `also` (bounded probes per rack).
     pub fn find_in_racks<'a>(
         &self,
         racks: impl Iterator<Item = &'a String>,
         ask: &Resource,
+        also: &dyn Fn(&SchedNode) -> bool,
     ) -> Option<usize> {
+        let ok = |s: usize| self.fits(s, ask) && self.get(s).is_some_and(also);
         for r in racks {
             if let Some(slots) = self.by_rack.get(r) {
-                if let Some(s) = slots
-                    .iter()
-                    .copied()
-                    .take(PROBES * 4)
-                    .find(|s| self.fits(*s, ask))
-                {
+                if let Some(s) = slots.iter().copied().take(PROBES * 4).find(|s| ok(*s)) {
                     return Some(s);
                 }
             }

@@ -31,25 +31,32 @@ impl Scheduler {
             }
         }
         self.gang_plans_left = self.conf.gang_max_plans_per_pass;
-        let mut excluded = vec![false; self.tree.queues.len()];
-        let mut failed_shapes: Vec<Resource> = Vec::new();
-        let mut blocked_users: BTreeSet<(QueueIdx, String)> = BTreeSet::new();
-        while let Some(leaf) = self.pick_leaf(&mut excluded) {
-            self.stats.leaves_served += 1;
-            match self.serve_leaf(leaf, &mut failed_shapes, &mut blocked_users) {
-                Served::Placed(p) => {
-                    self.stats.placements += p.len() as u64;
-                    out.extend(p)
+        // Each labelled partition serves its own asks first, by the queues' shares of it;
+        // the default partition comes last, and may borrow what non-exclusive partitions
+        // still have free.
+        let mut partitions: Vec<String> = self.labels.keys().cloned().collect();
+        partitions.push(String::new());
+        for part in partitions {
+            let mut excluded = vec![false; self.tree.queues.len()];
+            let mut failed_shapes: Vec<Resource> = Vec::new();
+            let mut blocked_users: BTreeSet<(QueueIdx, String)> = BTreeSet::new();
+            while let Some(leaf) = self.pick_leaf(&mut excluded, &part) {
+                self.stats.leaves_served += 1;
+                match self.serve_leaf(leaf, &part, &mut failed_shapes, &mut blocked_users) {
+                    Served::Placed(p) => {
+                        self.stats.placements += p.len() as u64;
+                        out.extend(p)
+                    }
+                    Served::LeafDone => excluded[leaf] = true,
+                    Served::PassDone => break,
                 }
-                Served::LeafDone => excluded[leaf] = true,
-                Served::PassDone => break,
             }
         }
         out
     }
 
     /// Descends from the root to the most under-served leaf with demand not yet excluded.
-    pub(super) fn pick_leaf(&self, excluded: &mut [bool]) -> Option<QueueIdx> {
+    pub(super) fn pick_leaf(&self, excluded: &mut [bool], part: &str) -> Option<QueueIdx> {
         let root = self.tree.root();
         let calc = self.conf.calculator;
         loop {
@@ -68,8 +75,8 @@ impl Scheduler {
                     .copied()
                     .filter(|c| !excluded[*c] && self.demand[*c] > 0)
                     .min_by(|a, b| {
-                        let ka = self.order_key(calc, *a);
-                        let kb = self.order_key(calc, *b);
+                        let ka = self.order_key(calc, *a, part);
+                        let kb = self.order_key(calc, *b, part);
                         ka.partial_cmp(&kb).unwrap_or(std::cmp::Ordering::Equal)
                     });
                 match best {
@@ -89,18 +96,25 @@ impl Scheduler {
     /// demand. Queues at or over their guarantee come next, by used over guaranteed (YARN's
     /// utilization order), then queues without a guarantee by their share of the cluster.
     /// Ties go to the higher queue priority, then to tree order.
-    pub(super) fn order_key(&self, calc: Calculator, q: QueueIdx) -> (u8, f64, i64, QueueIdx) {
+    pub(super) fn order_key(
+        &self,
+        calc: Calculator,
+        q: QueueIdx,
+        part: &str,
+    ) -> (u8, f64, i64, QueueIdx) {
         let queue = &self.tree.queues[q];
         let prio = -i64::from(queue.spec.priority);
-        let cluster = &self.nodes.cluster;
-        if queue.guaranteed.is_zero() {
-            return (2, ratio(calc, &queue.used, cluster), prio, q);
+        let cluster = &self.nodes.partition_total(part);
+        let used = queue.used_in(part);
+        let (guaranteed, _) = queue.limits_in(part);
+        if guaranteed.is_zero() {
+            return (2, ratio(calc, &used, cluster), prio, q);
         }
-        let r = ratio(calc, &queue.used, &queue.guaranteed);
+        let r = ratio(calc, &used, &guaranteed);
         if r < 1.0 {
             // The gap to the guarantee, measured along the queue's dominant dimension and
             // scaled to the cluster: (1 - used/guaranteed) x guaranteed's share.
-            let gap_share = (1.0 - r) * ratio(calc, &queue.guaranteed, cluster);
+            let gap_share = (1.0 - r) * ratio(calc, &guaranteed, cluster);
             (0, -gap_share, prio, q)
         } else {
             (1, r, prio, q)
@@ -112,6 +126,7 @@ impl Scheduler {
     pub(super) fn serve_leaf(
         &mut self,
         leaf: QueueIdx,
+        part: &str,
         failed_shapes: &mut Vec<Resource>,
         blocked_users: &mut BTreeSet<(QueueIdx, String)>,
     ) -> Served {
@@ -151,6 +166,7 @@ impl Scheduler {
                     let to_try = a
                         .gangs
                         .iter()
+                        .filter(|(_, g)| g.params.partition == part)
                         .filter(|(_, g)| g.missed_at != Some(epoch))
                         .filter(|(id, _)| asked(id))
                         .map(|(id, _)| id.clone())
@@ -174,7 +190,7 @@ impl Scheduler {
                 Some(app) => app
                     .asks
                     .iter()
-                    .filter(|(_, a)| a.any > 0 && a.gang.is_none())
+                    .filter(|(_, a)| a.any > 0 && a.gang.is_none() && a.partition == part)
                     .filter(|(_, a)| {
                         !over_max.iter().any(|s| s.fits_in(&a.capability))
                             && (a.has_hosts()
@@ -186,10 +202,11 @@ impl Scheduler {
                 None => continue,
             };
             if candidates.is_empty() {
-                let waits = self
-                    .apps
-                    .get(&app_id)
-                    .is_some_and(|a| a.asks.values().any(|x| x.any > 0 && x.gang.is_none()));
+                let waits = self.apps.get(&app_id).is_some_and(|a| {
+                    a.asks
+                        .values()
+                        .any(|x| x.any > 0 && x.gang.is_none() && x.partition == part)
+                });
                 if strict && waits {
                     return Served::LeafDone;
                 }
@@ -213,7 +230,7 @@ impl Scheduler {
                 if failed_shapes.iter().any(|s| s.fits_in(&cap)) {
                     continue;
                 }
-                if let Some(q) = self.queue_blocking(leaf, &cap) {
+                if let Some(q) = self.queue_blocking(leaf, &cap, part) {
                     // Over the root's maximum means the cluster itself is full in some
                     // dimension: no node can take this shape in this pass.
                     if q == root {
@@ -230,7 +247,10 @@ impl Scheduler {
                     continue;
                 }
                 // AM containers were admitted by the AM limit; the user limit governs the rest.
-                if !is_am && !within(calc, &user_used, &self.user_limit(leaf, &cap)) {
+                if !is_am
+                    && part.is_empty()
+                    && !within(calc, &user_used, &self.user_limit(leaf, &cap))
+                {
                     blocked_users.insert((leaf, user.clone()));
                     break;
                 }
@@ -281,24 +301,53 @@ impl Scheduler {
         } else {
             self.conf.rack_locality_additional_delay as u32
         };
-        let ask = self.apps.get(app)?.asks.get(key)?;
+        let a = self.apps.get(app)?;
+        let ask = a.asks.get(key)?;
         let cap = &ask.capability;
+        let asker = placement::Asker { app };
+        let nodes = &self.nodes;
+        let constraint = ask.constraint.as_ref();
+        // A constraint on tags is checked node by node: look further than the plain probes.
+        let probes = if constraint.is_some_and(|c| c.counts_tags()) {
+            nodes::PROBES * 16
+        } else {
+            nodes::PROBES
+        };
+        let labels = &self.labels;
+        let ask_part = ask.partition.as_str();
+        // Its own partition, or (for a default-partition ask) one that lends.
+        let also = |n: &SchedNode| {
+            let here = n.partition == ask_part
+                || (ask_part.is_empty() && labels.get(&n.partition) == Some(&false));
+            here && constraint.is_none_or(|c| placement::satisfied(c, nodes, n, &asker))
+        };
+        let anywhere = || {
+            nodes.find_any(cap, ask_part, probes, &also).or_else(|| {
+                if !ask_part.is_empty() {
+                    return None;
+                }
+                labels
+                    .iter()
+                    .filter(|(_, exclusive)| !**exclusive)
+                    .find_map(|(l, _)| nodes.find_any(cap, l, probes, &also))
+            })
+        };
         if !ask.has_hosts() && !ask.has_racks() {
-            return self.nodes.find_any(cap);
+            return anywhere();
         }
         let hosts = ask.hosts.iter().filter(|(_, c)| **c > 0).map(|(h, _)| h);
-        if let Some(s) = self.nodes.find_on_hosts(hosts, cap) {
+        if let Some(s) = self.nodes.find_on_hosts(hosts, cap, &also) {
             return Some(s);
         }
         let missed = ask.missed;
         let mut found = None;
         if ask.has_racks() && (missed >= node_delay || !ask.has_hosts()) {
             let racks = ask.racks.iter().filter(|(_, c)| **c > 0).map(|(r, _)| r);
-            found = self.nodes.find_in_racks(racks, cap);
+            found = self.nodes.find_in_racks(racks, cap, &also);
         }
         if found.is_none() && ask.relax_locality && missed >= node_delay.saturating_add(rack_delay)
         {
-            found = self.nodes.find_any(cap);
+            found = anywhere();
         }
         if found.is_none() {
             if let Some(a) = self.apps.get_mut(app).and_then(|a| a.asks.get_mut(key)) {
@@ -321,6 +370,7 @@ impl Scheduler {
         let resource = ask.capability.clone();
         let is_am = ask.is_am;
         let gang = ask.gang.clone();
+        let tags = ask.tags.clone();
         let had = ask.any;
         ask.any = ask.any.saturating_sub(1);
         ask.missed = 0;
@@ -336,8 +386,8 @@ impl Scheduler {
         if had > 0 && gang.is_none() {
             self.count_shape(&resource, 1, false);
         }
-        self.nodes.charge(slot, &resource);
-        self.charge_app(app_id, &resource, true);
+        self.charge(app_id, &node_id, &resource);
+        self.tag(app_id, &node_id, &tags, true);
         self.refresh_order(app_id);
         Some(Placement {
             app: *app_id,
@@ -346,6 +396,7 @@ impl Scheduler {
             resource,
             is_am,
             gang,
+            tags,
         })
     }
 }

@@ -536,15 +536,7 @@ impl Scheduler {
             // Free room counts only where it takes at least one member.
             let roomy = smallest.as_ref().is_some_and(|u| u.fits_in(&n.free));
             if roomy || hosts.contains(&n.id) {
-                idx.add(
-                    n.id.clone(),
-                    n.rack.clone(),
-                    n.total.clone(),
-                    n.used.clone(),
-                );
-                if n.gpu_model.is_some() {
-                    idx.set_gpu_model(&n.id, n.gpu_model.clone());
-                }
+                idx.add_copy(n);
             }
         }
         let fits = |idx: &NodeIndex| -> Option<Hold> {
@@ -552,7 +544,7 @@ impl Scheduler {
                 return None;
             }
             let free = |s: usize| idx.get(s).map(|n| n.free.clone());
-            match plan(idx, &p.units, &p.params, &free, &|_| true) {
+            match plan(&p.app, idx, &p.units, &p.params, &free, &|_| true) {
                 Plan::Fits(assign) => Some(
                     super::gang::per_node(&assign)
                         .into_iter()

@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use spindle_common::{ApplicationId, QueuePath, Resource};
 
-use crate::core::queue_conf::{Acl, Calculator, CapacitySpec, MaxCapacitySpec, QueueSpec};
+use crate::core::queue_conf::{
+    AccessibleLabels, Acl, Calculator, CapacitySpec, MaxCapacitySpec, QueueSpec,
+};
 
 /// A queue's place in the tree ([`QueueTree::queues`]), valid until the next
 /// reconfiguration rebuilds the tree. A type of its own, so a queue index is never confused
@@ -88,11 +90,63 @@ pub struct Queue {
     pub waiting: BTreeSet<(u64, ApplicationId)>,
     pub active_apps: usize,
     pub users: BTreeMap<String, UserUsage>,
+    /// Which partitions it may use (its own setting or its parent's).
+    pub accessible: AccessibleLabels,
+    /// Its share and use of each labelled partition. `used` above counts every partition;
+    /// the default partition's use is what the labelled ones leave of it.
+    pub parts: BTreeMap<String, PartShare>,
+}
+
+/// A queue's guarantee, maximum and use in one labelled partition.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PartShare {
+    pub guaranteed: Resource,
+    pub maximum: Resource,
+    pub used: Resource,
+    /// Percent of the partition (YARN's `absoluteCapacity` per partition).
+    pub abs_capacity: f64,
+    pub abs_max_capacity: f64,
+    /// The configured percentages of the parent's share.
+    pub capacity: f64,
+    pub max_capacity: f64,
 }
 
 impl Queue {
     pub fn is_leaf(&self) -> bool {
         self.children.is_empty()
+    }
+
+    /// Its use of the default partition.
+    pub fn default_used(&self) -> Resource {
+        let mut u = self.used.clone();
+        for p in self.parts.values() {
+            u.sub_assign(&p.used);
+        }
+        u
+    }
+
+    /// Its use in `partition`.
+    pub fn used_in(&self, partition: &str) -> Resource {
+        if partition.is_empty() {
+            self.default_used()
+        } else {
+            self.parts
+                .get(partition)
+                .map(|p| p.used.clone())
+                .unwrap_or_default()
+        }
+    }
+
+    /// Its guarantee and maximum in `partition`.
+    pub fn limits_in(&self, partition: &str) -> (Resource, Resource) {
+        if partition.is_empty() {
+            (self.guaranteed.clone(), self.maximum.clone())
+        } else {
+            self.parts
+                .get(partition)
+                .map(|p| (p.guaranteed.clone(), p.maximum.clone()))
+                .unwrap_or_default()
+        }
     }
 }
 
@@ -114,7 +168,14 @@ impl QueueTree {
         let idx = QueueIdx(self.queues.len());
         let mut own = spec.clone();
         own.children.clear();
+        let accessible = match (&spec.accessible_labels, parent) {
+            (Some(a), _) => a.clone(),
+            (None, Some(p)) => self.queues[p].accessible.clone(),
+            (None, None) => AccessibleLabels::Any,
+        };
         self.queues.push(Queue {
+            accessible,
+            parts: BTreeMap::new(),
             spec: own,
             parent,
             children: Vec::new(),
@@ -202,6 +263,72 @@ impl QueueTree {
         self.queues[root].abs_capacity = 100.0;
         self.queues[root].abs_max_capacity = 100.0;
         self.compute_children(root, cluster);
+    }
+
+    /// Recomputes every queue's share of each labelled partition (`totals`: the partition's
+    /// schedulable resources). A queue's share is its configured percentage of its parent's
+    /// (0 and 0 where it may not use the label); use is kept.
+    pub fn compute_partitions(&mut self, totals: &BTreeMap<String, Resource>) {
+        for q in &mut self.queues {
+            q.parts.retain(|l, _| totals.contains_key(l));
+        }
+        let order: Vec<QueueIdx> = self.indices().collect();
+        for (label, total) in totals {
+            for &i in &order {
+                let (pg, pm, pa, pam) = match self.queues[i].parent {
+                    None => (total.clone(), total.clone(), 100.0, 100.0),
+                    Some(p) => {
+                        let s = self.queues[p].parts.get(label).cloned().unwrap_or_default();
+                        (s.guaranteed, s.maximum, s.abs_capacity, s.abs_max_capacity)
+                    }
+                };
+                let q = &mut self.queues[i];
+                let (cap, max) = if q.parent.is_none() {
+                    (100.0, 100.0)
+                } else if !q.accessible.allows(label) {
+                    (0.0, 0.0)
+                } else {
+                    q.spec
+                        .label_capacities
+                        .get(label)
+                        .map_or((0.0, 100.0), |c| (c.capacity, c.max_capacity))
+                };
+                let e = q.parts.entry(label.clone()).or_default();
+                e.capacity = cap;
+                e.max_capacity = max;
+                e.guaranteed = scale(&pg, cap / 100.0);
+                let mut m = scale(&pm, max / 100.0);
+                for (k, v) in e.guaranteed.entries() {
+                    if m.get(k) < v {
+                        m.set(k, v);
+                    }
+                }
+                e.maximum = m;
+                e.abs_capacity = pa * cap / 100.0;
+                e.abs_max_capacity = (pam * max / 100.0).max(e.abs_capacity);
+            }
+        }
+    }
+
+    /// Charges (or releases) `r` in a labelled partition along `leaf`'s path; the default
+    /// partition needs nothing (it is what the others leave of `used`).
+    pub fn charge_partition(&mut self, leaf: QueueIdx, partition: &str, r: &Resource, up: bool) {
+        if partition.is_empty() {
+            return;
+        }
+        let mut q = Some(leaf);
+        while let Some(i) = q {
+            let e = self.queues[i]
+                .parts
+                .entry(partition.to_string())
+                .or_default();
+            if up {
+                e.used.add_assign(r);
+            } else {
+                e.used.sub_assign(r);
+            }
+            q = self.queues[i].parent;
+        }
     }
 
     fn compute_children(&mut self, parent: QueueIdx, cluster: &Resource) {

@@ -46,7 +46,10 @@ pub fn plan_in_domain(
     allowed: &dyn Fn(usize) -> bool,
 ) -> Plan {
     let mut domains: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for s in nodes.by_free_desc().filter(|s| allowed(*s)) {
+    for s in nodes
+        .by_free_desc(&params.partition)
+        .filter(|s| allowed(*s))
+    {
         if let Some(name) = nodes.get(s).and_then(|n| domain_of(n, &d.level)) {
             domains.entry(name).or_default().push(s);
         }

@@ -254,6 +254,9 @@ fn fifo_serves_priority_then_submission_and_fair_shares() {
                 &ams[&id],
                 0,
                 vec![AskUpdate {
+                    label: None,
+                    tags: Vec::new(),
+                    constraint: None,
                     priority: 1,
                     allocation_request_id: 0,
                     resource_name: "*".into(),
@@ -704,6 +707,9 @@ fn delay_scheduling_waits_for_the_host_then_relaxes() {
     let ams = start_ams(&mut env);
     // Fill h2, then ask for 1 container on h2 (full): the ask waits 3 + 2 opportunities.
     let h2_fill = AskUpdate {
+        label: None,
+        tags: Vec::new(),
+        constraint: None,
         priority: 1,
         allocation_request_id: 0,
         resource_name: "h2".into(),
@@ -713,6 +719,9 @@ fn delay_scheduling_waits_for_the_host_then_relaxes() {
         gang: None,
     };
     let star = AskUpdate {
+        label: None,
+        tags: Vec::new(),
+        constraint: None,
         priority: 1,
         allocation_request_id: 0,
         resource_name: "*".into(),
@@ -732,6 +741,9 @@ fn delay_scheduling_waits_for_the_host_then_relaxes() {
         "h2 is full now"
     );
     let want_h2 = AskUpdate {
+        label: None,
+        tags: Vec::new(),
+        constraint: None,
         priority: 2,
         allocation_request_id: 1,
         resource_name: "h2".into(),
@@ -741,6 +753,9 @@ fn delay_scheduling_waits_for_the_host_then_relaxes() {
         gang: None,
     };
     let star2 = AskUpdate {
+        label: None,
+        tags: Vec::new(),
+        constraint: None,
         priority: 2,
         allocation_request_id: 1,
         resource_name: "*".into(),
@@ -786,6 +801,9 @@ fn per_queue_maximum_allocation_refuses_bigger_asks() {
     let app = submit_as(&mut env, "small", "u");
     let ams = start_ams(&mut env);
     let big = AskUpdate {
+        label: None,
+        tags: Vec::new(),
+        constraint: None,
         priority: 1,
         allocation_request_id: 0,
         resource_name: "*".into(),

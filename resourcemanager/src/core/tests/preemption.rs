@@ -125,6 +125,9 @@ impl Cluster {
     ) -> AllocateReply {
         let att = self.att(app);
         let ask = AskUpdate {
+            label: None,
+            tags: Vec::new(),
+            constraint: None,
             priority: 1,
             allocation_request_id: 1,
             resource_name: "*".into(),

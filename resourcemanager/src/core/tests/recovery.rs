@@ -410,6 +410,9 @@ fn apply(
                     .core
                     .am_register(&att, "h".into(), 0, String::new(), env.now);
                 let ask = AskUpdate {
+                    label: None,
+                    tags: Vec::new(),
+                    constraint: None,
                     priority: 1,
                     allocation_request_id: 0,
                     resource_name: "*".into(),

@@ -15,6 +15,9 @@ fn one_queue() -> Cluster {
 /// A plain container of 4096 MB / 2 vcores (and `gpus` GPUs).
 fn plain(c: &mut Cluster, att: &ApplicationAttemptId, gpus: i64) -> ContainerId {
     let ask = AskUpdate {
+        label: None,
+        tags: Vec::new(),
+        constraint: None,
         priority: 1,
         allocation_request_id: 7,
         resource_name: "*".into(),
@@ -103,6 +106,9 @@ fn an_increase_waits_for_room_on_its_node_and_comes_in_a_later_answer() {
     let first = plain(&mut c, &att, 0);
     // The node (65536 MB) is nearly full: a second container takes most of it.
     let ask = AskUpdate {
+        label: None,
+        tags: Vec::new(),
+        constraint: None,
         priority: 2,
         allocation_request_id: 8,
         resource_name: "*".into(),

@@ -685,8 +685,15 @@ pub(super) fn submission(
             keep_containers: ctx.keep_containers_across_application_attempts,
             unmanaged_am: ctx.unmanaged_am,
             groups: Vec::new(),
+            node_label_expression: label_expression(ctx.app_node_label_expression),
+            am_node_label_expression: label_expression(ctx.am_container_node_label_expression),
         },
     ))
+}
+
+/// A label expression as given: trimmed, empty meaning none.
+fn label_expression(e: Option<String>) -> Option<String> {
+    e.map(|x| x.trim().to_string()).filter(|x| !x.is_empty())
 }
 
 pub(super) async fn submit(

@@ -22,11 +22,13 @@ use crate::core::{
 use crate::driver::{Command, Snapshot};
 
 mod apps;
+mod labels;
 mod nodes;
 mod scheduler;
 
 pub(super) use apps::app_info;
 use apps::*;
+use labels::*;
 pub(super) use nodes::node_info;
 use nodes::*;
 use scheduler::*;
@@ -40,6 +42,42 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ws/v1/cluster/scheduler", get(scheduler))
         .route("/ws/v1/cluster/nodes", get(nodes))
         .route("/ws/v1/cluster/nodes/{nodeid}", get(node))
+        .route(
+            "/ws/v1/cluster/nodes/{nodeid}/get-labels",
+            get(node_get_labels),
+        )
+        .route(
+            "/ws/v1/cluster/nodes/{nodeid}/replace-labels",
+            post(node_replace_labels),
+        )
+        .route("/ws/v1/cluster/get-node-labels", get(get_node_labels))
+        .route("/ws/v1/cluster/add-node-labels", post(add_node_labels))
+        .route(
+            "/ws/v1/cluster/remove-node-labels",
+            post(remove_node_labels),
+        )
+        .route(
+            "/ws/v1/cluster/replace-node-to-labels",
+            post(replace_node_to_labels),
+        )
+        .route("/ws/v1/cluster/get-node-to-labels", get(get_node_to_labels))
+        .route("/ws/v1/cluster/label-mappings", get(label_mappings))
+        .route(
+            "/ws/v1/cluster/get-node-attributes",
+            get(get_node_attributes),
+        )
+        .route(
+            "/ws/v1/cluster/get-attributes-to-nodes",
+            get(get_attributes_to_nodes),
+        )
+        .route(
+            "/ws/v1/cluster/get-node-to-attributes",
+            get(get_node_to_attributes),
+        )
+        .route(
+            "/ws/v1/cluster/node-attributes-mapping",
+            post(node_attributes_mapping),
+        )
         .route("/ws/v1/cluster/apps", get(apps).post(submit))
         .route("/ws/v1/cluster/apps/new-application", post(new_application))
         .route("/ws/v1/cluster/apps/{appid}", get(app))

@@ -9,6 +9,7 @@ pub(in crate::rest) fn node_info(s: &Snapshot, n: &Node) -> NodeInfo {
         .cloned()
         .unwrap_or_else(|| (n.total.clone(), Resource::zero()));
     let avail = total.minus(&used).clamp_non_negative();
+    let placement = s.node_placement.get(&n.id);
     NodeInfo {
         rack: n.rack.clone(),
         state: n.state,
@@ -28,12 +29,29 @@ pub(in crate::rest) fn node_info(s: &Snapshot, n: &Node) -> NodeInfo {
         used_resource: ResourceInfo::from(&used),
         available_resource: ResourceInfo::from(&avail),
         total_resource: ResourceInfo::from(&n.total),
-        node_attributes_info: serde_json::json!({
-            "nodeAttributeInfo": n.attributes.iter().map(|(k, v)| {
-                let (prefix, name) = k.rsplit_once('/').unwrap_or(("", k.as_str()));
-                serde_json::json!({"prefix": prefix, "name": name, "type": "STRING", "value": v})
-            }).collect::<Vec<_>>()
+        node_labels: placement
+            .map(|p| p.partition.clone())
+            .filter(|p| !p.is_empty())
+            .into_iter()
+            .collect(),
+        allocation_tags: serde_json::json!({
+            "allocationTagInfo": placement.map(|p| p.tags.iter().map(|(t, c)| {
+                serde_json::json!({"allocationTag": t, "allocationsCount": c})
+            }).collect::<Vec<_>>()).unwrap_or_default()
         }),
+        node_attributes_info: serde_json::to_value(
+            spindle_common::records::labels::NodeAttributesInfo {
+                node_attribute_info: placement
+                    .map(|p| {
+                        p.attributes
+                            .iter()
+                            .map(|(k, v)| super::labels::attribute_info(k, v))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            },
+        )
+        .unwrap_or_default(),
         ..Default::default()
     }
 }
