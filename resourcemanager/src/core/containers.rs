@@ -42,6 +42,7 @@ impl RmCore {
                 version: 0,
                 token_from: now,
                 tags: p.tags.clone(),
+                partition: p.partition.clone(),
             },
         );
         self.counters.containers_allocated += 1;

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use spindle_common::NodeId;
+use spindle_common::{ContainerId, NodeId};
 
 use super::{CoreError, RmCore};
 
@@ -322,6 +322,79 @@ impl RmCore {
             )));
         }
         Ok(())
+    }
+
+    /// Takes back room non-exclusive partitions lent to the default partition: where a
+    /// partition's own asks wait, default-partition containers on its nodes get a
+    /// preemption notice (newest first) until what they free covers what waits. Run by the
+    /// preemption monitor, so only when preemption is enabled.
+    pub(super) fn reclaim_lent(&mut self, conf: &super::PreemptionConf, now: u64) {
+        let lending: Vec<String> = self
+            .labels
+            .cluster
+            .iter()
+            .filter(|(_, exclusive)| !**exclusive)
+            .map(|(l, _)| l.clone())
+            .collect();
+        for part in lending {
+            // What this partition's own asks wait for, and whose they are.
+            let mut want = spindle_common::Resource::zero();
+            let mut preemptor = None;
+            for (id, a) in self.sched.apps() {
+                for ask in a.asks.values().filter(|x| x.partition == part && x.any > 0) {
+                    want.add_assign(&ask.capability.times(i64::from(ask.any)));
+                    preemptor.get_or_insert((*id, a.queue));
+                }
+            }
+            let Some((preemptor, leaf)) = preemptor else {
+                continue;
+            };
+            // Free room of the partition already counts.
+            for n in self.sched.nodes().iter().filter(|n| n.partition == part) {
+                want.sub_assign(&n.free);
+            }
+            let noticed = |c: &ContainerId| self.preemption.notices.contains_key(c);
+            let mut lent: Vec<(u64, ContainerId, spindle_common::Resource)> = self
+                .containers
+                .iter()
+                .filter(|(_, c)| c.is_live() && !c.is_am && c.partition.is_empty())
+                .filter(|(id, _)| !noticed(id))
+                .filter(|(_, c)| {
+                    self.sched
+                        .node(&c.node)
+                        .is_some_and(|n| n.partition == part)
+                })
+                .map(|(id, c)| (c.allocated_time, *id, c.resource.clone()))
+                .collect();
+            lent.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
+            let deadline = now.saturating_add(conf.max_wait_before_kill_ms);
+            for (_, c, r) in lent {
+                if !want.entries().any(|(_, v)| v > 0) {
+                    break;
+                }
+                want.sub_assign(&r);
+                if conf.observe_only {
+                    continue;
+                }
+                self.preemption.counters.containers_noticed += 1;
+                self.preemption.notices.insert(
+                    c,
+                    super::preemption::Notice {
+                        preemptor,
+                        leaf,
+                        reason: super::scheduler::preempt::Reason::Partition,
+                        notified_at: now,
+                        deadline,
+                        kill_at: deadline,
+                        acknowledged: false,
+                        killed: false,
+                        shrink: None,
+                    },
+                );
+                self.effects
+                    .push(super::Effect::PreemptionNotice(c.attempt_id));
+            }
+        }
     }
 
     /// The first queue whose configuration names `label`.

@@ -482,6 +482,8 @@ pub struct RmContainer {
     pub token_from: u64,
     /// Its allocation tags (counted on its node while it lives).
     pub tags: Vec<String>,
+    /// The partition its ask was for (`""`: the default).
+    pub partition: String,
 }
 
 impl RmContainer {

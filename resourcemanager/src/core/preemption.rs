@@ -136,6 +136,7 @@ impl RmCore {
         }
         self.preemption.next_round_at = now.saturating_add(conf.monitoring_interval_ms.max(1));
         self.preemption.counters.rounds += 1;
+        self.reclaim_lent(&conf, now);
         let busy: BTreeSet<scheduler::QueueIdx> =
             self.preemption.notices.values().map(|n| n.leaf).collect();
         // What waits, found once for the whole round.

@@ -206,6 +206,7 @@ impl RmCore {
                 version: 0,
                 token_from: now,
                 tags: Vec::new(),
+                partition: String::new(),
             },
         );
         self.sched.charge(&app_id, node, &r.resource);

@@ -458,11 +458,11 @@ impl Scheduler {
     ) -> Option<Placement> {
         let node = self.nodes.get(slot)?.id.clone();
         self.charge(app, &node, r);
-        let tags = self
+        let (tags, partition) = self
             .apps
             .get(app)
             .and_then(|a| a.gangs.get(gang))
-            .map(|g| g.params.tags.clone())
+            .map(|g| (g.params.tags.clone(), g.params.partition.clone()))
             .unwrap_or_default();
         self.tag(app, &node, &tags, true);
         Some(Placement {
@@ -473,6 +473,7 @@ impl Scheduler {
             is_am: false,
             gang: Some(gang.to_string()),
             tags,
+            partition,
         })
     }
 }

@@ -125,6 +125,9 @@ pub struct Placement {
     pub gang: Option<String>,
     /// The container's allocation tags (counted on its node until it ends).
     pub tags: Vec<String>,
+    /// The partition its ask was for (a default-partition container on a node of a
+    /// non-exclusive partition is lent room, taken back when that partition needs it).
+    pub partition: String,
 }
 
 #[derive(Debug, Clone)]

@@ -230,7 +230,26 @@ impl Scheduler {
                 if failed_shapes.iter().any(|s| s.fits_in(&cap)) {
                     continue;
                 }
-                if let Some(q) = self.queue_blocking(leaf, &cap, part) {
+                // The partitions this ask may be placed in now: its own, under the queue's
+                // maxima there (and, in the default partition, the user limit); for a
+                // default-partition ask also each non-exclusive partition that lends, under
+                // the queue's maxima in it.
+                let blocking = self.queue_blocking(leaf, &cap, part);
+                let user_ok = is_am
+                    || !part.is_empty()
+                    || within(calc, &user_used, &self.user_limit(leaf, &cap));
+                let mut parts: Vec<String> = Vec::new();
+                if blocking.is_none() && user_ok {
+                    parts.push(part.to_string());
+                }
+                if part.is_empty() {
+                    for (l, _) in self.labels.iter().filter(|(_, exclusive)| !**exclusive) {
+                        if self.queue_blocking(leaf, &cap, l).is_none() {
+                            parts.push(l.clone());
+                        }
+                    }
+                }
+                if let Some(q) = blocking.filter(|_| parts.is_empty()) {
                     // Over the root's maximum means the cluster itself is full in some
                     // dimension: no node can take this shape in this pass.
                     if q == root {
@@ -247,15 +266,12 @@ impl Scheduler {
                     continue;
                 }
                 // AM containers were admitted by the AM limit; the user limit governs the rest.
-                if !is_am
-                    && part.is_empty()
-                    && !within(calc, &user_used, &self.user_limit(leaf, &cap))
-                {
+                if parts.is_empty() {
                     blocked_users.insert((leaf, user.clone()));
                     break;
                 }
                 self.stats.node_searches += 1;
-                match self.find_node(&app_id, &key) {
+                match self.find_node(&app_id, &key, &parts) {
                     Some(slot) => {
                         return match self.commit(&app_id, &key, slot) {
                             Some(p) => Served::Placed(vec![p]),
@@ -294,7 +310,12 @@ impl Scheduler {
     /// A node for an ask, honouring locality with delay scheduling: host-local while fewer
     /// than `node-locality-delay` opportunities were missed, rack-local for
     /// `rack-locality-additional-delay` more (-1: as many again), then anywhere if allowed.
-    pub(super) fn find_node(&mut self, app: &ApplicationId, key: &AskKey) -> Option<usize> {
+    pub(super) fn find_node(
+        &mut self,
+        app: &ApplicationId,
+        key: &AskKey,
+        parts: &[String],
+    ) -> Option<usize> {
         let node_delay = self.conf.node_locality_delay;
         let rack_delay = if self.conf.rack_locality_additional_delay < 0 {
             node_delay
@@ -313,24 +334,15 @@ impl Scheduler {
         } else {
             nodes::PROBES
         };
-        let labels = &self.labels;
-        let ask_part = ask.partition.as_str();
-        // Its own partition, or (for a default-partition ask) one that lends.
+        // Its own partition first, then (a default-partition ask) those that lend.
         let also = |n: &SchedNode| {
-            let here = n.partition == ask_part
-                || (ask_part.is_empty() && labels.get(&n.partition) == Some(&false));
-            here && constraint.is_none_or(|c| placement::satisfied(c, nodes, n, &asker))
+            parts.contains(&n.partition)
+                && constraint.is_none_or(|c| placement::satisfied(c, nodes, n, &asker))
         };
         let anywhere = || {
-            nodes.find_any(cap, ask_part, probes, &also).or_else(|| {
-                if !ask_part.is_empty() {
-                    return None;
-                }
-                labels
-                    .iter()
-                    .filter(|(_, exclusive)| !**exclusive)
-                    .find_map(|(l, _)| nodes.find_any(cap, l, probes, &also))
-            })
+            parts
+                .iter()
+                .find_map(|p| nodes.find_any(cap, p, probes, &also))
         };
         if !ask.has_hosts() && !ask.has_racks() {
             return anywhere();
@@ -371,6 +383,7 @@ impl Scheduler {
         let is_am = ask.is_am;
         let gang = ask.gang.clone();
         let tags = ask.tags.clone();
+        let partition = ask.partition.clone();
         let had = ask.any;
         ask.any = ask.any.saturating_sub(1);
         ask.missed = 0;
@@ -397,6 +410,7 @@ impl Scheduler {
             is_am,
             gang,
             tags,
+            partition,
         })
     }
 }

@@ -76,6 +76,8 @@ pub enum Reason {
     UserLimit,
     /// Not a preemption: the elastic policy shrinks a gang for work waiting in its queue.
     Elastic,
+    /// A non-exclusive partition takes back room it lent to the default partition.
+    Partition,
 }
 
 impl Reason {
@@ -86,6 +88,7 @@ impl Reason {
             Reason::LasLevel => "it has attained less service (las level)",
             Reason::UserLimit => "the victim's user is over the queue's user limit",
             Reason::Elastic => "the elastic policy shrinks the gang for waiting work",
+            Reason::Partition => "its partition takes back room it lent to the default partition",
         }
     }
 }

@@ -12,6 +12,7 @@ use super::*;
 mod capacity;
 mod elastic;
 mod gang;
+mod labels;
 mod preemption;
 mod recovery;
 mod topology;

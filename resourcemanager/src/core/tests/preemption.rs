@@ -15,7 +15,7 @@ use crate::core::queue_conf::*;
 use crate::core::scheduler::gang::{GangParams, GangPhase};
 use crate::core::*;
 
-const WAIT: u64 = 15_000;
+pub(super) const WAIT: u64 = 15_000;
 const INTERVAL: u64 = 3_000;
 
 pub(super) fn leaf(path: &str, pct: f64) -> QueueSpec {
