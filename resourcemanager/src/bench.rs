@@ -29,6 +29,10 @@ pub struct BenchSpec {
     pub seed: u64,
     /// Run the preemption monitor (intra-queue too) in the steady phase's ticks.
     pub preemption: bool,
+    /// Half the applications' asks carry placement constraints: a node attribute (`=`),
+    /// anti-affinity to their own tag (NOTIN NODE), and an attribute `!=` with a node
+    /// cardinality (AND); half the nodes have the attribute's value.
+    pub constrained: bool,
 }
 
 impl BenchSpec {
@@ -41,6 +45,7 @@ impl BenchSpec {
             steady_events: 20_000,
             seed: 42,
             preemption: false,
+            constrained: false,
         }
     }
 }
@@ -135,6 +140,30 @@ fn shape(i: u64) -> Resource {
     }
 }
 
+/// The constraint of a constrained application's `k`-th ask (see [`BenchSpec::constrained`]).
+fn bench_constraint(k: u64) -> crate::core::scheduler::placement::Constraint {
+    use crate::core::scheduler::placement::{Constraint, Scope, TagScope, TagTarget};
+    let model = |equal| Constraint::Attribute {
+        name: "nm.yarn.io/gpu-model".into(),
+        equal,
+        values: vec!["H100".into()],
+    };
+    let own = |max| Constraint::Cardinality {
+        scope: Scope::Node,
+        target: TagTarget {
+            scope: TagScope::This,
+            tag: format!("t{k}"),
+        },
+        min: 0,
+        max,
+    };
+    match k {
+        0 => model(true),
+        1 => own(0),
+        _ => Constraint::And(vec![model(false), own(2)]),
+    }
+}
+
 fn pct(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -190,7 +219,14 @@ fn setup(spec: &BenchSpec, gang_timeout_ms: u64) -> Setup {
                 total: Resource::new(1024 * 1024, 96).with(GPU, 8),
                 version: "bench".into(),
                 containers: vec![],
-                attributes: Default::default(),
+                attributes: if spec.constrained {
+                    std::collections::BTreeMap::from([(
+                        "nm.yarn.io/gpu-model".to_string(),
+                        if i % 2 == 0 { "H100" } else { "A100" }.to_string(),
+                    )])
+                } else {
+                    Default::default()
+                },
             },
             now,
         );
@@ -261,11 +297,16 @@ pub fn run(spec: &BenchSpec) -> BenchResult {
             per_shape,
             spec.containers_per_app - 2 * per_shape,
         ];
+        let constrained = spec.constrained && i % 2 == 1;
         let asks = (0..3u64)
             .map(|k| AskUpdate {
                 label: None,
-                tags: Vec::new(),
-                constraint: None,
+                tags: if constrained {
+                    vec![format!("t{k}")]
+                } else {
+                    Vec::new()
+                },
+                constraint: constrained.then(|| bench_constraint(k)),
                 priority: 1 + k as i32,
                 allocation_request_id: k as i64,
                 resource_name: "*".into(),

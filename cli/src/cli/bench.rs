@@ -11,7 +11,7 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
     let gangs = match it.next().map(String::as_str) {
         Some("scheduler") => false,
         Some("gangs") => true,
-        _ => bail!("usage: spindle bench scheduler|gangs --nodes N [--apps A] [--containers-per-app C] [--steady-events E] [--seed S] [--preemption 0|1]"),
+        _ => bail!("usage: spindle bench scheduler|gangs --nodes N [--apps A] [--containers-per-app C] [--steady-events E] [--seed S] [--preemption 0|1] [--constrained 0|1]"),
     };
     let mut spec = spindle_resourcemanager::bench::BenchSpec::new(10_000);
     let rest: Vec<&String> = it.collect();
@@ -32,6 +32,7 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
             "racks" => spec.racks = (n as usize).max(1),
             "seed" => spec.seed = n,
             "preemption" => spec.preemption = n != 0,
+            "constrained" => spec.constrained = n != 0,
             other => bail!("unknown option --{other}"),
         }
         i += 2;
