@@ -304,11 +304,13 @@ impl RmCore {
             return Ok(());
         };
         let _ = c;
+        // A default-partition ask may also use the nodes of partitions that lend.
+        let lends = |p: &str| partition.is_empty() && self.labels.cluster.get(p) == Some(&false);
         let nodes = self
             .sched
             .nodes()
             .iter()
-            .filter(|n| n.partition == partition)
+            .filter(|n| n.partition == partition || lends(&n.partition))
             .count();
         if nodes > 0 && count as usize > nodes {
             return Err(CoreError::Unsatisfiable(format!(
