@@ -26,6 +26,7 @@ pub mod launcher;
 pub mod logs;
 pub mod manager;
 pub mod metrics;
+pub mod node_labels;
 pub mod plugins;
 pub mod rest;
 pub mod retention;
@@ -199,6 +200,10 @@ async fn serve(
         stop_rx.clone(),
     );
 
+    // The node's partition and own attributes (fixed, or re-read from scripts).
+    let descriptor =
+        node_labels::spawn(conf.node_labels.clone(), Arc::clone(&wake), stop_rx.clone());
+
     let (rm_shutdown_tx, rm_shutdown_rx) = oneshot::channel();
     let updater = StatusUpdater::new(
         &conf.rm_address,
@@ -210,7 +215,8 @@ async fn serve(
         rm_shutdown_tx,
     )?
     .with_health(plugin_health.clone())
-    .with_attributes(attributes);
+    .with_attributes(attributes)
+    .with_node_descriptor(descriptor);
     let updater_task = tokio::spawn(updater.run().in_current_span());
 
     let app = rest::router(

@@ -6,7 +6,16 @@
 //! container was accepted or completed). An unreachable RM never stops containers: the NM
 //! keeps running them and keeps trying. RESYNC means register again (with every container
 //! still unacknowledged); SHUTDOWN means the NM exits.
+//!
+//! Distributed node labels and attributes ([`crate::node_labels`]): registration waits for
+//! the providers' first answer and carries the partition (`nodeLabels`, absent without a label
+//! provider) and the providers' attributes merged with the device-derived ones (those win on
+//! a clash). A heartbeat carries either only when it differs from what the RM last received.
+//! A refusal by the RM (`areNodeLabelsAcceptedByRM: false`, or the attributes' flag) is logged
+//! with its diagnostics and not retried until the value changes again (or the NM registers
+//! again), so a refused label never makes the NM loop.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +34,7 @@ use tokio::sync::{oneshot, watch, Notify};
 use tracing::{debug, error, info, warn};
 
 use crate::manager::{until_stopped, NmHandle};
+use crate::node_labels::NodeDescriptorView;
 use crate::plugins::HealthView;
 
 pub const REGISTER_PATH: &str = "/ws/v1/node-tracker/register";
@@ -59,7 +69,26 @@ pub struct StatusUpdater {
     rm_shutdown: Option<oneshot::Sender<()>>,
     /// Device plugins' problems, sent as the heartbeat's health report.
     health: HealthView,
-    attributes: std::collections::BTreeMap<String, String>,
+    /// Device-derived attributes (the GPU model and the like).
+    attributes: BTreeMap<String, String>,
+    /// The partition and attribute providers.
+    descriptor: NodeDescriptorView,
+    /// What the RM last received (at registration or in an answered heartbeat).
+    sent: Reported,
+}
+
+/// The labels and attributes of one report.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Reported {
+    labels: Option<Vec<String>>,
+    attributes: BTreeMap<String, String>,
+}
+
+/// What a heartbeat carries beyond the node status: values changed since the last report.
+#[derive(Debug, Clone, Default)]
+struct Changes {
+    labels: Option<Vec<String>>,
+    attributes: Option<BTreeMap<String, String>>,
 }
 
 enum Next {
@@ -92,7 +121,9 @@ impl StatusUpdater {
             stopping,
             rm_shutdown: Some(rm_shutdown),
             health: HealthView::default(),
-            attributes: std::collections::BTreeMap::new(),
+            attributes: BTreeMap::new(),
+            descriptor: NodeDescriptorView::default(),
+            sent: Reported::default(),
         })
     }
 
@@ -104,12 +135,51 @@ impl StatusUpdater {
     }
 
     /// Node attributes sent at registration (the GPU model).
-    pub fn with_attributes(
-        mut self,
-        attributes: std::collections::BTreeMap<String, String>,
-    ) -> Self {
+    pub fn with_attributes(mut self, attributes: BTreeMap<String, String>) -> Self {
         self.attributes = attributes;
         self
+    }
+
+    /// The node's partition and own attributes, from its providers.
+    pub fn with_node_descriptor(mut self, descriptor: NodeDescriptorView) -> Self {
+        self.descriptor = descriptor;
+        self
+    }
+
+    /// What the providers say now, in wire form: the partition, and their attributes merged
+    /// with the device-derived ones (those win on a clash).
+    fn current(&self) -> Reported {
+        let d = self.descriptor.current();
+        let mut attributes = d.attributes.clone();
+        attributes.extend(self.attributes.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Reported {
+            labels: d.labels(),
+            attributes,
+        }
+    }
+
+    /// The values that differ from what the RM last received.
+    fn changes(&self) -> (Reported, Changes) {
+        let now = self.current();
+        let changes = Changes {
+            labels: (now.labels.is_some() && now.labels != self.sent.labels)
+                .then(|| now.labels.clone())
+                .flatten(),
+            attributes: (now.attributes != self.sent.attributes).then(|| now.attributes.clone()),
+        };
+        (now, changes)
+    }
+
+    /// Logs the RM's refusal of labels or attributes this report carried.
+    fn check_accepted(sent: &Changes, labels_ok: bool, attributes_ok: bool, diagnostics: &str) {
+        if let (Some(labels), false) = (&sent.labels, labels_ok) {
+            warn!(?labels, diagnostics = %diagnostics,
+                "the ResourceManager refused this node's labels; they are sent again when they change");
+        }
+        if let (Some(attributes), false) = (&sent.attributes, attributes_ok) {
+            warn!(?attributes, diagnostics = %diagnostics,
+                "the ResourceManager refused this node's attributes; they are sent again when they change");
+        }
     }
 
     /// Registers and heartbeats until the NM stops or the RM says SHUTDOWN.
@@ -127,10 +197,16 @@ impl StatusUpdater {
 
     /// None when the NM is stopping (or the RM told it to).
     async fn register(&mut self) -> Option<RegisterNodeManagerResponse> {
+        // A label or attribute script's first run decides what the node registers with.
+        tokio::select! {
+            _ = self.descriptor.ready() => {}
+            _ = until_stopped(&mut self.stopping) => return None,
+        }
         let mut attempt: u32 = 0;
         loop {
             let reports = self.handle.reports().await.ok()?;
             let running = reports.len();
+            let now = self.current();
             let req = RegisterNodeManagerRequest {
                 node_id: self.node_id.clone(),
                 http_address: self.node_id.to_string(),
@@ -138,8 +214,8 @@ impl StatusUpdater {
                 nm_version: env!("CARGO_PKG_VERSION").to_string(),
                 rack: None,
                 container_statuses: reports,
-                node_attributes: self.attributes.clone(),
-                node_labels: None,
+                node_attributes: now.attributes.clone(),
+                node_labels: now.labels.clone(),
             };
             let failure = match self
                 .post::<_, RegisterNodeManagerResponse>(REGISTER_PATH, &req)
@@ -157,6 +233,18 @@ impl StatusUpdater {
                             .registered(secret, resp.rm_identifier)
                             .await
                             .ok()?;
+                        let sent = Changes {
+                            labels: now.labels.clone(),
+                            attributes: (!now.attributes.is_empty())
+                                .then(|| now.attributes.clone()),
+                        };
+                        Self::check_accepted(
+                            &sent,
+                            resp.are_node_labels_accepted_by_rm,
+                            resp.are_node_attributes_accepted_by_rm,
+                            &resp.diagnostics_message,
+                        );
+                        self.sent = now;
                         info!(rm = %self.rm_base, node_id = %self.node_id, containers = running,
                             heartbeat_ms = resp.heartbeat_interval_ms,
                             "registered with the ResourceManager");
@@ -187,14 +275,16 @@ impl StatusUpdater {
                 _ = tokio::time::sleep(interval) => {}
                 _ = self.wake.notified() => {}
                 _ = until_stopped(&mut self.stopping) => {
-                    match tokio::time::timeout(FINAL_HEARTBEAT_TIMEOUT, self.heartbeat(response_id)).await {
+                    let last = self.heartbeat(response_id, Changes::default());
+                    match tokio::time::timeout(FINAL_HEARTBEAT_TIMEOUT, last).await {
                         Ok(Ok(_)) => debug!("sent the final heartbeat"),
                         _ => debug!("could not send the final heartbeat"),
                     }
                     return Next::Stop;
                 }
             }
-            let resp = match self.heartbeat(response_id).await {
+            let (now, changes) = self.changes();
+            let resp = match self.heartbeat(response_id, changes.clone()).await {
                 Ok(Some(r)) => r,
                 Ok(None) => return Next::Stop,
                 Err(e) => {
@@ -212,6 +302,13 @@ impl StatusUpdater {
             }
             response_id = resp.response_id;
             interval = interval_of(resp.next_heartbeat_interval_ms);
+            Self::check_accepted(
+                &changes,
+                resp.are_node_labels_accepted_by_rm,
+                resp.are_node_attributes_accepted_by_rm,
+                &resp.diagnostics_message,
+            );
+            self.sent = now;
             match resp.node_action {
                 NodeAction::RESYNC => {
                     info!("the ResourceManager asked for a resync; registering again");
@@ -242,7 +339,11 @@ impl StatusUpdater {
     }
 
     /// Ok(None) when the container manager is gone.
-    async fn heartbeat(&self, response_id: i32) -> Result<Option<NodeHeartbeatResponse>, RmError> {
+    async fn heartbeat(
+        &self,
+        response_id: i32,
+        changes: Changes,
+    ) -> Result<Option<NodeHeartbeatResponse>, RmError> {
         let Ok(reports) = self.handle.reports().await else {
             return Ok(None);
         };
@@ -256,8 +357,8 @@ impl StatusUpdater {
                 containers_statuses: reports,
                 node_utilization: None,
             },
-            node_labels: None,
-            node_attributes: None,
+            node_labels: changes.labels,
+            node_attributes: changes.attributes,
         };
         self.post(HEARTBEAT_PATH, &req).await.map(Some)
     }

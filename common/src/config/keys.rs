@@ -493,6 +493,46 @@ pub const NM_DISK_CHECKER_MIN_FREE_MB: &str =
     "yarn.nodemanager.disk-health-checker.min-free-space-per-disk-mb";
 pub const DEFAULT_NM_DISK_CHECKER_MIN_FREE_MB: u64 = 0;
 
+/// Where the NM's node label (its partition) comes from under distributed label
+/// configuration: unset (none), `config` or `script`.
+pub const NM_NODE_LABELS_PROVIDER: &str = "yarn.nodemanager.node-labels.provider";
+/// The `config` provider's partition: one label; empty is the default partition.
+pub const NM_NODE_LABELS_PROVIDER_CONFIGURED_NODE_PARTITION: &str =
+    "yarn.nodemanager.node-labels.provider.configured-node-partition";
+/// The `script` provider's executable; it prints `NODE_PARTITION:<label>`.
+pub const NM_NODE_LABELS_PROVIDER_SCRIPT_PATH: &str =
+    "yarn.nodemanager.node-labels.provider.script.path";
+/// The label script's arguments, split on white space.
+pub const NM_NODE_LABELS_PROVIDER_SCRIPT_OPTS: &str =
+    "yarn.nodemanager.node-labels.provider.script.opts";
+/// How often the label script runs.
+pub const NM_NODE_LABELS_PROVIDER_FETCH_INTERVAL_MS: &str =
+    "yarn.nodemanager.node-labels.provider.fetch-interval-ms";
+pub const DEFAULT_NM_NODE_LABELS_PROVIDER_FETCH_INTERVAL_MS: u64 = 600_000;
+/// How long one run of the label script may take before it is killed.
+pub const NM_NODE_LABELS_PROVIDER_FETCH_TIMEOUT_MS: &str =
+    "yarn.nodemanager.node-labels.provider.fetch-timeout-ms";
+pub const DEFAULT_NM_NODE_LABELS_PROVIDER_FETCH_TIMEOUT_MS: u64 = 1_200_000;
+/// Where the NM's own `nm.yarn.io/` attributes come from: unset or `none`, `config`, `script`.
+pub const NM_NODE_ATTRIBUTES_PROVIDER: &str = "yarn.nodemanager.node-attributes.provider";
+/// The `config` provider's attributes: `name,STRING,value:name2,STRING,value2`.
+pub const NM_NODE_ATTRIBUTES_PROVIDER_CONFIGURED_NODE_ATTRIBUTES: &str =
+    "yarn.nodemanager.node-attributes.provider.configured-node-attributes";
+/// The `script` provider's executable; it prints `NODE_ATTRIBUTE:name,STRING,value` lines.
+pub const NM_NODE_ATTRIBUTES_PROVIDER_SCRIPT_PATH: &str =
+    "yarn.nodemanager.node-attributes.provider.script.path";
+/// The attribute script's arguments, split on white space.
+pub const NM_NODE_ATTRIBUTES_PROVIDER_SCRIPT_OPTS: &str =
+    "yarn.nodemanager.node-attributes.provider.script.opts";
+/// How often the attribute script runs.
+pub const NM_NODE_ATTRIBUTES_PROVIDER_FETCH_INTERVAL_MS: &str =
+    "yarn.nodemanager.node-attributes.provider.fetch-interval-ms";
+pub const DEFAULT_NM_NODE_ATTRIBUTES_PROVIDER_FETCH_INTERVAL_MS: u64 = 600_000;
+/// How long one run of the attribute script may take before it is killed.
+pub const NM_NODE_ATTRIBUTES_PROVIDER_FETCH_TIMEOUT_MS: &str =
+    "yarn.nodemanager.node-attributes.provider.fetch-timeout-ms";
+pub const DEFAULT_NM_NODE_ATTRIBUTES_PROVIDER_FETCH_TIMEOUT_MS: u64 = 1_200_000;
+
 /// Every default above as the text it would have in a `*-default.xml` file: what a `${key}`
 /// reference to an unset key expands to, and what `docs/configuration.md` lists. Keys with
 /// no default (unset means "none") are absent.
@@ -551,6 +591,10 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     (NM_HEALTH_CHECKER_INTERVAL_MS, "600000"),
     (NM_HEALTH_CHECKER_SCRIPT_TIMEOUT_MS, "1200000"),
     (NM_CGROUPS_HIERARCHY, DEFAULT_NM_CGROUPS_HIERARCHY),
+    (NM_NODE_LABELS_PROVIDER_FETCH_INTERVAL_MS, "600000"),
+    (NM_NODE_LABELS_PROVIDER_FETCH_TIMEOUT_MS, "1200000"),
+    (NM_NODE_ATTRIBUTES_PROVIDER_FETCH_INTERVAL_MS, "600000"),
+    (NM_NODE_ATTRIBUTES_PROVIDER_FETCH_TIMEOUT_MS, "1200000"),
 ];
 
 /// The built-in default of `name`, as text, if it has one.

@@ -6,6 +6,8 @@
 
 use spindle_common::config::ConfigError;
 
+use crate::node_labels::NodeLabelError;
+
 /// Why the configuration was refused. One variant per rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NmConfigError {
@@ -144,5 +146,15 @@ pub enum NmConfigError {
         at: String,
         name: &'static str,
         value: String,
+    },
+    // ---- Distributed node labels and attributes
+    #[error("{at}: property '{name}': expected {expected}, got '{value}' ({reason})")]
+    BadNodeDescriptor {
+        at: String,
+        name: &'static str,
+        expected: &'static str,
+        value: String,
+        /// Boxed: it would make every `Result<_, NmConfigError>` larger.
+        reason: Box<NodeLabelError>,
     },
 }

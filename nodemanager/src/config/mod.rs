@@ -12,6 +12,7 @@
 //! - [`resources`]: the device plugins' settings and `node-resources.xml`'s extended types;
 //! - [`executor`]: cgroups and the memory watcher, and who containers run as;
 //! - [`health`]: the health script and the disk checker;
+//! - [`node_labels`]: the distributed node label and attribute providers;
 //! - [`validate`]: the checks and conversions those share.
 //!
 //! No module here spells a key: every name (and its default) is in
@@ -29,11 +30,13 @@ use spindle_common::resource::Resource;
 
 use crate::health::HealthConfig;
 use crate::isolation::IsolationConfig;
+use crate::node_labels::NodeLabelsConfig;
 use crate::runas::RunAs;
 
 mod error;
 mod executor;
 mod health;
+mod node_labels;
 mod resources;
 mod validate;
 
@@ -43,6 +46,7 @@ mod tests;
 pub use error::NmConfigError;
 use executor::{isolation_config, run_as_config};
 use health::health_config;
+use node_labels::node_labels_config;
 use resources::{node_resource_types, resource_plugins};
 pub use resources::{
     parse_allowed_fpgas, parse_allowed_gpus, AllowedFpgas, AllowedGpus, FpgaPluginConfig,
@@ -124,6 +128,9 @@ pub struct NmConfig {
     /// How long an ended application's logs are kept (`yarn.nodemanager.log.retain-seconds`);
     /// None: forever (a negative value).
     pub log_retain: Option<Duration>,
+    /// The node's partition and `nm.yarn.io/` attribute providers (see
+    /// [`crate::node_labels`]).
+    pub node_labels: NodeLabelsConfig,
 }
 
 impl NmConfig {
@@ -265,6 +272,7 @@ impl NmConfig {
         let isolation = isolation_config(conf)?;
         let run_as = run_as_config(conf)?;
         let health = health_config(conf)?;
+        let node_labels = node_labels_config(conf)?;
         let retain = conf.get_i64(
             keys::NM_LOG_RETAIN_SECONDS,
             keys::DEFAULT_NM_LOG_RETAIN_SECONDS,
@@ -290,6 +298,7 @@ impl NmConfig {
             run_as,
             health,
             log_retain,
+            node_labels,
         })
     }
 }

@@ -445,3 +445,170 @@ fn isolation_keys() {
         assert!(msg.contains(&format!("property '{k}'")), "{msg}");
     }
 }
+
+#[test]
+fn node_label_and_attribute_providers() {
+    use crate::node_labels::{NodeLabelsConfig, Provider, ScriptSpec};
+    let from = |kv: &[(&str, &str)]| NmConfig::from_configuration(&conf(kv), Path::new("c"));
+    assert_eq!(from(&[]).unwrap().node_labels, NodeLabelsConfig::default());
+    let none = from(&[
+        (keys::NM_NODE_LABELS_PROVIDER, "none"),
+        (keys::NM_NODE_ATTRIBUTES_PROVIDER, "NONE"),
+    ])
+    .unwrap();
+    assert_eq!(none.node_labels, NodeLabelsConfig::default());
+
+    let c = from(&[
+        (keys::NM_NODE_LABELS_PROVIDER, "config"),
+        (
+            keys::NM_NODE_LABELS_PROVIDER_CONFIGURED_NODE_PARTITION,
+            "gpu",
+        ),
+        (keys::NM_NODE_ATTRIBUTES_PROVIDER, "config"),
+        (
+            keys::NM_NODE_ATTRIBUTES_PROVIDER_CONFIGURED_NODE_ATTRIBUTES,
+            "os,STRING,ubuntu:nm.yarn.io/zone,STRING,z1",
+        ),
+    ])
+    .unwrap();
+    assert_eq!(
+        c.node_labels.partition,
+        Some(Provider::Config("gpu".into()))
+    );
+    let Some(Provider::Config(a)) = &c.node_labels.attributes else {
+        panic!("{:?}", c.node_labels);
+    };
+    assert_eq!(a.get("nm.yarn.io/os").map(String::as_str), Some("ubuntu"));
+    assert_eq!(a.get("nm.yarn.io/zone").map(String::as_str), Some("z1"));
+    // An empty partition is the default partition.
+    let c = from(&[(keys::NM_NODE_LABELS_PROVIDER, "config")]).unwrap();
+    assert_eq!(
+        c.node_labels.partition,
+        Some(Provider::Config(String::new()))
+    );
+
+    let c = from(&[
+        (keys::NM_NODE_LABELS_PROVIDER, "script"),
+        (keys::NM_NODE_LABELS_PROVIDER_SCRIPT_PATH, "/bin/true"),
+        (keys::NM_NODE_LABELS_PROVIDER_SCRIPT_OPTS, "-a  -b"),
+        (keys::NM_NODE_LABELS_PROVIDER_FETCH_INTERVAL_MS, "100"),
+        (keys::NM_NODE_ATTRIBUTES_PROVIDER, "script"),
+        (keys::NM_NODE_ATTRIBUTES_PROVIDER_SCRIPT_PATH, "/bin/true"),
+    ])
+    .unwrap();
+    assert_eq!(
+        c.node_labels.partition,
+        Some(Provider::Script(ScriptSpec {
+            path: PathBuf::from("/bin/true"),
+            opts: vec!["-a".into(), "-b".into()],
+            interval: Duration::from_millis(100),
+            timeout: Duration::from_millis(1_200_000),
+        }))
+    );
+    assert_eq!(
+        c.node_labels.attributes,
+        Some(Provider::Script(ScriptSpec {
+            path: PathBuf::from("/bin/true"),
+            opts: vec![],
+            interval: Duration::from_millis(600_000),
+            timeout: Duration::from_millis(1_200_000),
+        }))
+    );
+
+    let labels = |v: &str| (keys::NM_NODE_LABELS_PROVIDER, v.to_string());
+    let attrs = |v: &str| (keys::NM_NODE_ATTRIBUTES_PROVIDER, v.to_string());
+    for (pairs, key, want) in [
+        (
+            vec![labels("magic")],
+            keys::NM_NODE_LABELS_PROVIDER,
+            "none, config or script",
+        ),
+        (
+            vec![attrs("x")],
+            keys::NM_NODE_ATTRIBUTES_PROVIDER,
+            "none, config or script",
+        ),
+        (
+            vec![labels("script")],
+            keys::NM_NODE_LABELS_PROVIDER_SCRIPT_PATH,
+            "an executable file",
+        ),
+        (
+            vec![
+                attrs("script"),
+                (
+                    keys::NM_NODE_ATTRIBUTES_PROVIDER_SCRIPT_PATH,
+                    "/nonexistent/x".into(),
+                ),
+            ],
+            keys::NM_NODE_ATTRIBUTES_PROVIDER_SCRIPT_PATH,
+            "an executable file",
+        ),
+        (
+            vec![
+                labels("script"),
+                (
+                    keys::NM_NODE_LABELS_PROVIDER_SCRIPT_PATH,
+                    "/bin/true".into(),
+                ),
+                (keys::NM_NODE_LABELS_PROVIDER_FETCH_TIMEOUT_MS, "0".into()),
+            ],
+            keys::NM_NODE_LABELS_PROVIDER_FETCH_TIMEOUT_MS,
+            "greater than 0",
+        ),
+        (
+            vec![
+                labels("config"),
+                (
+                    keys::NM_NODE_LABELS_PROVIDER_CONFIGURED_NODE_PARTITION,
+                    "a,b".into(),
+                ),
+            ],
+            keys::NM_NODE_LABELS_PROVIDER_CONFIGURED_NODE_PARTITION,
+            "more than one partition",
+        ),
+        (
+            vec![
+                attrs("config"),
+                (
+                    keys::NM_NODE_ATTRIBUTES_PROVIDER_CONFIGURED_NODE_ATTRIBUTES,
+                    "os,INT,3".into(),
+                ),
+            ],
+            keys::NM_NODE_ATTRIBUTES_PROVIDER_CONFIGURED_NODE_ATTRIBUTES,
+            "only attribute type is STRING",
+        ),
+        (
+            vec![
+                attrs("config"),
+                (
+                    keys::NM_NODE_ATTRIBUTES_PROVIDER_CONFIGURED_NODE_ATTRIBUTES,
+                    "rm.yarn.io/os,STRING,x".into(),
+                ),
+            ],
+            keys::NM_NODE_ATTRIBUTES_PROVIDER_CONFIGURED_NODE_ATTRIBUTES,
+            "nm.yarn.io/",
+        ),
+        (
+            vec![
+                attrs("config"),
+                (
+                    keys::NM_NODE_ATTRIBUTES_PROVIDER_CONFIGURED_NODE_ATTRIBUTES,
+                    "os:STRING:x".into(),
+                ),
+            ],
+            keys::NM_NODE_ATTRIBUTES_PROVIDER_CONFIGURED_NODE_ATTRIBUTES,
+            "name,type,value",
+        ),
+    ] {
+        let kv: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let msg = from(&kv).unwrap_err().to_string();
+        assert!(
+            msg.contains(want) && msg.contains(&format!("property '{key}'")),
+            "{pairs:?}: {msg}"
+        );
+        // A missing script path is unset, so its place is `<default>`.
+        let placed = msg.starts_with("-D: ") || msg.starts_with("<default>: ");
+        assert!(placed && !msg.contains('\n'), "{msg}");
+    }
+}

@@ -43,6 +43,8 @@ pub(crate) struct RmState {
     pub ack_completed: bool,
     /// Answer the next heartbeat with this action.
     pub next_action: Option<NodeAction>,
+    /// Refuse every report's node labels with this diagnostics message.
+    pub refuse_labels: Option<String>,
 }
 
 /// A ResourceManager that answers register/heartbeat and records what it was told.
@@ -63,15 +65,16 @@ async fn register(
     State(s): State<RmShared>,
     Json(req): Json<RegisterNodeManagerRequest>,
 ) -> Json<RegisterNodeManagerResponse> {
-    s.state.lock().unwrap().registrations.push(req);
+    let mut st = s.state.lock().unwrap();
+    st.registrations.push(req);
     Json(RegisterNodeManagerResponse {
         node_action: NodeAction::NORMAL,
         rm_identifier: 1,
         container_token_secret: s.secret.to_hex(),
         heartbeat_interval_ms: 100,
-        diagnostics_message: String::new(),
+        diagnostics_message: st.refuse_labels.clone().unwrap_or_default(),
         rm_version: "fake".into(),
-        are_node_labels_accepted_by_rm: true,
+        are_node_labels_accepted_by_rm: st.refuse_labels.is_none(),
         are_node_attributes_accepted_by_rm: true,
     })
 }
@@ -100,8 +103,8 @@ async fn heartbeat(
         applications_to_cleanup: std::mem::take(&mut st.applications_to_cleanup),
         containers_to_be_removed_from_nm: removed,
         next_heartbeat_interval_ms: 100,
-        diagnostics_message: String::new(),
-        are_node_labels_accepted_by_rm: true,
+        diagnostics_message: st.refuse_labels.clone().unwrap_or_default(),
+        are_node_labels_accepted_by_rm: st.refuse_labels.is_none(),
         are_node_attributes_accepted_by_rm: true,
     })
 }
@@ -202,6 +205,16 @@ pub(crate) struct TestNm {
 }
 
 pub(crate) fn nm_config(dirs: &Path, rm: SocketAddr, recovery: bool) -> NmConfig {
+    nm_config_with(dirs, rm, recovery, &[])
+}
+
+/// [`nm_config`] with more properties set.
+pub(crate) fn nm_config_with(
+    dirs: &Path,
+    rm: SocketAddr,
+    recovery: bool,
+    extra: &[(&str, &str)],
+) -> NmConfig {
     let mut c = Configuration::new();
     c.set(keys::NM_WEBAPP_ADDRESS, "127.0.0.1:0");
     c.set(keys::RM_WEBAPP_ADDRESS, &rm.to_string());
@@ -226,6 +239,9 @@ pub(crate) fn nm_config(dirs: &Path, rm: SocketAddr, recovery: bool) -> NmConfig
         spindle_nodemanager::config::NM_DISK_CHECKER_MAX_UTILIZATION,
         "100",
     );
+    for (k, v) in extra {
+        c.set(k, v);
+    }
     NmConfig::from_configuration(&c, &dirs.join("conf")).unwrap()
 }
 
