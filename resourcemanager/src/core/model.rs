@@ -123,6 +123,11 @@ pub struct QueueView {
     pub acl_admin: String,
     pub max_allocation: Resource,
     pub max_am_resource_percent: f64,
+    /// Its accessible labels (`*` for any) and default label expression.
+    pub accessible_labels: Vec<String>,
+    pub default_label_expression: Option<String>,
+    /// Its share and use of each labelled partition.
+    pub partitions: BTreeMap<String, super::scheduler::queues::PartShare>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -317,6 +317,12 @@ impl RmCore {
                 }
             };
             out.push(QueueView {
+                accessible_labels: match &q.accessible {
+                    super::queue_conf::AccessibleLabels::Any => vec!["*".into()],
+                    super::queue_conf::AccessibleLabels::Only(l) => l.iter().cloned().collect(),
+                },
+                default_label_expression: q.spec.default_label_expression.clone(),
+                partitions: q.parts.clone(),
                 path: q.spec.path.clone(),
                 name: q.spec.name.clone(),
                 is_leaf: q.is_leaf(),

@@ -14,20 +14,23 @@ use spindle_common::records::labels::*;
 use super::*;
 use crate::core::labels::{AttributeOp, LabelChange};
 
+/// The raw query's pairs, percent-decoded (`+` is a space), as `Query` would read them.
+fn pairs(raw: &Option<String>) -> Vec<(String, String)> {
+    let Some(raw) = raw.as_deref().filter(|r| !r.is_empty()) else {
+        return vec![];
+    };
+    reqwest::Url::parse(&format!("http://q/?{raw}"))
+        .map(|u| u.query_pairs().into_owned().collect())
+        .unwrap_or_default()
+}
+
 /// Every value of `key` in the raw query, repeated (`labels=a&labels=b`) or comma-separated.
 fn values(raw: &Option<String>, key: &str) -> Vec<String> {
-    let Some(raw) = raw else { return vec![] };
-    raw.split('&')
-        .filter_map(|kv| kv.split_once('='))
-        .filter(|(k, _)| *k == key)
+    pairs(raw)
+        .into_iter()
+        .filter(|(k, _)| k == key)
         .flat_map(|(_, v)| {
-            v.replace("%2C", ",")
-                .replace("%2c", ",")
-                .replace("%2F", "/")
-                .replace("%2f", "/")
-                .replace("%3A", ":")
-                .replace("%3a", ":")
-                .split(',')
+            v.split(',')
                 .map(|x| x.trim().to_string())
                 .collect::<Vec<_>>()
         })
@@ -37,12 +40,7 @@ fn values(raw: &Option<String>, key: &str) -> Vec<String> {
 
 /// `user.name` from the raw query, as the other endpoints read it.
 fn query_map(raw: &Option<String>) -> HashMap<String, String> {
-    raw.as_deref()
-        .unwrap_or_default()
-        .split('&')
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    pairs(raw).into_iter().collect()
 }
 
 fn label_info(s: &Snapshot, names: impl Iterator<Item = String>) -> NodeLabelsInfo {

@@ -104,7 +104,39 @@ pub(super) fn capacities(v: &QueueView, sh: &Shares) -> QueueCapacities {
             configured_max_resource: cfg_max,
             effective_min_resource: ResourceInfo::from(&v.guaranteed),
             effective_max_resource: ResourceInfo::from(&v.maximum),
-        }],
+        }]
+        .into_iter()
+        .chain(v.partitions.iter().map(|(name, p)| {
+            let used = |base: &Resource| {
+                let x = crate::core::scheduler::queues::ratio(
+                    crate::core::queue_conf::Calculator::Dominant,
+                    &p.used,
+                    base,
+                );
+                if x.is_finite() {
+                    x * 100.0
+                } else {
+                    0.0
+                }
+            };
+            PartitionQueueCapacitiesInfo {
+                partition_name: name.clone(),
+                capacity: p.capacity,
+                used_capacity: used(&p.guaranteed),
+                max_capacity: p.max_capacity,
+                absolute_capacity: p.abs_capacity,
+                absolute_used_capacity: used(&p.maximum) * p.abs_max_capacity / 100.0,
+                absolute_max_capacity: p.abs_max_capacity,
+                max_am_limit_percentage: v.max_am_resource_percent * 100.0,
+                weight: -1.0,
+                normalized_weight: 0.0,
+                configured_min_resource: ResourceInfo::from(&Resource::zero()),
+                configured_max_resource: ResourceInfo::from(&Resource::zero()),
+                effective_min_resource: ResourceInfo::from(&p.guaranteed),
+                effective_max_resource: ResourceInfo::from(&p.maximum),
+            }
+        }))
+        .collect(),
     }
 }
 
@@ -180,8 +212,8 @@ pub(super) fn queue_info(views: &[QueueView], v: &QueueView) -> CapacitySchedule
         used_resources: v.used.to_string(),
         resources_used: ResourceInfo::from(&v.used),
         hide_reservation_queues: false,
-        node_labels: vec!["*".into()],
-        default_node_label_expression: None,
+        node_labels: v.accessible_labels.clone(),
+        default_node_label_expression: v.default_label_expression.clone(),
         allocated_containers: v.num_containers as u64,
         reserved_containers: 0,
         pending_containers: 0,
@@ -189,13 +221,29 @@ pub(super) fn queue_info(views: &[QueueView], v: &QueueView) -> CapacitySchedule
         resources: ResourceUsages {
             resource_usages_by_partition: vec![PartitionResourcesInfo {
                 partition_name: String::new(),
-                used: ResourceInfo::from(&v.used),
+                // What the labelled partitions leave of its use.
+                used: ResourceInfo::from(
+                    &v.partitions
+                        .values()
+                        .fold(v.used.clone(), |acc, p| acc.minus(&p.used)),
+                ),
                 reserved: ResourceInfo::from(&Resource::zero()),
                 pending: ResourceInfo::from(&v.pending),
                 am_used: ResourceInfo::from(&v.am_used),
                 am_limit: ResourceInfo::from(&v.am_limit),
                 user_am_limit: ResourceInfo::from(&v.user_am_limit),
-            }],
+            }]
+            .into_iter()
+            .chain(v.partitions.iter().map(|(name, p)| PartitionResourcesInfo {
+                partition_name: name.clone(),
+                used: ResourceInfo::from(&p.used),
+                reserved: ResourceInfo::from(&Resource::zero()),
+                pending: ResourceInfo::from(&Resource::zero()),
+                am_used: ResourceInfo::from(&Resource::zero()),
+                am_limit: ResourceInfo::from(&Resource::zero()),
+                user_am_limit: ResourceInfo::from(&Resource::zero()),
+            }))
+            .collect(),
         },
         min_effective_capacity: ResourceInfo::from(&v.guaranteed),
         max_effective_capacity: ResourceInfo::from(&v.maximum),
