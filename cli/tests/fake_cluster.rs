@@ -375,6 +375,8 @@ fn ds_config(n: u32) -> DsAmConfig {
         shell_env: [("GREETING".to_string(), "hi".to_string())].into(),
         container_priority: 0,
         no_progress_timeout: Duration::from_secs(10),
+        placement: Vec::new(),
+        node_label_expression: None,
     }
 }
 
@@ -761,6 +763,8 @@ async fn train_client_submits_the_training_am_and_follows_it() {
         command: vec!["python".into(), "train.py".into()],
         worker_env: Default::default(),
         elastic: None,
+        node_label_expression: None,
+        gpu_model: None,
     });
     let exe = std::env::current_exe().unwrap();
     let mut lines = Vec::new();
