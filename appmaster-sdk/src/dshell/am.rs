@@ -136,12 +136,12 @@ struct Shell<'a> {
 }
 
 impl Shell<'_> {
-    /// The ask a granted container answers (by priority and allocationRequestId).
+    /// The ask a granted container answers, by its allocationRequestId (every ask of the
+    /// shell has the same priority).
     fn ask_for(&self, c: &Container) -> Option<usize> {
-        self.asks.iter().position(|a| {
-            a.request.allocation_request_id == c.allocation_request_id
-                && a.request.priority == c.priority
-        })
+        self.asks
+            .iter()
+            .position(|a| a.request.allocation_request_id == c.allocation_request_id)
     }
 
     /// Whether ask `i` still wants a container.
