@@ -34,6 +34,10 @@ pub struct AmLaunch<'a> {
     pub keep_containers: bool,
     /// Kill the application when it has not finished after this long.
     pub timeout: Option<Duration>,
+    /// The application's node label expression (YARN's `appNodeLabelExpression`): the
+    /// partition its containers run in unless an ask names another. The AM keeps the
+    /// default (`amContainerNodeLabelExpression` unset).
+    pub app_node_label_expression: Option<&'a str>,
     /// The asks besides the AM's, by what they are called in the refusal, checked before
     /// the AM's against the cluster's maximum container.
     pub asks: Vec<(&'static str, &'a Resource)>,
@@ -99,7 +103,7 @@ pub fn build_submission(
         keep_containers_across_application_attempts: launch.keep_containers,
         application_tags: None,
         attempt_failures_validity_interval: None,
-        app_node_label_expression: None,
+        app_node_label_expression: launch.app_node_label_expression.map(str::to_string),
         am_container_node_label_expression: None,
     }
 }

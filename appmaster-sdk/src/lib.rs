@@ -11,6 +11,8 @@
 //!   distributed-training launcher: a gang of workers with torchrun's rank environment);
 //! - [`launch`]: what those two clients share, submitting this binary as the AM and
 //!   following the application to its end;
+//! - [`placement`]: YARN distributed shell's `--placement_spec` text (allocation tags and
+//!   placement constraints);
 //!
 //! The `spindle` CLI and the local minicluster live in the `spindle` crate (`cli/`), so that an
 //! AM linking this SDK pulls in neither the RM nor SQLite nor axum.
@@ -30,6 +32,7 @@ pub mod gang;
 mod http;
 pub mod launch;
 pub mod nm_client;
+pub mod placement;
 pub mod rm_client;
 pub mod train;
 

@@ -10,6 +10,11 @@ use spindle_common::records::cluster::{
     ContainersBody, NewApplication, NodeBody, NodeInfo, NodesBody, RmQueueAclInfo,
     SchedConfUpdateInfo, SchedulerBody,
 };
+use spindle_common::records::labels::{
+    AttributesToNodesInfo, LabelsToNodesInfo, NodeAttributesInfo, NodeLabelInfo,
+    NodeLabelsEnvelope, NodeLabelsInfo, NodeToAttributesInfo, NodeToLabelsEntryList,
+    NodeToLabelsInfo, NodesToAttributesMappingRequest,
+};
 use spindle_common::states::{FinalApplicationStatus, NodeState, YarnApplicationState};
 
 use crate::address::{current_user, RmAddress};
@@ -122,6 +127,43 @@ impl RmClient {
 
     fn user_query(&self) -> [(&'static str, &str); 1] {
         [("user.name", self.user.as_str())]
+    }
+
+    /// `GET` of a cluster path with query parameters (none sent when empty).
+    async fn get_query<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<T, ClientError> {
+        let (rb, url) = self.http.request(Method::GET, &Self::path(path));
+        let rb = if query.is_empty() {
+            rb
+        } else {
+            rb.query(query)
+        };
+        let resp = self.http.send_ok(rb, &url).await?;
+        decode(resp, &url).await
+    }
+
+    /// An admin write, as `refresh_queues` sends it: `POST` with `?user.name=<user>`, the
+    /// extra query parameters and an optional JSON body. Answers the response (status
+    /// checked; a refusal is a `Remote` error carrying the RM's message) and its URL.
+    async fn admin_post<B: serde::Serialize + ?Sized>(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<&B>,
+    ) -> Result<(reqwest::Response, String), ClientError> {
+        let (rb, url) = self.http.request(Method::POST, &Self::path(path));
+        let mut rb = rb.query(&self.user_query());
+        if !query.is_empty() {
+            rb = rb.query(query);
+        }
+        if let Some(b) = body {
+            rb = rb.json(b);
+        }
+        let resp = self.http.send_ok(rb, &url).await?;
+        Ok((resp, url))
     }
 
     pub async fn cluster_info(&self) -> Result<ClusterInfo, ClientError> {
@@ -282,15 +324,122 @@ impl RmClient {
     /// `POST /refresh-queues` (`rmadmin -refreshQueues`): the RM re-reads
     /// `capacity-scheduler.xml`. Answers the configuration version now in effect.
     pub async fn refresh_queues(&self) -> Result<u64, ClientError> {
-        let (rb, url) = self
-            .http
-            .request(Method::POST, &Self::path("/refresh-queues"));
-        let resp = self
-            .http
-            .send_ok(rb.query(&self.user_query()), &url)
-            .await?;
+        let (resp, url) = self.admin_post::<()>("/refresh-queues", &[], None).await?;
         let b: ConfigVersionInfo = decode(resp, &url).await?;
         Ok(b.version_id)
+    }
+
+    // ---- Node labels (YARN's `rmadmin -addToClusterNodeLabels` and friends) ----
+
+    /// `GET /get-node-labels`: the cluster's labels.
+    pub async fn node_labels(&self) -> Result<Vec<NodeLabelInfo>, ClientError> {
+        let b: NodeLabelsEnvelope = self.get_query("/get-node-labels", &[]).await?;
+        Ok(b.node_labels_info.node_label_info)
+    }
+
+    /// `POST /add-node-labels` (admin): adds labels to the cluster.
+    pub async fn add_node_labels(&self, labels: &[NodeLabelInfo]) -> Result<(), ClientError> {
+        let body = NodeLabelsEnvelope {
+            node_labels_info: NodeLabelsInfo {
+                node_label_info: labels.to_vec(),
+            },
+        };
+        self.admin_post("/add-node-labels", &[], Some(&body))
+            .await?;
+        Ok(())
+    }
+
+    /// `POST /remove-node-labels?labels=a&labels=b` (admin).
+    pub async fn remove_node_labels(&self, labels: &[String]) -> Result<(), ClientError> {
+        let q = repeated("labels", labels);
+        self.admin_post::<()>("/remove-node-labels", &q, None)
+            .await?;
+        Ok(())
+    }
+
+    /// `POST /replace-node-to-labels` (admin): each named node's labels become the given ones.
+    pub async fn replace_node_to_labels(
+        &self,
+        mapping: &NodeToLabelsEntryList,
+    ) -> Result<(), ClientError> {
+        self.admin_post("/replace-node-to-labels", &[], Some(mapping))
+            .await?;
+        Ok(())
+    }
+
+    /// `GET /get-node-to-labels`: node id to its labels.
+    pub async fn node_to_labels(&self) -> Result<NodeToLabelsInfo, ClientError> {
+        self.get_query("/get-node-to-labels", &[]).await
+    }
+
+    /// `GET /label-mappings[?labels=x&labels=y]`: label to its nodes (every label when
+    /// `labels` is empty).
+    pub async fn labels_to_nodes(
+        &self,
+        labels: &[String],
+    ) -> Result<LabelsToNodesInfo, ClientError> {
+        self.get_query("/label-mappings", &repeated("labels", labels))
+            .await
+    }
+
+    /// `GET /nodes/{nodeId}/get-labels`.
+    pub async fn labels_of_node(&self, node_id: &str) -> Result<Vec<NodeLabelInfo>, ClientError> {
+        let b: NodeLabelsInfo = self
+            .get_query(&format!("/nodes/{node_id}/get-labels"), &[])
+            .await?;
+        Ok(b.node_label_info)
+    }
+
+    /// `POST /nodes/{nodeId}/replace-labels?labels=x` (admin); no labels clears the node's.
+    pub async fn replace_labels_on_node(
+        &self,
+        node_id: &str,
+        labels: &[String],
+    ) -> Result<(), ClientError> {
+        let q = repeated("labels", labels);
+        self.admin_post::<()>(&format!("/nodes/{node_id}/replace-labels"), &q, None)
+            .await?;
+        Ok(())
+    }
+
+    // ---- Node attributes (YARN's `yarn nodeattributes`) ----
+
+    /// `GET /get-node-attributes`: the attribute keys known in the cluster (prefix, name,
+    /// type; no values).
+    pub async fn node_attributes(&self) -> Result<NodeAttributesInfo, ClientError> {
+        self.get_query("/get-node-attributes", &[]).await
+    }
+
+    /// `GET /get-attributes-to-nodes[?attributes=prefix/name,...]`.
+    pub async fn attributes_to_nodes(
+        &self,
+        attributes: &[String],
+    ) -> Result<AttributesToNodesInfo, ClientError> {
+        self.get_query(
+            "/get-attributes-to-nodes",
+            &joined("attributes", attributes),
+        )
+        .await
+    }
+
+    /// `GET /get-node-to-attributes[?hostnames=h1,h2]`.
+    pub async fn node_to_attributes(
+        &self,
+        hostnames: &[String],
+    ) -> Result<NodeToAttributesInfo, ClientError> {
+        self.get_query("/get-node-to-attributes", &joined("hostnames", hostnames))
+            .await
+    }
+
+    /// `POST /node-attributes-mapping` (admin): adds, removes or replaces centrally set
+    /// (`rm.yarn.io/`) attributes of nodes.
+    pub async fn map_node_attributes(
+        &self,
+        request: &NodesToAttributesMappingRequest,
+    ) -> Result<(), ClientError> {
+        self.admin_post("/node-attributes-mapping", &[], Some(request))
+            .await?;
+        Ok(())
     }
 
     /// `GET /scheduler-conf`: the live capacity-scheduler properties, `(name, value)`.
@@ -411,6 +560,20 @@ impl RmClient {
     /// The base URL, `http://host:port`.
     pub fn base_url(&self) -> &str {
         self.http.base()
+    }
+}
+
+/// `name=a&name=b`, as JAX-RS reads a `Set<String>` query parameter.
+fn repeated(name: &'static str, values: &[String]) -> Vec<(&'static str, String)> {
+    values.iter().map(|v| (name, v.clone())).collect()
+}
+
+/// `name=a,b` (nothing when empty).
+fn joined(name: &'static str, values: &[String]) -> Vec<(&'static str, String)> {
+    if values.is_empty() {
+        Vec::new()
+    } else {
+        vec![(name, values.join(","))]
     }
 }
 

@@ -51,7 +51,8 @@ struct Fake {
     response_id_mismatches: u32,
     allocate_calls: u32,
     asks: Vec<ResourceRequest>,
-    wanted: i32,
+    /// Containers still to grant, by allocationRequestId (the `*` ask's desired count).
+    wanted: std::collections::BTreeMap<i64, i32>,
     capability: ResourceInfo,
     next_seq: u64,
     granted: Vec<ContainerId>,
@@ -126,7 +127,7 @@ async fn allocate(
     }
     for a in &req.ask {
         if a.resource_name == "*" {
-            f.wanted = a.num_containers;
+            f.wanted.insert(a.allocation_request_id, a.num_containers);
             f.capability = a.capability.clone();
         }
         f.asks.push(a.clone());
@@ -143,8 +144,11 @@ async fn allocate(
     }
     let node: NodeId = f.addr.parse().unwrap();
     let mut allocated = Vec::new();
-    while f.wanted > 0 && !f.never_grant {
-        f.wanted -= 1;
+    while !f.never_grant {
+        let Some((&request_id, _)) = f.wanted.iter().find(|(_, &n)| n > 0) else {
+            break;
+        };
+        *f.wanted.entry(request_id).or_default() -= 1;
         f.next_seq += 1;
         let id = ContainerId::new(attempt(), 0, f.next_seq + 1);
         f.granted.push(id);
@@ -156,7 +160,7 @@ async fn allocate(
             priority: 0,
             container_token: id.to_string(),
             execution_type: "GUARANTEED".into(),
-            allocation_request_id: 0,
+            allocation_request_id: request_id,
             version: 0,
         });
     }
@@ -375,6 +379,8 @@ fn ds_config(n: u32) -> DsAmConfig {
         shell_env: [("GREETING".to_string(), "hi".to_string())].into(),
         container_priority: 0,
         no_progress_timeout: Duration::from_secs(10),
+        placement: Vec::new(),
+        node_label_expression: None,
     }
 }
 
@@ -469,6 +475,76 @@ async fn ds_am_fails_when_a_container_fails() {
     assert_eq!(fin.diagnostics, "1 of 2 containers failed");
     assert!(
         lines.iter().any(|l| l.ends_with("with exit status 3")),
+        "{lines:#?}"
+    );
+}
+
+#[tokio::test]
+async fn ds_am_asks_once_per_placement_spec_source_tag() {
+    let fake = Fake {
+        // One zk container is aborted: it is asked for again with zk's tag and constraint.
+        exit_codes: VecDeque::from([-100]),
+        ..Default::default()
+    };
+    let cfg = DsAmConfig {
+        placement: spindle_appmaster_sdk::placement::parse(
+            "zk=2,NOTIN,NODE,zk:spark=1,AND(IN,RACK,zk:os=ubuntu)",
+        )
+        .expect("a good spec"),
+        node_label_expression: Some("h100".into()),
+        // Ignored with a spec: the count is the spec's.
+        ..ds_config(9)
+    };
+    let (shared, report, lines) = run_ds_am_with(fake, cfg).await;
+    let report = report.expect("the AM ran");
+    assert_eq!(
+        report.final_status,
+        FinalApplicationStatus::SUCCEEDED,
+        "{lines:#?}"
+    );
+    assert_eq!(
+        (report.total, report.succeeded, report.retried),
+        (3, 3, 1),
+        "{lines:#?}"
+    );
+    let f = shared.lock().unwrap();
+    assert_eq!(f.granted.len(), 4, "3 asked + 1 re-asked");
+    let any: Vec<&ResourceRequest> = f.asks.iter().filter(|a| a.resource_name == "*").collect();
+    let first = |id: i64| {
+        any.iter()
+            .find(|a| a.allocation_request_id == id)
+            .unwrap_or_else(|| panic!("no ask {id}: {any:#?}"))
+    };
+    let zk = first(1);
+    assert_eq!(zk.num_containers, 2);
+    assert_eq!(zk.allocation_tags, vec!["zk".to_string()]);
+    assert_eq!(zk.node_label_expression.as_deref(), Some("h100"));
+    assert_eq!(
+        serde_json::to_value(&zk.placement_constraint).expect("json"),
+        json!({"type": "NOTIN", "scope": "NODE", "tag": "zk"})
+    );
+    let spark = first(2);
+    assert_eq!(spark.num_containers, 1);
+    assert_eq!(spark.allocation_tags, vec!["spark".to_string()]);
+    assert_eq!(
+        serde_json::to_value(&spark.placement_constraint).expect("json"),
+        json!({"type": "AND", "children": [
+            {"type": "IN", "scope": "RACK", "tag": "zk"},
+            {"type": "NODE_ATTRIBUTE", "name": "rm.yarn.io/os", "op": "EQ", "values": ["ubuntu"]},
+        ]})
+    );
+    // The replacement is zk's again (desired state: an absolute 1 on allocationRequestId 1).
+    let last_zk = any
+        .iter()
+        .rev()
+        .find(|a| a.allocation_request_id == 1)
+        .expect("zk asks");
+    assert_eq!(last_zk.num_containers, 1);
+    assert_eq!(last_zk.allocation_tags, vec!["zk".to_string()]);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("2 containers tagged 'zk' placed by NOTIN,NODE,zk")),
         "{lines:#?}"
     );
 }
@@ -761,6 +837,8 @@ async fn train_client_submits_the_training_am_and_follows_it() {
         command: vec!["python".into(), "train.py".into()],
         worker_env: Default::default(),
         elastic: None,
+        node_label_expression: None,
+        gpu_model: None,
     });
     let exe = std::env::current_exe().unwrap();
     let mut lines = Vec::new();

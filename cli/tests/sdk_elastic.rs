@@ -570,6 +570,8 @@ async fn train_am_restarts_the_whole_gang_when_it_grows_and_when_it_shrinks() {
             multiple: 0,
             throughput: BTreeMap::from([(1, 318.0), (8, 2177.8)]),
         }),
+        node_label_expression: None,
+        gpu_model: None,
     };
     // The cluster: grow the gang once its 4 workers run, shrink it once 8 run, let the
     // 4 left finish.

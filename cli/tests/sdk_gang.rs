@@ -1065,6 +1065,8 @@ fn train_cfg(workers: u32, max_restarts: u32) -> TrainAmConfig {
         command: vec!["worker".into(), "--steps".into(), "10".into()],
         worker_env: [("EXTRA".to_string(), "1".to_string())].into(),
         elastic: None,
+        node_label_expression: None,
+        gpu_model: None,
     }
 }
 

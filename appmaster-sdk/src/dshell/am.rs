@@ -69,9 +69,56 @@ pub fn completion_line(s: &ContainerStatus, node: &str) -> String {
     l
 }
 
+/// One ask of the shell: YARN's distributed shell asks once per placement-spec source tag
+/// (its own allocationRequestId, the tag as allocation tag, its constraint), or once for all
+/// `num_containers` without a spec.
+#[derive(Debug, Clone)]
+struct Ask {
+    request: ContainerRequest,
+    total: u32,
+    /// Completed (succeeded or failed) containers of this ask.
+    finished: u32,
+}
+
+/// The asks `cfg` makes.
+fn asks(cfg: &DsAmConfig) -> Vec<Ask> {
+    let base = || {
+        let r = ContainerRequest::new(cfg.container_resources.clone(), cfg.container_priority);
+        match &cfg.node_label_expression {
+            Some(e) => r.node_label_expression(e.clone()),
+            None => r,
+        }
+    };
+    if cfg.placement.is_empty() {
+        return vec![Ask {
+            request: base(),
+            total: cfg.num_containers,
+            finished: 0,
+        }];
+    }
+    cfg.placement
+        .iter()
+        .zip(1i64..)
+        .map(|(spec, id)| {
+            let mut r = base()
+                .allocation_request_id(id)
+                .allocation_tags([spec.source_tag.clone()]);
+            r.placement_constraint = spec.constraint.clone();
+            Ask {
+                request: r,
+                total: spec.num_containers,
+                finished: 0,
+            }
+        })
+        .collect()
+}
+
 struct Shell<'a> {
     cfg: &'a DsAmConfig,
     nm: &'a NmClient,
+    asks: Vec<Ask>,
+    /// The ask each running container was granted for.
+    ask_of: BTreeMap<ContainerId, usize>,
     launched: mpsc::UnboundedSender<(ContainerId, Result<(), ClientError>)>,
     /// Granted and started (or starting), not yet completed.
     running: BTreeMap<ContainerId, Container>,
@@ -89,19 +136,38 @@ struct Shell<'a> {
 }
 
 impl Shell<'_> {
-    fn request(&self) -> ContainerRequest {
-        ContainerRequest::new(
-            self.cfg.container_resources.clone(),
-            self.cfg.container_priority,
-        )
+    /// The ask a granted container answers, by its allocationRequestId (every ask of the
+    /// shell has the same priority).
+    fn ask_for(&self, c: &Container) -> Option<usize> {
+        self.asks
+            .iter()
+            .position(|a| a.request.allocation_request_id == c.allocation_request_id)
+    }
+
+    /// Whether ask `i` still wants a container.
+    fn wanted(&self, i: usize) -> bool {
+        let running = self.ask_of.values().filter(|&&a| a == i).count();
+        let a = &self.asks[i];
+        a.finished as usize + running < a.total as usize
+    }
+
+    fn finish_one(&mut self, id: &ContainerId) {
+        if let Some(i) = self.ask_of.remove(id) {
+            self.asks[i].finished += 1;
+        }
     }
 
     fn completed(&self) -> u32 {
         self.succeeded + self.failed
     }
 
+    /// Every container of every ask.
+    fn total(&self) -> u32 {
+        self.asks.iter().map(|a| a.total).sum()
+    }
+
     fn done(&self) -> bool {
-        self.completed() >= self.cfg.num_containers
+        self.completed() >= self.total()
     }
 
     fn launch_context(&self) -> ContainerLaunchContext {
@@ -122,9 +188,8 @@ impl Shell<'_> {
             self.last_progress = Instant::now();
         }
         for c in ev.allocated {
-            let wanted =
-                self.completed() as usize + self.running.len() < self.cfg.num_containers as usize;
-            if !wanted {
+            let ask = self.ask_for(&c).filter(|&i| self.wanted(i));
+            let Some(ask) = ask else {
                 out(&format!(
                     "container {} allocated on {} is not needed; releasing it",
                     c.id, c.node_id
@@ -132,7 +197,8 @@ impl Shell<'_> {
                 self.released.insert(c.id);
                 amrm.release(c.id);
                 continue;
-            }
+            };
+            self.ask_of.insert(c.id, ask);
             out(&format!(
                 "container {} allocated on {} ({})",
                 c.id, c.node_id, c.node_http_address
@@ -155,13 +221,21 @@ impl Shell<'_> {
                 Some(c) => {
                     let mut line = completion_line(&s, &c.node_id.to_string());
                     match s.exit_status {
-                        exit_status::SUCCESS => self.succeeded += 1,
+                        exit_status::SUCCESS => {
+                            self.succeeded += 1;
+                            self.finish_one(&s.container_id);
+                        }
                         exit_status::ABORTED | exit_status::PREEMPTED => {
-                            amrm.add_container_request(self.request())?;
+                            if let Some(i) = self.ask_of.remove(&s.container_id) {
+                                amrm.add_container_request(self.asks[i].request.clone())?;
+                            }
                             self.retried += 1;
                             line.push_str("; not counted as failed, asking for another container");
                         }
-                        _ => self.failed += 1,
+                        _ => {
+                            self.failed += 1;
+                            self.finish_one(&s.container_id);
+                        }
                     }
                     out(&line);
                 }
@@ -174,7 +248,7 @@ impl Shell<'_> {
         for n in ev.nodes {
             out(&format!("node {} is now {}", n.node_id, n.node_state));
         }
-        amrm.set_progress(self.completed() as f32 / self.cfg.num_containers.max(1) as f32);
+        amrm.set_progress(self.completed() as f32 / self.total().max(1) as f32);
         Ok(())
     }
 
@@ -203,6 +277,7 @@ impl Shell<'_> {
                         c.node_id
                     ));
                     self.failed += 1;
+                    self.finish_one(&id);
                     self.released.insert(id);
                     amrm.release(id);
                 }
@@ -237,7 +312,11 @@ pub async fn run_am(
         "registered {attempt} with the ResourceManager (queue '{}', maximum container {max})",
         reg.queue
     ));
-    let total = cfg.num_containers;
+    let total = if cfg.placement.is_empty() {
+        cfg.num_containers
+    } else {
+        crate::placement::total_containers(&cfg.placement)
+    };
     let mut report = DsAmReport {
         final_status: FinalApplicationStatus::FAILED,
         diagnostics: String::new(),
@@ -265,6 +344,8 @@ pub async fn run_am(
     let mut shell = Shell {
         cfg,
         nm,
+        asks: asks(cfg),
+        ask_of: BTreeMap::new(),
         launched: tx,
         running: BTreeMap::new(),
         released: BTreeSet::new(),
@@ -275,13 +356,31 @@ pub async fn run_am(
         heartbeat_failing: false,
         last_progress: Instant::now(),
     };
-    for _ in 0..total {
-        amrm.add_container_request(shell.request())?;
+    for a in &shell.asks {
+        for _ in 0..a.total {
+            amrm.add_container_request(a.request.clone())?;
+        }
     }
+    let label = cfg
+        .node_label_expression
+        .as_deref()
+        .map(|e| format!(" in partition '{e}'"))
+        .unwrap_or_default();
     out(&format!(
-        "asked for {total} containers of {} at priority {} to run: {}",
+        "asked for {total} containers of {} at priority {}{label} to run: {}",
         cfg.container_resources, cfg.container_priority, cfg.shell_command
     ));
+    for spec in &cfg.placement {
+        let placed = spec
+            .constraint
+            .as_ref()
+            .map(|c| format!(" placed by {}", crate::placement::render_constraint(c)))
+            .unwrap_or_default();
+        out(&format!(
+            "  {} containers tagged '{}'{placed}",
+            spec.num_containers, spec.source_tag
+        ));
+    }
 
     let mut gave_up = None;
     while !shell.done() {

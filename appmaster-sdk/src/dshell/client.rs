@@ -95,6 +95,7 @@ impl DsOptions {
             max_app_attempts: self.max_app_attempts,
             keep_containers: false,
             timeout: self.timeout,
+            app_node_label_expression: self.am.node_label_expression.as_deref(),
             asks: vec![("container", &self.am.container_resources)],
             submitted_as: "application",
             submitted_detail: String::new(),
@@ -277,6 +278,8 @@ mod tests {
             shell_env: BTreeMap::from([("K".into(), "V".into())]),
             container_priority: 0,
             no_progress_timeout: Duration::from_secs(60),
+            placement: Vec::new(),
+            node_label_expression: None,
         })
     }
 
@@ -313,6 +316,42 @@ mod tests {
         assert_eq!(
             get("DISTRIBUTEDSHELL_CONTAINER_RESOURCES").unwrap(),
             "memory-mb=256,vcores=1"
+        );
+        assert!(v
+            .get("app-node-label-expression")
+            .is_none_or(|l| l.is_null()));
+        assert!(get("DISTRIBUTEDSHELL_PLACEMENT_SPEC").is_none());
+    }
+
+    #[test]
+    fn placement_spec_and_label_are_submitted() {
+        let mut o = opts();
+        o.am.placement = crate::placement::parse("zk=2,NOTIN,NODE,zk").expect("parses");
+        o.am.num_containers = 2;
+        o.am.node_label_expression = Some("h100".into());
+        let exe = std::env::current_exe().expect("test binary");
+        let id: ApplicationId = "application_1_0002".parse().expect("id");
+        let v = serde_json::to_value(build_submission(&o, &id, &exe)).expect("json");
+        assert_eq!(v["app-node-label-expression"], "h100");
+        assert!(v
+            .get("am-container-node-label-expression")
+            .is_none_or(|l| l.is_null()));
+        let env = v["am-container-spec"]["environment"]["entry"]
+            .as_array()
+            .expect("env")
+            .clone();
+        let get = |k: &str| {
+            env.iter()
+                .find(|e| e["key"] == k)
+                .and_then(|e| e["value"].as_str().map(str::to_string))
+        };
+        assert_eq!(
+            get("DISTRIBUTEDSHELL_PLACEMENT_SPEC").as_deref(),
+            Some("zk=2,NOTIN,NODE,zk")
+        );
+        assert_eq!(
+            get("DISTRIBUTEDSHELL_NODE_LABEL_EXPRESSION").as_deref(),
+            Some("h100")
         );
     }
 

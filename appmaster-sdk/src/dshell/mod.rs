@@ -14,6 +14,8 @@ use std::time::Duration;
 use spindle_common::records::resource::parse_resource_list;
 use spindle_common::resource::Resource;
 
+use crate::placement::{self, PlacementSpec};
+
 pub use am::{run_am, DsAmReport};
 pub use client::{build_submission, follow_application, run_client, DsOptions, DsOutcome};
 
@@ -24,6 +26,10 @@ pub const ENV_SHELL_COMMAND: &str = "DISTRIBUTEDSHELL_SHELL_COMMAND";
 pub const ENV_SHELL_ENV: &str = "DISTRIBUTEDSHELL_SHELL_ENV";
 pub const ENV_CONTAINER_PRIORITY: &str = "DISTRIBUTEDSHELL_CONTAINER_PRIORITY";
 pub const ENV_NO_PROGRESS_TIMEOUT_MS: &str = "DISTRIBUTEDSHELL_NO_PROGRESS_TIMEOUT_MS";
+/// The `--placement_spec` (as [`crate::placement::render`] writes it); absent without one.
+pub const ENV_PLACEMENT_SPEC: &str = "DISTRIBUTEDSHELL_PLACEMENT_SPEC";
+/// The containers' node label expression; absent without one.
+pub const ENV_NODE_LABEL_EXPRESSION: &str = "DISTRIBUTEDSHELL_NODE_LABEL_EXPRESSION";
 
 /// YARN's application type for these applications.
 pub const APPLICATION_TYPE: &str = "DISTRIBUTEDSHELL";
@@ -42,6 +48,11 @@ pub struct DsAmConfig {
     pub shell_env: BTreeMap<String, String>,
     pub container_priority: i32,
     pub no_progress_timeout: Duration,
+    /// YARN's `-placement_spec`: one ask per source tag, its containers tagged with it and
+    /// placed by its constraint. When given, `num_containers` is the sum of its counts.
+    pub placement: Vec<PlacementSpec>,
+    /// YARN's `-node_label_expression`: the partition the containers run in.
+    pub node_label_expression: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -68,7 +79,7 @@ impl DsAmConfig {
     /// The AM container's environment entries that carry this configuration.
     pub fn to_env(&self) -> Vec<(String, String)> {
         let env_json = serde_json::to_string(&self.shell_env).unwrap_or_else(|_| "{}".into());
-        vec![
+        let mut env = vec![
             (ENV_NUM_CONTAINERS.into(), self.num_containers.to_string()),
             (
                 ENV_CONTAINER_RESOURCES.into(),
@@ -84,7 +95,17 @@ impl DsAmConfig {
                 ENV_NO_PROGRESS_TIMEOUT_MS.into(),
                 self.no_progress_timeout.as_millis().to_string(),
             ),
-        ]
+        ];
+        if !self.placement.is_empty() {
+            env.push((
+                ENV_PLACEMENT_SPEC.into(),
+                placement::render(&self.placement),
+            ));
+        }
+        if let Some(e) = &self.node_label_expression {
+            env.push((ENV_NODE_LABEL_EXPRESSION.into(), e.clone()));
+        }
+        env
     }
 
     pub fn from_env() -> Result<Self, DsConfigError> {
@@ -144,6 +165,20 @@ impl DsAmConfig {
             })?),
             None => DEFAULT_NO_PROGRESS_TIMEOUT,
         };
+        let placement = match lookup(ENV_PLACEMENT_SPEC).filter(|v| !v.trim().is_empty()) {
+            Some(v) => {
+                placement::parse(&v).map_err(|e| invalid(ENV_PLACEMENT_SPEC, &v, e.to_string()))?
+            }
+            None => Vec::new(),
+        };
+        let num_containers = if placement.is_empty() {
+            num_containers
+        } else {
+            placement::total_containers(&placement)
+        };
+        let node_label_expression = lookup(ENV_NODE_LABEL_EXPRESSION)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty());
         Ok(Self {
             num_containers,
             container_resources,
@@ -151,6 +186,8 @@ impl DsAmConfig {
             shell_env,
             container_priority,
             no_progress_timeout,
+            placement,
+            node_label_expression,
         })
     }
 }
@@ -177,6 +214,8 @@ mod tests {
             shell_env: BTreeMap::from([("A".into(), "1=2".into()), ("B".into(), "x y".into())]),
             container_priority: 5,
             no_progress_timeout: Duration::from_millis(1234),
+            placement: Vec::new(),
+            node_label_expression: None,
         };
         let env: HashMap<String, String> = cfg.to_env().into_iter().collect();
         assert_eq!(
@@ -185,6 +224,37 @@ mod tests {
         );
         let back = DsAmConfig::from_lookup(|k| env.get(k).cloned()).unwrap();
         assert_eq!(back, cfg);
+        assert!(!env.contains_key(ENV_PLACEMENT_SPEC));
+    }
+
+    #[test]
+    fn placement_and_label_travel_to_the_am() {
+        let cfg = DsAmConfig {
+            num_containers: 8,
+            container_resources: Resource::new(256, 1),
+            shell_command: "true".into(),
+            shell_env: BTreeMap::new(),
+            container_priority: 0,
+            no_progress_timeout: DEFAULT_NO_PROGRESS_TIMEOUT,
+            placement: placement::parse("zk=3,NOTIN,NODE,zk:hbase=5,IN,RACK,zk").unwrap(),
+            node_label_expression: Some("h100".into()),
+        };
+        let env: HashMap<String, String> = cfg.to_env().into_iter().collect();
+        assert_eq!(
+            env[ENV_PLACEMENT_SPEC],
+            "zk=3,NOTIN,NODE,zk:hbase=5,IN,RACK,zk"
+        );
+        assert_eq!(env[ENV_NODE_LABEL_EXPRESSION], "h100");
+        let back = DsAmConfig::from_lookup(|k| env.get(k).cloned()).unwrap();
+        assert_eq!(back, cfg);
+        // The count follows the spec, whatever NUM_CONTAINERS says.
+        let mut env = env;
+        env.insert(ENV_NUM_CONTAINERS.into(), "1".into());
+        let back = DsAmConfig::from_lookup(|k| env.get(k).cloned()).unwrap();
+        assert_eq!(back.num_containers, 8);
+        env.insert(ENV_PLACEMENT_SPEC.into(), "zk=3,NOTIN,NODES,zk".into());
+        let e = DsAmConfig::from_lookup(|k| env.get(k).cloned()).unwrap_err();
+        assert!(e.to_string().contains("unknown scope `NODES`"), "{e}");
     }
 
     #[test]

@@ -212,11 +212,14 @@ impl<'a> CheckpointWatch<'a> {
 
 impl Attempt<'_> {
     fn gang_request(&self) -> GangRequest {
-        let member = GangMember::new(
+        let mut member = GangMember::new(
             self.cfg.worker_resources.clone(),
             self.cfg.workers,
             WORKER_REQUEST_ID,
         );
+        if let Some(l) = &self.cfg.node_label_expression {
+            member = member.node_label_expression(l.clone());
+        }
         let req = match &self.cfg.elastic {
             Some(e) => GangRequest::elastic(GANG_ID, member, e.min, e.max, e.rule)
                 .size_multiple(e.multiple)
@@ -228,6 +231,9 @@ impl Attempt<'_> {
             .max_nodes(self.cfg.max_nodes);
         if let Some(t) = self.cfg.gang_timeout {
             req = req.timeout(t);
+        }
+        if let Some(m) = &self.cfg.gpu_model {
+            req = req.gpu_model(m.clone());
         }
         req
     }
@@ -259,6 +265,12 @@ impl Attempt<'_> {
         }
         if let Some(t) = cfg.gang_timeout {
             asked.push_str(&format!(", timeout {} ms", t.as_millis()));
+        }
+        if let Some(l) = &cfg.node_label_expression {
+            asked.push_str(&format!(", partition '{l}'"));
+        }
+        if let Some(m) = &cfg.gpu_model {
+            asked.push_str(&format!(", GPU model '{m}'"));
         }
         asked.push(')');
         out(&asked);

@@ -61,6 +61,7 @@ impl TrainOptions {
             max_app_attempts: self.max_app_attempts,
             keep_containers: true,
             timeout: self.timeout,
+            app_node_label_expression: self.am.node_label_expression.as_deref(),
             asks: vec![("worker", &self.am.worker_resources)],
             submitted_as: "training application",
             submitted_detail: match &self.am.elastic {
@@ -120,6 +121,8 @@ mod tests {
             command: vec!["/bin/worker".into(), "--x".into()],
             worker_env: BTreeMap::new(),
             elastic: None,
+            node_label_expression: None,
+            gpu_model: None,
         });
         let v = serde_json::to_value(build_submission(&opts, &id, &exe)).unwrap();
         assert_eq!(v["application-type"], "SPINDLE_TRAIN");

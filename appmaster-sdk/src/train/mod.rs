@@ -51,6 +51,10 @@ pub const ENV_MAX_WORKERS: &str = "SPINDLE_TRAIN_MAX_WORKERS";
 pub const ENV_SIZE_RULE: &str = "SPINDLE_TRAIN_SIZE_RULE";
 /// Elastic jobs: the throughput table, `1:318.0;2:576.2`.
 pub const ENV_THROUGHPUT: &str = "SPINDLE_TRAIN_THROUGHPUT";
+/// The workers' node label expression (partition); absent without one.
+pub const ENV_NODE_LABEL_EXPRESSION: &str = "SPINDLE_TRAIN_NODE_LABEL_EXPRESSION";
+/// The GPU model every worker's node must have (`GangSpec.gpuModel`); absent without one.
+pub const ENV_GPU_MODEL: &str = "SPINDLE_TRAIN_GPU_MODEL";
 
 /// YARN application type of these applications.
 pub const APPLICATION_TYPE: &str = "SPINDLE_TRAIN";
@@ -200,6 +204,10 @@ pub struct TrainAmConfig {
     pub worker_env: BTreeMap<String, String>,
     /// Set for an elastic job (then `workers` is its maximum).
     pub elastic: Option<ElasticWorkers>,
+    /// The partition (node label) the workers run in; also the application's label.
+    pub node_label_expression: Option<String>,
+    /// Only nodes whose GPUs are of this model (`nvidia-smi`'s product name).
+    pub gpu_model: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -277,6 +285,12 @@ impl TrainAmConfig {
             if !e.throughput.is_empty() {
                 out.push((ENV_THROUGHPUT.into(), throughput_text(&e.throughput)));
             }
+        }
+        if let Some(l) = &self.node_label_expression {
+            out.push((ENV_NODE_LABEL_EXPRESSION.into(), l.clone()));
+        }
+        if let Some(m) = &self.gpu_model {
+            out.push((ENV_GPU_MODEL.into(), m.clone()));
         }
         out
     }
@@ -382,6 +396,13 @@ impl TrainAmConfig {
             (None, Some(_)) => return Err(TrainConfigError::Missing(ENV_MIN_WORKERS)),
         };
         let workers = elastic.as_ref().map_or(workers, |e| e.max);
+        let text = |name: &str| {
+            lookup(name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let node_label_expression = text(ENV_NODE_LABEL_EXPRESSION);
+        let gpu_model = text(ENV_GPU_MODEL);
         Ok(Self {
             workers,
             worker_resources,
@@ -393,6 +414,8 @@ impl TrainAmConfig {
             command,
             worker_env,
             elastic,
+            node_label_expression,
+            gpu_model,
         })
     }
 
@@ -506,7 +529,25 @@ mod tests {
             command: vec!["python".into(), "train.py".into(), "--lr=0.1".into()],
             worker_env: BTreeMap::from([("A".into(), "b c".into())]),
             elastic: None,
+            node_label_expression: None,
+            gpu_model: None,
         }
+    }
+
+    #[test]
+    fn label_and_gpu_model_round_trip() {
+        let mut c = cfg();
+        let env: HashMap<String, String> = c.to_env().into_iter().collect();
+        assert!(!env.contains_key(ENV_NODE_LABEL_EXPRESSION));
+        assert!(!env.contains_key(ENV_GPU_MODEL));
+        c.node_label_expression = Some("h100".into());
+        c.gpu_model = Some("NVIDIA H100 80GB HBM3".into());
+        let env: HashMap<String, String> = c.to_env().into_iter().collect();
+        assert_eq!(env[ENV_NODE_LABEL_EXPRESSION], "h100");
+        assert_eq!(
+            TrainAmConfig::from_lookup(|k| env.get(k).cloned()).expect("round trip"),
+            c
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ use super::{parse_or_usage, usage_error, EXIT_OK};
 use spindle_appmaster_sdk::dshell::{
     default_container_resources, run_am, DsAmConfig, DsOptions, DEFAULT_NO_PROGRESS_TIMEOUT,
 };
+use spindle_appmaster_sdk::placement;
 
 pub const USAGE: &str = "\
 usage: spindle distributed-shell --shell-command CMD [options]
@@ -38,6 +39,13 @@ usage: spindle distributed-shell --shell-command CMD [options]
   -max_app_attempts N           AM attempts
   -timeout_ms MS                kill the application if it has not finished after MS
   -no_progress_timeout_ms MS    the AM gives up after MS without progress (default 300000)
+  -placement_spec SPEC          YARN's placement spec: Tag=N[,Constraint][:Tag=N...], e.g.
+                                zk=3,NOTIN,NODE,zk:hbase=5,IN,RACK,zk; each tag's N containers
+                                carry the tag and its constraint (IN|NOTIN,NODE|RACK,Tag;
+                                CARDINALITY,Scope,Tag,Min,Max; attr=v; attr!=v; AND(c:c);
+                                OR(c:c)); -num_containers is then ignored
+  -node_label_expression EXPR   run the containers in this partition (node label); also the
+                                application's label expression
   --rm-address HOST:PORT, --conf-dir DIR
 Exit status 0 only if the application FINISHED with SUCCEEDED, 2 if it did not.";
 
@@ -59,6 +67,8 @@ const OPTS: &[Opt] = &[
     Opt::one("max_app_attempts", &[]),
     Opt::one("timeout_ms", &["timeout"]),
     Opt::one("no_progress_timeout_ms", &[]),
+    Opt::one("placement_spec", &[]),
+    Opt::one("node_label_expression", &[]),
 ];
 
 /// A resource list over the defaults: `yarn.io/gpu=1` alone keeps the default memory and
@@ -102,10 +112,34 @@ pub fn options_from(p: &Parsed, script: Option<String>) -> Result<DsOptions, Usa
     if command.trim().is_empty() {
         return Err(UsageError::Other("the shell command is empty".into()));
     }
-    let num_containers = p.parse::<u32>("num_containers")?.unwrap_or(1);
-    if num_containers == 0 {
-        return Err(invalid("num_containers", "0", "must be at least 1"));
-    }
+    // Parsed here, before anything is submitted, so that a mistake is named at once.
+    let placement = match p.value("placement_spec") {
+        Some(v) => placement::parse(v).map_err(|e| invalid("placement_spec", v, e.to_string()))?,
+        None => Vec::new(),
+    };
+    let num_containers = if placement.is_empty() {
+        let n = p.parse::<u32>("num_containers")?.unwrap_or(1);
+        if n == 0 {
+            return Err(invalid("num_containers", "0", "must be at least 1"));
+        }
+        n
+    } else {
+        if p.has("num_containers") {
+            tracing::warn!("-num_containers is ignored with -placement_spec");
+        }
+        placement::total_containers(&placement)
+    };
+    let node_label_expression = match p.value("node_label_expression").map(str::trim) {
+        Some("") => {
+            return Err(invalid(
+                "node_label_expression",
+                "",
+                "empty label expression",
+            ))
+        }
+        Some(e) => Some(e.to_string()),
+        None => None,
+    };
     let mut resources: Resource = match p.value("container_resources") {
         Some(v) => over_defaults(v).map_err(|r| invalid("container_resources", v, r))?,
         None => default_container_resources(),
@@ -144,6 +178,8 @@ pub fn options_from(p: &Parsed, script: Option<String>) -> Result<DsOptions, Usa
         shell_env,
         container_priority: p.parse::<i32>("container_priority")?.unwrap_or(0),
         no_progress_timeout,
+        placement,
+        node_label_expression,
     });
     app_options(
         p,
@@ -277,6 +313,50 @@ mod tests {
         let o = options_from(&parsed(&["-shell_command", "true"]), None).unwrap();
         assert_eq!(o.am.num_containers, 1);
         assert_eq!(o.am.container_resources, default_container_resources());
+    }
+
+    #[test]
+    fn placement_spec_and_label() {
+        let o = options_from(
+            &parsed(&[
+                "-shell_command",
+                "true",
+                "-num_containers",
+                "0",
+                "-placement_spec",
+                "zk=3,NOTIN,NODE,zk:hbase=5,IN,RACK,zk",
+                "-node_label_expression",
+                "h100",
+            ]),
+            None,
+        )
+        .expect("good options");
+        assert_eq!(o.am.num_containers, 8);
+        assert_eq!(o.am.placement.len(), 2);
+        assert_eq!(o.am.placement[1].source_tag, "hbase");
+        assert_eq!(o.am.node_label_expression.as_deref(), Some("h100"));
+        assert_eq!(o.launch().app_node_label_expression, Some("h100"));
+        // The GNU spelling, and the mistake named before anything is submitted.
+        let e = options_from(
+            &parsed(&[
+                "--shell-command",
+                "true",
+                "--placement-spec",
+                "zk=3,NOTIN,NODES,zk",
+            ]),
+            None,
+        )
+        .expect_err("bad scope");
+        assert!(
+            e.to_string()
+                .contains("unknown scope `NODES` at position 12 in `zk=3,NOTIN,NODES,zk`"),
+            "{e}"
+        );
+        assert!(options_from(
+            &parsed(&["-shell_command", "true", "-node_label_expression", " "]),
+            None
+        )
+        .is_err());
     }
 
     #[test]

@@ -170,6 +170,8 @@ async fn demo(cluster: &MiniCluster) -> anyhow::Result<bool> {
         shell_env: BTreeMap::new(),
         container_priority: 0,
         no_progress_timeout: Duration::from_secs(60),
+        placement: Vec::new(),
+        node_label_expression: None,
     });
     opts.app_name = "minicluster-demo".into();
     opts.timeout = Some(Duration::from_secs(120));

@@ -1,5 +1,6 @@
 //! The `spindle` command line, modelled on `yarn`: `application`, `node`, `queue`, `rmadmin`,
-//! `logs`, `distributed-shell`, `minicluster` (and the hidden `distributed-shell-am`).
+//! `nodeattributes`, `cluster`, `logs`, `distributed-shell`, `minicluster` (and the hidden
+//! `distributed-shell-am`).
 //!
 //! This module is the binary's edge: commands report with `anyhow` and context, print
 //! user-facing output on stdout and errors on stderr, and map outcomes to exit statuses:
@@ -19,12 +20,14 @@ macro_rules! say_raw {
 pub mod application;
 pub mod args;
 pub mod bench;
+pub mod cluster;
 pub mod dshell;
 pub mod format;
 pub mod launch;
 pub mod logs;
 pub mod minicluster;
 pub mod node;
+pub mod nodeattributes;
 pub mod queue;
 pub mod rmadmin;
 pub mod sls;
@@ -58,7 +61,11 @@ defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the
   application        -list [-appStates S1,S2|ALL] [-appTypes T] | -status APPID | -kill APPID
   node               -list [-all] [-states S1,S2] [-showDetails]
   queue              -status QUEUE
-  rmadmin            -refreshQueues
+  rmadmin            -refreshQueues | -addToClusterNodeLabels L | -removeFromClusterNodeLabels L
+                     | -replaceLabelsOnNode \"node=label ...\" [-failOnUnknownNodes]
+  nodeattributes     -add|-remove|-replace \"node:attr=value ...\" | -list | -attributestonodes
+                     | -nodestoattributes
+  cluster            -lnl (--list-node-labels) | -lna (--list-node-attributes)
   logs               -applicationId APPID [-containerId CID] [-log_files F1,F2]
   distributed-shell  run a shell command in N containers (see `spindle distributed-shell -help`)
   train              run N workers as one gang with torchrun's rank environment (`spindle train -help`)
@@ -82,6 +89,8 @@ pub async fn run(args: Vec<String>) -> u8 {
         "node" | "-node" => node::run(rest).await,
         "queue" | "-queue" => queue::run(rest).await,
         "rmadmin" | "-rmadmin" => rmadmin::run(rest).await,
+        "nodeattributes" | "-nodeattributes" => nodeattributes::run(rest).await,
+        "cluster" | "-cluster" => cluster::run(rest).await,
         "logs" | "-logs" => logs::run(rest).await,
         "distributed-shell" | "distributedshell" | "dshell" => dshell::run_client_cmd(rest).await,
         "distributed-shell-am" => dshell::run_am_cmd(rest).await,

@@ -43,6 +43,9 @@ there); the gang is then asked for again and resumes from the checkpoint (no res
                                 (unnamed memory-mb / vcores default to 256 / 1)
   --placement P                 pack (default), strict_pack, spread or same_rack
   --max-nodes K                 at most K nodes (default: no limit)
+  --node-label-expression EXPR  run the workers in this partition (node label); also the
+                                application's label expression
+  --gpu-model MODEL             only nodes whose GPUs are this model (nvidia-smi's name)
   --gang-timeout-ms T           fail if the gang is not granted within T ms (default: the
                                 RM's spindle.scheduler.gang.timeout-ms)
   --max-restarts K              gang restarts after a worker failure (default 3;
@@ -68,6 +71,8 @@ const OPTS: &[Opt] = &[
     Opt::one("worker_resources", &[]),
     Opt::one("placement", &[]),
     Opt::one("max_nodes", &[]),
+    Opt::one("node_label_expression", &[]),
+    Opt::one("gpu_model", &[]),
     Opt::one("gang_timeout_ms", &[]),
     Opt::one("max_restarts", &[]),
     Opt::one("checkpoint_dir", &[]),
@@ -147,6 +152,8 @@ pub fn options_from(p: &Parsed) -> Result<TrainOptions, UsageError> {
         command,
         worker_env,
         elastic,
+        node_label_expression: text_option(p, "node_label_expression")?,
+        gpu_model: text_option(p, "gpu_model")?,
     });
     app_options(
         p,
@@ -160,6 +167,15 @@ pub fn options_from(p: &Parsed) -> Result<TrainOptions, UsageError> {
         },
     )?;
     Ok(o)
+}
+
+/// An optional text value, trimmed; given but empty is a mistake.
+fn text_option(p: &Parsed, name: &'static str) -> Result<Option<String>, UsageError> {
+    match p.value(name).map(str::trim) {
+        Some("") => Err(invalid(name, "", "empty")),
+        Some(v) => Ok(Some(v.to_string())),
+        None => Ok(None),
+    }
 }
 
 /// `--min-workers A --max-workers B [--size-rule R] [--throughput T]`: both or neither.
@@ -248,6 +264,51 @@ mod tests {
             .copied()
             .collect();
         parse(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &all)
+    }
+
+    #[test]
+    fn node_label_and_gpu_model() {
+        let p = parsed(&[
+            "--workers",
+            "2",
+            "--worker-resources",
+            "yarn.io/gpu=1",
+            "--node-label-expression",
+            "h100",
+            "--gpu-model",
+            "NVIDIA H100 80GB HBM3",
+            "--",
+            "python",
+            "train.py",
+        ])
+        .expect("parses");
+        let o = options_from(&p).expect("good options");
+        assert_eq!(o.am.node_label_expression.as_deref(), Some("h100"));
+        assert_eq!(o.am.gpu_model.as_deref(), Some("NVIDIA H100 80GB HBM3"));
+        assert_eq!(o.launch().app_node_label_expression, Some("h100"));
+        let p = parsed(&[
+            "--workers",
+            "2",
+            "--worker-resources",
+            "yarn.io/gpu=1",
+            "--gpu-model",
+            " ",
+            "--",
+            "x",
+        ])
+        .expect("parses");
+        assert!(options_from(&p).is_err());
+        let p = parsed(&[
+            "--workers",
+            "2",
+            "--worker-resources",
+            "vcores=1",
+            "--",
+            "x",
+        ])
+        .expect("parses");
+        let o = options_from(&p).expect("good options");
+        assert_eq!((o.am.node_label_expression, o.am.gpu_model), (None, None));
     }
 
     #[test]
