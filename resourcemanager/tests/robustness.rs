@@ -231,6 +231,28 @@ fn the_spec_reader_finds_queries_and_bodies() {
     let access = find("GET", "/ws/v1/cluster/queues/{queue}/access");
     assert_eq!(access.query, ["user", "queue-acl-type", "user.name"]);
     assert_eq!(access.params(), ["queue"]);
+    let remove = find("POST", "/ws/v1/cluster/remove-node-labels");
+    assert_eq!(remove.query, ["labels", "user.name"]);
+    assert!(remove.body.is_none());
+    let replace = find("POST", "/ws/v1/cluster/replace-node-to-labels");
+    assert_eq!(replace.query, ["failOnUnknownNodes", "user.name"]);
+    let fields: BTreeMap<_, _> = replace.body.clone().expect("body").into_iter().collect();
+    assert_eq!(fields["nodeToLabels"], Kind::Arr);
+    assert_eq!(fields["failOnUnknownNodes"], Kind::Bool);
+    let mapping = find("POST", "/ws/v1/cluster/node-attributes-mapping");
+    let fields: BTreeMap<_, _> = mapping.body.clone().expect("body").into_iter().collect();
+    assert_eq!(fields["operation"], Kind::Str);
+    assert_eq!(fields["nodesToAttributes"], Kind::Arr);
+    let add = find("POST", "/ws/v1/cluster/add-node-labels");
+    let fields: BTreeMap<_, _> = add.body.clone().expect("body").into_iter().collect();
+    assert_eq!(fields["nodeLabelsInfo"], Kind::Obj, "a $ref to an object");
+    let relabel = find("POST", "/ws/v1/cluster/nodes/{nodeid}/replace-labels");
+    assert_eq!(relabel.query, ["labels", "user.name"]);
+    assert_eq!(relabel.params(), ["nodeid"]);
+    assert_eq!(
+        find("GET", "/ws/v1/cluster/get-node-to-attributes").query,
+        ["hostnames"]
+    );
     assert!(ops.len() > 30, "{} RM operations", ops.len());
     assert!(ops.iter().all(|o| !o.path.starts_with("/ws/v1/node/")));
 }
@@ -597,6 +619,153 @@ async fn every_rm_operation_survives_hostile_requests() {
         );
     }
 
+    // Label and attribute changes that must be refused whole (400), changing nothing.
+    let long = "l".repeat(5000);
+    let label_attacks: Vec<(&str, String, Option<Value>)> = vec![
+        (
+            "/ws/v1/cluster/add-node-labels",
+            String::new(),
+            Some(json!({"nodeLabelInfo": [{"name": "fine"}, {"name": "not fine"}]})),
+        ),
+        (
+            "/ws/v1/cluster/add-node-labels",
+            String::new(),
+            Some(json!({"nodeLabelInfo": [{"name": ""}]})),
+        ),
+        (
+            "/ws/v1/cluster/add-node-labels",
+            String::new(),
+            Some(json!({"nodeLabelInfo": [{"name": long}]})),
+        ),
+        (
+            "/ws/v1/cluster/add-node-labels",
+            String::new(),
+            Some(json!({"nodeLabelInfo": [{"name": "a/b"}, {"name": "\u{0}"}]})),
+        ),
+        (
+            "/ws/v1/cluster/add-node-labels",
+            String::new(),
+            Some(
+                json!({"nodeLabelsInfo": {"nodeLabelInfo": [{"name": "x", "exclusivity": "yes"}]}}),
+            ),
+        ),
+        (
+            "/ws/v1/cluster/remove-node-labels",
+            "?labels=nosuch".into(),
+            None,
+        ),
+        (
+            "/ws/v1/cluster/remove-node-labels",
+            "?labels=%00".into(),
+            None,
+        ),
+        (
+            "/ws/v1/cluster/remove-node-labels",
+            format!("?labels={long}"),
+            None,
+        ),
+        (
+            "/ws/v1/cluster/remove-node-labels",
+            "?labels=,,,".into(),
+            None,
+        ),
+        (
+            "/ws/v1/cluster/replace-node-to-labels",
+            String::new(),
+            Some(json!({"nodeToLabels": [{"nodeId": nm_addr, "labels": ["nosuch"]}]})),
+        ),
+        (
+            "/ws/v1/cluster/replace-node-to-labels",
+            String::new(),
+            Some(json!({"nodeToLabels": [{"nodeId": nm_addr, "labels": ["a", "b"]}]})),
+        ),
+        (
+            "/ws/v1/cluster/replace-node-to-labels",
+            String::new(),
+            Some(json!({"nodeToLabels": [{"nodeId": "", "labels": []}]})),
+        ),
+        (
+            "/ws/v1/cluster/replace-node-to-labels",
+            "?failOnUnknownNodes=true".into(),
+            Some(json!({"nodeToLabels": [{"nodeId": long, "labels": []}]})),
+        ),
+        (
+            "/ws/v1/cluster/replace-node-to-labels",
+            String::new(),
+            Some(json!({"nodeToLabels": {"nodeId": nm_addr}})),
+        ),
+        (
+            "/ws/v1/cluster/node-attributes-mapping",
+            String::new(),
+            Some(
+                json!({"operation": "ADD", "nodesToAttributes": [{"node": nm_addr, "nodeAttributes": [{"prefix": "nm.yarn.io", "name": "gpu-model", "value": "forged"}]}]}),
+            ),
+        ),
+        (
+            "/ws/v1/cluster/node-attributes-mapping",
+            String::new(),
+            Some(
+                json!({"operation": "ADD", "nodesToAttributes": [{"node": nm_addr, "nodeAttributes": [{"name": "os", "type": "FLOAT", "value": "1"}]}]}),
+            ),
+        ),
+        (
+            "/ws/v1/cluster/node-attributes-mapping",
+            String::new(),
+            Some(
+                json!({"operation": "ADD", "nodesToAttributes": [{"node": nm_addr, "nodeAttributes": [{"name": long, "value": "1"}]}]}),
+            ),
+        ),
+        (
+            "/ws/v1/cluster/node-attributes-mapping",
+            String::new(),
+            Some(
+                json!({"operation": "ADD", "nodesToAttributes": [{"node": nm_addr, "nodeAttributes": [{"name": "ok", "value": "1"}, {"name": "../x", "value": "1"}]}]}),
+            ),
+        ),
+        (
+            "/ws/v1/cluster/node-attributes-mapping",
+            String::new(),
+            Some(
+                json!({"operation": "REMOVE", "nodesToAttributes": [{"node": nm_addr, "nodeAttributes": [{"name": "absent"}]}]}),
+            ),
+        ),
+        (
+            "/ws/v1/cluster/node-attributes-mapping",
+            String::new(),
+            Some(json!({"operation": "DROP", "nodesToAttributes": []})),
+        ),
+        (
+            "/ws/v1/cluster/node-attributes-mapping",
+            String::new(),
+            Some(
+                json!({"operation": "ADD", "nodesToAttributes": [{"node": " ", "nodeAttributes": []}]}),
+            ),
+        ),
+        (
+            "/ws/v1/cluster/nodes/{nodeid}/replace-labels",
+            "?labels=a,b".into(),
+            None,
+        ),
+        (
+            "/ws/v1/cluster/nodes/{nodeid}/replace-labels",
+            "?labels=nosuch".into(),
+            None,
+        ),
+    ];
+    for (p, query, body) in label_attacks {
+        let target = format!("{}{query}", fill_with(p, |_| nm_addr.clone()));
+        let mut req = Req::new("POST", target);
+        if let Some(b) = body {
+            req = req.json(b.to_string());
+        }
+        cases.push(Case {
+            class: "labels",
+            op: op_index(&ops, "POST", p),
+            expect: Expect::Is(400),
+            req,
+        });
+    }
+
     // Bodies past axum's 2 MiB limit: a 400, not a reset connection.
     for (m, p) in [
         ("POST", "/ws/v1/cluster/apps"),
@@ -644,6 +813,27 @@ async fn every_rm_operation_survives_hostile_requests() {
     let allowed_nodes: BTreeSet<String> = [nm_addr.clone(), "127.0.0.1:2".into()].into();
     if s != 200 || !node_ids.contains(&nm_addr) || !node_ids.is_subset(&allowed_nodes) {
         after.push(format!("GET /ws/v1/cluster/nodes: {s}; nodes {node_ids:?}"));
+    }
+    // No label or central attribute exists that the test did not make (none), and the node
+    // kept its (default) partition.
+    for (p, want) in [
+        (
+            "/ws/v1/cluster/get-node-labels",
+            json!({"nodeLabelsInfo": {"nodeLabelInfo": []}}),
+        ),
+        (
+            "/ws/v1/cluster/get-node-to-labels",
+            json!({"nodeToLabels": {}}),
+        ),
+        (
+            "/ws/v1/cluster/get-attributes-to-nodes",
+            json!({"attributesToNodes": {}}),
+        ),
+    ] {
+        let (s, v) = rm.get(p).await;
+        if s != 200 || v != want {
+            after.push(format!("GET {p}: {s} {v}, expected {want}"));
+        }
     }
     let (s, sched) = rm.get("/ws/v1/cluster/scheduler").await;
     let queues = sched.to_string();

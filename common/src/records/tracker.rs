@@ -79,10 +79,18 @@ pub struct RegisterNodeManagerResponse {
     pub rm_version: String,
     /// YARN's `areNodeLabelsAcceptedByRM`: false when the labels the NM reported were
     /// refused (unknown label, or centralized configuration); `diagnosticsMessage` says why.
-    #[serde(default = "accepted")]
+    #[serde(
+        default = "accepted",
+        rename = "areNodeLabelsAcceptedByRM",
+        alias = "areNodeLabelsAcceptedByRm"
+    )]
     pub are_node_labels_accepted_by_rm: bool,
     /// YARN's `areNodeAttributesAcceptedByRM`.
-    #[serde(default = "accepted")]
+    #[serde(
+        default = "accepted",
+        rename = "areNodeAttributesAcceptedByRM",
+        alias = "areNodeAttributesAcceptedByRm"
+    )]
     pub are_node_attributes_accepted_by_rm: bool,
 }
 
@@ -142,9 +150,17 @@ pub struct NodeHeartbeatResponse {
     #[serde(default)]
     pub diagnostics_message: String,
     /// See [`RegisterNodeManagerResponse::are_node_labels_accepted_by_rm`].
-    #[serde(default = "accepted")]
+    #[serde(
+        default = "accepted",
+        rename = "areNodeLabelsAcceptedByRM",
+        alias = "areNodeLabelsAcceptedByRm"
+    )]
     pub are_node_labels_accepted_by_rm: bool,
-    #[serde(default = "accepted")]
+    #[serde(
+        default = "accepted",
+        rename = "areNodeAttributesAcceptedByRM",
+        alias = "areNodeAttributesAcceptedByRm"
+    )]
     pub are_node_attributes_accepted_by_rm: bool,
 }
 

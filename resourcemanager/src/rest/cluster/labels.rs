@@ -76,8 +76,16 @@ pub(super) async fn get_node_labels(State(st): State<AppState>) -> Json<NodeLabe
 pub(super) async fn add_node_labels(
     State(st): State<AppState>,
     RawQuery(raw): RawQuery,
-    JsonBody(body): JsonBody<NodeLabelsBody>,
+    JsonBody(body): JsonBody<serde_json::Value>,
 ) -> Result<StatusCode, ApiError> {
+    // YARN's root-wrapped form when the root is there, else the bare list object: an
+    // untagged enum would read a wrapped body with a bad inner value as an empty bare one.
+    let body = if body.get("nodeLabelsInfo").is_some() {
+        serde_json::from_value::<NodeLabelsEnvelope>(body).map(NodeLabelsBody::Wrapped)
+    } else {
+        serde_json::from_value::<NodeLabelsInfo>(body).map(NodeLabelsBody::Bare)
+    }
+    .map_err(|e| ApiError::bad_request(format!("bad nodeLabelsInfo body: {e}")))?;
     let labels = body
         .into_labels()
         .into_iter()
