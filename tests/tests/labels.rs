@@ -44,7 +44,7 @@ fn gpus(dir: &Path, name: &str, count: u32, model: &str) -> PathBuf {
     std::os::unix::fs::symlink(&fake, d.join("nvidia-smi")).expect("symlink");
     std::fs::write(
         d.join("fake-gpu.conf"),
-        format!("FAKE_GPU_COUNT={count}\nFAKE_GPU_MODEL=\"{model}\"\n"),
+        format!("FAKE_GPU_COUNT={count}\nFAKE_GPU_MODEL={model}\n"),
     )
     .expect("conf");
     d
@@ -136,13 +136,21 @@ fn labels_attributes_and_constraints_place_work_and_survive_a_restart() {
     ]);
     assert!(o.status.success(), "{}", text(&o));
     // A mistake is named and changes nothing.
-    let o = c.spindle(&["rmadmin", "-replaceLabelsOnNode", &format!("{}=nope", nm[2])]);
+    let o = c.spindle(&[
+        "rmadmin",
+        "-replaceLabelsOnNode",
+        &format!("{}=nope", nm[2]),
+    ]);
     assert!(!o.status.success());
     assert!(text(&o).contains("nope"), "{}", text(&o));
     let o = c.spindle(&["nodeattributes", "-add", "127.0.0.1:tier=gold"]);
     assert!(o.status.success(), "{}", text(&o));
     let o = c.spindle(&["nodeattributes", "-add", "127.0.0.1:nm.yarn.io/x=1"]);
-    assert!(!o.status.success(), "nm.yarn.io/ is the NMs' own: {}", text(&o));
+    assert!(
+        !o.status.success(),
+        "nm.yarn.io/ is the NMs' own: {}",
+        text(&o)
+    );
     let (_, m) = c.get("/ws/v1/cluster/get-node-to-labels");
     let labelled = |id: &str| {
         m["nodeToLabels"][id]["nodeLabelInfo"][0]["name"]
@@ -209,7 +217,12 @@ fn labels_attributes_and_constraints_place_work_and_survive_a_restart() {
         .expect("seen")
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().starts_with("zk-"))
-        .map(|e| std::fs::read_to_string(e.path()).expect("port").trim().to_string())
+        .map(|e| {
+            std::fs::read_to_string(e.path())
+                .expect("port")
+                .trim()
+                .to_string()
+        })
         .collect();
     assert_eq!(ports.len(), 2, "{ports:?}");
     let distinct: BTreeSet<&String> = ports.iter().collect();
@@ -245,16 +258,23 @@ fn labels_attributes_and_constraints_place_work_and_survive_a_restart() {
     let o = c.spindle(&["cluster", "--list-node-labels"]);
     let out = text(&o);
     assert!(out.contains("train") && out.contains("ib"), "{out}");
-    wait_until("the mappings after the restart", Duration::from_secs(20), || {
-        let (_, m) = c.get("/ws/v1/cluster/get-node-to-labels");
-        (m["nodeToLabels"][nm[0].as_str()]["nodeLabelInfo"][0]["name"] == "train"
-            && m["nodeToLabels"][nm[3].as_str()]["nodeLabelInfo"][0]["name"] == "ib")
-            .then_some(())
-    });
+    wait_until(
+        "the mappings after the restart",
+        Duration::from_secs(20),
+        || {
+            let (_, m) = c.get("/ws/v1/cluster/get-node-to-labels");
+            (m["nodeToLabels"][nm[0].as_str()]["nodeLabelInfo"][0]["name"] == "train"
+                && m["nodeToLabels"][nm[3].as_str()]["nodeLabelInfo"][0]["name"] == "ib")
+                .then_some(())
+        },
+    );
     let o = c.spindle(&["nodeattributes", "-list"]);
     assert!(text(&o).contains("tier"), "{}", text(&o));
     let (_, nodes) = c.get("/ws/v1/cluster/nodes");
     let attrs = nodes.to_string();
-    assert!(attrs.contains("gpu-model") && attrs.contains("A100"), "{attrs}");
+    assert!(
+        attrs.contains("gpu-model") && attrs.contains("A100"),
+        "{attrs}"
+    );
     assert!(attrs.contains("\"tier\""), "{attrs}");
 }

@@ -383,6 +383,7 @@ pub async fn run_am(
     }
 
     let mut gave_up = None;
+    let mut refused: Option<String> = None;
     while !shell.done() {
         // The clock runs only while waiting on the cluster: for grants, for NMs to answer a
         // start, or for the RM to answer heartbeats. Running commands are never timed out.
@@ -411,6 +412,17 @@ pub async fn run_am(
                 shell.heartbeat_failing = false;
                 shell.on_events(ev, amrm, out)?
             }
+            // The RM refused the asks themselves (an unknown label, a constraint that can
+            // never hold): asking again cannot help.
+            Err(AmError::Client(e)) if e.status() == Some(400) => {
+                let why = e
+                    .remote_exception()
+                    .map_or_else(|| e.to_string(), |r| r.message);
+                refused = Some(format!(
+                    "the ResourceManager refused the container requests: {why}"
+                ));
+                break;
+            }
             Err(AmError::Client(e)) => {
                 shell.heartbeat_failing = true;
                 tracing::warn!(error = %e, "heartbeat failed; retrying");
@@ -423,7 +435,11 @@ pub async fn run_am(
     report.succeeded = shell.succeeded;
     report.failed = shell.failed;
     report.retried = shell.retried;
-    if let Some(idle) = gave_up {
+    if let Some(why) = refused {
+        report.diagnostics = why;
+        out(&report.diagnostics);
+        shell.stop_running(out).await;
+    } else if let Some(idle) = gave_up {
         report.diagnostics = format!(
             "gave up after {} ms without progress: {} of {total} containers succeeded, {} failed, \
              {} running, {} still requested",

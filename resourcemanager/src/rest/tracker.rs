@@ -49,6 +49,15 @@ async fn register(
         .unwrap_or_else(|| "/default-rack".into());
     let node = req.node_id.clone();
     let labels = req.node_labels;
+    // An NM speaks only for `nm.yarn.io/`: anything else is kept out of the registration
+    // and refused by name through the self-report below.
+    let mut attributes = req.node_attributes;
+    let foreign: std::collections::BTreeMap<String, String> = attributes
+        .iter()
+        .filter(|(k, _)| !k.starts_with(crate::core::labels::NM_PREFIX))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    attributes.retain(|k, _| k.starts_with(crate::core::labels::NM_PREFIX));
     let reg = NodeRegistration {
         id: req.node_id,
         http_address: req.http_address,
@@ -56,13 +65,13 @@ async fn register(
         total,
         version: req.nm_version,
         containers: reports(req.container_statuses)?,
-        attributes: req.node_attributes,
+        attributes,
     };
     let r = st
         .driver
         .call(|reply| Command::RegisterNode(Box::new(reg), reply))
         .await?;
-    let refused = self_report(&st, node, labels, None).await?;
+    let refused = self_report(&st, node, labels, (!foreign.is_empty()).then_some(foreign)).await?;
     Ok(Json(RegisterNodeManagerResponse {
         node_action: NodeAction::NORMAL,
         rm_identifier: r.rm_identifier,
