@@ -849,6 +849,11 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
         );
     }
     core.set_labels(labels, cluster_ts);
+    // At start the labels may not have been added yet: a queue naming an unknown one is
+    // told, not refused (a refresh or a scheduler-conf change refuses it).
+    if let Err(e) = core.check_queue_labels(&core.conf().scheduler) {
+        warn!("capacity scheduler: {e}; add the label with rmadmin -addToClusterNodeLabels (its capacity is unused until then)");
+    }
     // What AMs dial: a wildcard bind is no address (see `spindle_common::net`).
     let host =
         spindle_common::net::advertised_host(conf.rm_hostname.as_deref(), &addr.ip().to_string());

@@ -413,7 +413,7 @@ impl RmCore {
     }
 
     /// Every label a queue configuration names must exist (`*` aside).
-    pub(super) fn check_queue_labels(
+    pub fn check_queue_labels(
         &self,
         conf: &super::queue_conf::SchedulerConf,
     ) -> Result<(), CoreError> {
