@@ -473,12 +473,30 @@ impl Cluster {
 /// A directory holding an `nvidia-smi` (a symlink to `scripts/fake-nvidia-smi`) whose
 /// `fake-gpu.conf` says `count` GPUs, for `...gpu.path-to-discovery-executables`.
 pub fn fake_gpus(dir: &Path, count: u32) -> PathBuf {
-    let d = dir.join("gpus");
+    fake_gpus_in(dir, "gpus", &format!("FAKE_GPU_COUNT={count}\n"))
+}
+
+/// A directory `dir/name` with the fake `nvidia-smi` and its `fake-gpu.conf` (`KEY=value`
+/// lines, read literally: no quotes), for NMs whose GPUs differ (model, count, ...).
+pub fn fake_gpus_in(dir: &Path, name: &str, conf: &str) -> PathBuf {
+    let d = dir.join(name);
     std::fs::create_dir_all(&d).expect("gpus dir");
     let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/fake-nvidia-smi");
     std::os::unix::fs::symlink(&fake, d.join("nvidia-smi")).expect("symlink");
-    std::fs::write(d.join("fake-gpu.conf"), format!("FAKE_GPU_COUNT={count}\n")).expect("conf");
+    std::fs::write(d.join("fake-gpu.conf"), conf).expect("conf");
     d
+}
+
+/// A `capacity-scheduler.xml` setting `yarn.scheduler.capacity.<key>` for each pair.
+pub fn cs_xml(pairs: &[(&str, &str)]) -> String {
+    let mut x = String::from("<?xml version=\"1.0\"?>\n<configuration>\n");
+    for (k, v) in pairs {
+        x.push_str(&format!(
+            "  <property>\n    <name>yarn.scheduler.capacity.{k}</name>\n    <value>{v}</value>\n  </property>\n"
+        ));
+    }
+    x.push_str("</configuration>\n");
+    x
 }
 
 /// Runs `cmd` to its end with stdout and stderr captured (through files, so a chatty child

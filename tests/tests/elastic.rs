@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use spindle_system_tests::{
-    app_id_in, bin, fake_gpus, spawn, wait_until, Cluster, ClusterOpts, Daemon,
+    app_id_in, bin, cs_xml, fake_gpus, spawn, wait_until, Cluster, ClusterOpts, Daemon,
 };
 
 const GPU: &str = "yarn.io/gpu";
@@ -69,17 +69,6 @@ while [ "$units" -lt "$UNITS" ]; do
 done
 echo "rank=$RANK world=$WORLD_SIZE resize=$SPINDLE_RESIZE_COUNT from=$start to=$units how=done marker=none" >> "$WORKER_LOG"
 "#;
-
-fn cs_xml(pairs: &[(&str, &str)]) -> String {
-    let mut x = String::from("<?xml version=\"1.0\"?>\n<configuration>\n");
-    for (k, v) in pairs {
-        x.push_str(&format!(
-            "  <property>\n    <name>yarn.scheduler.capacity.{k}</name>\n    <value>{v}</value>\n  </property>\n"
-        ));
-    }
-    x.push_str("</configuration>\n");
-    x
-}
 
 fn elastic_cluster(scratch: &Path) -> Cluster {
     let gpus = fake_gpus(scratch, 3);

@@ -18,36 +18,24 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use spindle_system_tests::{app_id_in, wait_until, Cluster, ClusterOpts};
+use spindle_system_tests::{app_id_in, cs_xml, fake_gpus_in, wait_until, Cluster, ClusterOpts};
 
 const GPU: &str = "yarn.io/gpu";
 const H100: &str = "NVIDIA H100 80GB HBM3";
 const A100: &str = "NVIDIA A100-SXM4-80GB";
 const LIMIT: Duration = Duration::from_secs(90);
 
-fn cs_xml(pairs: &[(&str, &str)]) -> String {
-    let mut x = String::from("<?xml version=\"1.0\"?>\n<configuration>\n");
-    for (k, v) in pairs {
-        x.push_str(&format!(
-            "  <property>\n    <name>yarn.scheduler.capacity.{k}</name>\n    <value>{v}</value>\n  </property>\n"
-        ));
-    }
-    x.push_str("</configuration>\n");
-    x
-}
-
 /// A directory with the fake `nvidia-smi` reporting `count` GPUs of `model`.
 fn gpus(dir: &Path, name: &str, count: u32, model: &str) -> PathBuf {
-    let d = dir.join(name);
-    std::fs::create_dir_all(&d).expect("gpus dir");
-    let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/fake-nvidia-smi");
-    std::os::unix::fs::symlink(&fake, d.join("nvidia-smi")).expect("symlink");
-    std::fs::write(
-        d.join("fake-gpu.conf"),
-        format!("FAKE_GPU_COUNT={count}\nFAKE_GPU_MODEL={model}\n"),
+    fake_gpus_in(
+        dir,
+        name,
+        &format!(
+            "FAKE_GPU_COUNT={count}
+FAKE_GPU_MODEL={model}
+"
+        ),
     )
-    .expect("conf");
-    d
 }
 
 fn text(o: &std::process::Output) -> String {

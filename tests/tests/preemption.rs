@@ -25,7 +25,7 @@ use nix::unistd::Pid;
 use reqwest::Method;
 use serde_json::{json, Value};
 use spindle_system_tests::{
-    app_id_in, bin, fake_gpus, spawn, wait_until, Cluster, ClusterOpts, Daemon,
+    app_id_in, bin, cs_xml, fake_gpus, spawn, wait_until, Cluster, ClusterOpts, Daemon,
 };
 
 const GPU: &str = "yarn.io/gpu";
@@ -73,17 +73,6 @@ while [ "$step" -lt "$STEPS" ]; do
 done
 echo "rank=$RANK attempt=$SPINDLE_GANG_ATTEMPT from=$start to=$step how=done marker=none" >> "$WORKER_LOG"
 "#;
-
-fn cs_xml(pairs: &[(&str, &str)]) -> String {
-    let mut x = String::from("<?xml version=\"1.0\"?>\n<configuration>\n");
-    for (k, v) in pairs {
-        x.push_str(&format!(
-            "  <property>\n    <name>yarn.scheduler.capacity.{k}</name>\n    <value>{v}</value>\n  </property>\n"
-        ));
-    }
-    x.push_str("</configuration>\n");
-    x
-}
 
 fn preemption_cluster(scratch: &Path) -> Cluster {
     let gpus = fake_gpus(scratch, 4);

@@ -12,21 +12,9 @@ use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{json, Value};
-use spindle_system_tests::{bin, wait_until, Cluster, ClusterOpts};
+use spindle_system_tests::{bin, cs_xml, wait_until, Cluster, ClusterOpts};
 
-const CS: &str = "yarn.scheduler.capacity.";
 const ADMIN: &str = "admin";
-
-fn cs_xml(pairs: &[(&str, &str)]) -> String {
-    let mut x = String::from("<?xml version=\"1.0\"?>\n<configuration>\n");
-    for (k, v) in pairs {
-        x.push_str(&format!(
-            "  <property>\n    <name>{CS}{k}</name>\n    <value>{v}</value>\n  </property>\n"
-        ));
-    }
-    x.push_str("</configuration>\n");
-    x
-}
 
 fn file_with(a: &str, b: &str) -> String {
     cs_xml(&[
