@@ -107,7 +107,9 @@ use crate::isolation::{proctree, IsolationConfig, IsolationSpec};
 mod localize;
 mod spawn;
 use localize::localize;
-pub use localize::{resource_source, resource_target};
+pub use localize::{
+    resource_source, resource_target, unpack_archive, ArchiveError, ArchiveFormat, WORK_DIR_KEY,
+};
 pub use spawn::{Gate, GATE_ABANDONED_EXIT};
 
 /// The name of the exit-code file the wrapper writes in the work dir.

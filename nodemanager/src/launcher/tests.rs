@@ -26,9 +26,13 @@ fn resource_urls() {
     assert!(resource_source("rel/x").is_err());
     let w = Path::new("/w");
     assert_eq!(resource_target(w, "a/b").unwrap(), PathBuf::from("/w/a/b"));
-    for bad in ["", "../x", "/abs", "a/../../b", "."] {
+    for bad in ["", "../x", "/abs", "a/../../b", "./"] {
         assert!(resource_target(w, bad).is_err(), "{bad}");
     }
+    assert_eq!(
+        resource_target(w, WORK_DIR_KEY).unwrap(),
+        PathBuf::from("/w")
+    );
 }
 
 #[test]
@@ -123,4 +127,186 @@ fn tails_and_proc_stat() {
     assert!(!ex.is_alive(me, ticks.map(|t| t + 1)));
     assert!(!ex.is_alive(0, None));
     assert!(!ex.is_alive(1, None));
+}
+
+/// A tar entry header named `name` (written raw, so hostile names survive the builder's
+/// own checks).
+fn raw_header(name: &str, kind: tar::EntryType, size: u64, link: Option<&str>) -> tar::Header {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(kind);
+    h.set_size(size);
+    h.set_mode(0o755);
+    h.set_mtime(0);
+    let old = h.as_old_mut();
+    old.name[..name.len()].copy_from_slice(name.as_bytes());
+    if let Some(l) = link {
+        old.linkname[..l.len()].copy_from_slice(l.as_bytes());
+    }
+    h.set_cksum();
+    h
+}
+
+/// Writes a `.tar.gz` of the given entries: (name, type, content or link target).
+fn tgz(path: &Path, entries: &[(&str, tar::EntryType, &str)]) {
+    let f = fs::File::create(path).unwrap();
+    let gz = flate2::write::GzEncoder::new(f, flate2::Compression::fast());
+    let mut b = tar::Builder::new(gz);
+    for (name, kind, body) in entries {
+        if *kind == tar::EntryType::Regular {
+            let h = raw_header(name, *kind, body.len() as u64, None);
+            b.append(&h, body.as_bytes()).unwrap();
+        } else if *kind == tar::EntryType::Directory {
+            b.append(&raw_header(name, *kind, 0, None), std::io::empty())
+                .unwrap();
+        } else {
+            b.append(&raw_header(name, *kind, 0, Some(body)), std::io::empty())
+                .unwrap();
+        }
+    }
+    b.into_inner().unwrap().finish().unwrap();
+}
+
+fn archive_res(path: &Path) -> LocalResourceInfo {
+    LocalResourceInfo {
+        resource: format!("file://{}", path.display()),
+        kind: "ARCHIVE".into(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn archives_unpack_into_their_key_or_the_work_dir_itself() {
+    use tar::EntryType as T;
+    let d = tempfile::tempdir().unwrap();
+    let a = d.path().join("code.tgz");
+    tgz(
+        &a,
+        &[
+            ("./", T::Directory, ""),
+            ("./train.py", T::Regular, "print(1)"),
+            ("./pkg/", T::Directory, ""),
+            ("./pkg/m.py", T::Regular, "x = 1"),
+            ("./pkg/link", T::Symlink, "../train.py"),
+            ("./again", T::Link, "pkg/m.py"),
+        ],
+    );
+    let work = d.path().join("work");
+    fs::create_dir_all(&work).unwrap();
+    localize(&work, WORK_DIR_KEY, &archive_res(&a)).unwrap();
+    assert_eq!(
+        fs::read_to_string(work.join("train.py")).unwrap(),
+        "print(1)"
+    );
+    assert_eq!(fs::read_to_string(work.join("pkg/m.py")).unwrap(), "x = 1");
+    assert_eq!(
+        fs::read_to_string(work.join("pkg/link")).unwrap(),
+        "print(1)"
+    );
+    assert_eq!(fs::read_to_string(work.join("again")).unwrap(), "x = 1");
+    let mode = fs::metadata(work.join("train.py"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o755, "modes are kept");
+    // Under its key, and a plain .tar.
+    let t = d.path().join("data.TAR");
+    {
+        let mut b = tar::Builder::new(fs::File::create(&t).unwrap());
+        let h = raw_header("set/a.txt", T::Regular, 2, None);
+        b.append(&h, &b"ok"[..]).unwrap();
+        b.finish().unwrap();
+    }
+    localize(&work, "data", &archive_res(&t)).unwrap();
+    assert_eq!(
+        fs::read_to_string(work.join("data/set/a.txt")).unwrap(),
+        "ok"
+    );
+    // A FILE may not take the work dir's key; other formats are named.
+    let file = LocalResourceInfo {
+        resource: a.display().to_string(),
+        kind: "FILE".into(),
+        ..Default::default()
+    };
+    let e = localize(&work, WORK_DIR_KEY, &file).unwrap_err();
+    assert!(e.to_string().contains("only an ARCHIVE"), "{e}");
+    let zip = d.path().join("code.zip");
+    fs::write(&zip, "PK").unwrap();
+    let e = localize(&work, "z", &archive_res(&zip)).unwrap_err();
+    assert!(e.is_localization());
+    assert!(
+        e.to_string().contains("archive format not supported"),
+        "{e}"
+    );
+    let e = localize(
+        &work,
+        "p",
+        &LocalResourceInfo {
+            kind: "PATTERN".into(),
+            ..archive_res(&a)
+        },
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("type PATTERN is not supported"),
+        "{e}"
+    );
+}
+
+#[test]
+fn hostile_archives_are_refused_before_anything_lands_outside() {
+    use tar::EntryType as T;
+    let d = tempfile::tempdir().unwrap();
+    let outside = d.path().join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    type Entries<'a> = &'a [(&'a str, T, &'a str)];
+    let cases: &[(&str, Entries<'_>, &str)] = &[
+        (
+            "climb",
+            &[("../outside/evil", T::Regular, "x")],
+            "climbs out",
+        ),
+        (
+            "deep",
+            &[("a/../../outside/evil", T::Regular, "x")],
+            "climbs out",
+        ),
+        (
+            "abs",
+            &[("/tmp/spindle-evil", T::Regular, "x")],
+            "absolute path",
+        ),
+        (
+            "symabs",
+            &[("l", T::Symlink, "/etc/passwd")],
+            "outside the target",
+        ),
+        (
+            "symup",
+            &[("a/l", T::Symlink, "../../outside")],
+            "outside the target",
+        ),
+        (
+            "through",
+            &[("l", T::Symlink, "../outside"), ("l/evil", T::Regular, "x")],
+            "outside the target",
+        ),
+        (
+            "hard",
+            &[("h", T::Link, "../outside/evil")],
+            "outside the target",
+        ),
+        ("fifo", &[("f", T::Fifo, "")], "fifo"),
+        ("dev", &[("c", T::Char, "")], "character device"),
+    ];
+    for (name, entries, why) in cases {
+        let a = d.path().join(format!("{name}.tar.gz"));
+        tgz(&a, entries);
+        let work = d.path().join(format!("work-{name}"));
+        fs::create_dir_all(&work).unwrap();
+        let e = localize(&work, WORK_DIR_KEY, &archive_res(&a)).unwrap_err();
+        assert!(e.is_localization(), "{name}");
+        assert!(e.to_string().contains(why), "{name}: {e}");
+        assert!(fs::read_dir(&outside).unwrap().next().is_none(), "{name}");
+    }
+    assert!(!Path::new("/tmp/spindle-evil").exists());
 }
