@@ -1,8 +1,9 @@
 //! Submitting this binary as an application's AM and following it to the end: one launcher
 //! for the distributed shell and `spindle train`, which differ only in what [`AmLaunch`] holds.
 
+use std::future::Future;
 use std::path::Path;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use spindle_common::ids::ApplicationId;
 use spindle_common::records::cluster::{
@@ -12,7 +13,10 @@ use spindle_common::records::cluster::{
 use spindle_common::records::resource::ResourceInfo;
 use spindle_common::resource::Resource;
 
+use spindle_common::states::YarnApplicationState;
+
 use crate::dshell::client::{follow_application, DsClientError, DsOutcome, POLL_INTERVAL};
+use crate::follow::{self, AppKind, FollowEnd, FollowOptions};
 use crate::rm_client::RmClient;
 
 /// One application whose AM is this binary, shipped as local resource `am_resource_key` and
@@ -130,6 +134,100 @@ pub async fn run_client(
     exe: &Path,
     out: &mut (dyn FnMut(&str) + Send),
 ) -> Result<DsOutcome, DsClientError> {
+    let app_id = submit(rm, launch, exe, out).await?;
+    Ok(follow_application(rm, &app_id, POLL_INTERVAL, launch.timeout, out).await?)
+}
+
+/// How the client stays with the application it submitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Watch {
+    /// Stream rank 0's (the distributed shell's first container's) stdout and stderr.
+    pub follow: bool,
+    /// Return once the RM has accepted the application, leaving it running.
+    pub detach: bool,
+}
+
+/// How [`run_client_watched`] ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientEnd {
+    /// The application reached a final state.
+    Finished(DsOutcome),
+    /// `--detach`: the application was accepted and is left running; `state` is what the RM
+    /// said last.
+    Detached {
+        app_id: ApplicationId,
+        state: YarnApplicationState,
+    },
+    /// The client was interrupted and asked the RM to kill the application; `state` is the
+    /// final state the RM reported (None if it did not in time).
+    Interrupted {
+        app_id: ApplicationId,
+        state: Option<YarnApplicationState>,
+    },
+}
+
+/// How long a detaching client waits for the RM to accept the application.
+pub const ACCEPT_WAIT: Duration = Duration::from_secs(10);
+
+/// Submits the application, then: with `watch.detach`, returns once the RM has accepted it;
+/// else follows it to a final state ([`crate::follow`]: waiting reasons, progress, with
+/// `watch.follow` rank 0's output, the exit summary), killing it if `interrupt` completes
+/// first (the CLI's Ctrl-C).
+pub async fn run_client_watched<I: Future<Output = ()>>(
+    rm: &RmClient,
+    launch: &AmLaunch<'_>,
+    exe: &Path,
+    watch: Watch,
+    interrupt: I,
+    out: &mut (dyn FnMut(&str) + Send),
+) -> Result<ClientEnd, DsClientError> {
+    let app_id = submit(rm, launch, exe, out).await?;
+    if watch.detach {
+        let state = accepted_state(rm, &app_id).await?;
+        return Ok(ClientEnd::Detached { app_id, state });
+    }
+    let opts = FollowOptions {
+        kind: AppKind::of_type(launch.application_type),
+        logs: watch.follow,
+        timeout: launch.timeout,
+    };
+    Ok(
+        match follow::follow(rm, &app_id, &opts, interrupt, out).await? {
+            FollowEnd::Finished(o) => ClientEnd::Finished(o),
+            FollowEnd::Interrupted { app_id, state } => ClientEnd::Interrupted { app_id, state },
+        },
+    )
+}
+
+/// The application's state once the RM has accepted it (ACCEPTED or later), or what it is
+/// after [`ACCEPT_WAIT`].
+async fn accepted_state(
+    rm: &RmClient,
+    app_id: &ApplicationId,
+) -> Result<YarnApplicationState, DsClientError> {
+    let start = Instant::now();
+    loop {
+        let s = rm.app_state(app_id).await?;
+        let waiting = matches!(
+            s,
+            YarnApplicationState::NEW
+                | YarnApplicationState::NEW_SAVING
+                | YarnApplicationState::SUBMITTED
+        );
+        if !waiting || start.elapsed() >= ACCEPT_WAIT {
+            return Ok(s);
+        }
+        tokio::time::sleep(follow::POLL_INTERVAL).await;
+    }
+}
+
+/// Checks the asks against the cluster's maximum container, submits, and says so.
+async fn submit(
+    rm: &RmClient,
+    launch: &AmLaunch<'_>,
+    exe: &Path,
+    out: &mut (dyn FnMut(&str) + Send),
+) -> Result<ApplicationId, DsClientError> {
     let new_app = rm.new_application().await?;
     let app_id = new_app.application_id;
     let max = new_app.maximum_resource_capability.to_resource();
@@ -145,7 +243,7 @@ pub async fn run_client(
         launch.submitted_detail,
         rm.address()
     ));
-    Ok(follow_application(rm, &app_id, POLL_INTERVAL, launch.timeout, out).await?)
+    Ok(app_id)
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@
 //! - ready AMs: [`dshell`] (YARN's distributed shell, client and AM) and [`train`] (the
 //!   distributed-training launcher: a gang of workers with torchrun's rank environment);
 //! - [`launch`]: what those two clients share, submitting this binary as the AM and
-//!   following the application to its end;
+//!   following the application to its end ([`follow`]: waiting reasons, progress, rank 0's
+//!   output, the exit summary; Ctrl-C kills the application);
 //! - [`placement`]: YARN distributed shell's `--placement_spec` text (allocation tags and
 //!   placement constraints);
 //!
@@ -28,6 +29,7 @@ pub mod am_client;
 pub mod amrm;
 pub mod dshell;
 pub mod error;
+pub mod follow;
 pub mod gang;
 mod http;
 pub mod launch;

@@ -89,22 +89,67 @@ pub async fn find(dirs: &[PathBuf], name: &str) -> Option<PathBuf> {
     None
 }
 
+/// Which bytes of a log file to serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Selection {
+    /// The whole file.
+    #[default]
+    Whole,
+    /// YARN's `size`: positive is the first `size` bytes, negative the last `|size|` bytes,
+    /// 0 the whole file.
+    Size(i64),
+    /// YARN's log page `start`/`end`: the bytes from offset `start` (default 0) up to, not
+    /// including, offset `end` (default the file's length); a negative offset counts from the
+    /// end. A client following a growing file asks for `start` = the bytes it already has.
+    Range {
+        start: Option<i64>,
+        end: Option<i64>,
+    },
+}
+
+impl Selection {
+    /// `(offset, count)` of the selected bytes in a file of `len` bytes.
+    pub fn bytes(self, len: u64) -> (u64, u64) {
+        let at = |v: i64| {
+            if v >= 0 {
+                v.unsigned_abs().min(len)
+            } else {
+                len - v.unsigned_abs().min(len)
+            }
+        };
+        match self {
+            Self::Size(n) if n > 0 => (0, n.unsigned_abs().min(len)),
+            Self::Size(n) if n < 0 => {
+                let want = n.unsigned_abs().min(len);
+                (len - want, want)
+            }
+            Self::Size(_) | Self::Whole => (0, len),
+            Self::Range { start, end } => {
+                let from = start.map_or(0, at);
+                let to = end.map_or(len, at);
+                (from, to.saturating_sub(from))
+            }
+        }
+    }
+}
+
 /// Streams a log file. `size` as in YARN: positive is the first `size` bytes, negative the
 /// last `|size|` bytes, absent (or 0) the whole file.
 pub async fn open(
     path: &Path,
     size: Option<i64>,
 ) -> std::io::Result<impl Stream<Item = std::io::Result<Bytes>> + Send + 'static> {
+    open_selection(path, size.map_or(Selection::Whole, Selection::Size)).await
+}
+
+/// Streams the selected bytes of a log file.
+pub async fn open_selection(
+    path: &Path,
+    selection: Selection,
+) -> std::io::Result<impl Stream<Item = std::io::Result<Bytes>> + Send + 'static> {
     let mut file = tokio::fs::File::open(path).await?;
     let len = file.metadata().await?.len();
-    let (start, count) = match size {
-        Some(n) if n > 0 => (0, (n as u64).min(len)),
-        Some(n) if n < 0 => {
-            let want = n.unsigned_abs().min(len);
-            (len - want, want)
-        }
-        _ => (0, len),
-    };
+    let (start, count) = selection.bytes(len);
     file.seek(SeekFrom::Start(start)).await?;
     Ok(futures::stream::unfold(
         (file, count),
@@ -222,5 +267,51 @@ mod tests {
         assert_eq!(read_all(&p, Some(3)).await, "012");
         assert_eq!(read_all(&p, Some(-3)).await, "789");
         assert_eq!(read_all(&p, Some(-300)).await, "0123456789");
+    }
+
+    #[test]
+    fn selections() {
+        let r = |start, end| Selection::Range { start, end };
+        assert_eq!(Selection::Whole.bytes(10), (0, 10));
+        assert_eq!(Selection::Size(3).bytes(10), (0, 3));
+        assert_eq!(Selection::Size(-3).bytes(10), (7, 3));
+        assert_eq!(Selection::Size(0).bytes(10), (0, 10));
+        assert_eq!(r(Some(4), None).bytes(10), (4, 6));
+        assert_eq!(r(Some(10), None).bytes(10), (10, 0));
+        assert_eq!(r(Some(25), None).bytes(10), (10, 0));
+        assert_eq!(r(Some(2), Some(5)).bytes(10), (2, 3));
+        assert_eq!(r(Some(5), Some(2)).bytes(10), (5, 0));
+        assert_eq!(r(Some(-4), None).bytes(10), (6, 4));
+        assert_eq!(r(None, Some(-4)).bytes(10), (0, 6));
+        assert_eq!(r(Some(-40), Some(40)).bytes(10), (0, 10));
+    }
+
+    #[tokio::test]
+    async fn a_growing_file_is_read_from_an_offset() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("stdout");
+        std::fs::write(&p, "one\n").unwrap();
+        let path = p.as_path();
+        let read = |start| async move {
+            let s = open_selection(
+                path,
+                Selection::Range {
+                    start: Some(start),
+                    end: None,
+                },
+            )
+            .await
+            .unwrap();
+            let chunks: Vec<_> = s.collect().await;
+            chunks
+                .into_iter()
+                .flat_map(|c| c.unwrap().to_vec())
+                .collect::<Vec<u8>>()
+        };
+        let first = read(0).await;
+        assert_eq!(first, b"one\n");
+        std::fs::write(&p, "one\ntwo\n").unwrap();
+        assert_eq!(read(first.len() as i64).await, b"two\n");
+        assert!(read(8).await.is_empty());
     }
 }

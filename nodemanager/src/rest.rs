@@ -601,9 +601,40 @@ async fn log_list(
 struct LogQuery {
     size: Option<String>,
     format: Option<String>,
+    /// YARN's log page `start`/`end` byte offsets (negative: from the end).
+    start: Option<String>,
+    end: Option<String>,
 }
 
-/// Streams one log file: text/plain, or octet-stream with `?format=octet-stream`.
+/// A byte count or offset parameter, if given (an empty value is absent).
+fn byte_param(name: &str, v: Option<&str>) -> Result<Option<i64>, ApiError> {
+    match v.map(str::trim).filter(|v| !v.is_empty()) {
+        Some(v) => v.parse::<i64>().map(Some).map_err(|_| {
+            ApiError::bad_request(format!(
+                "Invalid {name} {v}: expected a whole number of bytes"
+            ))
+        }),
+        None => Ok(None),
+    }
+}
+
+/// Which bytes `size`, `start` and `end` ask for; `size` with `start` or `end` is refused.
+fn log_selection(q: &LogQuery) -> Result<logs::Selection, ApiError> {
+    let size = byte_param("size", q.size.as_deref())?;
+    let start = byte_param("start", q.start.as_deref())?;
+    let end = byte_param("end", q.end.as_deref())?;
+    match (size, start, end) {
+        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Err(ApiError::bad_request(
+            "size cannot be combined with start or end: give either size or start/end",
+        )),
+        (Some(n), None, None) => Ok(logs::Selection::Size(n)),
+        (None, None, None) => Ok(logs::Selection::Whole),
+        (None, start, end) => Ok(logs::Selection::Range { start, end }),
+    }
+}
+
+/// Streams one log file (all of it, `?size=`, or `?start=`/`?end=` byte offsets): text/plain,
+/// or octet-stream with `?format=octet-stream`.
 async fn serve_log(
     s: &RestState,
     cid: &str,
@@ -616,19 +647,12 @@ async fn serve_log(
             "Invalid log file name: {name}"
         )));
     }
-    let size = match q.size.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
-        Some(v) => Some(v.parse::<i64>().map_err(|_| {
-            ApiError::bad_request(format!(
-                "Invalid size {v}: expected a whole number of bytes"
-            ))
-        })?),
-        None => None,
-    };
+    let selection = log_selection(q)?;
     let dirs = logs::container_log_dirs(&s.0.log_roots, &id);
     let path = logs::find(&dirs, name)
         .await
         .ok_or_else(|| ApiError::not_found(MISSING_LOG))?;
-    let stream = logs::open(&path, size)
+    let stream = logs::open_selection(&path, selection)
         .await
         .map_err(|e| ApiError::not_found(format!("{MISSING_LOG} {e}")))?;
     let content_type = match q.format.as_deref() {
@@ -714,6 +738,40 @@ fn html_escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_byte_selections() {
+        let q = |size: Option<&str>, start: Option<&str>, end: Option<&str>| LogQuery {
+            size: size.map(str::to_string),
+            format: None,
+            start: start.map(str::to_string),
+            end: end.map(str::to_string),
+        };
+        assert_eq!(
+            log_selection(&q(None, None, None)).unwrap(),
+            logs::Selection::Whole
+        );
+        assert_eq!(
+            log_selection(&q(Some("-5"), None, None)).unwrap(),
+            logs::Selection::Size(-5)
+        );
+        assert_eq!(
+            log_selection(&q(None, Some("12"), Some(""))).unwrap(),
+            logs::Selection::Range {
+                start: Some(12),
+                end: None
+            }
+        );
+        for bad in [
+            q(Some("1"), Some("2"), None),
+            q(Some("1"), None, Some("2")),
+            q(None, Some("x"), None),
+            q(None, None, Some("1.5")),
+        ] {
+            let e = log_selection(&bad).unwrap_err();
+            assert_eq!(e.kind.status(), 400, "{bad:?}");
+        }
+    }
 
     #[test]
     fn errors_are_remote_exceptions() {

@@ -339,6 +339,7 @@ impl Attempt<'_> {
                 ));
             }
         }
+        super::status::held(self.number, &ranks);
         if let Some(failure) = self.start_all(&ranks, n, &master_addr, port, out).await {
             return Ok(AttemptEnd::WorkerFailed(failure));
         }
@@ -443,6 +444,7 @@ impl Attempt<'_> {
         out: &mut (dyn FnMut(&str) + Send),
     ) -> Result<AttemptEnd, AmError> {
         let mut ranks: Vec<RankInfo> = ranks.to_vec();
+        super::status::running(self.number, &ranks);
         let mut n = ranks.len() as u32;
         let mut current: BTreeMap<ContainerId, RankInfo> =
             ranks.iter().map(|r| (r.container.id, r.clone())).collect();
@@ -576,6 +578,7 @@ impl Attempt<'_> {
             }
             let mut failure = None;
             for s in &ev.completed {
+                super::status::ended(s);
                 let Some(r) = current.get(&s.container_id) else {
                     tracing::info!(container = %s.container_id, exit_status = s.exit_status,
                         "a container of an earlier attempt or size completed");
@@ -647,6 +650,7 @@ impl Attempt<'_> {
                 match self.resize(amrm, &ranks, rs, &mut checkpoints, out).await {
                     Ok(new_ranks) => {
                         ranks = new_ranks;
+                        super::status::running(self.number, &ranks);
                         n = ranks.len() as u32;
                         current = ranks.iter().map(|r| (r.container.id, r.clone())).collect();
                         done.clear();

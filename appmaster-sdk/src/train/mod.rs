@@ -20,6 +20,7 @@
 pub mod am;
 pub mod checkpoint;
 pub mod client;
+pub mod status;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

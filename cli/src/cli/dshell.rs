@@ -46,8 +46,17 @@ usage: spindle distributed-shell --shell-command CMD [options]
                                 OR(c:c)); -num_containers is then ignored
   -node_label_expression EXPR   run the containers in this partition (node label); also the
                                 application's label expression
+  --follow, --no-follow         stream the first container's stdout and stderr as they are
+                                written, each line prefixed [task 0 stdout] (default: follow
+                                when stdout is a terminal)
+  --detach                      return once the application is accepted, printing its id and
+                                the commands to follow it, kill it and fetch its logs;
+                                without it, Ctrl-C kills the application
   --rm-address HOST:PORT, --conf-dir DIR
-Exit status 0 only if the application FINISHED with SUCCEEDED, 2 if it did not.";
+The client prints why the application waits (once per change), its containers' progress,
+and at the end each container's node, state and exit status.
+Exit status 0 only if the application FINISHED with SUCCEEDED, 2 if it did not, 130 if
+interrupted (the application is killed).";
 
 const OPTS: &[Opt] = &[
     Opt::one("num_containers", &[]),
@@ -69,6 +78,9 @@ const OPTS: &[Opt] = &[
     Opt::one("no_progress_timeout_ms", &[]),
     Opt::one("placement_spec", &[]),
     Opt::one("node_label_expression", &[]),
+    Opt::flag("follow", &[]),
+    Opt::flag("no_follow", &[]),
+    Opt::flag("detach", &[]),
 ];
 
 /// A resource list over the defaults: `yarn.io/gpu=1` alone keeps the default memory and

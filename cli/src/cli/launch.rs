@@ -1,16 +1,18 @@
 //! The command-line side of [`spindle_appmaster_sdk::launch`], shared by `distributed-shell` and `train` and
 //! their AMs: the application options, running the client, and an AM's clients and exit.
 
+use std::io::IsTerminal;
 use std::time::Duration;
 
 use anyhow::Context;
 use spindle_common::records::resource::parse_resource_list;
 use spindle_common::resource::Resource;
+use tokio::signal::unix::{signal, SignalKind};
 
 use super::args::{Parsed, UsageError};
 use super::{rm_client, EXIT_APP_FAILED, EXIT_OK};
 use spindle_appmaster_sdk::amrm::AmRmClient;
-use spindle_appmaster_sdk::launch::AmLaunch;
+use spindle_appmaster_sdk::launch::{AmLaunch, ClientEnd, Watch};
 use spindle_appmaster_sdk::nm_client::NmClient;
 use spindle_appmaster_sdk::AmClient;
 
@@ -75,20 +77,114 @@ pub(super) fn exit_status(succeeded: bool) -> u8 {
     }
 }
 
-/// Submits `launch` to the RM of the command line, follows it, and tells the exit status;
-/// `what` names the application in the error.
+/// The exit status of a client whose application the user interrupted (Ctrl-C): the
+/// shell's 128 + SIGINT.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// The usage lines of `--follow`, `--no-follow` and `--detach`, as in both commands' usage.
+pub(super) const WATCH_USAGE: &str = "\
+  --follow, --no-follow         stream rank 0's stdout and stderr (the distributed shell's
+                                first container's) as they are written, each line prefixed
+                                [rank 0 stdout] (default: follow when stdout is a terminal)
+  --detach                      return once the application is accepted, printing its id and
+                                the commands to follow it, kill it and fetch its logs;
+                                without it, Ctrl-C kills the application";
+
+/// `--follow` / `--no-follow` (default: whether stdout is a terminal) and `--detach`.
+pub(super) fn watch_options(p: &Parsed) -> Result<Watch, UsageError> {
+    let detach = p.has("detach");
+    let follow = match (p.has("follow"), p.has("no_follow")) {
+        (true, true) => {
+            return Err(UsageError::Other(
+                "--follow and --no-follow exclude each other".into(),
+            ))
+        }
+        (true, false) if detach => {
+            return Err(UsageError::Other(
+                "--follow and --detach exclude each other: a detached client does not stay".into(),
+            ))
+        }
+        (true, false) => true,
+        (false, true) => false,
+        (false, false) => !detach && std::io::stdout().is_terminal(),
+    };
+    Ok(Watch { follow, detach })
+}
+
+/// A command-line word as a POSIX shell reads it back: quoted when it has to be.
+fn shell_word(w: &str) -> String {
+    let plain = !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c));
+    if plain {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
+/// What a detached client prints: the id, and the commands (with this command line's
+/// `--rm-address` and `--conf-dir`) to follow the application, kill it and fetch its logs.
+pub(super) fn detached_lines(p: &Parsed, app_id: &str, state: &str) -> Vec<String> {
+    let mut common = String::new();
+    for opt in ["rm-address", "conf-dir"] {
+        if let Some(v) = p.value(opt) {
+            common.push_str(&format!(" --{opt} {}", shell_word(v)));
+        }
+    }
+    vec![
+        format!("Application {app_id} is {state}; detached, it keeps running."),
+        format!("  Follow it:       spindle application -status {app_id}{common}"),
+        format!("  Kill it:         spindle application -kill {app_id}{common}"),
+        format!("  Fetch its logs:  spindle logs -applicationId {app_id}{common}"),
+    ]
+}
+
+/// Submits `launch` to the RM of the command line, follows it (or detaches), and tells the
+/// exit status; `what` names the application in the error. SIGINT (Ctrl-C) kills the
+/// application unless `--detach` was given.
 pub(super) async fn run_client(
     p: &Parsed,
     launch: &AmLaunch<'_>,
     what: &str,
 ) -> anyhow::Result<u8> {
+    let watch = watch_options(p).map_err(|e| super::usage_error(e, WATCH_USAGE))?;
     let rm = rm_client(p)?;
     let exe = current_exe()?;
-    let outcome =
-        spindle_appmaster_sdk::launch::run_client(&rm, launch, &exe, &mut |l| say!("{l}"))
-            .await
-            .with_context(|| format!("{what} against {} failed", rm.address()))?;
-    Ok(exit_status(outcome.succeeded()))
+    // Caught from here on, so that a Ctrl-C during the submission still kills what it
+    // submitted; a detached client keeps the default (it ends at once).
+    let mut sigint = match watch.detach {
+        true => None,
+        false => Some(signal(SignalKind::interrupt()).context("cannot catch SIGINT")?),
+    };
+    let interrupt = async move {
+        match sigint.as_mut() {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    let end = spindle_appmaster_sdk::launch::run_client_watched(
+        &rm,
+        launch,
+        &exe,
+        watch,
+        interrupt,
+        &mut |l| say!("{l}"),
+    )
+    .await
+    .with_context(|| format!("{what} against {} failed", rm.address()))?;
+    Ok(match end {
+        ClientEnd::Finished(outcome) => exit_status(outcome.succeeded()),
+        ClientEnd::Detached { app_id, state } => {
+            for l in detached_lines(p, &app_id.to_string(), state.as_str()) {
+                say!("{l}");
+            }
+            EXIT_OK
+        }
+        ClientEnd::Interrupted { .. } => EXIT_INTERRUPTED,
+    })
 }
 
 /// An AM command takes its parameters from the environment: `args` are only warned about.
@@ -110,4 +206,79 @@ pub(super) fn am_clients() -> anyhow::Result<(AmRmClient, NmClient, String)> {
         .unwrap_or_else(|| "localhost".into());
     let nm = NmClient::new()?;
     Ok((AmRmClient::new(client), nm, host))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::args::{parse, Opt};
+    use super::*;
+
+    fn parsed(a: &[&str]) -> Parsed {
+        let opts = [
+            Opt::flag("follow", &[]),
+            Opt::flag("no_follow", &[]),
+            Opt::flag("detach", &[]),
+            Opt::one("rm-address", &[]),
+            Opt::one("conf-dir", &[]),
+        ];
+        let args: Vec<String> = a.iter().map(|s| s.to_string()).collect();
+        parse(&args, &opts).expect("parses")
+    }
+
+    #[test]
+    fn follow_and_detach_flags() {
+        let w = |a: &[&str]| watch_options(&parsed(a));
+        assert_eq!(
+            w(&["--follow"]).unwrap(),
+            Watch {
+                follow: true,
+                detach: false
+            }
+        );
+        assert_eq!(
+            w(&["--no-follow"]).unwrap(),
+            Watch {
+                follow: false,
+                detach: false
+            }
+        );
+        assert_eq!(
+            w(&["-detach"]).unwrap(),
+            Watch {
+                follow: false,
+                detach: true
+            }
+        );
+        assert_eq!(
+            w(&["--detach", "--no-follow"]).unwrap(),
+            Watch {
+                follow: false,
+                detach: true
+            }
+        );
+        assert!(w(&["--follow", "--no-follow"]).is_err());
+        assert!(w(&["--follow", "--detach"]).is_err());
+    }
+
+    #[test]
+    fn detached_lines_name_the_commands() {
+        let p = parsed(&["--rm-address", "rm:8088", "--conf-dir", "/etc/my conf"]);
+        let l = detached_lines(&p, "application_1_0001", "ACCEPTED");
+        assert_eq!(
+            l[0],
+            "Application application_1_0001 is ACCEPTED; detached, it keeps running."
+        );
+        assert_eq!(
+            l[2],
+            "  Kill it:         spindle application -kill application_1_0001 \
+             --rm-address rm:8088 --conf-dir '/etc/my conf'"
+        );
+        let l = detached_lines(&parsed(&[]), "application_1_0001", "RUNNING");
+        assert_eq!(
+            l[3],
+            "  Fetch its logs:  spindle logs -applicationId application_1_0001"
+        );
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
 }

@@ -59,8 +59,17 @@ there); the gang is then asked for again and resumes from the checkpoint (no res
   --master-memory MB            AM memory (default 512)
   --master-vcores N             AM vcores (default 1)
   --timeout-ms MS               kill the application if it has not finished after MS
+  --follow, --no-follow         stream rank 0's stdout and stderr as they are written, each
+                                line prefixed [rank 0 stdout] (default: follow when stdout
+                                is a terminal)
+  --detach                      return once the application is accepted, printing its id and
+                                the commands to follow it, kill it and fetch its logs;
+                                without it, Ctrl-C kills the application
   --rm-address HOST:PORT, --conf-dir DIR
-Exit status 0 only if the application FINISHED with SUCCEEDED, 2 if it did not.";
+The client prints why the gang waits (once per change), its progress (granted, held,
+running), and at the end each rank's container, node, state and exit status.
+Exit status 0 only if the application FINISHED with SUCCEEDED, 2 if it did not, 130 if
+interrupted (the application is killed).";
 
 const OPTS: &[Opt] = &[
     Opt::one("workers", &["num_workers", "nproc"]),
@@ -83,6 +92,9 @@ const OPTS: &[Opt] = &[
     Opt::one("master_memory", &[]),
     Opt::one("master_vcores", &[]),
     Opt::one("timeout_ms", &["timeout"]),
+    Opt::flag("follow", &[]),
+    Opt::flag("no_follow", &[]),
+    Opt::flag("detach", &[]),
 ];
 
 /// The options of `spindle train` (the command is the positional words, after `--`).
