@@ -5,6 +5,12 @@
 //! String defaults may contain `${...}`: [`super::Configuration::get_string`] expands them,
 //! and a `${key}` reference to an unset key resolves to its entry in [`DEFAULTS`], as it
 //! would in Hadoop where the `*-default.xml` files are loaded first.
+//!
+//! This file is also the list of keys Spindle knows ([`super::known`] reads it): every
+//! `pub const NAME: &str = "...";` whose name does not start with `DEFAULT_` or end with
+//! `_PREFIX` is a key, and `CS_QUEUE_*` are per-queue capacity-scheduler properties. A key
+//! added here is known (not reported as a typo) with nothing else to change; spell it as a
+//! string literal on the constant itself.
 
 // ---- Hadoop core ---------------------------------------------------------------------
 
@@ -63,6 +69,17 @@ pub const DEFAULT_RM_AM_MAX_ATTEMPTS: i64 = 2;
 /// How many finished applications the RM keeps in memory (and in its store).
 pub const RM_MAX_COMPLETED_APPLICATIONS: &str = "yarn.resourcemanager.max-completed-applications";
 pub const DEFAULT_RM_MAX_COMPLETED_APPLICATIONS: i64 = 1000;
+/// File of the hosts allowed to join (one `host` or `host:port` a line); unset or empty
+/// file: every host. Read at start and by `rmadmin -refreshNodes`.
+pub const RM_NODES_INCLUDE_PATH: &str = "yarn.resourcemanager.nodes.include-path";
+/// File of the hosts to decommission (`rmadmin -refreshNodes`); plain text or YARN's XML
+/// `<hosts><host><name>..</name><timeout>..</timeout></host></hosts>`.
+pub const RM_NODES_EXCLUDE_PATH: &str = "yarn.resourcemanager.nodes.exclude-path";
+/// A graceful decommission's timeout when `-refreshNodes -g` names none (seconds;
+/// negative: no timeout).
+pub const RM_NM_GRACEFUL_DECOMMISSION_TIMEOUT_SECS: &str =
+    "yarn.resourcemanager.nodemanager-graceful-decommission-timeout-secs";
+pub const DEFAULT_RM_NM_GRACEFUL_DECOMMISSION_TIMEOUT_SECS: i64 = 3600;
 /// Name of the cluster (Hadoop uses it for RM HA; it has no default there). Spindle reads it
 /// with the default `spindle` and uses it nowhere yet.
 pub const RM_CLUSTER_ID: &str = "yarn.resourcemanager.cluster-id";
@@ -281,6 +298,12 @@ pub const DEFAULT_CS_QUEUE_PRIORITY: i32 = 0;
 /// Whether the children of a queue with a nonzero capacity may sum to 0.
 pub const CS_QUEUE_ALLOW_ZERO_CAPACITY_SUM: &str = "allow-zero-capacity-sum";
 pub const DEFAULT_CS_QUEUE_ALLOW_ZERO_CAPACITY_SUM: bool = false;
+/// The labelled partitions the queue may use (`*`, a comma list, blank for none); unset
+/// inherits. Also the prefix of `accessible-node-labels.<label>.capacity` and
+/// `.maximum-capacity`.
+pub const CS_QUEUE_ACCESSIBLE_NODE_LABELS: &str = "accessible-node-labels";
+/// The partition of the queue's asks (and applications) that name none.
+pub const CS_QUEUE_DEFAULT_NODE_LABEL_EXPRESSION: &str = "default-node-label-expression";
 
 // ---- Resource types (resource-types.xml, node-resources.xml) ---------------------------
 
@@ -553,6 +576,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     (RM_CONTAINER_ALLOCATION_EXPIRY_MS, "600000"),
     (RM_AM_MAX_ATTEMPTS, "2"),
     (RM_MAX_COMPLETED_APPLICATIONS, "1000"),
+    (RM_NM_GRACEFUL_DECOMMISSION_TIMEOUT_SECS, "3600"),
     (
         SPINDLE_RM_STATE_STORE_PATH,
         DEFAULT_SPINDLE_RM_STATE_STORE_PATH,

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 mod expand;
 pub mod keys;
+pub mod known;
 pub mod value;
 mod xml;
 
@@ -482,5 +483,30 @@ impl Configuration {
             ))
             .map(|(k, _)| k.as_str())
             .take_while(move |k| k.starts_with(prefix))
+    }
+}
+
+impl Configuration {
+    /// The keys defined here that Spindle does not know (see [`known`]): each with where it
+    /// was defined and the closest known key, in file and line order. Keys of other Hadoop
+    /// components and of YARN features Spindle does not implement are not listed. The
+    /// daemons log these as warnings at start and on `refreshQueues`.
+    pub fn unknown_keys(&self) -> Vec<known::UnknownKey> {
+        let mut out: Vec<known::UnknownKey> = self
+            .props
+            .iter()
+            .filter_map(|(name, p)| match known::key_status(name) {
+                known::KeyStatus::Unknown { suggestion } => Some(known::UnknownKey {
+                    name: name.clone(),
+                    source: p.source.clone(),
+                    suggestion,
+                }),
+                known::KeyStatus::Known | known::KeyStatus::Ignored => None,
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            (&a.source.file, a.source.line, &a.name).cmp(&(&b.source.file, b.source.line, &b.name))
+        });
+        out
     }
 }

@@ -1111,3 +1111,292 @@ proptest! {
         exercise(&c);
     }
 }
+
+// ---- known keys and suggestions ---------------------------------------------------------
+
+mod known_keys {
+    use super::super::known::{self, key_status, queue_property_status, KeyStatus};
+    use super::*;
+
+    fn suggests(name: &str) -> Option<String> {
+        match key_status(name) {
+            KeyStatus::Unknown { suggestion } => suggestion,
+            other => panic!("{name}: expected unknown, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_catalogue_is_read_from_keys_rs() {
+        let all: Vec<&str> = known::known_keys().collect();
+        for k in [
+            keys::HADOOP_TMP_DIR,
+            keys::SCHEDULER_MAX_ALLOCATION_MB,
+            keys::CS_MAXIMUM_AM_RESOURCE_PERCENT,
+            keys::PREEMPTION_INTRA_QUEUE_ENABLED,
+            keys::SPINDLE_NM_CGROUPS_DEVICE_ISOLATION,
+            keys::NM_NODE_ATTRIBUTES_PROVIDER_FETCH_TIMEOUT_MS,
+            keys::RESOURCE_TYPES,
+        ] {
+            assert!(all.contains(&k), "{k} not read from keys.rs");
+            assert_eq!(key_status(k), KeyStatus::Known, "{k}");
+        }
+        // Every key with a built-in default is a key Spindle knows.
+        for (k, _) in keys::DEFAULTS {
+            assert_eq!(key_status(k), KeyStatus::Known, "{k}");
+        }
+        // Defaults, prefixes and per-queue suffixes are not full keys.
+        for not_a_key in [
+            keys::DEFAULT_CS_RESOURCE_CALCULATOR,
+            keys::CAPACITY_SCHEDULER_PREFIX,
+            keys::PREEMPTION_PREFIX,
+            keys::CS_QUEUE_CAPACITY,
+        ] {
+            assert!(!all.contains(&not_a_key), "{not_a_key}");
+        }
+        assert!(all.len() > 100, "only {} keys read", all.len());
+        let props: Vec<&str> = known::known_queue_properties().collect();
+        for p in [
+            keys::CS_QUEUE_QUEUES,
+            keys::CS_QUEUE_MAXIMUM_CAPACITY,
+            keys::CS_QUEUE_LAS_THRESHOLDS,
+            keys::CS_QUEUE_INTRA_QUEUE_DISABLE_PREEMPTION,
+            keys::CS_QUEUE_ACCESSIBLE_NODE_LABELS,
+            keys::CS_QUEUE_DEFAULT_NODE_LABEL_EXPRESSION,
+        ] {
+            assert!(props.contains(&p), "{p}");
+        }
+        assert!(props.iter().all(|p| !p.starts_with("yarn.")), "{props:?}");
+    }
+
+    #[test]
+    fn distance_counts_edits_and_transpositions() {
+        assert_eq!(known::distance("", ""), 0);
+        assert_eq!(known::distance("abc", ""), 3);
+        assert_eq!(known::distance("kitten", "sitting"), 3);
+        assert_eq!(known::distance("capacity", "capcaity"), 1);
+        assert_eq!(known::distance("maximum-capacty", "maximum-capacity"), 1);
+    }
+
+    #[test]
+    fn a_typo_gets_the_closest_known_key() {
+        let cases = [
+            (
+                "yarn.schedular.maximum-allocation-mb",
+                "yarn.scheduler.maximum-allocation-mb",
+            ),
+            (
+                "yarn.scheduler.capacity.root.a.maximum-capacty",
+                "yarn.scheduler.capacity.root.a.maximum-capacity",
+            ),
+            (
+                "yarn.scheduler.capacity.root.a.b.ordering-policy.las.treshold",
+                "yarn.scheduler.capacity.root.a.b.ordering-policy.las.thresholds",
+            ),
+            (
+                "yarn.scheduler.capacity.root.queue",
+                "yarn.scheduler.capacity.root.queues",
+            ),
+            (
+                "yarn.scheduler.capacity.root.gpu.accessible-node-labels.h100.capacty",
+                "yarn.scheduler.capacity.root.gpu.accessible-node-labels.h100.capacity",
+            ),
+            (
+                "yarn.scheduler.capacity.maximum-am-resource-percnt",
+                "yarn.scheduler.capacity.maximum-am-resource-percent",
+            ),
+            (
+                "yarn.scheduler.capacity.user.bob.max-parallel-app",
+                "yarn.scheduler.capacity.user.bob.max-parallel-apps",
+            ),
+            (
+                "yarn.resource-types.yarn.io/gpu.maximum-allocaton",
+                "yarn.resource-types.yarn.io/gpu.maximum-allocation",
+            ),
+            (
+                "yarn.nodemanager.resource.memory_mb",
+                "yarn.nodemanager.resource.memory-mb",
+            ),
+            (
+                "spindle.elastic.resize-intervall-ms",
+                "spindle.elastic.resize-interval-ms",
+            ),
+            // A typo inside an ignored family or another component's namespace still
+            // reports when it is one or two edits from a known key.
+            ("yarn.nodemanager.local-dir", "yarn.nodemanager.local-dirs"),
+            (
+                "yarn.resourcemanager.webapp.adress",
+                "yarn.resourcemanager.webapp.address",
+            ),
+            ("hadoop.tmp.dri", "hadoop.tmp.dir"),
+        ];
+        for (typo, want) in cases {
+            assert_eq!(suggests(typo).as_deref(), Some(want), "{typo}");
+        }
+        // Nothing close: unknown, without a guess.
+        assert_eq!(suggests("yarn.frobnicate.everything"), None);
+        assert_eq!(suggests("spindle.nonsense"), None);
+        assert_eq!(
+            suggests("yarn.scheduler.capacity.root.a.zzzzzzzzzzzz"),
+            None
+        );
+    }
+
+    #[test]
+    fn shapes_are_known() {
+        for k in [
+            "yarn.scheduler.capacity.root.queues",
+            "yarn.scheduler.capacity.root.a.b.c.capacity",
+            "yarn.scheduler.capacity.root.capacity.capacity",
+            "yarn.scheduler.capacity.root.gpu.accessible-node-labels",
+            "yarn.scheduler.capacity.root.gpu.accessible-node-labels.h100.maximum-capacity",
+            "yarn.scheduler.capacity.root.a.ordering-policy.las.promotion-factor",
+            "yarn.scheduler.capacity.user.max-parallel-apps",
+            "yarn.scheduler.capacity.user.alice.max-parallel-apps",
+            "yarn.resource-types.yarn.io/gpu.units",
+            "yarn.resource-types.license.minimum-allocation",
+            "yarn.nodemanager.resource-type.yarn.io/gpu",
+        ] {
+            assert_eq!(key_status(k), KeyStatus::Known, "{k}");
+        }
+    }
+
+    #[test]
+    fn other_components_and_unimplemented_yarn_features_are_silent() {
+        for k in [
+            "fs.defaultFS",
+            "mapreduce.framework.name",
+            "hadoop.security.authentication",
+            "dfs.replication",
+            "yarn.nodemanager.aux-services",
+            "yarn.nodemanager.aux-services.mapreduce_shuffle.class",
+            "yarn.log-aggregation-enable",
+            "yarn.timeline-service.enabled",
+            "yarn.resourcemanager.ha.enabled",
+            "yarn.resourcemanager.address",
+            "yarn.resourcemanager.webapp.https.address",
+            "yarn.nodemanager.resource.percentage-physical-cpu-limit",
+            "yarn.scheduler.capacity.schedule-asynchronously.enable",
+            "yarn.scheduler.capacity.root.a.maximum-application-lifetime",
+            "yarn.scheduler.capacity.root.a.leaf-queue-template.capacity",
+            "yarn.scheduler.capacity.root.a.accessible-node-labels.x.maximum-am-resource-percent",
+        ] {
+            assert_eq!(key_status(k), KeyStatus::Ignored, "{k}");
+        }
+    }
+
+    #[test]
+    fn queue_properties_alone() {
+        assert_eq!(queue_property_status("capacity"), KeyStatus::Known);
+        assert_eq!(
+            queue_property_status(" ordering-policy.las.thresholds "),
+            KeyStatus::Known
+        );
+        assert_eq!(
+            queue_property_status("accessible-node-labels.h100.capacity"),
+            KeyStatus::Known
+        );
+        assert_eq!(queue_property_status("reservable"), KeyStatus::Ignored);
+        assert_eq!(
+            queue_property_status("maximum-capacty"),
+            KeyStatus::Unknown {
+                suggestion: Some("maximum-capacity".into())
+            }
+        );
+        assert_eq!(
+            queue_property_status("user-limit-facotr"),
+            KeyStatus::Unknown {
+                suggestion: Some("user-limit-factor".into())
+            }
+        );
+        assert_eq!(
+            queue_property_status("colour"),
+            KeyStatus::Unknown { suggestion: None }
+        );
+    }
+
+    #[test]
+    fn unknown_keys_of_a_configuration_name_file_and_line() {
+        let xml = "<configuration>\n\
+            <property><name>yarn.scheduler.maximum-allocation-mb</name><value>1</value></property>\n\
+            <property><name>fs.defaultFS</name><value>hdfs://x</value></property>\n\
+            <property><name>yarn.schedular.maximum-allocation-mb</name><value>2</value></property>\n\
+            <property><name>yarn.scheduler.capacity.root.a.maximum-capacty</name><value>3</value></property>\n\
+            </configuration>\n";
+        let mut c = parse(xml).unwrap();
+        c.set("spindle.elastic.resize-intervall-ms", "1");
+        let u = c.unknown_keys();
+        let got: Vec<(String, u32, Option<String>)> = u
+            .iter()
+            .map(|k| (k.name.clone(), k.source.line, k.suggestion.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "spindle.elastic.resize-intervall-ms".to_string(),
+                    0,
+                    Some("spindle.elastic.resize-interval-ms".to_string())
+                ),
+                (
+                    "yarn.schedular.maximum-allocation-mb".to_string(),
+                    4,
+                    Some("yarn.scheduler.maximum-allocation-mb".to_string())
+                ),
+                (
+                    "yarn.scheduler.capacity.root.a.maximum-capacty".to_string(),
+                    5,
+                    Some("yarn.scheduler.capacity.root.a.maximum-capacity".to_string())
+                ),
+            ]
+        );
+        assert_eq!(
+            u[1].to_string(),
+            "test.xml:4: unknown key 'yarn.schedular.maximum-allocation-mb'; did you mean 'yarn.scheduler.maximum-allocation-mb'?"
+        );
+        let far = parse(&doc(&[("yarn.frobnicate", "1")]))
+            .unwrap()
+            .unknown_keys();
+        assert!(
+            far[0]
+                .to_string()
+                .starts_with("test.xml:2: unknown key 'yarn.frobnicate' (no known key is close"),
+            "{}",
+            far[0]
+        );
+    }
+
+    #[test]
+    fn the_example_conf_dir_has_no_unknown_key() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../conf");
+        let c = Configuration::load_dir(&dir).unwrap();
+        assert_eq!(c.unknown_keys(), vec![]);
+    }
+}
+
+#[test]
+fn an_unclosed_element_in_the_middle_names_the_line_it_opened_on() {
+    // `<property>` on line 2 is never closed; the next one opens on line 5.
+    let xml = "<configuration>\n  <property>\n    <name>a</name>\n    <value>1</value>\n  <property>\n    <name>b</name>\n    <value>2</value>\n  </property>\n</configuration>\n";
+    let (line, msg) = xml_err(xml);
+    assert_eq!(
+        (line, msg.as_str()),
+        (
+            5,
+            "<property> opened on line 2 is not closed before the next <property>"
+        )
+    );
+    // An unclosed element closed by its parent's end tag: the line it opened on.
+    let xml = "<configuration>\n<property>\n<name>a</name>\n<value>1</value>\n\n<description>\nx\n</property>\n</configuration>\n";
+    let (line, msg) = xml_err(xml);
+    assert_eq!(line, 8, "{msg}");
+    assert!(
+        msg.ends_with("; <description> opened on line 6 is not closed"),
+        "{msg}"
+    );
+    // The whole error, as the daemons print it.
+    let e = parse("<configuration>\n<property><name>a</name><value>1</value></property>\n<property>\n<name>b</name>\n</configuration>\n").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "test.xml:5: malformed XML: ill-formed document: expected `</property>`, but `</configuration>` was found; <property> opened on line 3 is not closed"
+    );
+}

@@ -25,6 +25,7 @@
 
 use std::path::Path;
 
+use quick_xml::errors::IllFormedError;
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;
 
@@ -157,16 +158,48 @@ pub(super) fn parse(file: &Path, text: &str) -> Result<Vec<Parsed>, ConfigError>
     let mut field: Option<(Field, String, u64)> = None;
     // > 0 while inside an ignored element (and how deep).
     let mut skip: usize = 0;
+    // Every element open now, with the line it opened on, so that a mismatched end tag
+    // names where the element that was not closed began.
+    let mut open: Vec<(String, u32)> = Vec::new();
 
     loop {
         let offset = reader.buffer_position();
-        let event = reader
-            .read_event()
-            .map_err(|e| p.err(reader.error_position(), format!("malformed XML: {e}")))?;
+        let event = reader.read_event().map_err(|e| {
+            let mut message = format!("malformed XML: {e}");
+            if let quick_xml::Error::IllFormed(IllFormedError::MismatchedEndTag { .. }) = &e {
+                if let Some((tag, line)) = open.last() {
+                    message.push_str(&format!("; <{tag}> opened on line {line} is not closed"));
+                }
+            }
+            p.err(reader.error_position(), message)
+        })?;
+        match &event {
+            Event::Start(e) => open.push((
+                String::from_utf8_lossy(e.name().as_ref()).into_owned(),
+                p.lines.line(offset),
+            )),
+            Event::End(_) => {
+                open.pop();
+            }
+            _ => {}
+        }
         match event {
             Event::Start(ref e) | Event::Empty(ref e) => {
                 let is_empty = matches!(event, Event::Empty(_));
                 let tag = p.tag_name(e, offset)?;
+                if skip == 0 && tag == "property" {
+                    if let Some(b) = &prop {
+                        // Not an unknown element to skip: the property before it was
+                        // never closed.
+                        return Err(p.err(
+                            offset,
+                            format!(
+                                "<property> opened on line {} is not closed before the next <property>",
+                                b.line
+                            ),
+                        ));
+                    }
+                }
                 if skip > 0 {
                     skip += usize::from(!is_empty);
                     continue;

@@ -373,7 +373,7 @@ impl Parser<'_> {
     /// (percent, 0 and 100 by default), `<qp>.default-node-label-expression`.
     fn node_labels(&self, path: &str, spec: &mut QueueSpec) -> Result<()> {
         let props = self.props;
-        let acc_key = key(path, "accessible-node-labels");
+        let acc_key = key(path, keys::CS_QUEUE_ACCESSIBLE_NODE_LABELS);
         spec.accessible_labels = props.get(&acc_key).map(|raw| {
             let raw = raw.trim();
             if raw == "*" {
@@ -444,7 +444,7 @@ impl Parser<'_> {
             }
         }
         spec.label_capacities = caps;
-        let dkey = key(path, "default-node-label-expression");
+        let dkey = key(path, keys::CS_QUEUE_DEFAULT_NODE_LABEL_EXPRESSION);
         spec.default_label_expression = props
             .trimmed(&dkey)
             .filter(|l| !l.is_empty())
