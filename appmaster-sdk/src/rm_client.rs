@@ -557,6 +557,71 @@ impl RmClient {
         decode(resp, &url).await
     }
 
+    /// `GET /apps/{id}/appattempts/{attemptId}`: one attempt.
+    pub async fn app_attempt(
+        &self,
+        attempt: &ApplicationAttemptId,
+    ) -> Result<AppAttemptInfo, ClientError> {
+        let app = attempt.application_id;
+        let b: spindle_common::records::cluster::AppAttemptBody = self
+            .get_query(&format!("/apps/{app}/appattempts/{attempt}"), &[])
+            .await?;
+        Ok(b.app_attempt)
+    }
+
+    /// `GET /apps/{id}/appattempts/{attemptId}/containers/{containerId}`: one container of
+    /// the attempt its id names.
+    pub async fn container(
+        &self,
+        container: &spindle_common::ids::ContainerId,
+    ) -> Result<ContainerReportInfo, ClientError> {
+        let attempt = container.attempt_id;
+        let app = attempt.application_id;
+        let b: spindle_common::records::cluster::ContainerReportBody = self
+            .get_query(
+                &format!("/apps/{app}/appattempts/{attempt}/containers/{container}"),
+                &[],
+            )
+            .await?;
+        Ok(b.container)
+    }
+
+    /// `GET /apps/{id}/timeouts`: the application's timeouts (`LIFETIME`).
+    pub async fn app_timeouts(
+        &self,
+        id: &ApplicationId,
+    ) -> Result<Vec<spindle_common::records::cluster::AppTimeoutInfo>, ClientError> {
+        let b: spindle_common::records::cluster::AppTimeoutsBody =
+            self.get_query(&format!("/apps/{id}/timeouts"), &[]).await?;
+        Ok(b.timeouts.timeout)
+    }
+
+    /// `PUT /apps/{id}/timeout`: sets the application's `LIFETIME` to end at `expiry_time`
+    /// (ISO 8601, `yyyy-MM-dd'T'HH:mm:ss.SSSZ`); answers the timeout in effect.
+    pub async fn update_lifetime(
+        &self,
+        id: &ApplicationId,
+        expiry_time: &str,
+    ) -> Result<spindle_common::records::cluster::AppTimeoutInfo, ClientError> {
+        use spindle_common::records::cluster::{AppTimeoutBody, AppTimeoutInfo};
+        let (rb, url) = self
+            .http
+            .request(Method::PUT, &Self::path(&format!("/apps/{id}/timeout")));
+        let body = AppTimeoutBody {
+            timeout: AppTimeoutInfo {
+                timeout_type: "LIFETIME".into(),
+                expiry_time: expiry_time.to_string(),
+                remaining_time_in_seconds: 0,
+            },
+        };
+        let resp = self
+            .http
+            .send_ok(rb.query(&self.user_query()).json(&body), &url)
+            .await?;
+        let b: AppTimeoutBody = decode(resp, &url).await?;
+        Ok(b.timeout)
+    }
+
     /// The base URL, `http://host:port`.
     pub fn base_url(&self) -> &str {
         self.http.base()

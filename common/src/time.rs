@@ -8,3 +8,159 @@ pub fn now_ms() -> u64 {
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
 }
+
+/// `ms` as YARN's `Times.formatISO8601` writes it (`yyyy-MM-dd'T'HH:mm:ss.SSSZ`), in UTC:
+/// `2024-03-07T12:34:56.789+0000`. Used for application timeouts (`expiryTime`).
+pub fn format_iso8601(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}+0000",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
+/// Why a text is not an ISO 8601 time as [`parse_iso8601`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{text}' is not a time in yyyy-MM-dd'T'HH:mm:ss.SSSZ form ({reason})")]
+pub struct Iso8601Error {
+    pub text: String,
+    pub reason: &'static str,
+}
+
+/// Parses YARN's `yyyy-MM-dd'T'HH:mm:ss.SSSZ` (the milliseconds optional; the zone `Z`,
+/// `+hhmm` or `+hh:mm`) into milliseconds since the Unix epoch.
+pub fn parse_iso8601(text: &str) -> Result<u64, Iso8601Error> {
+    let err = |reason| Iso8601Error {
+        text: text.to_string(),
+        reason,
+    };
+    let t = text.trim();
+    let b = t.as_bytes();
+    let num = |s: &str| -> Option<i64> {
+        (!s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    if b.len() < 19
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return Err(err("expected yyyy-MM-ddTHH:mm:ss"));
+    }
+    let field = |r: std::ops::Range<usize>| t.get(r).and_then(num);
+    let (Some(y), Some(mo), Some(d), Some(h), Some(mi), Some(s)) = (
+        field(0..4),
+        field(5..7),
+        field(8..10),
+        field(11..13),
+        field(14..16),
+        field(17..19),
+    ) else {
+        return Err(err("a date or time field is not a number"));
+    };
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 59 {
+        return Err(err("a date or time field is out of range"));
+    }
+    let mut rest = &t[19..];
+    let mut millis = 0i64;
+    if let Some(r) = rest.strip_prefix('.') {
+        let digits = r.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(err("no digits after the '.'"));
+        }
+        let frac = &r[..digits];
+        // Milliseconds: the first three digits, padded.
+        let three: String = frac.chars().chain("000".chars()).take(3).collect();
+        millis = three.parse().map_err(|_| err("bad milliseconds"))?;
+        rest = &r[digits..];
+    }
+    let offset_min = match rest {
+        "Z" | "z" => 0,
+        "" => return Err(err("no time zone (Z or +hhmm)")),
+        z => {
+            let sign = match z.as_bytes()[0] {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return Err(err("the time zone must be Z, +hhmm or -hhmm")),
+            };
+            let hm = z[1..].replace(':', "");
+            if hm.len() != 4 {
+                return Err(err("the time zone must be Z, +hhmm or -hhmm"));
+            }
+            let (Some(zh), Some(zm)) = (num(&hm[..2]), num(&hm[2..])) else {
+                return Err(err("the time zone must be Z, +hhmm or -hhmm"));
+            };
+            if zh > 23 || zm > 59 {
+                return Err(err("the time zone is out of range"));
+            }
+            sign * (zh * 60 + zm)
+        }
+    };
+    let days = days_from_civil(y, mo, d);
+    let total = ((days * 86_400 + h * 3600 + mi * 60 + s) - offset_min * 60) * 1000 + millis;
+    u64::try_from(total).map_err(|_| err("before 1970"))
+}
+
+/// Days since 1970-01-01 to (year, month 1-12, day 1-31); Howard Hinnant's algorithm.
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// (year, month, day) to days since 1970-01-01; the inverse of [`civil_from_days`].
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso8601_round_trips_and_reads_yarn_forms() {
+        assert_eq!(format_iso8601(0), "1970-01-01T00:00:00.000+0000");
+        let ms = 1_709_814_896_789;
+        assert_eq!(format_iso8601(ms), "2024-03-07T12:34:56.789+0000");
+        assert_eq!(parse_iso8601("2024-03-07T12:34:56.789+0000"), Ok(ms));
+        assert_eq!(parse_iso8601("2024-03-07T18:04:56.789+0530"), Ok(ms));
+        assert_eq!(parse_iso8601("2024-03-07T18:04:56.789+05:30"), Ok(ms));
+        assert_eq!(parse_iso8601("2024-03-07T12:34:56Z"), Ok(ms - 789));
+        for x in [0, 951_782_400_000, 4_102_444_799_999, ms] {
+            assert_eq!(parse_iso8601(&format_iso8601(x)), Ok(x));
+        }
+        for bad in [
+            "",
+            "2024-03-07",
+            "2024-13-07T12:34:56.789+0000",
+            "2024-03-07T12:34:56.789",
+            "2024-03-07T12:34:56.+0000",
+            "2024-03-07T12:34:56.789+05",
+            "tomorrow at noon, please",
+        ] {
+            assert!(parse_iso8601(bad).is_err(), "{bad}");
+        }
+    }
+}

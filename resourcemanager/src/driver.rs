@@ -136,6 +136,13 @@ pub enum Command {
     },
     /// `GET /queues/{queue}/access`: whether `user` holds `acl` on `queue`. The `caller`
     /// must administer the queue to ask about someone else.
+    /// `PUT /apps/{id}/timeout` (`LIFETIME`): answers the deadline in effect (ms).
+    UpdateLifetime {
+        id: ApplicationId,
+        expiry: u64,
+        caller: Caller,
+        reply: Reply<u64>,
+    },
     QueueAccess {
         queue: String,
         caller: Caller,
@@ -619,6 +626,22 @@ impl Driver {
             Command::ChangeLabels {
                 change,
                 caller,
+            Command::UpdateLifetime {
+                id,
+                expiry,
+                caller,
+                reply,
+            } => {
+                let r = self
+                    .core
+                    .update_lifetime(&id, expiry, &caller, now)
+                    .map_err(RmError::from);
+                if let Ok(at) = &r {
+                    info!(app_id = %id, user = %caller.user, "application lifetime set to end at {at} ms");
+                }
+                let s = self.settle();
+                let _ = reply.send(r.and_then(|o| s.map(|_| o)));
+            }
                 reply,
             } => {
                 let r = self

@@ -95,6 +95,9 @@ struct StoredApp {
     /// Absent in records written before work-preserving recovery.
     #[serde(default)]
     live_attempt: Option<StoredAttempt>,
+    /// The `LIFETIME` deadline (ms since the epoch); absent when unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lifetime: Option<u64>,
 }
 
 impl StateStore {
@@ -495,6 +498,7 @@ fn to_stored(r: &AppRecord) -> StoredApp {
         attempts: r.attempts,
         memory_ms: r.memory_ms,
         vcore_ms: r.vcore_ms,
+        lifetime: r.lifetime,
         live_attempt: r.live_attempt.as_ref().map(|a| StoredAttempt {
             am_container: a.am_container,
             am_node: a.am_node.clone(),
@@ -540,6 +544,7 @@ fn from_stored(s: StoredApp) -> AppRecord {
         attempts: s.attempts,
         memory_ms: s.memory_ms,
         vcore_ms: s.vcore_ms,
+        lifetime: s.lifetime,
         live_attempt: s.live_attempt.map(|a| AttemptRecord {
             am_container: a.am_container,
             am_node: a.am_node,
@@ -588,6 +593,7 @@ mod tests {
             attempts: 1,
             memory_ms: 0,
             vcore_ms: 0,
+            lifetime: Some(1_900_000_000_000),
             live_attempt: Some(AttemptRecord {
                 am_container: "container_5_0001_01_000001".parse().unwrap(),
                 am_node: "127.0.0.1:4545".parse().unwrap(),
@@ -617,6 +623,7 @@ mod tests {
         assert_eq!(r.apps.len(), 1);
         assert_eq!(r.apps[0].sub.am_resource, rec.sub.am_resource);
         assert_eq!(r.apps[0].live_attempt, rec.live_attempt);
+        assert_eq!(r.apps[0].lifetime, rec.lifetime);
         s.delete_app(&rec.id).unwrap();
         assert!(s.recover().unwrap().apps.is_empty());
     }

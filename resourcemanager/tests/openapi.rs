@@ -25,7 +25,7 @@ fn src_dir() -> PathBuf {
 }
 
 /// Sample values for the path parameters only the RM's paths use (see `contract::fill`).
-const SAMPLES: &[(&str, &str)] = &[("queue", "default")];
+const SAMPLES: &[(&str, &str)] = &[("queue", "default"), ("type", "LIFETIME")];
 
 async fn send(http: &reqwest::Client, base: &str, method: &str, path: &str) -> Answer {
     let m = reqwest::Method::from_bytes(method.to_ascii_uppercase().as_bytes()).expect("method");

@@ -164,6 +164,9 @@ pub struct AppInfo {
     /// Spindle's extension: what preemption took from the application.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub preemption: Option<AppPreemptionInfo>,
+    /// YARN's `timeouts`: the application's `LIFETIME` (`UNLIMITED` when none is set).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeouts: Option<AppTimeoutsInfo>,
 }
 
 /// An application's preemption record (Spindle's extension of the app view).
@@ -233,6 +236,7 @@ impl Default for AppInfo {
             resource_requests: Vec::new(),
             gangs: Vec::new(),
             preemption: None,
+            timeouts: None,
         }
     }
 }
@@ -451,6 +455,36 @@ pub struct AppQueueBody {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AppPriorityBody {
     pub priority: i32,
+}
+
+/// YARN's `AppTimeoutInfo`: one timeout of an application. `expiryTime` is ISO 8601
+/// (`yyyy-MM-dd'T'HH:mm:ss.SSSZ`) or `UNLIMITED`; `remainingTimeInSeconds` is -1 when
+/// unlimited. Only `LIFETIME` exists.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AppTimeoutInfo {
+    #[serde(rename = "type")]
+    pub timeout_type: String,
+    pub expiry_time: String,
+    pub remaining_time_in_seconds: i64,
+}
+
+/// `PUT /apps/{id}/timeout` body and answer, `GET /apps/{id}/timeouts/{type}` answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AppTimeoutBody {
+    pub timeout: AppTimeoutInfo,
+}
+
+/// `GET /apps/{id}/timeouts`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AppTimeoutsBody {
+    pub timeouts: AppTimeoutsInfo,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct AppTimeoutsInfo {
+    #[serde(default)]
+    pub timeout: Vec<AppTimeoutInfo>,
 }
 
 /// `GET /appstatistics`.

@@ -5,6 +5,10 @@
 use super::*;
 use scheduler::QueueIdx;
 
+/// YARN's diagnostic for an application killed at the end of its lifetime.
+pub const LIFETIME_EXCEEDED: &str =
+    "Application is killed by ResourceManager as it has exceeded the lifetime period.";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KillOutcome {
     /// The application is (now or already) in a final state.
@@ -327,6 +331,7 @@ impl RmCore {
             memory_ms: 0,
             vcore_ms: 0,
             killing_since: None,
+            lifetime: None,
             nodes_touched: BTreeSet::new(),
             preemption: AppPreemption::default(),
         };
@@ -374,6 +379,7 @@ impl RmCore {
                 attempts: app.attempts.len() as u32,
                 memory_ms: app.memory_ms,
                 vcore_ms: app.vcore_ms,
+                lifetime: app.lifetime,
                 live_attempt: Self::live_attempt_record(app),
             })));
         }
@@ -387,6 +393,63 @@ impl RmCore {
         now: u64,
     ) -> Result<KillOutcome, CoreError> {
         self.check_modify(id, caller, "kill")?;
+        self.start_kill(id, "Application killed by user.", now)
+    }
+
+    /// `PUT /apps/{id}/timeout` (`LIFETIME`): the application is killed once the core's clock
+    /// reaches `expiry` (YARN's `RMAppLifetimeMonitor`). Answers the deadline now in effect.
+    pub fn update_lifetime(
+        &mut self,
+        id: &ApplicationId,
+        expiry: u64,
+        caller: &Caller,
+        now: u64,
+    ) -> Result<u64, CoreError> {
+        self.check_modify(id, caller, "update the lifetime of")?;
+        let app = self.apps.get_mut(id).ok_or(CoreError::AppNotFound(*id))?;
+        if app.state.is_final() {
+            return Err(CoreError::LifetimeOfEndedApp {
+                app: *id,
+                state: app.state,
+            });
+        }
+        if expiry < now {
+            return Err(CoreError::LifetimeInThePast { expiry, now });
+        }
+        if let Some(old) = app.lifetime.replace(expiry) {
+            self.lifetimes.remove(&(old, *id));
+        }
+        self.lifetimes.insert((expiry, *id));
+        self.persist(id);
+        self.changed();
+        Ok(expiry)
+    }
+
+    /// Kills every application whose lifetime has passed, with YARN's diagnostic.
+    pub(super) fn expire_lifetimes(&mut self, now: u64) {
+        while let Some(&(at, id)) = self.lifetimes.first() {
+            if at > now {
+                break;
+            }
+            self.lifetimes.pop_first();
+            let due = self
+                .apps
+                .get(&id)
+                .is_some_and(|a| a.lifetime == Some(at) && !a.state.is_final());
+            if due {
+                let _ = self.start_kill(&id, LIFETIME_EXCEEDED, now);
+            }
+        }
+    }
+
+    /// Starts killing an application (its asks dropped, its containers stopped) with the
+    /// given diagnostic; it turns KILLED when its containers are gone.
+    fn start_kill(
+        &mut self,
+        id: &ApplicationId,
+        diagnostic: &str,
+        now: u64,
+    ) -> Result<KillOutcome, CoreError> {
         let app = self.apps.get_mut(id).ok_or(CoreError::AppNotFound(*id))?;
         if app.state.is_final() {
             return Ok(KillOutcome::Done(app.state));
@@ -394,7 +457,7 @@ impl RmCore {
         if app.killing_since.is_none() {
             app.killing_since = Some(now);
             if app.diagnostics_kind != DiagnosticsKind::Killed {
-                app.set_diagnostics(DiagnosticsKind::Killed, "Application killed by user.");
+                app.set_diagnostics(DiagnosticsKind::Killed, diagnostic);
             }
             self.sched.clear_asks(id);
             let live: Vec<ContainerId> = self.live_containers_of_app(id);

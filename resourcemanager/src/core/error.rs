@@ -123,6 +123,15 @@ pub enum CoreError {
         app: ApplicationId,
         state: YarnApplicationState,
     },
+    #[error("Application {app} is in {state} state; its lifetime cannot be updated")]
+    LifetimeOfEndedApp {
+        app: ApplicationId,
+        state: YarnApplicationState,
+    },
+    #[error(
+        "Expire time is less than current time, current-time={now} expire-time={expiry} (ms since the epoch)"
+    )]
+    LifetimeInThePast { expiry: u64, now: u64 },
 
     // ------------------------------------------------------------ reconfiguration
     #[error("Failed to re-init queues : {0}")]
@@ -207,7 +216,8 @@ impl CoreError {
             | AttemptEnded { .. }
             | AlreadyRegistered(_)
             | CannotMove(_)
-            | PriorityOfEndedApp { .. } => RefusalClass::Conflict,
+            | PriorityOfEndedApp { .. }
+            | LifetimeOfEndedApp { .. } => RefusalClass::Conflict,
             NotRegistered(_) => RefusalClass::AmNotRegistered,
             NegativePriority(_)
             | NegativeResource(_)
@@ -216,6 +226,7 @@ impl CoreError {
             | AppIdNotIssued(_)
             | UnmanagedAm
             | EmptyAmCommand
+            | LifetimeInThePast { .. }
             | MoveToUnknownQueue { .. }
             | MoveToParentQueue { .. }
             | MoveToStoppedQueue { .. }

@@ -25,7 +25,7 @@ mod tick;
 mod updates;
 
 pub use am::{AllocateReply, Allocation, AskUpdate, CompletedContainer, GangView};
-pub use apps::KillOutcome;
+pub use apps::{KillOutcome, LIFETIME_EXCEEDED};
 pub use elastic::{
     ElasticConf, ElasticCounters, ElasticState, Resize, ResizeDemandView, ResizeOfferView,
 };
@@ -169,6 +169,9 @@ pub struct RmCore {
     nodes: SharedMap<NodeId, Node>,
     containers: SharedMap<ContainerId, RmContainer>,
     sched: Scheduler,
+    /// Applications' `LIFETIME` deadlines, soonest first (see `apps::expire_lifetimes`); an
+    /// entry whose application ended or changed its deadline is dropped when it comes due.
+    lifetimes: BTreeSet<(u64, ApplicationId)>,
     effects: Vec<Effect>,
     counters: Counters,
     /// Notices out, and the monitor's schedule and counters.
@@ -200,6 +203,7 @@ impl RmCore {
             sched,
             effects: Vec::new(),
             counters: Counters::default(),
+            lifetimes: BTreeSet::new(),
             preemption: PreemptionState::default(),
             elastic: ElasticState::default(),
             version: 0,

@@ -164,6 +164,9 @@ pub struct App {
     pub vcore_ms: i64,
     /// Kill requested; the app turns KILLED when its containers are gone (or at a deadline).
     pub killing_since: Option<u64>,
+    /// YARN's `LIFETIME` timeout: when (ms, the core's clock) the tick kills the application;
+    /// `None` is unlimited. Set with `PUT /apps/{id}/timeout`, kept in the state store.
+    pub lifetime: Option<u64>,
     /// Nodes that ran any container of the app, told to clean up once it ends.
     pub nodes_touched: BTreeSet<NodeId>,
     /// What preemption took from it, and its last checkpoint.
@@ -561,3 +564,5 @@ pub struct AttemptRecord {
 
 /// Named things per container id for REST lookups.
 pub type ContainerTable = BTreeMap<ContainerId, RmContainer>;
+    /// The application's `LIFETIME` deadline, if one was set.
+    pub lifetime: Option<u64>,

@@ -29,6 +29,7 @@ impl RmCore {
             memory_ms: rec.memory_ms,
             vcore_ms: rec.vcore_ms,
             killing_since: None,
+            lifetime: rec.lifetime,
             nodes_touched: BTreeSet::new(),
             preemption: AppPreemption::default(),
         };
@@ -46,6 +47,9 @@ impl RmCore {
         }
         let id = app.id;
         let unfinished = !app.state.is_final();
+        if let (Some(at), true) = (app.lifetime, unfinished) {
+            self.lifetimes.insert((at, id));
+        }
         let leaf = self.sched.tree().leaf(&app.queue);
         // Work-preserving: an attempt whose AM container was live is taken back as it was,
         // waiting for its NM to report the AM (and its containers) and for the AM to register

@@ -16,6 +16,7 @@ impl RmCore {
     pub fn tick_decisions(&mut self, now: u64) {
         self.sched.set_now(now);
         self.expire_gangs(now);
+        self.expire_lifetimes(now);
         self.sched.refresh_levels();
         self.preemption_tick(now);
         self.elastic_tick(now);

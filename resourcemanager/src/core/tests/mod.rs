@@ -15,6 +15,7 @@ mod gang;
 mod labels;
 mod preemption;
 mod recovery;
+mod lifetime;
 mod topology;
 mod updates;
 

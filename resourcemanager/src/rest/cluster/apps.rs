@@ -1,4 +1,4 @@
-//! `/ws/v1/cluster/apps/...`: new application, submission, the application list and one application, its state, queue and priority (read and change), attempts, their containers, and `appstatistics`.
+//! `/ws/v1/cluster/apps/...`: new application, submission, the application list and one application, its state, queue, priority and lifetime timeout (read and change), attempts, their containers, and `appstatistics`.
 
 use super::*;
 
@@ -139,8 +139,108 @@ pub(in crate::rest) fn app_info(
             &a.preemption,
             s.notices.get(&a.id).copied().unwrap_or(0),
         ),
+        timeouts: Some(AppTimeoutsInfo {
+            timeout: vec![lifetime_info(a.lifetime, now)],
+        }),
         ..Default::default()
     }
+}
+
+/// YARN's only application timeout type.
+const LIFETIME: &str = "LIFETIME";
+
+/// YARN's `AppTimeoutInfo` of a `LIFETIME` deadline: `UNLIMITED` and -1 when none is set,
+/// else the ISO 8601 time and the whole seconds left (0 once passed).
+pub(super) fn lifetime_info(deadline: Option<u64>, now: u64) -> AppTimeoutInfo {
+    match deadline {
+        None => AppTimeoutInfo {
+            timeout_type: LIFETIME.into(),
+            expiry_time: "UNLIMITED".into(),
+            remaining_time_in_seconds: -1,
+        },
+        Some(at) => AppTimeoutInfo {
+            timeout_type: LIFETIME.into(),
+            expiry_time: spindle_common::time::format_iso8601(at),
+            remaining_time_in_seconds: (at.saturating_sub(now) / 1000) as i64,
+        },
+    }
+}
+
+fn check_timeout_type(t: &str) -> Result<(), ApiError> {
+    if t.trim().eq_ignore_ascii_case(LIFETIME) {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "Invalid application timeout type '{t}': the only type is LIFETIME"
+        )))
+    }
+}
+
+/// `GET /apps/{id}/timeouts`: the application's timeouts (its `LIFETIME`, `UNLIMITED` when
+/// none is set, as YARN answers).
+pub(super) async fn app_timeouts(
+    State(st): State<AppState>,
+    PathParams(id): PathParams<String>,
+) -> Result<Json<AppTimeoutsBody>, ApiError> {
+    let s = st.driver.snapshot().await;
+    let a = find_app(&s, &id)?;
+    Ok(Json(AppTimeoutsBody {
+        timeouts: AppTimeoutsInfo {
+            timeout: vec![lifetime_info(a.lifetime, now_ms())],
+        },
+    }))
+}
+
+/// `GET /apps/{id}/timeouts/{type}`: one timeout (only `LIFETIME` exists).
+pub(super) async fn app_timeout(
+    State(st): State<AppState>,
+    PathParams((id, kind)): PathParams<(String, String)>,
+) -> Result<Json<AppTimeoutBody>, ApiError> {
+    check_timeout_type(&kind)?;
+    let s = st.driver.snapshot().await;
+    let a = find_app(&s, &id)?;
+    Ok(Json(AppTimeoutBody {
+        timeout: lifetime_info(a.lifetime, now_ms()),
+    }))
+}
+
+/// `PUT /apps/{id}/timeout {"timeout":{"type":"LIFETIME","expiryTime":"<ISO 8601>"}}`: the
+/// application is killed at that time (owner, queue admin or cluster admin only). Answers
+/// the timeout now in effect.
+pub(super) async fn put_app_timeout(
+    State(st): State<AppState>,
+    Query(q): Q,
+    PathParams(id): PathParams<String>,
+    JsonBody(body): JsonBody<AppTimeoutBody>,
+) -> Result<Json<AppTimeoutBody>, ApiError> {
+    let aid = app_id(&id)?;
+    let t = body.timeout;
+    if t.timeout_type.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            "Timeout type is null: give \"type\":\"LIFETIME\"",
+        ));
+    }
+    check_timeout_type(&t.timeout_type)?;
+    if t.expiry_time.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            "Expiry time is null: give \"expiryTime\" as yyyy-MM-dd'T'HH:mm:ss.SSSZ",
+        ));
+    }
+    let expiry = spindle_common::time::parse_iso8601(&t.expiry_time)
+        .map_err(|e| ApiError::bad_request(format!("Invalid expiryTime: {e}")))?;
+    let caller = st.caller(&q).await;
+    let at = st
+        .driver
+        .call(|r| Command::UpdateLifetime {
+            id: aid,
+            expiry,
+            caller,
+            reply: r,
+        })
+        .await?;
+    Ok(Json(AppTimeoutBody {
+        timeout: lifetime_info(Some(at), now_ms()),
+    }))
 }
 
 pub(super) fn time_range(

@@ -93,6 +93,15 @@ pub(super) fn routes() -> Router<AppState> {
             "/ws/v1/cluster/apps/{appid}/priority",
             get(app_priority).put(put_app_priority),
         )
+        .route("/ws/v1/cluster/apps/{appid}/timeouts", get(app_timeouts))
+        .route(
+            "/ws/v1/cluster/apps/{appid}/timeouts/{type}",
+            get(app_timeout),
+        )
+        .route(
+            "/ws/v1/cluster/apps/{appid}/timeout",
+            axum::routing::put(put_app_timeout),
+        )
         .route("/ws/v1/cluster/apps/{appid}/appattempts", get(attempts))
         .route(
             "/ws/v1/cluster/apps/{appid}/appattempts/{attemptid}",
