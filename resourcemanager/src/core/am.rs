@@ -218,6 +218,21 @@ impl RmCore {
             let part = self.ask_partition(&app_id, a.label.as_deref(), false)?;
             if a.resource_name == "*" {
                 self.check_satisfiable(&part, &a.tags, a.constraint.as_ref(), a.num_containers)?;
+                if let (Some((gang, params)), Some(leaf)) = (&a.gang, leaf) {
+                    // An elastic gang must fit at its smallest legal size.
+                    let members = params
+                        .elastic
+                        .as_ref()
+                        .and_then(|e| e.least())
+                        .unwrap_or(a.num_containers);
+                    self.sched
+                        .gang_feasible(leaf, &part, &cap, members)
+                        .map_err(|why| CoreError::GangNeverFits {
+                            gang: gang.clone(),
+                            members,
+                            why,
+                        })?;
+                }
             }
             normalized.push((a, cap, part));
         }

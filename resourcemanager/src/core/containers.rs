@@ -83,6 +83,11 @@ impl RmCore {
     /// others wait for their AM's next allocate call.
     pub(super) fn run_scheduler(&mut self, now: u64) {
         self.sched.set_now(now);
+        // The AM limit follows what the cluster has free: waiting applications may fit now.
+        let activated = self.sched.activate_waiting();
+        if !activated.is_empty() {
+            self.start_activated(activated, now);
+        }
         let placements = self.sched.schedule();
         for p in placements {
             let Some(container) = self.allocate_container(&p, now) else {

@@ -184,6 +184,12 @@ pub enum CoreError {
     LabelNotAccessible { queue: String, label: String },
     #[error("placement constraint cannot be satisfied: {0}")]
     Unsatisfiable(String),
+    #[error("Gang {gang} of {members} can never be granted: {why}")]
+    GangNeverFits {
+        gang: String,
+        members: u32,
+        why: super::scheduler::feasible::NeverFits,
+    },
 }
 
 /// Why a new queue tree cannot replace the running one, as far as the applications go.
@@ -220,13 +226,13 @@ impl CoreError {
             | LifetimeOfEndedApp { .. } => RefusalClass::Conflict,
             NotRegistered(_) => RefusalClass::AmNotRegistered,
             NegativePriority(_)
+            | LifetimeInThePast { .. }
             | NegativeResource(_)
             | OverMaximumAllocation { .. }
             | DuplicateApp(_)
             | AppIdNotIssued(_)
             | UnmanagedAm
             | EmptyAmCommand
-            | LifetimeInThePast { .. }
             | MoveToUnknownQueue { .. }
             | MoveToParentQueue { .. }
             | MoveToStoppedQueue { .. }
@@ -247,7 +253,8 @@ impl CoreError {
             | UnknownAttribute { .. }
             | QueueNamesUnknownLabel { .. }
             | LabelNotAccessible { .. }
-            | Unsatisfiable(_) => RefusalClass::BadRequest,
+            | Unsatisfiable(_)
+            | GangNeverFits { .. } => RefusalClass::BadRequest,
             NotAppAdmin { .. }
             | MayNotSubmitTo { .. }
             | NotClusterAdmin

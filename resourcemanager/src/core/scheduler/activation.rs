@@ -87,15 +87,59 @@ impl Scheduler {
         }
     }
 
-    /// The AM resource limit of a leaf: `maximum-am-resource-percent` of what the queue may
-    /// currently use (its guarantee, or more while it is using more).
+    /// The AM resource limit of a leaf, as YARN's capacity scheduler computes it
+    /// (`LeafQueue.getAMResourceLimitPerPartition`): `maximum-am-resource-percent` of the
+    /// larger of the queue's guarantee and its [current limit](Self::current_limit) (the
+    /// guarantee unless it fits within the current limit), normalized up to the minimum
+    /// allocation.
     pub fn am_limit(&self, leaf: QueueIdx) -> Resource {
         let q = &self.tree.queues[leaf];
-        let base = max_each(&q.guaranteed, &q.used);
-        let mut l = scale(&base, q.spec.max_am_resource_percent);
-        l.memory_mb = l.memory_mb.max(self.min_alloc.memory_mb);
-        l.vcores = l.vcores.max(self.min_alloc.vcores);
-        l
+        let calc = self.conf.calculator;
+        let current = self.current_limit(leaf);
+        let usable = if within(calc, &q.guaranteed, &current) {
+            current
+        } else {
+            q.guaranteed.clone()
+        };
+        multiply_and_normalize_up(&usable, q.spec.max_am_resource_percent, &self.min_alloc)
+    }
+
+    /// YARN's current limit of a queue (`AbstractCSQueue.getCurrentLimitResource` with the
+    /// limits a parent hands its children): what the queue may use now in the default
+    /// partition. The root's is the partition's total; a child's is its parent's limit less
+    /// what the parent uses, plus what the child itself uses, rounded down to the minimum
+    /// allocation; each is capped by the queue's maximum capacity. Component-wise (YARN
+    /// compares by the calculator's dominant share; per type is never larger).
+    pub fn current_limit(&self, q: QueueIdx) -> Resource {
+        let chain: Vec<QueueIdx> = self.tree.path_up(q).collect();
+        let mut limit = self.nodes.partition_total(placement::DEFAULT_PARTITION);
+        let mut parent_used: Option<Resource> = None;
+        for &i in chain.iter().rev() {
+            let queue = &self.tree.queues[i];
+            let used = queue.default_used();
+            if let Some(pu) = parent_used.take() {
+                limit = round_down(&limit.minus(&pu).plus(&used), &self.min_alloc);
+            }
+            limit = min_each(&limit, &queue.maximum);
+            parent_used = Some(used);
+        }
+        limit
+    }
+
+    /// Retries activation in every leaf with waiting applications: the AM limit grows with
+    /// the cluster and with what the queue's ancestors leave free, as in YARN, which
+    /// activates applications again whenever resources are released or nodes join.
+    pub fn activate_waiting(&mut self) -> Vec<ApplicationId> {
+        let leaves: Vec<QueueIdx> = self
+            .tree
+            .iter()
+            .filter(|(_, q)| !q.waiting.is_empty())
+            .map(|(i, _)| i)
+            .collect();
+        leaves
+            .into_iter()
+            .flat_map(|l| self.try_activate(l))
+            .collect()
     }
 
     pub(super) fn max_parallel(&self, leaf: QueueIdx) -> Option<u32> {
@@ -150,9 +194,19 @@ impl Scheduler {
     /// always run, as in YARN).
     pub(super) fn try_activate(&mut self, leaf: QueueIdx) -> Vec<ApplicationId> {
         let mut out = Vec::new();
-        let waiting: Vec<(u64, ApplicationId)> =
-            self.tree.queues[leaf].waiting.iter().copied().collect();
-        for (seq, id) in waiting {
+        let mut after: Option<(u64, ApplicationId)> = None;
+        loop {
+            let next = match after {
+                None => self.tree.queues[leaf].waiting.iter().next(),
+                Some(k) => self.tree.queues[leaf]
+                    .waiting
+                    .range((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded))
+                    .next(),
+            };
+            let Some(&(seq, id)) = next else {
+                break;
+            };
+            after = Some((seq, id));
             let Some(app) = self.apps.get(&id) else {
                 continue;
             };
@@ -388,4 +442,34 @@ impl Scheduler {
             queue.reserved.clone()
         }
     }
+}
+
+/// YARN's `Resources.multiplyAndNormalizeUp`: `r * by`, each type rounded up to a multiple
+/// of its step (the minimum allocation; a type without a step is only rounded up to a whole
+/// unit). Every type is computed; under the memory calculator only memory is compared.
+pub fn multiply_and_normalize_up(r: &Resource, by: f64, step: &Resource) -> Resource {
+    let mut out = Resource::zero();
+    for (k, v) in r.entries() {
+        let scaled = (v as f64 * by).ceil() as i64;
+        let s = step.get(k);
+        let up = if s > 0 {
+            (scaled.saturating_add(s - 1) / s).saturating_mul(s)
+        } else {
+            scaled
+        };
+        out.set(k, up);
+    }
+    out
+}
+
+/// Each type of `r` rounded down to a multiple of its step, never below zero (YARN's
+/// `Resources.roundDown`).
+fn round_down(r: &Resource, step: &Resource) -> Resource {
+    let mut out = Resource::zero();
+    for (k, v) in r.entries() {
+        let v = v.max(0);
+        let s = step.get(k);
+        out.set(k, if s > 0 { v / s * s } else { v });
+    }
+    out
 }

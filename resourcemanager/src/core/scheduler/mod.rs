@@ -17,6 +17,7 @@ mod activation;
 mod asks;
 mod doubling;
 pub mod elastic;
+pub mod feasible;
 pub mod gang;
 mod las;
 pub mod nodes;

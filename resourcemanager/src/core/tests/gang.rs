@@ -393,8 +393,10 @@ fn the_timeout_reaches_the_am_and_a_hard_one_fails_the_application() {
             priority: 1,
             allocation_request_id: 1,
             resource_name: "*".into(),
+            // The whole node: it fits the cluster (a gang that never could is refused at
+            // once), but not beside the AM, so it waits for its timeout.
             capability: Resource::new(4096, 4),
-            num_containers: 3,
+            num_containers: 2,
             relax_locality: true,
             gang: Some((
                 "g".into(),

@@ -517,6 +517,9 @@ proptest! {
         b_members in 1u32..4,
     ) {
         let total = nodes as i64 * gpus;
+        // Gangs of whole nodes, never more members than nodes (a larger one is refused).
+        let a_gangs: Vec<u32> = a_gangs.iter().map(|n| (*n).min(nodes as u32)).collect();
+        let b_members = b_members.min(nodes as u32);
         let mut c = Cluster::new(
             conf(vec![leaf("root.a", share_a), leaf("root.b", 100.0 - share_a)], 0),
             nodes,
