@@ -74,8 +74,7 @@ impl Parser<'_> {
                         Rule::CapacityRange,
                         name,
                         format!(
-                            "Illegal weight of {} for queue {path}: weights may not be negative",
-                            num(weight)
+                            "Illegal weight of {raw} for queue {path}: weights may not be negative"
                         ),
                     )
                     .queue(path));
@@ -98,7 +97,7 @@ impl Parser<'_> {
                 .err(
                     Rule::CapacityRange,
                     name,
-                    format!("Illegal capacity of {} for queue {path}", num(pct / 100.0)),
+                    format!("Illegal capacity of {raw} for queue {path}: a percentage must be between 0 and 100"),
                 )
                 .queue(path));
         }
@@ -145,8 +144,7 @@ impl Parser<'_> {
                     Rule::CapacityRange,
                     name,
                     format!(
-                        "Illegal maximum-capacity of {} for queue {path}",
-                        num(pct / 100.0)
+                        "Illegal maximum-capacity of {raw} for queue {path}: a percentage must be between 0 and 100, or -1 for no limit"
                     ),
                 )
                 .queue(path));

@@ -71,6 +71,9 @@ pub enum Rule {
     LeafToParentConversion,
     /// A `sched-conf` mutation that cannot be applied (unknown queue, existing queue, ...).
     InvalidMutation,
+    /// A `sched-conf` mutation naming a property Spindle does not know (a typo, most
+    /// likely): refused with the closest known one rather than stored.
+    UnknownProperty,
 }
 
 impl Rule {
@@ -103,6 +106,7 @@ impl Rule {
             Rule::QueueMoved => "queue-moved",
             Rule::LeafToParentConversion => "leaf-to-parent-conversion",
             Rule::InvalidMutation => "invalid-mutation",
+            Rule::UnknownProperty => "unknown-property",
         }
     }
 }

@@ -8,6 +8,7 @@
 //! and checks the transition ([`validate_transition`](super::validate_transition)). It knows
 //! nothing of the REST wire format.
 
+use spindle_common::config::known::{self, KeyStatus};
 use spindle_common::config::{keys, value};
 
 use super::error::Result;
@@ -87,11 +88,47 @@ fn check_param_key(queue: &str, k: &str) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a queue parameter Spindle does not know (`maximum-capacty`), naming the closest
+/// known one, instead of storing it where nothing reads it. YARN's properties that Spindle
+/// accepts without implementing them pass (see `spindle_common::config::known`).
+fn check_param_known(queue: &str, k: &str) -> Result<()> {
+    let k = k.trim();
+    if let KeyStatus::Unknown { suggestion } = known::queue_property_status(k) {
+        let hint = match &suggestion {
+            Some(s) => format!("; did you mean '{s}'?"),
+            None => "; docs/configuration.md lists the queue properties".to_string(),
+        };
+        return Err(CapacityConfError::new(
+            Rule::UnknownProperty,
+            format!("Unknown property '{k}' for queue {queue}{hint}"),
+        )
+        .queue(queue)
+        .property(&key(queue, k)));
+    }
+    Ok(())
+}
+
+/// The same for a `global-updates` key (a full name).
+fn check_global_known(k: &str) -> Result<()> {
+    if let KeyStatus::Unknown { suggestion } = known::key_status(k) {
+        let hint = match &suggestion {
+            Some(s) => format!("; did you mean '{s}'?"),
+            None => "; docs/configuration.md lists the capacity-scheduler properties".to_string(),
+        };
+        return Err(CapacityConfError::new(
+            Rule::UnknownProperty,
+            format!("Unknown property '{k}'{hint}"),
+        )
+        .property(k));
+    }
+    Ok(())
+}
+
 /// Applies a mutation to the live set, as YARN's `ConfigurationUpdateAssembler` does, and
 /// returns the proposed set (to be parsed and validated as a whole by the caller). Refuses
 /// what cannot even be applied: removing an unknown queue, adding an existing one or one
 /// without a parent, updating an unknown one, a global key outside the capacity
-/// scheduler's prefix.
+/// scheduler's prefix, and a property Spindle does not know (`unknown-property`).
 pub fn apply_mutation(props: &CsProps, m: &SchedConfMutation) -> Result<CsProps> {
     let mut out = props.clone();
     for q in &m.remove_queues {
@@ -148,6 +185,7 @@ pub fn apply_mutation(props: &CsProps, m: &SchedConfMutation) -> Result<CsProps>
         out.set(&parent_key, &siblings.join(","));
         for (k, v) in &add.params {
             check_param_key(&q, k)?;
+            check_param_known(&q, k)?;
             set_or_unset(&mut out, &key(&q, k.trim()), v);
         }
     }
@@ -164,6 +202,7 @@ pub fn apply_mutation(props: &CsProps, m: &SchedConfMutation) -> Result<CsProps>
         }
         for (k, v) in &upd.params {
             check_param_key(&q, k)?;
+            check_param_known(&q, k)?;
             set_or_unset(&mut out, &key(&q, k.trim()), v);
         }
     }
@@ -178,6 +217,7 @@ pub fn apply_mutation(props: &CsProps, m: &SchedConfMutation) -> Result<CsProps>
             )
             .property(k));
         }
+        check_global_known(k)?;
         set_or_unset(&mut out, k, v);
     }
     Ok(out)

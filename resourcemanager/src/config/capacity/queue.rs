@@ -17,7 +17,7 @@ use crate::core::queue_conf::{
 };
 
 use super::capacities::Mode;
-use super::error::{mem_vcores, num, Result};
+use super::error::{mem_vcores, Result};
 use super::parse::{ParentCtx, Parser};
 use super::props::key;
 use super::{check_queue_name, parse_acl, Rule, MAX_DEPTH};
@@ -182,7 +182,7 @@ impl Parser<'_> {
                     &ulf_key,
                     format!(
                         "user-limit-factor must be positive, or -1 for no limit, got {}",
-                        num(user_limit_factor)
+                        props.trimmed(&ulf_key).unwrap_or_default()
                     ),
                 )
                 .queue(path));
@@ -198,7 +198,7 @@ impl Parser<'_> {
                     &mulp_key,
                     format!(
                         "minimum-user-limit-percent must be above 0 and at most 100, got {}",
-                        num(minimum_user_limit_percent)
+                        props.trimmed(&mulp_key).unwrap_or_default()
                     ),
                 )
                 .queue(path));
@@ -404,7 +404,10 @@ impl Parser<'_> {
                     .err(
                         Rule::InvalidNodeLabels,
                         name,
-                        format!("{what} for label {label} must be between 0 and 100, got {v}"),
+                        format!(
+                            "{what} for label {label} must be between 0 and 100, got {}",
+                            props.trimmed(name).unwrap_or_default()
+                        ),
                     )
                     .queue(path));
             }
@@ -520,7 +523,7 @@ impl Parser<'_> {
                 name,
                 format!(
                     "maximum-am-resource-percent is a fraction from 0 to 1 (0.1 = 10%), got {}",
-                    num(v)
+                    self.props.trimmed(name).unwrap_or_default()
                 ),
             ));
         }

@@ -382,7 +382,7 @@ fn capacity_range() {
     assert_eq!(e.rule, Rule::CapacityRange);
     assert!(
         e.message
-            .contains("Illegal maximum-capacity of 1.5 for queue root.a"),
+            .contains("Illegal maximum-capacity of 150 for queue root.a"),
         "{e}"
     );
 }
@@ -1004,6 +1004,108 @@ fn mutation_refusals() {
         let e = apply_mutation(&props, &m).unwrap_err();
         assert_eq!(e.rule, Rule::InvalidMutation, "{why}: {e}");
         assert!(e.message.contains(why), "{why}: {e}");
+    }
+}
+
+#[test]
+fn mutation_refuses_unknown_properties_with_the_closest_known_one() {
+    let props = props_of(&[
+        ("root.queues", "a,b"),
+        ("root.a.capacity", "70"),
+        ("root.b.capacity", "30"),
+    ]);
+    let update = |params: &[(&str, &str)]| SchedConfMutation {
+        update_queues: vec![QueueParams {
+            queue: "root.a".into(),
+            params: entries(params),
+        }],
+        ..Default::default()
+    };
+    let e = apply_mutation(&props, &update(&[("maximum-capacty", "80")])).unwrap_err();
+    assert_eq!(e.rule, Rule::UnknownProperty, "{e}");
+    assert_eq!(e.queue.as_deref(), Some("root.a"));
+    assert_eq!(
+        e.property.as_deref(),
+        Some("yarn.scheduler.capacity.root.a.maximum-capacty")
+    );
+    assert_eq!(
+        e.to_string(),
+        "Unknown property 'maximum-capacty' for queue root.a; did you mean 'maximum-capacity'? (queue root.a, property yarn.scheduler.capacity.root.a.maximum-capacty, rule unknown-property)"
+    );
+    // Adding a queue is checked the same way; a property nothing resembles is named alone.
+    let add = SchedConfMutation {
+        add_queues: vec![QueueParams {
+            queue: "root.c".into(),
+            params: entries(&[("capacity", "0"), ("colour", "blue")]),
+        }],
+        ..Default::default()
+    };
+    let e = apply_mutation(&props, &add).unwrap_err();
+    assert_eq!(e.rule, Rule::UnknownProperty);
+    assert!(
+        e.message
+            .starts_with("Unknown property 'colour' for queue root.c; docs/"),
+        "{e}"
+    );
+    // Global updates: full names, queue keys among them.
+    for (k, want) in [
+        (
+            "yarn.scheduler.capacity.maximum-aplications",
+            "did you mean 'yarn.scheduler.capacity.maximum-applications'?",
+        ),
+        (
+            "yarn.scheduler.capacity.root.b.user-limit-facter",
+            "did you mean 'yarn.scheduler.capacity.root.b.user-limit-factor'?",
+        ),
+    ] {
+        let m = SchedConfMutation {
+            global: entries(&[(k, "5")]),
+            ..Default::default()
+        };
+        let e = apply_mutation(&props, &m).unwrap_err();
+        assert_eq!(e.rule, Rule::UnknownProperty, "{k}");
+        assert!(e.message.ends_with(want), "{k}: {e}");
+    }
+    // Known ones, per-label ones and YARN's unimplemented ones are applied.
+    let ok = update(&[
+        ("maximum-capacity", "80"),
+        ("accessible-node-labels.gpu.capacity", "0"),
+        ("maximum-application-lifetime", "60"),
+    ]);
+    let out = apply_mutation(&props, &ok).unwrap();
+    assert_eq!(out.get(&format!("{CS}root.a.maximum-capacity")), Some("80"));
+}
+
+#[test]
+fn errors_quote_values_as_written() {
+    let cases = [
+        (
+            "root.a.capacity",
+            "-60",
+            "Illegal capacity of -60 for queue root.a",
+        ),
+        (
+            "root.a.capacity",
+            "1e3",
+            "Illegal capacity of 1e3 for queue root.a",
+        ),
+        (
+            "root.a.maximum-capacity",
+            "150%",
+            "Illegal maximum-capacity of 150% for queue root.a",
+        ),
+        (
+            "root.a.user-limit-factor",
+            "-0.50",
+            "user-limit-factor must be positive, or -1 for no limit, got -0.50",
+        ),
+        ("root.a.minimum-user-limit-percent", "0.0", "got 0.0"),
+        ("root.a.maximum-am-resource-percent", "10", "got 10"),
+        ("maximum-am-resource-percent", " 1.50 ", "got 1.50"),
+    ];
+    for (k, v, want) in cases {
+        let e = err(&with(two_queues(), &[(k, v)]));
+        assert!(e.message.contains(want), "{k}={v}: {e}");
     }
 }
 
