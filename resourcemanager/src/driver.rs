@@ -61,6 +61,8 @@ pub struct NodeRegistered {
     pub interval_ms: u64,
     pub secret_hex: String,
     pub rm_identifier: u64,
+    /// The host lists keep this node out: the NM is told to shut down.
+    pub refused: Option<crate::core::NodeRefused>,
 }
 
 /// The typed commands the REST layer sends to the driver.
@@ -134,8 +136,6 @@ pub enum Command {
         caller: Caller,
         reply: Reply<i32>,
     },
-    /// `GET /queues/{queue}/access`: whether `user` holds `acl` on `queue`. The `caller`
-    /// must administer the queue to ask about someone else.
     /// `PUT /apps/{id}/timeout` (`LIFETIME`): answers the deadline in effect (ms).
     UpdateLifetime {
         id: ApplicationId,
@@ -143,6 +143,8 @@ pub enum Command {
         caller: Caller,
         reply: Reply<u64>,
     },
+    /// `GET /queues/{queue}/access`: whether `user` holds `acl` on `queue`. The `caller`
+    /// must administer the queue to ask about someone else.
     QueueAccess {
         queue: String,
         caller: Caller,
@@ -153,6 +155,14 @@ pub enum Command {
     /// Fails with 403 unless the caller is a cluster administrator (checked before the
     /// REST layer reads any file on the caller's behalf).
     CheckAdmin(Caller, Reply<()>),
+    /// `refreshNodes`: the host lists as the REST layer read them, and how newly excluded
+    /// nodes leave. Admins only.
+    RefreshNodes {
+        hosts: crate::core::HostLists,
+        how: crate::core::DecommissionType,
+        caller: Caller,
+        reply: Reply<crate::core::NodesRefreshed>,
+    },
     /// `refreshQueues`: replace the live capacity-scheduler properties by `props` (read from
     /// `capacity-scheduler.xml` by the REST layer). Answers the configuration version.
     RefreshQueues {
@@ -510,13 +520,22 @@ impl Driver {
             }
             Command::RegisterNode(reg, reply) => {
                 let id = reg.id.clone();
-                let interval_ms = self.core.register_node(*reg, now);
-                info!(node_id = %id, "node registered");
+                let (interval_ms, refused) = match self.core.try_register_node(*reg, now) {
+                    Ok(interval) => {
+                        info!(node_id = %id, "node registered");
+                        (interval, None)
+                    }
+                    Err(why) => {
+                        warn!(node_id = %id, "node refused: {why}");
+                        (self.core.conf().heartbeat_interval_ms, Some(why))
+                    }
+                };
                 let _ = self.settle();
                 let _ = reply.send(Ok(NodeRegistered {
                     interval_ms,
                     secret_hex: self.core.secret().to_hex(),
                     rm_identifier: self.core.cluster_timestamp(),
+                    refused,
                 }));
             }
             Command::Heartbeat {
@@ -607,6 +626,22 @@ impl Driver {
                 let s = self.settle();
                 let _ = reply.send(r.and_then(|o| s.map(|_| o)));
             }
+            Command::UpdateLifetime {
+                id,
+                expiry,
+                caller,
+                reply,
+            } => {
+                let r = self
+                    .core
+                    .update_lifetime(&id, expiry, &caller, now)
+                    .map_err(RmError::from);
+                if let Ok(at) = &r {
+                    info!(app_id = %id, user = %caller.user, "application lifetime set to end at {at} ms");
+                }
+                let s = self.settle();
+                let _ = reply.send(r.and_then(|o| s.map(|_| o)));
+            }
             Command::QueueAccess {
                 queue,
                 caller,
@@ -626,22 +661,6 @@ impl Driver {
             Command::ChangeLabels {
                 change,
                 caller,
-            Command::UpdateLifetime {
-                id,
-                expiry,
-                caller,
-                reply,
-            } => {
-                let r = self
-                    .core
-                    .update_lifetime(&id, expiry, &caller, now)
-                    .map_err(RmError::from);
-                if let Ok(at) = &r {
-                    info!(app_id = %id, user = %caller.user, "application lifetime set to end at {at} ms");
-                }
-                let s = self.settle();
-                let _ = reply.send(r.and_then(|o| s.map(|_| o)));
-            }
                 reply,
             } => {
                 let r = self
@@ -684,6 +703,30 @@ impl Driver {
                 self.core.run_after_change(now);
                 let _ = self.settle();
                 let _ = reply.send(Ok((l, a)));
+            }
+            Command::RefreshNodes {
+                hosts,
+                how,
+                caller,
+                reply,
+            } => {
+                let r = self.core.check_admin(&caller).map(|()| {
+                    let done = self.core.refresh_nodes(hosts, how, now);
+                    info!(
+                        user = %caller.user,
+                        ?how,
+                        decommissioned = ?done.decommissioned,
+                        decommissioning = ?done.decommissioning,
+                        recommissioned = ?done.recommissioned,
+                        "nodes refreshed"
+                    );
+                    done
+                });
+                if let Err(e) = &r {
+                    warn!(user = %caller.user, "refreshNodes refused: {e}");
+                }
+                let _ = self.settle();
+                let _ = reply.send(r.map_err(RmError::from));
             }
             Command::RefreshQueues {
                 props,
@@ -839,6 +882,7 @@ type Serve = Box<
 pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(RunningRm, Serve)> {
     use anyhow::Context;
     let addr = listener.local_addr().context("reading the bound address")?;
+    crate::config::warn_unknown_keys(&conf.unknown_keys);
     let mut store = StateStore::open(&conf.store_path)?;
     let recovered = store.recover()?;
     for s in &recovered.skipped {
@@ -872,6 +916,18 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
         );
     }
     core.set_labels(labels, cluster_ts);
+    // Excluded hosts are turned away from the first registration on.
+    let hosts = conf.hosts.read().context(
+        "reading the host files (yarn.resourcemanager.nodes.include-path / exclude-path)",
+    )?;
+    if !hosts.exclude.is_empty() || !hosts.include.is_empty() {
+        info!(
+            excluded = hosts.exclude.len(),
+            included = hosts.include.len(),
+            "host lists read"
+        );
+    }
+    core.set_host_lists(hosts);
     // At start the labels may not have been added yet: a queue naming an unknown one is
     // told, not refused (a refresh or a scheduler-conf change refuses it).
     if let Err(e) = core.check_queue_labels(&core.conf().scheduler) {

@@ -560,6 +560,10 @@ pub struct NodeInfo {
     pub available_resource: ResourceInfo,
     pub total_resource: ResourceInfo,
     pub node_attributes_info: serde_json::Value,
+    /// YARN's `decommissioningTimeout`: a DECOMMISSIONING node's graceful timeout in
+    /// seconds (absent otherwise, and when it has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decommissioning_timeout: Option<i64>,
 }
 
 impl Default for NodeInfo {
@@ -591,6 +595,7 @@ impl Default for NodeInfo {
             available_resource: Default::default(),
             total_resource: Default::default(),
             node_attributes_info: serde_json::json!({}),
+            decommissioning_timeout: None,
         }
     }
 }

@@ -8,6 +8,7 @@
 //! Every record tolerates missing fields (`#[serde(default)]`) so that clients of other
 //! YARN versions and older Spindle peers can still talk to us.
 
+pub mod admin;
 pub mod am;
 pub mod cluster;
 pub mod exception;

@@ -4,6 +4,7 @@
 //! (`capacity-scheduler.xml`) is [`capacity`].
 
 pub mod capacity;
+pub mod hosts;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -206,6 +207,8 @@ pub struct RmConfig {
     /// `-D name=value` overrides, re-applied on every refresh so they keep winning.
     pub overrides: Vec<(String, String)>,
     pub groups: GroupsConfig,
+    /// The include and exclude host files and the graceful decommission timeout.
+    pub hosts: hosts::HostsConfig,
 }
 
 impl RmConfig {
@@ -362,6 +365,7 @@ impl RmConfig {
             conf_dir: None,
             overrides: Vec::new(),
             groups: groups_config(conf)?,
+            hosts: hosts::HostsConfig::from_conf(conf)?,
         })
     }
 

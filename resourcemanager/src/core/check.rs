@@ -8,6 +8,7 @@ impl RmCore {
     /// attempt and one node.
     pub fn sanity_check(&self) -> Result<(), String> {
         self.sched.check()?;
+        self.check_decommissioning()?;
         let mut node_use: BTreeMap<&NodeId, Resource> = BTreeMap::new();
         let mut app_use: BTreeMap<ApplicationId, Resource> = BTreeMap::new();
         for c in self.containers.values().filter(|c| c.is_live()) {

@@ -30,7 +30,10 @@ pub use elastic::{
     ElasticConf, ElasticCounters, ElasticState, Resize, ResizeDemandView, ResizeOfferView,
 };
 pub use error::{CoreError, RefusalClass, ReinitRefusal, ONLY_ADMINS};
-pub use nodes::{HeartbeatReply, NodeAction, NodeRegistration, ReportedContainer};
+pub use nodes::{
+    DecommissionType, HeartbeatReply, HostLists, NodeAction, NodeRefused, NodeRegistration,
+    NodesRefreshed, ReportedContainer,
+};
 pub use preemption::{
     AmReport, Notice, PreemptionConf, PreemptionCounters, PreemptionNotice, PreemptionState, Reason,
 };
@@ -184,6 +187,8 @@ pub struct RmCore {
     labels: labels::NodeLabels,
     /// Partitions NMs reported (distributed label configuration).
     reported_labels: BTreeMap<NodeId, String>,
+    /// The include and exclude host lists (`refreshNodes`).
+    hosts: nodes::HostLists,
 }
 
 impl RmCore {
@@ -209,6 +214,7 @@ impl RmCore {
             version: 0,
             labels: labels::NodeLabels::default(),
             reported_labels: BTreeMap::new(),
+            hosts: nodes::HostLists::default(),
         }
     }
 

@@ -528,6 +528,28 @@ pub struct Node {
     pub cpu_usage: f32,
     /// Attributes the NM reported (`nm.yarn.io/gpu-model`, ...).
     pub attributes: BTreeMap<String, String>,
+    /// A graceful decommission's drain: `Some` exactly while `state` is DECOMMISSIONING.
+    pub decommissioning: Option<Decommissioning>,
+}
+
+/// A DECOMMISSIONING node's drain (YARN's graceful decommission): it takes no new
+/// containers, what runs on it runs on, and it turns DECOMMISSIONED when it is empty or at
+/// `deadline`, when what is left is killed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decommissioning {
+    /// When the drain started (ms).
+    pub since: u64,
+    /// The timeout it was given (YARN's `decommissioningTimeout`, seconds); `None`: no
+    /// deadline (a negative timeout), the node waits for its containers however long.
+    pub timeout_secs: Option<u64>,
+}
+
+impl Decommissioning {
+    /// When what still runs is killed (ms), if ever.
+    pub fn deadline(&self) -> Option<u64> {
+        self.timeout_secs
+            .map(|t| self.since.saturating_add(t.saturating_mul(1000)))
+    }
 }
 
 /// Everything the RM must not lose about an application, as written to the state store.
@@ -545,6 +567,8 @@ pub struct AppRecord {
     pub attempts: u32,
     pub memory_ms: i64,
     pub vcore_ms: i64,
+    /// The application's `LIFETIME` deadline, if one was set.
+    pub lifetime: Option<u64>,
     /// The current attempt while its AM container lives: a restarted RM waits for that AM
     /// (and its containers, as their NMs re-register) instead of starting a new attempt.
     pub live_attempt: Option<AttemptRecord>,
@@ -564,5 +588,3 @@ pub struct AttemptRecord {
 
 /// Named things per container id for REST lookups.
 pub type ContainerTable = BTreeMap<ContainerId, RmContainer>;
-    /// The application's `LIFETIME` deadline, if one was set.
-    pub lifetime: Option<u64>,

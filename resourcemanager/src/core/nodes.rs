@@ -28,6 +28,8 @@ pub struct NodeRegistration {
 pub enum NodeAction {
     Normal,
     Resync,
+    /// The node is decommissioned (or refused): the NM stops its containers and exits.
+    Shutdown,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +40,8 @@ pub struct HeartbeatReply {
     pub apps_to_cleanup: Vec<ApplicationId>,
     pub containers_to_remove: Vec<ContainerId>,
     pub interval_ms: u64,
+    /// Why, for [`NodeAction::Shutdown`] (YARN's `diagnosticsMessage`); else empty.
+    pub diagnostics: String,
 }
 
 impl HeartbeatReply {
@@ -49,14 +53,108 @@ impl HeartbeatReply {
             apps_to_cleanup: vec![],
             containers_to_remove: vec![],
             interval_ms,
+            diagnostics: String::new(),
+        }
+    }
+
+    fn shutdown(interval_ms: u64, diagnostics: String) -> Self {
+        Self {
+            action: NodeAction::Shutdown,
+            diagnostics,
+            ..Self::resync(interval_ms)
         }
     }
 }
 
+/// The hosts the RM admits, from `yarn.resourcemanager.nodes.include-path` and
+/// `exclude-path` as the driver last read them. An entry is a host (every NM on it) or
+/// `host:port` (one NM).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostLists {
+    /// Empty: every host may join. Else only these.
+    pub include: BTreeSet<String>,
+    /// Excluded hosts, each with its own graceful timeout in seconds when the exclude file
+    /// (YARN's XML form) gives one.
+    pub exclude: BTreeMap<String, Option<i64>>,
+}
+
+impl HostLists {
+    fn names(entry: &str, id: &NodeId) -> bool {
+        entry == id.host || entry == id.to_string()
+    }
+
+    /// The exclude entry naming this node, if any.
+    fn excluded(&self, id: &NodeId) -> Option<(&String, &Option<i64>)> {
+        self.exclude.iter().find(|(e, _)| Self::names(e, id))
+    }
+
+    /// Why this node may not be in service, if it may not.
+    pub fn refusal(&self, id: &NodeId) -> Option<NodeRefused> {
+        if self.excluded(id).is_some() {
+            return Some(NodeRefused::Excluded { node: id.clone() });
+        }
+        if !self.include.is_empty() && !self.include.iter().any(|e| Self::names(e, id)) {
+            return Some(NodeRefused::NotIncluded { node: id.clone() });
+        }
+        None
+    }
+}
+
+/// Why the RM turns an NM away (it answers SHUTDOWN, as YARN does).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeRefused {
+    #[error(
+        "Disallowed NodeManager from {}, Sending SHUTDOWN signal to the NodeManager: {node} is in the exclude list (yarn.resourcemanager.nodes.exclude-path)",
+        node.host
+    )]
+    Excluded { node: NodeId },
+    #[error(
+        "Disallowed NodeManager from {}, Sending SHUTDOWN signal to the NodeManager: {node} is not in the include list (yarn.resourcemanager.nodes.include-path)",
+        node.host
+    )]
+    NotIncluded { node: NodeId },
+}
+
+/// How `refreshNodes` takes newly excluded nodes out of service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecommissionType {
+    /// At once: the node turns DECOMMISSIONED and its containers are killed.
+    Normal,
+    /// The node turns DECOMMISSIONING and drains; after `timeout_secs` (unless the exclude
+    /// file names the host with its own; negative: never) what is left is killed.
+    Graceful { timeout_secs: i64 },
+}
+
+/// What one `refreshNodes` changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodesRefreshed {
+    pub decommissioned: Vec<NodeId>,
+    pub decommissioning: Vec<NodeId>,
+    pub recommissioned: Vec<NodeId>,
+}
+
 impl RmCore {
-    /// `POST /ws/v1/node-tracker/register`.
+    /// `POST /ws/v1/node-tracker/register`, for callers that need not know of a refusal
+    /// (a refused node is recorded DECOMMISSIONED, see [`Self::try_register_node`]).
     pub fn register_node(&mut self, reg: NodeRegistration, now: u64) -> u64 {
+        let interval = self.conf.heartbeat_interval_ms;
+        self.try_register_node(reg, now).unwrap_or(interval)
+    }
+
+    /// `POST /ws/v1/node-tracker/register`: answers the heartbeat interval, or refuses a
+    /// node the host lists keep out (it is recorded DECOMMISSIONED, and told to shut down).
+    /// A DECOMMISSIONING node that registers again goes on draining.
+    pub fn try_register_node(
+        &mut self,
+        reg: NodeRegistration,
+        now: u64,
+    ) -> Result<u64, NodeRefused> {
         let id = reg.id.clone();
+        let drain = self.nodes.get(&id).and_then(|n| n.decommissioning);
+        if let (Some(refused), None) = (self.hosts.refusal(&id), drain) {
+            self.refuse_node(reg, &refused, now);
+            return Err(refused);
+        }
         // A re-registering node forgets what it does not report.
         if let Some(old) = self.nodes.get(&id) {
             let reported: BTreeSet<ContainerId> = reg.containers.iter().map(|c| c.id).collect();
@@ -114,9 +212,20 @@ impl RmCore {
             mem_used_physical_mb: 0,
             cpu_usage: 0.0,
             attributes: reg.attributes.clone(),
+            decommissioning: drain,
+        };
+        let node = Node {
+            state: match drain {
+                Some(_) => NodeState::DECOMMISSIONING,
+                None => node.state,
+            },
+            ..node
         };
         self.nodes.insert(id.clone(), node);
         self.sched.add_node(id.clone(), reg.rack, reg.total, used);
+        if drain.is_some() {
+            self.sched.set_draining(&id, true);
+        }
         let model = reg
             .attributes
             .get(spindle_common::resource::GPU_MODEL_ATTRIBUTE)
@@ -126,7 +235,224 @@ impl RmCore {
         self.process_reports(&id, &reg.containers, now);
         self.run_scheduler(now);
         self.changed();
-        self.conf.heartbeat_interval_ms
+        Ok(self.conf.heartbeat_interval_ms)
+    }
+
+    /// Records a refused node as DECOMMISSIONED (YARN lists refused hosts among the
+    /// inactive nodes); what it ran here before, if anything, ends.
+    fn refuse_node(&mut self, reg: NodeRegistration, why: &NodeRefused, now: u64) {
+        let id = reg.id.clone();
+        let report = why.to_string();
+        if self.nodes.get(&id).is_some_and(|n| !n.state.is_inactive()) {
+            let diag = format!("Container released on a *decommissioned* node {id}");
+            self.deactivate_node(&id, NodeState::DECOMMISSIONED, report, diag, now);
+            self.run_scheduler(now);
+            return;
+        }
+        if self
+            .nodes
+            .get(&id)
+            .is_some_and(|n| n.state == NodeState::DECOMMISSIONED)
+        {
+            return;
+        }
+        let node = Node {
+            id: id.clone(),
+            http_address: reg.http_address,
+            rack: reg.rack,
+            state: NodeState::DECOMMISSIONED,
+            total: reg.total,
+            version: reg.version,
+            health_report: report,
+            last_health_update: now,
+            last_heartbeat: now,
+            response_id: 0,
+            containers: BTreeSet::new(),
+            to_cleanup: BTreeSet::new(),
+            apps_to_cleanup: BTreeSet::new(),
+            to_ack: BTreeSet::new(),
+            mem_used_physical_mb: 0,
+            cpu_usage: 0.0,
+            attributes: reg.attributes,
+            decommissioning: None,
+        };
+        self.nodes.insert(id, node);
+        self.changed();
+    }
+
+    /// The host lists in force (what `refreshNodes` last read).
+    pub fn host_lists(&self) -> &HostLists {
+        &self.hosts
+    }
+
+    /// Why a node may not be in service now, if it may not (the registration check).
+    pub fn node_refusal(&self, id: &NodeId) -> Option<NodeRefused> {
+        self.hosts.refusal(id)
+    }
+
+    /// Sets the host lists without acting on the nodes (the RM's start: no node is known
+    /// yet, and a refused one is turned away when it registers).
+    pub fn set_host_lists(&mut self, hosts: HostLists) {
+        self.hosts = hosts;
+        self.changed();
+    }
+
+    /// `refreshNodes` (YARN's NodesListManager): takes the new host lists and acts on every
+    /// node in service. A node newly kept out is decommissioned as `how` says (a
+    /// DECOMMISSIONING one given a timeout again takes the new one; a forceful refresh ends
+    /// its drain at once); a DECOMMISSIONING node no longer kept out is recommissioned.
+    pub fn refresh_nodes(
+        &mut self,
+        hosts: HostLists,
+        how: DecommissionType,
+        now: u64,
+    ) -> NodesRefreshed {
+        self.hosts = hosts;
+        let mut out = NodesRefreshed::default();
+        let ids: Vec<NodeId> = self
+            .nodes
+            .values()
+            .filter(|n| !n.state.is_inactive())
+            .map(|n| n.id.clone())
+            .collect();
+        for id in ids {
+            let draining = self.nodes.get(&id).and_then(|n| n.decommissioning);
+            match (self.hosts.refusal(&id), how, draining) {
+                (None, _, Some(_)) => {
+                    self.recommission(&id, now);
+                    out.recommissioned.push(id);
+                }
+                (None, _, None) => {}
+                (Some(why), DecommissionType::Normal, _) => {
+                    self.decommission(&id, &why.to_string(), now);
+                    out.decommissioned.push(id);
+                }
+                (Some(_), DecommissionType::Graceful { timeout_secs }, _) => {
+                    let own = self.hosts.excluded(&id).and_then(|(_, t)| *t);
+                    let secs = own.unwrap_or(timeout_secs);
+                    let timeout_secs = u64::try_from(secs).ok();
+                    let since = draining.map_or(now, |d| d.since);
+                    self.start_drain(
+                        &id,
+                        Decommissioning {
+                            since,
+                            timeout_secs,
+                        },
+                        now,
+                    );
+                    out.decommissioning.push(id);
+                }
+            }
+        }
+        // A drain that is already over (an empty node) ends now, not at the next tick.
+        self.tick_decommissioning(now);
+        out.decommissioning.retain(|id| {
+            let done = self
+                .nodes
+                .get(id)
+                .is_some_and(|n| n.state == NodeState::DECOMMISSIONED);
+            if done {
+                out.decommissioned.push(id.clone());
+            }
+            !done
+        });
+        self.run_scheduler(now);
+        self.changed();
+        out
+    }
+
+    fn start_drain(&mut self, id: &NodeId, drain: Decommissioning, now: u64) {
+        let Some(node) = self.nodes.get_mut(id) else {
+            return;
+        };
+        if node.decommissioning == Some(drain) {
+            return;
+        }
+        node.state = NodeState::DECOMMISSIONING;
+        node.decommissioning = Some(drain);
+        node.last_health_update = now;
+        self.sched.set_draining(id, true);
+        self.changed();
+    }
+
+    /// A DECOMMISSIONING node back in service: RUNNING, or UNHEALTHY if its last report said so.
+    fn recommission(&mut self, id: &NodeId, now: u64) {
+        let healthy = self.sched.node(id).is_none_or(|n| n.healthy);
+        let Some(node) = self.nodes.get_mut(id) else {
+            return;
+        };
+        node.decommissioning = None;
+        node.state = if healthy {
+            NodeState::RUNNING
+        } else {
+            NodeState::UNHEALTHY
+        };
+        node.last_health_update = now;
+        self.sched.set_draining(id, false);
+        self.changed();
+    }
+
+    /// Takes a node out of service for good: DECOMMISSIONED, what still runs on it ends
+    /// (ABORTED, with `why`), and its NM is told to shut down at its next heartbeat.
+    fn decommission(&mut self, id: &NodeId, why: &str, now: u64) {
+        if let Some(n) = self.nodes.get_mut(id) {
+            n.decommissioning = None;
+        }
+        let report = format!("Node {id} decommissioned: {why}");
+        let diag = format!("Container released on a *decommissioned* node {id}: {why}");
+        self.deactivate_node(id, NodeState::DECOMMISSIONED, report, diag, now);
+    }
+
+    /// Ends the drains that are over: a DECOMMISSIONING node with no container left, or
+    /// one whose deadline passed (what is left is killed).
+    pub(super) fn tick_decommissioning(&mut self, now: u64) {
+        let over: Vec<(NodeId, Option<u64>)> = self
+            .nodes
+            .values()
+            .filter_map(|n| n.decommissioning.map(|d| (n, d)))
+            .filter(|(n, d)| n.containers.is_empty() || d.deadline().is_some_and(|t| now >= t))
+            .map(|(n, d)| {
+                (
+                    n.id.clone(),
+                    (!n.containers.is_empty()).then_some(d.timeout_secs.unwrap_or(0)),
+                )
+            })
+            .collect();
+        for (id, timed_out) in over {
+            let why = match timed_out {
+                None => "graceful decommission complete, no containers left".to_string(),
+                Some(t) => format!(
+                    "its graceful decommission timeout of {t} s passed with containers still running"
+                ),
+            };
+            self.decommission(&id, &why, now);
+            self.run_scheduler(now);
+        }
+    }
+
+    /// The decommissioning invariants (for `sanity_check`): a node carries a drain exactly
+    /// while DECOMMISSIONING, and the scheduler drains exactly those nodes.
+    pub(super) fn check_decommissioning(&self) -> Result<(), String> {
+        for (id, n) in &self.nodes {
+            let draining = n.state == NodeState::DECOMMISSIONING;
+            if draining != n.decommissioning.is_some() {
+                return Err(format!(
+                    "node {id} is {} but its drain is {:?}",
+                    n.state, n.decommissioning
+                ));
+            }
+            let sched = self.sched.node(id);
+            if n.state.is_inactive() && sched.is_some() {
+                return Err(format!("{} node {id} is still in the scheduler", n.state));
+            }
+            if let Some(s) = sched.filter(|s| s.draining != draining) {
+                return Err(format!(
+                    "node {id} is {} but the scheduler's draining is {}",
+                    n.state, s.draining
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// `POST /ws/v1/node-tracker/heartbeat`.
@@ -139,27 +465,47 @@ impl RmCore {
         now: u64,
     ) -> HeartbeatReply {
         let interval = self.conf.heartbeat_interval_ms;
+        let was_healthy = self.sched.node(id).map(|n| n.healthy);
         let Some(node) = self.nodes.get_mut(id) else {
             return HeartbeatReply::resync(interval);
         };
+        if node.state == NodeState::DECOMMISSIONED {
+            return HeartbeatReply::shutdown(interval, Self::disallowed(id));
+        }
         if node.state.is_inactive() {
             return HeartbeatReply::resync(interval);
         }
         node.last_heartbeat = now;
         node.response_id = node.response_id.wrapping_add(1);
-        let was_healthy = node.state == NodeState::RUNNING;
+        let was_healthy = was_healthy.unwrap_or(node.state == NodeState::RUNNING);
         if healthy != was_healthy || node.health_report != report {
-            node.state = if healthy {
-                NodeState::RUNNING
-            } else {
-                NodeState::UNHEALTHY
-            };
+            // A draining node stays DECOMMISSIONING whatever its health.
+            if node.decommissioning.is_none() {
+                node.state = if healthy {
+                    NodeState::RUNNING
+                } else {
+                    NodeState::UNHEALTHY
+                };
+            }
             node.health_report = report;
             node.last_health_update = now;
             self.sched.set_schedulable(id, healthy);
             self.changed();
         }
         self.process_reports(id, &containers, now);
+        // A drained node is decommissioned at once and told so (YARN: "is ready to be
+        // decommissioned").
+        let drained = self
+            .nodes
+            .get(id)
+            .is_some_and(|n| n.decommissioning.is_some() && n.containers.is_empty());
+        if drained {
+            self.tick_decommissioning(now);
+            return HeartbeatReply::shutdown(
+                interval,
+                format!("DECOMMISSIONING {id} is ready to be decommissioned"),
+            );
+        }
         self.run_scheduler(now);
         let Some(node) = self.nodes.get_mut(id) else {
             return HeartbeatReply::resync(interval);
@@ -173,7 +519,16 @@ impl RmCore {
                 .collect(),
             containers_to_remove: std::mem::take(&mut node.to_ack).into_iter().collect(),
             interval_ms: interval,
+            diagnostics: String::new(),
         }
+    }
+
+    /// YARN's answer to a decommissioned node's heartbeat.
+    fn disallowed(id: &NodeId) -> String {
+        format!(
+            "Disallowed NodeManager nodeId: {id} hostname: {}, Sending SHUTDOWN signal to the NodeManager",
+            id.host
+        )
     }
 
     pub(super) fn process_reports(&mut self, id: &NodeId, reports: &[ReportedContainer], now: u64) {

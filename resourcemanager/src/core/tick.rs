@@ -7,6 +7,7 @@ impl RmCore {
     /// AM exit grace, then the decisions ([`Self::tick_decisions`]).
     pub fn tick(&mut self, now: u64) {
         self.tick_liveness(now);
+        self.tick_decommissioning(now);
         self.tick_decisions(now);
     }
 
@@ -15,8 +16,8 @@ impl RmCore {
     /// liveness, calls this alone.
     pub fn tick_decisions(&mut self, now: u64) {
         self.sched.set_now(now);
-        self.expire_gangs(now);
         self.expire_lifetimes(now);
+        self.expire_gangs(now);
         self.sched.refresh_levels();
         self.preemption_tick(now);
         self.elastic_tick(now);

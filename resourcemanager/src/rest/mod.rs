@@ -3,6 +3,7 @@
 //! Handlers parse, send a typed command to the driver (or read its snapshot), and map the
 //! answer to YARN's status and body. They hold no state of their own.
 
+mod admin;
 mod am;
 mod cluster;
 mod groups;
@@ -60,6 +61,7 @@ pub fn router(driver: DriverHandle, info: RmInfo) -> Router {
     Router::new()
         .merge(cluster::routes())
         .merge(schedconf::routes())
+        .merge(admin::routes())
         .merge(am::routes())
         .merge(tracker::routes())
         .merge(metrics::routes())

@@ -71,6 +71,18 @@ async fn register(
         .driver
         .call(|reply| Command::RegisterNode(Box::new(reg), reply))
         .await?;
+    if let Some(why) = r.refused {
+        return Ok(Json(RegisterNodeManagerResponse {
+            node_action: NodeAction::SHUTDOWN,
+            rm_identifier: r.rm_identifier,
+            container_token_secret: String::new(),
+            heartbeat_interval_ms: r.interval_ms,
+            rm_version: env!("CARGO_PKG_VERSION").into(),
+            are_node_labels_accepted_by_rm: false,
+            are_node_attributes_accepted_by_rm: false,
+            diagnostics_message: why.to_string(),
+        }));
+    }
     let refused = self_report(&st, node, labels, (!foreign.is_empty()).then_some(foreign)).await?;
     Ok(Json(RegisterNodeManagerResponse {
         node_action: NodeAction::NORMAL,
@@ -107,6 +119,7 @@ async fn heartbeat(
         node_action: match r.action {
             CoreAction::Normal => NodeAction::NORMAL,
             CoreAction::Resync => NodeAction::RESYNC,
+            CoreAction::Shutdown => NodeAction::SHUTDOWN,
         },
         containers_to_cleanup: r.containers_to_cleanup,
         applications_to_cleanup: r.apps_to_cleanup,
@@ -114,7 +127,11 @@ async fn heartbeat(
         next_heartbeat_interval_ms: r.interval_ms,
         are_node_labels_accepted_by_rm: refused.0.is_none(),
         are_node_attributes_accepted_by_rm: refused.1.is_none(),
-        diagnostics_message: diagnostics(&refused),
+        diagnostics_message: [r.diagnostics, diagnostics(&refused)]
+            .into_iter()
+            .filter(|d| !d.is_empty())
+            .collect::<Vec<_>>()
+            .join("; "),
     }))
 }
 

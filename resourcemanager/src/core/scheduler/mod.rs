@@ -322,6 +322,12 @@ impl Scheduler {
         self.recompute();
     }
 
+    /// A DECOMMISSIONING node drains (`true`) or is recommissioned (`false`).
+    pub fn set_draining(&mut self, id: &NodeId, draining: bool) {
+        self.nodes.set_draining(id, draining);
+        self.recompute();
+    }
+
     fn recompute(&mut self) {
         let cluster = self.nodes.partition_total(placement::DEFAULT_PARTITION);
         self.tree.compute_capacities(&cluster);
@@ -368,6 +374,7 @@ impl Scheduler {
     /// The scheduler's own invariants: no node over-allocated, no negative usage, every
     /// queue's usage the sum of its children's (or its applications'), within its maximum.
     pub fn check(&self) -> Result<(), String> {
+        self.nodes.check()?;
         for n in self.nodes.iter() {
             if !n.used.fits_in(&n.total) || n.used.any_negative() {
                 return Err(format!(

@@ -28,8 +28,13 @@ pub struct SchedNode {
     pub used: Resource,
     /// `total - used`, kept current.
     pub free: Resource,
-    /// RUNNING nodes take containers; others keep what they have.
+    /// Whether the node takes new containers: it is healthy and not draining. Others keep
+    /// what they have; their room counts neither in the cluster's nor in any plan's.
     pub schedulable: bool,
+    /// The node's last health report said healthy (UNHEALTHY nodes take nothing new).
+    pub healthy: bool,
+    /// DECOMMISSIONING: the node drains (takes nothing new, and no gang holds it).
+    pub draining: bool,
     /// The node's GPU model (`nm.yarn.io/gpu-model`), for gangs that want one model.
     pub gpu_model: Option<String>,
     /// The node's attributes (name to value): topology levels for gangs' domains, and what
@@ -290,6 +295,8 @@ impl NodeIndex {
             total,
             used,
             schedulable: true,
+            healthy: true,
+            draining: false,
             gpu_model: None,
             attributes: BTreeMap::new(),
             partition: String::new(),
@@ -359,26 +366,93 @@ impl NodeIndex {
         Some(node)
     }
 
-    pub fn set_schedulable(&mut self, id: &NodeId, schedulable: bool) {
+    /// The node's health (from its heartbeat): an unhealthy node takes nothing new.
+    pub fn set_schedulable(&mut self, id: &NodeId, healthy: bool) {
+        self.set_service(id, |n| n.healthy = healthy);
+    }
+
+    /// Starts (or ends: recommission) a node's drain: a draining node takes nothing new, no
+    /// gang plans on it, and a hold on it is given up (its gang plans again elsewhere).
+    pub fn set_draining(&mut self, id: &NodeId, draining: bool) {
+        self.set_service(id, |n| n.draining = draining);
+    }
+
+    /// Changes a node's health or drain and, when that changes whether it takes containers,
+    /// moves its total and use in or out of the schedulable sums.
+    fn set_service(&mut self, id: &NodeId, change: impl FnOnce(&mut SchedNode)) {
         self.room_epoch += 1;
         let Some(slot) = self.slot(id) else { return };
-        let Some(n) = self.slots[slot].as_mut() else {
+        let Some(n) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
+        change(n);
+        let schedulable = n.healthy && !n.draining;
         if n.schedulable == schedulable {
             return;
         }
-        let total = n.total.clone();
-        let part = self.partition_total.entry(n.partition.clone()).or_default();
-        n.schedulable = schedulable;
-        if schedulable {
-            part.add_assign(&total);
-            self.cluster.add_assign(&total);
-        } else {
-            part.sub_assign(&total);
-            self.cluster.sub_assign(&total);
+        // Out of the sums as it was, in again as it is (`account` skips unschedulable nodes).
+        self.account(slot, false);
+        if let Some(n) = self.slots.get_mut(slot).and_then(Option::as_mut) {
+            n.schedulable = schedulable;
+        }
+        self.account(slot, true);
+        if !schedulable {
+            self.reserved.remove(&slot);
+            self.reserved_need.remove(&slot);
         }
         self.reindex(slot);
+    }
+
+    /// The index's own sums against its nodes: the schedulable totals and use, per
+    /// partition and over the cluster, and the count (for `sanity_check`).
+    pub fn check(&self) -> Result<(), String> {
+        let mut cluster = Resource::zero();
+        let mut used = Resource::zero();
+        let mut parts: BTreeMap<&str, Resource> = BTreeMap::new();
+        let mut count = 0;
+        for n in self.iter() {
+            if n.schedulable != (n.healthy && !n.draining) {
+                return Err(format!(
+                    "node {} schedulable={} but healthy={} draining={}",
+                    n.id, n.schedulable, n.healthy, n.draining
+                ));
+            }
+            if !n.schedulable {
+                if self.reserved.contains_key(&self.by_id[&n.id]) {
+                    return Err(format!("unschedulable node {} is held for a gang", n.id));
+                }
+                continue;
+            }
+            cluster.add_assign(&n.total);
+            used.add_assign(&n.used);
+            parts.entry(&n.partition).or_default().add_assign(&n.total);
+            count += 1;
+        }
+        let same = |a: &Resource, b: &Resource| a.minus(b).is_zero();
+        if !same(&cluster, &self.cluster)
+            || !same(&used, &self.cluster_used)
+            || count != self.schedulable_count
+        {
+            return Err(format!(
+                "the node index sums {} nodes, total {}, used {}; its nodes say {count}, {cluster}, {used}",
+                self.schedulable_count, self.cluster, self.cluster_used
+            ));
+        }
+        let names: BTreeSet<&str> = parts
+            .keys()
+            .copied()
+            .chain(self.partition_total.keys().map(String::as_str))
+            .collect();
+        for p in names {
+            let total = self.partition_total(p);
+            let expect = parts.get(p).cloned().unwrap_or_default();
+            if !same(&total, &expect) {
+                return Err(format!(
+                    "partition `{p}` sums {total} but its schedulable nodes {expect}"
+                ));
+            }
+        }
+        Ok(())
     }
 
     pub fn charge(&mut self, slot: usize, r: &Resource) {

@@ -11,6 +11,7 @@ use super::*;
 
 mod am_limit;
 mod capacity;
+mod decommission;
 mod elastic;
 mod gang;
 mod labels;

@@ -52,6 +52,10 @@ pub(in crate::rest) fn node_info(s: &Snapshot, n: &Node) -> NodeInfo {
             },
         )
         .unwrap_or_default(),
+        decommissioning_timeout: n
+            .decommissioning
+            .and_then(|d| d.timeout_secs)
+            .map(|t| i64::try_from(t).unwrap_or(i64::MAX)),
         ..Default::default()
     }
 }

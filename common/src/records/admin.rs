@@ -1,0 +1,35 @@
+//! Bodies of Spindle's REST forms of two `yarn rmadmin` commands YARN only has over RPC:
+//! `-refreshNodes` (`POST /ws/v1/cluster/refresh-nodes`) and `-getGroups`
+//! (`GET /ws/v1/cluster/users/{user}/groups`).
+
+use serde::{Deserialize, Serialize};
+
+/// YARN's `DecommissionType` (the `decommissionType` query parameter of `refresh-nodes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum DecommissionType {
+    /// Newly excluded nodes are decommissioned at once (their containers killed).
+    #[default]
+    NORMAL,
+    /// Newly excluded nodes turn DECOMMISSIONING and drain, up to the timeout.
+    GRACEFUL,
+    /// As NORMAL, for the end of a client-tracked graceful decommission: DECOMMISSIONING
+    /// nodes are decommissioned at once.
+    FORCEFUL,
+}
+
+/// What a `refresh-nodes` changed, by node id.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RefreshNodesInfo {
+    pub decommissioned: Vec<String>,
+    pub decommissioning: Vec<String>,
+    pub recommissioned: Vec<String>,
+}
+
+/// `GET /users/{user}/groups`: the user's groups as the RM resolves them, primary first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UserGroupsInfo {
+    pub user: String,
+    pub groups: Vec<String>,
+}
