@@ -145,6 +145,17 @@ impl NmConfig {
         conf: &Configuration,
         conf_dir: &Path,
     ) -> Result<Self, NmConfigError> {
+        // Typos are told, not refused (Hadoop ignores unknown keys; the files are shared
+        // with the RM and perhaps other tools): file, line, key and the closest known key.
+        for k in conf.unknown_keys() {
+            tracing::warn!(
+                file = %k.source.file.display(),
+                line = k.source.line,
+                key = %k.name,
+                suggestion = k.suggestion.as_deref().unwrap_or(""),
+                "{k}"
+            );
+        }
         let explicit_host = conf
             .get_nonempty(keys::NM_HOSTNAME)?
             .filter(|h| !is_wildcard(h));

@@ -11,6 +11,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use spindle_common::config::known::UnknownKey;
 use spindle_common::config::{keys, ConfigError, Configuration};
 use spindle_common::Resource;
 
@@ -206,6 +207,9 @@ pub struct RmConfig {
     pub conf_dir: Option<PathBuf>,
     /// `-D name=value` overrides, re-applied on every refresh so they keep winning.
     pub overrides: Vec<(String, String)>,
+    /// Keys of the configuration Spindle does not know (typos, most likely), each with the
+    /// closest known key; logged when the RM starts ([`warn_unknown_keys`]).
+    pub unknown_keys: Vec<UnknownKey>,
     pub groups: GroupsConfig,
     /// The include and exclude host files and the graceful decommission timeout.
     pub hosts: hosts::HostsConfig,
@@ -364,6 +368,7 @@ impl RmConfig {
             scheduler_site,
             conf_dir: None,
             overrides: Vec::new(),
+            unknown_keys: conf.unknown_keys(),
             groups: groups_config(conf)?,
             hosts: hosts::HostsConfig::from_conf(conf)?,
         })
@@ -380,12 +385,33 @@ impl RmConfig {
     }
 
     /// The capacity-scheduler properties as the files say now (`refreshQueues`). Reads the
-    /// configuration directory: call it off the driver task.
+    /// configuration directory: call it off the driver task. Unknown keys in the files are
+    /// logged as warnings, as at start.
     pub fn reload_scheduler_props(&self) -> Result<CsProps, RmConfigError> {
         match &self.conf_dir {
-            Some(dir) => Ok(CsProps::from_conf(&load_conf(dir, &self.overrides)?)?),
+            Some(dir) => {
+                let conf = load_conf(dir, &self.overrides)?;
+                warn_unknown_keys(&conf.unknown_keys());
+                Ok(CsProps::from_conf(&conf)?)
+            }
             None => Ok(self.scheduler_props.clone()),
         }
+    }
+}
+
+/// Logs each unknown key as a warning naming the file, the line, the key and the closest
+/// known key (`conf/yarn-site.xml:12: unknown key 'yarn.schedular.maximum-allocation-mb';
+/// did you mean 'yarn.scheduler.maximum-allocation-mb'?`). Unknown keys are not refused:
+/// Hadoop ignores them too, and a file shared with other tools may carry its own.
+pub fn warn_unknown_keys(unknown: &[UnknownKey]) {
+    for k in unknown {
+        tracing::warn!(
+            file = %k.source.file.display(),
+            line = k.source.line,
+            key = %k.name,
+            suggestion = k.suggestion.as_deref().unwrap_or(""),
+            "{k}"
+        );
     }
 }
 

@@ -6,12 +6,15 @@
 //!
 //! Every change goes through the driver, which validates the whole resulting configuration
 //! against YARN's rules and the running applications before anything changes; a refusal is
-//! a 400 naming the queue, property and rule, and leaves the running tree untouched.
+//! a 400 naming the queue, property and rule, and leaves the running tree untouched. A
+//! refused refresh or mutation is also written to the RM's log as YARN's `RMAuditLogger`
+//! writes a failure: who asked, from where, what and why ([`audit_failure`]).
 
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 
-use axum::extract::{Query, State};
-use axum::http::{header, StatusCode};
+use axum::extract::{ConnectInfo, Query, State};
+use axum::http::{header, Extensions, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -57,14 +60,55 @@ fn conf_info(props: &CsProps) -> ConfInfo {
     }
 }
 
+/// YARN's audit operation and target of `refreshQueues`.
+pub(super) const AUDIT_REFRESH_QUEUES: (&str, &str) = ("refreshQueues", "AdminService");
+/// The audit operation and target of `PUT /scheduler-conf`.
+pub(super) const AUDIT_UPDATE_SCHED_CONF: (&str, &str) =
+    ("updateSchedulerConfiguration", "RMWebService");
+
+/// The caller's address, when the server was started with connection info (the daemon's
+/// always is).
+fn remote_ip(ext: &Extensions) -> Option<IpAddr> {
+    ext.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip())
+}
+
+/// Writes a refused admin operation to the RM's log as YARN's `RMAuditLogger.logFailure`
+/// does: `USER=<u>\tIP=<addr>\tOPERATION=<op>\tTARGET=<t>\tRESULT=FAILURE\tDESCRIPTION=<why>`
+/// (tab-separated; tabs and newlines in the reason become spaces; `IP` is left out when the
+/// address is not known).
+pub(super) fn audit_failure(
+    user: &str,
+    ip: Option<IpAddr>,
+    (operation, target): (&str, &str),
+    description: &str,
+) {
+    let clean = |s: &str| s.replace(['\t', '\n', '\r'], " ");
+    let ip = ip.map(|ip| format!("\tIP={ip}")).unwrap_or_default();
+    tracing::warn!(
+        "USER={}{ip}\tOPERATION={operation}\tTARGET={target}\tRESULT=FAILURE\tDESCRIPTION={}",
+        clean(user),
+        clean(description)
+    );
+}
+
 /// `refreshQueues`: re-reads `capacity-scheduler.xml` (and the `-D` overrides) from the
 /// RM's configuration directory and applies it. The admin check comes first, so nobody
-/// else makes the RM read files.
+/// else makes the RM read files. A refusal is audited.
 async fn refresh_queues(
     State(st): State<AppState>,
     Query(q): Q,
+    ext: Extensions,
 ) -> Result<Json<ConfigVersionInfo>, ApiError> {
     let caller = st.caller(&q).await;
+    let user = caller.user.clone();
+    let r = refresh(&st, caller).await;
+    if let Err(e) = &r {
+        audit_failure(&user, remote_ip(&ext), AUDIT_REFRESH_QUEUES, &e.message);
+    }
+    r
+}
+
+async fn refresh(st: &AppState, caller: Caller) -> Result<Json<ConfigVersionInfo>, ApiError> {
     let who = caller.clone();
     st.driver.call(|r| Command::CheckAdmin(who, r)).await?;
     let conf = st.info.conf.clone();
@@ -159,21 +203,33 @@ fn mutation(body: Value) -> Result<SchedConfMutation, ApiError> {
     Ok(m)
 }
 
+/// `PUT /scheduler-conf`. A refusal (a malformed body, an unknown property, a broken rule,
+/// a caller who is not an admin) is audited.
 async fn put_sched_conf(
     State(st): State<AppState>,
     Query(q): Q,
+    ext: Extensions,
     JsonBody(body): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
-    let m = mutation(body)?;
     let caller = st.caller(&q).await;
-    st.driver
-        .call(|r| Command::MutateSchedulerConf {
-            mutation: Box::new(m),
-            caller,
-            dry_run: false,
-            reply: r,
-        })
-        .await?;
+    let user = caller.user.clone();
+    let r = match mutation(body) {
+        Ok(m) => st
+            .driver
+            .call(|r| Command::MutateSchedulerConf {
+                mutation: Box::new(m),
+                caller,
+                dry_run: false,
+                reply: r,
+            })
+            .await
+            .map_err(ApiError::from),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = &r {
+        audit_failure(&user, remote_ip(&ext), AUDIT_UPDATE_SCHED_CONF, &e.message);
+    }
+    r?;
     Ok((
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
