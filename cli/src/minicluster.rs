@@ -11,6 +11,12 @@
 //! written to `<work>/fake-gpus/nvidia-smi` with its `fake-gpu.conf`, the NMs get the GPU
 //! plugin pointed at it, and the RM gets `yarn.io/gpu` in `yarn.resource-types`. It needs
 //! `python3` on the machine.
+//!
+//! [`MiniClusterOptions::defines`] (`-D name=value`) go to the RM and every NM after the
+//! minicluster's own, so they win. [`MINICLUSTER_DEFAULTS`] are the RM settings a cluster of a
+//! few nodes on one machine needs where YARN's defaults are sized for large clusters; each is
+//! applied only when neither the configuration directory nor a `-D` sets the key, and
+//! [`MiniCluster::defaults_applied`] says which were.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -47,6 +53,55 @@ pub struct MiniClusterOptions {
     pub bin_dir: Option<PathBuf>,
     /// Fake GPUs each NM discovers (0: the GPU plugin is left as the configuration says).
     pub gpus_per_node: u32,
+    /// `-D name=value` for the RM and every NM, after the minicluster's own (they win).
+    pub defines: Vec<(String, String)>,
+}
+
+/// RM settings for a small cluster on one machine, used where the configuration directory
+/// and the `-D`s leave the key unset: YARN's 10 % AM share lets a 2-node cluster start
+/// one or two applications at a time; half of a queue lets several run together.
+pub const MINICLUSTER_DEFAULTS: &[(&str, &str)] = &[(keys::CS_MAXIMUM_AM_RESOURCE_PERCENT, "0.5")];
+
+/// The [`MINICLUSTER_DEFAULTS`] that `conf` (the files and the `-D`s) leaves unset.
+pub fn defaults_for(conf: &spindle_common::config::Configuration) -> Vec<(String, String)> {
+    MINICLUSTER_DEFAULTS
+        .iter()
+        .filter(|(k, _)| conf.get(k).ok().flatten().is_none())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+impl MiniClusterOptions {
+    /// The configuration directory the daemons will read (`--conf-dir`, `$SPINDLE_CONF_DIR`,
+    /// `./conf`), absolute; `None` when it does not exist (the daemons then get an empty one).
+    pub fn existing_conf_dir(&self) -> Option<PathBuf> {
+        let dir = absolute(&spindle_common::config::Configuration::resolve_conf_dir(
+            self.conf_dir.as_deref(),
+        ));
+        dir.is_dir().then_some(dir)
+    }
+
+    /// The configuration as the daemons will see it: the directory (if it exists and loads)
+    /// with the `-D`s on top.
+    pub fn configuration(&self) -> spindle_common::config::Configuration {
+        let mut conf = self
+            .existing_conf_dir()
+            .and_then(|d| spindle_common::config::Configuration::load_dir(&d).ok())
+            .unwrap_or_default();
+        for (k, v) in &self.defines {
+            conf.set(k, v);
+        }
+        conf
+    }
+
+    /// Whether the NMs would load the GPU plugin without `gpus_per_node` (real GPUs).
+    pub fn gpu_plugin_configured(&self) -> bool {
+        let conf = self.configuration();
+        conf.get_strings(keys::NM_RESOURCE_PLUGINS)
+            .unwrap_or_default()
+            .iter()
+            .any(|p| p == GPU)
+    }
 }
 
 impl Default for MiniClusterOptions {
@@ -59,6 +114,7 @@ impl Default for MiniClusterOptions {
             startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             bin_dir: None,
             gpus_per_node: 0,
+            defines: Vec::new(),
         }
     }
 }
@@ -194,6 +250,8 @@ pub struct MiniCluster {
     pub conf_dir: PathBuf,
     pub rm_address: RmAddress,
     pub nm_addresses: Vec<String>,
+    /// The [`MINICLUSTER_DEFAULTS`] the RM got, because nothing else set them.
+    pub defaults_applied: Vec<(String, String)>,
     guard: ChildGuard,
 }
 
@@ -343,27 +401,25 @@ impl MiniCluster {
             }
             None => new_work_dir()?,
         };
-        let conf_dir = absolute(&spindle_common::config::Configuration::resolve_conf_dir(
-            opts.conf_dir.as_deref(),
-        ));
-        let conf_dir = if conf_dir.is_dir() {
-            conf_dir
-        } else {
-            let c = work_dir.join("conf");
-            std::fs::create_dir_all(&c).map_err(io(&c))?;
-            tracing::info!(missing = %conf_dir.display(), using = %c.display(), "no configuration directory; using an empty one");
-            c
+        let conf_dir = match opts.existing_conf_dir() {
+            Some(c) => c,
+            None => {
+                let c = work_dir.join("conf");
+                std::fs::create_dir_all(&c).map_err(io(&c))?;
+                tracing::info!(using = %c.display(), "no configuration directory; using an empty one");
+                c
+            }
         };
-        // Fake GPUs: the RM schedules yarn.io/gpu, every NM runs the GPU plugin on the fake.
+        let conf = opts.configuration();
+        let get = |k: &str| conf.get(k).ok().flatten().unwrap_or_default();
         let (mut rm_extra, mut nm_extra) = (Vec::new(), Vec::new());
+        let defaults_applied = defaults_for(&conf);
+        for (k, v) in &defaults_applied {
+            rm_extra.extend(d(k, v));
+        }
+        // Fake GPUs: the RM schedules yarn.io/gpu, every NM runs the GPU plugin on the fake.
         if opts.gpus_per_node > 0 {
             let fake = write_fake_gpus(&work_dir, opts.gpus_per_node)?;
-            let conf = spindle_common::config::Configuration::load_dir(&conf_dir).ok();
-            let get = |k: &str| {
-                conf.as_ref()
-                    .and_then(|c| c.get(k).ok().flatten())
-                    .unwrap_or_default()
-            };
             rm_extra.extend(d(
                 keys::RESOURCE_TYPES,
                 with_item(&get(keys::RESOURCE_TYPES), GPU),
@@ -392,6 +448,7 @@ impl MiniCluster {
         args.extend(d(keys::SPINDLE_RM_STATE_STORE_PATH, store.display()));
         args.extend(d(keys::RM_STORE_PATH, store.display()));
         args.extend(rm_extra.iter().cloned());
+        args.extend(opts.defines.iter().flat_map(|(k, v)| d(k, v)));
         args.extend([
             "--address-file".to_string(),
             rm_address_file.display().to_string(),
@@ -436,6 +493,7 @@ impl MiniCluster {
             // is over YARN's 90 % (the free-space and writability checks still apply).
             args.extend(d(keys::NM_DISK_CHECKER_MAX_UTILIZATION, "100"));
             args.extend(nm_extra.iter().cloned());
+            args.extend(opts.defines.iter().flat_map(|(k, v)| d(k, v)));
             args.extend([
                 "--address-file".to_string(),
                 address_file.display().to_string(),
@@ -486,6 +544,7 @@ impl MiniCluster {
             conf_dir,
             rm_address,
             nm_addresses,
+            defaults_applied,
             guard,
         })
     }
@@ -575,6 +634,39 @@ mod tests {
         assert_eq!(with_item("yarn.io/fpga", GPU), "yarn.io/fpga,yarn.io/gpu");
         assert_eq!(with_item(" yarn.io/gpu ", GPU), "yarn.io/gpu");
         assert_eq!(with_item("", GPU), "yarn.io/gpu");
+    }
+
+    #[test]
+    fn defaults_fill_only_what_the_configuration_leaves_unset() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = MiniClusterOptions {
+            conf_dir: Some(dir.path().to_path_buf()),
+            ..Default::default()
+        };
+        let key = keys::CS_MAXIMUM_AM_RESOURCE_PERCENT;
+        assert_eq!(
+            defaults_for(&opts.configuration()),
+            [(key.to_string(), "0.5".to_string())]
+        );
+        assert!(!opts.gpu_plugin_configured());
+        // Set in the files: left alone.
+        std::fs::write(
+            dir.path().join("capacity-scheduler.xml"),
+            format!("<configuration><property><name>{key}</name><value>0.3</value></property></configuration>"),
+        )
+        .unwrap();
+        assert!(defaults_for(&opts.configuration()).is_empty());
+        // Set by a -D: left alone too; a -D naming the GPU plugin counts as configured.
+        std::fs::remove_file(dir.path().join("capacity-scheduler.xml")).unwrap();
+        opts.defines = vec![
+            (key.to_string(), "0.2".to_string()),
+            (
+                keys::NM_RESOURCE_PLUGINS.to_string(),
+                format!("yarn.io/fpga,{GPU}"),
+            ),
+        ];
+        assert!(defaults_for(&opts.configuration()).is_empty());
+        assert!(opts.gpu_plugin_configured());
     }
 
     #[test]
