@@ -131,7 +131,16 @@ async fn kill_interrupted(
     out: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Option<YarnApplicationState>, ClientError> {
     out(&format!("Killing application {app_id}: interrupted"));
-    rm.kill(app_id).await?;
+    if let Err(e) = rm.kill(app_id).await {
+        // Refused because it has just ended on its own?
+        return match rm.app_state(app_id).await {
+            Ok(s) if s.is_final() => {
+                out(&format!("Application {app_id} had already ended: {s}"));
+                Ok(Some(s))
+            }
+            _ => Err(e),
+        };
+    }
     let start = Instant::now();
     loop {
         match rm.app_state(app_id).await {
@@ -850,7 +859,7 @@ mod tests {
             .as_deref(),
             Some("Containers: 3 granted, 1 starting, 1 running, 1 complete")
         );
-        let mut ids = vec!["container_1_0001_01_000010", "container_1_0001_01_000009"];
+        let mut ids = ["container_1_0001_01_000010", "container_1_0001_01_000009"];
         ids.sort_by_key(|i| container_order(i));
         assert_eq!(ids[0], "container_1_0001_01_000009");
     }

@@ -152,17 +152,24 @@ pub(super) async fn run_client(
     let rm = rm_client(p)?;
     let exe = current_exe()?;
     // Caught from here on, so that a Ctrl-C during the submission still kills what it
-    // submitted; a detached client keeps the default (it ends at once).
-    let mut sigint = match watch.detach {
-        true => None,
-        false => Some(signal(SignalKind::interrupt()).context("cannot catch SIGINT")?),
-    };
-    let interrupt = async move {
-        match sigint.as_mut() {
-            Some(s) => {
-                s.recv().await;
+    // submitted; a second Ctrl-C exits without waiting for the kill. A detached client
+    // keeps the default (it ends at once).
+    let (interrupted, on_interrupt) = tokio::sync::oneshot::channel::<()>();
+    if !watch.detach {
+        let mut sigint = signal(SignalKind::interrupt()).context("cannot catch SIGINT")?;
+        tokio::spawn(async move {
+            if sigint.recv().await.is_some() {
+                let _ = interrupted.send(());
             }
-            None => std::future::pending::<()>().await,
+            if sigint.recv().await.is_some() {
+                eprintln!("Interrupted again: exiting without waiting for the kill");
+                std::process::exit(i32::from(EXIT_INTERRUPTED));
+            }
+        });
+    }
+    let interrupt = async move {
+        if on_interrupt.await.is_err() {
+            std::future::pending::<()>().await;
         }
     };
     let end = spindle_appmaster_sdk::launch::run_client_watched(
