@@ -326,4 +326,20 @@ fn follow_streams_the_first_worker_and_the_summary_lists_every_rank() {
         !stdout.contains(&format!("hello from {}", rows[1].1)),
         "{stdout}"
     );
+
+    // stdout is not a terminal here: without --follow nothing is streamed, the rest is told.
+    let out = c.spindle_within(
+        &[
+            "distributed-shell",
+            "--num-containers",
+            "1",
+            "--shell-command",
+            "echo quiet",
+        ],
+        RUN_LIMIT,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{stdout}");
+    assert!(!stdout.contains("quiet"), "{stdout}");
+    assert_eq!(summary_rows(&stdout, "Tasks:").len(), 1, "{stdout}");
 }
