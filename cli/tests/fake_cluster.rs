@@ -731,7 +731,7 @@ async fn cli_against_the_fake_rm() {
     .await;
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with(
-        "Total number of applications (application-types: [] and states: [ACCEPTED, RUNNING]):0\n"
+        "Total number of applications (application-types: [], states: [ACCEPTED, RUNNING] and tags: []):0\n"
     ));
     assert!(out
         .lines()

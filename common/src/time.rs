@@ -25,6 +25,72 @@ pub fn format_iso8601(ms: u64) -> String {
     )
 }
 
+/// A UTC calendar time, for the edges' YARN-style date formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UtcTime {
+    pub year: i64,
+    /// 1-12.
+    pub month: u32,
+    /// 1-31.
+    pub day: u32,
+    /// 0 = Sunday .. 6 = Saturday.
+    pub weekday: u32,
+    pub hour: u32,
+    pub minute: u32,
+    pub second: u32,
+    pub millis: u32,
+}
+
+impl UtcTime {
+    /// The calendar time of `ms` since the Unix epoch.
+    pub fn from_ms(ms: u64) -> Self {
+        let secs = ms / 1000;
+        let days = (secs / 86_400) as i64;
+        let rem = secs % 86_400;
+        let (y, m, d) = civil_from_days(days);
+        Self {
+            year: y,
+            month: m as u32,
+            day: d as u32,
+            // 1970-01-01 was a Thursday.
+            weekday: ((days + 4).rem_euclid(7)) as u32,
+            hour: (rem / 3600) as u32,
+            minute: ((rem % 3600) / 60) as u32,
+            second: (rem % 60) as u32,
+            millis: (ms % 1000) as u32,
+        }
+    }
+
+    pub fn weekday_name(&self) -> &'static str {
+        ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"][self.weekday as usize % 7]
+    }
+
+    pub fn month_name(&self) -> &'static str {
+        [
+            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+        ][(self.month as usize + 11) % 12]
+    }
+}
+
+/// YARN's `Times.format` (`EEE MMM dd HH:mm:ss Z yyyy`), in UTC; `N/A` for 0, as YARN
+/// prints a time that was never set: `Thu Mar 07 12:34:56 +0000 2024`.
+pub fn format_times(ms: u64) -> String {
+    if ms == 0 {
+        return "N/A".into();
+    }
+    let t = UtcTime::from_ms(ms);
+    format!(
+        "{} {} {:02} {:02}:{:02}:{:02} +0000 {}",
+        t.weekday_name(),
+        t.month_name(),
+        t.day,
+        t.hour,
+        t.minute,
+        t.second,
+        t.year
+    )
+}
+
 /// Why a text is not an ISO 8601 time as [`parse_iso8601`] reads it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("'{text}' is not a time in yyyy-MM-dd'T'HH:mm:ss.SSSZ form ({reason})")]
@@ -138,6 +204,20 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_format_like_yarn() {
+        assert_eq!(format_times(0), "N/A");
+        assert_eq!(
+            format_times(1_709_814_896_789),
+            "Thu Mar 07 12:34:56 +0000 2024"
+        );
+        let t = UtcTime::from_ms(0);
+        assert_eq!(
+            (t.weekday_name(), t.month_name(), t.year),
+            ("Thu", "Jan", 1970)
+        );
+    }
 
     #[test]
     fn iso8601_round_trips_and_reads_yarn_forms() {

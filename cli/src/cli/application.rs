@@ -1,4 +1,5 @@
-//! `spindle application -list | -status | -kill`, as `yarn application`.
+//! `spindle application -list | -status | -kill | -movetoqueue | -changeQueue |
+//! -updatePriority | -updateLifetime`, as `yarn application`.
 
 use std::time::{Duration, Instant};
 
@@ -10,21 +11,35 @@ use super::args::{Opt, Parsed, UsageError};
 use super::format::{format_app_list, format_app_report};
 use super::{parse_or_usage, rm_client, usage_error, EXIT_OK, EXIT_USAGE};
 use spindle_appmaster_sdk::rm_client::{AppsFilter, KillOutcome, RmClient};
+use spindle_common::records::cluster::AppInfo;
 
 pub const USAGE: &str = "\
 usage: spindle application <command> [--rm-address HOST:PORT] [--conf-dir DIR]
-  -list                      list applications (default states SUBMITTED, ACCEPTED, RUNNING)
-    -appStates S1,S2|ALL     only these states (ALL: every state)
-    -appTypes T1,T2          only these application types
-  -status APPID              print the application report
-  -kill APPID [APPID...]     kill applications";
+  -list                          list applications (default states SUBMITTED, ACCEPTED, RUNNING)
+    -appStates S1,S2|ALL         only these states (ALL: every state)
+    -appTypes T1,T2              only these application types
+    -appTags t1,t2               only applications with any of these tags
+  -status APPID                  print the application report
+  -kill APPID [APPID...]         kill applications
+  -movetoqueue APPID -queue Q    move an application to another queue
+  -changeQueue Q -appId APPID    the same, YARN's other spelling
+  -updatePriority P -appId APPID change an application's priority
+  -updateLifetime SECONDS -appId APPID
+                                 the application is killed SECONDS from now (its lifetime)";
 
-const OPTS: &[Opt] = &[
+pub const OPTS: &[Opt] = &[
     Opt::flag("list", &[]),
     Opt::list("appStates", &["states"]),
     Opt::list("appTypes", &["applicationTypes"]),
+    Opt::list("appTags", &["applicationTags"]),
     Opt::one("status", &[]),
     Opt::one("kill", &[]),
+    Opt::one("movetoqueue", &[]),
+    Opt::one("queue", &[]),
+    Opt::one("changeQueue", &[]),
+    Opt::one("appId", &["applicationId"]),
+    Opt::one("updatePriority", &[]),
+    Opt::one("updateLifetime", &[]),
 ];
 
 /// How long `-kill` waits for the application to reach a final state.
@@ -36,6 +51,8 @@ const KILL_POLL: Duration = Duration::from_millis(200);
 pub struct ListRequest {
     pub states: Vec<YarnApplicationState>,
     pub types: Vec<String>,
+    /// As given (trimmed), sorted; the RM compares them without case.
+    pub tags: Vec<String>,
 }
 
 /// `-appStates`/`-appTypes` as YARN reads them: states case-insensitive, `ALL` for every
@@ -76,7 +93,18 @@ pub fn list_request(p: &Parsed) -> Result<ListRequest, String> {
         .collect();
     types.sort();
     types.dedup();
-    Ok(ListRequest { states, types })
+    let mut tags: Vec<String> = p
+        .values("appTags")
+        .iter()
+        .map(|t| t.trim().to_string())
+        .collect();
+    tags.sort();
+    tags.dedup();
+    Ok(ListRequest {
+        states,
+        types,
+        tags,
+    })
 }
 
 pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
@@ -98,6 +126,51 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
         let rm = rm_client(&p)?;
         return status(&rm, id).await;
     }
+    if let Some(app) = p.value("movetoqueue") {
+        let Some(queue) = p.value("queue") else {
+            return Err(usage_error(
+                UsageError::Other("-movetoqueue APPID needs -queue QUEUE".into()),
+                USAGE,
+            ));
+        };
+        let rm = rm_client(&p)?;
+        return move_to_queue(&rm, app, queue).await;
+    }
+    if let Some(queue) = p.value("changeQueue") {
+        let app = need_app_id(&p, "-changeQueue QUEUE")?;
+        let rm = rm_client(&p)?;
+        return move_to_queue(&rm, app, queue).await;
+    }
+    if let Some(priority) = p.value("updatePriority") {
+        let app = need_app_id(&p, "-updatePriority PRIORITY")?;
+        let priority: i32 = priority.trim().parse().map_err(|_| {
+            usage_error(
+                UsageError::Invalid {
+                    option: "updatePriority",
+                    value: priority.to_string(),
+                    reason: "not a whole number".into(),
+                },
+                USAGE,
+            )
+        })?;
+        let rm = rm_client(&p)?;
+        return update_priority(&rm, app, priority).await;
+    }
+    if let Some(secs) = p.value("updateLifetime") {
+        let app = need_app_id(&p, "-updateLifetime SECONDS")?;
+        let secs: u64 = secs.trim().parse().map_err(|_| {
+            usage_error(
+                UsageError::Invalid {
+                    option: "updateLifetime",
+                    value: secs.to_string(),
+                    reason: "not a whole number of seconds (0 or more)".into(),
+                },
+                USAGE,
+            )
+        })?;
+        let rm = rm_client(&p)?;
+        return update_lifetime(&rm, app, secs).await;
+    }
     if let Some(first) = p.value("kill") {
         let rm = rm_client(&p)?;
         let mut code = EXIT_OK;
@@ -108,7 +181,12 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
         return Ok(code);
     }
     Err(usage_error(
-        UsageError::Other("give one of -list, -status APPID, -kill APPID".into()),
+        UsageError::Other(
+            "give one of -list, -status APPID, -kill APPID, -movetoqueue APPID -queue Q, \
+             -changeQueue Q -appId APPID, -updatePriority P -appId APPID, \
+             -updateLifetime SECONDS -appId APPID"
+                .into(),
+        ),
         USAGE,
     ))
 }
@@ -117,6 +195,7 @@ async fn list(rm: &RmClient, req: &ListRequest) -> anyhow::Result<u8> {
     let filter = AppsFilter {
         states: req.states.clone(),
         application_types: req.types.clone(),
+        application_tags: req.tags.clone(),
         ..Default::default()
     };
     let mut apps = rm
@@ -131,8 +210,15 @@ async fn list(rm: &RmClient, req: &ListRequest) -> anyhow::Result<u8> {
                     .types
                     .iter()
                     .any(|t| t.eq_ignore_ascii_case(&a.application_type)))
+            && (req.tags.is_empty()
+                || a.application_tags
+                    .split(',')
+                    .any(|have| req.tags.iter().any(|t| t.eq_ignore_ascii_case(have.trim()))))
     });
-    say_raw!("{}", format_app_list(&apps, &req.types, &req.states));
+    say_raw!(
+        "{}",
+        format_app_list(&apps, &req.types, &req.states, &req.tags)
+    );
     Ok(EXIT_OK)
 }
 
@@ -140,6 +226,118 @@ fn parse_app_id(id: &str) -> Result<ApplicationId, String> {
     id.trim()
         .parse()
         .map_err(|e: spindle_common::ids::IdParseError| e.to_string())
+}
+
+/// `-appId`, which the `-changeQueue`/`-updatePriority`/`-updateLifetime` forms need.
+fn need_app_id<'a>(p: &'a Parsed, form: &str) -> anyhow::Result<&'a str> {
+    p.value("appId").ok_or_else(|| {
+        usage_error(
+            UsageError::Other(format!("{form} needs -appId APPID")),
+            USAGE,
+        )
+    })
+}
+
+/// The application's report, or YARN's message (exit 255) for a bad or unknown id.
+async fn report_or_exit(rm: &RmClient, id: &str) -> anyhow::Result<Result<AppInfo, u8>> {
+    let app_id = match parse_app_id(id) {
+        Ok(a) => a,
+        Err(msg) => {
+            eprintln!("{msg}");
+            return Ok(Err(EXIT_USAGE));
+        }
+    };
+    match rm.app(&app_id).await {
+        Ok(a) => Ok(Ok(a)),
+        Err(e) if e.is_not_found() => {
+            eprintln!("Application with id '{app_id}' doesn't exist in RM.");
+            Ok(Err(EXIT_USAGE))
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot get the report of {app_id}")),
+    }
+}
+
+/// `-movetoqueue APPID -queue Q` / `-changeQueue Q -appId APPID`, in ApplicationCLI's words.
+async fn move_to_queue(rm: &RmClient, id: &str, queue: &str) -> anyhow::Result<u8> {
+    let app = match report_or_exit(rm, id).await? {
+        Ok(a) => a,
+        Err(code) => return Ok(code),
+    };
+    let app_id = parse_app_id(&app.id).map_err(anyhow::Error::msg)?;
+    if app.state.is_final() {
+        say!("Application {app_id} has already finished ");
+        return Ok(EXIT_OK);
+    }
+    say!("Moving application {app_id} to queue {queue}");
+    rm.move_app(&app_id, queue.trim())
+        .await
+        .with_context(|| format!("cannot move {app_id} to queue {queue}"))?;
+    say!("Successfully completed move.");
+    Ok(EXIT_OK)
+}
+
+/// `-updatePriority P -appId APPID`, in ApplicationCLI's words.
+async fn update_priority(rm: &RmClient, id: &str, priority: i32) -> anyhow::Result<u8> {
+    let app_id = match parse_app_id(id) {
+        Ok(a) => a,
+        Err(msg) => {
+            eprintln!("{msg}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    say!("Updating priority of an application {app_id}");
+    let effective = match rm.set_priority(&app_id, priority).await {
+        Ok(p) => p,
+        Err(e) if e.is_not_found() => {
+            eprintln!("Application with id '{app_id}' doesn't exist in RM.");
+            return Ok(EXIT_USAGE);
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot update the priority of {app_id}")),
+    };
+    if effective == priority {
+        say!("Successfully updated the application {app_id} with priority '{priority}'");
+    } else {
+        say!(
+            "Updated priority of an application  {app_id} to cluster max priority OR keeping old priority as application is in final states"
+        );
+    }
+    Ok(EXIT_OK)
+}
+
+/// `-updateLifetime SECONDS -appId APPID`: the lifetime ends SECONDS from now (YARN sends
+/// the ISO 8601 time, as here), in ApplicationCLI's words.
+async fn update_lifetime(rm: &RmClient, id: &str, secs: u64) -> anyhow::Result<u8> {
+    let app_id = match parse_app_id(id) {
+        Ok(a) => a,
+        Err(msg) => {
+            eprintln!("{msg}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let asked = spindle_common::time::format_iso8601(
+        spindle_common::time::now_ms().saturating_add(secs.saturating_mul(1000)),
+    );
+    say!("Updating timeout for given timeoutType: LIFETIME of an application {app_id}");
+    let t = match rm.update_lifetime(&app_id, &asked).await {
+        Ok(t) => t,
+        Err(e) if e.is_not_found() => {
+            eprintln!("Application with id '{app_id}' doesn't exist in RM.");
+            return Ok(EXIT_USAGE);
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot update the lifetime of {app_id}")),
+    };
+    if t.expiry_time != asked {
+        say!(
+            "Updated lifetime of an application  {app_id} to queue max/default lifetime. New expiry time is {}",
+            t.expiry_time
+        );
+    } else {
+        say!(
+            "Successfully updated LIFETIME of an application {app_id}. New expiry time is {}",
+            t.expiry_time
+        );
+    }
+    Ok(EXIT_OK)
 }
 
 async fn status(rm: &RmClient, id: &str) -> anyhow::Result<u8> {
@@ -235,6 +433,8 @@ mod tests {
         assert_eq!(r.states.len(), YarnApplicationState::ALL.len());
         let r = list_request(&parsed(&["-list", "-appTypes", "distributedshell,Spark"])).unwrap();
         assert_eq!(r.types, vec!["DISTRIBUTEDSHELL", "SPARK"]);
+        let r = list_request(&parsed(&["-list", "-appTags", "b,a", "--app-tags", "a"])).unwrap();
+        assert_eq!(r.tags, vec!["a", "b"]);
         let e = list_request(&parsed(&["-list", "-appStates", "RUNING"])).unwrap_err();
         assert!(
             e.starts_with("The application state RUNING is invalid."),
@@ -251,5 +451,14 @@ mod tests {
         assert_eq!(p.value("kill"), Some("application_1_0001"));
         assert_eq!(p.positionals, ["application_1_0002"]);
         assert!(parse_app_id("app_1").is_err());
+        let p = parsed(&["-movetoqueue", "application_1_0001", "-queue", "b"]);
+        assert_eq!(p.value("movetoqueue"), Some("application_1_0001"));
+        assert_eq!(p.value("queue"), Some("b"));
+        let p = parsed(&["-changeQueue", "b", "-appId", "application_1_0001"]);
+        assert_eq!(p.value("changeQueue"), Some("b"));
+        assert_eq!(p.value("appId"), Some("application_1_0001"));
+        let p = parsed(&["-updateLifetime", "60", "--app-id", "application_1_0001"]);
+        assert_eq!(p.value("updateLifetime"), Some("60"));
+        assert_eq!(p.value("appId"), Some("application_1_0001"));
     }
 }

@@ -12,7 +12,7 @@ usage: spindle cluster -lnl | -lna [--rm-address HOST:PORT] [--conf-dir DIR]
   -lnl, --list-node-labels      the cluster's node labels, with their exclusivity
   -lna, --list-node-attributes  the cluster's node attribute keys, with their type";
 
-const OPTS: &[Opt] = &[
+pub const OPTS: &[Opt] = &[
     Opt::flag("list-node-labels", &["lnl"]),
     Opt::flag("list-node-attributes", &["lna"]),
 ];

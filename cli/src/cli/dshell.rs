@@ -58,7 +58,7 @@ and at the end each container's node, state and exit status.
 Exit status 0 only if the application FINISHED with SUCCEEDED, 2 if it did not, 130 if
 interrupted (the application is killed).";
 
-const OPTS: &[Opt] = &[
+pub const OPTS: &[Opt] = &[
     Opt::one("num_containers", &[]),
     Opt::one("container_resources", &[]),
     Opt::one("container_memory", &[]),

@@ -1,9 +1,13 @@
-//! The `yarn` CLI's output formats, reproduced (ApplicationCLI, NodeCLI, LogsCLI).
+//! The `yarn` CLI's output formats, reproduced (ApplicationCLI, NodeCLI, QueueCLI, LogsCLI;
+//! TopCLI's frame is in `top`).
 
 use std::fmt::Write as _;
 
-use spindle_common::records::cluster::{AppInfo, CapacitySchedulerQueueInfo, NodeInfo};
+use spindle_common::records::cluster::{
+    AppAttemptInfo, AppInfo, CapacitySchedulerQueueInfo, ContainerReportInfo, NodeInfo,
+};
 use spindle_common::states::{NodeState, YarnApplicationState};
+use spindle_common::time::{format_times, UtcTime};
 
 /// Java's `DecimalFormat("###.##%")` of a REST progress given in percent (0..=100).
 pub fn format_progress(percent: f32) -> String {
@@ -33,18 +37,20 @@ pub fn java_set<T: std::fmt::Display>(items: &[T]) -> String {
     format!("[{}]", v.join(", "))
 }
 
-/// `yarn application -list` output.
+/// `yarn application -list` output (Hadoop 3's header, which names the tags too).
 pub fn format_app_list(
     apps: &[AppInfo],
     types: &[String],
     states: &[YarnApplicationState],
+    tags: &[String],
 ) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "Total number of applications (application-types: {} and states: {}):{}",
+        "Total number of applications (application-types: {}, states: {} and tags: {}):{}",
         java_set(types),
         java_set(states),
+        java_set(tags),
         apps.len()
     );
     let _ = writeln!(
@@ -192,7 +198,344 @@ pub fn format_app_report(a: &AppInfo) -> String {
             .filter(|x| !x.is_empty())
             .unwrap_or("<DEFAULT_PARTITION>"),
     );
+    // ApplicationCLI's timeout line(s): one per timeout, on one line each.
+    for t in a.timeouts.iter().flat_map(|t| t.timeout.iter()) {
+        let _ = writeln!(
+            s,
+            "\tTimeoutType : {}\tExpiryTime : {}\tRemainingTime : {}seconds",
+            t.timeout_type, t.expiry_time, t.remaining_time_in_seconds
+        );
+    }
     format!("Application Report : \n{s}")
+}
+
+/// YARN's `APPLICATION_ATTEMPTS_PATTERN`, `%30s\t%20s\t%35s\t%35s`.
+fn attempt_row(cols: [&str; 4]) -> String {
+    const W: [usize; 4] = [30, 20, 35, 35];
+    let cells: Vec<String> = cols.iter().zip(W).map(|(c, w)| right(w, c)).collect();
+    cells.join("\t")
+}
+
+/// What an attempt's lines show of its application: the tracking URL, and the AM's host and
+/// RPC port for the current attempt (YARN's `N/A` / -1 otherwise).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptContext {
+    pub tracking_url: String,
+    pub host: String,
+    pub rpc_port: i64,
+}
+
+impl AttemptContext {
+    /// From the application's report, for attempt `attempt_id` (a number).
+    pub fn of(app: &AppInfo, attempt_id: u32, current: u32) -> Self {
+        let (host, port) = if attempt_id == current {
+            am_host_port(app)
+        } else {
+            ("N/A".to_string(), -1)
+        };
+        Self {
+            tracking_url: tracking_url(app).to_string(),
+            host,
+            rpc_port: port,
+        }
+    }
+}
+
+/// `yarn applicationattempt -list APPID` output.
+pub fn format_attempt_list(attempts: &[(AppAttemptInfo, AttemptContext)]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Total number of application attempts :{}",
+        attempts.len()
+    );
+    let _ = writeln!(
+        s,
+        "{}",
+        attempt_row([
+            "ApplicationAttempt-Id",
+            "State",
+            "AM-Container-Id",
+            "Tracking-URL"
+        ])
+    );
+    for (a, ctx) in attempts {
+        let am = if a.container_id.is_empty() {
+            "N/A"
+        } else {
+            a.container_id.as_str()
+        };
+        let _ = writeln!(
+            s,
+            "{}",
+            attempt_row([
+                &a.app_attempt_id,
+                &a.app_attempt_state,
+                am,
+                &ctx.tracking_url
+            ])
+        );
+    }
+    s
+}
+
+/// `yarn applicationattempt -status ATTEMPTID` output.
+pub fn format_attempt_report(a: &AppAttemptInfo, ctx: &AttemptContext) -> String {
+    let am = if a.container_id.is_empty() {
+        "N/A"
+    } else {
+        a.container_id.as_str()
+    };
+    format!(
+        "Application Attempt Report : \n\tApplicationAttempt-Id : {}\n\tState : {}\n\tAMContainer : {am}\n\tTracking-URL : {}\n\tRPC Port : {}\n\tAM Host : {}\n\tDiagnostics : {}\n",
+        a.app_attempt_id, a.app_attempt_state, ctx.tracking_url, ctx.rpc_port, ctx.host, a.diagnostics_info
+    )
+}
+
+/// YARN's `CONTAINER_PATTERN`, `%30s\t%20s\t%20s\t%20s\t%20s\t%20s\t%35s`.
+fn container_row(cols: [&str; 7]) -> String {
+    const W: [usize; 7] = [30, 20, 20, 20, 20, 20, 35];
+    let cells: Vec<String> = cols.iter().zip(W).map(|(c, w)| right(w, c)).collect();
+    cells.join("\t")
+}
+
+fn or_na(s: &str) -> &str {
+    if s.is_empty() {
+        "N/A"
+    } else {
+        s
+    }
+}
+
+/// `yarn container -list ATTEMPTID` output.
+pub fn format_container_list(containers: &[ContainerReportInfo]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "Total number of containers :{}", containers.len());
+    let _ = writeln!(
+        s,
+        "{}",
+        container_row([
+            "Container-Id",
+            "Start Time",
+            "Finish Time",
+            "State",
+            "Host",
+            "Node Http Address",
+            "LOG-URL",
+        ])
+    );
+    for c in containers {
+        let _ = writeln!(
+            s,
+            "{}",
+            container_row([
+                &c.container_id,
+                &format_times(c.started_time),
+                &format_times(c.finished_time),
+                &c.container_state,
+                or_na(&c.assigned_node_id),
+                or_na(&c.node_http_address),
+                &c.log_url,
+            ])
+        );
+    }
+    s
+}
+
+/// `yarn container -status CONTAINERID` output.
+pub fn format_container_report(c: &ContainerReportInfo) -> String {
+    format!(
+        "Container Report : \n\tContainer-Id : {}\n\tStart-Time : {}\n\tFinish-Time : {}\n\tState : {}\n\tExecution-Type : GUARANTEED\n\tLOG-URL : {}\n\tHost : {}\n\tNodeHttpAddress : {}\n\tExit-Status : {}\n\tDiagnostics : {}\n",
+        c.container_id,
+        c.started_time,
+        c.finished_time,
+        c.container_state,
+        c.log_url,
+        or_na(&c.assigned_node_id),
+        or_na(&c.node_http_address),
+        c.container_exit_status,
+        c.diagnostics_info
+    )
+}
+
+/// Commons-lang's `E dd/MMM/yy hh:mm:ss:SSzz`, NodeCLI's `Last-Health-Update` form, in UTC:
+/// `Thu 07/Mar/24 12:34:56:789UTC` (12-hour clock).
+pub fn format_health_time(ms: u64) -> String {
+    let t = UtcTime::from_ms(ms);
+    let h12 = match t.hour % 12 {
+        0 => 12,
+        h => h,
+    };
+    format!(
+        "{} {:02}/{}/{:02} {:02}:{:02}:{:02}:{:02}UTC",
+        t.weekday_name(),
+        t.day,
+        t.month_name(),
+        t.year.rem_euclid(100),
+        h12,
+        t.minute,
+        t.second,
+        t.millis
+    )
+}
+
+/// The node's attributes as `prefix/name(TYPE)=value`, sorted.
+fn node_attributes(n: &NodeInfo) -> Vec<String> {
+    let mut out: Vec<String> = n
+        .node_attributes_info
+        .get("nodeAttributeInfo")
+        .and_then(|v| v.as_array())
+        .map(|list| {
+            list.iter()
+                .map(|a| {
+                    let f = |k: &str| a.get(k).and_then(|v| v.as_str()).unwrap_or("");
+                    let (prefix, name) = (f("prefix"), f("name"));
+                    let key = if prefix.is_empty() {
+                        name.to_string()
+                    } else {
+                        format!("{prefix}/{name}")
+                    };
+                    format!("{key}({})={}", f("type"), f("value"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// `yarn node -status NODEID` output (NodeCLI's `Node Report :` block).
+pub fn format_node_status(n: &NodeInfo) -> String {
+    let mut s = String::new();
+    let mut labels = n.node_labels.clone();
+    labels.sort();
+    let total = n.total_resource.to_resource();
+    let used = n.used_resource.to_resource();
+    let u = &n.resource_utilization;
+    let _ = writeln!(s, "Node Report : ");
+    let _ = writeln!(s, "\tNode-Id : {}", n.id);
+    let _ = writeln!(s, "\tRack : {}", n.rack);
+    let _ = writeln!(s, "\tNode-State : {}", n.state);
+    let _ = writeln!(s, "\tNode-Http-Address : {}", n.node_http_address);
+    let _ = writeln!(
+        s,
+        "\tLast-Health-Update : {}",
+        format_health_time(n.last_health_update)
+    );
+    let _ = writeln!(s, "\tHealth-Report : {}", n.health_report);
+    let _ = writeln!(s, "\tContainers : {}", n.num_containers);
+    let _ = writeln!(s, "\tMemory-Used : {}MB", used.memory_mb);
+    let _ = writeln!(s, "\tMemory-Capacity : {}MB", total.memory_mb);
+    let _ = writeln!(s, "\tCPU-Used : {} vcores", used.vcores);
+    let _ = writeln!(s, "\tCPU-Capacity : {} vcores", total.vcores);
+    let _ = writeln!(s, "\tNode-Labels : {}", labels.join(","));
+    let _ = writeln!(s, "\tNode Attributes : {}", node_attributes(n).join(","));
+    let _ = writeln!(
+        s,
+        "\tResource Utilization by Node : PMem:{} MB, VMem:{} MB, VCores:{}",
+        u.node_physical_memory_mb, u.node_virtual_memory_mb, u.node_cpu_usage
+    );
+    let _ = writeln!(
+        s,
+        "\tResource Utilization by Containers : PMem:{} MB, VMem:{} MB, VCores:{}",
+        u.aggregated_containers_physical_memory_mb,
+        u.aggregated_containers_virtual_memory_mb,
+        u.containers_cpu_usage
+    );
+    // Extended resources (yarn.io/gpu, ...) as YARN's Resource string shows them.
+    if total.extended().next().is_some() {
+        let _ = writeln!(s, "\tConfigured Resources : {total}");
+        let _ = writeln!(s, "\tAllocated Resources : {used}");
+    }
+    s
+}
+
+/// Hadoop's `FormattingCLIUtils`: an ASCII table with a centred title, a header between
+/// borders, and centred cells.
+pub fn ascii_table(title: &str, headers: &[&str], rows: &[Vec<String>]) -> String {
+    let n = headers.len();
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate().take(n) {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let center = |s: &str, size: usize| -> String {
+        let len = s.chars().count();
+        if len >= size {
+            return s.to_string();
+        }
+        let left = (size - len) / 2;
+        format!("{}{s}{}", " ".repeat(left), " ".repeat(size - len - left))
+    };
+    let border = |out: &mut String| {
+        out.push('+');
+        for w in &widths {
+            out.push_str(&"-".repeat(w + 2));
+            out.push('+');
+        }
+        out.push('\n');
+    };
+    let line = |out: &mut String, cells: &[String]| {
+        out.push('|');
+        for (i, w) in widths.iter().enumerate() {
+            out.push_str(&center(cells.get(i).map_or("", String::as_str), w + 2));
+            out.push('|');
+        }
+        out.push('\n');
+    };
+    let mut out = String::new();
+    let inner: usize = widths.iter().sum::<usize>() + 3 * n.saturating_sub(1);
+    let title: String = title.chars().take(inner).collect();
+    out.push('+');
+    out.push_str(&"-".repeat(inner + 2));
+    out.push_str("+\n|");
+    out.push_str(&center(&title, inner + 2));
+    out.push_str("|\n");
+    border(&mut out);
+    let hdr: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
+    line(&mut out, &hdr);
+    border(&mut out);
+    for r in rows {
+        line(&mut out, r);
+    }
+    if !rows.is_empty() {
+        border(&mut out);
+    }
+    out
+}
+
+/// `yarn queue -list all` output: QueueCLI's table of queues.
+pub fn format_queue_list(queues: &[&CapacitySchedulerQueueInfo]) -> String {
+    let rows: Vec<Vec<String>> = queues
+        .iter()
+        .map(|q| {
+            vec![
+                q.queue_name.clone(),
+                q.queue_path.clone(),
+                q.state.clone(),
+                format!("{}%", java_two_decimals(q.capacity)),
+                format!("{}%", java_two_decimals(q.used_capacity)),
+                format!("{}%", java_two_decimals(q.max_capacity)),
+                java_two_decimals(q.weight),
+                q.max_parallel_apps.to_string(),
+            ]
+        })
+        .collect();
+    ascii_table(
+        &format!("{} queues were found", queues.len()),
+        &[
+            "Queue Name",
+            "Queue Path",
+            "State",
+            "Capacity",
+            "Current Capacity",
+            "Maximum Capacity",
+            "Weight",
+            "Maximum Parallel Apps",
+        ],
+        &rows,
+    )
 }
 
 /// YARN's `NODES_PATTERN`, `%16s\t%15s\t%17s\t%28s`.
@@ -392,11 +735,12 @@ mod tests {
                 YarnApplicationState::ACCEPTED,
                 YarnApplicationState::RUNNING,
             ],
+            &[],
         );
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(
             lines[0],
-            "Total number of applications (application-types: [] and states: [SUBMITTED, ACCEPTED, RUNNING]):1"
+            "Total number of applications (application-types: [], states: [SUBMITTED, ACCEPTED, RUNNING] and tags: []):1"
         );
         assert_eq!(
             lines[1],
@@ -432,9 +776,10 @@ mod tests {
             &[],
             &["MAPREDUCE".into()],
             &[YarnApplicationState::FINISHED],
+            &["nightly".into(), "team-a".into()],
         );
         assert!(out.starts_with(
-            "Total number of applications (application-types: [MAPREDUCE] and states: [FINISHED]):0\n"
+            "Total number of applications (application-types: [MAPREDUCE], states: [FINISHED] and tags: [nightly, team-a]):0\n"
         ));
     }
 
@@ -537,5 +882,209 @@ mod tests {
             format_queue_status(&q),
             "Queue Information : \nQueue Name : a\nQueue Path : root.a\n\tState : RUNNING\n\tCapacity : 70.00%\n\tCurrent Capacity : 12.50%\n\tMaximum Capacity : 100.00%\n\tWeight : -1.00\n\tMaximum Parallel Apps : 2147483647\n\tDefault Node Label expression : <DEFAULT_PARTITION>\n\tAccessible Node Labels : *\n\tPreemption : disabled\n\tIntra-queue Preemption : disabled\n"
         );
+    }
+
+    fn attempt() -> AppAttemptInfo {
+        AppAttemptInfo {
+            id: 1,
+            app_attempt_id: "appattempt_1_0001_000001".into(),
+            app_attempt_state: "RUNNING".into(),
+            container_id: "container_1_0001_01_000001".into(),
+            diagnostics_info: String::new(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn attempt_list_and_report_match_application_cli() {
+        let ctx = AttemptContext::of(&app(), 1, 1);
+        assert_eq!(ctx.host, "h");
+        assert_eq!(ctx.rpc_port, -1);
+        let out = format_attempt_list(&[(attempt(), ctx.clone())]);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "Total number of application attempts :1");
+        assert_eq!(
+            lines[1],
+            format!(
+                "{:>30}\t{:>20}\t{:>35}\t{:>35}",
+                "ApplicationAttempt-Id", "State", "AM-Container-Id", "Tracking-URL"
+            )
+        );
+        let cols: Vec<&str> = lines[2].split('\t').map(str::trim).collect();
+        assert_eq!(
+            cols,
+            [
+                "appattempt_1_0001_000001",
+                "RUNNING",
+                "container_1_0001_01_000001",
+                "http://h:8088/proxy/application_1_0001/"
+            ]
+        );
+        assert_eq!(
+            format_attempt_report(&attempt(), &ctx),
+            "Application Attempt Report : \n\tApplicationAttempt-Id : appattempt_1_0001_000001\n\tState : RUNNING\n\tAMContainer : container_1_0001_01_000001\n\tTracking-URL : http://h:8088/proxy/application_1_0001/\n\tRPC Port : -1\n\tAM Host : h\n\tDiagnostics : \n"
+        );
+        // An earlier attempt has no AM host.
+        assert_eq!(AttemptContext::of(&app(), 1, 2).host, "N/A");
+    }
+
+    #[test]
+    fn container_list_and_report_match_application_cli() {
+        let c = ContainerReportInfo {
+            container_id: "container_1_0001_01_000002".into(),
+            started_time: 1_709_814_896_789,
+            finished_time: 0,
+            container_state: "RUNNING".into(),
+            assigned_node_id: "h:1".into(),
+            node_http_address: "http://h:2".into(),
+            log_url: "http://h:2/node/containerlogs/container_1_0001_01_000002/alice".into(),
+            container_exit_status: 0,
+            ..Default::default()
+        };
+        let out = format_container_list(std::slice::from_ref(&c));
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "Total number of containers :1");
+        assert_eq!(
+            lines[1],
+            format!(
+                "{:>30}\t{:>20}\t{:>20}\t{:>20}\t{:>20}\t{:>20}\t{:>35}",
+                "Container-Id",
+                "Start Time",
+                "Finish Time",
+                "State",
+                "Host",
+                "Node Http Address",
+                "LOG-URL"
+            )
+        );
+        let cols: Vec<&str> = lines[2].split('\t').map(str::trim).collect();
+        assert_eq!(
+            cols,
+            [
+                "container_1_0001_01_000002",
+                "Thu Mar 07 12:34:56 +0000 2024",
+                "N/A",
+                "RUNNING",
+                "h:1",
+                "http://h:2",
+                "http://h:2/node/containerlogs/container_1_0001_01_000002/alice"
+            ]
+        );
+        let r = format_container_report(&c);
+        let keys: Vec<&str> = r
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.trim_start().split(" : ").next())
+            .collect();
+        assert!(r.starts_with("Container Report : \n\tContainer-Id : container_1_0001_01_000002\n\tStart-Time : 1709814896789\n"));
+        assert_eq!(
+            keys,
+            [
+                "Container-Id",
+                "Start-Time",
+                "Finish-Time",
+                "State",
+                "Execution-Type",
+                "LOG-URL",
+                "Host",
+                "NodeHttpAddress",
+                "Exit-Status",
+                "Diagnostics"
+            ]
+        );
+    }
+
+    #[test]
+    fn node_status_matches_node_cli() {
+        let n: NodeInfo = serde_json::from_value(serde_json::json!({
+            "id": "h:1", "rack": "/default-rack", "state": "RUNNING",
+            "nodeHTTPAddress": "h:2", "lastHealthUpdate": 1_709_814_896_789u64,
+            "healthReport": "", "numContainers": 2,
+            "nodeLabels": ["gpu", "a"],
+            "usedResource": {"memory": 2048, "vCores": 2},
+            "totalResource": {"memory": 8192, "vCores": 8},
+            "nodeAttributesInfo": {"nodeAttributeInfo": [
+                {"prefix": "nm.yarn.io", "name": "gpu-model", "type": "STRING", "value": "A100"}
+            ]},
+        }))
+        .unwrap();
+        let r = format_node_status(&n);
+        let lines: Vec<&str> = r.lines().collect();
+        assert_eq!(lines[0], "Node Report : ");
+        assert_eq!(lines[1], "\tNode-Id : h:1");
+        assert!(lines.contains(&"\tRack : /default-rack"));
+        assert!(lines.contains(&"\tNode-State : RUNNING"));
+        assert!(lines.contains(&"\tLast-Health-Update : Thu 07/Mar/24 12:34:56:789UTC"));
+        assert!(lines.contains(&"\tContainers : 2"));
+        assert!(lines.contains(&"\tMemory-Used : 2048MB"));
+        assert!(lines.contains(&"\tMemory-Capacity : 8192MB"));
+        assert!(lines.contains(&"\tCPU-Used : 2 vcores"));
+        assert!(lines.contains(&"\tCPU-Capacity : 8 vcores"));
+        assert!(lines.contains(&"\tNode-Labels : a,gpu"));
+        assert!(lines.contains(&"\tNode Attributes : nm.yarn.io/gpu-model(STRING)=A100"));
+        assert!(lines[lines.len() - 2].starts_with("\tResource Utilization by Node : PMem:"));
+        assert_eq!(format_health_time(0), "Thu 01/Jan/70 12:00:00:00UTC");
+    }
+
+    #[test]
+    fn queue_table_matches_formatting_cli_utils() {
+        let q = |name: &str, path: &str, cap: f64| CapacitySchedulerQueueInfo {
+            queue_name: name.into(),
+            queue_path: path.into(),
+            state: "RUNNING".into(),
+            capacity: cap,
+            used_capacity: 0.0,
+            max_capacity: 100.0,
+            weight: -1.0,
+            max_parallel_apps: 2147483647,
+            ..Default::default()
+        };
+        let (root, a) = (q("root", "root", 100.0), q("a", "root.a", 70.0));
+        let t = format_queue_list(&[&root, &a]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 8, "{t}");
+        let border = lines[2];
+        assert!(
+            border.starts_with("+-") && border.ends_with("-+"),
+            "{border}"
+        );
+        assert_eq!(lines[0].len(), border.len());
+        assert_eq!(lines[1].trim_matches('|').trim(), "2 queues were found");
+        assert_eq!(lines[4], border);
+        assert_eq!(lines[7], border);
+        let cells = |l: &str| -> Vec<String> {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_string())
+                .collect()
+        };
+        assert_eq!(
+            cells(lines[3]),
+            [
+                "Queue Name",
+                "Queue Path",
+                "State",
+                "Capacity",
+                "Current Capacity",
+                "Maximum Capacity",
+                "Weight",
+                "Maximum Parallel Apps"
+            ]
+        );
+        assert_eq!(
+            cells(lines[6]),
+            [
+                "a",
+                "root.a",
+                "RUNNING",
+                "70.00%",
+                ".00%",
+                "100.00%",
+                "-1.00",
+                "2147483647"
+            ]
+        );
+        // Cells are centred: "a" in a column as wide as "Queue Name".
+        assert!(lines[6].starts_with("|     a      |"), "{}", lines[6]);
     }
 }

@@ -22,7 +22,7 @@ usage: spindle logs -applicationId APPID [-containerId CID] [-log_files F1,F2] [
   -containerId CID       only this container
   -log_files F1,F2       only these files (e.g. stdout); ALL or * for every file (default)";
 
-const OPTS: &[Opt] = &[
+pub const OPTS: &[Opt] = &[
     Opt::one("applicationId", &["appId"]),
     Opt::one("containerId", &[]),
     Opt::list("log_files", &["logFiles"]),

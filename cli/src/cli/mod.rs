@@ -18,9 +18,12 @@ macro_rules! say_raw {
 }
 
 pub mod application;
+pub mod applicationattempt;
 pub mod args;
 pub mod bench;
 pub mod cluster;
+pub mod completion;
+pub mod container;
 pub mod dshell;
 pub mod format;
 pub mod launch;
@@ -32,6 +35,7 @@ pub mod queue;
 pub mod rmadmin;
 pub mod sls;
 pub mod train;
+pub mod top;
 
 use std::path::PathBuf;
 
@@ -58,9 +62,14 @@ usage: spindle COMMAND [options]
 
 Client commands (each takes --rm-address HOST:PORT and --conf-dir DIR; the RM address
 defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the conf dir):
-  application        -list [-appStates S1,S2|ALL] [-appTypes T] | -status APPID | -kill APPID
-  node               -list [-all] [-states S1,S2] [-showDetails]
-  queue              -status QUEUE
+  application        -list [-appStates S1,S2|ALL] [-appTypes T] [-appTags t] | -status APPID
+                     | -kill APPID | -movetoqueue APPID -queue Q | -changeQueue Q -appId APPID
+                     | -updatePriority P -appId APPID | -updateLifetime SECONDS -appId APPID
+  applicationattempt -list APPID | -status ATTEMPTID
+  container          -list ATTEMPTID | -status CONTAINERID
+  node               -list [-all] [-states S1,S2] [-showDetails] | -status NODEID
+  queue              -status QUEUE | -list [PARENT|all]
+  top                a live view of the cluster and its applications (q to quit)
   rmadmin            -refreshQueues | -addToClusterNodeLabels L | -removeFromClusterNodeLabels L
                      | -replaceLabelsOnNode \"node=label ...\" [-failOnUnknownNodes]
   nodeattributes     -add|-remove|-replace \"node:attr=value ...\" | -list | -attributestonodes
@@ -76,6 +85,7 @@ defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the
 
 Options may be spelled -name, --name, -name=value; YARN's names (-appStates, -num_containers)
 and GNU ones (--app-states, --num-containers) both work. `spindle COMMAND -help` for more.";
+  completion         bash|zsh|fish: print a shell completion script
 
 /// Runs the command line (without the program name) and returns the exit status.
 pub async fn run(args: Vec<String>) -> u8 {
@@ -89,6 +99,10 @@ pub async fn run(args: Vec<String>) -> u8 {
         "node" | "-node" => node::run(rest).await,
         "queue" | "-queue" => queue::run(rest).await,
         "rmadmin" | "-rmadmin" => rmadmin::run(rest).await,
+        "applicationattempt" | "-applicationattempt" => applicationattempt::run(rest).await,
+        "container" | "-container" => container::run(rest).await,
+        "top" | "-top" => top::run(rest).await,
+        "completion" => completion::run(rest).await,
         "nodeattributes" | "-nodeattributes" => nodeattributes::run(rest).await,
         "cluster" | "-cluster" => cluster::run(rest).await,
         "logs" | "-logs" => logs::run(rest).await,

@@ -39,7 +39,7 @@ without prefix means rm.yarn.io/; nm.yarn.io/ attributes are reported by NodeMan
 cannot be set here. -add, -remove and -replace are admin operations and print nothing on
 success.";
 
-const OPTS: &[Opt] = &[
+pub const OPTS: &[Opt] = &[
     Opt::one("add", &[]),
     Opt::one("remove", &[]),
     Opt::one("replace", &[]),

@@ -1,25 +1,44 @@
-//! `spindle queue -status QUEUE`, as `yarn queue -status`.
+//! `spindle queue -status QUEUE | -list [PARENT|all]`, as `yarn queue`.
 
 use anyhow::Context;
 
 use super::args::{Opt, UsageError};
-use super::format::format_queue_status;
+use spindle_appmaster_sdk::rm_client::RmClient;
+use spindle_common::records::cluster::{CapacitySchedulerInfo, CapacitySchedulerQueueInfo};
+
+use super::format::{format_queue_list, format_queue_status};
 use super::{parse_or_usage, rm_client, usage_error, EXIT_OK, EXIT_USAGE};
 
 pub const USAGE: &str = "\
-usage: spindle queue -status QUEUE [--rm-address HOST:PORT] [--conf-dir DIR]
+usage: spindle queue -status QUEUE | -list [PARENT|all] [--rm-address HOST:PORT] [--conf-dir DIR]
   -status QUEUE   print the queue's information (a leaf name such as default, or a full
-                  path such as root.default)";
+                  path such as root.default)
+  -list [PARENT]  a table of PARENT's child queues; every queue without PARENT or with all";
 
-const OPTS: &[Opt] = &[Opt::one("status", &[])];
+pub const OPTS: &[Opt] = &[Opt::one("status", &[]), Opt::flag("list", &[])];
 
 pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
     let Some(p) = parse_or_usage(&args, OPTS, USAGE)? else {
         return Ok(EXIT_OK);
     };
+    if p.has("list") {
+        let parent = match p.positionals.as_slice() {
+            [] => None,
+            [one] if one.eq_ignore_ascii_case("all") => None,
+            [one] => Some(one.trim().to_string()),
+            _ => {
+                return Err(usage_error(
+                    UsageError::Other("-list takes at most one parent queue".into()),
+                    USAGE,
+                ))
+            }
+        };
+        let rm = rm_client(&p)?;
+        return list(&rm, parent.as_deref()).await;
+    }
     let Some(name) = p.value("status").map(str::trim) else {
         return Err(usage_error(
-            UsageError::Other("give -status QUEUE".into()),
+            UsageError::Other("give -status QUEUE or -list [PARENT|all]".into()),
             USAGE,
         ));
     };
@@ -63,4 +82,59 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
             Ok(EXIT_USAGE)
         }
     }
+}
+
+/// The root as a queue record (the scheduler record itself is the root).
+fn root_queue(info: &CapacitySchedulerInfo) -> CapacitySchedulerQueueInfo {
+    CapacitySchedulerQueueInfo {
+        queue_name: info.queue_name.clone(),
+        queue_path: info.queue_path.clone(),
+        state: "RUNNING".into(),
+        capacity: info.capacity,
+        used_capacity: info.used_capacity,
+        max_capacity: info.max_capacity,
+        weight: info.weight,
+        max_parallel_apps: i64::from(i32::MAX),
+        ..Default::default()
+    }
+}
+
+/// QueueCLI's `-list`: every queue (the root first, then depth first), or a parent's
+/// children; its words for a parent the RM does not have (exit 255).
+async fn list(rm: &RmClient, parent: Option<&str>) -> anyhow::Result<u8> {
+    let info = rm
+        .scheduler()
+        .await
+        .with_context(|| format!("cannot read the queues at {}", rm.address()))?;
+    let top: Vec<&CapacitySchedulerQueueInfo> = info
+        .queues
+        .as_ref()
+        .map(|qs| qs.queue.0.iter().collect())
+        .unwrap_or_default();
+    let root = root_queue(&info);
+    let chosen: Vec<&CapacitySchedulerQueueInfo> = match parent {
+        None => std::iter::once(&root)
+            .chain(top.iter().flat_map(|q| q.walk()))
+            .collect(),
+        Some(p) if p == "root" || p == info.queue_path => top,
+        Some(p) => {
+            match top
+                .iter()
+                .flat_map(|q| q.walk())
+                .find(|q| q.queue_path == p || q.queue_name == p)
+            {
+                Some(q) => q
+                    .queues
+                    .as_ref()
+                    .map(|c| c.queue.0.iter().collect())
+                    .unwrap_or_default(),
+                None => {
+                    say!("Cannot get any queues under {p} from RM,please check.");
+                    return Ok(EXIT_USAGE);
+                }
+            }
+        }
+    };
+    say_raw!("{}", format_queue_list(&chosen));
+    Ok(EXIT_OK)
 }

@@ -31,7 +31,7 @@ usage: spindle rmadmin COMMAND [--rm-address HOST:PORT] [--conf-dir DIR]
 Every command is an admin operation (admins only when yarn.acl.enable is true) and prints
 nothing on success.";
 
-const OPTS: &[Opt] = &[
+pub const OPTS: &[Opt] = &[
     Opt::flag("refreshQueues", &[]),
     Opt::one("addToClusterNodeLabels", &[]),
     Opt::one("removeFromClusterNodeLabels", &[]),

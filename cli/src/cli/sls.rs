@@ -63,7 +63,7 @@ runs) with simulated nodes and one simulated AM per job, in virtual time.
   --no-timing           leave the wall-clock figures out, so two runs are byte-identical
   --quiet               no progress bar";
 
-const OPTS: &[Opt] = &[
+pub const OPTS: &[Opt] = &[
     Opt::one("trace", &[]),
     Opt::one("policy", &[]),
     Opt::repeated("D", &["define"]),

@@ -71,7 +71,7 @@ running), and at the end each rank's container, node, state and exit status.
 Exit status 0 only if the application FINISHED with SUCCEEDED, 2 if it did not, 130 if
 interrupted (the application is killed).";
 
-const OPTS: &[Opt] = &[
+pub const OPTS: &[Opt] = &[
     Opt::one("workers", &["num_workers", "nproc"]),
     Opt::one("min_workers", &[]),
     Opt::one("max_workers", &[]),
