@@ -33,9 +33,10 @@ pub mod node;
 pub mod nodeattributes;
 pub mod queue;
 pub mod rmadmin;
+pub mod schedulerconf;
 pub mod sls;
-pub mod train;
 pub mod top;
+pub mod train;
 
 use std::path::PathBuf;
 
@@ -72,6 +73,8 @@ defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the
   top                a live view of the cluster and its applications (q to quit)
   rmadmin            -refreshQueues | -addToClusterNodeLabels L | -removeFromClusterNodeLabels L
                      | -replaceLabelsOnNode \"node=label ...\" [-failOnUnknownNodes]
+  schedulerconf      -add|-update \"root.a:capacity=10,maximum-capacity=20;...\" | -remove \"root.x;...\"
+                     | -global key=val,... | -getconf
   nodeattributes     -add|-remove|-replace \"node:attr=value ...\" | -list | -attributestonodes
                      | -nodestoattributes
   cluster            -lnl (--list-node-labels) | -lna (--list-node-attributes)
@@ -82,10 +85,10 @@ defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the
   bench scheduler|gangs  --nodes N: benchmark the scheduler core (one JSON line)
   sls                replay a GPU job trace through the scheduler core in virtual time
                      (`spindle sls -help`; also sls generate | policies | compare)
+  completion         bash|zsh|fish: print a shell completion script
 
 Options may be spelled -name, --name, -name=value; YARN's names (-appStates, -num_containers)
 and GNU ones (--app-states, --num-containers) both work. `spindle COMMAND -help` for more.";
-  completion         bash|zsh|fish: print a shell completion script
 
 /// Runs the command line (without the program name) and returns the exit status.
 pub async fn run(args: Vec<String>) -> u8 {
@@ -96,13 +99,14 @@ pub async fn run(args: Vec<String>) -> u8 {
     let rest = rest.to_vec();
     let result = match cmd.as_str() {
         "application" | "app" | "-application" => application::run(rest).await,
-        "node" | "-node" => node::run(rest).await,
-        "queue" | "-queue" => queue::run(rest).await,
-        "rmadmin" | "-rmadmin" => rmadmin::run(rest).await,
         "applicationattempt" | "-applicationattempt" => applicationattempt::run(rest).await,
         "container" | "-container" => container::run(rest).await,
         "top" | "-top" => top::run(rest).await,
         "completion" => completion::run(rest).await,
+        "node" | "-node" => node::run(rest).await,
+        "queue" | "-queue" => queue::run(rest).await,
+        "rmadmin" | "-rmadmin" => rmadmin::run(rest).await,
+        "schedulerconf" | "-schedulerconf" => schedulerconf::run(rest).await,
         "nodeattributes" | "-nodeattributes" => nodeattributes::run(rest).await,
         "cluster" | "-cluster" => cluster::run(rest).await,
         "logs" | "-logs" => logs::run(rest).await,
