@@ -329,6 +329,43 @@ impl RmClient {
         Ok(b.version_id)
     }
 
+    /// `POST /refresh-nodes` (`rmadmin -refreshNodes [-g [timeout]]`): the RM re-reads its
+    /// include and exclude host files and decommissions the nodes they now keep out, as
+    /// `kind` says (`timeout_secs` only with GRACEFUL; none: the RM's default). Answers what
+    /// changed.
+    pub async fn refresh_nodes(
+        &self,
+        kind: spindle_common::records::admin::DecommissionType,
+        timeout_secs: Option<i64>,
+    ) -> Result<spindle_common::records::admin::RefreshNodesInfo, ClientError> {
+        let mut query = vec![("decommissionType", format!("{kind:?}"))];
+        if let Some(t) = timeout_secs {
+            query.push(("decommissionTimeout", t.to_string()));
+        }
+        let (resp, url) = self
+            .admin_post::<()>("/refresh-nodes", &query, None)
+            .await?;
+        decode(resp, &url).await
+    }
+
+    /// `GET /users/{user}/groups` (`rmadmin -getGroups`): the user's groups as the RM
+    /// resolves them, primary first.
+    pub async fn user_groups(&self, user: &str) -> Result<Vec<String>, ClientError> {
+        let encoded: String = user
+            .bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let b: spindle_common::records::admin::UserGroupsInfo = self
+            .get_query(&format!("/users/{encoded}/groups"), &[])
+            .await?;
+        Ok(b.groups)
+    }
+
     // ---- Node labels (YARN's `rmadmin -addToClusterNodeLabels` and friends) ----
 
     /// `GET /get-node-labels`: the cluster's labels.

@@ -2,12 +2,18 @@
 //! `capacity-scheduler.xml` from its configuration directory and applies it, or refuses it as
 //! a whole, the running queues staying as they were, with the reason) and the node label
 //! commands `-addToClusterNodeLabels`, `-removeFromClusterNodeLabels` and
-//! `-replaceLabelsOnNode`, in RMAdminCLI's syntax.
+//! `-replaceLabelsOnNode`, in RMAdminCLI's syntax; `-refreshNodes [-g|-graceful [TIMEOUT]
+//! [-client|-server]]` (the RM re-reads its include and exclude host files and
+//! decommissions, at once or gracefully, the nodes they now keep out) and `-getGroups
+//! [USER...]` (`user : group1 group2`, as the RM resolves them).
 //!
 //! As RMAdminCLI: success prints nothing; the RM's refusal is `<command>: <message>` on
 //! stderr with exit status 255 (YARN's -1).
 
-use spindle_appmaster_sdk::ClientError;
+use std::time::{Duration, Instant};
+
+use spindle_appmaster_sdk::{ClientError, RmClient};
+use spindle_common::records::admin::DecommissionType;
 use spindle_common::records::labels::{NodeLabelInfo, NodeToLabelsEntry, NodeToLabelsEntryList};
 
 use super::args::{Opt, Parsed, UsageError};
@@ -16,6 +22,21 @@ use super::{parse_or_usage, rm_client, usage_error, EXIT_OK, EXIT_USAGE};
 pub const USAGE: &str = "\
 usage: spindle rmadmin COMMAND [--rm-address HOST:PORT] [--conf-dir DIR]
   -refreshQueues                  reload the queues from the RM's capacity-scheduler.xml
+  -refreshNodes [-g|-graceful [TIMEOUT] [-client|-server]]
+                                  re-read the host files (yarn.resourcemanager.nodes.
+                                  include-path / exclude-path) and decommission the nodes
+                                  they now keep out: at once (their containers are killed),
+                                  or with -g gracefully: DECOMMISSIONING nodes take no new
+                                  containers and turn DECOMMISSIONED when their containers
+                                  are done, or after TIMEOUT seconds (default yarn.
+                                  resourcemanager.nodemanager-graceful-decommission-
+                                  timeout-secs, 3600; negative: none), when what is left is
+                                  killed. -server (the default): the RM tracks the timeout;
+                                  -client: this command waits and decommissions at once when
+                                  TIMEOUT passes (none: waits until done). Nodes taken off
+                                  the exclude list while DECOMMISSIONING are recommissioned
+  -getGroups [USER...]            the groups of each user (default: you) as the RM resolves
+                                  them, as `user : group1 group2`
   -addToClusterNodeLabels \"label1(exclusive=true),label2(exclusive=false),label3\"
                                   add labels (partitions) to the cluster; exclusive defaults
                                   to true
@@ -28,8 +49,8 @@ usage: spindle rmadmin COMMAND [--rm-address HOST:PORT] [--conf-dir DIR]
                                   mappings may also be separated by `,`); with
                                   -failOnUnknownNodes a node the RM does not know fails the
                                   whole change
-Every command is an admin operation (admins only when yarn.acl.enable is true) and prints
-nothing on success.";
+Every command but -getGroups is an admin operation (admins only when yarn.acl.enable is
+true) and prints nothing on success.";
 
 pub const OPTS: &[Opt] = &[
     Opt::flag("refreshQueues", &[]),
@@ -37,15 +58,40 @@ pub const OPTS: &[Opt] = &[
     Opt::one("removeFromClusterNodeLabels", &[]),
     Opt::one("replaceLabelsOnNode", &[]),
     Opt::flag("failOnUnknownNodes", &[]),
+    Opt::flag("refreshNodes", &[]),
+    Opt::flag("graceful", &["g"]),
+    Opt::flag("client", &[]),
+    Opt::flag("server", &[]),
+    Opt::flag("getGroups", &[]),
 ];
 
 /// The commands, by option name (exactly one per call).
-const COMMANDS: [&str; 4] = [
+const COMMANDS: [&str; 6] = [
     "refreshQueues",
     "addToClusterNodeLabels",
     "removeFromClusterNodeLabels",
     "replaceLabelsOnNode",
+    "refreshNodes",
+    "getGroups",
 ];
+
+/// Who waits out a graceful decommission's timeout (RMAdminCLI's `-client|-server`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tracking {
+    /// The RM: the command returns at once.
+    Server,
+    /// This command: it waits for the nodes, and decommissions them at once (FORCEFUL) when
+    /// the timeout passes.
+    Client,
+}
+
+/// `-refreshNodes -g [TIMEOUT] [-client|-server]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Graceful {
+    /// Seconds; `None`: the RM's default (`-server`) or no limit (`-client`).
+    pub timeout_secs: Option<i64>,
+    pub tracking: Tracking,
+}
 
 /// What one `spindle rmadmin` call does.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +100,10 @@ pub enum AdminCommand {
     AddLabels(Vec<NodeLabelInfo>),
     RemoveLabels(Vec<String>),
     ReplaceLabels(NodeToLabelsEntryList),
+    /// `None`: at once.
+    RefreshNodes(Option<Graceful>),
+    /// The users (none: the caller).
+    GetGroups(Vec<String>),
 }
 
 impl AdminCommand {
@@ -64,6 +114,8 @@ impl AdminCommand {
             AdminCommand::AddLabels(_) => "addToClusterNodeLabels",
             AdminCommand::RemoveLabels(_) => "removeFromClusterNodeLabels",
             AdminCommand::ReplaceLabels(_) => "replaceLabelsOnNode",
+            AdminCommand::RefreshNodes(_) => "refreshNodes",
+            AdminCommand::GetGroups(_) => "getGroups",
         }
     }
 }
@@ -242,7 +294,7 @@ pub fn command_from(p: &Parsed) -> Result<AdminCommand, UsageError> {
     };
     match given.as_slice() {
         [] => Err(UsageError::Other(
-            "give one of -refreshQueues, -addToClusterNodeLabels, \
+            "give one of -refreshQueues, -refreshNodes, -getGroups, -addToClusterNodeLabels, \
              -removeFromClusterNodeLabels, -replaceLabelsOnNode"
                 .into(),
         )),
@@ -251,6 +303,26 @@ pub fn command_from(p: &Parsed) -> Result<AdminCommand, UsageError> {
                 return Err(UsageError::Other(
                     "-failOnUnknownNodes goes with -replaceLabelsOnNode".into(),
                 ));
+            }
+            if *one != "refreshNodes" {
+                if let Some(o) = ["graceful", "client", "server"]
+                    .into_iter()
+                    .find(|o| p.has(o))
+                {
+                    return Err(UsageError::Other(format!("-{o} goes with -refreshNodes")));
+                }
+            }
+            if *one != "getGroups" && *one != "refreshNodes" && !p.positionals.is_empty() {
+                return Err(UsageError::Other(format!(
+                    "unexpected argument '{}' for -{one}",
+                    p.positionals[0]
+                )));
+            }
+            if *one == "refreshNodes" {
+                return refresh_nodes_from(p).map(AdminCommand::RefreshNodes);
+            }
+            if *one == "getGroups" {
+                return Ok(AdminCommand::GetGroups(p.positionals.clone()));
             }
             let v = p.value(one).unwrap_or_default();
             Ok(match *one {
@@ -275,6 +347,112 @@ pub fn command_from(p: &Parsed) -> Result<AdminCommand, UsageError> {
     }
 }
 
+/// `-refreshNodes [-g [TIMEOUT] [-client|-server]]`.
+fn refresh_nodes_from(p: &Parsed) -> Result<Option<Graceful>, UsageError> {
+    let graceful = p.has("graceful");
+    if !graceful {
+        if let Some(o) = ["client", "server"].into_iter().find(|o| p.has(o)) {
+            return Err(UsageError::Other(format!(
+                "-{o} goes with -refreshNodes -g"
+            )));
+        }
+        if let Some(a) = p.positionals.first() {
+            return Err(UsageError::Other(format!(
+                "unexpected argument '{a}' for -refreshNodes (a timeout goes after -g)"
+            )));
+        }
+        return Ok(None);
+    }
+    if p.has("client") && p.has("server") {
+        return Err(UsageError::Other(
+            "give -client or -server, not both".into(),
+        ));
+    }
+    let timeout_secs = match p.positionals.as_slice() {
+        [] => None,
+        [t] => Some(t.trim().parse::<i64>().map_err(|_| UsageError::Invalid {
+            option: "graceful",
+            value: t.clone(),
+            reason: "the timeout is a number of seconds (negative: none)".into(),
+        })?),
+        [_, extra, ..] => {
+            return Err(UsageError::Other(format!(
+                "unexpected argument '{extra}' for -refreshNodes -g"
+            )))
+        }
+    };
+    let tracking = if p.has("client") {
+        Tracking::Client
+    } else {
+        Tracking::Server
+    };
+    Ok(Some(Graceful {
+        timeout_secs,
+        tracking,
+    }))
+}
+
+/// RMAdminCLI's client tracking: a graceful refresh with the RM's own timeout, then a poll
+/// each second until no node it put in DECOMMISSIONING is still there; when `timeout`
+/// passes first, a FORCEFUL refresh decommissions them at once.
+async fn refresh_nodes_client(rm: &RmClient, timeout: Option<i64>) -> Result<(), ClientError> {
+    use spindle_common::states::NodeState;
+    let started = Instant::now();
+    let done = rm.refresh_nodes(DecommissionType::GRACEFUL, None).await?;
+    let waiting = done.decommissioning;
+    let limit = timeout
+        .and_then(|t| u64::try_from(t).ok())
+        .map(Duration::from_secs);
+    loop {
+        let draining: Vec<String> = rm
+            .nodes(&[NodeState::DECOMMISSIONING])
+            .await?
+            .into_iter()
+            .map(|n| n.id)
+            .filter(|id| waiting.contains(id))
+            .collect();
+        if draining.is_empty() {
+            println!(
+                "Graceful decommissioning completed in {} seconds.",
+                started.elapsed().as_secs()
+            );
+            return Ok(());
+        }
+        if limit.is_some_and(|l| started.elapsed() >= l) {
+            println!(
+                "Graceful decommissioning not completed in {} seconds; decommissioning {} \
+                 forcefully now: {}",
+                started.elapsed().as_secs(),
+                if draining.len() == 1 {
+                    "the node"
+                } else {
+                    "the nodes"
+                },
+                draining.join(", ")
+            );
+            rm.refresh_nodes(DecommissionType::FORCEFUL, None).await?;
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// `-getGroups`: `user : group1 group2` per user, as RMAdminCLI prints them.
+async fn print_groups(rm: &RmClient, users: &[String]) -> Result<(), ClientError> {
+    let me = [rm.user().to_string()];
+    let users = if users.is_empty() { &me[..] } else { users };
+    for u in users {
+        let groups = rm.user_groups(u).await?;
+        println!("{}", groups_line(u, &groups));
+    }
+    Ok(())
+}
+
+/// RMAdminCLI's `user : group1 group2` (`user : ` when the user has none).
+pub fn groups_line(user: &str, groups: &[String]) -> String {
+    format!("{user} : {}", groups.join(" "))
+}
+
 /// The RM's words for a refusal: its `RemoteException` message, else the error.
 pub fn remote_message(e: &ClientError) -> String {
     match e.remote_exception() {
@@ -296,6 +474,22 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
         AdminCommand::AddLabels(labels) => rm.add_node_labels(labels).await,
         AdminCommand::RemoveLabels(labels) => rm.remove_node_labels(labels).await,
         AdminCommand::ReplaceLabels(mapping) => rm.replace_node_to_labels(mapping).await,
+        AdminCommand::RefreshNodes(None) => rm
+            .refresh_nodes(DecommissionType::NORMAL, None)
+            .await
+            .map(|done| tracing::debug!(?done, "nodes refreshed")),
+        AdminCommand::RefreshNodes(Some(Graceful {
+            timeout_secs,
+            tracking: Tracking::Server,
+        })) => rm
+            .refresh_nodes(DecommissionType::GRACEFUL, *timeout_secs)
+            .await
+            .map(|done| tracing::debug!(?done, "nodes refreshed")),
+        AdminCommand::RefreshNodes(Some(Graceful {
+            timeout_secs,
+            tracking: Tracking::Client,
+        })) => refresh_nodes_client(&rm, *timeout_secs).await,
+        AdminCommand::GetGroups(users) => print_groups(&rm, users).await,
     };
     match result {
         Ok(()) => Ok(EXIT_OK),
@@ -439,5 +633,63 @@ mod tests {
         let e = command_from(&parsed(&["-addToClusterNodeLabels", "a(exclusive=no)"]))
             .expect_err("bad");
         assert!(e.to_string().contains("-addToClusterNodeLabels"), "{e}");
+    }
+
+    #[test]
+    fn refresh_nodes_like_rmadmin() {
+        let g = |timeout_secs, tracking| {
+            Ok(AdminCommand::RefreshNodes(Some(Graceful {
+                timeout_secs,
+                tracking,
+            })))
+        };
+        assert_eq!(
+            command_from(&parsed(&["-refreshNodes"])),
+            Ok(AdminCommand::RefreshNodes(None))
+        );
+        assert_eq!(
+            command_from(&parsed(&["-refreshNodes", "-g", "30"])),
+            g(Some(30), Tracking::Server)
+        );
+        assert_eq!(
+            command_from(&parsed(&["-refreshNodes", "-graceful"])),
+            g(None, Tracking::Server)
+        );
+        assert_eq!(
+            command_from(&parsed(&["-refreshNodes", "-g", "3600", "-client"])),
+            g(Some(3600), Tracking::Client)
+        );
+        assert_eq!(
+            command_from(&parsed(&["-refreshNodes", "-g", "-1", "-server"])),
+            g(Some(-1), Tracking::Server)
+        );
+        for bad in [
+            &["-refreshNodes", "30"][..],
+            &["-refreshNodes", "-client"],
+            &["-refreshNodes", "-g", "soon"],
+            &["-refreshNodes", "-g", "1", "2"],
+            &["-refreshNodes", "-g", "-client", "-server"],
+            &["-refreshQueues", "-g"],
+            &["-refreshQueues", "extra"],
+        ] {
+            assert!(command_from(&parsed(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn get_groups_like_rmadmin() {
+        assert_eq!(
+            command_from(&parsed(&["-getGroups"])),
+            Ok(AdminCommand::GetGroups(vec![]))
+        );
+        assert_eq!(
+            command_from(&parsed(&["-getGroups", "alice", "bob"])),
+            Ok(AdminCommand::GetGroups(vec!["alice".into(), "bob".into()]))
+        );
+        assert_eq!(
+            groups_line("alice", &["devs".into(), "ops".into()]),
+            "alice : devs ops"
+        );
+        assert_eq!(groups_line("nobody", &[]), "nobody : ");
     }
 }
