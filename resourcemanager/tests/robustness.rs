@@ -312,6 +312,8 @@ async fn every_rm_operation_survives_hostile_requests() {
             "containerid" => b.am_container.clone(),
             "nodeid" => nm_addr.clone(),
             "queue" => "default".into(),
+            "user" => "alice".into(),
+            "type" => "LIFETIME".into(),
             other => panic!("no sample for path parameter {{{other}}}: add one"),
         }
     };
