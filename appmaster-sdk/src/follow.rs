@@ -47,6 +47,8 @@ pub const DETAIL_INTERVAL: Duration = Duration::from_millis(500);
 pub const KILL_WAIT: Duration = Duration::from_secs(30);
 /// The most bytes of one log file read per look.
 const LOG_CHUNK: u64 = 1 << 20;
+/// The longest unfinished line kept back for its end.
+pub const MAX_LINE: usize = 64 * 1024;
 
 /// Which client follows: what its work is made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -672,19 +674,28 @@ impl TailFile {
         }
     }
 
-    /// Takes newly read bytes; returns the lines they complete (without their newline).
+    /// Takes newly read bytes; returns the lines they complete (without their newline). An
+    /// unfinished line longer than [`MAX_LINE`] bytes is given out as it is.
     pub fn take(&mut self, bytes: &[u8]) -> Vec<String> {
         self.offset += bytes.len() as u64;
         self.partial.extend_from_slice(bytes);
-        let Some(last) = self.partial.iter().rposition(|b| *b == b'\n') else {
-            return Vec::new();
+        let mut lines: Vec<String> = match self.partial.iter().rposition(|b| *b == b'\n') {
+            Some(last) => {
+                let rest = self.partial.split_off(last + 1);
+                let done = std::mem::replace(&mut self.partial, rest);
+                done[..done.len() - 1]
+                    .split(|b| *b == b'\n')
+                    .map(|l| {
+                        String::from_utf8_lossy(l.strip_suffix(b"\r").unwrap_or(l)).into_owned()
+                    })
+                    .collect()
+            }
+            None => Vec::new(),
         };
-        let rest = self.partial.split_off(last + 1);
-        let done = std::mem::replace(&mut self.partial, rest);
-        done[..done.len() - 1]
-            .split(|b| *b == b'\n')
-            .map(|l| String::from_utf8_lossy(l.strip_suffix(b"\r").unwrap_or(l)).into_owned())
-            .collect()
+        if self.partial.len() > MAX_LINE {
+            lines.extend(self.rest());
+        }
+        lines
     }
 
     /// The unfinished last line, if any (at the end of the output).
@@ -877,6 +888,10 @@ mod tests {
         let e = "é".as_bytes();
         assert!(f.take(&e[..1]).is_empty());
         assert_eq!(f.take(&[&e[1..], b"\n"].concat()), ["é"]);
+        // A line without end is not kept back for ever.
+        let long = vec![b'x'; MAX_LINE + 1];
+        assert_eq!(f.take(&long), [String::from_utf8(long).unwrap()]);
+        assert_eq!(f.rest(), None);
     }
 
     #[test]
