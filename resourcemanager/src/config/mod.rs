@@ -60,12 +60,14 @@ pub enum RmConfigError {
         value: String,
     },
     /// An allocation bound (`yarn.scheduler.{minimum,maximum}-allocation-{mb,vcores}`) or
-    /// `yarn.resourcemanager.am.max-attempts` is 0 or negative.
-    #[error("{place}property '{name}': must be a positive integer, got {value}")]
+    /// `yarn.resourcemanager.am.max-attempts` is 0 or negative. `written` is the value as the
+    /// file has it (`-0x10`), which the message quotes.
+    #[error("{place}property '{name}': must be a positive integer, got {written}")]
     NotPositive {
         place: Place,
         name: &'static str,
         value: i64,
+        written: String,
     },
     /// `yarn.scheduler.minimum-allocation-mb` above `yarn.scheduler.maximum-allocation-mb`.
     #[error("{place}property '{name}': minimum allocation {min} MB exceeds the maximum {max} MB")]
@@ -98,11 +100,12 @@ pub enum RmConfigError {
     },
     /// A preemption fraction (`total_preemption_per_round`, `max_ignored_over_capacity`,
     /// `natural_termination_factor`) outside its range.
-    #[error("{place}property '{name}': must be a fraction between {min} and {max}, got {value}")]
+    #[error("{place}property '{name}': must be a fraction between {min} and {max}, got {written}")]
     PreemptionFraction {
         place: Place,
         name: &'static str,
         value: f64,
+        written: String,
         min: f64,
         max: f64,
     },
@@ -113,11 +116,12 @@ pub enum RmConfigError {
     #[error("{place}property '{name}': the elastic policy's interval must be positive")]
     ElasticIntervalZero { place: Place, name: &'static str },
     /// `yarn.resourcemanager.max-completed-applications` is negative.
-    #[error("{place}property '{name}': must not be negative")]
+    #[error("{place}property '{name}': must not be negative, got {written}")]
     MaxCompletedAppsNegative {
         place: Place,
         name: &'static str,
         value: i64,
+        written: String,
     },
     /// A static group mapping entry without `=`.
     #[error("{place}property '{name}': entry '{entry}' is not user=group1,group2")]
@@ -245,6 +249,7 @@ impl RmConfig {
                     place: Place::of(conf, name),
                     name,
                     value: v,
+                    written: written(conf, name),
                 });
             }
             Ok(v)
@@ -313,6 +318,7 @@ impl RmConfig {
                 place: Place::of(conf, keys::RM_MAX_COMPLETED_APPLICATIONS),
                 name: keys::RM_MAX_COMPLETED_APPLICATIONS,
                 value: max_completed,
+                written: written(conf, keys::RM_MAX_COMPLETED_APPLICATIONS),
             });
         }
         let mut max_allocation = Resource::new(max_mb, max_vc);
@@ -413,6 +419,16 @@ pub fn warn_unknown_keys(unknown: &[UnknownKey]) {
             "{k}"
         );
     }
+}
+
+/// A refused value as the user wrote it (trimmed, `${...}` expanded), for the message: `-0x10`
+/// or `1.50`, not the number it was parsed to.
+fn written(conf: &Configuration, name: &str) -> String {
+    conf.get(name)
+        .ok()
+        .flatten()
+        .map(|v| v.trim().to_string())
+        .unwrap_or_default()
 }
 
 fn load_conf(dir: &Path, overrides: &[(String, String)]) -> Result<Configuration, RmConfigError> {
@@ -530,6 +546,7 @@ fn preemption_conf(conf: &Configuration) -> Result<PreemptionConf, RmConfigError
                 place: Place::of(conf, name),
                 name,
                 value,
+                written: written(conf, name),
                 min: 0.0,
                 max,
             });

@@ -139,7 +139,7 @@ fn every_refusal_keeps_its_message() {
         ),
         (
             &[(keys::RM_MAX_COMPLETED_APPLICATIONS, "-1")],
-            "yarn-site.xml:2: property 'yarn.resourcemanager.max-completed-applications': must not be negative",
+            "yarn-site.xml:2: property 'yarn.resourcemanager.max-completed-applications': must not be negative, got -1",
         ),
         (
             &[(GROUP_STATIC_OVERRIDES, "alice=a;bob")],
@@ -182,8 +182,16 @@ fn each_refusal_is_its_own_variant() {
         e => panic!("{e:?}"),
     }
     match refusal(&site(&[("x", "y"), (keys::RM_AM_MAX_ATTEMPTS, "0")])) {
-        E::NotPositive { place, name, value } => {
-            assert_eq!((place, name, value), (at(3), keys::RM_AM_MAX_ATTEMPTS, 0));
+        E::NotPositive {
+            place,
+            name,
+            value,
+            written,
+        } => {
+            assert_eq!(
+                (place, name, value, written.as_str()),
+                (at(3), keys::RM_AM_MAX_ATTEMPTS, 0, "0")
+            );
         }
         e => panic!("{e:?}"),
     }
@@ -232,6 +240,29 @@ fn each_refusal_is_its_own_variant() {
             assert_eq!((place.as_str(), value), (Some("-D"), -5));
         }
         e => panic!("{e:?}"),
+    }
+    // Refused values are quoted as written, not as the number they were parsed to.
+    for (k, v, want) in [
+        (
+            keys::SCHEDULER_MIN_ALLOCATION_MB,
+            " -0x10 ",
+            "-D: property 'yarn.scheduler.minimum-allocation-mb': must be a positive integer, got -0x10",
+        ),
+        (
+            keys::PREEMPTION_TOTAL_PER_ROUND,
+            "1.50",
+            "must be a fraction between 0 and 1, got 1.50",
+        ),
+        (
+            keys::RM_MAX_COMPLETED_APPLICATIONS,
+            "-0x1",
+            "must not be negative, got -0x1",
+        ),
+    ] {
+        let mut c = Configuration::new();
+        c.set(k, v);
+        let e = refusal(&c).to_string();
+        assert!(e.ends_with(want), "{k}={v}: {e}");
     }
 }
 

@@ -123,8 +123,9 @@ pub fn parse_props(props: &CsProps, site: &SiteSettings) -> Result<SchedulerConf
                 Rule::LimitRange,
                 nld_key,
                 format!(
-                    "node-locality-delay must be from 0 to {}, got {n}",
-                    u32::MAX
+                    "node-locality-delay must be from 0 to {}, got {}",
+                    u32::MAX,
+                    props.written(nld_key)
                 ),
             )
         })?,
@@ -147,7 +148,10 @@ pub fn parse_props(props: &CsProps, site: &SiteSettings) -> Result<SchedulerConf
             props.err(
                 Rule::LimitRange,
                 rld_key,
-                format!("rack-locality-additional-delay must be -1 (derived) or a count of missed opportunities, got {n}"),
+                format!(
+                    "rack-locality-additional-delay must be -1 (derived) or a count of missed opportunities, got {}",
+                    props.written(rld_key)
+                ),
             )
         })?,
     };

@@ -149,6 +149,12 @@ impl CsProps {
         self.get(name).map(str::trim)
     }
 
+    /// The value as the user wrote it (trimmed), for messages that quote a refused value:
+    /// `-60`, not the `-0.6` it was parsed to. Empty when unset.
+    pub(super) fn written(&self, name: &str) -> &str {
+        self.trimmed(name).unwrap_or_default()
+    }
+
     pub(super) fn f64(&self, name: &str) -> Result<Option<f64>> {
         match self.trimmed(name) {
             None => Ok(None),
@@ -199,7 +205,11 @@ impl CsProps {
                 self.err(
                     Rule::LimitRange,
                     name,
-                    format!("expected an integer from 0 to {}, got {n}", u32::MAX),
+                    format!(
+                        "expected an integer from 0 to {}, got {}",
+                        u32::MAX,
+                        self.written(name)
+                    ),
                 )
             }),
         }

@@ -182,7 +182,7 @@ impl Parser<'_> {
                     &ulf_key,
                     format!(
                         "user-limit-factor must be positive, or -1 for no limit, got {}",
-                        props.trimmed(&ulf_key).unwrap_or_default()
+                        props.written(&ulf_key)
                     ),
                 )
                 .queue(path));
@@ -198,7 +198,7 @@ impl Parser<'_> {
                     &mulp_key,
                     format!(
                         "minimum-user-limit-percent must be above 0 and at most 100, got {}",
-                        props.trimmed(&mulp_key).unwrap_or_default()
+                        props.written(&mulp_key)
                     ),
                 )
                 .queue(path));
@@ -213,7 +213,11 @@ impl Parser<'_> {
                     .err(
                         Rule::LimitRange,
                         &ma_key,
-                        format!("maximum-applications must be at most {}, got {n}", u32::MAX),
+                        format!(
+                            "maximum-applications must be at most {}, got {}",
+                            u32::MAX,
+                            props.written(&ma_key)
+                        ),
                     )
                     .queue(path)
             })?),
@@ -406,7 +410,7 @@ impl Parser<'_> {
                         name,
                         format!(
                             "{what} for label {label} must be between 0 and 100, got {}",
-                            props.trimmed(name).unwrap_or_default()
+                            props.written(name)
                         ),
                     )
                     .queue(path));
@@ -505,9 +509,10 @@ impl Parser<'_> {
                         Rule::LimitRange,
                         name,
                         format!(
-                            "expected an integer from {} to {}, got {n}",
+                            "expected an integer from {} to {}, got {}",
                             i32::MIN,
-                            i32::MAX
+                            i32::MAX,
+                            self.props.written(name)
                         ),
                     )
                     .queue(path)
@@ -523,7 +528,7 @@ impl Parser<'_> {
                 name,
                 format!(
                     "maximum-am-resource-percent is a fraction from 0 to 1 (0.1 = 10%), got {}",
-                    self.props.trimmed(name).unwrap_or_default()
+                    self.props.written(name)
                 ),
             ));
         }
@@ -543,7 +548,10 @@ impl Parser<'_> {
                         .err(
                             Rule::MaximumAllocation,
                             k,
-                            format!("queue maximum allocation must be positive, got {v}"),
+                            format!(
+                                "queue maximum allocation must be positive, got {}",
+                                props.written(k)
+                            ),
                         )
                         .queue(path));
                 }

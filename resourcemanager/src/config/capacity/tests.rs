@@ -1102,6 +1102,9 @@ fn errors_quote_values_as_written() {
         ("root.a.minimum-user-limit-percent", "0.0", "got 0.0"),
         ("root.a.maximum-am-resource-percent", "10", "got 10"),
         ("maximum-am-resource-percent", " 1.50 ", "got 1.50"),
+        ("root.a.maximum-allocation-mb", "-0x10", "got -0x10"),
+        ("node-locality-delay", "-0x1", "got -0x1"),
+        ("root.a.max-parallel-apps", "-01", "got -01"),
     ];
     for (k, v, want) in cases {
         let e = err(&with(two_queues(), &[(k, v)]));
