@@ -1,5 +1,6 @@
 //! The example `/etc/spindle` of `deploy/etc/spindle` loads through the RM's and the NM's own
-//! configuration loaders (every validation they run at start passes), and the systemd units
+//! configuration loaders (every validation they run at start passes, every key is one Spindle
+//! knows), and the systemd units
 //! of `deploy/systemd` agree with it: they start the binaries this package installs with
 //! `--conf-dir /etc/spindle`, and the directories they create are the ones the files name.
 
@@ -70,6 +71,20 @@ fn installed_binaries() -> Vec<String> {
         }
     }
     names
+}
+
+#[test]
+fn every_key_of_the_example_etc_is_known() {
+    let conf = Configuration::load_dir(&etc()).unwrap_or_else(|e| panic!("{e}"));
+    let unknown: Vec<String> = conf
+        .unknown_keys()
+        .iter()
+        .map(|k| format!("{} ({:?})", k.name, k.suggestion))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "unknown keys in deploy/etc/spindle: {unknown:?}"
+    );
 }
 
 #[test]
