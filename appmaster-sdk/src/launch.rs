@@ -48,6 +48,9 @@ pub struct AmLaunch<'a> {
     /// Names the application in the line after submission: "Submitted {this} {id}{detail}".
     pub submitted_as: &'static str,
     pub submitted_detail: String,
+    /// The user's code to ship to the containers ([`crate::ship`]), staged once the
+    /// application id is known.
+    pub ship: Option<&'a crate::ship::Shipment>,
 }
 
 /// The `application-submission-context` whose AM is `exe`.
@@ -135,7 +138,9 @@ pub async fn run_client(
     out: &mut (dyn FnMut(&str) + Send),
 ) -> Result<DsOutcome, DsClientError> {
     let app_id = submit(rm, launch, exe, out).await?;
-    Ok(follow_application(rm, &app_id, POLL_INTERVAL, launch.timeout, out).await?)
+    let end = follow_application(rm, &app_id, POLL_INTERVAL, launch.timeout, out).await;
+    crate::ship::clean_after_end(launch.ship, &app_id);
+    Ok(end?)
 }
 
 /// How the client stays with the application it submitted.
@@ -191,8 +196,11 @@ pub async fn run_client_watched<I: Future<Output = ()>>(
         logs: watch.follow,
         timeout: launch.timeout,
     };
+    let end = follow::follow(rm, &app_id, &opts, interrupt, out).await;
+    // The staging directory goes with the application (crate::ship).
+    crate::ship::clean_after_end(launch.ship, &app_id);
     Ok(
-        match follow::follow(rm, &app_id, &opts, interrupt, out).await? {
+        match end? {
             FollowEnd::Finished(o) => ClientEnd::Finished(o),
             FollowEnd::Interrupted { app_id, state } => ClientEnd::Interrupted { app_id, state },
         },
@@ -235,8 +243,13 @@ async fn submit(
         check_fits(what, asked, &max)?;
     }
     check_fits("application master", launch.master_resources, &max)?;
-    let ctx = build_submission(launch, &app_id, exe);
-    rm.submit(&ctx).await?;
+    let mut ctx = build_submission(launch, &app_id, exe);
+    // Shipping the user's code (crate::ship): staged for this id, removed if not submitted.
+    let staged = crate::ship::stage_for_submission(launch.ship, &app_id, &mut ctx, out)?;
+    if let Err(e) = rm.submit(&ctx).await {
+        crate::ship::unstage(staged.as_ref());
+        return Err(e.into());
+    }
     out(&format!(
         "Submitted {} {app_id}{} to ResourceManager at {}",
         launch.submitted_as,

@@ -36,6 +36,7 @@ pub mod launch;
 pub mod nm_client;
 pub mod placement;
 pub mod rm_client;
+pub mod ship;
 pub mod train;
 
 pub use address::{current_user, RmAddress};

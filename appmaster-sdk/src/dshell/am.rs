@@ -21,6 +21,7 @@ use crate::am_client::AmError;
 use crate::amrm::{AllocationEvents, AmRmClient, ContainerRequest};
 use crate::error::ClientError;
 use crate::nm_client::NmClient;
+use crate::ship::Shipped;
 
 /// How the AM ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,6 +116,8 @@ fn asks(cfg: &DsAmConfig) -> Vec<Ask> {
 
 struct Shell<'a> {
     cfg: &'a DsAmConfig,
+    /// The files shipped to every container ([`crate::ship`]).
+    shipped: &'a Shipped,
     nm: &'a NmClient,
     asks: Vec<Ask>,
     /// The ask each running container was granted for.
@@ -174,7 +177,7 @@ impl Shell<'_> {
         ContainerLaunchContext {
             commands: vec![self.cfg.shell_command.clone()],
             environment: self.cfg.shell_env.clone(),
-            local_resources: BTreeMap::new(),
+            local_resources: self.shipped.resources.clone(),
         }
     }
 
@@ -305,6 +308,34 @@ pub async fn run_am(
     am_host: &str,
     out: &mut (dyn FnMut(&str) + Send),
 ) -> Result<DsAmReport, AmError> {
+    run_am_with(cfg, &Shipped::default(), amrm, nm, am_host, out).await
+}
+
+/// [`run_am`] with the files the client shipped for every container; the staging directory
+/// is removed once the AM has unregistered.
+pub async fn run_am_with(
+    cfg: &DsAmConfig,
+    shipped: &Shipped,
+    amrm: &mut AmRmClient,
+    nm: &NmClient,
+    am_host: &str,
+    out: &mut (dyn FnMut(&str) + Send),
+) -> Result<DsAmReport, AmError> {
+    let report = run_shell(cfg, shipped, amrm, nm, am_host, out).await?;
+    if let Some(l) = shipped.clean_up() {
+        out(&l);
+    }
+    Ok(report)
+}
+
+async fn run_shell(
+    cfg: &DsAmConfig,
+    shipped: &Shipped,
+    amrm: &mut AmRmClient,
+    nm: &NmClient,
+    am_host: &str,
+    out: &mut (dyn FnMut(&str) + Send),
+) -> Result<DsAmReport, AmError> {
     let attempt = amrm.client().attempt_id();
     let reg = amrm.register(am_host, -1, "").await?;
     let max = reg.maximum_resource_capability.to_resource();
@@ -343,6 +374,7 @@ pub async fn run_am(
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut shell = Shell {
         cfg,
+        shipped,
         nm,
         asks: asks(cfg),
         ask_of: BTreeMap::new(),

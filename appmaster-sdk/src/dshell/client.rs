@@ -30,6 +30,8 @@ pub struct DsOptions {
     /// Kill the application when it has not finished after this long.
     pub timeout: Option<Duration>,
     pub max_app_attempts: Option<i32>,
+    /// `--files`, `--archives`, `--src-dir`, `--shell_script`: shipped to every container.
+    pub ship: crate::ship::Shipment,
 }
 
 impl DsOptions {
@@ -43,6 +45,7 @@ impl DsOptions {
             master_resources: Resource::new(512, 1),
             timeout: None,
             max_app_attempts: None,
+            ship: crate::ship::Shipment::default(),
         }
     }
 }
@@ -57,6 +60,9 @@ pub enum DsClientError {
         asked: String,
         max: String,
     },
+    /// What `--files`, `--archives`, `--src-dir` or `--shell_script` name cannot be shipped.
+    #[error(transparent)]
+    Ship(#[from] crate::ship::ShipError),
 }
 
 /// How the application ended.
@@ -99,6 +105,7 @@ impl DsOptions {
             asks: vec![("container", &self.am.container_resources)],
             submitted_as: "application",
             submitted_detail: String::new(),
+            ship: Some(&self.ship),
         }
     }
 }

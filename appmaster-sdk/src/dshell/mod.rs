@@ -16,7 +16,7 @@ use spindle_common::resource::Resource;
 
 use crate::placement::{self, PlacementSpec};
 
-pub use am::{run_am, DsAmReport};
+pub use am::{run_am, run_am_with, DsAmReport};
 pub use client::{build_submission, follow_application, run_client, DsOptions, DsOutcome};
 
 pub const ENV_NUM_CONTAINERS: &str = "DISTRIBUTEDSHELL_NUM_CONTAINERS";
@@ -36,6 +36,9 @@ pub const APPLICATION_TYPE: &str = "DISTRIBUTEDSHELL";
 /// The key of the shipped binary among the AM's local resources, and so its file name.
 pub const AM_RESOURCE_KEY: &str = "spindle";
 pub const AM_COMMAND: &str = "./spindle distributed-shell-am";
+/// `--shell_script FILE` is shipped under this name and run as `bash ExecScript.sh`, as in
+/// YARN's distributed shell.
+pub const SHELL_SCRIPT_NAME: &str = "ExecScript.sh";
 /// The AM gives up when nothing happens for this long (no grant, start or completion).
 pub const DEFAULT_NO_PROGRESS_TIMEOUT: Duration = Duration::from_secs(300);
 

@@ -44,8 +44,9 @@ use spindle_common::time::now_ms;
 
 use super::checkpoint;
 use super::{
-    assign_ranks, placement_name, size_rule_text, worker_env, RankInfo, TrainAmConfig, GANG_ID,
-    RESIZE_COUNT, WORKER_REQUEST_ID,
+    assign_ranks, placement_name, size_rule_text, worker_env, RankInfo, TrainAmConfig,
+    TrainConfigError, DEFAULT_FAIL_FAST_WINDOW, ENV_FAIL_FAST_WINDOW_MS, GANG_ID, RESIZE_COUNT,
+    WORKER_REQUEST_ID,
 };
 use crate::am_client::AmError;
 use crate::amrm::{
@@ -54,6 +55,7 @@ use crate::amrm::{
 use crate::dshell::am::{completion_line, finish_and_report};
 use crate::gang::{is_permanent, GangError, GangMember, GangRequest};
 use crate::nm_client::NmClient;
+use crate::ship::Shipped;
 
 /// How long the AM keeps heartbeating through failures before it gives up.
 pub const RM_UNREACHABLE_LIMIT: Duration = Duration::from_secs(60);
@@ -74,6 +76,123 @@ const RESIZE_GRACE: Duration = Duration::from_secs(30);
 const RESIZE_MARGIN: Duration = Duration::from_millis(1500);
 /// What a container runs between its worker's exit and its restart at the new size.
 const PARKED: &str = "exec sleep 2147483647";
+/// After a worker fails in a way that may call for failing fast, how long the AM waits for
+/// the gang's other workers to end before it restarts the gang as usual.
+const FAIL_FAST_GATHER: Duration = Duration::from_secs(5);
+/// How many lines of rank 0's stderr a fail-fast diagnostic quotes.
+const STDERR_LINES: usize = 10;
+
+/// What the training AM gets besides its [`TrainAmConfig`], from its environment too: the
+/// code shipped to its workers ([`crate::ship`]) and the fail-fast window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AmExtras {
+    pub shipped: Shipped,
+    /// A gang attempt whose workers all fail with the same exit status within this long of
+    /// starting (or before any checkpoint) is not restarted; zero: never fail fast.
+    pub fail_fast_window: Duration,
+}
+
+impl Default for AmExtras {
+    fn default() -> Self {
+        Self {
+            shipped: Shipped::default(),
+            fail_fast_window: DEFAULT_FAIL_FAST_WINDOW,
+        }
+    }
+}
+
+impl AmExtras {
+    /// Reads [`ENV_FAIL_FAST_WINDOW_MS`] and what [`Shipped::from_lookup`] reads for
+    /// application `app`.
+    pub fn from_lookup(
+        app: spindle_common::ids::ApplicationId,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, TrainConfigError> {
+        let fail_fast_window = match lookup(ENV_FAIL_FAST_WINDOW_MS) {
+            Some(v) => {
+                Duration::from_millis(v.trim().parse().map_err(|_| TrainConfigError::Invalid {
+                    name: ENV_FAIL_FAST_WINDOW_MS,
+                    value: v.clone(),
+                    reason: "not a number of milliseconds".into(),
+                })?)
+            }
+            None => DEFAULT_FAIL_FAST_WINDOW,
+        };
+        Ok(Self {
+            shipped: Shipped::from_lookup(app, &lookup)?,
+            fail_fast_window,
+        })
+    }
+
+    pub fn from_env(app: spindle_common::ids::ApplicationId) -> Result<Self, TrainConfigError> {
+        Self::from_lookup(app, |k| std::env::var(k).ok())
+    }
+}
+
+/// A worker of a gang attempt that ended with a non-zero exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerExit {
+    pub rank: u32,
+    pub exit_status: i32,
+    /// How long after the attempt's workers started.
+    pub after: Duration,
+}
+
+/// Whether a gang attempt must not be restarted: every one of its `workers` failed (`exits`)
+/// with the same positive exit status (a framework status, negative, is not the program's
+/// doing), and either all within `window` of starting, or before any checkpoint was written
+/// (`checkpointed` is `Some(false)`: a checkpoint directory is set and has no file). The
+/// shared exit status if so. A zero window never fails fast.
+pub fn fail_fast(
+    exits: &[WorkerExit],
+    workers: u32,
+    window: Duration,
+    checkpointed: Option<bool>,
+) -> Option<i32> {
+    let first = exits.first()?;
+    let all = exits.len() == workers as usize;
+    let alike = exits.iter().all(|e| e.exit_status == first.exit_status);
+    let early = exits.iter().all(|e| e.after <= window) || checkpointed == Some(false);
+    (!window.is_zero() && all && alike && first.exit_status > 0 && early)
+        .then_some(first.exit_status)
+}
+
+/// Whether the failures so far may still add up to [`fail_fast`] once the rest of the gang
+/// has ended: worth waiting for.
+fn may_fail_fast(
+    exits: &[WorkerExit],
+    succeeded: usize,
+    window: Duration,
+    checkpointed: Option<bool>,
+) -> bool {
+    let Some(first) = exits.first() else {
+        return false;
+    };
+    !window.is_zero()
+        && succeeded == 0
+        && first.exit_status > 0
+        && exits.iter().all(|e| e.exit_status == first.exit_status)
+        && (exits.iter().all(|e| e.after <= window) || checkpointed == Some(false))
+}
+
+/// The first [`STDERR_LINES`] lines of a log, indented under the diagnostic.
+pub fn first_lines(log: &str) -> String {
+    let mut lines: Vec<String> = log
+        .lines()
+        .take(STDERR_LINES)
+        .map(|l| {
+            let l = l.trim_end();
+            match l.char_indices().nth(300) {
+                Some((i, _)) => format!("  {}...", &l[..i]),
+                None => format!("  {l}"),
+            }
+        })
+        .collect();
+    if log.lines().nth(STDERR_LINES).is_some() {
+        lines.push("  ...".into());
+    }
+    lines.join("\n")
+}
 
 /// How the AM ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,6 +218,9 @@ enum AttemptEnd {
     /// The gang was never granted (timed out, refused): asking again the same way will not
     /// help.
     Fatal(String),
+    /// Every worker failed alike soon after starting ([`fail_fast`]): a restart would fail
+    /// the same way. The diagnostic quotes rank 0's stderr.
+    FailedFast(String),
 }
 
 /// `gang workers is RESERVED: needs ...; reserved nodes a:1, b:1`.
@@ -140,6 +262,10 @@ struct Attempt<'a> {
     after_preemption: bool,
     /// Resizes of the job so far (all attempts), what `SPINDLE_RESIZE_COUNT` says.
     resizes: std::cell::Cell<u32>,
+    extras: &'a AmExtras,
+    /// The workers were started by this attempt (not taken over from a previous AM): how
+    /// long after their start they failed means something ([`fail_fast`]).
+    fresh: bool,
 }
 
 /// A resize the RM asked for, as the attempt carries it out.
@@ -355,8 +481,77 @@ impl Attempt<'_> {
         Ctx {
             commands: vec![self.cfg.command_line()],
             environment,
-            local_resources: BTreeMap::new(),
+            local_resources: self.extras.shipped.resources.clone(),
         }
+    }
+
+    /// The fail-fast window; zero (never) for workers this attempt did not start.
+    fn fail_fast_window(&self) -> Duration {
+        if self.fresh {
+            self.extras.fail_fast_window
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    /// Whether the checkpoint directory has a checkpoint (None: no directory).
+    fn checkpointed(&self) -> Option<bool> {
+        self.cfg
+            .checkpoint_dir
+            .as_deref()
+            .map(|d| checkpoint::latest(Path::new(d)).is_some())
+    }
+
+    /// Why the attempt is not restarted, with the first lines of rank 0's stderr (read from
+    /// its NM's container log).
+    async fn fail_fast_diagnostic(
+        &self,
+        status: i32,
+        exits: &[WorkerExit],
+        ranks: &[RankInfo],
+    ) -> String {
+        let window = self.fail_fast_window();
+        let latest = exits.iter().map(|e| e.after).max().unwrap_or_default();
+        let when = if latest <= window {
+            format!("within {} ms of starting", latest.as_millis())
+        } else {
+            format!(
+                "before any checkpoint was written to {}",
+                self.cfg.checkpoint_dir.as_deref().unwrap_or("")
+            )
+        };
+        let mut d = format!(
+            "all {} workers of gang attempt {} failed with exit status {status} {when}; not \
+             restarting the gang, which would fail the same way (fail-fast window {} ms)",
+            exits.len(),
+            self.number,
+            window.as_millis()
+        );
+        let Some(r0) = ranks.iter().find(|r| r.rank == 0) else {
+            return d;
+        };
+        let c = &r0.container;
+        match self
+            .nm
+            .container_log(&c.node_http_address, &c.id, "stderr")
+            .await
+        {
+            Ok(log) if !log.trim().is_empty() => d.push_str(&format!(
+                "\nFirst lines of rank 0's stderr ({} on {}):\n{}",
+                c.id,
+                c.node_id,
+                first_lines(&log)
+            )),
+            Ok(_) => d.push_str(&format!(
+                "\nRank 0's stderr ({} on {}) is empty",
+                c.id, c.node_id
+            )),
+            Err(e) => d.push_str(&format!(
+                "\nRank 0's stderr ({} on {}) could not be read: {e}",
+                c.id, c.node_id
+            )),
+        }
+        d
     }
 
     async fn free_port(&self, master: &Container) -> Result<u16, crate::ClientError> {
@@ -454,6 +649,12 @@ impl Attempt<'_> {
         let mut preempting: Option<Preempting> = None;
         let mut checkpoints = CheckpointWatch::new(self.cfg);
         let mut failing_since: Option<Instant> = None;
+        // When the workers (re)started, the failures of this attempt so far, and the first
+        // failure's line and time: while every failure so far may add up to a fail-fast, the
+        // AM waits a little for the rest of the gang before it decides.
+        let mut started = Instant::now();
+        let mut exits: Vec<WorkerExit> = Vec::new();
+        let mut first_failure: Option<(String, Instant)> = None;
         // Heard during a resize, handled next.
         let mut carried: Option<AllocationEvents> = None;
         // Whatever the gang call heard meanwhile is handed out by this first poll.
@@ -620,6 +821,11 @@ impl Attempt<'_> {
                         completion_line(s, &node)
                     );
                     out(&l);
+                    exits.push(WorkerExit {
+                        rank: r.rank,
+                        exit_status: s.exit_status,
+                        after: started.elapsed(),
+                    });
                     failure.get_or_insert(l);
                 }
             }
@@ -640,16 +846,35 @@ impl Attempt<'_> {
             }
             amrm.set_progress(done.len() as f32 / n.max(1) as f32);
             if let Some(f) = failure {
-                if let Some(Resize::Grow(o)) = resize {
+                first_failure.get_or_insert((f, Instant::now()));
+            }
+            if let Some((f, at)) = &first_failure {
+                if let Some(Resize::Grow(o)) = resize.take() {
                     let ids: Vec<ContainerId> = o.containers.iter().map(|c| c.id).collect();
                     amrm.decline_offer(GANG_ID, &ids);
                 }
-                return Ok(AttemptEnd::WorkerFailed(f));
+                let window = self.fail_fast_window();
+                let checkpointed = self.checkpointed();
+                let ended = done.len() + exits.len() >= current.len();
+                if preempting.is_none()
+                    && !ended
+                    && at.elapsed() < FAIL_FAST_GATHER
+                    && may_fail_fast(&exits, done.len(), window, checkpointed)
+                {
+                    tokio::time::sleep(amrm.next_interval()).await;
+                    continue;
+                }
+                if let Some(status) = fail_fast(&exits, n, window, checkpointed) {
+                    let d = self.fail_fast_diagnostic(status, &exits, &ranks).await;
+                    return Ok(AttemptEnd::FailedFast(d));
+                }
+                return Ok(AttemptEnd::WorkerFailed(f.clone()));
             }
             if let (Some(rs), None) = (resize, &preempting) {
                 match self.resize(amrm, &ranks, rs, &mut checkpoints, out).await {
                     Ok(new_ranks) => {
                         ranks = new_ranks;
+                        started = Instant::now();
                         super::status::running(self.number, &ranks);
                         n = ranks.len() as u32;
                         current = ranks.iter().map(|r| (r.container.id, r.clone())).collect();
@@ -947,6 +1172,34 @@ pub async fn run_am(
     am_host: &str,
     out: &mut (dyn FnMut(&str) + Send),
 ) -> Result<TrainReport, AmError> {
+    run_am_with(cfg, &AmExtras::default(), amrm, nm, am_host, out).await
+}
+
+/// [`run_am`] with the shipped code and fail-fast window of `extras`; the staging directory
+/// is removed once the AM has unregistered.
+pub async fn run_am_with(
+    cfg: &TrainAmConfig,
+    extras: &AmExtras,
+    amrm: &mut AmRmClient,
+    nm: &NmClient,
+    am_host: &str,
+    out: &mut (dyn FnMut(&str) + Send),
+) -> Result<TrainReport, AmError> {
+    let report = run_gangs(cfg, extras, amrm, nm, am_host, out).await?;
+    if let Some(l) = extras.shipped.clean_up() {
+        out(&l);
+    }
+    Ok(report)
+}
+
+async fn run_gangs(
+    cfg: &TrainAmConfig,
+    extras: &AmExtras,
+    amrm: &mut AmRmClient,
+    nm: &NmClient,
+    am_host: &str,
+    out: &mut (dyn FnMut(&str) + Send),
+) -> Result<TrainReport, AmError> {
     // One line per event: diagnostics from NMs carry newlines (stderr tails).
     let out = &mut |l: &str| out(&one_line(l));
     let attempt_id = amrm.client().attempt_id();
@@ -992,6 +1245,8 @@ pub async fn run_am(
             number: 1,
             after_preemption: false,
             resizes: std::cell::Cell::new(0),
+            extras,
+            fresh: false,
         };
         amrm.adopt_gang(probe.gang_request(), previous.clone());
         let whole = match &cfg.elastic {
@@ -1037,6 +1292,8 @@ pub async fn run_am(
             number: report.attempts,
             after_preemption,
             resizes: std::cell::Cell::new(report.resizes),
+            extras,
+            fresh: adopted.is_none(),
         };
         let end = match adopted.take() {
             Some(ranks) => attempt.watch(amrm, &ranks, out).await?,
@@ -1054,6 +1311,11 @@ pub async fn run_am(
                 break;
             }
             AttemptEnd::Fatal(d) => {
+                report.diagnostics = d;
+                break;
+            }
+            AttemptEnd::FailedFast(d) => {
+                release(amrm, nm, true, out).await;
                 report.diagnostics = d;
                 break;
             }
@@ -1128,6 +1390,77 @@ async fn release(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn exit(rank: u32, exit_status: i32, after_ms: u64) -> WorkerExit {
+        WorkerExit {
+            rank,
+            exit_status,
+            after: Duration::from_millis(after_ms),
+        }
+    }
+
+    #[test]
+    fn a_gang_fails_fast_only_when_every_worker_failed_alike_and_early() {
+        let w = Duration::from_secs(30);
+        let all = [exit(0, 1, 200), exit(1, 1, 250)];
+        assert_eq!(fail_fast(&all, 2, w, None), Some(1));
+        // Not every worker failed (one still runs or succeeded).
+        assert_eq!(fail_fast(&all[..1], 2, w, None), None);
+        // Different statuses: something else went on.
+        assert_eq!(
+            fail_fast(&[exit(0, 1, 200), exit(1, 2, 250)], 2, w, None),
+            None
+        );
+        // Framework statuses (lost node, preemption) are not the program's failure.
+        assert_eq!(
+            fail_fast(&[exit(0, -100, 10), exit(1, -100, 10)], 2, w, None),
+            None
+        );
+        // Late: restarted as usual, unless no checkpoint was ever written.
+        let late = [exit(0, 1, 200), exit(1, 1, 45_000)];
+        assert_eq!(fail_fast(&late, 2, w, None), None);
+        assert_eq!(fail_fast(&late, 2, w, Some(true)), None);
+        assert_eq!(fail_fast(&late, 2, w, Some(false)), Some(1));
+        // A zero window turns it off; an empty gang never fails fast.
+        assert_eq!(fail_fast(&all, 2, Duration::ZERO, Some(false)), None);
+        assert_eq!(fail_fast(&[], 0, w, None), None);
+        // Worth waiting for the rest while every failure so far is alike and early.
+        assert!(may_fail_fast(&all[..1], 0, w, None));
+        assert!(!may_fail_fast(&all[..1], 1, w, None), "one succeeded");
+        assert!(!may_fail_fast(&[exit(0, 1, 40_000)], 0, w, Some(true)));
+        assert!(may_fail_fast(&[exit(0, 1, 40_000)], 0, w, Some(false)));
+        assert!(!may_fail_fast(&[], 0, w, None));
+    }
+
+    #[test]
+    fn the_diagnostic_quotes_the_first_lines() {
+        let log: String = (1..=12).map(|i| format!("line {i}\n")).collect();
+        let q = first_lines(&log);
+        assert!(q.starts_with("  line 1\n  line 2"), "{q}");
+        assert!(q.contains("  line 10\n  ..."), "{q}");
+        assert!(!q.contains("line 11"), "{q}");
+        assert_eq!(first_lines("boom"), "  boom");
+        let long = "x".repeat(400);
+        assert_eq!(first_lines(&long).len(), 2 + 300 + 3);
+    }
+
+    #[test]
+    fn extras_come_from_the_environment() {
+        let app: spindle_common::ids::ApplicationId = "application_1_0002".parse().unwrap();
+        let none = AmExtras::from_lookup(app, |_| None).unwrap();
+        assert_eq!(none, AmExtras::default());
+        assert_eq!(none.fail_fast_window, DEFAULT_FAIL_FAST_WINDOW);
+        let e = AmExtras::from_lookup(app, |k| {
+            (k == ENV_FAIL_FAST_WINDOW_MS).then(|| "1500".to_string())
+        })
+        .unwrap();
+        assert_eq!(e.fail_fast_window, Duration::from_millis(1500));
+        let bad = AmExtras::from_lookup(app, |k| {
+            (k == ENV_FAIL_FAST_WINDOW_MS).then(|| "soon".to_string())
+        })
+        .unwrap_err();
+        assert!(bad.to_string().contains(ENV_FAIL_FAST_WINDOW_MS), "{bad}");
+    }
 
     #[test]
     fn lines_are_single() {

@@ -28,6 +28,11 @@ pub struct TrainOptions {
     /// second AM takes the running gang over instead of starting the training again
     /// (restarts after a worker failure are the gang's business, `--max-restarts`).
     pub max_app_attempts: Option<i32>,
+    /// `--files`, `--archives`, `--src-dir`: shipped to every worker.
+    pub ship: crate::ship::Shipment,
+    /// Fail fast (`--fail-fast-window-ms`): a gang attempt whose workers all failed alike
+    /// within this long of starting ends the application (None: the AM's default).
+    pub fail_fast_window: Option<Duration>,
 }
 
 impl TrainOptions {
@@ -41,6 +46,8 @@ impl TrainOptions {
             master_resources: Resource::new(512, 1),
             timeout: None,
             max_app_attempts: Some(2),
+            ship: crate::ship::Shipment::default(),
+            fail_fast_window: None,
         }
     }
 }
@@ -53,7 +60,16 @@ impl TrainOptions {
             application_type: APPLICATION_TYPE,
             am_resource_key: AM_RESOURCE_KEY,
             am_command: AM_COMMAND,
-            am_env: self.am.to_env(),
+            am_env: {
+                let mut env = self.am.to_env();
+                if let Some(w) = self.fail_fast_window {
+                    env.push((
+                        super::ENV_FAIL_FAST_WINDOW_MS.into(),
+                        w.as_millis().to_string(),
+                    ));
+                }
+                env
+            },
             app_name: &self.app_name,
             queue: self.queue.as_deref(),
             priority: self.priority,
@@ -74,6 +90,7 @@ impl TrainOptions {
                     self.am.workers, self.am.worker_resources
                 ),
             },
+            ship: Some(&self.ship),
         }
     }
 }

@@ -30,7 +30,7 @@ use spindle_common::records::am::{Container, GangPlacement, SizeRule};
 use spindle_common::records::resource::parse_resource_list;
 use spindle_common::resource::Resource;
 
-pub use am::{run_am, TrainReport};
+pub use am::{run_am, run_am_with, AmExtras, TrainReport};
 pub use client::{build_submission, run_client, TrainOptions};
 
 pub const ENV_WORKERS: &str = "SPINDLE_TRAIN_WORKERS";
@@ -56,6 +56,12 @@ pub const ENV_THROUGHPUT: &str = "SPINDLE_TRAIN_THROUGHPUT";
 pub const ENV_NODE_LABEL_EXPRESSION: &str = "SPINDLE_TRAIN_NODE_LABEL_EXPRESSION";
 /// The GPU model every worker's node must have (`GangSpec.gpuModel`); absent without one.
 pub const ENV_GPU_MODEL: &str = "SPINDLE_TRAIN_GPU_MODEL";
+
+/// Fail fast: the window (ms) after a gang attempt's start within which every worker
+/// failing with the same exit status ends the application (0: never fail fast).
+pub const ENV_FAIL_FAST_WINDOW_MS: &str = "SPINDLE_TRAIN_FAIL_FAST_WINDOW_MS";
+/// The default fail-fast window.
+pub const DEFAULT_FAIL_FAST_WINDOW: Duration = Duration::from_secs(30);
 
 /// YARN application type of these applications.
 pub const APPLICATION_TYPE: &str = "SPINDLE_TRAIN";
@@ -221,6 +227,9 @@ pub enum TrainConfigError {
         value: String,
         reason: String,
     },
+    /// What the client shipped cannot be read ([`crate::ship`]).
+    #[error(transparent)]
+    Shipped(#[from] crate::ship::ShippedError),
 }
 
 /// `pack`, `STRICT_PACK`, `strict-pack`, `spread`, `same_rack` (any case, `-` or `_`).

@@ -13,11 +13,14 @@ use super::args::{Opt, Parsed, UsageError};
 use super::launch::{
     am_clients, app_options, exit_status, ignore_am_args, invalid, memory_mb, run_client, AppFields,
 };
+use super::train::{prepare_shipment, shipment_from};
 use super::{parse_or_usage, usage_error, EXIT_OK};
 use spindle_appmaster_sdk::dshell::{
-    default_container_resources, run_am, DsAmConfig, DsOptions, DEFAULT_NO_PROGRESS_TIMEOUT,
+    default_container_resources, run_am_with, DsAmConfig, DsOptions, DEFAULT_NO_PROGRESS_TIMEOUT,
+    SHELL_SCRIPT_NAME,
 };
 use spindle_appmaster_sdk::placement;
+use spindle_appmaster_sdk::ship::Shipped;
 
 pub const USAGE: &str = "\
 usage: spindle distributed-shell --shell-command CMD [options]
@@ -27,9 +30,18 @@ usage: spindle distributed-shell --shell-command CMD [options]
   -container_memory MB          per-container memory (older form)
   -container_vcores N           per-container vcores (older form)
   -shell_command CMD            the command, run with bash -c
-  -shell_script FILE            read the command from FILE instead
+  -shell_script FILE            ship FILE and run it (bash ExecScript.sh, as YARN's); not
+                                with -shell_command
   -shell_args ARG               appended to the command (repeatable)
   -shell_env K=V                environment of the command (repeatable)
+  --files A,B                   copy these files into every container's working directory
+                                (FILE#NAME renames one)
+  --archives X.tgz,...          unpack each .tar/.tar.gz/.tgz into a directory of its name
+                                in every container's working directory
+  --src-dir DIR                 pack DIR and unpack it in every container's working directory
+  --staging-dir DIR             where the client stages what it ships, on a file system every
+                                NM reads (default: spindle.client.staging-dir, else
+                                <temp dir>/spindle-staging); removed with the application
   -queue Q                      queue to submit to
   -appname NAME                 application name (default DistributedShell)
   -priority P                   application priority
@@ -67,6 +79,10 @@ pub const OPTS: &[Opt] = &[
     Opt::one("shell_script", &[]),
     Opt::repeated("shell_args", &[]),
     Opt::repeated("shell_env", &[]),
+    Opt::one("src_dir", &[]),
+    Opt::repeated("files", &[]),
+    Opt::repeated("archives", &[]),
+    Opt::one("staging_dir", &[]),
     Opt::one("queue", &[]),
     Opt::one("appname", &["app_name", "name"]),
     Opt::one("priority", &[]),
@@ -106,11 +122,23 @@ pub(crate) fn over_defaults(list: &str) -> Result<Resource, String> {
     Ok(r)
 }
 
-/// Builds the options from parsed arguments (the shell script, if any, already read).
-pub fn options_from(p: &Parsed, script: Option<String>) -> Result<DsOptions, UsageError> {
-    let mut command = match (p.value("shell_command"), script) {
-        (Some(c), _) => c.to_string(),
-        (None, Some(s)) => s,
+/// Builds the options from parsed arguments. A `-shell_script` is shipped as
+/// `ExecScript.sh` and run with bash, as YARN's distributed shell does.
+pub fn options_from(p: &Parsed) -> Result<DsOptions, UsageError> {
+    let mut ship = shipment_from(p)?;
+    let mut command = match (p.value("shell_command"), p.value("shell_script")) {
+        (Some(_), Some(f)) => {
+            return Err(invalid(
+                "shell_script",
+                f,
+                "-shell_command and -shell_script exclude each other: give one",
+            ))
+        }
+        (Some(c), None) => c.to_string(),
+        (None, Some(f)) => {
+            ship.files.push((SHELL_SCRIPT_NAME.into(), f.into()));
+            format!("bash {SHELL_SCRIPT_NAME}")
+        }
         (None, None) => {
             return Err(UsageError::Other(
                 "no shell command given: use --shell-command CMD or --shell-script FILE".into(),
@@ -204,6 +232,7 @@ pub fn options_from(p: &Parsed, script: Option<String>) -> Result<DsOptions, Usa
             timeout: &mut o.timeout,
         },
     )?;
+    o.ship = ship;
     Ok(o)
 }
 
@@ -211,14 +240,14 @@ pub async fn run_client_cmd(args: Vec<String>) -> anyhow::Result<u8> {
     let Some(p) = parse_or_usage(&args, OPTS, USAGE)? else {
         return Ok(EXIT_OK);
     };
-    let script = match p.value("shell_script") {
-        Some(f) => Some(
-            std::fs::read_to_string(f)
-                .with_context(|| format!("cannot read the shell script {f}"))?,
-        ),
-        None => None,
-    };
-    let opts = options_from(&p, script).map_err(|e| usage_error(e, USAGE))?;
+    let mut opts = options_from(&p).map_err(|e| usage_error(e, USAGE))?;
+    let words: Vec<String> = opts
+        .am
+        .shell_command
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    prepare_shipment(&p, &mut opts.ship, &words)?;
     run_client(&p, &opts.launch(), "distributed shell").await
 }
 
@@ -228,7 +257,9 @@ pub async fn run_am_cmd(args: Vec<String>) -> anyhow::Result<u8> {
     ignore_am_args("distributed-shell-am", &args);
     let cfg = DsAmConfig::from_env().context("bad distributed shell configuration")?;
     let (mut amrm, nm, host) = am_clients()?;
-    let report = run_am(&cfg, &mut amrm, &nm, &host, &mut |l| say!("{l}"))
+    let app = amrm.client().attempt_id().application_id;
+    let shipped = Shipped::from_env(app).context("bad distributed shell configuration")?;
+    let report = run_am_with(&cfg, &shipped, &mut amrm, &nm, &host, &mut |l| say!("{l}"))
         .await
         .context("distributed shell application master failed")?;
     Ok(exit_status(
@@ -268,7 +299,7 @@ mod tests {
             "-master_memory",
             "1G",
         ]);
-        let o = options_from(&p, None).unwrap();
+        let o = options_from(&p).unwrap();
         assert_eq!(o.am.num_containers, 3);
         assert_eq!(
             o.am.container_resources,
@@ -301,47 +332,41 @@ mod tests {
             "--master-vcores",
             "2",
         ]);
-        let o = options_from(&p, None).unwrap();
+        let o = options_from(&p).unwrap();
         assert_eq!(o.am.num_containers, 2);
         assert_eq!(o.queue.as_deref(), Some("a"));
         assert_eq!(o.app_name, "x");
         assert_eq!(o.priority, Some(7));
         assert_eq!(o.timeout, Some(Duration::from_millis(5000)));
         assert_eq!(o.master_resources, Resource::new(512, 2));
-        let o = options_from(
-            &parsed(&[
-                "-shell_command",
-                "true",
-                "-container_resources",
-                "yarn.io/gpu=2",
-            ]),
-            None,
-        )
+        let o = options_from(&parsed(&[
+            "-shell_command",
+            "true",
+            "-container_resources",
+            "yarn.io/gpu=2",
+        ]))
         .unwrap();
         assert_eq!(
             o.am.container_resources,
             default_container_resources().with("yarn.io/gpu", 2)
         );
-        let o = options_from(&parsed(&["-shell_command", "true"]), None).unwrap();
+        let o = options_from(&parsed(&["-shell_command", "true"])).unwrap();
         assert_eq!(o.am.num_containers, 1);
         assert_eq!(o.am.container_resources, default_container_resources());
     }
 
     #[test]
     fn placement_spec_and_label() {
-        let o = options_from(
-            &parsed(&[
-                "-shell_command",
-                "true",
-                "-num_containers",
-                "0",
-                "-placement_spec",
-                "zk=3,NOTIN,NODE,zk:hbase=5,IN,RACK,zk",
-                "-node_label_expression",
-                "h100",
-            ]),
-            None,
-        )
+        let o = options_from(&parsed(&[
+            "-shell_command",
+            "true",
+            "-num_containers",
+            "0",
+            "-placement_spec",
+            "zk=3,NOTIN,NODE,zk:hbase=5,IN,RACK,zk",
+            "-node_label_expression",
+            "h100",
+        ]))
         .expect("good options");
         assert_eq!(o.am.num_containers, 8);
         assert_eq!(o.am.placement.len(), 2);
@@ -349,38 +374,56 @@ mod tests {
         assert_eq!(o.am.node_label_expression.as_deref(), Some("h100"));
         assert_eq!(o.launch().app_node_label_expression, Some("h100"));
         // The GNU spelling, and the mistake named before anything is submitted.
-        let e = options_from(
-            &parsed(&[
-                "--shell-command",
-                "true",
-                "--placement-spec",
-                "zk=3,NOTIN,NODES,zk",
-            ]),
-            None,
-        )
+        let e = options_from(&parsed(&[
+            "--shell-command",
+            "true",
+            "--placement-spec",
+            "zk=3,NOTIN,NODES,zk",
+        ]))
         .expect_err("bad scope");
         assert!(
             e.to_string()
                 .contains("unknown scope `NODES` at position 12 in `zk=3,NOTIN,NODES,zk`"),
             "{e}"
         );
-        assert!(options_from(
-            &parsed(&["-shell_command", "true", "-node_label_expression", " "]),
-            None
-        )
+        assert!(options_from(&parsed(&[
+            "-shell_command",
+            "true",
+            "-node_label_expression",
+            " "
+        ]))
         .is_err());
     }
 
     #[test]
     fn bad_options_are_refused() {
-        assert!(options_from(&parsed(&[]), None).is_err());
+        assert!(options_from(&parsed(&[])).is_err());
+        let o = options_from(&parsed(&["-shell_script", "run.sh", "-shell_args", "1"])).unwrap();
+        assert_eq!(o.am.shell_command, "bash ExecScript.sh 1");
         assert_eq!(
-            options_from(&parsed(&[]), Some("echo from script".into()))
-                .unwrap()
-                .am
-                .shell_command,
-            "echo from script"
+            o.ship.files,
+            [("ExecScript.sh".to_string(), "run.sh".into())]
         );
+        let e = options_from(&parsed(&[
+            "-shell_script",
+            "run.sh",
+            "-shell_command",
+            "true",
+        ]))
+        .unwrap_err();
+        assert!(e.to_string().contains("exclude each other"), "{e}");
+        let o = options_from(&parsed(&[
+            "-shell_command",
+            "python3 t.py",
+            "--files",
+            "t.py,conf/a.yaml#a.yaml",
+            "--src-dir",
+            ".",
+        ]))
+        .unwrap();
+        let names: Vec<&str> = o.ship.files.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["t.py", "a.yaml"]);
+        assert_eq!(o.ship.src_dir.as_deref(), Some(std::path::Path::new(".")));
         for bad in [
             &["-shell_command", "x", "-num_containers", "0"][..],
             &["-shell_command", "x", "-num_containers", "many"],
@@ -394,7 +437,7 @@ mod tests {
             &["-shell_command", "x", "-shell_env", "NOEQUALS"],
             &["-shell_command", " "],
         ] {
-            assert!(options_from(&parsed(bad), None).is_err(), "{bad:?}");
+            assert!(options_from(&parsed(bad)).is_err(), "{bad:?}");
         }
     }
 }

@@ -13,9 +13,12 @@ use super::launch::{
     am_clients, app_options, exit_status, ignore_am_args, invalid, run_client, AppFields,
 };
 use super::{parse_or_usage, usage_error, EXIT_OK};
+use spindle_appmaster_sdk::ship::{
+    parse_list, resolve_staging_root, unshipped_program_warning, Shipment,
+};
 use spindle_appmaster_sdk::train::{
-    parse_placement, parse_size_rule, parse_throughput, run_am, ElasticWorkers, TrainAmConfig,
-    TrainOptions, DEFAULT_MAX_RESTARTS,
+    parse_placement, parse_size_rule, parse_throughput, run_am_with, AmExtras, ElasticWorkers,
+    TrainAmConfig, TrainOptions, DEFAULT_MAX_RESTARTS,
 };
 use spindle_common::records::am::SizeRule;
 
@@ -53,6 +56,19 @@ there); the gang is then asked for again and resumes from the checkpoint (no res
   --checkpoint-dir DIR          given to every worker as SPINDLE_CHECKPOINT_DIR; its newest
                                 file is reported to the RM as the job's checkpoint
   --env K=V                     worker environment (repeatable)
+  --src-dir DIR                 pack DIR (tar.gz) and unpack it in every worker's working
+                                directory, so that a relative `python3 train.py` is found
+  --files A,B                   copy these files into every worker's working directory
+                                (FILE#NAME renames one)
+  --archives X.tgz,...          unpack each .tar/.tar.gz/.tgz into a directory of its name
+                                in every worker's working directory (X.tgz#NAME renames it)
+  --staging-dir DIR             where the client stages what it ships, on a file system every
+                                NM reads (default: spindle.client.staging-dir, else
+                                <temp dir>/spindle-staging); removed with the application
+  --fail-fast-window-ms MS      when every worker fails with the same exit status within MS
+                                of starting (or before any checkpoint), the application fails
+                                at once with rank 0's stderr instead of restarting (default
+                                30000; 0: always restart)
   --queue Q                     queue to submit to
   --appname NAME                application name (default spindle-train)
   --priority P                  application priority
@@ -86,6 +102,11 @@ pub const OPTS: &[Opt] = &[
     Opt::one("max_restarts", &[]),
     Opt::one("checkpoint_dir", &[]),
     Opt::repeated("env", &["worker_env"]),
+    Opt::one("src_dir", &[]),
+    Opt::repeated("files", &[]),
+    Opt::repeated("archives", &[]),
+    Opt::one("staging_dir", &[]),
+    Opt::one("fail_fast_window_ms", &[]),
     Opt::one("queue", &[]),
     Opt::one("appname", &["app_name", "name"]),
     Opt::one("priority", &[]),
@@ -178,7 +199,55 @@ pub fn options_from(p: &Parsed) -> Result<TrainOptions, UsageError> {
             timeout: &mut o.timeout,
         },
     )?;
+    o.ship = shipment_from(p)?;
+    o.fail_fast_window = p
+        .parse::<u64>("fail_fast_window_ms")?
+        .map(Duration::from_millis);
     Ok(o)
+}
+
+/// `--src-dir`, `--files`, `--archives` (repeatable, comma lists), staged under the default
+/// root until [`staging_root`] names the configured one.
+pub(crate) fn shipment_from(p: &Parsed) -> Result<Shipment, UsageError> {
+    let mut s = Shipment::new(None);
+    for (option, list) in [("files", &mut s.files), ("archives", &mut s.archives)] {
+        for v in p.values(option) {
+            let flag = if option == "files" {
+                "--files"
+            } else {
+                "--archives"
+            };
+            list.extend(parse_list(flag, v).map_err(|e| invalid(option, v, e.to_string()))?);
+        }
+    }
+    s.src_dir = match p.value("src_dir").map(str::trim) {
+        Some("") => return Err(invalid("src_dir", "", "empty")),
+        Some(d) => Some(d.into()),
+        None => None,
+    };
+    Ok(s)
+}
+
+/// Resolves the staging root (`--staging-dir`, yarn-site, default), checks what is shipped
+/// before anything is submitted, and warns (stderr) when the command names a file of the
+/// current directory that nothing ships.
+pub(crate) fn prepare_shipment(
+    p: &Parsed,
+    ship: &mut Shipment,
+    command: &[String],
+) -> anyhow::Result<()> {
+    if ship.is_empty() {
+        if let Ok(cwd) = std::env::current_dir() {
+            if let Some(w) = unshipped_program_warning(command, &cwd) {
+                eprintln!("{w}");
+            }
+        }
+        return Ok(());
+    }
+    let conf_dir = p.value("conf-dir").map(std::path::PathBuf::from);
+    ship.staging_root = resolve_staging_root(p.value("staging_dir"), conf_dir.as_deref())?;
+    ship.validate()?;
+    Ok(())
 }
 
 /// An optional text value, trimmed; given but empty is a mistake.
@@ -244,7 +313,8 @@ pub async fn run_client_cmd(args: Vec<String>) -> anyhow::Result<u8> {
     let Some(p) = parse_or_usage(&args, OPTS, USAGE)? else {
         return Ok(EXIT_OK);
     };
-    let opts = options_from(&p).map_err(|e| usage_error(e, USAGE))?;
+    let mut opts = options_from(&p).map_err(|e| usage_error(e, USAGE))?;
+    prepare_shipment(&p, &mut opts.ship, &opts.am.command)?;
     run_client(&p, &opts.launch(), "training application").await
 }
 
@@ -253,7 +323,9 @@ pub async fn run_am_cmd(args: Vec<String>) -> anyhow::Result<u8> {
     ignore_am_args("train-am", &args);
     let cfg = TrainAmConfig::from_env().context("bad training AM configuration")?;
     let (mut amrm, nm, host) = am_clients()?;
-    let report = run_am(&cfg, &mut amrm, &nm, &host, &mut |l| say!("{l}"))
+    let app = amrm.client().attempt_id().application_id;
+    let extras = AmExtras::from_env(app).context("bad training AM configuration")?;
+    let report = run_am_with(&cfg, &extras, &mut amrm, &nm, &host, &mut |l| say!("{l}"))
         .await
         .context("training application master failed")?;
     Ok(exit_status(
