@@ -612,3 +612,63 @@ fn node_label_and_attribute_providers() {
         assert!(placed && !msg.contains('\n'), "{msg}");
     }
 }
+
+/// The NM logs each unknown key once at start, with the file, the line and the closest
+/// known key (captured with a thread-local subscriber: `from_configuration` is synchronous).
+#[test]
+fn unknown_keys_are_logged_with_the_closest_known_key() {
+    use std::sync::{Arc, Mutex};
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<String>>>);
+    struct Message(String);
+    impl Visit for Message {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            if field.name() == "message" {
+                self.0 = format!("{value:?}");
+            }
+        }
+    }
+    impl tracing::Subscriber for Capture {
+        fn enabled(&self, meta: &tracing::Metadata<'_>) -> bool {
+            *meta.level() <= tracing::Level::WARN
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            let mut m = Message(String::new());
+            event.record(&mut m);
+            self.0.lock().unwrap_or_else(|p| p.into_inner()).push(m.0);
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    let mut c = Configuration::new();
+    c.add_str(
+        Path::new("conf/yarn-site.xml"),
+        "<configuration>\n\
+         <property><name>yarn.nodemanager.resource.memory_mb</name><value>4096</value></property>\n\
+         <property><name>yarn.nodemanager.aux-services</name><value>mapreduce_shuffle</value></property>\n\
+         </configuration>\n",
+    )
+    .unwrap();
+    let capture = Capture::default();
+    tracing::subscriber::with_default(capture.clone(), || {
+        NmConfig::from_configuration(&c, Path::new("conf")).unwrap();
+    });
+    let logs = capture.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let typos: Vec<&String> = logs.iter().filter(|l| l.contains("unknown key")).collect();
+    assert_eq!(
+        typos,
+        vec![
+            "conf/yarn-site.xml:2: unknown key 'yarn.nodemanager.resource.memory_mb'; did you mean 'yarn.nodemanager.resource.memory-mb'?"
+        ],
+        "{logs:#?}"
+    );
+}
