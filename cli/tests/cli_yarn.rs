@@ -723,3 +723,75 @@ async fn completion_scripts_name_every_command_and_option() {
         .unwrap();
     assert_eq!(out.status.code(), Some(255));
 }
+
+/// `top` on a terminal (a pseudo-terminal from util-linux's `script`): it redraws every
+/// `-delay` seconds and quits on `q`.
+#[tokio::test]
+async fn top_refreshes_on_a_terminal_and_quits_on_q() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: util-linux `script` (for a pseudo-terminal) is not installed");
+        return;
+    }
+    let (_rec, addr) = serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("top.out");
+    let cmd = format!(
+        "{} top -delay 1 --rm-address {addr}",
+        env!("CARGO_BIN_EXE_spindle")
+    );
+    let mut child = std::process::Command::new("script")
+        .args(["-qfec", &cmd, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let frames = |p: &std::path::Path| {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .matches("YARN top - ")
+            .count()
+    };
+    let start = std::time::Instant::now();
+    while frames(&out_path) < 2 {
+        if start.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "no second frame within 20 s:\n{}",
+                std::fs::read_to_string(&out_path).unwrap_or_default()
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    {
+        use std::io::Write;
+        let stdin = child.stdin.as_mut().unwrap();
+        stdin.write_all(b"q").unwrap();
+        stdin.flush().unwrap();
+    }
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("top did not quit on q");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert!(status.success());
+    let text = std::fs::read_to_string(&out_path).unwrap();
+    // Drawn in place (cursor home, lines cleared), the header in reverse video, and the
+    // screen cleared on the way out.
+    assert!(text.contains("\x1b[H\x1b[2KYARN top - "), "{text:?}");
+    assert!(text.contains("\x1b[7m"), "{text:?}");
+    assert!(text.contains(APP), "{text:?}");
+    assert!(text.ends_with("\x1b[2J\x1b[H"), "{text:?}");
+}

@@ -337,12 +337,12 @@ fn draw(lines: &[String], note: Option<&str>) {
         } else {
             s.push_str(l);
         }
-        s.push_str("\r\n");
+        s.push('\n');
     }
     if let Some(n) = note {
         s.push_str(CLEAR_LINE);
         s.push_str(n);
-        s.push_str("\r\n");
+        s.push('\n');
     }
     s.push_str(CLEAR_BELOW);
     super::out(&s);
