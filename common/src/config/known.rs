@@ -92,8 +92,6 @@ pub const IGNORED_KEYS: &[&str] = &[
     "yarn.resourcemanager.nodemanagers.heartbeat-interval-scaling-enable",
     "yarn.resourcemanager.nodemanagers.heartbeat-interval-slowdown-factor",
     "yarn.resourcemanager.nodemanagers.heartbeat-interval-speedup-factor",
-    "yarn.resourcemanager.nodes.include-path",
-    "yarn.resourcemanager.nodes.exclude-path",
     "yarn.resourcemanager.principal",
     "yarn.resourcemanager.proxy-user-privileges.enabled",
     "yarn.resourcemanager.recovery.enabled",
