@@ -479,3 +479,123 @@ fn the_extraction_reads_blocks_continuations_and_placeholders() {
     assert_eq!(placeholder("a < b; c <ts>"), Some("<ts>"));
     assert_eq!(placeholder("x <port> y"), Some("<port>"));
 }
+
+/// The minicluster's own default (`maximum-am-resource-percent` 0.5 where the configuration
+/// leaves it unset) lets its 2 nodes run several applications at once: with YARN's 0.1, the
+/// third of three applications waits in ACCEPTED for the AM limit while the cluster is idle.
+/// An empty configuration directory, so that the default is what decides.
+#[test]
+fn a_two_node_minicluster_runs_several_applications_at_once() {
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let conf = tmp.path().join("empty-conf");
+    std::fs::create_dir_all(&conf).expect("conf dir");
+    let spindle = bin_dir().join("spindle");
+    let (stdout, stderr) = (tmp.path().join("mc.stdout"), tmp.path().join("mc.stderr"));
+    let child = Command::new(&spindle)
+        .args(["minicluster", "--nodes", "2", "--conf-dir"])
+        .arg(&conf)
+        .env("TMPDIR", tmp.path())
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout).expect("stdout"))
+        .stderr(std::fs::File::create(&stderr).expect("stderr"))
+        .spawn()
+        .expect("spawn the minicluster");
+    let mut mc = Background {
+        child,
+        stdout,
+        stderr,
+    };
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    let address = loop {
+        let text = std::fs::read_to_string(&mc.stdout).unwrap_or_default();
+        if let Some(a) = text
+            .lines()
+            .find_map(|l| l.strip_prefix("SPINDLE_RM_ADDRESS="))
+        {
+            break a.trim().to_string();
+        }
+        assert!(
+            Instant::now() < deadline && matches!(mc.child.try_wait(), Ok(None)),
+            "no address:\n{}",
+            mc.output()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        mc.output().contains(
+            "Minicluster default (the configuration leaves it unset): \
+             yarn.scheduler.capacity.maximum-am-resource-percent=0.5"
+        ),
+        "{}",
+        mc.output()
+    );
+    // Three clients, each an application whose one container sleeps.
+    let mut clients: Vec<Child> = (0..3)
+        .map(|i| {
+            Command::new(&spindle)
+                .args([
+                    "distributed-shell",
+                    "--num-containers",
+                    "1",
+                    "--container-resources",
+                    "memory-mb=256,vcores=1",
+                    "--timeout-ms",
+                    "120000",
+                    "--shell-command",
+                    "sleep 120",
+                ])
+                .env("SPINDLE_RM_ADDRESS", &address)
+                .env("SPINDLE_CONF_DIR", &conf)
+                .process_group(0)
+                .stdin(Stdio::null())
+                .stdout(std::fs::File::create(tmp.path().join(format!("c{i}"))).expect("out"))
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn a client")
+        })
+        .collect();
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    let apps = |state: &str| -> Vec<serde_json::Value> {
+        http.get(format!(
+            "http://{address}/ws/v1/cluster/apps?states={state}"
+        ))
+        .send()
+        .and_then(|r| r.json::<serde_json::Value>())
+        .ok()
+        .and_then(|v| v["apps"]["app"].as_array().cloned())
+        .unwrap_or_default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let running = apps("RUNNING");
+        if running.len() == 3 {
+            break;
+        }
+        if Instant::now() > deadline {
+            let accepted = apps("ACCEPTED");
+            for c in &mut clients {
+                stop_group(c, Duration::from_secs(5));
+            }
+            panic!(
+                "{} of 3 applications RUNNING after 60 s; waiting: {:?}",
+                running.len(),
+                accepted
+                    .iter()
+                    .map(|a| a["diagnostics"].to_string())
+                    .collect::<Vec<_>>()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for c in &mut clients {
+        stop_group(c, Duration::from_secs(5));
+    }
+    let status = mc.stop(Duration::from_secs(30));
+    assert!(status.is_some_and(|s| s.success()), "{}", mc.output());
+    assert!(work_dirs(tmp.path()).is_empty(), "{}", mc.output());
+}
