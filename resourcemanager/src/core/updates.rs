@@ -210,7 +210,7 @@ impl RmCore {
                 .nodes()
                 .slot(&c.node)
                 .and_then(|s| self.sched.nodes().get(s))
-                .is_some_and(|n| delta.fits_in(&n.free));
+                .is_some_and(|n| !n.draining && delta.fits_in(&n.free));
             let within = self.sched.app(&app).is_some_and(|a| {
                 let tree = self.sched.tree();
                 tree.path_up(a.queue).all(|q| {

@@ -340,3 +340,290 @@ fn decommission_a_draining_node_that_registers_again_keeps_draining() {
         "the first deadline holds"
     );
 }
+
+#[test]
+fn decommission_no_increase_on_a_draining_node() {
+    let mut env = TestEnv::new();
+    let (_n1, _n2, att, _am, worker) = am_on_h2_worker_on_h1(&mut env);
+    env.core
+        .refresh_nodes(excluding(&["h1"]), graceful(30), env.now);
+    env.step();
+    let report = AmReport {
+        updates: vec![ContainerUpdate {
+            container: worker,
+            version: 0,
+            kind: UpdateKind::IncreaseResource,
+            capability: Resource::new(2048, 1),
+        }],
+        ..AmReport::default()
+    };
+    let r = env
+        .core
+        .am_allocate_with(&att, 5, vec![], vec![], 0.5, report, env.now)
+        .expect("allocate");
+    env.step();
+    assert!(
+        r.updated.is_empty() && r.update_errors.is_empty(),
+        "the increase waits while its node drains"
+    );
+    // Recommissioned, the node grows the container at the AM's next call.
+    env.core
+        .refresh_nodes(HostLists::default(), graceful(30), env.now);
+    env.step();
+    let r = env
+        .core
+        .am_allocate_with(&att, 6, vec![], vec![], 0.5, AmReport::default(), env.now)
+        .expect("allocate");
+    env.step();
+    assert_eq!(r.updated.len(), 1);
+    assert_eq!(r.updated[0].allocation.resource, Resource::new(2048, 1));
+}
+
+mod gangs {
+    //! The scheduler alone: a draining node is in no gang's plan and holds no gang.
+
+    use spindle_common::resource::GPU;
+    use spindle_common::{ApplicationId, NodeId, Resource};
+
+    use crate::core::queue_conf::SchedulerConf;
+    use crate::core::scheduler::gang::{GangParams, GangPhase, GangPolicy};
+    use crate::core::scheduler::{Ask, AskKey, Scheduler};
+
+    fn gpus(g: i64) -> Resource {
+        Resource::new(1024, 1).with(GPU, g)
+    }
+
+    fn node(n: &str) -> NodeId {
+        NodeId::new(n, 1)
+    }
+
+    #[test]
+    fn decommission_draining_nodes_are_out_of_gang_plans_and_holds() {
+        let mut conf = SchedulerConf::single_default_queue();
+        conf.root.children[0].user_limit_factor = -1.0;
+        conf.root.children[0].max_am_resource_percent = 1.0;
+        let mut s = Scheduler::new(conf, Resource::new(128, 1));
+        for n in ["a", "b", "c", "e"] {
+            s.add_node(
+                node(n),
+                "/r1".into(),
+                Resource::new(262_144, 64).with(GPU, 8),
+                Resource::zero(),
+            );
+        }
+        let l = s.tree().leaf("default").expect("leaf");
+        let (filler, app) = (ApplicationId::new(9, 1), ApplicationId::new(9, 2));
+        s.add_app(filler, l, "filler", 0, 1, Resource::new(128, 1));
+        for _ in 0..6 {
+            s.charge(&filler, &node("a"), &gpus(1));
+        }
+        for _ in 0..8 {
+            s.charge(&filler, &node("e"), &gpus(1));
+        }
+        s.set_draining(&node("c"), true);
+        s.add_app(app, l, "u", 0, 2, Resource::new(128, 1));
+        let params = GangParams {
+            policy: GangPolicy::Pack,
+            max_nodes: 2,
+            timeout_ms: 0,
+            hard: false,
+            ..Default::default()
+        };
+        s.set_gang(&app, "g", params, 0);
+        let mut ask = Ask::new(gpus(1), 12);
+        ask.gang = Some("g".into());
+        let key = AskKey {
+            priority: 1,
+            allocation_request_id: 7,
+        };
+        s.set_ask(&app, key, ask);
+        // b and c would fit it now; c drains, so it waits, holding two other nodes.
+        assert!(s.schedule().is_empty());
+        let g = s.gang(&app, "g").expect("gang");
+        assert_eq!(g.phase, GangPhase::Reserved, "{}", g.diagnostics);
+        assert_eq!(g.reserved.len(), 2);
+        assert!(!g.reserved.contains(&node("c")), "{:?}", g.reserved);
+        assert!(s.check().is_ok());
+        // b starts draining: a hold on it is given up at once, and no plan counts on it.
+        s.set_draining(&node("b"), true);
+        assert!(s.check().is_ok(), "{:?}", s.check());
+        assert!(s.schedule().is_empty());
+        let g = s.gang(&app, "g").expect("gang");
+        assert_eq!(g.reserved, vec![node("a"), node("e")], "{}", g.diagnostics);
+        // Both back in service: the gang is placed whole on b and c.
+        s.set_draining(&node("b"), false);
+        s.set_draining(&node("c"), false);
+        let p = s.schedule();
+        assert_eq!(p.len(), 12);
+        assert!(
+            p.iter().all(|x| x.node == node("b") || x.node == node("c")),
+            "{:?}",
+            p.iter().map(|x| x.node.to_string()).collect::<Vec<_>>()
+        );
+        assert!(s.check().is_ok());
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Submit,
+    Ask(usize, u32, i64),
+    Finish(usize, usize),
+    Heartbeat(usize),
+    /// Which of the 3 nodes are excluded (bits), graceful with this timeout (s) or not.
+    Refresh(u8, Option<i64>),
+    Register(usize),
+    Advance(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        Just(Op::Submit),
+        (0..4usize, 0..4u32, 100..3000i64).prop_map(|(a, n, m)| Op::Ask(a, n, m)),
+        (0..4usize, 0..8usize).prop_map(|(a, c)| Op::Finish(a, c)),
+        (0..3usize).prop_map(Op::Heartbeat),
+        (0..8u8, proptest::option::of(-1..20i64)).prop_map(|(m, g)| Op::Refresh(m, g)),
+        (0..3usize).prop_map(Op::Register),
+        (1..6000u64).prop_map(Op::Advance),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Whatever is excluded, drained, recommissioned or timed out, the accounting holds
+    /// (`sanity_check` after every step, with the drain invariants), no container is placed
+    /// on a node after its drain began, and a DECOMMISSIONED node holds nothing.
+    #[test]
+    fn decommission_invariants_hold_under_random_operations(
+        ops in proptest::collection::vec(op(), 1..60)
+    ) {
+        let mut env = TestEnv::new();
+        let nodes: Vec<NodeId> =
+            (0..3).map(|i| env.add_node(&format!("h{i}"), 1, 4096, 4)).collect();
+        let mut apps: Vec<ApplicationId> = vec![];
+        for op in &ops {
+            match op {
+                Op::Submit => apps.push(env.submit("default")),
+                Op::Ask(a, n, m) => {
+                    let att = apps
+                        .get(*a)
+                        .and_then(|app| env.core.apps()[app].current_attempt().map(|x| x.id));
+                    if let Some(att) = att {
+                        let _ = env.core.am_register(&att, "h".into(), 0, String::new(), env.now);
+                        let ask = AskUpdate {
+                            label: None,
+                            tags: Vec::new(),
+                            constraint: None,
+                            priority: 1,
+                            allocation_request_id: 0,
+                            resource_name: "*".into(),
+                            capability: Resource::new(*m, 1),
+                            num_containers: *n,
+                            relax_locality: true,
+                            gang: None,
+                        };
+                        let _ = env.core.am_allocate(&att, 0, vec![ask], vec![], 0.0, env.now);
+                        env.step();
+                    }
+                }
+                Op::Finish(a, c) => {
+                    if let Some(app) = apps.get(*a) {
+                        let live: Vec<RmContainer> = env
+                            .core
+                            .containers()
+                            .values()
+                            .filter(|x| x.id.application_id() == *app && x.is_live())
+                            .cloned()
+                            .collect();
+                        if let Some(x) = live.get(*c % live.len().max(1)) {
+                            let node = x.node.clone();
+                            env.heartbeat(&node, vec![TestEnv::done(x.id, 0)]);
+                        }
+                    }
+                }
+                Op::Heartbeat(i) => {
+                    let running: Vec<ReportedContainer> = env
+                        .core
+                        .containers()
+                        .values()
+                        .filter(|c| c.node == nodes[*i] && c.is_live())
+                        .map(|c| TestEnv::running(c.id))
+                        .collect();
+                    let r = env.heartbeat(&nodes[*i], running);
+                    let state = env.core.nodes()[&nodes[*i]].state;
+                    prop_assert_eq!(
+                        r.action == NodeAction::Shutdown,
+                        state == NodeState::DECOMMISSIONED,
+                        "{:?} for a {} node", r.action, state
+                    );
+                }
+                Op::Refresh(mask, g) => {
+                    let hosts: Vec<&str> = ["h0", "h1", "h2"]
+                        .into_iter()
+                        .enumerate()
+                        .filter(|(i, _)| mask & (1 << i) != 0)
+                        .map(|(_, h)| h)
+                        .collect();
+                    let how = match g {
+                        Some(t) => graceful(*t),
+                        None => DecommissionType::Normal,
+                    };
+                    env.core.refresh_nodes(excluding(&hosts), how, env.now);
+                    env.step();
+                    for (i, n) in nodes.iter().enumerate() {
+                        let node = &env.core.nodes()[n];
+                        if mask & (1 << i) == 0 {
+                            prop_assert!(node.state != NodeState::DECOMMISSIONING);
+                        } else if !node.state.is_inactive() || node.state == NodeState::DECOMMISSIONED {
+                            prop_assert!(matches!(
+                                node.state,
+                                NodeState::DECOMMISSIONING | NodeState::DECOMMISSIONED
+                            ), "{} after excluding it", node.state);
+                        }
+                    }
+                }
+                Op::Register(i) => {
+                    let reg = NodeRegistration {
+                        id: nodes[*i].clone(),
+                        http_address: format!("h{i}:1"),
+                        rack: "/default-rack".into(),
+                        total: Resource::new(4096, 4),
+                        version: "test".into(),
+                        containers: env
+                            .core
+                            .containers()
+                            .values()
+                            .filter(|c| c.node == nodes[*i] && c.is_live())
+                            .map(|c| TestEnv::running(c.id))
+                            .collect(),
+                        attributes: Default::default(),
+                    };
+                    let excluded = env.core.node_refusal(&nodes[*i]).is_some();
+                    let draining = env.core.nodes()[&nodes[*i]].decommissioning.is_some();
+                    let r = env.core.try_register_node(reg, env.now);
+                    env.step();
+                    prop_assert_eq!(r.is_err(), excluded && !draining);
+                }
+                Op::Advance(ms) => {
+                    env.launch_all();
+                    env.advance(*ms);
+                }
+            }
+            for n in env.core.nodes().values() {
+                if let Some(d) = n.decommissioning {
+                    for c in n.containers.iter().filter_map(|c| env.core.containers().get(c)) {
+                        prop_assert!(
+                            c.allocated_time <= d.since,
+                            "{} placed on draining {} at {} (drain since {})",
+                            c.id, n.id, c.allocated_time, d.since
+                        );
+                    }
+                }
+                if n.state == NodeState::DECOMMISSIONED {
+                    prop_assert!(n.containers.is_empty());
+                    prop_assert!(env.core.scheduler().node(&n.id).is_none());
+                }
+            }
+        }
+    }
+}
