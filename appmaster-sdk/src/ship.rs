@@ -32,7 +32,7 @@ pub const ENV_LOCAL_RESOURCES: &str = "SPINDLE_LOCAL_RESOURCES";
 /// The AM environment entry naming the staging directory the AM removes when it ends.
 pub const ENV_STAGING_DIR: &str = "SPINDLE_STAGING_DIR";
 /// The yarn-site property naming the staging root.
-pub const STAGING_DIR_PROPERTY: &str = "spindle.client.staging-dir";
+pub const STAGING_DIR_PROPERTY: &str = spindle_common::config::keys::CLIENT_STAGING_DIR;
 /// The local resource key of the packed `--src-dir`: an ARCHIVE under this key is unpacked
 /// into the container's working directory itself (the NM's `WORK_DIR_KEY`).
 pub const SRC_DIR_KEY: &str = ".";

@@ -42,6 +42,9 @@ pub const RM_HOSTNAME: &str = "yarn.resourcemanager.hostname";
 pub const DEFAULT_RM_HOSTNAME: &str = "0.0.0.0";
 /// Address (`host:port`) the RM serves its REST API and web UI on; every Spindle protocol
 /// to the RM (client, AM, NM) goes through it.
+/// Clients (`spindle train`, `distributed-shell`): where shipped code is staged, on a file
+/// system every NM reads (unset: `<system temp dir>/spindle-staging`).
+pub const CLIENT_STAGING_DIR: &str = "spindle.client.staging-dir";
 pub const RM_WEBAPP_ADDRESS: &str = "yarn.resourcemanager.webapp.address";
 pub const DEFAULT_RM_WEBAPP_ADDRESS: &str = "${yarn.resourcemanager.hostname}:8088";
 /// Scheduler implementation, as a Hadoop class name; Spindle implements only the
