@@ -148,13 +148,7 @@ impl NmConfig {
         // Typos are told, not refused (Hadoop ignores unknown keys; the files are shared
         // with the RM and perhaps other tools): file, line, key and the closest known key.
         for k in conf.unknown_keys() {
-            tracing::warn!(
-                file = %k.source.file.display(),
-                line = k.source.line,
-                key = %k.name,
-                suggestion = k.suggestion.as_deref().unwrap_or(""),
-                "{k}"
-            );
+            tracing::warn!("{k}");
         }
         let explicit_host = conf
             .get_nonempty(keys::NM_HOSTNAME)?

@@ -411,13 +411,7 @@ impl RmConfig {
 /// Hadoop ignores them too, and a file shared with other tools may carry its own.
 pub fn warn_unknown_keys(unknown: &[UnknownKey]) {
     for k in unknown {
-        tracing::warn!(
-            file = %k.source.file.display(),
-            line = k.source.line,
-            key = %k.name,
-            suggestion = k.suggestion.as_deref().unwrap_or(""),
-            "{k}"
-        );
+        tracing::warn!("{k}");
     }
 }
 
