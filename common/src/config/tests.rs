@@ -391,6 +391,17 @@ fn repeated_fields_and_markup_inside_values_are_errors() {
     let (line, msg) = xml_err("<configuration>\n<property><name>a</name><value>1<b>2</b></value></property></configuration>");
     assert_eq!(line, 2);
     assert_eq!(msg, "unexpected element <b> inside <value>");
+    // A field left open before the next element: the line it opened on.
+    let (line, msg) = xml_err(
+        "<configuration>\n<property>\n<name>a\n<value>1</value>\n</property>\n</configuration>",
+    );
+    assert_eq!(
+        (line, msg.as_str()),
+        (
+            4,
+            "unexpected element <value> inside <name>; <name> opened on line 3 is not closed"
+        )
+    );
 }
 
 #[test]

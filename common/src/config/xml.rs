@@ -204,11 +204,17 @@ pub(super) fn parse(file: &Path, text: &str) -> Result<Vec<Parsed>, ConfigError>
                     skip += usize::from(!is_empty);
                     continue;
                 }
-                if let Some((f, _, _)) = &field {
-                    return Err(p.err(
-                        offset,
-                        format!("unexpected element <{tag}> inside <{}>", f.tag()),
-                    ));
+                if let Some((f, _, start)) = &field {
+                    let mut message = format!("unexpected element <{tag}> inside <{}>", f.tag());
+                    let opened = p.lines.line(*start);
+                    if opened != p.lines.line(offset) {
+                        // Most likely the field was never closed: say where it began.
+                        message.push_str(&format!(
+                            "; <{}> opened on line {opened} is not closed",
+                            f.tag()
+                        ));
+                    }
+                    return Err(p.err(offset, message));
                 }
                 if let Some(b) = &mut prop {
                     let f = match tag.as_str() {
