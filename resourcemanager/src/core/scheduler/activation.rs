@@ -447,7 +447,7 @@ impl Scheduler {
 /// YARN's `Resources.multiplyAndNormalizeUp`: `r * by`, each type rounded up to a multiple
 /// of its step (the minimum allocation; a type without a step is only rounded up to a whole
 /// unit). Every type is computed; under the memory calculator only memory is compared.
-pub fn multiply_and_normalize_up(r: &Resource, by: f64, step: &Resource) -> Resource {
+fn multiply_and_normalize_up(r: &Resource, by: f64, step: &Resource) -> Resource {
     let mut out = Resource::zero();
     for (k, v) in r.entries() {
         let scaled = (v as f64 * by).ceil() as i64;
