@@ -186,6 +186,15 @@ fn yarn_client_commands_against_a_running_distributed_shell() {
         &["application", "-list", "-appTypes", "distributedshell"],
     );
     assert!(out.lines().next().unwrap().ends_with("):2"), "{out}");
+    // The RM itself filters on the parameters the CLI sends (tags and types without case).
+    let (_, v) = c.get("/ws/v1/cluster/apps?applicationTags=CLI-YARN,other");
+    let ids: Vec<&str> = v["apps"]["app"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x["id"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(ids, [tagged.as_str()], "{v}");
+    let (_, v) = c.get("/ws/v1/cluster/apps?applicationTypes=MAPREDUCE,SPARK");
+    assert!(v["apps"].is_null(), "{v}");
 
     // Move to b and back (both spellings); the RM's view follows.
     let out = ok(&c, &["application", "-movetoqueue", &app, "-queue", "b"]);
