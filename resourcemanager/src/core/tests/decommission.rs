@@ -627,3 +627,27 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn decommission_a_host_timeout_from_the_exclude_file_wins() {
+    let mut env = TestEnv::new();
+    let (n1, _n2, _att, _am, worker) = am_on_h2_worker_on_h1(&mut env);
+    let hosts = HostLists {
+        include: BTreeSet::new(),
+        exclude: [("h1".to_string(), Some(5))].into_iter().collect(),
+    };
+    env.core.refresh_nodes(hosts, graceful(3600), env.now);
+    env.step();
+    assert_eq!(
+        env.core.nodes()[&n1]
+            .decommissioning
+            .and_then(|d| d.timeout_secs),
+        Some(5),
+        "YARN: the host's own timeout over the request's"
+    );
+    env.advance(4_000);
+    env.heartbeat(&n1, vec![TestEnv::running(worker)]);
+    assert_eq!(state(&env, &n1), NodeState::DECOMMISSIONING);
+    env.advance(1_000);
+    assert_eq!(state(&env, &n1), NodeState::DECOMMISSIONED);
+}
