@@ -1,6 +1,7 @@
-//! The `spindle` command line, modelled on `yarn`: `application`, `node`, `queue`, `rmadmin`,
-//! `nodeattributes`, `cluster`, `logs`, `distributed-shell`, `minicluster` (and the hidden
-//! `distributed-shell-am`).
+//! The `spindle` command line, modelled on `yarn`: `application`, `applicationattempt`,
+//! `container`, `node`, `queue`, `top`, `rmadmin`, `schedulerconf`, `nodeattributes`,
+//! `cluster`, `logs`, `distributed-shell`, `train`, `minicluster`, `completion` (and the
+//! hidden `distributed-shell-am` and `train-am`).
 //!
 //! This module is the binary's edge: commands report with `anyhow` and context, print
 //! user-facing output on stdout and errors on stderr, and map outcomes to exit statuses:
