@@ -169,12 +169,12 @@ pub struct RmCore {
     /// The final applications still kept, oldest finish first: what eviction takes from
     /// (`max-completed-applications`) without scanning every application.
     completed: BTreeSet<(u64, ApplicationId)>,
-    nodes: SharedMap<NodeId, Node>,
-    containers: SharedMap<ContainerId, RmContainer>,
-    sched: Scheduler,
     /// Applications' `LIFETIME` deadlines, soonest first (see `apps::expire_lifetimes`); an
     /// entry whose application ended or changed its deadline is dropped when it comes due.
     lifetimes: BTreeSet<(u64, ApplicationId)>,
+    nodes: SharedMap<NodeId, Node>,
+    containers: SharedMap<ContainerId, RmContainer>,
+    sched: Scheduler,
     effects: Vec<Effect>,
     counters: Counters,
     /// Notices out, and the monitor's schedule and counters.
@@ -203,12 +203,12 @@ impl RmCore {
             next_submit_seq: 1,
             apps: SharedMap::new(),
             completed: BTreeSet::new(),
+            lifetimes: BTreeSet::new(),
             nodes: SharedMap::new(),
             containers: SharedMap::new(),
             sched,
             effects: Vec::new(),
             counters: Counters::default(),
-            lifetimes: BTreeSet::new(),
             preemption: PreemptionState::default(),
             elastic: ElasticState::default(),
             version: 0,

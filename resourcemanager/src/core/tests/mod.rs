@@ -15,9 +15,9 @@ mod decommission;
 mod elastic;
 mod gang;
 mod labels;
+mod lifetime;
 mod preemption;
 mod recovery;
-mod lifetime;
 mod topology;
 mod updates;
 
