@@ -331,3 +331,49 @@ fn nm_args(c: &Cluster, i: usize) -> Vec<String> {
     }
     args
 }
+
+#[test]
+fn client_tracked_graceful_decommission_forces_at_its_timeout() {
+    let scratch = tempfile::tempdir().expect("scratch");
+    let exclude = scratch.path().join("exclude.xml");
+    let pids = scratch.path().join("pids");
+    std::fs::create_dir_all(&pids).expect("pids");
+    let _guard = KillPids(pids.clone());
+    let mut c = cluster(&exclude, None);
+    std::fs::write(&exclude, "<hosts/>\n").expect("empty XML exclude file");
+    let nm0 = c.nm_addrs[0].clone();
+    let (_client, worker) = long_shell(&c, &pids);
+    c.add_nm(&[]);
+    c.wait_nodes_running(2);
+
+    // YARN's XML form; the RM's own timeout (3600 s) is far away: the client forces.
+    std::fs::write(
+        &exclude,
+        format!("<hosts>\n  <host><name>{nm0}</name></host>\n</hosts>\n"),
+    )
+    .expect("exclude nm0");
+    let started = std::time::Instant::now();
+    let o = c.spindle_within(&["rmadmin", "-refreshNodes", "-g", "2", "-client"], LIMIT);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "the client waits out its timeout: {:?}",
+        started.elapsed()
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("Graceful decommissioning not completed in") && out.contains(&nm0),
+        "{out}"
+    );
+    assert_eq!(
+        node_state(&c, &nm0),
+        "DECOMMISSIONED",
+        "forced when the command returns"
+    );
+    wait_until("the worker killed", LIMIT, || {
+        (!alive(worker)).then_some(())
+    });
+    wait_until("nm0's NM process to exit", LIMIT, || {
+        (!c.nms[0].is_running()).then_some(())
+    });
+}

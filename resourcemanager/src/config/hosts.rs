@@ -163,6 +163,10 @@ fn read_hosts(
 /// YARN's XML host file: `<hosts><host><name>h1, h2</name><timeout>S</timeout></host>...`.
 pub fn parse_hosts_xml(text: &str) -> Result<Vec<(String, Option<i64>)>, HostsProblem> {
     use quick_xml::events::Event;
+    // An empty file excludes nothing, whatever its name.
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
     let line_of = |pos: u64| {
         let end = usize::try_from(pos).unwrap_or(usize::MAX).min(text.len());
         text.as_bytes()[..end]
@@ -365,6 +369,7 @@ mod tests {
             ])
         );
         assert_eq!(parse_hosts_xml("<hosts></hosts>"), Ok(vec![]));
+        assert_eq!(parse_hosts_xml(" \n"), Ok(vec![]));
         let bad = |x: &str| parse_hosts_xml(x).expect_err(x);
         assert_eq!(parse_hosts_xml("<hosts/>"), Ok(vec![]));
         assert!(
