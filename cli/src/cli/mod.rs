@@ -72,7 +72,9 @@ defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the
   node               -list [-all] [-states S1,S2] [-showDetails] | -status NODEID
   queue              -status QUEUE | -list [PARENT|all]
   top                a live view of the cluster and its applications (q to quit)
-  rmadmin            -refreshQueues | -addToClusterNodeLabels L | -removeFromClusterNodeLabels L
+  rmadmin            -refreshQueues | -refreshNodes [-g [TIMEOUT] [-client|-server]]
+                     | -getGroups [USER...] | -addToClusterNodeLabels L
+                     | -removeFromClusterNodeLabels L
                      | -replaceLabelsOnNode \"node=label ...\" [-failOnUnknownNodes]
   schedulerconf      -add|-update \"root.a:capacity=10,maximum-capacity=20;...\" | -remove \"root.x;...\"
                      | -global key=val,... | -getconf
