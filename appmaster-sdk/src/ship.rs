@@ -218,9 +218,21 @@ impl Shipment {
         Ok(())
     }
 
-    /// `<root>/<user>/<app_id>`.
+    /// `<root>/<user>/<app_id>` (an unset root or user: the default root, the current user).
     pub fn dir_for(&self, app_id: &ApplicationId) -> PathBuf {
-        self.staging_root.join(&self.user).join(app_id.to_string())
+        let user = match self.user.trim() {
+            "" => crate::current_user(),
+            u => u.to_string(),
+        };
+        self.root().join(user).join(app_id.to_string())
+    }
+
+    fn root(&self) -> PathBuf {
+        if self.staging_root.as_os_str().is_empty() {
+            default_staging_root()
+        } else {
+            self.staging_root.clone()
+        }
     }
 
     /// Copies (and packs) everything into the application's staging directory; on failure
@@ -240,11 +252,12 @@ impl Shipment {
             let path = path.display().to_string();
             move |source| ShipError::Staging { path, source }
         };
-        if !self.staging_root.exists() {
-            fs::create_dir_all(&self.staging_root).map_err(staging(&self.staging_root))?;
+        let root = self.root();
+        if !root.exists() {
+            fs::create_dir_all(&root).map_err(staging(&root))?;
             // Shared by every user, as /tmp: each one makes its own directory in it.
-            fs::set_permissions(&self.staging_root, fs::Permissions::from_mode(0o1777))
-                .map_err(staging(&self.staging_root))?;
+            fs::set_permissions(&root, fs::Permissions::from_mode(0o1777))
+                .map_err(staging(&root))?;
         }
         fs::create_dir_all(dir).map_err(staging(dir))?;
         let mut staged = Staged {
@@ -277,13 +290,27 @@ fn resource(path: &Path, kind: &str) -> Result<LocalResourceInfo, ShipError> {
         path: path.display().to_string(),
         source,
     })?;
+    // The NMs read it from elsewhere: always an absolute file:// URL.
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     Ok(LocalResourceInfo {
-        resource: format!("file://{}", path.display()),
+        resource: file_url(&abs),
         kind: kind.into(),
         visibility: "APPLICATION".into(),
         size: i64::try_from(meta.len()).unwrap_or(i64::MAX),
         timestamp: meta.mtime().saturating_mul(1000),
     })
+}
+
+/// `file:///a/b%20c`: each component percent-encoded, as the NM decodes it.
+pub fn file_url(abs: &Path) -> String {
+    let parts: Vec<String> = abs
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(p) => Some(urlencoding::encode(&p.to_string_lossy()).into_owned()),
+            _ => None,
+        })
+        .collect();
+    format!("file:///{}", parts.join("/"))
 }
 
 /// Packs the directory `src` into the `.tar.gz` `to`, its entries relative to `src`.
@@ -597,6 +624,15 @@ mod tests {
             Shipped::from_lookup(other, |k| env.get(k).cloned()),
             Err(ShippedError::StagingDir { .. })
         ));
+    }
+
+    #[test]
+    fn urls_are_encoded_as_the_nm_decodes_them() {
+        assert_eq!(
+            file_url(Path::new("/tmp/a b/50%.tgz")),
+            "file:///tmp/a%20b/50%25.tgz"
+        );
+        assert_eq!(file_url(Path::new("/x")), "file:///x");
     }
 
     #[test]
