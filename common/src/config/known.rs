@@ -104,6 +104,8 @@ pub const IGNORED_KEYS: &[&str] = &[
     "yarn.resourcemanager.work-preserving-recovery.enabled",
     "yarn.resourcemanager.work-preserving-recovery.scheduling-wait-ms",
     "yarn.scheduler.include-port-in-node-name",
+    "yarn.scheduler.increment-allocation-mb",
+    "yarn.scheduler.increment-allocation-vcores",
     "yarn.scheduler.maximum-allocation-vcores-per-node",
     "yarn.scheduler.queue-placement-rules",
     "yarn.scheduler.skip.node.multiplier",
@@ -153,8 +155,20 @@ pub const IGNORED_PREFIXES: &[&str] = &[
     "yarn.nodemanager.resource.disk.",
     "yarn.nodemanager.runtime.",
     "yarn.nodemanager.webapp.",
+    "yarn.nodemanager.node-attributes.",
+    "yarn.nodemanager.node-labels.",
+    "yarn.nodemanager.container-log-monitor.",
+    "yarn.nodemanager.resourcemanager.",
     "yarn.nodemanager.windows-",
     "yarn.resourcemanager.activities-manager.",
+    "yarn.resourcemanager.address.",
+    "yarn.resourcemanager.admin.address.",
+    "yarn.resourcemanager.amliveliness-monitor.",
+    "yarn.resourcemanager.application-tokens.",
+    "yarn.resourcemanager.delayed.delegation-token.",
+    "yarn.resourcemanager.hostname.",
+    "yarn.resourcemanager.resource-tracker.address.",
+    "yarn.resourcemanager.scheduler.address.",
     "yarn.resourcemanager.am-rm-tokens.",
     "yarn.resourcemanager.application-tag-based-placement.",
     "yarn.resourcemanager.connect.",
@@ -192,10 +206,12 @@ pub const IGNORED_PREFIXES: &[&str] = &[
 /// Global capacity-scheduler keys (after `yarn.scheduler.capacity.`) Spindle does not read.
 pub const IGNORED_CS_KEYS: &[&str] = &[
     "application.fail-fast",
+    "global-queue-max-application",
     "lazy-preemption-enabled",
     "legacy-queue-mode.enabled",
     "multi-node-placement-enabled",
     "node-locality-delay-per-rack",
+    "rack-locality-full-reset",
     "reservations-continue-look-all-nodes",
     "skip-allocate-on-nodes-with-reserved-containers",
     "workflow-priority-mappings",
@@ -256,6 +272,8 @@ const LABEL_PROPERTIES: &[&str] = &["capacity", "maximum-capacity"];
 const IGNORED_LABEL_PROPERTIES: &[&str] = &["maximum-am-resource-percent", "user-limit-factor"];
 /// What may follow `yarn.resource-types.<type>.`.
 const RESOURCE_TYPE_PROPERTIES: &[&str] = &["units", "minimum-allocation", "maximum-allocation"];
+/// What YARN also has there (the FairScheduler's increment), which Spindle does not read.
+const IGNORED_RESOURCE_TYPE_PROPERTIES: &[&str] = &["increment-allocation"];
 
 /// What Spindle makes of one key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -432,6 +450,9 @@ pub fn key_status(name: &str) -> KeyStatus {
             if !ty.is_empty() {
                 if RESOURCE_TYPE_PROPERTIES.contains(&prop) {
                     return KeyStatus::Known;
+                }
+                if IGNORED_RESOURCE_TYPE_PROPERTIES.contains(&prop) {
+                    return KeyStatus::Ignored;
                 }
                 return KeyStatus::Unknown {
                     suggestion: closest(prop, RESOURCE_TYPE_PROPERTIES.iter().copied())
