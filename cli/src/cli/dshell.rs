@@ -241,6 +241,15 @@ pub async fn run_client_cmd(args: Vec<String>) -> anyhow::Result<u8> {
         return Ok(EXIT_OK);
     };
     let mut opts = options_from(&p).map_err(|e| usage_error(e, USAGE))?;
+    if let Some(f) = p.value("shell_script") {
+        if !std::path::Path::new(f).is_file() {
+            return Err(spindle_appmaster_sdk::ship::ShipError::NotFound {
+                option: "--shell_script",
+                path: f.to_string(),
+            }
+            .into());
+        }
+    }
     let words: Vec<String> = opts
         .am
         .shell_command
