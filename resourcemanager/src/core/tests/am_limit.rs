@@ -58,6 +58,7 @@ fn am_limit(env: &TestEnv, path: &str) -> Resource {
 /// min(max, cluster - root used + leaf used) rounded down to the step; the usable base is
 /// the current limit when the guarantee fits in it (by the calculator), else the guarantee;
 /// the limit is base x percent, each type rounded up to the step.
+#[allow(clippy::too_many_arguments)]
 fn yarn_am_limit(
     calc: Calculator,
     cluster: &Resource,
