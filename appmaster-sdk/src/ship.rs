@@ -332,7 +332,12 @@ pub fn pack_dir(src: &Path, to: &Path) -> io::Result<Vec<String>> {
             let path = e.path();
             let ft = e.file_type()?;
             if ft.is_dir() {
-                b.append_dir(&name, &path)?;
+                // Writable by its owner whatever it was here: the NM unpacks into it.
+                let meta = fs::metadata(&path)?;
+                let mut h = tar::Header::new_gnu();
+                h.set_metadata(&meta);
+                h.set_mode((meta.mode() & 0o7777) | 0o700);
+                b.append_data(&mut h, &name, io::empty())?;
                 stack.push(name);
             } else if ft.is_symlink() {
                 let target = fs::read_link(&path)?;
@@ -584,6 +589,7 @@ mod tests {
         fs::write(src.join("pkg/m.py"), "x").unwrap();
         std::os::unix::fs::symlink("../train.py", src.join("pkg/in")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", src.join("out")).unwrap();
+        fs::set_permissions(src.join("pkg"), fs::Permissions::from_mode(0o555)).unwrap();
         let f = d.path().join("conf.yaml");
         fs::write(&f, "a: 1").unwrap();
         let a = d.path().join("data.tgz");
@@ -605,13 +611,21 @@ mod tests {
         // The packed directory holds the code at its root, links inside kept.
         let gz =
             flate2::read::GzDecoder::new(fs::File::open(st.dir.join(SRC_ARCHIVE_NAME)).unwrap());
-        let mut names: Vec<String> = tar::Archive::new(gz)
+        let mut names: Vec<(String, u32)> = tar::Archive::new(gz)
             .entries()
             .unwrap()
-            .map(|e| e.unwrap().path().unwrap().display().to_string())
+            .map(|e| {
+                let e = e.unwrap();
+                let mode = e.header().mode().unwrap();
+                (e.path().unwrap().display().to_string(), mode)
+            })
             .collect();
         names.sort();
-        assert_eq!(names, ["pkg", "pkg/in", "pkg/m.py", "train.py"]);
+        let paths: Vec<&str> = names.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, ["pkg", "pkg/in", "pkg/m.py", "train.py"]);
+        // A read-only directory is packed writable by its owner: the NM unpacks into it.
+        assert_eq!(names[0].1 & 0o777, 0o755);
+        fs::set_permissions(src.join("pkg"), fs::Permissions::from_mode(0o755)).unwrap();
         // The AM reads it back and removes the directory.
         let env: BTreeMap<String, String> = st.env().into_iter().collect();
         let back = Shipped::from_lookup(app, |k| env.get(k).cloned()).unwrap();
