@@ -308,12 +308,6 @@ pub const CS_QUEUE_ACCESSIBLE_NODE_LABELS: &str = "accessible-node-labels";
 /// The partition of the queue's asks (and applications) that name none.
 pub const CS_QUEUE_DEFAULT_NODE_LABEL_EXPRESSION: &str = "default-node-label-expression";
 
-// ---- Clients -------------------------------------------------------------------------
-
-/// Where `spindle train` and `spindle distributed-shell` stage the files they ship (a
-/// directory every NM can read); read by the clients from their configuration directory.
-pub const SPINDLE_CLIENT_STAGING_DIR: &str = "spindle.client.staging-dir";
-
 // ---- Resource types (resource-types.xml, node-resources.xml) ---------------------------
 
 /// Resource types beyond memory and vcores, e.g. `yarn.io/gpu,yarn.io/fpga`.
