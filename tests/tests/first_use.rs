@@ -304,7 +304,7 @@ fn an_unshipped_local_program_is_warned_about_before_submission() {
 }
 
 /// Needs the RM to refuse an infeasible gang (issue 14, item 2: the allocate call carrying
-/// it is answered 400 `InvalidResourceRequestException`).
+/// it is answered 400, `Gang <id> of <n> can never be granted: <why>`).
 #[test]
 fn a_gang_larger_than_its_queue_maximum_is_refused_at_once() {
     let c = Cluster::start_with_files(
@@ -371,9 +371,9 @@ fn a_gang_larger_than_its_queue_maximum_is_refused_at_once() {
     let ms = |k: &str| end[k].as_u64().unwrap_or(0);
     let took = ms("finishedTime").saturating_sub(ms("launchTime"));
     assert!(ms("launchTime") > 0 && took < 3000, "took {took} ms: {end}");
-    // YARN's exception for an ask that can never be granted.
+    // The RM's refusal, quoted: the gang, its size and the reason.
     assert!(
-        diag.contains("InvalidResourceRequestException"),
+        diag.contains("Gang") && diag.contains("can never be granted"),
         "{diag}\n{t}"
     );
 }
