@@ -240,10 +240,17 @@ async fn serve(
     info!(rm = %conf.rm_address, "NodeManager started");
 
     let mut server_result = None;
+    // The RM's SHUTDOWN (a decommissioned or refused node): it has already ended this node's
+    // containers, so none is left running for a next NM, recovery or not (as YARN's NM
+    // cleans up when decommissioned).
+    let mut told_by_rm = false;
     tokio::select! {
         _ = shutdown => info!("NodeManager stopping"),
         r = rm_shutdown_rx => match r {
-            Ok(()) => info!("NodeManager stopping at the ResourceManager's request"),
+            Ok(()) => {
+                info!("NodeManager stopping at the ResourceManager's request");
+                told_by_rm = true;
+            }
             Err(_) => warn!("the status updater ended unexpectedly; NodeManager stopping"),
         },
         r = &mut server => {
@@ -252,7 +259,7 @@ async fn serve(
         }
     }
 
-    if conf.recovery_enabled {
+    if conf.recovery_enabled && !told_by_rm {
         info!("recovery enabled: leaving containers running for the next NodeManager");
     } else {
         info!("stopping all containers");

@@ -51,6 +51,14 @@ fn alive(pid: i32) -> bool {
 
 /// A cluster of one NM (nm0) whose RM reads `exclude` (empty) as its exclude file.
 fn cluster(exclude: &Path, timeout_secs: Option<&str>) -> Cluster {
+    cluster_with(exclude, timeout_secs, vec![])
+}
+
+fn cluster_with(
+    exclude: &Path,
+    timeout_secs: Option<&str>,
+    nm_props: Vec<(String, String)>,
+) -> Cluster {
     std::fs::write(exclude, "").expect("exclude file");
     let mut rm_props = vec![
         (
@@ -76,7 +84,7 @@ fn cluster(exclude: &Path, timeout_secs: Option<&str>) -> Cluster {
     Cluster::start(ClusterOpts {
         nodes: 1,
         rm_props,
-        ..Default::default()
+        nm_props,
     })
 }
 
@@ -245,8 +253,13 @@ fn a_short_graceful_timeout_kills_what_is_left_and_a_refused_nm_exits() {
     let pids = scratch.path().join("pids");
     std::fs::create_dir_all(&pids).expect("pids");
     let _guard = KillPids(pids.clone());
-    // The configured default timeout is what `-g` without a number takes.
-    let mut c = cluster(&exclude, Some("3"));
+    // The configured default timeout is what `-g` without a number takes. nm0 keeps its
+    // containers across its own restarts, but not when the RM decommissions it.
+    let recovery = vec![(
+        "yarn.nodemanager.recovery.enabled".to_string(),
+        "true".to_string(),
+    )];
+    let mut c = cluster_with(&exclude, Some("3"), recovery);
     let nm0 = c.nm_addrs[0].clone();
     let (_client, worker) = long_shell(&c, &pids);
     c.add_nm(&[]);
