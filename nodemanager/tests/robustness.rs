@@ -90,7 +90,7 @@ fn the_spec_reader_finds_queries_and_bodies() {
         "GET",
         "/ws/v1/node/containers/{containerid}/logs/{filename}",
     );
-    assert_eq!(log.query, ["size", "format"]);
+    assert_eq!(log.query, ["size", "start", "end", "format"]);
     assert_eq!(log.params(), ["containerid", "filename"]);
     let start = find("POST", "/ws/v1/node/containers/start");
     let fields: BTreeMap<_, _> = start.body.clone().expect("body").into_iter().collect();
