@@ -130,6 +130,23 @@ async fn refresh_nodes_over_rest() {
     assert_eq!(state(&rm, h2).await, "RUNNING");
     let (_, m) = rm.get("/ws/v1/cluster/metrics").await;
     assert_eq!(m["clusterMetrics"]["decommissionedNodes"], 1, "{m}");
+    let text = rm
+        .http
+        .get(format!("{}/metrics", rm.base))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        text.contains("\nspindle_rm_nodes_decommissioned 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nspindle_rm_nodes_decommissioning 0\n"),
+        "{text}"
+    );
 
     // Its NM is told to shut down, at a heartbeat and at a new registration.
     let hb = heartbeat(&rm, h1).await;

@@ -112,5 +112,17 @@ async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
         "gauge",
         m.unhealthy_nodes as i64,
     );
+    g(
+        "nodes_decommissioning",
+        "DECOMMISSIONING nodes (draining).",
+        "gauge",
+        m.decommissioning_nodes as i64,
+    );
+    g(
+        "nodes_decommissioned",
+        "DECOMMISSIONED nodes.",
+        "gauge",
+        m.decommissioned_nodes as i64,
+    );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
 }
