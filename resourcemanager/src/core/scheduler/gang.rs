@@ -822,7 +822,13 @@ impl Scheduler {
                 },
                 self.tree.queues[q].limits_in(part).1
             );
+            // Gangs ahead of it hold what the queue may use: it holds nothing meanwhile (a
+            // hold a draining or lost node dropped must not linger in its books either).
+            self.unreserve(app_id, id);
             if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {
+                if g.phase == GangPhase::Reserved {
+                    g.phase = GangPhase::Pending;
+                }
                 g.diagnostics = diag;
                 g.size = units.len() as u32;
                 g.missed_at = Some(epoch);
