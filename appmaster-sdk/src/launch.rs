@@ -199,12 +199,10 @@ pub async fn run_client_watched<I: Future<Output = ()>>(
     let end = follow::follow(rm, &app_id, &opts, interrupt, out).await;
     // The staging directory goes with the application (crate::ship).
     crate::ship::clean_after_end(launch.ship, &app_id);
-    Ok(
-        match end? {
-            FollowEnd::Finished(o) => ClientEnd::Finished(o),
-            FollowEnd::Interrupted { app_id, state } => ClientEnd::Interrupted { app_id, state },
-        },
-    )
+    Ok(match end? {
+        FollowEnd::Finished(o) => ClientEnd::Finished(o),
+        FollowEnd::Interrupted { app_id, state } => ClientEnd::Interrupted { app_id, state },
+    })
 }
 
 /// The application's state once the RM has accepted it (ACCEPTED or later), or what it is
