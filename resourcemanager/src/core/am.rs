@@ -207,6 +207,14 @@ impl RmCore {
             let _ = response_id;
         }
         let app_id = attempt.application_id;
+        // An attempt that outlived an RM restart resends asks judged before it, while its
+        // NMs may still be registering again: a gang of it is not judged on a partial cluster.
+        let recovered = self
+            .apps
+            .get(&app_id)
+            .and_then(|a| a.attempt(attempt))
+            .and_then(|a| a.am.as_ref())
+            .is_some_and(|am| am.id.epoch < self.epoch);
         // Validate every ask before applying any, so a bad call changes nothing.
         let mut normalized = Vec::with_capacity(asks.len());
         for a in asks {
@@ -218,7 +226,7 @@ impl RmCore {
             let part = self.ask_partition(&app_id, a.label.as_deref(), false)?;
             if a.resource_name == "*" {
                 self.check_satisfiable(&part, &a.tags, a.constraint.as_ref(), a.num_containers)?;
-                if let (Some((gang, params)), Some(leaf)) = (&a.gang, leaf) {
+                if let (Some((gang, params)), Some(leaf), false) = (&a.gang, leaf, recovered) {
                     // An elastic gang must fit at its smallest legal size.
                     let members = params
                         .elastic

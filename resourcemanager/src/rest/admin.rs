@@ -7,11 +7,13 @@
 use std::collections::HashMap;
 
 use axum::extract::{Query, State};
+use axum::http::Extensions;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use spindle_common::records::admin::{DecommissionType, RefreshNodesInfo, UserGroupsInfo};
 use spindle_common::records::exception::ExceptionKind;
 
+use super::schedconf::{audit_failure, remote_ip, AUDIT_REFRESH_NODES};
 use super::{ApiError, AppState, PathParams};
 use crate::core::DecommissionType as Decommission;
 use crate::driver::Command;
@@ -61,12 +63,26 @@ fn decommission_type(
 
 /// `refreshNodes`: the admin check first (nobody else makes the RM read files), then the
 /// host files as yarn-site names them now, then the change. A missing or unreadable file
-/// changes nothing and is named in the 400.
+/// changes nothing and is named in the 400. A refusal is audited (who, from where, why).
 async fn refresh_nodes(
     State(st): State<AppState>,
     Query(q): Q,
+    ext: Extensions,
 ) -> Result<Json<RefreshNodesInfo>, ApiError> {
     let caller = st.caller(&q).await;
+    let user = caller.user.clone();
+    let r = refresh(&st, &q, caller).await;
+    if let Err(e) = &r {
+        audit_failure(&user, remote_ip(&ext), AUDIT_REFRESH_NODES, &e.message);
+    }
+    r
+}
+
+async fn refresh(
+    st: &AppState,
+    q: &HashMap<String, String>,
+    caller: crate::core::Caller,
+) -> Result<Json<RefreshNodesInfo>, ApiError> {
     let who = caller.clone();
     st.driver.call(|r| Command::CheckAdmin(who, r)).await?;
     let conf = st.info.conf.clone();
@@ -77,14 +93,9 @@ async fn refresh_nodes(
     })
     .await
     .map_err(|e| ApiError::new(ExceptionKind::Internal, format!("refreshNodes failed: {e}")))?;
-    let (default_secs, hosts) = match read {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::warn!(user = %caller.user, "refreshNodes refused: {e}");
-            return Err(ApiError::bad_request(format!("refreshNodes failed: {e}")));
-        }
-    };
-    let how = decommission_type(&q, default_secs)?;
+    let (default_secs, hosts) =
+        read.map_err(|e| ApiError::bad_request(format!("refreshNodes failed: {e}")))?;
+    let how = decommission_type(q, default_secs)?;
     let done = st
         .driver
         .call(|reply| Command::RefreshNodes {

@@ -62,13 +62,15 @@ fn conf_info(props: &CsProps) -> ConfInfo {
 
 /// YARN's audit operation and target of `refreshQueues`.
 pub(super) const AUDIT_REFRESH_QUEUES: (&str, &str) = ("refreshQueues", "AdminService");
+/// The audit operation and target of `refreshNodes`.
+pub(super) const AUDIT_REFRESH_NODES: (&str, &str) = ("refreshNodes", "AdminService");
 /// The audit operation and target of `PUT /scheduler-conf`.
 pub(super) const AUDIT_UPDATE_SCHED_CONF: (&str, &str) =
     ("updateSchedulerConfiguration", "RMWebService");
 
 /// The caller's address, when the server was started with connection info (the daemon's
 /// always is).
-fn remote_ip(ext: &Extensions) -> Option<IpAddr> {
+pub(super) fn remote_ip(ext: &Extensions) -> Option<IpAddr> {
     ext.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip())
 }
 

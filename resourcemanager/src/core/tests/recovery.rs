@@ -652,3 +652,52 @@ fn kept_containers_survive_a_failed_am_and_an_rm_restart() {
         .collect();
     assert_eq!(kept, vec![workers[1]]);
 }
+
+/// A gang of 12 x 1024 MB: more than the one 8 GB node the tests' cluster has.
+fn big_gang() -> AskUpdate {
+    AskUpdate {
+        label: None,
+        tags: Vec::new(),
+        constraint: None,
+        priority: 1,
+        allocation_request_id: 9,
+        resource_name: "*".into(),
+        capability: Resource::new(1024, 1),
+        num_containers: 12,
+        relax_locality: true,
+        gang: Some(("g".into(), Default::default())),
+    }
+}
+
+#[test]
+fn a_recovered_attempts_gang_is_not_judged_on_a_cluster_still_registering() {
+    let r = running_app();
+    // Before the restart the same gang is refused at once: the cluster is whole.
+    let mut before = r.env;
+    let e = before
+        .core
+        .am_allocate(&r.attempt, 9, vec![big_gang()], vec![], 0.1, before.now)
+        .expect_err("refused");
+    assert!(matches!(e, CoreError::GangNeverFits { .. }), "{e:?}");
+    // After it, the AM's resent gang waits: more NMs may still register.
+    let rec = last_record(&before, &r.app);
+    let mut env = restarted(vec![rec], before.now + 5_000);
+    let reports = vec![
+        report(r.am, ContainerState::RUNNING, -1000, 512),
+        report(r.workers[0], ContainerState::RUNNING, -1000, 1024),
+        report(r.workers[1], ContainerState::RUNNING, -1000, 1024),
+    ];
+    env.core
+        .register_node(registration(&r.node, reports), env.now);
+    env.step();
+    env.core
+        .am_register(&r.attempt, "amhost".into(), 7, String::new(), env.now)
+        .expect("re-register");
+    env.step();
+    env.core
+        .am_allocate(&r.attempt, 1, vec![big_gang()], vec![], 0.5, env.now)
+        .expect("a recovered attempt's gang waits");
+    env.step();
+    let g = env.core.gang_statuses(&r.app);
+    assert_eq!(g.len(), 1, "{g:?}");
+}
