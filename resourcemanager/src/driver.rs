@@ -180,6 +180,14 @@ pub enum Command {
     },
     /// `GET /scheduler-conf` and `/scheduler-conf/version`: the live set and its version.
     GetSchedulerConf(Caller, Reply<(u64, CsProps)>),
+    /// `GET /accounting`: the state store's usage records of applications within
+    /// `[from, to]` (ms), with the snapshot of the same moment (for the applications not
+    /// recorded yet: running, or final with containers still live).
+    Accounting {
+        from: u64,
+        to: u64,
+        reply: Reply<(Vec<crate::store::UsageRecord>, Arc<Snapshot>)>,
+    },
     /// Internal: how an AM launch went.
     AmLaunched(ApplicationAttemptId, ContainerId, Result<(), String>),
     /// Internal: a REST read wants a snapshot as of now. Built only when the state changed
@@ -765,6 +773,18 @@ impl Driver {
             }
             Command::Snapshot(reply) => {
                 let _ = reply.send(self.current_snapshot());
+            }
+            Command::Accounting { from, to, reply } => {
+                let rows = match self.store.usage_between(from, to) {
+                    Ok((rows, skipped)) => {
+                        for s in skipped {
+                            warn!("accounting: skipped a corrupt record: {s}");
+                        }
+                        Ok((rows, self.current_snapshot()))
+                    }
+                    Err(e) => Err(RmError::Store(e.to_string())),
+                };
+                let _ = reply.send(rows);
             }
             Command::AmLaunched(attempt, container, result) => {
                 self.core.am_launched(&attempt, &container, result, now);

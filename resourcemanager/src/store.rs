@@ -1,7 +1,14 @@
 //! The RM state store: SQLite through rusqlite. It keeps what must survive a restart (the
 //! applications with their submission contexts and final states, the restart epoch, the
 //! token secret, and every accepted capacity-scheduler change, versioned), written before
-//! the client is answered.
+//! the client is answered; and one usage record per finished application (`usage`: its
+//! resource-milliseconds per type, for `/accounting`), written when its last container has
+//! ended and kept after the application itself is forgotten (`max-completed-applications`).
+//!
+//! Schema changes are additive: tables are created if missing (`CREATE TABLE IF NOT
+//! EXISTS`), record fields added later are `serde(default)`, and a one-off migration step is
+//! marked done under a `meta` key (`usage-schema`: usage rows backfilled from the final
+//! applications an older store kept).
 //!
 //! WAL mode with `synchronous=NORMAL`: a committed write survives a process crash; only an
 //! operating-system crash may lose the last transactions, the trade YARN's LevelDB store
@@ -98,7 +105,32 @@ struct StoredApp {
     /// The `LIFETIME` deadline (ms since the epoch); absent when unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     lifetime: Option<u64>,
+    /// Resource-milliseconds per type; absent in records written before usage accounting
+    /// (then `memory_ms` and `vcore_ms` stand for it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    resource_ms: Vec<(String, i64)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    preempted_ms: Vec<(String, i64)>,
 }
+
+/// One finished application's usage as the store keeps it (the `usage` table).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageRecord {
+    pub id: ApplicationId,
+    pub user: String,
+    /// The full queue path.
+    pub queue: String,
+    pub name: String,
+    /// Submission and finish, ms since the epoch.
+    pub start_time: u64,
+    pub finish_time: u64,
+    /// Resource-milliseconds per type, and those of preempted containers.
+    pub resource_ms: Resource,
+    pub preempted_ms: Resource,
+}
+
+/// The `meta` key marking the usage table's backfill done.
+const USAGE_SCHEMA_KEY: &str = "usage-schema";
 
 impl StateStore {
     pub fn open(path: &Path) -> Result<Self, StoreError> {
@@ -151,7 +183,18 @@ impl StateStore {
                 user TEXT NOT NULL,
                 time INTEGER NOT NULL,
                 props TEXT NOT NULL
-             );",
+             );
+             CREATE TABLE IF NOT EXISTS usage (
+                id TEXT PRIMARY KEY,
+                user TEXT NOT NULL,
+                queue TEXT NOT NULL,
+                name TEXT NOT NULL,
+                start_time INTEGER NOT NULL,
+                finish_time INTEGER NOT NULL,
+                resource_ms TEXT NOT NULL,
+                preempted_ms TEXT NOT NULL
+             );
+             CREATE INDEX IF NOT EXISTS usage_by_finish ON usage(finish_time);",
         )
         .map_err(sq)?;
         Ok(Self { conn, path: p })
@@ -246,6 +289,8 @@ impl StateStore {
                 Err(e) => skipped.push(format!("application {id}: {e}")),
             }
         }
+        drop(stmt);
+        self.backfill_usage(&apps)?;
         Ok(Recovered {
             epoch,
             secret,
@@ -254,6 +299,8 @@ impl StateStore {
         })
     }
 
+    /// Writes the application's record; a final one's usage record too, in the same
+    /// transaction.
     pub fn put_app(&mut self, rec: &AppRecord) -> Result<(), StoreError> {
         let stored = to_stored(rec);
         let json = serde_json::to_string(&stored).map_err(|e| StoreError::Corrupt {
@@ -261,12 +308,112 @@ impl StateStore {
             key: rec.id.to_string(),
             message: e.to_string(),
         })?;
-        self.conn
-            .execute(
-                "INSERT OR REPLACE INTO apps(id, record, state, finish_time) VALUES(?1, ?2, ?3, ?4)",
-                params![rec.id.to_string(), json, rec.state.as_str(), rec.finish_time as i64],
+        let path = self.path.clone();
+        let sq = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(sq)?;
+        tx.execute(
+            "INSERT OR REPLACE INTO apps(id, record, state, finish_time) VALUES(?1, ?2, ?3, ?4)",
+            params![
+                rec.id.to_string(),
+                json,
+                rec.state.as_str(),
+                rec.finish_time as i64
+            ],
+        )
+        .map_err(sq)?;
+        if rec.state.is_final() {
+            put_usage(&tx, &usage_of(rec), "INSERT OR REPLACE").map_err(sq)?;
+        }
+        tx.commit().map_err(sq)?;
+        Ok(())
+    }
+
+    /// Usage records of the applications that ran within `[from, to]` (ms since the epoch):
+    /// finished at or after `from`, submitted at or before `to`. A corrupt row is skipped
+    /// and named in the second list.
+    pub fn usage_between(
+        &self,
+        from: u64,
+        to: u64,
+    ) -> Result<(Vec<UsageRecord>, Vec<String>), StoreError> {
+        let clamp = |t: u64| i64::try_from(t).unwrap_or(i64::MAX);
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT id, user, queue, name, start_time, finish_time, resource_ms, preempted_ms
+                 FROM usage WHERE finish_time >= ?1 AND start_time <= ?2 ORDER BY id",
             )
             .map_err(|e| self.sq(e))?;
+        let rows = stmt
+            .query_map(params![clamp(from), clamp(to)], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, i64>(5)?,
+                    r.get::<_, String>(6)?,
+                    r.get::<_, String>(7)?,
+                ))
+            })
+            .map_err(|e| self.sq(e))?;
+        let mut out = Vec::new();
+        let mut skipped = Vec::new();
+        for row in rows {
+            let (id, user, queue, name, start, finish, res, pre) = row.map_err(|e| self.sq(e))?;
+            let parsed = id
+                .parse::<ApplicationId>()
+                .map_err(|e| e.to_string())
+                .and_then(|app| Ok((app, resource_json(&res)?, resource_json(&pre)?)));
+            match parsed {
+                Ok((app, resource_ms, preempted_ms)) => out.push(UsageRecord {
+                    id: app,
+                    user,
+                    queue,
+                    name,
+                    start_time: start.max(0) as u64,
+                    finish_time: finish.max(0) as u64,
+                    resource_ms,
+                    preempted_ms,
+                }),
+                Err(e) => skipped.push(format!("usage of {id}: {e}")),
+            }
+        }
+        Ok((out, skipped))
+    }
+
+    /// Once per store: the final applications an older store kept get their usage rows
+    /// (from `memorySeconds`/`vcoreSeconds` where no per-type figures were kept).
+    fn backfill_usage(&mut self, apps: &[AppRecord]) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let sq = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(sq)?;
+        let done: Option<String> = tx
+            .query_row(
+                "SELECT value FROM meta WHERE key=?1",
+                params![USAGE_SCHEMA_KEY],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(sq)?;
+        if done.is_none() {
+            for rec in apps.iter().filter(|r| r.state.is_final()) {
+                put_usage(&tx, &usage_of(rec), "INSERT OR IGNORE").map_err(sq)?;
+            }
+            tx.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES(?1, '1')",
+                params![USAGE_SCHEMA_KEY],
+            )
+            .map_err(sq)?;
+        }
+        tx.commit().map_err(sq)?;
         Ok(())
     }
 
@@ -499,6 +646,8 @@ fn to_stored(r: &AppRecord) -> StoredApp {
         memory_ms: r.memory_ms,
         vcore_ms: r.vcore_ms,
         lifetime: r.lifetime,
+        resource_ms: entries_of(&r.usage.resource_ms),
+        preempted_ms: entries_of(&r.usage.preempted_ms),
         live_attempt: r.live_attempt.as_ref().map(|a| StoredAttempt {
             am_container: a.am_container,
             am_node: a.am_node.clone(),
@@ -512,6 +661,15 @@ fn to_stored(r: &AppRecord) -> StoredApp {
 }
 
 fn from_stored(s: StoredApp) -> AppRecord {
+    let usage = crate::core::usage::AppUsage {
+        resource_ms: if s.resource_ms.is_empty() {
+            // Written before per-type usage: memory and vcores are all it kept.
+            Resource::new(s.memory_ms, s.vcore_ms)
+        } else {
+            resource_of(s.resource_ms)
+        },
+        preempted_ms: resource_of(s.preempted_ms),
+    };
     let mut am_resource = Resource::new(s.am_memory_mb, s.am_vcores);
     for (k, v) in &s.am_extended {
         am_resource.set(k, *v);
@@ -554,18 +712,73 @@ fn from_stored(s: StoredApp) -> AppRecord {
             rpc_port: a.rpc_port,
             tracking_url: a.tracking_url,
         }),
+        usage,
     }
+}
+
+fn usage_of(rec: &AppRecord) -> UsageRecord {
+    UsageRecord {
+        id: rec.id,
+        user: rec.sub.user.clone(),
+        queue: rec.queue.to_string(),
+        name: rec.sub.name.clone(),
+        start_time: rec.submit_time,
+        finish_time: rec.finish_time,
+        resource_ms: rec.usage.resource_ms.clone(),
+        preempted_ms: rec.usage.preempted_ms.clone(),
+    }
+}
+
+fn put_usage(tx: &rusqlite::Transaction<'_>, u: &UsageRecord, verb: &str) -> rusqlite::Result<()> {
+    let json = |r: &Resource| {
+        let m: BTreeMap<&str, i64> = r.entries().collect();
+        serde_json::to_string(&m).unwrap_or_else(|_| "{}".into())
+    };
+    tx.execute(
+        &format!(
+            "{verb} INTO usage(id, user, queue, name, start_time, finish_time, resource_ms, preempted_ms)
+             VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+        ),
+        params![
+            u.id.to_string(),
+            u.user,
+            u.queue,
+            u.name,
+            i64::try_from(u.start_time).unwrap_or(i64::MAX),
+            i64::try_from(u.finish_time).unwrap_or(i64::MAX),
+            json(&u.resource_ms),
+            json(&u.preempted_ms),
+        ],
+    )?;
+    Ok(())
+}
+
+fn resource_json(s: &str) -> Result<Resource, String> {
+    let m: BTreeMap<String, i64> = serde_json::from_str(s).map_err(|e| e.to_string())?;
+    Ok(resource_of(m))
+}
+
+fn resource_of(entries: impl IntoIterator<Item = (String, i64)>) -> Resource {
+    let mut r = Resource::zero();
+    for (k, v) in entries {
+        r.set(&k, v);
+    }
+    r
+}
+
+fn entries_of(r: &Resource) -> Vec<(String, i64)> {
+    r.entries()
+        .filter(|(_, v)| *v != 0)
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn apps_epoch_and_secret_survive_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("sub/rm.sqlite");
-        let rec = AppRecord {
+    fn record() -> AppRecord {
+        AppRecord {
             id: ApplicationId::new(5, 1),
             sub: Submission {
                 name: "n".into(),
@@ -603,7 +816,97 @@ mod tests {
                 rpc_port: -1,
                 tracking_url: String::new(),
             }),
-        };
+            usage: Default::default(),
+        }
+    }
+
+    #[test]
+    fn usage_records_are_written_when_final_and_outlive_the_app_record() {
+        use spindle_common::resource::GPU;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rm.sqlite");
+        let mut rec = record();
+        rec.live_attempt = None;
+        rec.usage
+            .add(&Resource::new(2048, 2).with(GPU, 4), 3_600_000, false);
+        rec.usage
+            .add(&Resource::new(1024, 1).with(GPU, 2), 1_800_000, true);
+        {
+            let mut s = StateStore::open(&path).unwrap();
+            s.recover().unwrap();
+            s.put_app(&rec).unwrap();
+            assert!(
+                s.usage_between(0, u64::MAX).unwrap().0.is_empty(),
+                "no usage row while the application runs"
+            );
+            rec.state = YarnApplicationState::FINISHED;
+            rec.finish_time = 3_600_001;
+            s.put_app(&rec).unwrap();
+            s.delete_app(&rec.id).unwrap();
+        }
+        let mut s = StateStore::open(&path).unwrap();
+        let r = s.recover().unwrap();
+        assert!(r.apps.is_empty(), "the app record was forgotten");
+        let (rows, skipped) = s.usage_between(0, u64::MAX).unwrap();
+        assert!(skipped.is_empty(), "{skipped:?}");
+        assert_eq!(rows.len(), 1);
+        let u = &rows[0];
+        assert_eq!(
+            (u.id, u.user.as_str(), u.queue.as_str()),
+            (rec.id, "u", "root.default")
+        );
+        assert_eq!((u.start_time, u.finish_time), (1, 3_600_001));
+        assert_eq!(u.resource_ms.get(GPU), 4 * 3_600_000 + 2 * 1_800_000);
+        assert_eq!(u.preempted_ms.get(GPU), 2 * 1_800_000);
+        assert_eq!(u.resource_ms, rec.usage.resource_ms);
+        // The window: finished before `from` or submitted after `to` is left out.
+        assert!(s.usage_between(3_600_002, u64::MAX).unwrap().0.is_empty());
+        assert!(s.usage_between(0, 0).unwrap().0.is_empty());
+        assert_eq!(s.usage_between(3_600_001, 3_600_001).unwrap().0.len(), 1);
+    }
+
+    #[test]
+    fn an_older_store_gets_usage_rows_for_its_final_apps_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rm.sqlite");
+        {
+            let mut s = StateStore::open(&path).unwrap();
+            s.recover().unwrap();
+            // What an older RM wrote: a final record without per-type usage, no usage row.
+            let mut rec = record();
+            rec.state = YarnApplicationState::FINISHED;
+            rec.finish_time = 10;
+            rec.memory_ms = 5_000;
+            rec.vcore_ms = 7;
+            let mut stored = serde_json::to_value(to_stored(&rec)).unwrap();
+            stored.as_object_mut().unwrap().remove("resource_ms");
+            s.conn
+                .execute(
+                    "INSERT INTO apps(id, record, state, finish_time) VALUES(?1, ?2, 'FINISHED', 10)",
+                    params![rec.id.to_string(), stored.to_string()],
+                )
+                .unwrap();
+            s.conn
+                .execute("DELETE FROM meta WHERE key=?1", params![USAGE_SCHEMA_KEY])
+                .unwrap();
+        }
+        let mut s = StateStore::open(&path).unwrap();
+        let r = s.recover().unwrap();
+        assert_eq!(r.apps[0].usage.resource_ms, Resource::new(5_000, 7));
+        let rows = s.usage_between(0, u64::MAX).unwrap().0;
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].resource_ms, Resource::new(5_000, 7));
+        // Done once: a row deleted later is not written back at the next start.
+        s.conn.execute("DELETE FROM usage", []).unwrap();
+        s.recover().unwrap();
+        assert!(s.usage_between(0, u64::MAX).unwrap().0.is_empty());
+    }
+
+    #[test]
+    fn apps_epoch_and_secret_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/rm.sqlite");
+        let rec = record();
         let secret = {
             let mut s = StateStore::open(&path).unwrap();
             let r = s.recover().unwrap();

@@ -297,6 +297,19 @@ pub const CS_QUEUE_DEFAULT_APPLICATION_PRIORITY: &str = "default-application-pri
 pub const DEFAULT_CS_QUEUE_DEFAULT_APPLICATION_PRIORITY: i32 = 0;
 /// The queue's priority among its siblings.
 pub const CS_QUEUE_PRIORITY: &str = "priority";
+/// How long a container's GPUs may stay idle (utilization below the queue's
+/// `gpu-idle-threshold-percent` in every sample) before `gpu-idle-action` applies; 0 (the
+/// default) turns the policy off. Inherited by children.
+pub const CS_QUEUE_GPU_IDLE_TIMEOUT_MS: &str = "gpu-idle-timeout-ms";
+pub const DEFAULT_CS_QUEUE_GPU_IDLE_TIMEOUT_MS: u64 = 0;
+/// What happens to a container whose GPUs stayed idle past the timeout: `report` (the
+/// application's diagnostics and the RM's log), `notify` (its AM hears of it in the allocate
+/// answer's `idleGpuContainers`) or `release` (the RM stops the container). Inherited.
+pub const CS_QUEUE_GPU_IDLE_ACTION: &str = "gpu-idle-action";
+pub const DEFAULT_CS_QUEUE_GPU_IDLE_ACTION: &str = "report";
+/// A GPU whose utilization is below this percent is idle (0..=100; inherited; default 5).
+pub const CS_QUEUE_GPU_IDLE_THRESHOLD_PERCENT: &str = "gpu-idle-threshold-percent";
+pub const DEFAULT_CS_QUEUE_GPU_IDLE_THRESHOLD_PERCENT: f64 = 5.0;
 pub const DEFAULT_CS_QUEUE_PRIORITY: i32 = 0;
 /// Whether the children of a queue with a nonzero capacity may sum to 0.
 pub const CS_QUEUE_ALLOW_ZERO_CAPACITY_SUM: &str = "allow-zero-capacity-sum";
@@ -449,6 +462,12 @@ pub const DEFAULT_SPINDLE_NM_GPU_REFRESH_INTERVAL_MS: u64 = 30_000;
 pub const SPINDLE_NM_GPU_MAJOR_DEVICE_NUMBER: &str =
     "spindle.nodemanager.resource-plugins.gpu.major-device-number";
 pub const DEFAULT_SPINDLE_NM_GPU_MAJOR_DEVICE_NUMBER: u32 = 195;
+/// How often the GPU plugin samples every GPU's utilization, memory used and temperature
+/// (`nvidia-smi --query-gpu`, or NVML), so that each container's GPUs' use goes to the RM
+/// with the heartbeats (idle-GPU detection); 0 disables the sampling.
+pub const SPINDLE_NM_GPU_UTILIZATION_INTERVAL_MS: &str =
+    "spindle.nodemanager.resource-plugins.gpu.utilization-interval-ms";
+pub const DEFAULT_SPINDLE_NM_GPU_UTILIZATION_INTERVAL_MS: u64 = 10_000;
 /// Major number of FPGA device nodes when `/dev/<name>` cannot be stat'ed (YARN's
 /// container-executor `fpga.major-device-number`).
 pub const SPINDLE_NM_FPGA_MAJOR_DEVICE_NUMBER: &str =

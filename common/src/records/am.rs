@@ -497,6 +497,23 @@ pub struct AllocateResponse {
     /// YARN's: updates refused, with the reason.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub update_errors: Vec<UpdateContainerError>,
+    /// Spindle's extension: containers whose GPUs stayed idle past their queue's
+    /// `gpu-idle-timeout-ms` under the `notify` action; each is sent once per idle spell.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub idle_gpu_containers: Vec<IdleGpuContainer>,
+}
+
+/// A container holding idle GPUs (see [`AllocateResponse::idle_gpu_containers`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IdleGpuContainer {
+    pub container_id: ContainerId,
+    /// When its GPUs' utilization first fell below the threshold (ms since the epoch).
+    pub idle_since_ms: u64,
+    /// How many GPUs it holds.
+    pub gpus: u32,
+    /// The mean utilization (percent) of its GPUs in the last sample.
+    pub gpu_utilization: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -167,6 +167,90 @@ pub struct AppInfo {
     /// YARN's `timeouts`: the application's `LIFETIME` (`UNLIMITED` when none is set).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeouts: Option<AppTimeoutsInfo>,
+    /// YARN's `resourceSecondsMap`: resource x seconds per type (`memory-mb`, `vcores`,
+    /// `yarn.io/gpu`, ...) of every container the application held, running ones up to now.
+    pub resource_seconds_map: ResourceSecondsMap,
+    /// YARN's `preemptedResourceSecondsMap`: the same for its containers that were preempted.
+    pub preempted_resource_seconds_map: ResourceSecondsMap,
+    /// Spindle's extension: the mean utilization (percent) of the GPUs its running containers
+    /// hold, as their NodeManagers last sampled them; absent when none was sampled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_utilization: Option<f64>,
+    /// Spindle's extension: GPU-seconds its containers held GPUs idle (below their queue's
+    /// `gpu-idle-threshold-percent`), running ones up to their last sample; absent when no
+    /// GPU of the application was ever sampled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_gpu_seconds: Option<u64>,
+}
+
+/// YARN's `Map<String, Long>` of resource-seconds as JAXB writes it:
+/// `{"entry":[{"key":"yarn.io/gpu","value":7200}]}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ResourceSecondsMap {
+    pub entry: OneOrMany<ResourceSecondsEntry>,
+}
+
+impl ResourceSecondsMap {
+    /// The seconds of one resource type (0 when absent).
+    pub fn get(&self, key: &str) -> i64 {
+        self.entry
+            .0
+            .iter()
+            .find(|e| e.key == key)
+            .map_or(0, |e| e.value)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ResourceSecondsEntry {
+    pub key: String,
+    pub value: i64,
+}
+
+// ---------------------------------------------------------------------------------------
+// /accounting (Spindle's: usage by queue, user or application over a period)
+
+/// `GET /accounting`: `{"accounting":{...}}`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct AccountingBody {
+    pub accounting: AccountingInfo,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct AccountingInfo {
+    /// The period, ms since the epoch, and the same as ISO 8601.
+    pub from: u64,
+    pub to: u64,
+    pub from_time: String,
+    pub to_time: String,
+    /// `queue`, `user` or `application`.
+    pub group_by: String,
+    /// One row per group, by GPU-hours (most first), then name.
+    pub group: Vec<AccountingGroup>,
+    /// Every group summed.
+    pub total: AccountingGroup,
+}
+
+/// One group's usage within the period. Hours are prorated: an application that overlaps
+/// the period counts the fraction of its life inside it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct AccountingGroup {
+    /// The queue (leaf name), the user, or the application id.
+    pub name: String,
+    pub gpu_hours: f64,
+    /// GPU-hours of containers that were preempted.
+    pub lost_gpu_hours: f64,
+    /// The applications' durations within the period, summed.
+    pub wall_hours: f64,
+    #[serde(rename = "memoryGBHours")]
+    pub memory_gb_hours: f64,
+    pub vcore_hours: f64,
+    /// Applications counted.
+    pub apps: u64,
 }
 
 /// An application's preemption record (Spindle's extension of the app view).
@@ -237,6 +321,10 @@ impl Default for AppInfo {
             gangs: Vec::new(),
             preemption: None,
             timeouts: None,
+            resource_seconds_map: ResourceSecondsMap::default(),
+            preempted_resource_seconds_map: ResourceSecondsMap::default(),
+            gpu_utilization: None,
+            idle_gpu_seconds: None,
         }
     }
 }

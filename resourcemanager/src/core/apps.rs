@@ -334,6 +334,7 @@ impl RmCore {
             lifetime: None,
             nodes_touched: BTreeSet::new(),
             preemption: AppPreemption::default(),
+            usage: usage::AppUsage::default(),
         };
         self.next_submit_seq += 1;
         self.counters.apps_submitted += 1;
@@ -381,6 +382,7 @@ impl RmCore {
                 vcore_ms: app.vcore_ms,
                 lifetime: app.lifetime,
                 live_attempt: Self::live_attempt_record(app),
+                usage: app.usage.clone(),
             })));
         }
     }
@@ -582,6 +584,14 @@ impl RmCore {
         }
         if let Some(app) = self.apps.get_mut(id) {
             app.nodes_touched.clear();
+        }
+        // Its last container is gone: the record (and its usage) is final now; written
+        // unless the same record is the last one queued already.
+        let queued = self.apps.get(id).is_some_and(|app| {
+            matches!(self.effects.last(), Some(Effect::PersistApp(r)) if r.id == *id && r.usage == app.usage)
+        });
+        if !queued {
+            self.persist(id);
         }
         let activated = self.sched.remove_app(id);
         if !activated.is_empty() {

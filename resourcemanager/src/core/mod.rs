@@ -23,6 +23,7 @@ mod queues;
 mod recovery;
 mod tick;
 mod updates;
+pub mod usage;
 
 pub use am::{AllocateReply, Allocation, AskUpdate, CompletedContainer, GangView};
 pub use apps::{KillOutcome, LIFETIME_EXCEEDED};

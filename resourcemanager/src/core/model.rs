@@ -171,6 +171,8 @@ pub struct App {
     pub nodes_touched: BTreeSet<NodeId>,
     /// What preemption took from it, and its last checkpoint.
     pub preemption: AppPreemption,
+    /// Resource x time per type of the containers that ended (`resourceSecondsMap`).
+    pub usage: super::usage::AppUsage,
 }
 
 /// Where an application's work is saved up to, as its AM reported it.
@@ -572,6 +574,8 @@ pub struct AppRecord {
     /// The current attempt while its AM container lives: a restarted RM waits for that AM
     /// (and its containers, as their NMs re-register) instead of starting a new attempt.
     pub live_attempt: Option<AttemptRecord>,
+    /// Resource x time per type of the containers that ended (kept in the state store).
+    pub usage: super::usage::AppUsage,
 }
 
 /// What a restarted RM needs of a live attempt (work-preserving recovery).

@@ -32,6 +32,7 @@ impl RmCore {
             lifetime: rec.lifetime,
             nodes_touched: BTreeSet::new(),
             preemption: AppPreemption::default(),
+            usage: rec.usage,
         };
         self.next_submit_seq += 1;
         if rec.id.cluster_timestamp == self.cluster_ts && rec.id.id >= self.next_app {

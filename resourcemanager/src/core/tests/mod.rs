@@ -20,6 +20,7 @@ mod preemption;
 mod recovery;
 mod topology;
 mod updates;
+mod usage;
 
 /// A queue path from a test's literal.
 pub(crate) fn qp(path: impl AsRef<str>) -> spindle_common::QueuePath {

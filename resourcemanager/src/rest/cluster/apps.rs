@@ -1,6 +1,7 @@
 //! `/ws/v1/cluster/apps/...`: new application, submission, the application list and one application, its state, queue, priority and lifetime timeout (read and change), attempts, their containers, and `appstatistics`.
 
 use super::*;
+use spindle_common::resource::GPU;
 
 pub(super) fn app_id(raw: &str) -> Result<ApplicationId, ApiError> {
     raw.parse().map_err(|e: spindle_common::ids::IdParseError| {
@@ -46,6 +47,9 @@ pub(in crate::rest) fn app_info(
         mem_ms += c.resource.memory_mb * held;
         vc_ms += c.resource.vcores * held;
     }
+    let usage = a
+        .usage
+        .with_live(live.iter().map(|c| (&c.resource, c.allocated_time)), now);
     let cluster_mb: i64 = s.node_usage.values().map(|(t, _)| t.memory_mb).sum();
     let registered = att.is_some_and(|t| t.am_protocol() == AmProtocol::Registered);
     let tracking_ui = if final_ {
@@ -142,7 +146,31 @@ pub(in crate::rest) fn app_info(
         timeouts: Some(AppTimeoutsInfo {
             timeout: vec![lifetime_info(a.lifetime, now)],
         }),
+        resource_seconds_map: seconds_map(&usage.resource_ms),
+        preempted_resource_seconds_map: seconds_map(&usage.preempted_ms),
         ..Default::default()
+    }
+}
+
+/// Resource-milliseconds as YARN's `resourceSecondsMap` (whole seconds, rounded down):
+/// memory and vcores always, `yarn.io/gpu` always, then every other type the application
+/// held.
+pub(in crate::rest) fn seconds_map(ms: &Resource) -> ResourceSecondsMap {
+    let mut entry: Vec<ResourceSecondsEntry> = ms
+        .entries()
+        .map(|(k, v)| ResourceSecondsEntry {
+            key: k.to_string(),
+            value: v / 1000,
+        })
+        .collect();
+    if !entry.iter().any(|e| e.key == GPU) {
+        entry.push(ResourceSecondsEntry {
+            key: GPU.into(),
+            value: 0,
+        });
+    }
+    ResourceSecondsMap {
+        entry: OneOrMany(entry),
     }
 }
 

@@ -21,6 +21,7 @@ use crate::core::{
 };
 use crate::driver::{Command, Snapshot};
 
+mod accounting;
 mod apps;
 mod labels;
 mod nodes;
@@ -116,6 +117,7 @@ pub(super) fn routes() -> Router<AppState> {
             get(attempt_container),
         )
         .route("/ws/v1/cluster/appstatistics", get(app_statistics))
+        .route("/ws/v1/cluster/accounting", get(accounting::accounting))
 }
 
 type Q = Query<HashMap<String, String>>;
