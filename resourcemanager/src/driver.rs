@@ -71,6 +71,12 @@ pub enum Command {
     Submit(ApplicationId, Box<Submission>, Reply<()>),
     Kill(ApplicationId, Caller, Reply<KillOutcome>),
     RegisterNode(Box<NodeRegistration>, Reply<NodeRegistered>),
+    /// The GPU samples an NM's heartbeat carried (after the heartbeat itself).
+    GpuUse {
+        node: NodeId,
+        uses: Vec<crate::core::ContainerGpuUse>,
+        reply: Reply<Vec<crate::core::IgnoredGpuUse>>,
+    },
     Heartbeat {
         node: NodeId,
         healthy: bool,
@@ -225,6 +231,12 @@ pub struct Snapshot {
     /// Per node: its partition, its attributes (the NM's and the central ones) and the
     /// allocation tags of what runs there.
     pub node_placement: BTreeMap<NodeId, NodePlacement>,
+    /// What waiting gangs hold reserved, per leaf queue (`/metrics`).
+    pub queue_reserved: BTreeMap<spindle_common::QueuePath, Resource>,
+    /// The scheduling passes' work counters (`/metrics`).
+    pub pass_stats: crate::core::scheduler::PassStats,
+    /// Sampled GPU use per application (`gpuUtilization`, `idleGpuSeconds`).
+    pub app_gpu: BTreeMap<ApplicationId, crate::core::AppGpuUse>,
 }
 
 /// A node as placement sees it.
@@ -301,6 +313,49 @@ impl Snapshot {
                     m
                 }),
             preemption: core.preemption().counters.clone(),
+            queue_reserved: queue_reserved(core),
+            pass_stats: core.scheduler().stats.clone(),
+            app_gpu: core.gpu_use_by_app(),
+        }
+    }
+}
+
+/// The sum of waiting gangs' reservations per leaf queue.
+fn queue_reserved(core: &RmCore) -> BTreeMap<spindle_common::QueuePath, Resource> {
+    let mut out: BTreeMap<spindle_common::QueuePath, Resource> = BTreeMap::new();
+    for (id, a) in core.scheduler().apps() {
+        let mut held = Resource::zero();
+        for g in a.gangs.values() {
+            held.add_assign(&g.reserved_need);
+        }
+        if held.is_zero() {
+            continue;
+        }
+        if let Some(crate::core::model::AppQueue::Leaf(q)) = core.apps().get(id).map(|a| &a.queue)
+        {
+            out.entry(q.clone()).or_insert_with(Resource::zero).add_assign(&held);
+        }
+    }
+    out
+}
+
+impl Command {
+    /// The call's name in `/metrics` (`spindle_rm_core_call_duration_seconds{call}`).
+    fn name(&self) -> &'static str {
+        match self {
+            Command::NewApplication { .. } => "new_application",
+            Command::Submit { .. } => "submit",
+            Command::Kill { .. } => "kill",
+            Command::RegisterNode { .. } => "register_node",
+            Command::Heartbeat { .. } => "node_heartbeat",
+            Command::AmRegister { .. } => "am_register",
+            Command::AmAllocate { .. } => "am_allocate",
+            Command::AmFinish { .. } => "am_finish",
+            Command::UnregisterNode { .. } => "unregister_node",
+            Command::AmLaunched { .. } => "am_launched",
+            Command::Snapshot { .. } => "snapshot",
+            #[allow(unreachable_patterns)]
+            _ => "admin",
         }
     }
 }
@@ -564,6 +619,10 @@ impl Driver {
                 host,
                 rpc_port,
                 tracking_url,
+            Command::GpuUse { node, uses, reply } => {
+                let ignored = self.core.record_gpu_use(&node, uses, now);
+                let _ = reply.send(Ok(ignored));
+            }
                 reply,
             } => {
                 let r = self.am_call(&token, true, |core, att| {
@@ -1055,3 +1114,8 @@ fn stored_scheduler_conf(
     })?;
     Ok((stored.version, Some((props, parsed))))
 }
+                    for e in driver.core.take_idle_events() {
+                        info!(container_id = %e.container, queue = %e.queue, action = e.action.as_str(),
+                            gpus = e.gpus, idle_ms = e.idle_ms, timeout_ms = e.timeout_ms,
+                            "container holds idle GPUs past its queue's gpu-idle-timeout-ms");
+                    }

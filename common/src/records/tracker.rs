@@ -122,6 +122,40 @@ pub struct NodeStatus {
     /// Every container the NM knows, running or completed since the last heartbeat.
     pub containers_statuses: Vec<NmContainerReport>,
     pub node_utilization: Option<NodeUtilization>,
+    /// Spindle's extension: the last sample of the GPUs each running container holds (the
+    /// NM's `utilization-interval-ms`); absent from NMs that do not sample.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub containers_gpu_utilization: Vec<ContainerGpuUtilization>,
+}
+
+/// The GPUs one container holds, as the NM last sampled them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerGpuUtilization {
+    pub container_id: ContainerId,
+    pub gpus: Vec<GpuUtilization>,
+}
+
+/// One GPU's sample (`nvidia-smi --query-gpu=index,uuid,utilization.gpu,memory.used,
+/// temperature.gpu`, or NVML).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuUtilization {
+    /// The GPU's index on the node (`CUDA_VISIBLE_DEVICES`).
+    pub index: u32,
+    pub minor_number: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    /// `utilization.gpu`: percent of the sample period a kernel ran, 0..=100.
+    pub utilization_percent: f64,
+    #[serde(
+        default,
+        rename = "memoryUsedMiB",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub memory_used_mib: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature_c: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -38,6 +38,8 @@ pub struct AllocateReply {
     /// YARN's container updates applied since the last call, and those refused.
     pub updated: Vec<UpdatedView>,
     pub update_errors: Vec<UpdateErrorView>,
+    /// Containers holding idle GPUs past their queue's timeout (`notify`), sent once.
+    pub idle_gpus: Vec<super::IdleGpuNotice>,
 }
 
 /// A container handed to its AM: where it is and the RM-signed token that lets the AM start
@@ -357,6 +359,7 @@ impl RmCore {
             demands: self.demands_for(&app_id),
             updated,
             update_errors,
+            idle_gpus: self.take_idle_notices(&app_id),
         };
         for c in &reply.allocated {
             if let Some(rc) = self.containers.get_mut(&c.id) {

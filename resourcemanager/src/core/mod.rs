@@ -16,6 +16,7 @@ mod check;
 mod containers;
 mod elastic;
 mod error;
+mod idle;
 pub mod labels;
 mod nodes;
 mod preemption;
@@ -31,6 +32,10 @@ pub use elastic::{
     ElasticConf, ElasticCounters, ElasticState, Resize, ResizeDemandView, ResizeOfferView,
 };
 pub use error::{CoreError, RefusalClass, ReinitRefusal, ONLY_ADMINS};
+pub use idle::{
+    AppGpuUse, ContainerGpuUse, ContainerIdle, GpuSample, IdleGpuEvent, IdleGpuNotice,
+    IgnoredGpuUse,
+};
 pub use nodes::{
     DecommissionType, HeartbeatReply, HostLists, NodeAction, NodeRefused, NodeRegistration,
     NodesRefreshed, ReportedContainer,
@@ -190,6 +195,8 @@ pub struct RmCore {
     reported_labels: BTreeMap<NodeId, String>,
     /// The include and exclude host lists (`refreshNodes`).
     hosts: nodes::HostLists,
+    /// Sampled GPU use and the idle-GPU policy's state.
+    idle: idle::IdleState,
 }
 
 impl RmCore {
@@ -216,6 +223,7 @@ impl RmCore {
             labels: labels::NodeLabels::default(),
             reported_labels: BTreeMap::new(),
             hosts: nodes::HostLists::default(),
+            idle: idle::IdleState::default(),
         }
     }
 

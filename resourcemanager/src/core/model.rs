@@ -269,6 +269,8 @@ pub enum DiagnosticsKind {
     Gang,
     /// The application is being killed.
     Killed,
+    /// Containers of the application hold idle GPUs past their queue's timeout.
+    IdleGpu,
 }
 
 impl App {

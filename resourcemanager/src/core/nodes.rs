@@ -549,6 +549,7 @@ impl RmCore {
                         } else {
                             r.diagnostics.clone()
                         };
+                        let diag = self.idle_release_diagnostics(&r.id, diag);
                         self.complete_container(&r.id, r.exit_status, diag, now);
                     } else {
                         self.report_recovered_completion(r, now);

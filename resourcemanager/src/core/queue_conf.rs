@@ -211,7 +211,50 @@ pub struct QueueSpec {
     pub label_capacities: BTreeMap<String, LabelCapacity>,
     /// `<qp>.default-node-label-expression`: the partition of asks that name none.
     pub default_label_expression: Option<String>,
+    /// `<qp>.gpu-idle-timeout-ms`, `-action`, `-threshold-percent` (inherited).
+    pub gpu_idle: GpuIdlePolicy,
     pub children: Vec<QueueSpec>,
+}
+
+/// What a queue does about containers that hold GPUs and do not use them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GpuIdlePolicy {
+    /// How long a container's GPUs may stay below the threshold before `action`; 0 is off.
+    pub timeout_ms: u64,
+    pub action: GpuIdleAction,
+    /// A GPU below this utilization (percent) is idle.
+    pub threshold_percent: f64,
+}
+
+impl Default for GpuIdlePolicy {
+    fn default() -> Self {
+        Self {
+            timeout_ms: 0,
+            action: GpuIdleAction::Report,
+            threshold_percent: 5.0,
+        }
+    }
+}
+
+/// `<qp>.gpu-idle-action`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuIdleAction {
+    /// The application's diagnostics and the RM's log name the container.
+    Report,
+    /// Its AM hears of it in the allocate answer.
+    Notify,
+    /// The RM stops the container.
+    Release,
+}
+
+impl GpuIdleAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GpuIdleAction::Report => "report",
+            GpuIdleAction::Notify => "notify",
+            GpuIdleAction::Release => "release",
+        }
+    }
 }
 
 /// Which partitions (node labels) a queue may use; the default partition always.
@@ -269,6 +312,7 @@ impl QueueSpec {
             accessible_labels: None,
             label_capacities: BTreeMap::new(),
             default_label_expression: None,
+            gpu_idle: GpuIdlePolicy::default(),
             children: Vec::new(),
         }
     }

@@ -21,6 +21,7 @@ impl RmCore {
         self.sched.refresh_levels();
         self.preemption_tick(now);
         self.elastic_tick(now);
+        self.idle_tick(now);
         self.run_scheduler(now);
     }
 

@@ -178,6 +178,16 @@ async fn allocate(
         resize_demands: crate::wire::all(r.demands),
         updated_containers: crate::wire::all(r.updated),
         update_errors: crate::wire::all(r.update_errors),
+        idle_gpu_containers: r
+            .idle_gpus
+            .into_iter()
+            .map(|n| spindle_common::records::am::IdleGpuContainer {
+                container_id: n.container,
+                idle_since_ms: n.idle_since,
+                gpus: n.gpus,
+                gpu_utilization: n.utilization,
+            })
+            .collect(),
     }))
 }
 

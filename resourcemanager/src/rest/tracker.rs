@@ -6,7 +6,10 @@ use axum::{Json, Router};
 use spindle_common::records::tracker::*;
 
 use super::{check_resource, ApiError, AppState, JsonBody};
-use crate::core::{NodeAction as CoreAction, NodeRegistration, ReportedContainer};
+use crate::core::{
+    ContainerGpuUse, GpuSample, IgnoredGpuUse, NodeAction as CoreAction, NodeRegistration,
+    ReportedContainer,
+};
 use crate::driver::Command;
 
 pub(super) fn routes() -> Router<AppState> {
@@ -114,6 +117,30 @@ async fn heartbeat(
         })
         .await?;
     let refused = self_report(&st, node, req.node_labels, req.node_attributes).await?;
+    let uses = gpu_uses(&node, status.containers_gpu_utilization);
+    if !uses.is_empty() {
+        let n = node.clone();
+        let ignored = st
+            .driver
+            .call(|reply| Command::GpuUse {
+                node: n,
+                uses,
+                reply,
+            })
+            .await?;
+        for i in ignored {
+            match i {
+                IgnoredGpuUse::NotRunning(c) => {
+                    debug!(node_id = %node, container_id = %c,
+                        "GPU sample of a container that is not running ignored")
+                }
+                IgnoredGpuUse::OtherNode(c) => {
+                    warn!(node_id = %node, container_id = %c,
+                        "GPU sample of a container that runs on another node ignored")
+                }
+            }
+        }
+    }
     Ok(Json(NodeHeartbeatResponse {
         response_id: r.response_id,
         node_action: match r.action {
@@ -136,6 +163,44 @@ async fn heartbeat(
 }
 
 /// Hands what an NM says of itself (labels, attributes) to the core; answers the refusals.
+/// The heartbeat's GPU samples the core can take: a GPU whose utilization is not a number
+/// from 0 to 100 (or whose memory or temperature is negative or not finite) is left out with
+/// a warning, and a container left without GPUs is dropped. Old NMs send none.
+fn gpu_uses(
+    node: &spindle_common::NodeId,
+    list: Vec<ContainerGpuUtilization>,
+) -> Vec<ContainerGpuUse> {
+    let mut out = Vec::new();
+    for c in list {
+        let mut gpus = Vec::new();
+        for g in c.gpus {
+            let util_ok =
+                g.utilization_percent.is_finite() && (0.0..=100.0).contains(&g.utilization_percent);
+            let temp_ok = g.temperature_c.is_none_or(f64::is_finite);
+            if !util_ok || !temp_ok {
+                warn!(node_id = %node, container_id = %c.container_id, gpu = g.index,
+                    utilization = g.utilization_percent, temperature = ?g.temperature_c,
+                    "GPU sample ignored: utilizationPercent must be from 0 to 100 and temperatureC finite");
+                continue;
+            }
+            gpus.push(GpuSample {
+                index: g.index,
+                minor: g.minor_number,
+                utilization: g.utilization_percent,
+                memory_used_mib: g.memory_used_mib,
+                temperature_c: g.temperature_c,
+            });
+        }
+        if !gpus.is_empty() {
+            out.push(ContainerGpuUse {
+                container: c.container_id,
+                gpus,
+            });
+        }
+    }
+    out
+}
+
 async fn self_report(
     st: &AppState,
     node: spindle_common::NodeId,

@@ -56,6 +56,8 @@ pub enum Rule {
     /// An unknown or misplaced `ordering-policy`.
     InvalidOrderingPolicy,
     InvalidElasticPolicy,
+    /// `gpu-idle-action` is not `report`, `notify` or `release`.
+    InvalidGpuIdleAction,
     /// A malformed node label setting (`accessible-node-labels`, a per-label capacity, a
     /// label a parent cannot access, children's label capacities not summing to 100).
     InvalidNodeLabels,
@@ -99,6 +101,7 @@ impl Rule {
             Rule::InvalidQueueMapping => "invalid-queue-mapping",
             Rule::InvalidOrderingPolicy => "invalid-ordering-policy",
             Rule::InvalidElasticPolicy => "invalid-elastic-policy",
+            Rule::InvalidGpuIdleAction => "invalid-gpu-idle-action",
             Rule::InvalidNodeLabels => "invalid-node-labels",
             Rule::InvalidResourceCalculator => "invalid-resource-calculator",
             Rule::LimitRange => "limit-range",

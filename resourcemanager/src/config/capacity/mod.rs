@@ -33,6 +33,7 @@
 mod acl;
 mod capacities;
 mod error;
+mod gpu_idle;
 mod mutation;
 mod parse;
 mod props;

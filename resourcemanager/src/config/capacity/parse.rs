@@ -57,6 +57,7 @@ pub fn parse_props(props: &CsProps, site: &SiteSettings) -> Result<SchedulerConf
         disable_preemption: false,
         intra_queue_disable_preemption: false,
         elastic: ElasticPolicy::None,
+        gpu_idle: crate::core::queue_conf::GpuIdlePolicy::default(),
     };
     let root = p.queue("root", &root_ctx, 0, global_am)?;
     if root.children.is_empty() {
@@ -196,6 +197,8 @@ pub(super) struct ParentCtx {
     pub(super) intra_queue_disable_preemption: bool,
     /// The parent's `elastic-policy` (children inherit it).
     pub(super) elastic: ElasticPolicy,
+    /// The parent's idle-GPU policy (children inherit each of its properties).
+    pub(super) gpu_idle: crate::core::queue_conf::GpuIdlePolicy,
 }
 
 pub(super) struct Parser<'a> {

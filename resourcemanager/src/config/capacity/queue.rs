@@ -286,6 +286,7 @@ impl Parser<'_> {
                     .queue(path))
             }
         };
+        let gpu_idle = super::gpu_idle::policy(props, path, parent.gpu_idle)?;
         let dap_key = key(path, keys::CS_QUEUE_DEFAULT_APPLICATION_PRIORITY);
         let default_application_priority = self
             .i32(path, &dap_key)?
@@ -315,6 +316,7 @@ impl Parser<'_> {
         spec.intra_queue_disable_preemption = intra_queue_disable_preemption;
         spec.las = las;
         spec.elastic = elastic;
+        spec.gpu_idle = gpu_idle;
         spec.default_application_priority = default_application_priority;
         spec.priority = priority;
         self.node_labels(path, &mut spec)?;
@@ -354,6 +356,7 @@ impl Parser<'_> {
             disable_preemption,
             intra_queue_disable_preemption,
             elastic,
+            gpu_idle,
         };
         let mut set_modes = Vec::new();
         for c in &child_names {

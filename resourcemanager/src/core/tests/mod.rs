@@ -14,6 +14,7 @@ mod capacity;
 mod decommission;
 mod elastic;
 mod gang;
+mod idle;
 mod labels;
 mod lifetime;
 mod preemption;

@@ -146,6 +146,8 @@ pub(in crate::rest) fn app_info(
         timeouts: Some(AppTimeoutsInfo {
             timeout: vec![lifetime_info(a.lifetime, now)],
         }),
+        gpu_utilization: s.app_gpu.get(&a.id).and_then(|g| g.utilization),
+        idle_gpu_seconds: s.app_gpu.get(&a.id).map(|g| g.idle_gpu_ms / 1000),
         resource_seconds_map: seconds_map(&usage.resource_ms),
         preempted_resource_seconds_map: seconds_map(&usage.preempted_ms),
         ..Default::default()
