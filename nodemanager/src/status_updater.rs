@@ -349,6 +349,18 @@ impl StatusUpdater {
         };
         let req = NodeHeartbeatRequest {
             node_id: self.node_id.clone(),
+        // The sampled GPUs of each container (none without a GPU plugin or a sample).
+        let Ok(gpus) = self
+            .handle
+            .resource(spindle_common::resource::GPU.to_string())
+            .await
+        else {
+            return Ok(None);
+        };
+        let containers_gpu_utilization = gpus
+            .as_ref()
+            .map(crate::plugins::gpu::container_utilization)
+            .unwrap_or_default();
             response_id,
             node_status: NodeStatus {
                 healthy: self.health.healthy(),
@@ -358,6 +370,7 @@ impl StatusUpdater {
                 node_utilization: None,
             },
             node_labels: changes.labels,
+                containers_gpu_utilization,
             node_attributes: changes.attributes,
         };
         self.post(HEARTBEAT_PATH, &req).await.map(Some)

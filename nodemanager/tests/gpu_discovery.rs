@@ -55,6 +55,7 @@ fn gpu_conf(exe: &Path) -> GpuPluginConfig {
         discovery_executable: Some(exe.to_path_buf()),
         timeout: Duration::from_secs(10),
         refresh_interval: None,
+        utilization_interval: None,
         major: 195,
     }
 }

@@ -42,6 +42,9 @@ pub struct GpuPluginConfig {
     pub timeout: Duration,
     /// None: no background refresh.
     pub refresh_interval: Option<Duration>,
+    /// How often each GPU's utilization, memory used and temperature are sampled
+    /// (`spindle.nodemanager.resource-plugins.gpu.utilization-interval-ms`); None: never.
+    pub utilization_interval: Option<Duration>,
     pub major: u32,
 }
 
@@ -145,6 +148,10 @@ pub(super) fn resource_plugins(
                     keys::SPINDLE_NM_GPU_REFRESH_INTERVAL_MS,
                     keys::DEFAULT_SPINDLE_NM_GPU_REFRESH_INTERVAL_MS,
                 )?;
+                let sample = conf.get_duration_ms(
+                    keys::SPINDLE_NM_GPU_UTILIZATION_INTERVAL_MS,
+                    keys::DEFAULT_SPINDLE_NM_GPU_UTILIZATION_INTERVAL_MS,
+                )?;
                 out.gpu = Some(GpuPluginConfig {
                     allowed,
                     discovery_executable: conf
@@ -152,6 +159,7 @@ pub(super) fn resource_plugins(
                         .map(|p| absolute(Path::new(&p))),
                     timeout,
                     refresh_interval: (refresh > 0).then(|| Duration::from_millis(refresh)),
+                    utilization_interval: (sample > 0).then(|| Duration::from_millis(sample)),
                     major: major_number(
                         conf,
                         keys::SPINDLE_NM_GPU_MAJOR_DEVICE_NUMBER,

@@ -20,6 +20,16 @@
 //! the output is marked unhealthy and not handed out. After 10 consecutive failures the
 //! refresh gives up (YARN's `MAX_REPEATED_ERROR_ALLOWED`) and says so.
 //!
+//! Utilization sampling: every
+//! `spindle.nodemanager.resource-plugins.gpu.utilization-interval-ms` the same background task
+//! samples each GPU's utilization, memory used and temperature (NVML, or the cheap
+//! `nvidia-smi --query-gpu=index,uuid,utilization.gpu,memory.used,temperature.gpu
+//! --format=csv,noheader,nounits`, bounded by the discovery timeout) into the published
+//! reading, marked with `sampled_at_ms`; a failed sample clears them, so nothing stale is
+//! reported. [`container_utilization`] attributes the samples to the containers the GPUs are
+//! assigned to (the heartbeat's `containersGpuUtilization`); [`samples`] is the per-GPU view
+//! (NM metrics).
+//!
 //! Containers get `CUDA_VISIBLE_DEVICES` and `NVIDIA_VISIBLE_DEVICES` with the granted
 //! indexes (YARN's choice), plus `CUDA_DEVICE_ORDER=PCI_BUS_ID` so that CUDA numbers the
 //! GPUs as `nvidia-smi` does and the indexes mean the same devices.
@@ -34,9 +44,12 @@ use spindle_common::resource::GPU;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use super::nvidia_smi::{self, GpuDeviceInformation};
+use spindle_common::ids::ContainerId;
+use spindle_common::records::tracker::{ContainerGpuUtilization, GpuUtilization};
+
+use super::nvidia_smi::{self, GpuDeviceInformation, GpuUtilSample};
 use super::topology::{self, Topology};
-use super::{exec, nvml, Device, DevicePlugin, PluginDetails, PluginStatus};
+use super::{exec, nvml, Device, DevicePlugin, PluginDetails, PluginStatus, ResourceView};
 use crate::config::{AllowedGpus, GpuPluginConfig};
 
 /// YARN's `MAX_REPEATED_ERROR_ALLOWED`: consecutive discovery failures before giving up.
@@ -63,6 +76,125 @@ impl std::fmt::Display for Source {
 
 /// One reading: the GPUs, and the topology keyed by position when the source gives it.
 type Reading = (GpuDeviceInformation, Option<Topology>);
+
+/// Samples every GPU's utilization, memory used and temperature once, bounded by `timeout`.
+async fn sample(source: &Source, timeout: Duration) -> Result<Vec<GpuUtilSample>, String> {
+    match source {
+        Source::Nvml => {
+            let task = tokio::task::spawn_blocking(|| nvml::sample(&nvml::load()?));
+            match tokio::time::timeout(timeout, task).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) => Err(format!("NVML sample task failed: {e}")),
+                Err(_) => Err(format!(
+                    "NVML did not answer within {} ms",
+                    timeout.as_millis()
+                )),
+            }
+        }
+        Source::NvidiaSmi(exe) => nvidia_smi::sample(exe, timeout)
+            .await
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// `info` with each GPU's sample applied (matched by UUID, else by position), stamped
+/// `at`; `None` samples clear what an earlier sample set.
+fn apply_samples(
+    info: &GpuDeviceInformation,
+    samples: Option<&[GpuUtilSample]>,
+    at: u64,
+) -> GpuDeviceInformation {
+    let mut out = info.clone();
+    for (pos, g) in out.gpus.iter_mut().enumerate() {
+        let Some(samples) = samples else {
+            if g.sampled_at_ms.take().is_some() {
+                g.gpu_util = None;
+                g.memory_used_mib = None;
+                g.gpu_temp = None;
+            }
+            continue;
+        };
+        let s = samples
+            .iter()
+            .find(|s| s.uuid.is_some() && s.uuid == g.uuid)
+            .or_else(|| {
+                samples
+                    .iter()
+                    .find(|s| s.index as usize == pos && (s.uuid.is_none() || g.uuid.is_none()))
+            });
+        match s {
+            Some(s) => {
+                g.gpu_util = s.utilization;
+                g.memory_used_mib = s.memory_used_mib.or(g.memory_used_mib);
+                g.gpu_temp = s.temperature_c.or(g.gpu_temp);
+                g.sampled_at_ms = s.utilization.map(|_| at);
+            }
+            None => {
+                g.sampled_at_ms = None;
+                g.gpu_util = None;
+            }
+        }
+    }
+    out
+}
+
+/// One GPU's last sample, for the NM's metrics and the heartbeat.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuSampleView {
+    pub device: Device,
+    /// Percent.
+    pub utilization: f32,
+    pub memory_used_mib: Option<u64>,
+    pub temperature_c: Option<f32>,
+    pub sampled_at_ms: u64,
+}
+
+/// Every GPU of `view` the periodic sample has a utilization for, by minor number.
+pub fn samples(view: &ResourceView) -> BTreeMap<u32, GpuSampleView> {
+    let PluginDetails::Gpu(Some(info)) = &view.details else {
+        return BTreeMap::new();
+    };
+    view.devices
+        .iter()
+        .filter_map(|d| {
+            let g = info.gpus.iter().find(|g| {
+                g.minor_number == Some(d.minor) || (g.uuid.is_some() && g.uuid == d.uuid)
+            })?;
+            Some((
+                d.minor,
+                GpuSampleView {
+                    device: d.clone(),
+                    utilization: g.gpu_util?,
+                    memory_used_mib: g.memory_used_mib,
+                    temperature_c: g.gpu_temp,
+                    sampled_at_ms: g.sampled_at_ms?,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// The samples of the GPUs each container holds (the heartbeat's
+/// `containersGpuUtilization`); containers without a sampled GPU are left out.
+pub fn container_utilization(view: &ResourceView) -> Vec<ContainerGpuUtilization> {
+    let by_minor = samples(view);
+    let mut out: BTreeMap<ContainerId, Vec<GpuUtilization>> = BTreeMap::new();
+    for (cid, d) in &view.assigned {
+        if let Some(s) = by_minor.get(&d.minor) {
+            out.entry(*cid).or_default().push(GpuUtilization {
+                index: d.index,
+                minor_number: d.minor,
+                uuid: d.uuid.clone(),
+                utilization_percent: f64::from(s.utilization),
+                memory_used_mib: s.memory_used_mib,
+                temperature_c: s.temperature_c.map(f64::from),
+            });
+        }
+    }
+    out.into_iter()
+        .map(|(container_id, gpus)| ContainerGpuUtilization { container_id, gpus })
+        .collect()
+}
 
 /// Reads the GPUs once, bounded by `timeout`.
 async fn read(source: &Source, timeout: Duration) -> Result<Reading, String> {
@@ -290,12 +422,15 @@ impl GpuPlugin {
             details: PluginDetails::Gpu(reading.map(|(i, _)| Arc::new(i))),
         };
         let (tx, rx) = watch::channel(initial);
-        let refresh = match (source, cfg.refresh_interval) {
-            (Ok(s), Some(every)) => {
+        let refresh = match (source, cfg.refresh_interval, cfg.utilization_interval) {
+            (Ok(s), every, sample_every) if every.is_some() || sample_every.is_some() => {
                 let r = Refresher {
                     source: s,
                     timeout: cfg.timeout,
                     every,
+                    sample_every,
+                    last_samples: None,
+                    sample_failures: 0,
                     allowed: cfg.allowed.clone(),
                     offered: devices.clone(),
                     present_at_start: present,
@@ -318,7 +453,13 @@ impl GpuPlugin {
 struct Refresher {
     source: Source,
     timeout: Duration,
-    every: Duration,
+    /// The discovery refresh's period (None: no refresh).
+    every: Option<Duration>,
+    /// The utilization sample's period (None: no sampling).
+    sample_every: Option<Duration>,
+    /// The last good sample and its time, laid over each refreshed reading.
+    last_samples: Option<(Vec<GpuUtilSample>, u64)>,
+    sample_failures: u32,
     allowed: AllowedGpus,
     offered: Vec<Device>,
     present_at_start: BTreeSet<u32>,
@@ -327,17 +468,82 @@ struct Refresher {
 
 impl Refresher {
     async fn run(mut self, tx: watch::Sender<PluginStatus>) {
+        let start = tokio::time::Instant::now();
+        let mut next_refresh = self.every.map(|e| start + e);
+        let mut next_sample = self.sample_every.map(|e| start + e);
         loop {
+            let Some(wake) = [next_refresh, next_sample].into_iter().flatten().min() else {
+                return;
+            };
             tokio::select! {
                 _ = tx.closed() => return,
-                _ = tokio::time::sleep(self.every) => {}
+                _ = tokio::time::sleep_until(wake) => {}
             }
+            let now = tokio::time::Instant::now();
+            if let (Some(at), Some(every)) = (next_sample, self.sample_every) {
+                if at <= now {
+                    self.sample(&tx).await;
+                    next_sample = Some(tokio::time::Instant::now() + every);
+                }
+            }
+            if let (Some(at), Some(every)) = (next_refresh, self.every) {
+                if at <= now {
+                    if !self.refresh(&tx).await {
+                        next_refresh = None;
+                    } else {
+                        next_refresh = Some(tokio::time::Instant::now() + every);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One utilization sample, published over the last reading.
+    async fn sample(&mut self, tx: &watch::Sender<PluginStatus>) {
+        let at = spindle_common::time::now_ms();
+        let got = sample(&self.source, self.timeout).await;
+        let samples = match got {
+            Ok(s) => {
+                if self.sample_failures > 0 {
+                    info!(
+                        failures = self.sample_failures,
+                        "GPU utilization sampling works again"
+                    );
+                }
+                self.sample_failures = 0;
+                Some(s)
+            }
+            Err(e) => {
+                if self.sample_failures.is_multiple_of(MAX_REPEATED_FAILURES) {
+                    warn!(failures = self.sample_failures + 1, error = %e,
+                        "GPU utilization sample failed; no utilization is reported until one succeeds");
+                }
+                self.sample_failures = self.sample_failures.saturating_add(1);
+                None
+            }
+        };
+        self.last_samples = samples.clone().map(|s| (s, at));
+        tx.send_modify(|s| {
+            if let PluginDetails::Gpu(Some(info)) = &s.details {
+                s.details =
+                    PluginDetails::Gpu(Some(Arc::new(apply_samples(info, samples.as_deref(), at))));
+            }
+        });
+    }
+
+    /// One discovery refresh; false when it gave up.
+    async fn refresh(&mut self, tx: &watch::Sender<PluginStatus>) -> bool {
+        {
             match read(&self.source, self.timeout).await {
                 Ok((info, _)) => {
                     if self.failures > 0 {
                         info!(failures = self.failures, "GPU discovery works again");
                     }
                     self.failures = 0;
+                    let info = match &self.last_samples {
+                        Some((s, at)) => apply_samples(&info, Some(s), *at),
+                        None => info,
+                    };
                     let status = self.assess(info);
                     tx.send_replace(status);
                 }
@@ -360,11 +566,12 @@ impl Refresher {
                     });
                     if give_up {
                         warn!("GPU discovery gave up after {MAX_REPEATED_FAILURES} consecutive failures");
-                        return;
+                        return false;
                     }
                 }
             }
         }
+        true
     }
 
     /// The status after a good reading.
@@ -518,12 +725,87 @@ mod tests {
     }
 
     #[test]
+    fn samples_are_attributed_to_the_containers_holding_the_gpus() {
+        let mut i = info(&[Some(0), Some(1), Some(2)]);
+        for (n, g) in i.gpus.iter_mut().enumerate() {
+            g.uuid = Some(format!("GPU-{n}"));
+            g.gpu_util = Some(99.0);
+        }
+        let sample = |index: u32, uuid: Option<&str>, util: Option<f32>| GpuUtilSample {
+            index,
+            uuid: uuid.map(str::to_string),
+            utilization: util,
+            memory_used_mib: Some(100 * u64::from(index)),
+            temperature_c: Some(30.0),
+        };
+        // GPU 0 by UUID (listed last), GPU 1 by position, GPU 2 without a value.
+        let got = apply_samples(
+            &i,
+            Some(&[
+                sample(1, None, Some(85.0)),
+                sample(2, Some("GPU-2"), None),
+                sample(7, Some("GPU-0"), Some(0.0)),
+            ]),
+            5_000,
+        );
+        let u: Vec<_> = got
+            .gpus
+            .iter()
+            .map(|g| (g.gpu_util, g.sampled_at_ms))
+            .collect();
+        assert_eq!(
+            u,
+            vec![
+                (Some(0.0), Some(5_000)),
+                (Some(85.0), Some(5_000)),
+                (None, None)
+            ]
+        );
+        let (devices, _) = build_devices(&AllowedGpus::Auto, Some(&got), 195);
+        let c1 = crate::plugins::tests::cid(1);
+        let c2 = crate::plugins::tests::cid(2);
+        let view = ResourceView {
+            resource_name: GPU.into(),
+            assigned: vec![
+                (c1, devices[0].clone()),
+                (c2, devices[1].clone()),
+                (c2, devices[2].clone()),
+            ],
+            devices,
+            problems: vec![],
+            details: PluginDetails::Gpu(Some(Arc::new(got.clone()))),
+        };
+        assert_eq!(samples(&view).len(), 2, "GPU 2 has no sampled value");
+        let per = container_utilization(&view);
+        assert_eq!(per.len(), 2);
+        assert_eq!(per[0].container_id, c1);
+        assert_eq!(per[0].gpus[0].utilization_percent, 0.0);
+        assert_eq!(per[0].gpus[0].uuid.as_deref(), Some("GPU-0"));
+        assert_eq!(per[1].gpus.len(), 1, "only the sampled GPU of c2");
+        assert_eq!(per[1].gpus[0].utilization_percent, 85.0);
+        assert_eq!(per[1].gpus[0].memory_used_mib, Some(100));
+        // A failed sample clears what the samples set; discovery's own readings stay.
+        let cleared = apply_samples(&got, None, 6_000);
+        assert!(cleared.gpus.iter().all(|g| g.sampled_at_ms.is_none()));
+        assert_eq!(cleared.gpus[0].gpu_util, None);
+        assert_eq!(apply_samples(&i, None, 6_000), i);
+        let view = ResourceView {
+            details: PluginDetails::Gpu(Some(Arc::new(cleared))),
+            ..view
+        };
+        assert!(container_utilization(&view).is_empty());
+    }
+
+    #[test]
     fn vanished_gpus_become_unhealthy() {
         let (offered, _) = build_devices(&AllowedGpus::Auto, Some(&info(&[Some(0), Some(1)])), 195);
         let r = Refresher {
             source: Source::Nvml,
             timeout: Duration::from_secs(1),
-            every: Duration::from_secs(1),
+            every: Some(Duration::from_secs(1)),
+            sample_every: None,
+            last_samples: None,
+            sample_failures: 0,
             allowed: AllowedGpus::Auto,
             offered,
             present_at_start: [0, 1].into(),

@@ -48,6 +48,10 @@ pub struct PerGpuDeviceInformation {
     pub fabric_cluster_uuid: Option<String>,
     /// The NVLink fabric's clique id (`<fabric><cliqueId>`, "CliqueId" in the text `-q`).
     pub fabric_clique_id: Option<String>,
+    /// When the periodic sample ([`sample`], or NVML's) last set `gpu_util`,
+    /// `memory_used_mib` and `gpu_temp` (ms since the epoch); None when they come from a
+    /// discovery reading only. Only sampled values go to the RM.
+    pub sampled_at_ms: Option<u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +66,102 @@ pub enum SmiError {
     },
     #[error("cannot parse the nvidia-smi XML: {0}")]
     Parse(String),
+    #[error("{path} --query-gpu failed with {status}: {stderr}")]
+    QueryFailed {
+        path: PathBuf,
+        status: String,
+        stderr: String,
+    },
+    #[error("cannot parse the nvidia-smi --query-gpu output: {0}")]
+    QueryParse(String),
+}
+
+/// What [`sample`] asks for, in this order.
+pub const QUERY_GPU_FIELDS: &str = "index,uuid,utilization.gpu,memory.used,temperature.gpu";
+
+/// One GPU's utilization sample (`--query-gpu` or NVML).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuUtilSample {
+    /// `nvidia-smi`'s index: the GPU's position in its output.
+    pub index: u32,
+    pub uuid: Option<String>,
+    /// Percent; None when the GPU does not say (`[N/A]`, `[Not Supported]`).
+    pub utilization: Option<f32>,
+    pub memory_used_mib: Option<u64>,
+    pub temperature_c: Option<f32>,
+}
+
+/// Runs `<exe> --query-gpu=index,uuid,utilization.gpu,memory.used,temperature.gpu
+/// --format=csv,noheader,nounits` and parses it: the cheap periodic sample.
+pub async fn sample(exe: &Path, timeout: Duration) -> Result<Vec<GpuUtilSample>, SmiError> {
+    let query = format!("--query-gpu={QUERY_GPU_FIELDS}");
+    let out = exec::run(exe, &[&query, "--format=csv,noheader,nounits"], timeout).await?;
+    if !out.status.success() {
+        return Err(SmiError::QueryFailed {
+            path: exe.to_path_buf(),
+            status: out.describe_status(),
+            stderr: out.stderr_line(),
+        });
+    }
+    parse_query_gpu(&String::from_utf8_lossy(&out.stdout)).map_err(SmiError::QueryParse)
+}
+
+/// A `--query-gpu` value: `[N/A]`, `[Not Supported]`, `N/A` and empty are None.
+fn csv_value(s: &str) -> Option<&str> {
+    let t = s.trim();
+    (!t.is_empty() && !t.starts_with('[') && t != "N/A").then_some(t)
+}
+
+/// Parses [`QUERY_GPU_FIELDS`] as `csv,noheader,nounits` (one line per GPU).
+pub fn parse_query_gpu(text: &str) -> Result<Vec<GpuUtilSample>, String> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let cols: Vec<&str> = line.split(',').collect();
+        if cols.len() != 5 {
+            return Err(format!(
+                "line {}: expected 5 comma-separated values ({QUERY_GPU_FIELDS}), got {}: {line:?}",
+                n + 1,
+                cols.len()
+            ));
+        }
+        let index = cols[0].trim().parse::<u32>().map_err(|_| {
+            format!(
+                "line {}: the index {:?} is not a number",
+                n + 1,
+                cols[0].trim()
+            )
+        })?;
+        let number = |i: usize, what: &str| -> Result<Option<f32>, String> {
+            match csv_value(cols[i]) {
+                None => Ok(None),
+                Some(v) => v
+                    .parse::<f32>()
+                    .ok()
+                    .filter(|x| x.is_finite() && *x >= 0.0)
+                    .map(Some)
+                    .ok_or_else(|| format!("line {}: {what} {v:?} is not a number", n + 1)),
+            }
+        };
+        let utilization = number(2, "utilization.gpu")?;
+        if utilization.is_some_and(|u| u > 100.0) {
+            return Err(format!(
+                "line {}: utilization.gpu {} is above 100",
+                n + 1,
+                cols[2].trim()
+            ));
+        }
+        out.push(GpuUtilSample {
+            index,
+            uuid: csv_value(cols[1]).map(str::to_string),
+            utilization,
+            memory_used_mib: number(3, "memory.used")?.map(|m| m as u64),
+            temperature_c: number(4, "temperature.gpu")?,
+        });
+    }
+    Ok(out)
 }
 
 /// Resolves `path-to-discovery-executables`: a file is used as is, a directory must hold
@@ -287,6 +387,43 @@ fn set_gpu_field(g: &mut PerGpuDeviceInformation, path: &[&str], v: &str) -> Res
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn query_gpu_lines_are_parsed_and_unknowns_are_none() {
+        let text = "0, GPU-5eed0000-6b1d-4f0a-9c2e-000000000000, 0, 0, 30\n\
+                    1, GPU-5eed0001-6b1d-4f0a-9c2e-000000000001, 85, 40960, 31\n\
+                    2, GPU-x, [N/A], [Not Supported], [N/A]\n";
+        let s = parse_query_gpu(text).unwrap();
+        assert_eq!(s.len(), 3);
+        assert_eq!(s[0].index, 0);
+        assert_eq!(s[0].utilization, Some(0.0));
+        assert_eq!(s[1].utilization, Some(85.0));
+        assert_eq!(s[1].memory_used_mib, Some(40960));
+        assert_eq!(s[1].temperature_c, Some(31.0));
+        assert_eq!(
+            s[1].uuid.as_deref(),
+            Some("GPU-5eed0001-6b1d-4f0a-9c2e-000000000001")
+        );
+        assert_eq!(
+            (s[2].utilization, s[2].memory_used_mib, s[2].temperature_c),
+            (None, None, None)
+        );
+        assert!(parse_query_gpu("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn bad_query_gpu_output_is_refused_by_line() {
+        for (text, want) in [
+            ("0, GPU-a, 5\n", "expected 5"),
+            ("x, GPU-a, 5, 1, 30\n", "index"),
+            ("0, GPU-a, lots, 1, 30\n", "utilization.gpu"),
+            ("0, GPU-a, 150, 1, 30\n", "above 100"),
+            ("0, GPU-a, -3, 1, 30\n", "utilization.gpu"),
+        ] {
+            let e = parse_query_gpu(text).unwrap_err();
+            assert!(e.contains(want) && e.contains("line 1"), "{text:?}: {e}");
+        }
+    }
     use super::*;
 
     const SMALL: &str = r#"<?xml version="1.0" ?>

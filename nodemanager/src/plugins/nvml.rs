@@ -10,7 +10,7 @@ use std::ffi::OsStr;
 use nvml_wrapper::enum_wrappers::device::{TemperatureSensor, TemperatureThreshold, TopologyLevel};
 use nvml_wrapper::Nvml;
 
-use super::nvidia_smi::{GpuDeviceInformation, PerGpuDeviceInformation};
+use super::nvidia_smi::{GpuDeviceInformation, GpuUtilSample, PerGpuDeviceInformation};
 use super::topology::{Link, Topology};
 
 /// The versioned soname, present wherever the driver is installed (the unversioned
@@ -25,6 +25,28 @@ pub fn load() -> Result<Nvml, String> {
         .lib_path(OsStr::new(LIBRARY))
         .init()
         .map_err(|e| e.to_string())
+}
+
+/// The periodic sample: each GPU's utilization, memory used and temperature (the same
+/// fields as `nvidia-smi --query-gpu`), indexed as NVML (and `nvidia-smi`) number them.
+pub fn sample(nvml: &Nvml) -> Result<Vec<GpuUtilSample>, String> {
+    let count = nvml
+        .device_count()
+        .map_err(|e| format!("NVML device count: {e}"))?;
+    let mut out = Vec::new();
+    for i in 0..count {
+        let d = nvml
+            .device_by_index(i)
+            .map_err(|e| format!("NVML device {i}: {e}"))?;
+        out.push(GpuUtilSample {
+            index: i,
+            uuid: d.uuid().ok(),
+            utilization: d.utilization_rates().ok().map(|u| u.gpu as f32),
+            memory_used_mib: d.memory_info().ok().map(|m| m.used >> 20),
+            temperature_c: d.temperature(TemperatureSensor::Gpu).ok().map(|t| t as f32),
+        });
+    }
+    Ok(out)
 }
 
 /// Reads every GPU and the pairwise topology (keyed by NVML index, which is also
@@ -71,6 +93,7 @@ pub fn query(nvml: &Nvml) -> Result<(GpuDeviceInformation, Topology), String> {
             // nvml-wrapper 0.13 has no nvmlDeviceGetGpuFabricInfo; unknown through NVML.
             fabric_cluster_uuid: None,
             fabric_clique_id: None,
+            sampled_at_ms: None,
         });
     }
     let mut topo = Topology::default();
