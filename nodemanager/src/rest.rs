@@ -94,6 +94,7 @@ impl RestState {
 }
 
 pub fn router(state: RestState) -> Router {
+    let http = Arc::new(crate::metrics::HttpLatency::default());
     Router::new()
         .route("/ws/v1/node", get(node_info))
         .route("/ws/v1/node/", get(node_info))
@@ -127,6 +128,11 @@ pub fn router(state: RestState) -> Router {
         .route("/metrics", get(metrics))
         .fallback(spindle_rest_edge::not_found)
         .method_not_allowed_fallback(spindle_rest_edge::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            http.clone(),
+            crate::metrics::track,
+        ))
+        .layer(axum::Extension(http))
         .with_state(state)
 }
 
@@ -415,14 +421,18 @@ async fn update(
     Ok(Json(s.0.handle.update(req.containers_to_update).await?))
 }
 
-async fn metrics(State(s): State<RestState>) -> Result<impl IntoResponse, ApiError> {
+async fn metrics(
+    State(s): State<RestState>,
+    axum::Extension(http): axum::Extension<Arc<crate::metrics::HttpLatency>>,
+) -> Result<impl IntoResponse, ApiError> {
     let m = s.0.handle.metrics().await?;
+    let gpus =
+        s.0.handle
+            .resource(spindle_common::resource::GPU.to_string())
+            .await?;
     Ok((
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        m.render(),
+        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
+        m.render(gpus.as_ref(), Some(&http)),
     ))
 }
 

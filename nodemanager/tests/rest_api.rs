@@ -314,9 +314,9 @@ async fn apps_containers_logs_and_metrics() {
         "spindle_nm_containers_launched_total 2",
         "spindle_nm_containers_completed_total 1",
         "spindle_nm_containers_running 1",
-        "spindle_nm_allocated_memory_mb 512",
+        "spindle_nm_allocated_memory_bytes 536870912",
         "spindle_nm_allocated_vcores 1",
-        "spindle_nm_available_memory_mb 3584",
+        "spindle_nm_available_memory_bytes 3758096384",
     ] {
         assert!(m.lines().any(|l| l == line), "{line} missing from\n{m}");
     }

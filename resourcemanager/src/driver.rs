@@ -331,9 +331,10 @@ fn queue_reserved(core: &RmCore) -> BTreeMap<spindle_common::QueuePath, Resource
         if held.is_zero() {
             continue;
         }
-        if let Some(crate::core::model::AppQueue::Leaf(q)) = core.apps().get(id).map(|a| &a.queue)
-        {
-            out.entry(q.clone()).or_insert_with(Resource::zero).add_assign(&held);
+        if let Some(crate::core::model::AppQueue::Leaf(q)) = core.apps().get(id).map(|a| &a.queue) {
+            out.entry(q.clone())
+                .or_insert_with(Resource::zero)
+                .add_assign(&held);
         }
     }
     out
@@ -1044,20 +1045,36 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
         http,
     };
     let _ = driver.settle();
+    let metrics = Arc::new(crate::rest::RmMetrics::new());
+    let loop_metrics = metrics.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tokio::select! {
+            // Each core call is timed here, outside the core (`/metrics`).
+            let start = std::time::Instant::now();
+            let call = tokio::select! {
                 cmd = rx.recv() => match cmd {
-                    Some(cmd) => driver.handle(cmd),
+                    Some(cmd) => {
+                        let call = cmd.name();
+                        driver.handle(cmd);
+                        call
+                    }
                     None => break,
                 },
                 _ = tick.tick() => {
                     driver.core.tick(now_ms());
+                    for e in driver.core.take_idle_events() {
+                        info!(container_id = %e.container, queue = %e.queue, action = e.action.as_str(),
+                            gpus = e.gpus, idle_ms = e.idle_ms, timeout_ms = e.timeout_ms,
+                            "container holds idle GPUs past its queue's gpu-idle-timeout-ms");
+                    }
                     let _ = driver.settle();
+                    "tick"
                 }
-            }
+            };
+            loop_metrics.observe_core_call(call, start.elapsed());
+            loop_metrics.observe_gang_waits(&driver.core.take_gang_waits());
         }
     });
     let handle = DriverHandle { tx, snapshot };
@@ -1067,6 +1084,7 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
         cluster_id: conf.cluster_id.clone(),
         store_path: conf.store_path.display().to_string(),
         conf: Arc::new(conf),
+        metrics,
     };
     let router = crate::rest::router(handle.clone(), info);
     let serve: Serve = Box::new(move |shutdown| {
@@ -1114,8 +1132,3 @@ fn stored_scheduler_conf(
     })?;
     Ok((stored.version, Some((props, parsed))))
 }
-                    for e in driver.core.take_idle_events() {
-                        info!(container_id = %e.container, queue = %e.queue, action = e.action.as_str(),
-                            gpus = e.gpus, idle_ms = e.idle_ms, timeout_ms = e.timeout_ms,
-                            "container holds idle GPUs past its queue's gpu-idle-timeout-ms");
-                    }

@@ -150,7 +150,9 @@ impl Manager {
         }
         for id in &opened {
             if self.table.released(id) {
-                self.metrics.launched += 1;
+                let accepted = self.table.get(id).map_or(0, |c| c.start_time_ms);
+                self.metrics
+                    .record_launch(accepted, spindle_common::time::now_ms());
             }
             self.forget_hold(id);
         }

@@ -303,6 +303,9 @@ impl Manager {
                 let mut m = self.metrics.clone();
                 m.running = self.table.running_count() as u64;
                 m.allocated = self.table.allocated();
+                for c in self.table.iter() {
+                    *m.by_state.entry(c.state.as_str()).or_default() += 1;
+                }
                 let _ = reply.send(m);
             }
             Command::Resource { name, reply } => {

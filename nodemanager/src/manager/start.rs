@@ -310,7 +310,9 @@ impl Manager {
                     None => {
                         info!(pid = p.pid, "container process started");
                         self.table.started(&id, p.pid, p.start_ticks);
-                        self.metrics.launched += 1;
+                        let accepted = self.table.get(&id).map_or(0, |c| c.start_time_ms);
+                        self.metrics
+                            .record_launch(accepted, spindle_common::time::now_ms());
                     }
                 }
                 self.persist();

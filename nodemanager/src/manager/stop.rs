@@ -101,6 +101,11 @@ impl Manager {
                 Outcome::Failed => self.metrics.failed += 1,
                 Outcome::Killed => self.metrics.killed += 1,
             }
+            if self.table.get(&id).is_some_and(|c| {
+                c.exit_status == spindle_common::states::exit_status::KILLED_EXCEEDED_PMEM
+            }) {
+                self.metrics.oom_killed += 1;
+            }
         }
         self.plugins.release(id);
         self.pending.remove(&id);

@@ -255,6 +255,12 @@ impl RmCore {
         &self.containers
     }
 
+    /// The waits (ms) of the gangs granted since the last call (the driver's `/metrics`
+    /// histogram; the core keeps at most `GANG_WAITS_KEPT` between calls).
+    pub fn take_gang_waits(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.sched.stats.gang_waits_ms)
+    }
+
     pub fn scheduler(&self) -> &Scheduler {
         &self.sched
     }

@@ -1,14 +1,41 @@
-//! `/metrics`: Prometheus text exposition of the cluster metrics.
+//! `/metrics`: the RM's Prometheus series in the text exposition format 0.0.4, built with the
+//! `prometheus` crate.
+//!
+//! Two kinds of series:
+//! - **events**, kept in [`RmMetrics`] for the RM's life: request latency by route template
+//!   ([`track`], a middleware over every route), the time the driver spends in each core call
+//!   ([`RmMetrics::observe_core_call`]; the driver times the calls, the core reads no clock)
+//!   and how long gangs waited from asking to their grant ([`RmMetrics::observe_gang_waits`],
+//!   the waits the core records at each grant, taken by the driver after each call);
+//! - **state**, read from the driver's snapshot at each scrape into a registry made for that
+//!   scrape (so a removed queue or node leaves no stale series): cluster totals, per queue
+//!   used, guaranteed, maximum, pending and reserved per resource type, applications by state
+//!   per queue, per node GPUs used and free, and the scheduler's decision counters.
+//!
+//! Every name and its labels are listed in `docs/operations.md` ("Metrics").
 
-use std::fmt::Write;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use axum::extract::State;
-use axum::http::header;
-use axum::response::IntoResponse;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, Method};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use prometheus::{
+    Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+use spindle_common::resource::{GPU, MEMORY_MB, VCORES};
 
 use super::AppState;
+use crate::core::model::AppQueue;
+use crate::driver::Snapshot;
+
+/// The content type of the text exposition format 0.0.4.
+pub(super) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new().route("/metrics", get(metrics))
@@ -16,113 +43,412 @@ pub(super) fn routes() -> Router<AppState> {
 
 async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
     let s = st.driver.snapshot().await;
-    let m = super::cluster::cluster_metrics(&s);
-    let mut out = String::new();
-    let mut g = |name: &str, help: &str, kind: &str, v: i64| {
-        let _ = writeln!(out, "# HELP spindle_rm_{name} {help}\n# TYPE spindle_rm_{name} {kind}\nspindle_rm_{name} {v}");
-    };
-    g(
-        "apps_submitted_total",
+    (
+        [(header::CONTENT_TYPE, CONTENT_TYPE)],
+        st.info.metrics.render(&s),
+    )
+}
+
+/// The RM's event series (histograms), shared by the router's middleware and the driver.
+pub struct RmMetrics {
+    registry: Registry,
+    http: HistogramVec,
+    core_calls: HistogramVec,
+    gang_wait: Histogram,
+}
+
+impl std::fmt::Debug for RmMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RmMetrics")
+    }
+}
+
+impl Default for RmMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+const HTTP_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+const CORE_BUCKETS: &[f64] = &[
+    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1, 0.25, 0.5, 1.0,
+];
+/// Gang waits run from nothing (granted at once) to hours.
+const GANG_WAIT_BUCKETS: &[f64] = &[
+    0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0,
+    86400.0,
+];
+
+impl RmMetrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let http = HistogramVec::new(
+            HistogramOpts::new(
+                "spindle_rm_http_request_duration_seconds",
+                "RM HTTP requests (REST, AM protocol, ResourceTracker) by method, route template and status code.",
+            )
+            .buckets(HTTP_BUCKETS.to_vec()),
+            &["method", "path", "code"],
+        )
+        .expect("valid histogram");
+        let core_calls = HistogramVec::new(
+            HistogramOpts::new(
+                "spindle_rm_core_call_duration_seconds",
+                "Time the driver spent in one call of the scheduler core, by call (heartbeats, allocate calls, submissions and the tick run scheduling passes), with its state-store writes.",
+            )
+            .buckets(CORE_BUCKETS.to_vec()),
+            &["call"],
+        )
+        .expect("valid histogram");
+        let gang_wait = Histogram::with_opts(
+            HistogramOpts::new(
+                "spindle_rm_gang_wait_seconds",
+                "How long each granted gang waited, from the start of its round of asking to its grant.",
+            )
+            .buckets(GANG_WAIT_BUCKETS.to_vec()),
+        )
+        .expect("valid histogram");
+        for c in [
+            Box::new(http.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(core_calls.clone()),
+            Box::new(gang_wait.clone()),
+        ] {
+            registry.register(c).expect("unique metric names");
+        }
+        Self {
+            registry,
+            http,
+            core_calls,
+            gang_wait,
+        }
+    }
+
+    /// One core call the driver made (`call` is a fixed name, never user input).
+    pub fn observe_core_call(&self, call: &'static str, took: Duration) {
+        self.core_calls
+            .with_label_values(&[call])
+            .observe(took.as_secs_f64());
+    }
+
+    /// Gangs granted since the last call, each with its wait in ms.
+    pub fn observe_gang_waits(&self, waits_ms: &[u64]) {
+        for w in waits_ms {
+            self.gang_wait.observe(*w as f64 / 1000.0);
+        }
+    }
+
+    /// The whole exposition: the event series and the snapshot's.
+    pub fn render(&self, s: &Snapshot) -> String {
+        let mut families = self.registry.gather();
+        families.extend(snapshot_registry(s).gather());
+        families.sort_by(|a, b| a.name().cmp(b.name()));
+        TextEncoder::new()
+            .encode_to_string(&families)
+            .unwrap_or_else(|e| format!("# encoding failed: {e}\n"))
+    }
+}
+
+/// The middleware that times every request by its route template (`MatchedPath`, so
+/// `/ws/v1/cluster/apps/{appid}` is one series however many applications there are); a path
+/// no route matched is `unmatched`, a method outside HTTP's own is `other`.
+pub(super) async fn track(State(m): State<Arc<RmMetrics>>, req: Request, next: Next) -> Response {
+    let path = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".to_string());
+    let method = method_label(req.method());
+    let start = Instant::now();
+    let resp = next.run(req).await;
+    m.http
+        .with_label_values(&[method, path.as_str(), resp.status().as_str()])
+        .observe(start.elapsed().as_secs_f64());
+    resp
+}
+
+/// A bounded label for a request method.
+pub(super) fn method_label(m: &Method) -> &'static str {
+    match *m {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::PATCH => "PATCH",
+        _ => "other",
+    }
+}
+
+fn gauge(r: &Registry, name: &str, help: &str, v: i64) {
+    let g = IntGauge::new(name, help).expect("valid gauge");
+    g.set(v);
+    r.register(Box::new(g)).expect("unique metric names");
+}
+
+fn counter(r: &Registry, name: &str, help: &str, v: u64) {
+    let c = prometheus::IntCounter::new(name, help).expect("valid counter");
+    c.inc_by(v);
+    r.register(Box::new(c)).expect("unique metric names");
+}
+
+fn gauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid gauge");
+    r.register(Box::new(g.clone()))
+        .expect("unique metric names");
+    g
+}
+
+const MIB: i64 = 1 << 20;
+
+/// The series read from one snapshot.
+fn snapshot_registry(s: &Snapshot) -> Registry {
+    let r = Registry::new();
+    let m = super::cluster::cluster_metrics(s);
+    counter(
+        &r,
+        "spindle_rm_apps_submitted_total",
         "Applications submitted since start.",
-        "counter",
-        m.apps_submitted as i64,
+        m.apps_submitted,
     );
-    g(
-        "apps_completed_total",
+    counter(
+        &r,
+        "spindle_rm_apps_completed_total",
         "Applications that reached a final state.",
-        "counter",
-        m.apps_completed as i64,
+        m.apps_completed,
     );
-    g(
-        "apps_failed_total",
+    counter(
+        &r,
+        "spindle_rm_apps_failed_total",
         "Applications that FAILED.",
-        "counter",
-        m.apps_failed as i64,
+        m.apps_failed,
     );
-    g(
-        "apps_killed_total",
+    counter(
+        &r,
+        "spindle_rm_apps_killed_total",
         "Applications that were KILLED.",
-        "counter",
-        m.apps_killed as i64,
+        m.apps_killed,
     );
+    let g = |name: &str, help: &str, v: u64| gauge(&r, name, help, v as i64);
     g(
-        "apps_pending",
+        "spindle_rm_apps_pending",
         "Applications waiting (NEW to ACCEPTED).",
-        "gauge",
-        m.apps_pending as i64,
+        m.apps_pending,
     );
     g(
-        "apps_running",
+        "spindle_rm_apps_running",
         "Applications RUNNING.",
-        "gauge",
-        m.apps_running as i64,
+        m.apps_running,
     );
     g(
-        "containers_allocated",
+        "spindle_rm_containers_allocated",
         "Live containers.",
-        "gauge",
-        m.containers_allocated as i64,
+        m.containers_allocated,
     );
     g(
-        "containers_pending",
+        "spindle_rm_containers_pending",
         "Containers asked for and not yet allocated.",
-        "gauge",
-        m.containers_pending as i64,
+        m.containers_pending,
     );
-    g(
-        "containers_allocated_total",
+    counter(
+        &r,
+        "spindle_rm_containers_allocated_total",
         "Containers allocated since start.",
-        "counter",
-        s.counters.containers_allocated as i64,
+        s.counters.containers_allocated,
     );
-    g(
-        "memory_total_mb",
+    gauge(
+        &r,
+        "spindle_rm_memory_capacity_bytes",
         "Memory of active nodes.",
-        "gauge",
-        m.total_mb,
+        m.total_mb * MIB,
     );
-    g(
-        "memory_allocated_mb",
+    gauge(
+        &r,
+        "spindle_rm_memory_allocated_bytes",
         "Memory allocated to containers.",
-        "gauge",
-        m.allocated_mb,
+        m.allocated_mb * MIB,
     );
-    g(
-        "vcores_total",
+    gauge(
+        &r,
+        "spindle_rm_vcores_capacity",
         "Vcores of active nodes.",
-        "gauge",
         m.total_virtual_cores,
     );
-    g(
-        "vcores_allocated",
+    gauge(
+        &r,
+        "spindle_rm_vcores_allocated",
         "Vcores allocated to containers.",
-        "gauge",
         m.allocated_virtual_cores,
     );
+    g("spindle_rm_nodes_active", "RUNNING nodes.", m.active_nodes);
+    g("spindle_rm_nodes_lost", "LOST nodes.", m.lost_nodes);
     g(
-        "nodes_active",
-        "RUNNING nodes.",
-        "gauge",
-        m.active_nodes as i64,
-    );
-    g("nodes_lost", "LOST nodes.", "gauge", m.lost_nodes as i64);
-    g(
-        "nodes_unhealthy",
+        "spindle_rm_nodes_unhealthy",
         "UNHEALTHY nodes.",
-        "gauge",
-        m.unhealthy_nodes as i64,
+        m.unhealthy_nodes,
     );
     g(
-        "nodes_decommissioning",
+        "spindle_rm_nodes_decommissioning",
         "DECOMMISSIONING nodes (draining).",
-        "gauge",
-        m.decommissioning_nodes as i64,
+        m.decommissioning_nodes,
     );
     g(
-        "nodes_decommissioned",
+        "spindle_rm_nodes_decommissioned",
         "DECOMMISSIONED nodes.",
-        "gauge",
-        m.decommissioned_nodes as i64,
+        m.decommissioned_nodes,
     );
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+    queue_series(&r, s);
+    node_series(&r, s);
+    decision_series(&r, s);
+    r
+}
+
+/// Every resource type the cluster knows of: the base two, then every type a node, a queue
+/// or the maximum allocation names (so a queue that uses no GPU still shows 0 GPUs).
+fn resource_types(s: &Snapshot) -> BTreeSet<&'static str> {
+    let mut t: BTreeSet<&'static str> = [MEMORY_MB, VCORES].into_iter().collect();
+    t.extend(s.max_allocation.entries().map(|(n, _)| n));
+    for (total, _) in s.node_usage.values() {
+        t.extend(total.entries().map(|(n, _)| n));
+    }
+    for q in &s.queue_views {
+        t.extend(q.maximum.entries().map(|(n, _)| n));
+    }
+    t
+}
+
+fn queue_series(r: &Registry, s: &Snapshot) {
+    let types = resource_types(s);
+    let kinds = [
+        (
+            "spindle_rm_queue_resource_used",
+            "Resources a queue's containers hold, per resource type (memory-mb in MiB, vcores, yarn.io/gpu in devices).",
+        ),
+        (
+            "spindle_rm_queue_resource_guaranteed",
+            "A queue's guaranteed resources (its capacity, effective), per resource type.",
+        ),
+        (
+            "spindle_rm_queue_resource_maximum",
+            "A queue's maximum resources (its maximum capacity, effective), per resource type.",
+        ),
+        (
+            "spindle_rm_queue_resource_pending",
+            "Resources asked for by a queue's applications and not yet allocated, per resource type.",
+        ),
+        (
+            "spindle_rm_queue_resource_reserved",
+            "Resources a queue's waiting gangs hold reserved on nodes, per resource type.",
+        ),
+    ];
+    let vecs: Vec<IntGaugeVec> = kinds
+        .iter()
+        .map(|(n, h)| gauge_vec(r, n, h, &["queue", "resource"]))
+        .collect();
+    let empty = spindle_common::Resource::zero();
+    for q in &s.queue_views {
+        let path = q.path.to_string();
+        let reserved = s.queue_reserved.get(&q.path).unwrap_or(&empty);
+        let values = [&q.used, &q.guaranteed, &q.maximum, &q.pending, reserved];
+        for (v, res) in vecs.iter().zip(values) {
+            for t in &types {
+                v.with_label_values(&[path.as_str(), t]).set(res.get(t));
+            }
+        }
+    }
+    let apps = gauge_vec(
+        r,
+        "spindle_rm_queue_applications",
+        "Applications the RM keeps, by leaf queue and YARN state.",
+        &["queue", "state"],
+    );
+    let mut counts: BTreeMap<(&spindle_common::QueuePath, &'static str), i64> = BTreeMap::new();
+    for a in s.apps.values() {
+        if let AppQueue::Leaf(q) = &a.queue {
+            *counts.entry((q, a.state.as_str())).or_default() += 1;
+        }
+    }
+    for ((q, st), n) in counts {
+        apps.with_label_values(&[q.to_string().as_str(), st]).set(n);
+    }
+}
+
+fn node_series(r: &Registry, s: &Snapshot) {
+    let used = gauge_vec(
+        r,
+        "spindle_rm_node_gpus_used",
+        "GPUs (yarn.io/gpu) allocated on a node with GPUs.",
+        &["node"],
+    );
+    let free = gauge_vec(
+        r,
+        "spindle_rm_node_gpus_free",
+        "GPUs (yarn.io/gpu) of a node with GPUs not allocated.",
+        &["node"],
+    );
+    for (id, (total, u)) in &s.node_usage {
+        let t = total.get(GPU);
+        if t <= 0 {
+            continue;
+        }
+        let id = id.to_string();
+        used.with_label_values(&[id.as_str()]).set(u.get(GPU));
+        free.with_label_values(&[id.as_str()])
+            .set((t - u.get(GPU)).max(0));
+    }
+}
+
+fn decision_series(r: &Registry, s: &Snapshot) {
+    counter(
+        r,
+        "spindle_rm_scheduler_passes_total",
+        "Scheduling passes run since start.",
+        s.pass_stats.passes,
+    );
+    let d = IntCounterVec::new(
+        Opts::new(
+            "spindle_rm_scheduler_decisions_total",
+            "The scheduler's decisions since start: containers placed, gangs placed whole, preemption decisions.",
+        ),
+        &["decision"],
+    )
+    .expect("valid counter");
+    r.register(Box::new(d.clone()))
+        .expect("unique metric names");
+    for (k, v) in [
+        ("container_placed", s.pass_stats.placements),
+        ("gang_placed", s.pass_stats.gangs_placed),
+        ("preemption", s.preemption.decisions),
+    ] {
+        d.with_label_values(&[k]).inc_by(v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_series_have_their_labels() {
+        let m = RmMetrics::new();
+        m.observe_core_call("tick", Duration::from_micros(120));
+        m.observe_gang_waits(&[1500, 0]);
+        let text = TextEncoder::new()
+            .encode_to_string(&m.registry.gather())
+            .unwrap();
+        assert!(text.contains("spindle_rm_core_call_duration_seconds_count{call=\"tick\"} 1\n"));
+        assert!(text.contains("spindle_rm_gang_wait_seconds_count 2\n"));
+        assert!(text.contains("spindle_rm_gang_wait_seconds_sum 1.5\n"));
+        assert!(text.contains("spindle_rm_gang_wait_seconds_bucket{le=\"1\"} 1\n"));
+    }
+
+    #[test]
+    fn unknown_methods_are_one_label() {
+        let m = Method::from_bytes(b"FROBNICATE").unwrap();
+        assert_eq!(method_label(&m), "other");
+        assert_eq!(method_label(&Method::GET), "GET");
+    }
 }

@@ -15,6 +15,7 @@ mod web;
 use std::sync::Arc;
 
 use axum::Router;
+pub use metrics::RmMetrics;
 use spindle_common::records::exception::ExceptionKind;
 use spindle_common::Resource;
 pub use spindle_rest_edge::{ApiError, JsonBody, PathParams};
@@ -33,6 +34,8 @@ pub struct RmInfo {
     /// The configuration the RM started with: where `refreshQueues` reads
     /// `capacity-scheduler.xml` again, and how callers' groups are found.
     pub conf: Arc<RmConfig>,
+    /// The `/metrics` event series the router's middleware and the driver record.
+    pub metrics: Arc<RmMetrics>,
 }
 
 #[derive(Clone)]
@@ -53,6 +56,7 @@ impl AppState {
 
 pub fn router(driver: DriverHandle, info: RmInfo) -> Router {
     let groups = Arc::new(groups::Groups::new(info.conf.groups.clone()));
+    let request_metrics = info.metrics.clone();
     let state = AppState {
         driver,
         info,
@@ -68,6 +72,10 @@ pub fn router(driver: DriverHandle, info: RmInfo) -> Router {
         .merge(web::routes())
         .fallback(spindle_rest_edge::not_found)
         .method_not_allowed_fallback(spindle_rest_edge::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            request_metrics,
+            metrics::track,
+        ))
         .with_state(state)
 }
 

@@ -171,7 +171,13 @@ pub struct PassStats {
     pub placements: u64,
     /// Gangs placed whole.
     pub gangs_placed: u64,
+    /// How long each gang granted since the driver last took them had waited (ms, from its
+    /// round's `since` to the grant; at most [`GANG_WAITS_KEPT`], the oldest kept).
+    pub gang_waits_ms: Vec<u64>,
 }
+
+/// The most gang waits [`PassStats::gang_waits_ms`] keeps until the driver takes them.
+pub const GANG_WAITS_KEPT: usize = 4096;
 
 /// How serving one leaf ended.
 enum Served {
