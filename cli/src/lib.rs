@@ -12,4 +12,5 @@
 //! wire types (they live in `common::records`).
 
 pub mod cli;
+pub mod logging;
 pub mod minicluster;

@@ -439,7 +439,7 @@ impl Watch {
                 proctree::PmemVerdict::Over { rss_bytes, members } => {
                     proctree::kill_tree(pid, &members);
                     let mb = rss_bytes >> 20;
-                    warn!(container_id = %id, rss_mb = mb, limit_mb = limit, "container is over its memory limit: killed");
+                    warn!(container_id = %id, app_id = %id.application_id(), rss_mb = mb, limit_mb = limit, "container is over its memory limit: killed");
                     Some(format!("its process tree used {mb} MB (pmem check)"))
                 }
             },
@@ -447,7 +447,7 @@ impl Watch {
                 let n = cgroups.oom_kills(&id);
                 (n > 0).then(|| {
                     cgroups.kill_all(&id);
-                    warn!(container_id = %id, oom_kills = n, limit_mb = limit, "the kernel OOM-killed a container process: container killed");
+                    warn!(container_id = %id, app_id = %id.application_id(), oom_kills = n, limit_mb = limit, "the kernel OOM-killed a container process: container killed");
                     oom_detail(n)
                 })
             }
@@ -514,6 +514,7 @@ fn process_exit(st: std::io::Result<std::process::ExitStatus>) -> ProcessExit {
 }
 
 impl ContainerExecutor for ProcessExecutor {
+    #[tracing::instrument(name = "localize", skip_all, fields(container_id = %spec.container_id, app_id = %spec.container_id.application_id()))]
     fn prepare(&self, spec: &LaunchSpec) -> Result<(), LaunchError> {
         for d in spec
             .app_local_dirs
@@ -541,6 +542,7 @@ impl ContainerExecutor for ProcessExecutor {
         Ok(())
     }
 
+    #[tracing::instrument(name = "launch", skip_all, fields(container_id = %spec.container_id, app_id = %spec.container_id.application_id()))]
     fn start(&self, spec: &LaunchSpec, hold: bool) -> Result<StartedProcess, LaunchError> {
         let (Some(out_path), Some(err_path)) = (spec.stdout_path(), spec.stderr_path()) else {
             return Err(LaunchError::Localization("no log directory".into()));

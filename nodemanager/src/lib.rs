@@ -226,7 +226,8 @@ async fn serve(
             capacity,
             conf.log_dirs.clone(),
         )
-        .with_health(plugin_health),
+        .with_health(plugin_health)
+        .with_rm_address(conf.rm_address.clone()),
     );
     let mut server_stop = stop_rx.clone();
     let mut server = tokio::spawn(

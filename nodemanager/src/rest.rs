@@ -62,6 +62,8 @@ struct Inner {
     capacity: Resource,
     log_roots: Vec<PathBuf>,
     health: HealthView,
+    /// The RM's web address (`host:port`), for the log pages' links back to the application.
+    rm_web: Option<String>,
 }
 
 impl RestState {
@@ -77,7 +79,22 @@ impl RestState {
             capacity,
             log_roots,
             health: HealthView::default(),
+            rm_web: None,
         }))
+    }
+
+    /// The RM's web address (`host:port`): the container-log pages link to the application
+    /// there, in the RM's UI (`/ui/#/app/<id>`) and on YARN's `/cluster/app/<id>` page.
+    pub fn with_rm_address(self, rm: impl Into<String>) -> Self {
+        let inner = Inner {
+            handle: self.0.handle.clone(),
+            node_id: self.0.node_id.clone(),
+            capacity: self.0.capacity.clone(),
+            log_roots: self.0.log_roots.clone(),
+            health: self.0.health.clone(),
+            rm_web: Some(rm.into()),
+        };
+        Self(Arc::new(inner))
     }
 
     /// Shows the device plugins' problems as the node's `healthReport`.
@@ -88,6 +105,7 @@ impl RestState {
             capacity: self.0.capacity.clone(),
             log_roots: self.0.log_roots.clone(),
             health,
+            rm_web: self.0.rm_web.clone(),
         };
         Self(Arc::new(inner))
     }
@@ -717,11 +735,12 @@ async fn ui_log_page(
     }
     Html(format!(
         "<!DOCTYPE html>\n<html><head><title>Logs for {id}</title></head><body>\n\
-         <h1>Logs for {id}</h1>\n<p>User: {user}. Node: {node}.</p>\n\
+         <h1>Logs for {id}</h1>\n<p>User: {user}. Node: {node}.</p>\n{app}\
          <table>\n<tr><th>Log Type</th><th>Log Length</th><th>Last Modified</th></tr>\n{rows}</table>\n\
          </body></html>\n",
         user = html_escape(&user),
         node = s.0.node_id,
+        app = app_links(s.0.rm_web.as_deref(), &id),
     ))
     .into_response()
 }
@@ -737,6 +756,21 @@ async fn ui_log_file(
     }
 }
 
+/// The log page's way back to the application in the RM: its page in the RM's UI and YARN's
+/// `/cluster/app/<id>` page. Nothing when the NM does not know the RM's address.
+fn app_links(rm_web: Option<&str>, id: &ContainerId) -> String {
+    let Some(rm) = rm_web else {
+        return String::new();
+    };
+    let rm = html_escape(rm);
+    let app = id.application_id();
+    format!(
+        "<p>Application: <a class=\"rm-ui-app\" href=\"http://{rm}/ui/#/app/{app}\">{app}</a> \
+         in the ResourceManager's UI \
+         (<a class=\"rm-cluster-app\" href=\"http://{rm}/cluster/app/{app}\">YARN's application page</a>).</p>\n"
+    )
+}
+
 fn html_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -748,6 +782,25 @@ fn html_escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_pages_link_to_the_application_in_the_rm() {
+        let id: ContainerId = "container_1700000000000_0007_01_000002".parse().unwrap();
+        let html = app_links(Some("rm.example.com:8088"), &id);
+        assert!(
+            html.contains(
+                "href=\"http://rm.example.com:8088/ui/#/app/application_1700000000000_0007\""
+            ),
+            "{html}"
+        );
+        assert!(
+            html.contains(
+                "href=\"http://rm.example.com:8088/cluster/app/application_1700000000000_0007\""
+            ),
+            "{html}"
+        );
+        assert_eq!(app_links(None, &id), "");
+    }
 
     #[test]
     fn log_byte_selections() {

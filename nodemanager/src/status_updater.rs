@@ -182,7 +182,9 @@ impl StatusUpdater {
         }
     }
 
-    /// Registers and heartbeats until the NM stops or the RM says SHUTDOWN.
+    /// Registers and heartbeats until the NM stops or the RM says SHUTDOWN, in a span naming
+    /// this node (`node_id`) and the RM it reports to.
+    #[tracing::instrument(name = "status_updater", skip_all, fields(node_id = %self.node_id, rm = %self.rm_base))]
     pub async fn run(mut self) {
         loop {
             let Some(reg) = self.register().await else {
@@ -412,6 +414,7 @@ fn interval_of(ms: u64) -> Duration {
 
 /// Tells the RM this node is stopping for good, so it turns SHUTDOWN at once instead of LOST
 /// after the liveness expiry (YARN's `unRegisterNodeManager`). Best effort: one short try.
+#[tracing::instrument(skip_all, fields(node_id = %node_id))]
 pub async fn unregister(rm_address: &str, node_id: &NodeId) {
     let Ok(client) = reqwest::Client::builder()
         .no_proxy()

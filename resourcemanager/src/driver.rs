@@ -425,6 +425,7 @@ impl Driver {
         for effect in self.core.take_effects() {
             match effect {
                 Effect::PersistApp(rec) => {
+                    let _s = tracing::info_span!("store_write", app_id = %rec.id).entered();
                     if let Err(e) = self.store.put_app(&rec) {
                         error!(app_id = %rec.id, "state store write failed: {e}");
                         unwritten.insert(rec.id);
@@ -436,6 +437,7 @@ impl Driver {
                 // The notice rides on the AM's next allocate answer.
                 Effect::PreemptionNotice(_) => {}
                 Effect::ForgetApp(id) => {
+                    let _s = tracing::info_span!("store_delete", app_id = %id).entered();
                     if let Err(e) = self.store.delete_app(&id) {
                         warn!(app_id = %id, "state store delete failed: {e}");
                     }
@@ -498,7 +500,13 @@ impl Driver {
         let r = self
             .core
             .authenticate_am(token)
-            .and_then(|att| f(&mut self.core, &att))
+            .and_then(|att| {
+                // The command's span names the attempt once the token says which it is.
+                let span = tracing::Span::current();
+                span.record("app_id", tracing::field::display(&att.application_id));
+                span.record("attempt_id", tracing::field::display(&att));
+                f(&mut self.core, &att)
+            })
             .map_err(RmError::from);
         let s = self.settle();
         if durable {
@@ -527,7 +535,14 @@ impl Driver {
     ) {
         let http = self.http.clone();
         let Some(tx) = self.tx.upgrade() else { return };
-        tokio::spawn(async move {
+        let span = tracing::info_span!(
+            "launch_am",
+            app_id = %attempt.application_id,
+            attempt_id = %attempt,
+            container_id = %container,
+            node = %node_http,
+        );
+        let task = async move {
             let url = format!("http://{node_http}/ws/v1/node/containers/start");
             let result = async {
                 let resp = http
@@ -560,10 +575,13 @@ impl Driver {
             let _ = tx
                 .send(Command::AmLaunched(attempt, container, result))
                 .await;
-        });
+        };
+        tokio::spawn(tracing::Instrument::instrument(task, span));
     }
 
     fn handle(&mut self, cmd: Command) {
+        let span = command_span(&cmd);
+        let _in_span = span.enter();
         let now = now_ms();
         match cmd {
             Command::NewApplication(reply) => {
@@ -934,6 +952,46 @@ impl Driver {
     }
 }
 
+/// The span a command is handled in, named for the command and carrying the ids it concerns
+/// (`app_id`, `attempt_id`, `container_id`, `node_id`), so that every line logged while it is
+/// handled, effects included, says what it is about. AM calls record their attempt once the
+/// token is checked ([`Driver::am_call`]). Snapshot reads, the most frequent command, get none.
+fn command_span(cmd: &Command) -> tracing::Span {
+    use tracing::field::Empty;
+    use tracing::info_span;
+    match cmd {
+        Command::NewApplication(_) => info_span!("new_application"),
+        Command::Submit(id, ..) => info_span!("submit", app_id = %id),
+        Command::Kill(id, ..) => info_span!("kill", app_id = %id),
+        Command::RegisterNode(reg, _) => info_span!("register_node", node_id = %reg.id),
+        Command::Heartbeat { node, .. } => info_span!("node_heartbeat", node_id = %node),
+        Command::AmRegister { .. } => info_span!("am_register", app_id = Empty, attempt_id = Empty),
+        Command::AmAllocate { .. } => info_span!("am_allocate", app_id = Empty, attempt_id = Empty),
+        Command::AmFinish { .. } => info_span!("am_finish", app_id = Empty, attempt_id = Empty),
+        Command::UnregisterNode(node, _) => info_span!("unregister_node", node_id = %node),
+        Command::ChangeLabels { .. } => info_span!("change_labels"),
+        Command::NodeSelfReport { node, .. } => info_span!("node_self_report", node_id = %node),
+        Command::MoveApp { id, .. } => info_span!("move_app", app_id = %id),
+        Command::SetPriority { id, .. } => info_span!("set_priority", app_id = %id),
+        Command::UpdateLifetime { id, .. } => info_span!("update_lifetime", app_id = %id),
+        Command::QueueAccess { .. } | Command::CheckAdmin(..) | Command::GetSchedulerConf(..) => {
+            info_span!("check_access")
+        }
+        Command::RefreshNodes { .. } => info_span!("refresh_nodes"),
+        Command::RefreshQueues { .. } => info_span!("refresh_queues"),
+        Command::MutateSchedulerConf { .. } => info_span!("mutate_scheduler_conf"),
+        Command::AmLaunched(attempt, container, _) => info_span!(
+            "am_launched",
+            app_id = %attempt.application_id,
+            attempt_id = %attempt,
+            container_id = %container,
+        ),
+        Command::Snapshot(_) => tracing::Span::none(),
+        #[allow(unreachable_patterns)]
+        _ => info_span!("command"),
+    }
+}
+
 /// A started RM, for tests and the binary.
 pub struct RunningRm {
     pub addr: SocketAddr,
@@ -1132,3 +1190,8 @@ fn stored_scheduler_conf(
     })?;
     Ok((stored.version, Some((props, parsed))))
 }
+                    for e in driver.core.take_idle_events() {
+                        info!(container_id = %e.container, queue = %e.queue, action = e.action.as_str(),
+                            gpus = e.gpus, idle_ms = e.idle_ms, timeout_ms = e.timeout_ms,
+                            "container holds idle GPUs past its queue's gpu-idle-timeout-ms");
+                    }

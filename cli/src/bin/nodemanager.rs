@@ -5,12 +5,12 @@
 //! `yarn.nodemanager.recovery.enabled` is true: then it exits leaving them running, and the
 //! next NM started with the same recovery dir re-adopts them.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use clap::Parser;
+use spindle::logging::{self, LogFormat};
 use spindle_common::config::Configuration;
 use spindle_nodemanager::config::connectable;
 use spindle_nodemanager::NmConfig;
@@ -28,23 +28,23 @@ struct Args {
     /// Once listening, write the bound host:port here (via a temporary file and a rename).
     #[arg(long = "address-file", value_name = "PATH")]
     address_file: Option<PathBuf>,
+    /// Log lines as `text` or `json` (one object per line, span ids flattened); else the
+    /// yarn-site key spindle.log.format, else text.
+    #[arg(long = "log-format", value_name = "text|json")]
+    log_format: Option<LogFormat>,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
-    let result = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-        .and_then(|rt| rt.block_on(real_main(args)));
+    // The configuration is read before logging starts: it may name the log format.
+    let result = load(&args).and_then(|(conf, conf_dir)| {
+        logging::init(logging::resolve(args.log_format, &conf)?);
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")
+            .and_then(|rt| rt.block_on(real_main(args, conf, conf_dir)))
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -55,7 +55,8 @@ fn main() -> ExitCode {
     }
 }
 
-async fn real_main(args: Args) -> anyhow::Result<()> {
+/// The configuration directory with the `-D` overrides on top, and where it was.
+fn load(args: &Args) -> anyhow::Result<(Configuration, PathBuf)> {
     let conf_dir = Configuration::resolve_conf_dir(args.conf_dir.as_deref());
     let mut conf = Configuration::load_dir(&conf_dir)?;
     for d in &args.define {
@@ -64,6 +65,10 @@ async fn real_main(args: Args) -> anyhow::Result<()> {
         };
         conf.set(k.trim(), v);
     }
+    Ok((conf, conf_dir))
+}
+
+async fn real_main(args: Args, conf: Configuration, conf_dir: PathBuf) -> anyhow::Result<()> {
     let nm_conf = NmConfig::from_configuration(&conf, &conf_dir)?;
 
     let listener = tokio::net::TcpListener::bind(&nm_conf.webapp_address)

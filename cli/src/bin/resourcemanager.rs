@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
+use spindle::logging::{self, LogFormat};
 use spindle_common::config::Configuration;
 use spindle_resourcemanager::config::RmConfig;
 
@@ -20,11 +21,16 @@ struct Args {
     /// Write the bound host:port here once listening (for port 0).
     #[arg(long)]
     address_file: Option<PathBuf>,
+    /// Log lines as `text` or `json` (one object per line, span ids flattened); else the
+    /// yarn-site key spindle.log.format, else text.
+    #[arg(long, value_name = "text|json")]
+    log_format: Option<LogFormat>,
 }
 
 /// Loads the configuration directory and the `-D` overrides; the RM keeps both, so that
-/// `refreshQueues` re-reads `capacity-scheduler.xml` with the same overrides on top.
-fn load(args: &Args) -> Result<RmConfig, String> {
+/// `refreshQueues` re-reads `capacity-scheduler.xml` with the same overrides on top. Also
+/// decides the log format (the flag, else `spindle.log.format`).
+fn load(args: &Args) -> Result<(RmConfig, LogFormat), String> {
     let dir = Configuration::resolve_conf_dir(args.conf_dir.as_deref());
     let mut overrides = Vec::new();
     for d in &args.define {
@@ -33,25 +39,30 @@ fn load(args: &Args) -> Result<RmConfig, String> {
             .ok_or_else(|| format!("-D {d}: expected NAME=VALUE"))?;
         overrides.push((k.trim().to_string(), v.to_string()));
     }
-    RmConfig::load(&dir, &overrides).map_err(|e| e.to_string())
+    let rm = RmConfig::load(&dir, &overrides).map_err(|e| e.to_string())?;
+    let format = match args.log_format {
+        Some(f) => f,
+        None => {
+            let mut conf = Configuration::load_dir(&dir).map_err(|e| e.to_string())?;
+            for (k, v) in &overrides {
+                conf.set(k, v);
+            }
+            logging::resolve(None, &conf).map_err(|e| e.to_string())?
+        }
+    };
+    Ok((rm, format))
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let conf = match load(&args) {
+    let (conf, format) = match load(&args) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(1);
         }
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    logging::init(format);
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

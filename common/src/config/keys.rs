@@ -45,6 +45,11 @@ pub const DEFAULT_RM_HOSTNAME: &str = "0.0.0.0";
 /// Clients (`spindle train`, `distributed-shell`): where shipped code is staged, on a file
 /// system every NM reads (unset: `<system temp dir>/spindle-staging`).
 pub const CLIENT_STAGING_DIR: &str = "spindle.client.staging-dir";
+/// Both daemons: how they write their log lines to stderr, `text` (one human line per event)
+/// or `json` (one JSON object per line, the enclosing spans' fields such as `app_id` flattened
+/// into it, for a log shipper). The `--log-format` flag wins over it.
+pub const LOG_FORMAT: &str = "spindle.log.format";
+pub const DEFAULT_LOG_FORMAT: &str = "text";
 pub const RM_WEBAPP_ADDRESS: &str = "yarn.resourcemanager.webapp.address";
 pub const DEFAULT_RM_WEBAPP_ADDRESS: &str = "${yarn.resourcemanager.hostname}:8088";
 /// Scheduler implementation, as a Hadoop class name; Spindle implements only the

@@ -391,5 +391,10 @@ pub async fn until_stopped(rx: &mut watch::Receiver<bool>) {
 }
 
 fn span(id: &ContainerId) -> tracing::Span {
-    info_span!("container", container_id = %id, app_id = %id.application_id())
+    info_span!(
+        "container",
+        container_id = %id,
+        app_id = %id.application_id(),
+        attempt_id = %id.attempt_id
+    )
 }

@@ -208,6 +208,7 @@ fn check_timeout_type(t: &str) -> Result<(), ApiError> {
 
 /// `GET /apps/{id}/timeouts`: the application's timeouts (its `LIFETIME`, `UNLIMITED` when
 /// none is set, as YARN answers).
+#[tracing::instrument(skip_all, fields(app_id = %id))]
 pub(super) async fn app_timeouts(
     State(st): State<AppState>,
     PathParams(id): PathParams<String>,
@@ -222,6 +223,7 @@ pub(super) async fn app_timeouts(
 }
 
 /// `GET /apps/{id}/timeouts/{type}`: one timeout (only `LIFETIME` exists).
+#[tracing::instrument(skip_all, fields(app_id = %id))]
 pub(super) async fn app_timeout(
     State(st): State<AppState>,
     PathParams((id, kind)): PathParams<(String, String)>,
@@ -237,6 +239,7 @@ pub(super) async fn app_timeout(
 /// `PUT /apps/{id}/timeout {"timeout":{"type":"LIFETIME","expiryTime":"<ISO 8601>"}}`: the
 /// application is killed at that time (owner, queue admin or cluster admin only). Answers
 /// the timeout now in effect.
+#[tracing::instrument(skip_all, fields(app_id = %id))]
 pub(super) async fn put_app_timeout(
     State(st): State<AppState>,
     Query(q): Q,
@@ -395,6 +398,7 @@ pub(super) async fn apps(
     }))
 }
 
+#[tracing::instrument(skip_all, fields(app_id = %id))]
 pub(super) async fn app(
     State(st): State<AppState>,
     headers: HeaderMap,
@@ -407,6 +411,7 @@ pub(super) async fn app(
     }))
 }
 
+#[tracing::instrument(skip_all, fields(app_id = %id))]
 pub(super) async fn app_state(
     State(st): State<AppState>,
     PathParams(id): PathParams<String>,
@@ -418,6 +423,7 @@ pub(super) async fn app_state(
     }))
 }
 
+#[tracing::instrument(skip_all, fields(app_id = %id))]
 pub(super) async fn put_app_state(
     State(st): State<AppState>,
     headers: HeaderMap,
@@ -458,6 +464,7 @@ pub(super) async fn put_app_state(
     })
 }
 
+#[tracing::instrument(skip_all, fields(app_id = %id))]
 pub(super) async fn app_queue(
     State(st): State<AppState>,
     PathParams(id): PathParams<String>,
@@ -476,6 +483,7 @@ pub(super) fn leaf_name(path: &str) -> String {
 
 /// `PUT /apps/{id}/queue {"queue":"b"}`: moves the application (owner, queue admin or
 /// cluster admin only); answers the queue it is now in.
+#[tracing::instrument(skip_all, fields(app_id = %id))]
 pub(super) async fn put_app_queue(
     State(st): State<AppState>,
     Query(q): Q,
@@ -504,6 +512,7 @@ pub(super) async fn put_app_queue(
 
 /// `PUT /apps/{id}/priority {"priority":N}`: answers the effective priority (clamped to
 /// `[0, yarn.cluster.max-application-priority]`, as YARN does).
+#[tracing::instrument(skip_all, fields(app_id = %id))]
 pub(super) async fn put_app_priority(
     State(st): State<AppState>,
     Query(q): Q,
@@ -524,6 +533,7 @@ pub(super) async fn put_app_priority(
     Ok(Json(AppPriorityBody { priority }))
 }
 
+#[tracing::instrument(skip_all, fields(app_id = %id))]
 pub(super) async fn app_priority(
     State(st): State<AppState>,
     PathParams(id): PathParams<String>,
@@ -553,6 +563,7 @@ pub(super) fn attempt_info(s: &Snapshot, a: &App, t: &Attempt) -> AppAttemptInfo
     }
 }
 
+#[tracing::instrument(skip_all, fields(app_id = %id))]
 pub(super) async fn attempts(
     State(st): State<AppState>,
     PathParams(id): PathParams<String>,
@@ -580,6 +591,7 @@ pub(super) fn find_attempt<'a>(a: &'a App, raw: &str) -> Result<&'a Attempt, Api
     })
 }
 
+#[tracing::instrument(skip_all, fields(app_id = %id, attempt_id = %att))]
 pub(super) async fn attempt(
     State(st): State<AppState>,
     PathParams((id, att)): PathParams<(String, String)>,
@@ -628,6 +640,7 @@ pub(super) fn container_report(c: &RmContainer, user: &str, now: u64) -> Contain
     }
 }
 
+#[tracing::instrument(skip_all, fields(app_id = %id, attempt_id = %att))]
 pub(super) async fn attempt_containers(
     State(st): State<AppState>,
     PathParams((id, att)): PathParams<(String, String)>,
@@ -653,6 +666,7 @@ pub(super) async fn attempt_containers(
     }))
 }
 
+#[tracing::instrument(skip_all, fields(app_id = %id, attempt_id = %att, container_id = %cid))]
 pub(super) async fn attempt_container(
     State(st): State<AppState>,
     PathParams((id, att, cid)): PathParams<(String, String, String)>,

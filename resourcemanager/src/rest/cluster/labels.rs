@@ -192,6 +192,7 @@ fn known_node(s: &Snapshot, id: &str) -> Result<NodeId, ApiError> {
         })
 }
 
+#[tracing::instrument(skip_all, fields(node_id = %nodeid))]
 pub(super) async fn node_get_labels(
     State(st): State<AppState>,
     PathParams(nodeid): PathParams<String>,
@@ -209,6 +210,7 @@ pub(super) async fn node_get_labels(
     )))
 }
 
+#[tracing::instrument(skip_all, fields(node_id = %nodeid))]
 pub(super) async fn node_replace_labels(
     State(st): State<AppState>,
     PathParams(nodeid): PathParams<String>,

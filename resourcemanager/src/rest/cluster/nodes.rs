@@ -100,6 +100,7 @@ pub(super) async fn nodes(
     }))
 }
 
+#[tracing::instrument(skip_all, fields(node_id = %id))]
 pub(super) async fn node(
     State(st): State<AppState>,
     PathParams(id): PathParams<String>,
