@@ -487,6 +487,9 @@ pub struct AllocationEvents {
     pub updated: Vec<UpdatedContainer>,
     /// Container updates the RM refused.
     pub update_errors: Vec<UpdateContainerError>,
+    /// Containers whose GPUs stayed idle past their queue's `gpu-idle-timeout-ms` (the
+    /// queue's `gpu-idle-action` is `notify`); each told once per idle spell.
+    pub idle_gpus: Vec<spindle_common::records::am::IdleGpuContainer>,
 }
 
 /// The RM grew an elastic gang from `from` to `to` members
@@ -537,6 +540,7 @@ impl AllocationEvents {
             && self.demands.is_empty()
             && self.updated.is_empty()
             && self.update_errors.is_empty()
+            && self.idle_gpus.is_empty()
     }
 
     /// Appends `other` after these events.
@@ -550,11 +554,13 @@ impl AllocationEvents {
         self.demands.extend(other.demands);
         self.updated.extend(other.updated);
         self.update_errors.extend(other.update_errors);
+        self.idle_gpus.extend(other.idle_gpus);
     }
 
     /// One [`AllocationEvent`] per item, in the order preemption notices, resize demands,
-    /// resize offers, gang statuses, grants, container updates, refused updates, completions,
-    /// node updates (a gang's status comes before its containers' later completions).
+    /// resize offers, gang statuses, grants, container updates, refused updates, idle GPUs,
+    /// completions, node updates (a gang's status comes before its containers' later
+    /// completions).
     pub fn into_items(self) -> impl Iterator<Item = AllocationEvent> {
         self.preempted
             .into_iter()
@@ -599,6 +605,7 @@ impl AllocationEvents {
                     .into_iter()
                     .map(|error| AllocationEvent::ContainerUpdateFailed { error }),
             )
+            .chain(self.idle_gpus.into_iter().map(AllocationEvent::IdleGpus))
             .chain(self.completed.into_iter().map(AllocationEvent::Completed))
             .chain(self.nodes.into_iter().map(AllocationEvent::NodeUpdated))
     }
@@ -655,6 +662,10 @@ pub enum AllocationEvent {
     ContainerUpdateFailed {
         error: UpdateContainerError,
     },
+    /// The RM says this container's GPUs have been idle since `idle_since_ms`, longer than
+    /// its queue's `gpu-idle-timeout-ms` (`gpu-idle-action=notify`): the AM may checkpoint
+    /// and release it, or put it to work. Told once per idle spell.
+    IdleGpus(spindle_common::records::am::IdleGpuContainer),
 }
 
 /// An AM's view of the RM, with YARN's AMRMClient bookkeeping.
@@ -1021,7 +1032,13 @@ impl AmRmClient {
             demands,
             updated: resp.updated_containers,
             update_errors: resp.update_errors,
+            idle_gpus: resp.idle_gpu_containers,
         };
+        for i in &events.idle_gpus {
+            tracing::warn!(container = %i.container_id, idle_since_ms = i.idle_since_ms,
+                gpus = i.gpus, utilization = i.gpu_utilization,
+                "the ResourceManager reports a container holding idle GPUs past its queue's gpu-idle-timeout-ms");
+        }
         for u in &events.updated {
             tracing::info!(container = %u.container.id, version = u.container.version,
                 update = ?u.update_type, "the ResourceManager updated a container");
