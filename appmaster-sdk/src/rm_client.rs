@@ -623,6 +623,24 @@ impl RmClient {
         Ok(b.container)
     }
 
+    /// `GET /accounting`: usage per group over a period. `from` and `to` are passed as given
+    /// (ms since the epoch or ISO 8601; the RM's defaults when `None`), `group_by` is
+    /// `queue`, `user` or `application` (`queue` when `None`).
+    pub async fn accounting(
+        &self,
+        from: Option<&str>,
+        to: Option<&str>,
+        group_by: Option<&str>,
+    ) -> Result<spindle_common::records::cluster::AccountingInfo, ClientError> {
+        let query: Vec<(&str, String)> = [("from", from), ("to", to), ("groupBy", group_by)]
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v.to_string())))
+            .collect();
+        let b: spindle_common::records::cluster::AccountingBody =
+            self.get_query("/accounting", &query).await?;
+        Ok(b.accounting)
+    }
+
     /// `GET /apps/{id}/timeouts`: the application's timeouts (`LIFETIME`).
     pub async fn app_timeouts(
         &self,

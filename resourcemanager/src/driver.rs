@@ -620,6 +620,10 @@ impl Driver {
                     refused,
                 }));
             }
+            Command::GpuUse { node, uses, reply } => {
+                let ignored = self.core.record_gpu_use(&node, uses, now);
+                let _ = reply.send(Ok(ignored));
+            }
             Command::Heartbeat {
                 node,
                 healthy,
@@ -638,10 +642,6 @@ impl Driver {
                 host,
                 rpc_port,
                 tracking_url,
-            Command::GpuUse { node, uses, reply } => {
-                let ignored = self.core.record_gpu_use(&node, uses, now);
-                let _ = reply.send(Ok(ignored));
-            }
                 reply,
             } => {
                 let r = self.am_call(&token, true, |core, att| {
@@ -1190,8 +1190,3 @@ fn stored_scheduler_conf(
     })?;
     Ok((stored.version, Some((props, parsed))))
 }
-                    for e in driver.core.take_idle_events() {
-                        info!(container_id = %e.container, queue = %e.queue, action = e.action.as_str(),
-                            gpus = e.gpus, idle_ms = e.idle_ms, timeout_ms = e.timeout_ms,
-                            "container holds idle GPUs past its queue's gpu-idle-timeout-ms");
-                    }

@@ -8,8 +8,8 @@
 
 use super::args::{Arity, Opt, UsageError};
 use super::{
-    application, applicationattempt, cluster, container, dshell, logs, minicluster, node,
-    nodeattributes, queue, rmadmin, schedulerconf, sls, top, train, usage_error, EXIT_OK,
+    accounting, application, applicationattempt, cluster, container, dshell, logs, minicluster,
+    node, nodeattributes, queue, rmadmin, schedulerconf, sls, top, train, usage_error, EXIT_OK,
 };
 
 pub const USAGE: &str = "\
@@ -83,6 +83,12 @@ pub const COMMANDS: &[Command] = &[
         "top",
         "a live view of the cluster and its applications",
         top::OPTS,
+        true,
+    ),
+    cmd(
+        "accounting",
+        "GPU-hours and wall hours per queue, user or application over a period",
+        accounting::OPTS,
         true,
     ),
     cmd(

@@ -18,6 +18,7 @@ macro_rules! say_raw {
     ($($t:tt)*) => { $crate::cli::out(&format!($($t)*)) };
 }
 
+pub mod accounting;
 pub mod application;
 pub mod applicationattempt;
 pub mod args;
@@ -72,6 +73,8 @@ defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the
   node               -list [-all] [-states S1,S2] [-showDetails] | -status NODEID
   queue              -status QUEUE | -list [PARENT|all]
   top                a live view of the cluster and its applications (q to quit)
+  accounting         [-from T] [-to T] [-groupBy queue|user|application]: GPU-hours,
+                     lost GPU-hours, wall hours per group over a period (like sreport)
   rmadmin            -refreshQueues | -refreshNodes [-g [TIMEOUT] [-client|-server]]
                      | -getGroups [USER...] | -addToClusterNodeLabels L
                      | -removeFromClusterNodeLabels L
@@ -105,6 +108,7 @@ pub async fn run(args: Vec<String>) -> u8 {
         "applicationattempt" | "-applicationattempt" => applicationattempt::run(rest).await,
         "container" | "-container" => container::run(rest).await,
         "top" | "-top" => top::run(rest).await,
+        "accounting" | "-accounting" => accounting::run(rest).await,
         "completion" => completion::run(rest).await,
         "node" | "-node" => node::run(rest).await,
         "queue" | "-queue" => queue::run(rest).await,
