@@ -349,8 +349,6 @@ impl StatusUpdater {
         let Ok(reports) = self.handle.reports().await else {
             return Ok(None);
         };
-        let req = NodeHeartbeatRequest {
-            node_id: self.node_id.clone(),
         // The sampled GPUs of each container (none without a GPU plugin or a sample).
         let Ok(gpus) = self
             .handle
@@ -363,6 +361,8 @@ impl StatusUpdater {
             .as_ref()
             .map(crate::plugins::gpu::container_utilization)
             .unwrap_or_default();
+        let req = NodeHeartbeatRequest {
+            node_id: self.node_id.clone(),
             response_id,
             node_status: NodeStatus {
                 healthy: self.health.healthy(),
@@ -370,9 +370,9 @@ impl StatusUpdater {
                 last_health_report_time: now_ms(),
                 containers_statuses: reports,
                 node_utilization: None,
+                containers_gpu_utilization,
             },
             node_labels: changes.labels,
-                containers_gpu_utilization,
             node_attributes: changes.attributes,
         };
         self.post(HEARTBEAT_PATH, &req).await.map(Some)
