@@ -965,6 +965,7 @@ fn command_span(cmd: &Command) -> tracing::Span {
         Command::Kill(id, ..) => info_span!("kill", app_id = %id),
         Command::RegisterNode(reg, _) => info_span!("register_node", node_id = %reg.id),
         Command::Heartbeat { node, .. } => info_span!("node_heartbeat", node_id = %node),
+        Command::GpuUse { node, .. } => info_span!("gpu_use", node_id = %node),
         Command::AmRegister { .. } => info_span!("am_register", app_id = Empty, attempt_id = Empty),
         Command::AmAllocate { .. } => info_span!("am_allocate", app_id = Empty, attempt_id = Empty),
         Command::AmFinish { .. } => info_span!("am_finish", app_id = Empty, attempt_id = Empty),
