@@ -1,5 +1,6 @@
 //! The RM web UI: server-rendered HTML pages at `/` and `/cluster/...`. `GET /cluster`
-//! answers 200 on the active RM, which existing YARN clients use as a liveness probe.
+//! answers 200 on the active RM, which existing YARN clients use as a liveness probe. The
+//! single-page web UI at `/ui` (`ui/`) links from every page's navigation bar.
 
 use std::fmt::Write;
 
@@ -16,8 +17,12 @@ use super::AppState;
 use crate::core::QueueView;
 use crate::driver::Snapshot;
 
+#[path = "ui/mod.rs"]
+mod ui;
+
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
+        .merge(ui::routes())
         .route("/", get(|| async { Redirect::temporary("/cluster") }))
         .route("/cluster", get(overview))
         .route("/cluster/", get(overview))
@@ -40,7 +45,7 @@ fn page(title: &str, body: &str) -> Html<String> {
         "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{t} - Spindle</title>\
 <style>body{{font-family:sans-serif;margin:1.5em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}}\
 th{{background:#eee}}nav a{{margin-right:1em}}.bar{{background:#ddd;width:200px;height:12px;display:inline-block}}.bar span{{background:#4a8;height:12px;display:block}}</style></head>\
-<body><nav><a href=\"/cluster\">Applications</a><a href=\"/cluster/nodes\">Nodes</a><a href=\"/cluster/scheduler\">Scheduler</a><a href=\"/ws/v1/cluster/metrics\">REST</a></nav>\
+<body><nav><a href=\"/ui\">Web UI</a><a href=\"/cluster\">Applications</a><a href=\"/cluster/nodes\">Nodes</a><a href=\"/cluster/scheduler\">Scheduler</a><a href=\"/ws/v1/cluster/metrics\">REST</a></nav>\
 <h1>{t}</h1>{body}</body></html>",
         t = esc(title)
     ))

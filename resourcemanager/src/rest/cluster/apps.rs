@@ -307,7 +307,7 @@ pub(super) async fn apps(
     State(st): State<AppState>,
     headers: HeaderMap,
     Query(q): Q,
-) -> Result<Json<AppsBody>, ApiError> {
+) -> Result<Response, ApiError> {
     let s = st.driver.snapshot().await;
     let mut states = parse_list::<YarnApplicationState>(&q, "states")?;
     if states.is_none() {
@@ -355,9 +355,11 @@ pub(super) async fn apps(
     let with_requests = !q
         .get("deSelects")
         .is_some_and(|d| d.split(',').any(|x| x.trim() == "resourceRequests"));
+    let offset = paging_offset(&q)?;
+    let order = AppOrder::parse(q.get("sort").map(String::as_str))?;
     let now = now_ms();
     let rm = rm_host(&headers);
-    let list: Vec<AppInfo> = s
+    let matching = s
         .apps
         .values()
         .filter(|a| states.as_ref().is_none_or(|v| v.contains(&a.state)))
@@ -383,11 +385,32 @@ pub(super) async fn apps(
         .filter(|a| {
             tags.as_ref()
                 .is_none_or(|t| a.sub.tags.iter().any(|x| t.contains(&x.to_lowercase())))
-        })
-        .take(limit)
+        });
+    // The plain list streams in id order; a sort (or a count for the pager) needs them all.
+    let (total, page): (usize, Vec<&App>) = match order {
+        None => {
+            let mut total = 0;
+            let mut page = Vec::new();
+            for a in matching {
+                if total >= offset && page.len() < limit {
+                    page.push(a);
+                }
+                total += 1;
+            }
+            (total, page)
+        }
+        Some(order) => {
+            let mut all: Vec<&App> = matching.collect();
+            order.sort(&mut all, now);
+            let total = all.len();
+            (total, all.into_iter().skip(offset).take(limit).collect())
+        }
+    };
+    let list: Vec<AppInfo> = page
+        .into_iter()
         .map(|a| app_info(&s, a, now, &rm, with_requests))
         .collect();
-    Ok(Json(AppsBody {
+    let body = Json(AppsBody {
         apps: if list.is_empty() {
             None
         } else {
@@ -395,7 +418,113 @@ pub(super) async fn apps(
                 app: OneOrMany(list),
             })
         },
-    }))
+    });
+    Ok(([(TOTAL_COUNT, total.to_string())], body).into_response())
+}
+
+/// Spindle's paging extension: the response header naming how many items matched the
+/// filters before `offset` and `limit` cut the page (`/apps`, `/nodes`).
+pub(super) const TOTAL_COUNT: &str = "x-total-count";
+
+/// `?offset=`: how many matching items to skip (default 0).
+pub(super) fn paging_offset(q: &HashMap<String, String>) -> Result<usize, ApiError> {
+    match q.get("offset") {
+        None => Ok(0),
+        Some(v) => v
+            .trim()
+            .parse::<usize>()
+            .map_err(|_| ApiError::bad_request(format!("offset must be a number >= 0, got {v}"))),
+    }
+}
+
+/// The application list's `?sort=` (Spindle's extension): a field, `-` first for descending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct AppOrder {
+    key: AppSortKey,
+    descending: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AppSortKey {
+    Id,
+    User,
+    Name,
+    Queue,
+    State,
+    Priority,
+    StartedTime,
+    FinishedTime,
+    ElapsedTime,
+}
+
+impl AppOrder {
+    const KEYS: [(&'static str, AppSortKey); 9] = [
+        ("id", AppSortKey::Id),
+        ("user", AppSortKey::User),
+        ("name", AppSortKey::Name),
+        ("queue", AppSortKey::Queue),
+        ("state", AppSortKey::State),
+        ("priority", AppSortKey::Priority),
+        ("startedTime", AppSortKey::StartedTime),
+        ("finishedTime", AppSortKey::FinishedTime),
+        ("elapsedTime", AppSortKey::ElapsedTime),
+    ];
+
+    /// `None` (or absent) keeps the id order without sorting.
+    fn parse(raw: Option<&str>) -> Result<Option<Self>, ApiError> {
+        let Some(raw) = raw.map(str::trim).filter(|r| !r.is_empty()) else {
+            return Ok(None);
+        };
+        let (descending, name) = match raw.strip_prefix('-') {
+            Some(n) => (true, n),
+            None => (false, raw),
+        };
+        let key = Self::KEYS
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, key)| *key)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::KEYS.iter().map(|(k, _)| *k).collect();
+                ApiError::bad_request(format!(
+                    "sort must be one of {} (with - first for descending), got {raw}",
+                    names.join(", ")
+                ))
+            })?;
+        if key == AppSortKey::Id && !descending {
+            return Ok(None);
+        }
+        Ok(Some(Self { key, descending }))
+    }
+
+    fn sort(self, apps: &mut [&App], now: u64) {
+        let elapsed = |a: &App| {
+            if a.finish_time > 0 {
+                a.finish_time.saturating_sub(a.submit_time)
+            } else {
+                now.saturating_sub(a.submit_time)
+            }
+        };
+        // Stable, with the id as the tie-break, so pages do not shuffle between refreshes.
+        apps.sort_by(|x, y| {
+            let o = match self.key {
+                AppSortKey::Id => std::cmp::Ordering::Equal,
+                AppSortKey::User => x.sub.user.cmp(&y.sub.user),
+                AppSortKey::Name => x.sub.name.cmp(&y.sub.name),
+                AppSortKey::Queue => x.queue.cmp(&y.queue),
+                AppSortKey::State => x.state.as_str().cmp(y.state.as_str()),
+                AppSortKey::Priority => x.sub.priority.cmp(&y.sub.priority),
+                AppSortKey::StartedTime => x.submit_time.cmp(&y.submit_time),
+                AppSortKey::FinishedTime => x.finish_time.cmp(&y.finish_time),
+                AppSortKey::ElapsedTime => elapsed(x).cmp(&elapsed(y)),
+            }
+            .then(x.id.cmp(&y.id));
+            if self.descending {
+                o.reverse()
+            } else {
+                o
+            }
+        });
+    }
 }
 
 #[tracing::instrument(skip_all, fields(app_id = %id))]
@@ -854,4 +983,51 @@ pub(super) async fn submit(
         .await?;
     let location = format!("http://{}/ws/v1/cluster/apps/{id}", rm_host(&headers));
     Ok((StatusCode::ACCEPTED, [(header::LOCATION, location)]).into_response())
+}
+
+#[cfg(test)]
+mod paging_tests {
+    use super::*;
+
+    fn q(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn offset_defaults_to_zero_and_refuses_what_is_not_a_count() {
+        assert_eq!(paging_offset(&q(&[])).ok(), Some(0));
+        assert_eq!(paging_offset(&q(&[("offset", " 50 ")])).ok(), Some(50));
+        for bad in ["-1", "x", "1.5", ""] {
+            assert!(paging_offset(&q(&[("offset", bad)])).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sort_names_a_field_with_an_optional_minus() {
+        assert_eq!(AppOrder::parse(None).ok(), Some(None));
+        assert_eq!(
+            AppOrder::parse(Some("id")).ok(),
+            Some(None),
+            "id order: no sort"
+        );
+        assert_eq!(
+            AppOrder::parse(Some("-startedTime")).ok(),
+            Some(Some(AppOrder {
+                key: AppSortKey::StartedTime,
+                descending: true
+            }))
+        );
+        assert_eq!(
+            AppOrder::parse(Some("user")).ok(),
+            Some(Some(AppOrder {
+                key: AppSortKey::User,
+                descending: false
+            }))
+        );
+        assert!(AppOrder::parse(Some("memory")).is_err());
+        assert!(AppOrder::parse(Some("--id")).is_err());
+    }
 }

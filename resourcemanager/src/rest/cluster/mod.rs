@@ -43,6 +43,7 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ws/v1/cluster/scheduler", get(scheduler))
         .route("/ws/v1/cluster/nodes", get(nodes))
         .route("/ws/v1/cluster/nodes/{nodeid}", get(node))
+        .route("/ws/v1/cluster/nodes-summary", get(nodes_summary))
         .route(
             "/ws/v1/cluster/nodes/{nodeid}/get-labels",
             get(node_get_labels),

@@ -74,22 +74,37 @@ pub(super) fn parse_list<T: std::str::FromStr<Err = String>>(
     Ok(if out.is_empty() { None } else { Some(out) })
 }
 
-pub(super) async fn nodes(
-    State(st): State<AppState>,
-    Query(q): Q,
-) -> Result<Json<NodesBody>, ApiError> {
+pub(super) async fn nodes(State(st): State<AppState>, Query(q): Q) -> Result<Response, ApiError> {
     let s = st.driver.snapshot().await;
     let states = match parse_list::<NodeState>(&q, "states")? {
         Some(v) => Some(v),
         None => parse_list::<NodeState>(&q, "state")?,
     };
-    let list: Vec<NodeInfo> = s
+    let offset = super::apps::paging_offset(&q)?;
+    let limit = match q.get("limit") {
+        None => usize::MAX,
+        Some(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "limit must be a number greater than 0, got {v}"
+                )))
+            }
+        },
+    };
+    let mut total = 0usize;
+    let mut list: Vec<NodeInfo> = Vec::new();
+    for n in s
         .nodes
         .values()
         .filter(|n| states.as_ref().is_none_or(|st| st.contains(&n.state)))
-        .map(|n| node_info(&s, n))
-        .collect();
-    Ok(Json(NodesBody {
+    {
+        if total >= offset && list.len() < limit {
+            list.push(node_info(&s, n));
+        }
+        total += 1;
+    }
+    let body = Json(NodesBody {
         nodes: if list.is_empty() {
             None
         } else {
@@ -97,7 +112,69 @@ pub(super) async fn nodes(
                 node: OneOrMany(list),
             })
         },
-    }))
+    });
+    Ok(([(super::apps::TOTAL_COUNT, total.to_string())], body).into_response())
+}
+
+/// `GET /ws/v1/cluster/nodes-summary?groupBy=<attribute>` (Spindle's extension, for the web
+/// UI's overview at any cluster size): the nodes grouped by the value of one node attribute
+/// (default `nm.yarn.io/gpu-model`; nodes without it fall in the group with an empty value),
+/// each group with its node count per state and the total and used resources of its
+/// schedulable nodes.
+pub(super) async fn nodes_summary(
+    State(st): State<AppState>,
+    Query(q): Q,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let attribute = q
+        .get("groupBy")
+        .map(|a| a.trim())
+        .filter(|a| !a.is_empty())
+        .unwrap_or(spindle_common::resource::GPU_MODEL_ATTRIBUTE)
+        .to_string();
+    if attribute.len() > 256 {
+        return Err(ApiError::bad_request(
+            "groupBy: an attribute name is at most 256 characters",
+        ));
+    }
+    let s = st.driver.snapshot().await;
+    #[derive(Default)]
+    struct Group {
+        nodes: u64,
+        states: std::collections::BTreeMap<&'static str, u64>,
+        total: Resource,
+        used: Resource,
+    }
+    let mut groups: std::collections::BTreeMap<String, Group> = Default::default();
+    for n in s.nodes.values() {
+        let value = s
+            .node_placement
+            .get(&n.id)
+            .and_then(|p| p.attributes.get(&attribute))
+            .cloned()
+            .unwrap_or_default();
+        let g = groups.entry(value).or_default();
+        g.nodes += 1;
+        *g.states.entry(n.state.as_str()).or_default() += 1;
+        if let Some((t, u)) = s.node_usage.get(&n.id) {
+            g.total.add_assign(t);
+            g.used.add_assign(u);
+        }
+    }
+    let group: Vec<serde_json::Value> = groups
+        .into_iter()
+        .map(|(value, g)| {
+            serde_json::json!({
+                "value": value,
+                "nodes": g.nodes,
+                "nodesByState": g.states,
+                "totalResource": ResourceInfo::from(&g.total),
+                "usedResource": ResourceInfo::from(&g.used),
+            })
+        })
+        .collect();
+    Ok(Json(serde_json::json!({
+        "nodesSummary": {"groupBy": attribute, "group": group}
+    })))
 }
 
 #[tracing::instrument(skip_all, fields(node_id = %id))]
