@@ -151,7 +151,7 @@ pub(crate) fn overlap(start: u64, end: u64, from: u64, to: u64) -> Option<(f64, 
     if start > to || end < from {
         return None;
     }
-    let ms = end.min(to) - start.max(from);
+    let ms = end.min(to).saturating_sub(start.max(from));
     let life = end - start;
     let share = if life == 0 {
         1.0
@@ -406,6 +406,19 @@ mod tests {
             },
         );
         assert_eq!(by_queue.group[0].name, "root.a");
+    }
+
+    #[test]
+    fn extreme_periods_answer_without_overflow() {
+        let huge = i64::MAX.to_string();
+        let p = parse_query(&q(&[("from", "0"), ("to", &huge)]), 5).unwrap();
+        let r = report(&[row(1, "a", "root.a", 0, 3_600_000, 1)], &p);
+        assert!((r.total.gpu_hours - 1.0).abs() < 1e-9);
+        assert!(r.to_time.ends_with("+0000"), "{}", r.to_time);
+        assert!(matches!(
+            parse_query(&q(&[("to", "99999999999999999999")]), 5),
+            Err(AccountingParamError::Time { param: "to", .. })
+        ));
     }
 
     #[test]
