@@ -6,7 +6,8 @@
 //! A GPU is idle when its sampled utilization is below its queue's
 //! `gpu-idle-threshold-percent`; a container is idle when every GPU it holds is. Its idle
 //! spell starts at the first idle sample and ends at the first busy one (which also re-arms
-//! the policy for the next spell). GPU-time held idle is integrated between samples: from one
+//! the policy for the next spell); its length is what the samples cover, so a container whose
+//! samples stop is not judged on stale ones. GPU-time held idle is integrated between samples: from one
 //! sample to the next, each GPU that was idle in the earlier one counts. Pure: every input
 //! carries the time, and what the edge must log comes back as [`IdleGpuEvent`]s.
 
@@ -268,20 +269,23 @@ impl RmCore {
         let apps = &self.apps;
         self.idle.ended.retain(|a, _| apps.contains_key(a));
         self.idle.notices.retain(|a, _| apps.contains_key(a));
-        let due: Vec<(ContainerId, u64)> = self
+        // The idle time is what the samples cover (first idle sample to the last one), not
+        // the time since: when samples stop coming (an NM that cannot sample reports none),
+        // nothing is decided on stale readings.
+        let due: Vec<(ContainerId, u64, u64)> = self
             .idle
             .containers
             .iter()
             .filter(|(_, r)| !r.acted)
-            .filter_map(|(c, r)| r.idle_since.map(|s| (*c, s)))
+            .filter_map(|(c, r)| r.idle_since.map(|s| (*c, s, r.sampled_at)))
             .collect();
         let mut reported: BTreeSet<ApplicationId> = BTreeSet::new();
-        for (cid, since) in due {
+        for (cid, since, last) in due {
             let app = cid.application_id();
             let Some((queue, policy)) = self.gpu_idle_policy(&app) else {
                 continue;
             };
-            let idle_ms = now.saturating_sub(since);
+            let idle_ms = last.saturating_sub(since);
             if policy.timeout_ms == 0 || idle_ms < policy.timeout_ms {
                 continue;
             }
@@ -336,13 +340,13 @@ impl RmCore {
             self.changed();
         }
         for app in reported {
-            self.report_idle(&app, now);
+            self.report_idle(&app);
         }
     }
 
     /// Sets the application's diagnostics to the containers that hold idle GPUs past the
     /// timeout (`report`).
-    fn report_idle(&mut self, app: &ApplicationId, now: u64) {
+    fn report_idle(&mut self, app: &ApplicationId) {
         let Some((queue, policy)) = self.gpu_idle_policy(app) else {
             return;
         };
@@ -356,7 +360,7 @@ impl RmCore {
                     format!(
                         "{c} ({} GPU(s) idle for {} ms)",
                         r.gpus.len(),
-                        now.saturating_sub(s)
+                        r.sampled_at.saturating_sub(s)
                     )
                 })
             })

@@ -143,7 +143,8 @@ fn report_names_the_idle_container_in_the_diagnostics() {
     run(&mut c, TIMEOUT - 500, &[(idle, 0.0), (busy, 85.0)]);
     assert!(c.env.core.take_idle_events().is_empty(), "not yet");
     assert!(!c.env.app(&app).diagnostics.contains("idle GPUs"));
-    run(&mut c, 1_000, &[(idle, 0.0), (busy, 85.0)]);
+    // The spell is what the samples cover: first idle sample to the last one.
+    run(&mut c, 1_500, &[(idle, 0.0), (busy, 85.0)]);
     let events = c.env.core.take_idle_events();
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0].container, idle);
@@ -161,7 +162,7 @@ fn report_names_the_idle_container_in_the_diagnostics() {
     assert!(c.env.core.take_idle_events().is_empty());
     // A busy sample re-arms it.
     run(&mut c, 500, &[(idle, 60.0), (busy, 85.0)]);
-    run(&mut c, TIMEOUT + 500, &[(idle, 0.0), (busy, 85.0)]);
+    run(&mut c, TIMEOUT + 1_000, &[(idle, 0.0), (busy, 85.0)]);
     assert_eq!(c.env.core.take_idle_events().len(), 1);
 }
 
@@ -193,10 +194,10 @@ fn release_stops_the_idle_container_and_leaves_the_busy_one() {
     let mut c = cluster(GpuIdleAction::Release);
     let (app, ids) = start(&mut c, 2);
     let (idle, busy) = (ids[0], ids[1]);
-    run(&mut c, TIMEOUT - 500, &[(idle, 0.0), (busy, 85.0)]);
+    // Samples every 500 ms from +500 ms: at the tick of +2500 ms they cover 1500 ms.
+    run(&mut c, TIMEOUT + 500, &[(idle, 0.0), (busy, 85.0)]);
     assert!(c.env.core.containers()[&idle].is_live());
-    c.env.advance(500);
-    sample(&mut c, &[(idle, 0.0), (busy, 85.0)]);
+    // At +3000 ms they cover the 2000 ms timeout.
     c.env.advance(500);
     // The tick asked the NM to stop it; the NM's report (-106, as the NM stops what the RM
     // cleans up) completes it with the policy's diagnostic first.
@@ -234,4 +235,22 @@ fn release_stops_the_idle_container_and_leaves_the_busy_one() {
         .find(|d| d.container_id == idle)
         .expect("the AM hears of it");
     assert_eq!(done.exit_status, exit_status::KILLED_BY_RESOURCEMANAGER);
+}
+
+#[test]
+fn a_container_whose_samples_stop_is_not_judged_on_stale_ones() {
+    let mut c = cluster(GpuIdleAction::Release);
+    let (_, ids) = start(&mut c, 2);
+    let (idle, busy) = (ids[0], ids[1]);
+    run(&mut c, 1_000, &[(idle, 0.0), (busy, 85.0)]);
+    // No more samples (the NM's sampling fails): time passes well beyond the timeout.
+    c.run_for(10 * TIMEOUT);
+    assert!(
+        c.env.core.containers()[&idle].is_live(),
+        "not released on stale samples"
+    );
+    assert!(c.env.core.take_idle_events().is_empty());
+    // Samples resume, still idle: the spell goes on and the policy applies.
+    run(&mut c, TIMEOUT, &[(idle, 0.0), (busy, 85.0)]);
+    assert_eq!(c.env.core.take_idle_events().len(), 1);
 }
