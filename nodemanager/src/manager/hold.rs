@@ -61,6 +61,7 @@ impl Manager {
             .unwrap_or(self.ctx.launch_hold_timeout);
         info!(
             group,
+            app_id = %group_app(waiting.iter()),
             containers = waiting.len(),
             timeout_ms = timeout.as_millis() as u64,
             "held start accepted"
@@ -185,7 +186,9 @@ impl Manager {
         if stopped > 0 {
             warn!(
                 group,
-                stopped, "held start was not released in time; its containers are stopped"
+                app_id = %group_app(g.members.iter()),
+                stopped,
+                "held start was not released in time; its containers are stopped"
             );
         }
         if let Some(reply) = g.reply.take() {
@@ -213,4 +216,12 @@ impl Manager {
             }
         }
     }
+}
+
+/// The application a held start's containers belong to (a gang is one application's), for
+/// the log lines about the whole group; empty for an empty group.
+fn group_app<'a>(mut ids: impl Iterator<Item = &'a ContainerId>) -> String {
+    ids.next()
+        .map(|c| c.application_id().to_string())
+        .unwrap_or_default()
 }
