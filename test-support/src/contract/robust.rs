@@ -887,7 +887,7 @@ pub fn run_barrage(
 ) -> Vec<String> {
     let total = cases.len();
     assert!(
-        (1000..5000).contains(&total),
+        (1000..8000).contains(&total),
         "{total} requests: keep the barrage bounded"
     );
     let started = Instant::now();
