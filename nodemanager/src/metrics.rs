@@ -242,8 +242,11 @@ fn float_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> prometheu
 }
 
 /// Per GPU, labelled `minor`, `model` and `uuid` (empty when unknown): whether a container
-/// holds it, and, from the plugin's last `nvidia-smi`/NVML reading, its utilization, memory
-/// and temperature (a reading the device did not give is left out, never reported as 0).
+/// holds it, its memory size, and, from the GPU plugin's periodic sample
+/// ([`crate::plugins::gpu::samples`], every
+/// `spindle.nodemanager.resource-plugins.gpu.utilization-interval-ms`), its utilization,
+/// memory used and temperature. A GPU without a current sample (sampling off, failed, or not
+/// yet run) has no such series: nothing is ever reported as 0 that was not read as 0.
 fn gpu_series(r: &Registry, v: &ResourceView) {
     let labels = &["minor", "model", "uuid"];
     let assigned = gauge_vec(
@@ -286,6 +289,7 @@ fn gpu_series(r: &Registry, v: &ResourceView) {
         PluginDetails::Gpu(Some(info)) => info.gpus.as_slice(),
         _ => &[],
     };
+    let sampled = crate::plugins::gpu::samples(v);
     for d in &v.devices {
         let reading = readings.iter().find(|g| {
             g.minor_number == Some(d.minor)
@@ -312,16 +316,17 @@ fn gpu_series(r: &Registry, v: &ResourceView) {
                 .with_label_values(&l)
                 .set(i64::try_from(m).unwrap_or(i64::MAX / MIB) * MIB);
         }
-        let Some(g) = reading else { continue };
-        if let Some(u) = g.gpu_util {
-            util.with_label_values(&l).set(f64::from(u) / 100.0);
-        }
+        let Some(g) = sampled.get(&d.minor) else {
+            continue;
+        };
+        util.with_label_values(&l)
+            .set(f64::from(g.utilization) / 100.0);
         if let Some(m) = g.memory_used_mib {
             mem_used
                 .with_label_values(&l)
                 .set(i64::try_from(m).unwrap_or(i64::MAX / MIB) * MIB);
         }
-        if let Some(t) = g.gpu_temp {
+        if let Some(t) = g.temperature_c {
             temp.with_label_values(&l).set(f64::from(t));
         }
     }

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{json, Value};
-use spindle_system_tests::{app_id_in, bin, cs_xml, fake_gpus, wait_until, Cluster, ClusterOpts};
+use spindle_system_tests::{
+    app_id_in, bin, cs_xml, fake_gpus_in, wait_until, Cluster, ClusterOpts,
+};
 
 const GPU: &str = "yarn.io/gpu";
 
@@ -203,7 +205,12 @@ fn gpu_dshell(c: &Cluster, queue: &str, n: u32, release: &Path) -> String {
 fn queue_node_and_gpu_series_match_the_rest_views_and_pass_promtool() {
     const TEST: &str = "queue_node_and_gpu_series_match_the_rest_views_and_pass_promtool";
     let scratch = tempfile::tempdir().expect("tempdir");
-    let gpus = fake_gpus(scratch.path(), 4);
+    // GPU 1 busy at 85%, the others idle; sampled every 200 ms.
+    let gpus = fake_gpus_in(
+        scratch.path(),
+        "gpus",
+        "FAKE_GPU_COUNT=4\nFAKE_GPU_UTILIZATION=1:85\nFAKE_GPU_MEMORY_USED_MIB=1:2048\n",
+    );
     let release = scratch.path().join("release");
     let cs = cs_xml(&[
         ("root.queues", "a,b"),
@@ -224,6 +231,10 @@ fn queue_node_and_gpu_series_match_the_rest_views_and_pass_promtool() {
                     gpus.display().to_string(),
                 ),
                 ("yarn.nodemanager.resource.cpu-vcores".into(), "8".into()),
+                (
+                    "spindle.nodemanager.resource-plugins.gpu.utilization-interval-ms".into(),
+                    "200".into(),
+                ),
             ],
         },
         &[("capacity-scheduler.xml", &cs)],
@@ -301,7 +312,7 @@ fn queue_node_and_gpu_series_match_the_rest_views_and_pass_promtool() {
             (before == after).then(|| (t.clone(), parse(&t), after))
         },
     );
-    for q in ["root", "root.a", "root.b"] {
+    for q in ["root.a", "root.b"] {
         assert_eq!(
             metric_gpus(&m, q),
             rest_gpus(&sched, q),
@@ -357,8 +368,37 @@ fn queue_node_and_gpu_series_match_the_rest_views_and_pass_promtool() {
             .and_then(|r| r.json())
             .expect("gpu view");
         let held = view["assignedGpuDevices"].as_array().map_or(0, Vec::len);
-        let t = text(&c, &format!("http://{nm}/metrics"));
-        let s = parse(&t);
+        // The plugin's sample (every 200 ms) shows GPU 1 at 85% with 2 GiB in use.
+        let (t, s) = wait_until(
+            &format!("{nm} to expose sampled GPU utilization"),
+            Duration::from_secs(20),
+            || {
+                let t = text(&c, &format!("http://{nm}/metrics"));
+                let s = parse(&t);
+                value(&s, "spindle_nm_gpu_utilization_ratio", &[("minor", "1")])
+                    .map(|_| (t.clone(), s))
+            },
+        );
+        assert_eq!(
+            value(&s, "spindle_nm_gpu_utilization_ratio", &[("minor", "1")]),
+            Some(0.85),
+            "{nm}: {t}"
+        );
+        assert_eq!(
+            value(&s, "spindle_nm_gpu_utilization_ratio", &[("minor", "0")]),
+            Some(0.0),
+            "{nm}: {t}"
+        );
+        assert_eq!(
+            value(&s, "spindle_nm_gpu_memory_used_bytes", &[("minor", "1")]),
+            Some(2048.0 * 1048576.0),
+            "{nm}: {t}"
+        );
+        assert!(
+            value(&s, "spindle_nm_gpu_temperature_celsius", &[("minor", "1")])
+                .is_some_and(|c| c > 0.0),
+            "{nm}: {t}"
+        );
         let per_gpu: Vec<&Sample> = s
             .iter()
             .filter(|x| x.name == "spindle_nm_gpu_assigned")
