@@ -183,8 +183,8 @@ impl StatusUpdater {
     }
 
     /// Registers and heartbeats until the NM stops or the RM says SHUTDOWN, in a span naming
-    /// this node (`node_id`) and the RM it reports to.
-    #[tracing::instrument(name = "status_updater", skip_all, fields(node_id = %self.node_id, rm = %self.rm_base))]
+    /// this node (`node_id`).
+    #[tracing::instrument(name = "status_updater", skip_all, fields(node_id = %self.node_id))]
     pub async fn run(mut self) {
         loop {
             let Some(reg) = self.register().await else {
