@@ -160,6 +160,26 @@ fn promtool(test: &str, what: &str, text: &str) -> Option<()> {
     Some(())
 }
 
+/// The full series names (`spindle_rm_...`, `spindle_nm_...`) a text mentions.
+fn names_in(text: &str) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("spindle_") {
+        let tail = &rest[i..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+            .unwrap_or(tail.len());
+        let name = &tail[..end];
+        if (name.starts_with("spindle_rm_") || name.starts_with("spindle_nm_"))
+            && !name.ends_with('_')
+        {
+            out.insert(name.to_string());
+        }
+        rest = &tail[end..];
+    }
+    out
+}
+
 /// Submits a distributed shell of `n` one-GPU containers in `queue` that wait for `release`.
 fn gpu_dshell(c: &Cluster, queue: &str, n: u32, release: &Path) -> String {
     let command = format!(
@@ -436,6 +456,39 @@ fn queue_node_and_gpu_series_match_the_rest_views_and_pass_promtool() {
         })
         .sum();
     assert!(held_total >= 4, "{held_total} GPUs held on the NMs");
+
+    // Every series the dashboard and the operations guide name exists.
+    let families: std::collections::BTreeSet<String> = std::iter::once(rm_text.as_str())
+        .chain(nm_texts.iter().map(|(_, t)| t.as_str()))
+        .flat_map(|t| t.lines())
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .map(str::to_string)
+        .collect();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dashboard =
+        std::fs::read_to_string(root.join("deploy/grafana/spindle.json")).expect("dashboard");
+    serde_json::from_str::<Value>(&dashboard).expect("the dashboard is JSON");
+    let ops = std::fs::read_to_string(root.join("docs/operations.md")).expect("operations");
+    let metrics_section = &ops[ops.find("### Metrics").expect("Metrics section")..];
+    let metrics_section = &metrics_section[..metrics_section.find("\n### ").unwrap_or(0)];
+    for (what, text) in [
+        ("deploy/grafana/spindle.json", dashboard.as_str()),
+        ("docs/operations.md", metrics_section),
+    ] {
+        let names = names_in(text);
+        assert!(names.len() > 10, "{what}: {names:?}");
+        for n in names {
+            let family = ["_bucket", "_count", "_sum"]
+                .iter()
+                .find_map(|s| n.strip_suffix(s).filter(|f| families.contains(*f)))
+                .unwrap_or(&n);
+            assert!(
+                families.contains(family),
+                "{what} names {n}, which no daemon exposes"
+            );
+        }
+    }
 
     // promtool accepts both daemons' exposition.
     let checked = promtool(TEST, "RM", &rm_text).is_some();
