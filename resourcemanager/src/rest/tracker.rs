@@ -11,6 +11,7 @@ use crate::core::{
     ReportedContainer,
 };
 use crate::driver::Command;
+use tracing::{debug, warn};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -116,7 +117,6 @@ async fn heartbeat(
             reply,
         })
         .await?;
-    let refused = self_report(&st, node, req.node_labels, req.node_attributes).await?;
     let uses = gpu_uses(&node, status.containers_gpu_utilization);
     if !uses.is_empty() {
         let n = node.clone();
@@ -141,6 +141,7 @@ async fn heartbeat(
             }
         }
     }
+    let refused = self_report(&st, node, req.node_labels, req.node_attributes).await?;
     Ok(Json(NodeHeartbeatResponse {
         response_id: r.response_id,
         node_action: match r.action {
@@ -162,7 +163,6 @@ async fn heartbeat(
     }))
 }
 
-/// Hands what an NM says of itself (labels, attributes) to the core; answers the refusals.
 /// The heartbeat's GPU samples the core can take: a GPU whose utilization is not a number
 /// from 0 to 100 (or whose memory or temperature is negative or not finite) is left out with
 /// a warning, and a container left without GPUs is dropped. Old NMs send none.
@@ -201,6 +201,7 @@ fn gpu_uses(
     out
 }
 
+/// Hands what an NM says of itself (labels, attributes) to the core; answers the refusals.
 async fn self_report(
     st: &AppState,
     node: spindle_common::NodeId,
