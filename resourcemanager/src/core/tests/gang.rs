@@ -713,3 +713,35 @@ fn only_the_first_waiting_gang_of_a_leaf_holds_nodes_by_default() {
     assert_eq!(placed[0].app, app(4));
     assert!(s.check().is_ok());
 }
+
+#[test]
+fn a_granted_gang_records_how_long_it_waited() {
+    let mut s = sched(&[("a", "/r1", 4)]);
+    let l = leaf(&s);
+    s.add_app(app(1), l, "filler", 0, 1, Resource::new(128, 1));
+    occupy(&mut s, app(1), "a", 4);
+    s.add_app(app(2), l, "u", 0, 2, Resource::new(128, 1));
+    s.set_now(1_000);
+    ask_gang(
+        &mut s,
+        app(2),
+        "g",
+        4,
+        gpu_unit(1),
+        params(GangPolicy::Pack, 0),
+        1_000,
+    );
+    assert!(s.schedule().is_empty());
+    assert!(s.stats.gang_waits_ms.is_empty(), "nothing granted yet");
+    for _ in 0..4 {
+        s.release(&app(1), &NodeId::new("a", 1), &gpu_unit(1));
+    }
+    s.set_now(6_500);
+    assert_eq!(s.schedule().len(), 4);
+    assert_eq!(
+        s.stats.gang_waits_ms,
+        vec![5_500],
+        "from its ask to its grant"
+    );
+    assert!(s.check().is_ok());
+}
