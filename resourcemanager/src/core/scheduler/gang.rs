@@ -888,7 +888,9 @@ impl Scheduler {
                 }
                 if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {
                     if self.stats.gang_waits_ms.len() < super::GANG_WAITS_KEPT {
-                        self.stats.gang_waits_ms.push(self.now.saturating_sub(g.since));
+                        self.stats
+                            .gang_waits_ms
+                            .push(self.now.saturating_sub(g.since));
                     }
                     g.phase = GangPhase::Allocated;
                     g.size = out.len() as u32;
