@@ -297,11 +297,6 @@ pub const DEFAULT_CS_QUEUE_LAS_PROMOTION_FACTOR: f64 = 4.0;
 /// then doublings by the best predicted time saved per added GPU; shrinks for waiting work).
 pub const CS_QUEUE_ELASTIC_POLICY: &str = "elastic-policy";
 pub const DEFAULT_CS_QUEUE_ELASTIC_POLICY: &str = "none";
-/// Priority of an application that names none.
-pub const CS_QUEUE_DEFAULT_APPLICATION_PRIORITY: &str = "default-application-priority";
-pub const DEFAULT_CS_QUEUE_DEFAULT_APPLICATION_PRIORITY: i32 = 0;
-/// The queue's priority among its siblings.
-pub const CS_QUEUE_PRIORITY: &str = "priority";
 /// How long a container's GPUs may stay idle (utilization below the queue's
 /// `gpu-idle-threshold-percent` in every sample) before `gpu-idle-action` applies; 0 (the
 /// default) turns the policy off. Inherited by children.
@@ -315,6 +310,11 @@ pub const DEFAULT_CS_QUEUE_GPU_IDLE_ACTION: &str = "report";
 /// A GPU whose utilization is below this percent is idle (0..=100; inherited; default 5).
 pub const CS_QUEUE_GPU_IDLE_THRESHOLD_PERCENT: &str = "gpu-idle-threshold-percent";
 pub const DEFAULT_CS_QUEUE_GPU_IDLE_THRESHOLD_PERCENT: f64 = 5.0;
+/// Priority of an application that names none.
+pub const CS_QUEUE_DEFAULT_APPLICATION_PRIORITY: &str = "default-application-priority";
+pub const DEFAULT_CS_QUEUE_DEFAULT_APPLICATION_PRIORITY: i32 = 0;
+/// The queue's priority among its siblings.
+pub const CS_QUEUE_PRIORITY: &str = "priority";
 pub const DEFAULT_CS_QUEUE_PRIORITY: i32 = 0;
 /// Whether the children of a queue with a nonzero capacity may sum to 0.
 pub const CS_QUEUE_ALLOW_ZERO_CAPACITY_SUM: &str = "allow-zero-capacity-sum";
@@ -462,17 +462,17 @@ pub const DEFAULT_SPINDLE_NM_DEVICE_DISCOVERY_TIMEOUT_MS: u64 = 10_000;
 pub const SPINDLE_NM_GPU_REFRESH_INTERVAL_MS: &str =
     "spindle.nodemanager.resource-plugins.gpu.refresh-interval-ms";
 pub const DEFAULT_SPINDLE_NM_GPU_REFRESH_INTERVAL_MS: u64 = 30_000;
-/// Major number of GPU device nodes (`/dev/nvidia<minor>`) when the node itself cannot be
-/// stat'ed (YARN's container-executor `gpu.major-device-number`).
-pub const SPINDLE_NM_GPU_MAJOR_DEVICE_NUMBER: &str =
-    "spindle.nodemanager.resource-plugins.gpu.major-device-number";
-pub const DEFAULT_SPINDLE_NM_GPU_MAJOR_DEVICE_NUMBER: u32 = 195;
 /// How often the GPU plugin samples every GPU's utilization, memory used and temperature
 /// (`nvidia-smi --query-gpu`, or NVML), so that each container's GPUs' use goes to the RM
 /// with the heartbeats (idle-GPU detection); 0 disables the sampling.
 pub const SPINDLE_NM_GPU_UTILIZATION_INTERVAL_MS: &str =
     "spindle.nodemanager.resource-plugins.gpu.utilization-interval-ms";
 pub const DEFAULT_SPINDLE_NM_GPU_UTILIZATION_INTERVAL_MS: u64 = 10_000;
+/// Major number of GPU device nodes (`/dev/nvidia<minor>`) when the node itself cannot be
+/// stat'ed (YARN's container-executor `gpu.major-device-number`).
+pub const SPINDLE_NM_GPU_MAJOR_DEVICE_NUMBER: &str =
+    "spindle.nodemanager.resource-plugins.gpu.major-device-number";
+pub const DEFAULT_SPINDLE_NM_GPU_MAJOR_DEVICE_NUMBER: u32 = 195;
 /// Major number of FPGA device nodes when `/dev/<name>` cannot be stat'ed (YARN's
 /// container-executor `fpga.major-device-number`).
 pub const SPINDLE_NM_FPGA_MAJOR_DEVICE_NUMBER: &str =
