@@ -101,8 +101,9 @@ impl Manager {
                 Outcome::Failed => self.metrics.failed += 1,
                 Outcome::Killed => self.metrics.killed += 1,
             }
+            use spindle_common::states::exit_status::{KILLED_EXCEEDED_PMEM, KILLED_EXCEEDED_VMEM};
             if self.table.get(&id).is_some_and(|c| {
-                c.exit_status == spindle_common::states::exit_status::KILLED_EXCEEDED_PMEM
+                c.exit_status == KILLED_EXCEEDED_PMEM || c.exit_status == KILLED_EXCEEDED_VMEM
             }) {
                 self.metrics.oom_killed += 1;
             }
