@@ -630,6 +630,12 @@ async fn without_cgroups_the_pmem_watcher_kills_an_over_limit_container() {
         ok.status.exit_status, 0,
         "a small container is left alone: {ok:?}"
     );
+    // `/metrics` counts the kill as an OOM kill (and only that one).
+    let (_, metrics) = nm.get("/metrics").await;
+    assert!(
+        metrics.contains("\nspindle_nm_containers_oom_killed_total 1\n"),
+        "{metrics}"
+    );
     nm.stop().await.unwrap();
 }
 
