@@ -185,7 +185,8 @@ impl RmCore {
         if let Some(app) = self.apps.get_mut(&app_id) {
             app.memory_ms += c.resource.memory_mb * held_ms;
             app.vcore_ms += c.resource.vcores * held_ms;
-            app.usage.add(&c.resource, held_ms as u64, end == Some(true));
+            app.usage
+                .add(&c.resource, held_ms as u64, end == Some(true));
             // A container kept across attempts is reported to the attempt that holds it now.
             let holder = app
                 .current_attempt()
