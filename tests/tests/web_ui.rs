@@ -455,6 +455,12 @@ fn web_ui_pages_show_the_rest_figures_in_a_browser() {
     assert_eq!(by_id(&page, "node-gpu-total"), t.to_string());
     assert_eq!(by_id(&page, "node-gpu-used"), u.to_string());
     assert_eq!(by_id(&page, "node-gpu-free"), (t - u).to_string());
+    // Each GPU from the NM where the browser may read it (another origin), else a link to it.
+    assert!(
+        page.contains("id=\"node-gpus\"") || page.contains("id=\"node-gpus-unavailable\""),
+        "{}",
+        head(&page)
+    );
     screenshot(
         &chrome,
         &profile,

@@ -359,9 +359,15 @@ pub(super) async fn apps(
     let order = AppOrder::parse(q.get("sort").map(String::as_str))?;
     let now = now_ms();
     let rm = rm_host(&headers);
-    let matching = s
-        .apps
-        .values()
+    // Newest first (`sort=-id`, the web UI's default) walks the map backwards: no sort.
+    let newest_first = order.is_some_and(|o| o.key == AppSortKey::Id && o.descending);
+    let order = order.filter(|_| !newest_first);
+    let all: Box<dyn Iterator<Item = &App>> = if newest_first {
+        Box::new(s.apps.values().rev())
+    } else {
+        Box::new(s.apps.values())
+    };
+    let matching = all
         .filter(|a| states.as_ref().is_none_or(|v| v.contains(&a.state)))
         .filter(|a| final_status.is_none_or(|f| f == a.final_status))
         .filter(|a| user.is_none_or(|u| *u == a.sub.user))
@@ -386,7 +392,7 @@ pub(super) async fn apps(
             tags.as_ref()
                 .is_none_or(|t| a.sub.tags.iter().any(|x| t.contains(&x.to_lowercase())))
         });
-    // The plain list streams in id order; a sort (or a count for the pager) needs them all.
+    // The id order (either way) streams; another sort needs them all.
     let (total, page): (usize, Vec<&App>) = match order {
         None => {
             let mut total = 0;

@@ -491,10 +491,46 @@ pages.node = async function (r) {
       rows.map((x) => `<tr>${cols.map((c) => `<td>${esc(typeof x[c] === "object" ? JSON.stringify(x[c]) : x[c])}</td>`).join("")}</tr>`).join("") +
       `</table>`;
   }
+  h += await nmGpus(n);
   const util = otherFields(n.resourceUtilization, []);
   if (util) h += `<h2>Resource utilization</h2>` + util;
   return h;
 };
+
+// Each GPU of a node as its NM reports it (YARN's NMGpuResourceInfo at
+// /ws/v1/node/resources/yarn.io%2Fgpu: model, minor, utilization, memory, temperature, and
+// which container holds it). The NM is another origin: where the browser may not read it
+// (no CORS header, or the NM is unreachable from the browser) the page says so and links it.
+async function nmGpus(n) {
+  if (!n.nodeHTTPAddress || res(n.totalResource, GPU) <= 0) return "";
+  const url = `http://${n.nodeHTTPAddress}/ws/v1/node/resources/${encodeURIComponent(GPU)}`;
+  let info;
+  try {
+    const ctl = new AbortController();
+    const t = setTimeout(() => ctl.abort(), 2000);
+    const r = await fetch(url, { signal: ctl.signal, cache: "no-store" });
+    clearTimeout(t);
+    if (!r.ok) throw new Error(String(r.status));
+    info = await r.json();
+  } catch (_) {
+    return `<h2>GPUs</h2><p class="muted small" id="node-gpus-unavailable">The NM's per-GPU view ` +
+      `could not be read from this page; open <a href="${esc(url)}">${esc(url)}</a>.</p>`;
+  }
+  const gpus = list(info.gpuDeviceInformation && info.gpuDeviceInformation.gpus);
+  const holder = {};
+  list(info.assignedGpuDevices).forEach((a) => { holder[a.minorNumber] = a.containerId; });
+  const num = (v, unit) => (v === undefined || v === null ? "" : `${v}${unit}`);
+  return `<h2>GPUs</h2><table id="node-gpus"><tr><th class="num">Minor</th><th>Model</th><th>UUID</th>` +
+    `<th>Container</th><th class="num">Utilization</th><th>Memory used / total</th>` +
+    `<th class="num">Temperature</th></tr>` +
+    gpus.map((g) => `<tr><td class="num">${g.minorNumber}</td><td>${esc(g.productName)}</td>` +
+      `<td class="small">${esc(g.uuid)}</td><td>${esc(holder[g.minorNumber] || "free")}</td>` +
+      `<td class="num">${num(g.gpuUtilizations && g.gpuUtilizations.overallGpuUtilization, "%")}</td>` +
+      `<td>${num(g.gpuMemoryUsage && g.gpuMemoryUsage.usedMemoryMiB, "")} / ` +
+      `${num(g.gpuMemoryUsage && g.gpuMemoryUsage.totalMemoryMiB, " MiB")}</td>` +
+      `<td class="num">${num(g.temperature && g.temperature.currentGpuTemp, " &deg;C")}</td></tr>`).join("") +
+    `</table>`;
+}
 
 // ------------------------------------------------------------------ router and refresh
 
