@@ -35,10 +35,13 @@ pub(in crate::rest) fn app_info(
         .and_then(Attempt::am_container)
         .and_then(|c| s.containers.get(&c));
     let final_ = a.state.is_final();
-    let live: Vec<&RmContainer> = s
-        .containers
-        .values()
-        .filter(|c| c.is_live() && c.id.application_id() == a.id)
+    // Its attempts name their containers: no walk over every container the RM keeps.
+    let live: Vec<&RmContainer> = a
+        .attempts
+        .iter()
+        .flat_map(|t| t.containers.iter())
+        .filter_map(|c| s.containers.get(c))
+        .filter(|c| c.is_live())
         .collect();
     let used = s.app_usage.get(&a.id).cloned().unwrap_or_default();
     let (mut mem_ms, mut vc_ms) = (a.memory_ms, a.vcore_ms);
