@@ -4,7 +4,8 @@
 //! (4 GPUs are free); 2,000 cheap applications wait in a queue that admits one at a time.
 //! Checked: the overview's GPU total, used and free and a node's GPUs equal the REST API's;
 //! the waiting gang's reason is in the DOM whole, in an element whose CSS rule wraps; the
-//! applications page pages the 2,000 on the server (50 a page, 40 pages, distinct rows).
+//! applications page pages the 2,000 on the server (50 a page, 40 pages, distinct rows) and
+//! sorts and filters them there (name order, tag and user filters).
 //! Screenshots of each page go to a temp dir, or to `docs/ui/` with
 //! `SPINDLE_UI_SCREENSHOTS=docs` (the PNGs `docs/operations.md` shows).
 //!
@@ -427,6 +428,17 @@ fn web_ui_pages_show_the_rest_figures_in_a_browser() {
     assert!(a.is_disjoint(&b), "pages 1 and 40 share rows");
     // Newest first by default: page 1 holds the last submitted.
     assert!(first.contains("bulk-1999") || a.iter().max() > b.iter().max());
+    // Sorted on the server by name, filtered by tag and user: page 1 starts at bulk-0000.
+    let sorted = dom(
+        &chrome,
+        &profile,
+        &ui("apps?queue=bulk&tag=bulk&user=bulk&sort=name"),
+    );
+    assert_eq!(by_id(&sorted, "apps-total"), BULK.to_string());
+    let first_row = sorted.split("class=\"app-row\"").nth(1).unwrap_or_default();
+    assert!(first_row.contains(">bulk-0000<"), "{}", head(first_row));
+    let none = dom(&chrome, &profile, &ui("apps?queue=bulk&user=nobody"));
+    assert_eq!(by_id(&none, "apps-total"), "0");
     screenshot(
         &chrome,
         &profile,
