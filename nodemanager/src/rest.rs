@@ -540,8 +540,23 @@ fn gpu_json(v: ResourceView) -> GpuResourceInfo {
 }
 
 /// `GET /ws/v1/node/resources/{resourcename}` (the name URL-encoded: `yarn.io%2Fgpu`).
+/// Readable from any origin (`Access-Control-Allow-Origin: *`): the RM's web UI shows each
+/// GPU of a node from it. It is a read of what `/ws/v1/node` already tells anyone, and no
+/// credentials go with a cross-origin read.
 async fn resource_info(
     State(s): State<RestState>,
+    name: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let mut r = resource_body(s, name).await?;
+    r.headers_mut().insert(
+        axum::http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        axum::http::HeaderValue::from_static("*"),
+    );
+    Ok(r)
+}
+
+async fn resource_body(
+    s: RestState,
     name: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     // A name that is not UTF-8 once decoded is no plugin's: YARN's empty answer, as below.

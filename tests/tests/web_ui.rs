@@ -467,12 +467,13 @@ fn web_ui_pages_show_the_rest_figures_in_a_browser() {
     assert_eq!(by_id(&page, "node-gpu-total"), t.to_string());
     assert_eq!(by_id(&page, "node-gpu-used"), u.to_string());
     assert_eq!(by_id(&page, "node-gpu-free"), (t - u).to_string());
-    // Each GPU from the NM where the browser may read it (another origin), else a link to it.
-    assert!(
-        page.contains("id=\"node-gpus\"") || page.contains("id=\"node-gpus-unavailable\""),
-        "{}",
-        head(&page)
-    );
+    // Each GPU from the NM (another origin, which allows the read): one row per GPU, and
+    // as many held by containers as the RM counts used.
+    assert!(page.contains("id=\"node-gpus\""), "{}", head(&page));
+    let table = &page[page.find("id=\"node-gpus\"").expect("table")..];
+    let table = &table[..table.find("</table>").expect("end of table")];
+    assert_eq!(table.matches("<tr>").count() as i64 - 1, t, "{table}");
+    assert_eq!(table.matches(">container_").count() as i64, u, "{table}");
     screenshot(
         &chrome,
         &profile,
