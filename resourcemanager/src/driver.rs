@@ -231,8 +231,6 @@ pub struct Snapshot {
     /// Per node: its partition, its attributes (the NM's and the central ones) and the
     /// allocation tags of what runs there.
     pub node_placement: BTreeMap<NodeId, NodePlacement>,
-    /// What waiting gangs hold reserved, per leaf queue (`/metrics`).
-    pub queue_reserved: BTreeMap<spindle_common::QueuePath, Resource>,
     /// The scheduling passes' work counters (`/metrics`).
     pub pass_stats: crate::core::scheduler::PassStats,
     /// Sampled GPU use per application (`gpuUtilization`, `idleGpuSeconds`).
@@ -313,31 +311,10 @@ impl Snapshot {
                     m
                 }),
             preemption: core.preemption().counters.clone(),
-            queue_reserved: queue_reserved(core),
             pass_stats: core.scheduler().stats.clone(),
             app_gpu: core.gpu_use_by_app(),
         }
     }
-}
-
-/// The sum of waiting gangs' reservations per leaf queue.
-fn queue_reserved(core: &RmCore) -> BTreeMap<spindle_common::QueuePath, Resource> {
-    let mut out: BTreeMap<spindle_common::QueuePath, Resource> = BTreeMap::new();
-    for (id, a) in core.scheduler().apps() {
-        let mut held = Resource::zero();
-        for g in a.gangs.values() {
-            held.add_assign(&g.reserved_need);
-        }
-        if held.is_zero() {
-            continue;
-        }
-        if let Some(crate::core::model::AppQueue::Leaf(q)) = core.apps().get(id).map(|a| &a.queue) {
-            out.entry(q.clone())
-                .or_insert_with(Resource::zero)
-                .add_assign(&held);
-        }
-    }
-    out
 }
 
 impl Command {

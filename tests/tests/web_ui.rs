@@ -313,6 +313,10 @@ fn web_ui_pages_show_the_rest_figures_in_a_browser() {
     assert_eq!(by_id(&page, "gpu-total"), total.to_string());
     assert_eq!(by_id(&page, "gpu-used"), used.to_string());
     assert_eq!(by_id(&page, "gpu-free"), (total - used).to_string());
+    // Reserved: what the waiting gang holds on its nodes, as the RM reports it.
+    let reserved = resource_value(&m["totalReservedResourcesAcrossPartition"], GPU);
+    assert!(reserved > 0, "the waiting gang holds GPUs: {m}");
+    assert_eq!(by_id(&page, "gpu-reserved"), reserved.to_string());
     // By model: the fake GPUs' one model holds all 8.
     assert!(
         page.contains("class=\"num model-total\">8<"),

@@ -97,6 +97,8 @@ pub struct QueueView {
     pub maximum: Resource,
     pub used: Resource,
     pub pending: Resource,
+    /// Held on nodes for its waiting gangs (YARN's reserved), its children's included.
+    pub reserved: Resource,
     pub am_used: Resource,
     pub am_limit: Resource,
     pub user_am_limit: Resource,

@@ -334,6 +334,7 @@ impl RmCore {
                 maximum: q.maximum.clone(),
                 used: q.used.clone(),
                 pending: pending.get(i.index()).cloned().unwrap_or_default(),
+                reserved: q.reserved.clone(),
                 am_used: q.am_used.clone(),
                 user_am_limit: am_limit.clone(),
                 am_limit,

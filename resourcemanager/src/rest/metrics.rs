@@ -348,11 +348,9 @@ fn queue_series(r: &Registry, s: &Snapshot) {
         .iter()
         .map(|(n, h)| gauge_vec(r, n, h, &["queue", "resource"]))
         .collect();
-    let empty = spindle_common::Resource::zero();
     for q in &s.queue_views {
         let path = q.path.to_string();
-        let reserved = s.queue_reserved.get(&q.path).unwrap_or(&empty);
-        let values = [&q.used, &q.guaranteed, &q.maximum, &q.pending, reserved];
+        let values = [&q.used, &q.guaranteed, &q.maximum, &q.pending, &q.reserved];
         for (v, res) in vecs.iter().zip(values) {
             for t in &types {
                 v.with_label_values(&[path.as_str(), t]).set(res.get(t));

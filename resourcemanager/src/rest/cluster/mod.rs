@@ -212,7 +212,16 @@ pub(super) fn cluster_metrics(s: &Snapshot) -> ClusterMetrics {
     };
     m.total_used_resources_across_partition = ResourceInfo::from(&used);
     m.total_cluster_resources_across_partition = ResourceInfo::from(&total);
-    m.total_reserved_resources_across_partition = ResourceInfo::from(&Resource::zero());
+    // What waiting gangs hold on nodes: the root queue's reservations.
+    let reserved = s
+        .queue_views
+        .iter()
+        .find(|v| v.parent.is_none())
+        .map(|v| v.reserved.clone())
+        .unwrap_or_default();
+    m.reserved_mb = reserved.memory_mb;
+    m.reserved_virtual_cores = reserved.vcores;
+    m.total_reserved_resources_across_partition = ResourceInfo::from(&reserved);
     m.total_allocated_containers_across_partition = m.containers_allocated;
     m
 }

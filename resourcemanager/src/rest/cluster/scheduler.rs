@@ -227,7 +227,8 @@ pub(super) fn queue_info(views: &[QueueView], v: &QueueView) -> CapacitySchedule
                         .values()
                         .fold(v.used.clone(), |acc, p| acc.minus(&p.used)),
                 ),
-                reserved: ResourceInfo::from(&Resource::zero()),
+                // Gangs' holds are kept in the default partition only.
+                reserved: ResourceInfo::from(&v.reserved),
                 pending: ResourceInfo::from(&v.pending),
                 am_used: ResourceInfo::from(&v.am_used),
                 am_limit: ResourceInfo::from(&v.am_limit),
