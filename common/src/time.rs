@@ -162,7 +162,8 @@ pub fn parse_iso8601(text: &str) -> Result<u64, Iso8601Error> {
             if hm.len() != 4 {
                 return Err(err("the time zone must be Z, +hhmm or -hhmm"));
             }
-            let (Some(zh), Some(zm)) = (num(&hm[..2]), num(&hm[2..])) else {
+            let (Some(zh), Some(zm)) = (hm.get(..2).and_then(num), hm.get(2..).and_then(num))
+            else {
                 return Err(err("the time zone must be Z, +hhmm or -hhmm"));
             };
             if zh > 23 || zm > 59 {
@@ -203,6 +204,14 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_zone_with_a_multibyte_character_is_an_error_not_a_panic() {
+        for z in ["+a\u{e9}b", "-\u{e9}\u{e9}", "+12\u{e9}"] {
+            let t = format!("2026-01-01T00:00:00{z}");
+            assert!(parse_iso8601(&t).is_err(), "{t}");
+        }
+    }
+
     use super::*;
 
     #[test]
