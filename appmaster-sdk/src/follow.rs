@@ -31,7 +31,7 @@ use spindle_common::records::am::GangState;
 use spindle_common::records::cluster::{AppAttemptInfo, AppInfo, ContainerReportInfo};
 use spindle_common::states::{exit_status, YarnApplicationState};
 
-use crate::dshell::client::{final_report, DsOutcome, GangSizes, RM_UNREACHABLE_GRACE};
+use crate::dshell::client::{final_report, look_at_app, DsOutcome, GangSizes};
 use crate::error::ClientError;
 use crate::http::{build_client, Http};
 use crate::rm_client::RmClient;
@@ -196,21 +196,9 @@ pub async fn follow_to_end(
     let mut unreachable_since: Option<Instant> = None;
     let mut timed_out = false;
     loop {
-        let app = match rm.app(app_id).await {
-            Ok(a) => {
-                unreachable_since = None;
-                a
-            }
-            Err(e) if e.is_connect() => {
-                let since = *unreachable_since.get_or_insert_with(Instant::now);
-                if since.elapsed() > RM_UNREACHABLE_GRACE {
-                    return Err(e);
-                }
-                tracing::warn!(error = %e, "ResourceManager unreachable; retrying");
-                tokio::time::sleep(POLL_INTERVAL).await;
-                continue;
-            }
-            Err(e) => return Err(e),
+        let Some(app) = look_at_app(rm, app_id, &mut unreachable_since, POLL_INTERVAL).await?
+        else {
+            continue;
         };
         w.look(&app, out).await;
         if app.state.is_final() {

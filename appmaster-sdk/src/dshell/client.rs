@@ -18,6 +18,34 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
 /// How long the client keeps trying while the RM cannot be reached (e.g. it restarts).
 pub const RM_UNREACHABLE_GRACE: Duration = Duration::from_secs(30);
 
+/// One look at the application for a client that follows it: `None` after an unreachable RM
+/// (retry: the wait of `retry` is done), the error once the RM has been unreachable longer
+/// than [`RM_UNREACHABLE_GRACE`] (`unreachable_since` keeps when that began) or for any
+/// other failure.
+pub(crate) async fn look_at_app(
+    rm: &RmClient,
+    app_id: &ApplicationId,
+    unreachable_since: &mut Option<Instant>,
+    retry: Duration,
+) -> Result<Option<AppInfo>, ClientError> {
+    match rm.app(app_id).await {
+        Ok(a) => {
+            *unreachable_since = None;
+            Ok(Some(a))
+        }
+        Err(e) if e.is_connect() => {
+            let since = *unreachable_since.get_or_insert_with(Instant::now);
+            if since.elapsed() > RM_UNREACHABLE_GRACE {
+                return Err(e);
+            }
+            tracing::warn!(error = %e, "ResourceManager unreachable; retrying");
+            tokio::time::sleep(retry).await;
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Everything `spindle distributed-shell` takes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DsOptions {
@@ -145,21 +173,8 @@ pub async fn follow_application(
     let mut unreachable_since: Option<Instant> = None;
     let mut timed_out = false;
     loop {
-        let app = match rm.app(app_id).await {
-            Ok(a) => {
-                unreachable_since = None;
-                a
-            }
-            Err(e) if e.is_connect() => {
-                let since = *unreachable_since.get_or_insert_with(Instant::now);
-                if since.elapsed() > RM_UNREACHABLE_GRACE {
-                    return Err(e);
-                }
-                tracing::warn!(error = %e, "ResourceManager unreachable; retrying");
-                tokio::time::sleep(poll).await;
-                continue;
-            }
-            Err(e) => return Err(e),
+        let Some(app) = look_at_app(rm, app_id, &mut unreachable_since, poll).await? else {
+            continue;
         };
         if last_state != Some(app.state) {
             out(&state_line(&app));
