@@ -6,6 +6,8 @@
 //! Must not: know either daemon's state or commands; each daemon maps its own errors to
 //! [`ApiError`] (`From` impls beside its handlers).
 
+pub mod audit;
+
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::request::Parts;
