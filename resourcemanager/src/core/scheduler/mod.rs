@@ -192,7 +192,7 @@ impl Scheduler {
     pub fn new(conf: SchedulerConf, min_alloc: Resource) -> Self {
         let tree = QueueTree::build(&conf.root);
         let n = tree.queues.len();
-        Self {
+        let mut s = Self {
             conf,
             nodes: NodeIndex::new(min_alloc.clone()),
             min_alloc,
@@ -208,7 +208,11 @@ impl Scheduler {
             las_cross_at: BTreeMap::new(),
             las_promote: BTreeSet::new(),
             labels: BTreeMap::new(),
-        }
+        };
+        // Absolute capacities (and so `maximum-applications`) are known before any node
+        // registers: a fresh cluster accepts submissions, which wait for nodes.
+        s.recompute();
+        s
     }
 
     fn count_shape(&mut self, cap: &Resource, n: u32, up: bool) {

@@ -356,7 +356,8 @@ impl QueueTree {
                 CapacitySpec::Percent(p) => (scale(&pg, *p / 100.0), p_abs * p / 100.0),
                 CapacitySpec::Absolute(r) => {
                     let g = min_each(r, &pg);
-                    let abs = share_pct(&g, cluster);
+                    // No resources yet: nothing narrower than the parent is known.
+                    let abs = share_pct(&g, cluster).unwrap_or(p_abs);
                     (g, abs)
                 }
                 CapacitySpec::Weight(w) => {
@@ -366,7 +367,9 @@ impl QueueTree {
                         0.0
                     };
                     let g = scale(&left, f);
-                    let abs = share_pct(&g, cluster);
+                    // No resources yet: YARN's weight mode, the normalized weight of the
+                    // parent's absolute capacity.
+                    let abs = share_pct(&g, cluster).unwrap_or(p_abs * f);
                     (g, abs)
                 }
             };
@@ -374,7 +377,7 @@ impl QueueTree {
                 MaxCapacitySpec::Percent(p) => (scale(&pm, *p / 100.0), p_abs_max * p / 100.0),
                 MaxCapacitySpec::Absolute(r) => {
                     let m = min_each(r, &pm);
-                    let abs = share_pct(&m, cluster);
+                    let abs = share_pct(&m, cluster).unwrap_or(p_abs_max);
                     (m, abs)
                 }
             };
@@ -462,12 +465,9 @@ pub fn min_each(a: &Resource, b: &Resource) -> Resource {
 
 /// `r` as a percent of `cluster`, by memory (YARN's absolute figures are per partition and
 /// memory-based for display).
-fn share_pct(r: &Resource, cluster: &Resource) -> f64 {
-    if cluster.memory_mb > 0 {
-        r.memory_mb as f64 * 100.0 / cluster.memory_mb as f64
-    } else {
-        0.0
-    }
+/// `r`'s memory as a percentage of the cluster's; `None` while the cluster has none.
+fn share_pct(r: &Resource, cluster: &Resource) -> Option<f64> {
+    (cluster.memory_mb > 0).then(|| r.memory_mb as f64 * 100.0 / cluster.memory_mb as f64)
 }
 
 /// How far `used` is into `base`, by the configured calculator: memory only, or the dominant

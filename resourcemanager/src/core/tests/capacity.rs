@@ -968,3 +968,47 @@ proptest! {
         prop_assert_eq!(run(), run());
     }
 }
+
+/// YARN's `maxApplications` is the system-wide figure scaled by the queue's absolute
+/// capacity, a property of the configuration: before any NodeManager registers (a fresh
+/// cluster, or the moment after an RM restart) submissions are accepted and wait, whether the
+/// queues are configured by percentage, weight or absolute resources.
+#[test]
+fn maximum_applications_does_not_depend_on_the_registered_resources() {
+    // An absolute guarantee is a share only of registered resources: until nodes arrive,
+    // the queue is limited by its parent's figure.
+    let cases: Vec<(&str, CapacitySpec, u32)> = vec![
+        ("percent", CapacitySpec::Percent(50.0), 50),
+        ("weight", CapacitySpec::Weight(1.0), 50),
+        (
+            "absolute",
+            CapacitySpec::Absolute(Resource::new(8192, 8)),
+            100,
+        ),
+    ];
+    for (what, cap, max_apps) in cases {
+        let mut a = QueueSpec::new(qp("root.a"), cap.clone());
+        a.max_am_resource_percent = 0.5;
+        let mut b = QueueSpec::new(qp("root.b"), cap);
+        b.max_am_resource_percent = 0.5;
+        let mut conf = conf_with(vec![a, b]);
+        conf.scheduler.max_applications = 100;
+        let mut env = TestEnv::with_conf(conf);
+        let ids: Vec<ApplicationId> = (0..5).map(|_| submit_as(&mut env, "a", "u")).collect();
+        for id in &ids {
+            let app = env.app(id);
+            assert_eq!(app.state, AppState::ACCEPTED, "{what}: {}", app.diagnostics);
+        }
+        let v = view(&env, "root.a");
+        assert_eq!(v.max_applications, max_apps, "{what}");
+        // Once nodes arrive, they run.
+        nodes(&mut env, 2, 16384, 16);
+        env.advance(1_000);
+        let launched = env.launch_all().len();
+        assert!(launched >= 1, "{what}: an AM is launched once nodes arrive");
+        if what == "absolute" {
+            // 8 GB of 32 GB registered: a quarter of 100.
+            assert_eq!(view(&env, "root.a").max_applications, 25);
+        }
+    }
+}
