@@ -159,6 +159,13 @@ pub const DEFAULT_SPINDLE_SCHEDULER_GANG_TIMEOUT_MS: u64 = 600_000;
 
 // ---- Security and priorities -----------------------------------------------------------
 
+/// RM and every NM: the cluster secret file (hex of at least 32 random bytes, mode `0600`
+/// or `0400`, owned by the daemon's user; `spindle cluster-secret -generate FILE` writes
+/// one). When set, every node-tracker call (register, heartbeat, unregister) is signed with
+/// it and the RM refuses unsigned ones with 401; unset, the RM accepts any node
+/// (compatibility mode, logged at start). The same file on every daemon of a cluster.
+pub const CLUSTER_SECRET_FILE: &str = "spindle.cluster.secret-file";
+
 /// Whether queue and admin ACLs are enforced at all.
 pub const ACL_ENABLE: &str = "yarn.acl.enable";
 pub const DEFAULT_ACL_ENABLE: bool = false;
