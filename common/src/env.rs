@@ -17,6 +17,10 @@ pub const MAX_APP_ATTEMPTS: &str = "MAX_APP_ATTEMPTS";
 pub const RM_ADDRESS: &str = "SPINDLE_RM_ADDRESS";
 /// The AM-RM token, set for AM containers; sent as `Authorization: Bearer`.
 pub const AMRM_TOKEN: &str = "SPINDLE_AMRM_TOKEN";
+/// A client's token for an RM in `token` mode (wins over [`TOKEN_FILE`]).
+pub const TOKEN: &str = "SPINDLE_TOKEN";
+/// A file holding a client's token (wins over the yarn-site key `spindle.client.token-file`).
+pub const TOKEN_FILE: &str = "SPINDLE_TOKEN_FILE";
 /// The application attempt id, set for AM containers.
 pub const APPLICATION_ATTEMPT_ID: &str = "SPINDLE_APPLICATION_ATTEMPT_ID";
 /// Directory holding the spindle config the AM should read (the NM's conf dir).

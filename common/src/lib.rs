@@ -16,6 +16,7 @@ pub mod resource;
 pub mod states;
 pub mod time;
 pub mod token;
+pub mod user_token;
 
 pub use ids::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, QueuePath};
 pub use resource::Resource;

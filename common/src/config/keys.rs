@@ -34,6 +34,36 @@ pub const DEFAULT_HADOOP_SECURITY_GROUPS_NEGATIVE_CACHE_SECS: u64 = 30;
 pub const HADOOP_SECURITY_GROUPS_SHELL_COMMAND_TIMEOUT: &str =
     "hadoop.security.groups.shell.command.timeout";
 pub const DEFAULT_HADOOP_SECURITY_GROUPS_SHELL_COMMAND_TIMEOUT: u64 = 0;
+/// RM: how REST callers are authenticated on `/ws/v1/cluster/...`: `simple` (Hadoop's pseudo
+/// authentication: the caller is whoever `?user.name=` names) or `token` (Spindle's signed
+/// bearer tokens, in the spirit of RM delegation tokens: `Authorization: Bearer <token>` or
+/// `Hadoop-YARN-RM-Delegation-Token: <token>`; the caller is the token's owner and
+/// `?user.name=` is ignored). Hadoop's `kerberos` is not implemented.
+pub const HADOOP_HTTP_AUTHENTICATION_TYPE: &str = "hadoop.http.authentication.type";
+pub const DEFAULT_HADOOP_HTTP_AUTHENTICATION_TYPE: &str = "simple";
+/// RM, `simple` mode: whether a call without `?user.name=` is taken as `dr.who` (true) or
+/// refused with 401 (false).
+pub const HADOOP_HTTP_AUTHENTICATION_SIMPLE_ANONYMOUS_ALLOWED: &str =
+    "hadoop.http.authentication.simple.anonymous.allowed";
+pub const DEFAULT_HADOOP_HTTP_AUTHENTICATION_SIMPLE_ANONYMOUS_ALLOWED: bool = true;
+/// RM, `token` mode (required there), and `spindle token -issue`: the file holding the key
+/// users' tokens are signed with, hex of at least 32 random bytes, mode `0600` (the RM refuses
+/// to start on a missing, short, non-hex or group/other-readable file).
+pub const HADOOP_HTTP_AUTHENTICATION_SIGNATURE_SECRET_FILE: &str =
+    "hadoop.http.authentication.signature.secret.file";
+/// RM, `token` mode: the longest validity (ms) of a token the RM issues over REST
+/// (`POST /ws/v1/cluster/delegation-token`); never beyond the max date of the token that
+/// asked. Hadoop's default, 7 days.
+pub const RM_DELEGATION_TOKEN_MAX_LIFETIME: &str =
+    "yarn.resourcemanager.delegation.token.max-lifetime";
+pub const DEFAULT_RM_DELEGATION_TOKEN_MAX_LIFETIME: u64 = 604_800_000;
+/// Both daemons: the file the audit lines (YARN's `RMAuditLogger` lines: USER, IP, OPERATION,
+/// TARGET, RESULT, ...) are appended to, created `0600`. Unset: they go to the daemon's log
+/// with the other lines (target `RMAuditLogger`).
+pub const SPINDLE_AUDIT_LOG_FILE: &str = "spindle.audit.log-file";
+/// Clients: a file holding the caller's token for an RM in `token` mode (`$SPINDLE_TOKEN`,
+/// then `$SPINDLE_TOKEN_FILE`, win over it).
+pub const SPINDLE_CLIENT_TOKEN_FILE: &str = "spindle.client.token-file";
 
 // ---- ResourceManager -----------------------------------------------------------------
 
@@ -71,6 +101,13 @@ pub const DEFAULT_AM_LIVENESS_EXPIRY_MS: u64 = 600_000;
 pub const RM_CONTAINER_ALLOCATION_EXPIRY_MS: &str =
     "yarn.resourcemanager.rm.container-allocation.expiry-interval-ms";
 pub const DEFAULT_RM_CONTAINER_ALLOCATION_EXPIRY_MS: u64 = 600_000;
+/// How often the RM rolls its container-token master key (seconds): a fresh random key is
+/// sent to every NM at once and signs new container tokens after 1.5 x
+/// [`NM_LIVENESS_EXPIRY_MS`]; the key before it is still accepted until the next roll. Must be
+/// more than 3 x [`NM_LIVENESS_EXPIRY_MS`] (YARN's rule).
+pub const RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS: &str =
+    "yarn.resourcemanager.container-tokens.master-key-rolling-interval-secs";
+pub const DEFAULT_RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS: i64 = 86_400;
 /// Cluster-wide cap on application attempts (an application may ask for fewer).
 pub const RM_AM_MAX_ATTEMPTS: &str = "yarn.resourcemanager.am.max-attempts";
 pub const DEFAULT_RM_AM_MAX_ATTEMPTS: i64 = 2;
@@ -332,6 +369,37 @@ pub const DEFAULT_CS_QUEUE_ALLOW_ZERO_CAPACITY_SUM: bool = false;
 pub const CS_QUEUE_ACCESSIBLE_NODE_LABELS: &str = "accessible-node-labels";
 /// The partition of the queue's asks (and applications) that name none.
 pub const CS_QUEUE_DEFAULT_NODE_LABEL_EXPRESSION: &str = "default-node-label-expression";
+
+// ---- HTTP serving (both daemons) -------------------------------------------------------
+
+/// Most connections a daemon keeps open at once; a connection past it is closed as soon as
+/// it is accepted (accepting never blocks). Spindle's own: YARN's Jetty has no such key.
+pub const HTTP_MAX_CONNECTIONS: &str = "spindle.http.max-connections";
+pub const DEFAULT_HTTP_MAX_CONNECTIONS: u64 = 8192;
+/// Most connections one peer IP address may hold open at once (an NM, its AMs and clients
+/// on one host share it); past it, that peer's new connections are closed at once.
+pub const HTTP_MAX_CONNECTIONS_PER_PEER: &str = "spindle.http.max-connections-per-peer";
+pub const DEFAULT_HTTP_MAX_CONNECTIONS_PER_PEER: u64 = 512;
+/// How long a connection may take to send a whole request head (request line and headers;
+/// on a kept-alive connection, from the first byte of the request; with TLS the handshake
+/// counts too) before it is closed.
+pub const HTTP_HEADER_READ_TIMEOUT_MS: &str = "spindle.http.header-read-timeout-ms";
+pub const DEFAULT_HTTP_HEADER_READ_TIMEOUT_MS: u64 = 10_000;
+/// How long a kept-alive connection may stay idle (no request in flight, no byte either way)
+/// before it is closed.
+pub const HTTP_IDLE_TIMEOUT_MS: &str = "spindle.http.idle-timeout-ms";
+pub const DEFAULT_HTTP_IDLE_TIMEOUT_MS: u64 = 60_000;
+/// YARN's `yarn.http.policy`: `HTTP_ONLY` (plain HTTP) or `HTTPS_ONLY` (both daemons serve
+/// TLS only, advertise `https://` addresses and every Spindle client dials with TLS).
+pub const HTTP_POLICY: &str = "yarn.http.policy";
+pub const DEFAULT_HTTP_POLICY: &str = "HTTP_ONLY";
+/// With `HTTPS_ONLY`: the daemon's certificate chain, PEM (its own certificate first).
+pub const SSL_SERVER_CERTIFICATE_FILE: &str = "spindle.ssl.server.certificate-file";
+/// With `HTTPS_ONLY`: the private key of that certificate, PEM (PKCS#8, PKCS#1 or SEC1).
+pub const SSL_SERVER_PRIVATE_KEY_FILE: &str = "spindle.ssl.server.private-key-file";
+/// The CA certificates (PEM) Spindle's clients trust besides the system roots: the RM
+/// dialing NMs, NMs dialing the RM, AMs and the CLI.
+pub const SSL_CLIENT_CA_FILE: &str = "spindle.ssl.client.ca-file";
 
 // ---- Resource types (resource-types.xml, node-resources.xml) ---------------------------
 
@@ -608,6 +676,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     (NM_LIVENESS_EXPIRY_MS, "600000"),
     (AM_LIVENESS_EXPIRY_MS, "600000"),
     (RM_CONTAINER_ALLOCATION_EXPIRY_MS, "600000"),
+    (RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS, "86400"),
     (RM_AM_MAX_ATTEMPTS, "2"),
     (RM_MAX_COMPLETED_APPLICATIONS, "1000"),
     (RM_NM_GRACEFUL_DECOMMISSION_TIMEOUT_SECS, "3600"),
