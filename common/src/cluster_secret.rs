@@ -145,6 +145,14 @@ impl fmt::Debug for ClusterSecret {
     }
 }
 
+/// 16 fresh bytes from the operating system's random source: the nonce for
+/// [`ClusterSecret::sign`] and [`ClusterSecret::wrap_key`].
+pub fn random_nonce() -> Result<[u8; 16], ClusterSecretError> {
+    let mut n = [0u8; 16];
+    getrandom::getrandom(&mut n).map_err(|e| ClusterSecretError::Random(e.to_string()))?;
+    Ok(n)
+}
+
 fn current_euid() -> u32 {
     nix::unistd::geteuid().as_raw()
 }
