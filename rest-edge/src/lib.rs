@@ -7,6 +7,7 @@
 //! [`ApiError`] (`From` impls beside its handlers).
 
 pub mod audit;
+pub mod serve;
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
