@@ -25,6 +25,11 @@ struct Args {
     /// yarn-site key spindle.log.format, else text.
     #[arg(long, value_name = "text|json")]
     log_format: Option<LogFormat>,
+    /// YARN's -format-state-store: delete the state store (spindle.resourcemanager.state-store.path,
+    /// with its -wal/-shm files) and exit, so that the next start begins with a fresh one.
+    /// Every application it holds is forgotten. Run it only while no RM uses the store.
+    #[arg(long = "format-state-store", alias = "format_state_store")]
+    format_state_store: bool,
 }
 
 /// Loads the configuration directory and the `-D` overrides; the RM keeps both, so that
@@ -62,6 +67,9 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if args.format_state_store {
+        return format_state_store(&conf);
+    }
     logging::init(format);
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -79,7 +87,43 @@ fn main() -> ExitCode {
     }
 }
 
+/// `--format-state-store`: removes the store and says what was removed.
+fn format_state_store(conf: &RmConfig) -> ExitCode {
+    let path = &conf.store_path;
+    match spindle_resourcemanager::store::StateStore::format(path) {
+        Ok(f) if f.removed.is_empty() => {
+            println!(
+                "No state store at {} (spindle.resourcemanager.state-store.path): nothing to format; the next start creates one",
+                path.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(f) => {
+            for (file, bytes) in &f.removed {
+                println!("Removed {file} ({bytes} bytes)");
+            }
+            println!(
+                "Formatted the state store {}: the next start creates a fresh one",
+                path.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 async fn serve(args: Args, conf: RmConfig) -> anyhow::Result<()> {
+    // A descriptor per connection, container pipe and file: take the hard limit.
+    match spindle_rest_edge::serve::raise_nofile_limit() {
+        Ok(n) => tracing::info!(
+            limit = n,
+            "open-file limit (RLIMIT_NOFILE): {n} (the hard limit)"
+        ),
+        Err(e) => tracing::warn!("cannot raise the open-file limit (RLIMIT_NOFILE): {e}"),
+    }
     let listener = tokio::net::TcpListener::bind(&conf.webapp_address)
         .await
         .with_context(|| {
