@@ -9,6 +9,7 @@
 //! YARN versions and older Spindle peers can still talk to us.
 
 pub mod admin;
+pub mod auth;
 pub mod am;
 pub mod cluster;
 pub mod exception;

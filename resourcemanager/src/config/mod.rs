@@ -3,6 +3,7 @@
 //! through the raw layer, the file and line. The capacity scheduler's part
 //! (`capacity-scheduler.xml`) is [`capacity`].
 
+pub mod auth;
 pub mod capacity;
 pub mod hosts;
 
@@ -45,6 +46,10 @@ pub enum RmConfigError {
     /// The raw reader refused a file or a value (bad XML, not a number, a `${...}` cycle).
     #[error(transparent)]
     Value(#[from] ConfigError),
+    /// REST authentication (`hadoop.http.authentication.*`): an unknown type, or token mode
+    /// without a usable key file.
+    #[error(transparent)]
+    Auth(#[from] auth::AuthConfigError),
     /// `yarn.node-labels.configuration-type` is neither `centralized` nor `distributed`.
     #[error("{place}property '{name}': expected centralized or distributed, got '{value}'")]
     BadLabelConfigurationType {
@@ -217,6 +222,8 @@ pub struct RmConfig {
     pub groups: GroupsConfig,
     /// The include and exclude host files and the graceful decommission timeout.
     pub hosts: hosts::HostsConfig,
+    /// How REST callers are authenticated (`hadoop.http.authentication.type`).
+    pub auth: auth::AuthConfig,
 }
 
 impl RmConfig {
@@ -377,6 +384,7 @@ impl RmConfig {
             unknown_keys: conf.unknown_keys(),
             groups: groups_config(conf)?,
             hosts: hosts::HostsConfig::from_conf(conf)?,
+            auth: auth::AuthConfig::from_conf(conf)?,
         })
     }
 

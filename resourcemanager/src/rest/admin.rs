@@ -73,7 +73,7 @@ async fn refresh_nodes(
     let user = caller.user.clone();
     let r = refresh(&st, &q, caller).await;
     if let Err(e) = &r {
-        audit_failure(&user, remote_ip(&ext), AUDIT_REFRESH_NODES, &e.message);
+        audit_failure(&user, remote_ip(&ext), AUDIT_REFRESH_NODES, e);
     }
     r
 }

@@ -5,6 +5,7 @@
 
 mod admin;
 mod am;
+mod auth;
 mod cluster;
 mod groups;
 mod metrics;
@@ -43,10 +44,14 @@ pub(crate) struct AppState {
     pub driver: DriverHandle,
     pub info: RmInfo,
     pub groups: Arc<groups::Groups>,
+    /// How cluster callers are authenticated, and the tokens cancelled since the start.
+    pub auth: Arc<auth::Auth>,
 }
 
 impl AppState {
-    /// The caller named by `?user.name=` (default `dr.who`) with their groups.
+    /// The caller named by `?user.name=` (default `dr.who`) with their groups. On cluster
+    /// routes [`auth::authenticate`] has run first: in `token` mode it set `user.name` to
+    /// the token's owner, so this is the authenticated user.
     pub(crate) async fn caller(&self, query: &std::collections::HashMap<String, String>) -> Caller {
         let user = caller(query);
         let groups = self.groups.of(&user).await;
@@ -57,15 +62,26 @@ impl AppState {
 pub fn router(driver: DriverHandle, info: RmInfo) -> Router {
     let groups = Arc::new(groups::Groups::new(info.conf.groups.clone()));
     let request_metrics = info.metrics.clone();
+    let auth = Arc::new(auth::Auth::new(&info.conf.auth));
     let state = AppState {
         driver,
         info,
         groups,
+        auth,
     };
-    Router::new()
+    // Every cluster call is authenticated (and its refusals audited); the AM, node-tracker,
+    // metrics and web routes have their own rules.
+    let cluster = Router::new()
         .merge(cluster::routes())
         .merge(schedconf::routes())
         .merge(admin::routes())
+        .merge(auth::routes())
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ));
+    Router::new()
+        .merge(cluster)
         .merge(am::routes())
         .merge(tracker::routes())
         .merge(metrics::routes())

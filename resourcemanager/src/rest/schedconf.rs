@@ -74,23 +74,30 @@ pub(super) fn remote_ip(ext: &Extensions) -> Option<IpAddr> {
     ext.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip())
 }
 
-/// Writes a refused admin operation to the RM's log as YARN's `RMAuditLogger.logFailure`
-/// does: `USER=<u>\tIP=<addr>\tOPERATION=<op>\tTARGET=<t>\tRESULT=FAILURE\tDESCRIPTION=<why>`
-/// (tab-separated; tabs and newlines in the reason become spaces; `IP` is left out when the
-/// address is not known).
+/// Writes a refused admin operation to the audit log as YARN's `RMAuditLogger.logFailure`
+/// does (`spindle_rest_edge::audit`): `USER=<u>\tIP=<addr>\tOPERATION=<op>\tTARGET=<t>\t
+/// RESULT=FAILURE\tDESCRIPTION=<why>...`. A 401 or 403 is left to the cluster routes'
+/// authentication middleware (`auth::authenticate`), which audits every one of them.
 pub(super) fn audit_failure(
     user: &str,
     ip: Option<IpAddr>,
     (operation, target): (&str, &str),
-    description: &str,
+    error: &ApiError,
 ) {
-    let clean = |s: &str| s.replace(['\t', '\n', '\r'], " ");
-    let ip = ip.map(|ip| format!("\tIP={ip}")).unwrap_or_default();
-    tracing::warn!(
-        "USER={}{ip}\tOPERATION={operation}\tTARGET={target}\tRESULT=FAILURE\tDESCRIPTION={}",
-        clean(user),
-        clean(description)
-    );
+    if matches!(
+        error.kind,
+        ExceptionKind::Authorization | ExceptionKind::Forbidden
+    ) {
+        return;
+    }
+    spindle_rest_edge::audit::log(&spindle_rest_edge::audit::AuditEvent::failure(
+        user,
+        ip,
+        operation,
+        target,
+        &error.message,
+        "",
+    ));
 }
 
 /// `refreshQueues`: re-reads `capacity-scheduler.xml` (and the `-D` overrides) from the
@@ -105,7 +112,7 @@ async fn refresh_queues(
     let user = caller.user.clone();
     let r = refresh(&st, caller).await;
     if let Err(e) = &r {
-        audit_failure(&user, remote_ip(&ext), AUDIT_REFRESH_QUEUES, &e.message);
+        audit_failure(&user, remote_ip(&ext), AUDIT_REFRESH_QUEUES, e);
     }
     r
 }
@@ -229,7 +236,7 @@ async fn put_sched_conf(
         Err(e) => Err(e),
     };
     if let Err(e) = &r {
-        audit_failure(&user, remote_ip(&ext), AUDIT_UPDATE_SCHED_CONF, &e.message);
+        audit_failure(&user, remote_ip(&ext), AUDIT_UPDATE_SCHED_CONF, e);
     }
     r?;
     Ok((

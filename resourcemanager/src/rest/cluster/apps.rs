@@ -985,7 +985,8 @@ pub(super) async fn submit(
     JsonBody(ctx): JsonBody<ApplicationSubmissionContext>,
 ) -> Result<Response, ApiError> {
     let who = st.caller(&q).await;
-    let (id, mut sub) = submission(ctx, who.user)?;
+    let (id, mut sub) = submission(ctx, who.user.clone())?;
+    crate::rest::auth::check_submit_acl(&st, &id, &sub.queue, &who).await?;
     sub.groups = who.groups;
     st.driver
         .call(|r| Command::Submit(id, Box::new(sub), r))
