@@ -15,6 +15,7 @@ pub mod records;
 pub mod resource;
 pub mod states;
 pub mod time;
+pub mod tls;
 pub mod token;
 pub mod user_token;
 
