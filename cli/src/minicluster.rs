@@ -12,6 +12,11 @@
 //! plugin pointed at it, and the RM gets `yarn.io/gpu` in `yarn.resource-types`. It needs
 //! `python3` on the machine.
 //!
+//! Node-tracker calls are authenticated: the minicluster writes a cluster secret to
+//! `<work>/cluster-secret` (or reuses a valid one already there) and gives the RM and every
+//! NM `spindle.cluster.secret-file` pointing at it ([`MiniCluster::cluster_secret`]); a
+//! `-D spindle.cluster.secret-file=...` of the caller wins.
+//!
 //! [`MiniClusterOptions::defines`] (`-D name=value`) go to the RM and every NM after the
 //! minicluster's own, so they win. [`MINICLUSTER_DEFAULTS`] are the RM settings a cluster of a
 //! few nodes on one machine needs where YARN's defaults are sized for large clusters; each is
@@ -23,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use spindle_common::cluster_secret::{ClusterSecret, ClusterSecretError};
 use spindle_common::config::keys;
 use spindle_common::states::NodeState;
 
@@ -162,6 +168,8 @@ pub enum MiniClusterError {
     },
     #[error(transparent)]
     Client(#[from] ClientError),
+    #[error(transparent)]
+    ClusterSecret(#[from] ClusterSecretError),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> MiniClusterError + '_ {
@@ -252,7 +260,22 @@ pub struct MiniCluster {
     pub nm_addresses: Vec<String>,
     /// The [`MINICLUSTER_DEFAULTS`] the RM got, because nothing else set them.
     pub defaults_applied: Vec<(String, String)>,
+    /// The cluster secret file the daemons got (`spindle.cluster.secret-file`).
+    pub cluster_secret: PathBuf,
     guard: ChildGuard,
+}
+
+/// `<work>/cluster-secret`: a new cluster secret, or the valid one a reused work dir holds.
+pub fn write_cluster_secret(work_dir: &Path) -> Result<PathBuf, MiniClusterError> {
+    let path = work_dir.join("cluster-secret");
+    match ClusterSecret::generate_file(&path) {
+        Ok(()) => Ok(path),
+        Err(ClusterSecretError::Exists { .. }) => {
+            ClusterSecret::load(&path)?;
+            Ok(path)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The last lines of a log, for error messages.
@@ -417,6 +440,21 @@ impl MiniCluster {
         for (k, v) in &defaults_applied {
             rm_extra.extend(d(k, v));
         }
+        // Every node-tracker call signed; a caller's -D (after these) names another file.
+        let cluster_secret = match opts
+            .defines
+            .iter()
+            .rev()
+            .find(|(k, _)| k == keys::CLUSTER_SECRET_FILE)
+        {
+            Some((_, v)) => PathBuf::from(v),
+            None => {
+                let p = write_cluster_secret(&work_dir)?;
+                rm_extra.extend(d(keys::CLUSTER_SECRET_FILE, p.display()));
+                nm_extra.extend(d(keys::CLUSTER_SECRET_FILE, p.display()));
+                p
+            }
+        };
         // Fake GPUs: the RM schedules yarn.io/gpu, every NM runs the GPU plugin on the fake.
         if opts.gpus_per_node > 0 {
             let fake = write_fake_gpus(&work_dir, opts.gpus_per_node)?;
@@ -545,6 +583,7 @@ impl MiniCluster {
             rm_address,
             nm_addresses,
             defaults_applied,
+            cluster_secret,
             guard,
         })
     }

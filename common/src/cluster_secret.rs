@@ -134,7 +134,7 @@ pub struct SignedRequest {
 }
 
 /// The shared cluster secret. `Debug` does not print it.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ClusterSecret {
     key: Vec<u8>,
 }

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use spindle_common::cluster_secret::{random_nonce, ClusterSecret};
 use spindle_common::ids::NodeId;
 use spindle_common::records::resource::ResourceInfo;
 use spindle_common::records::tracker::{
@@ -39,6 +40,7 @@ use crate::plugins::HealthView;
 
 pub const REGISTER_PATH: &str = "/ws/v1/node-tracker/register";
 pub const HEARTBEAT_PATH: &str = "/ws/v1/node-tracker/heartbeat";
+pub const UNREGISTER_PATH: &str = "/ws/v1/node-tracker/unregister";
 /// Delay between registration attempts.
 pub const REGISTER_RETRY: Duration = Duration::from_millis(500);
 /// Failures are logged on the first attempt and then once per this many.
@@ -54,6 +56,12 @@ pub enum RmError {
     Http(#[from] reqwest::Error),
     #[error("the ResourceManager answered {status}: {body}")]
     Status { status: u16, body: String },
+    /// 401: the RM wants node-tracker calls signed with the cluster secret and this one's
+    /// signature (or its absence) was refused.
+    #[error("the ResourceManager refused this node's signature: check {key} (the same secret file on the RM and every NM; clocks within 5 minutes): {body}", key = spindle_common::config::keys::CLUSTER_SECRET_FILE)]
+    Unauthenticated { body: String },
+    #[error("cannot sign the request: {0}")]
+    Sign(#[from] spindle_common::cluster_secret::ClusterSecretError),
     #[error("cannot parse the ResourceManager's answer: {0}")]
     Body(#[from] serde_json::Error),
 }
@@ -75,6 +83,8 @@ pub struct StatusUpdater {
     descriptor: NodeDescriptorView,
     /// What the RM last received (at registration or in an answered heartbeat).
     sent: Reported,
+    /// Signs every call (`spindle.cluster.secret-file`); `None`: calls go unsigned.
+    cluster_secret: Option<ClusterSecret>,
 }
 
 /// The labels and attributes of one report.
@@ -124,7 +134,14 @@ impl StatusUpdater {
             attributes: BTreeMap::new(),
             descriptor: NodeDescriptorView::default(),
             sent: Reported::default(),
+            cluster_secret: None,
         })
+    }
+
+    /// Signs every register and heartbeat with the cluster secret.
+    pub fn with_cluster_secret(mut self, secret: Option<ClusterSecret>) -> Self {
+        self.cluster_secret = secret;
+        self
     }
 
     /// Reports the plugins' problems (a failing `nvidia-smi`, a vanished GPU) in every
@@ -389,16 +406,23 @@ impl StatusUpdater {
         path: &str,
         body: &Req,
     ) -> Result<Resp, RmError> {
-        let resp = self
-            .client
-            .post(format!("{}{path}", self.rm_base))
-            .json(body)
-            .send()
-            .await?;
+        let resp = signed_post(
+            &self.client,
+            &self.rm_base,
+            path,
+            &self.node_id,
+            self.cluster_secret.as_ref(),
+            body,
+        )?
+        .send()
+        .await?;
         let status = resp.status();
         let bytes = resp.bytes().await?;
         if !status.is_success() {
             let body = String::from_utf8_lossy(&bytes[..bytes.len().min(500)]).into_owned();
+            if status == reqwest::StatusCode::UNAUTHORIZED {
+                return Err(RmError::Unauthenticated { body });
+            }
             return Err(RmError::Status {
                 status: status.as_u16(),
                 body,
@@ -408,6 +432,34 @@ impl StatusUpdater {
     }
 }
 
+/// A POST of `body` as JSON to the RM's `path`, with the `SpindleNode` signature of exactly
+/// those bytes when there is a cluster secret.
+fn signed_post<Req: Serialize>(
+    client: &reqwest::Client,
+    rm_base: &str,
+    path: &str,
+    node_id: &NodeId,
+    secret: Option<&ClusterSecret>,
+    body: &Req,
+) -> Result<reqwest::RequestBuilder, RmError> {
+    let bytes = serde_json::to_vec(body)?;
+    let mut req = client
+        .post(format!("{rm_base}{path}"))
+        .header(reqwest::header::CONTENT_TYPE, "application/json");
+    if let Some(secret) = secret {
+        let auth = secret.sign(
+            "POST",
+            path,
+            &node_id.to_string(),
+            &bytes,
+            now_ms(),
+            random_nonce()?,
+        );
+        req = req.header(reqwest::header::AUTHORIZATION, auth);
+    }
+    Ok(req.body(bytes))
+}
+
 fn interval_of(ms: u64) -> Duration {
     Duration::from_millis(ms).max(MIN_HEARTBEAT)
 }
@@ -415,7 +467,7 @@ fn interval_of(ms: u64) -> Duration {
 /// Tells the RM this node is stopping for good, so it turns SHUTDOWN at once instead of LOST
 /// after the liveness expiry (YARN's `unRegisterNodeManager`). Best effort: one short try.
 #[tracing::instrument(skip_all, fields(node_id = %node_id))]
-pub async fn unregister(rm_address: &str, node_id: &NodeId) {
+pub async fn unregister(rm_address: &str, node_id: &NodeId, secret: Option<&ClusterSecret>) {
     let Ok(client) = reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(2))
@@ -426,9 +478,17 @@ pub async fn unregister(rm_address: &str, node_id: &NodeId) {
     let req = spindle_common::records::tracker::UnRegisterNodeManagerRequest {
         node_id: node_id.clone(),
     };
-    let url = format!("http://{rm_address}/ws/v1/node-tracker/unregister");
-    match client.post(&url).json(&req).send().await {
+    let base = format!("http://{rm_address}");
+    let post = match signed_post(&client, &base, UNREGISTER_PATH, node_id, secret, &req) {
+        Ok(p) => p,
+        Err(e) => return warn!("unregister failed: {e}"),
+    };
+    match post.send().await {
         Ok(r) if r.status().is_success() => info!("unregistered from the ResourceManager"),
+        Ok(r) if r.status() == reqwest::StatusCode::UNAUTHORIZED => warn!(
+            "unregister refused: the ResourceManager refused this node's signature: check {}",
+            spindle_common::config::keys::CLUSTER_SECRET_FILE
+        ),
         Ok(r) => warn!(status = %r.status(), "unregister refused by the ResourceManager"),
         Err(e) => warn!("unregister failed: {e}"),
     }

@@ -125,6 +125,28 @@ pub fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Optio
     }
 }
 
+/// The property naming the cluster secret file (every [`Cluster`] sets it on its RM and NMs).
+pub const CLUSTER_SECRET_FILE: &str = "spindle.cluster.secret-file";
+
+/// Writes a new cluster secret to `path` as `spindle cluster-secret -generate` does: 32
+/// bytes of `/dev/urandom` as hex, in a file created `0600` that did not exist.
+pub fn write_cluster_secret(path: &Path) {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut key = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut key))
+        .expect("read /dev/urandom");
+    let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(format!("{hex}\n").as_bytes()))
+        .unwrap_or_else(|e| panic!("cluster secret {}: {e}", path.display()));
+}
+
 /// A cluster of real processes: one RM and N NMs.
 pub struct Cluster {
     pub dir: tempfile::TempDir,
@@ -191,8 +213,15 @@ impl Cluster {
         }
         let rm_dir = dir.path().join("rm");
         std::fs::create_dir_all(&rm_dir).expect("rm dir");
+        // Every cluster authenticates its NMs (a test may set the key empty to turn it off).
+        let secret = dir.path().join("cluster-secret");
+        write_cluster_secret(&secret);
         let mut args = vec!["--conf-dir".to_string(), conf_dir.display().to_string()];
         let mut rm_props = vec![
+            (
+                CLUSTER_SECRET_FILE.to_string(),
+                secret.display().to_string(),
+            ),
             (
                 "yarn.resourcemanager.webapp.address".to_string(),
                 "127.0.0.1:0".to_string(),
@@ -288,6 +317,13 @@ impl Cluster {
                 "100".to_string(),
             ),
         ];
+        let secret = self.cluster_secret();
+        if secret.exists() {
+            all.push((
+                CLUSTER_SECRET_FILE.to_string(),
+                secret.display().to_string(),
+            ));
+        }
         all.extend(props.iter().cloned());
         let mut args = vec![
             "--conf-dir".to_string(),
@@ -355,6 +391,12 @@ impl Cluster {
             "the restarted RM binds the same address"
         );
         self.rm = rm;
+    }
+
+    /// The cluster secret file the RM and the NMs were given (`<dir>/cluster-secret`; it
+    /// does not exist for a cluster a test put together itself).
+    pub fn cluster_secret(&self) -> PathBuf {
+        self.dir.path().join("cluster-secret")
     }
 
     pub fn url(&self, path: &str) -> String {

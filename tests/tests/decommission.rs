@@ -338,6 +338,10 @@ fn nm_args(c: &Cluster, i: usize) -> Vec<String> {
             "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage",
             "100".to_string(),
         ),
+        (
+            spindle_system_tests::CLUSTER_SECRET_FILE,
+            c.cluster_secret().display().to_string(),
+        ),
     ] {
         args.push("-D".into());
         args.push(format!("{k}={v}"));

@@ -7,9 +7,11 @@
 //! "${fpath[1]}/_spindle"`; fish: `spindle completion fish > ~/.config/fish/completions/spindle.fish`.
 
 use super::args::{Arity, Opt, UsageError};
+use super::token;
 use super::{
-    accounting, application, applicationattempt, cluster, container, dshell, logs, minicluster,
-    node, nodeattributes, queue, rmadmin, schedulerconf, sls, top, train, usage_error, EXIT_OK,
+    accounting, application, applicationattempt, cluster, clustersecret, container, dshell, logs,
+    minicluster, node, nodeattributes, queue, rmadmin, schedulerconf, sls, top, train, usage_error,
+    EXIT_OK,
 };
 
 pub const USAGE: &str = "\
@@ -124,9 +126,21 @@ pub const COMMANDS: &[Command] = &[
     ),
     cmd("train", "run N workers as one gang", train::OPTS, true),
     cmd(
+        "token",
+        "mint, fetch, cancel or print users' tokens (token authentication)",
+        token::OPTS,
+        true,
+    ),
+    cmd(
         "minicluster",
         "a ResourceManager and NodeManagers on this machine",
         minicluster::OPTS,
+        false,
+    ),
+    cmd(
+        "cluster-secret",
+        "create or check the secret that authenticates NodeManagers",
+        clustersecret::OPTS,
         false,
     ),
     Command {

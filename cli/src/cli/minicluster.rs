@@ -249,6 +249,10 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
         work.fate(given)
     );
     say!("Configuration: {}", cluster.conf_dir.display());
+    say!(
+        "Cluster secret (spindle.cluster.secret-file, node registrations and heartbeats are signed with it): {}",
+        cluster.cluster_secret.display()
+    );
     for (k, v) in &cluster.defaults_applied {
         say!("Minicluster default (the configuration leaves it unset): {k}={v}");
     }

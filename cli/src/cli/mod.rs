@@ -24,6 +24,7 @@ pub mod applicationattempt;
 pub mod args;
 pub mod bench;
 pub mod cluster;
+pub mod clustersecret;
 pub mod completion;
 pub mod container;
 pub mod dshell;
@@ -37,6 +38,7 @@ pub mod queue;
 pub mod rmadmin;
 pub mod schedulerconf;
 pub mod sls;
+pub mod token;
 pub mod top;
 pub mod train;
 
@@ -84,10 +86,14 @@ defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the
   nodeattributes     -add|-remove|-replace \"node:attr=value ...\" | -list | -attributestonodes
                      | -nodestoattributes
   cluster            -lnl (--list-node-labels) | -lna (--list-node-attributes)
+  token              -newKey FILE | -issue -user USER [-validity 7d] | -fetch | -cancel
+                     | -print: users' tokens for an RM with hadoop.http.authentication.type=token
   logs               -applicationId APPID [-containerId CID] [-log_files F1,F2]
   distributed-shell  run a shell command in N containers (see `spindle distributed-shell -help`)
   train              run N workers as one gang with torchrun's rank environment (`spindle train -help`)
   minicluster        start a resourcemanager and N nodemanagers on this machine
+  cluster-secret     -generate FILE | -check FILE: the secret the RM and NMs share to
+                     authenticate node registrations and heartbeats
   bench scheduler|gangs  --nodes N: benchmark the scheduler core (one JSON line)
   sls                replay a GPU job trace through the scheduler core in virtual time
                      (`spindle sls -help`; also sls generate | policies | compare)
@@ -108,6 +114,7 @@ pub async fn run(args: Vec<String>) -> u8 {
         "applicationattempt" | "-applicationattempt" => applicationattempt::run(rest).await,
         "container" | "-container" => container::run(rest).await,
         "top" | "-top" => top::run(rest).await,
+        "token" | "-token" => token::run(rest).await,
         "accounting" | "-accounting" => accounting::run(rest).await,
         "completion" => completion::run(rest).await,
         "node" | "-node" => node::run(rest).await,
@@ -116,6 +123,7 @@ pub async fn run(args: Vec<String>) -> u8 {
         "schedulerconf" | "-schedulerconf" => schedulerconf::run(rest).await,
         "nodeattributes" | "-nodeattributes" => nodeattributes::run(rest).await,
         "cluster" | "-cluster" => cluster::run(rest).await,
+        "cluster-secret" | "-cluster-secret" => clustersecret::run(rest).await,
         "logs" | "-logs" => logs::run(rest).await,
         "distributed-shell" | "distributedshell" | "dshell" => dshell::run_client_cmd(rest).await,
         "distributed-shell-am" => dshell::run_am_cmd(rest).await,
@@ -190,7 +198,12 @@ pub fn rm_client(p: &Parsed) -> anyhow::Result<RmClient> {
     let addr = RmAddress::resolve(p.value("rm-address"), conf_dir.as_deref())
         .context("cannot tell where the ResourceManager is")?;
     tracing::debug!(rm = %addr, "using ResourceManager");
-    RmClient::new(&addr).context("cannot build the HTTP client")
+    // An RM in token mode wants the caller's token on every call.
+    let token = spindle_appmaster_sdk::user_token::resolve(conf_dir.as_deref())
+        .context("cannot read the caller's token")?;
+    Ok(RmClient::new(&addr)
+        .context("cannot build the HTTP client")?
+        .with_token(token))
 }
 
 /// Logs go to stderr; `RUST_LOG` overrides the default level (`info` for the AM, whose

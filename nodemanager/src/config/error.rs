@@ -157,4 +157,12 @@ pub enum NmConfigError {
         /// Boxed: it would make every `Result<_, NmConfigError>` larger.
         reason: Box<NodeLabelError>,
     },
+    /// `spindle.cluster.secret-file` names a file that cannot be the cluster secret;
+    /// `problem` is the `ClusterSecretError`'s text (it names the file).
+    #[error("{at}: property '{name}': {problem}")]
+    ClusterSecret {
+        at: String,
+        name: &'static str,
+        problem: String,
+    },
 }

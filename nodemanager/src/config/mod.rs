@@ -131,6 +131,9 @@ pub struct NmConfig {
     /// The node's partition and `nm.yarn.io/` attribute providers (see
     /// [`crate::node_labels`]).
     pub node_labels: NodeLabelsConfig,
+    /// The cluster secret (`spindle.cluster.secret-file`) every node-tracker call is signed
+    /// with; `None`: unset, calls go unsigned (an RM with the key set refuses them).
+    pub cluster_secret: Option<spindle_common::cluster_secret::ClusterSecret>,
 }
 
 impl NmConfig {
@@ -304,6 +307,25 @@ impl NmConfig {
             health,
             log_retain,
             node_labels,
+            cluster_secret: cluster_secret(conf)?,
         })
     }
+}
+
+/// The cluster secret named by `spindle.cluster.secret-file`, loaded now so a missing or
+/// loose file stops the NM at start (the same refusals as the RM's).
+fn cluster_secret(
+    conf: &Configuration,
+) -> Result<Option<spindle_common::cluster_secret::ClusterSecret>, NmConfigError> {
+    let name = keys::CLUSTER_SECRET_FILE;
+    let Some(path) = conf.get_nonempty(name)? else {
+        return Ok(None);
+    };
+    spindle_common::cluster_secret::ClusterSecret::load(Path::new(&path))
+        .map(Some)
+        .map_err(|e| NmConfigError::ClusterSecret {
+            at: at(conf, name),
+            name,
+            problem: e.to_string(),
+        })
 }

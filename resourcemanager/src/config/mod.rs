@@ -145,6 +145,14 @@ pub enum RmConfigError {
     /// `capacity-scheduler.xml` (or a yarn-site key it reads) broke a rule.
     #[error(transparent)]
     Capacity(#[from] CapacityConfError),
+    /// `spindle.cluster.secret-file` names a file that cannot be the cluster secret.
+    #[error("{place}property '{name}': {source}")]
+    ClusterSecret {
+        place: Place,
+        name: &'static str,
+        #[source]
+        source: spindle_common::cluster_secret::ClusterSecretError,
+    },
 }
 
 /// Where a refused property came from: `file:line` (`file` alone for a value from no file,
@@ -222,6 +230,9 @@ pub struct RmConfig {
     pub groups: GroupsConfig,
     /// The include and exclude host files and the graceful decommission timeout.
     pub hosts: hosts::HostsConfig,
+    /// The cluster secret (`spindle.cluster.secret-file`) node-tracker calls must be signed
+    /// with; `None`: unset, any caller may register a node (compatibility mode).
+    pub cluster_secret: Option<spindle_common::cluster_secret::ClusterSecret>,
     /// How REST callers are authenticated (`hadoop.http.authentication.type`).
     pub auth: auth::AuthConfig,
 }
@@ -384,6 +395,7 @@ impl RmConfig {
             unknown_keys: conf.unknown_keys(),
             groups: groups_config(conf)?,
             hosts: hosts::HostsConfig::from_conf(conf)?,
+            cluster_secret: cluster_secret(conf)?,
             auth: auth::AuthConfig::from_conf(conf)?,
         })
     }
@@ -421,6 +433,24 @@ pub fn warn_unknown_keys(unknown: &[UnknownKey]) {
     for k in unknown {
         tracing::warn!("{k}");
     }
+}
+
+/// The cluster secret named by `spindle.cluster.secret-file`, loaded (and checked) now, so
+/// a missing or loose file stops the RM at start.
+fn cluster_secret(
+    conf: &Configuration,
+) -> Result<Option<spindle_common::cluster_secret::ClusterSecret>, RmConfigError> {
+    let name = keys::CLUSTER_SECRET_FILE;
+    let Some(path) = conf.get_nonempty(name)? else {
+        return Ok(None);
+    };
+    spindle_common::cluster_secret::ClusterSecret::load(Path::new(&path))
+        .map(Some)
+        .map_err(|source| RmConfigError::ClusterSecret {
+            place: Place::of(conf, name),
+            name,
+            source,
+        })
 }
 
 /// A refused value as the user wrote it (trimmed, `${...}` expanded), for the message: `-0x10`

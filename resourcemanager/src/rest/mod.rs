@@ -9,6 +9,7 @@ mod auth;
 mod cluster;
 mod groups;
 mod metrics;
+mod node_auth;
 mod schedconf;
 mod tracker;
 mod web;
@@ -62,6 +63,7 @@ impl AppState {
 pub fn router(driver: DriverHandle, info: RmInfo) -> Router {
     let groups = Arc::new(groups::Groups::new(info.conf.groups.clone()));
     let request_metrics = info.metrics.clone();
+    let node_auth = node_auth::NodeAuth::from_conf(&info.conf);
     let auth = Arc::new(auth::Auth::new(&info.conf.auth));
     let state = AppState {
         driver,
@@ -83,7 +85,7 @@ pub fn router(driver: DriverHandle, info: RmInfo) -> Router {
     Router::new()
         .merge(cluster)
         .merge(am::routes())
-        .merge(tracker::routes())
+        .merge(tracker::routes(node_auth))
         .merge(metrics::routes())
         .merge(web::routes())
         .fallback(spindle_rest_edge::not_found)

@@ -13,11 +13,17 @@ use crate::core::{
 use crate::driver::Command;
 use tracing::{debug, warn};
 
-pub(super) fn routes() -> Router<AppState> {
+/// The node-tracker routes, each behind the cluster-secret check (`node_auth`; a no-op when
+/// `auth` is `None`).
+pub(super) fn routes(auth: Option<std::sync::Arc<super::node_auth::NodeAuth>>) -> Router<AppState> {
     Router::new()
         .route("/ws/v1/node-tracker/register", post(register))
         .route("/ws/v1/node-tracker/heartbeat", post(heartbeat))
         .route("/ws/v1/node-tracker/unregister", post(unregister))
+        .route_layer(axum::middleware::from_fn_with_state(
+            auth,
+            super::node_auth::check,
+        ))
 }
 
 fn reports(list: Vec<NmContainerReport>) -> Result<Vec<ReportedContainer>, ApiError> {
