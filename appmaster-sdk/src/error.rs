@@ -44,6 +44,19 @@ pub enum ClientError {
         exception: String,
         message: String,
     },
+    /// The RM refused to tell who the caller is (401 on its cluster REST): no token, or one
+    /// it does not accept. The message says how to get one.
+    #[error("{message} (HTTP 401 from {url}); {}", if *had_token {
+        "the token sent was refused: ask an operator for a new one (`spindle token -issue -user USER`), or fetch one with a valid token (`spindle token -fetch`)"
+    } else {
+        "this ResourceManager requires a token: set SPINDLE_TOKEN, or SPINDLE_TOKEN_FILE (or spindle.client.token-file in yarn-site.xml) to a file holding one; an operator mints one with `spindle token -issue -user USER`"
+    })]
+    Unauthenticated {
+        url: String,
+        message: String,
+        /// Whether the call carried a token.
+        had_token: bool,
+    },
     /// The HTTP client itself could not be built.
     #[error("cannot build the HTTP client: {}", causes(.0))]
     Build(reqwest::Error),
@@ -74,6 +87,7 @@ impl ClientError {
     pub fn status(&self) -> Option<u16> {
         match self {
             Self::Remote { status, .. } | Self::Http { status, .. } => Some(*status),
+            Self::Unauthenticated { .. } => Some(401),
             _ => None,
         }
     }

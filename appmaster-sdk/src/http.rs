@@ -20,6 +20,23 @@ const BODY_QUOTE: usize = 500;
 pub(crate) struct Http {
     client: reqwest::Client,
     base: String,
+    /// The user's token, sent as `Authorization: Bearer` on every request (the RM client's,
+    /// for an RM in `token` mode); a 401 then reads as [`ClientError::Unauthenticated`].
+    user_token: Option<UserToken>,
+}
+
+/// A user's token and whether the peer is told it (kept out of `Debug`).
+#[derive(Clone)]
+struct UserToken(Option<String>);
+
+impl std::fmt::Debug for UserToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "UserToken(..)"
+        } else {
+            "UserToken(none)"
+        })
+    }
 }
 
 /// Normalizes `host:port`, `http://host:port` or `http://host:port/` to `http://host:port`.
@@ -45,7 +62,15 @@ impl Http {
         Ok(Self {
             client: build_client()?,
             base: base_url(base),
+            user_token: None,
         })
+    }
+
+    /// The RM's cluster REST as a user: `token` (if any) on every request, a 401 mapped to
+    /// [`ClientError::Unauthenticated`].
+    pub(crate) fn as_user(mut self, token: Option<String>) -> Self {
+        self.user_token = Some(UserToken(token));
+        self
     }
 
     /// The same client, aimed at another peer.
@@ -53,6 +78,7 @@ impl Http {
         Self {
             client,
             base: base_url(base),
+            user_token: None,
         }
     }
 
@@ -66,10 +92,13 @@ impl Http {
 
     pub(crate) fn request(&self, method: Method, path: &str) -> (RequestBuilder, String) {
         let url = self.url(path);
-        let rb = self
+        let mut rb = self
             .client
             .request(method, &url)
             .header(reqwest::header::ACCEPT, "application/json");
+        if let Some(UserToken(Some(t))) = &self.user_token {
+            rb = rb.bearer_auth(t);
+        }
         (rb, url)
     }
 
@@ -104,7 +133,19 @@ impl Http {
         url: &str,
     ) -> Result<Response, ClientError> {
         let resp = self.send(rb, url).await?;
-        check_status(resp, url).await
+        match (&self.user_token, check_status(resp, url).await) {
+            (Some(UserToken(token)), Err(e)) if e.status() == Some(401) => {
+                Err(ClientError::Unauthenticated {
+                    url: url.to_string(),
+                    message: e
+                        .remote_exception()
+                        .map(|r| r.message)
+                        .unwrap_or_else(|| e.to_string()),
+                    had_token: token.is_some(),
+                })
+            }
+            (_, r) => r,
+        }
     }
 
     pub(crate) async fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {

@@ -38,6 +38,7 @@ pub mod placement;
 pub mod rm_client;
 pub mod ship;
 pub mod train;
+pub mod user_token;
 
 pub use address::{current_user, RmAddress};
 pub use am_client::{AmClient, AmEnv, AmError};

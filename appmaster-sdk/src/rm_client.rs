@@ -101,10 +101,18 @@ impl RmClient {
     /// A client that writes as [`current_user`].
     pub fn new(address: &RmAddress) -> Result<Self, ClientError> {
         Ok(Self {
-            http: Http::new(&address.base_url())?,
+            http: Http::new(&address.base_url())?.as_user(None),
             address: address.clone(),
             user: current_user(),
         })
+    }
+
+    /// Sends `token` (`Authorization: Bearer`) on every call, for an RM in `token` mode
+    /// (see [`crate::user_token::resolve`]); `None` sends none. A 401 is
+    /// [`ClientError::Unauthenticated`], which says how to get a token.
+    pub fn with_token(mut self, token: Option<String>) -> Self {
+        self.http = self.http.as_user(token);
+        self
     }
 
     /// Writes as `user` instead.
@@ -319,6 +327,33 @@ impl RmClient {
     pub async fn scheduler(&self) -> Result<CapacitySchedulerInfo, ClientError> {
         let b: SchedulerBody = self.http.get_json(&Self::path("/scheduler")).await?;
         Ok(b.scheduler.scheduler_info)
+    }
+
+    /// `POST /delegation-token {"renewer": R}`: a new token for the caller (an RM in `token`
+    /// mode, called with a token), valid no longer than the token that asks.
+    pub async fn delegation_token(
+        &self,
+        renewer: Option<&str>,
+    ) -> Result<spindle_common::records::auth::DelegationToken, ClientError> {
+        let body = spindle_common::records::auth::DelegationToken {
+            renewer: renewer.map(str::to_string),
+            ..Default::default()
+        };
+        self.http
+            .post_json(&Self::path("/delegation-token"), &body)
+            .await
+    }
+
+    /// `DELETE /delegation-token` with `Hadoop-YARN-RM-Delegation-Token: <token>`: cancels
+    /// `token` (the caller must be its owner or renewer).
+    pub async fn cancel_delegation_token(&self, token: &str) -> Result<(), ClientError> {
+        let (rb, url) = self
+            .http
+            .request(Method::DELETE, &Self::path("/delegation-token"));
+        self.http
+            .send_ok(rb.header("Hadoop-YARN-RM-Delegation-Token", token), &url)
+            .await?;
+        Ok(())
     }
 
     /// `POST /refresh-queues` (`rmadmin -refreshQueues`): the RM re-reads

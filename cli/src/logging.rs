@@ -99,6 +99,75 @@ pub fn init(format: LogFormat) {
     };
 }
 
+/// Where audit lines go: the file `spindle.audit.log-file` names, if set.
+pub fn audit_file(conf: &Configuration) -> Result<Option<std::path::PathBuf>, ConfigError> {
+    Ok(conf
+        .get_nonempty(keys::SPINDLE_AUDIT_LOG_FILE)?
+        .map(|p| std::path::PathBuf::from(p.trim())))
+}
+
+/// The audit file could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[error("{key} {}: cannot open it for appending: {source}", path.display())]
+pub struct AuditFileError {
+    pub key: &'static str,
+    pub path: std::path::PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// [`init`], with the audit lines (tracing target `RMAuditLogger`, what
+/// `spindle_rest_edge::audit` writes) appended to `audit` instead, as text lines, the file
+/// created `0600`. Every other line goes to stderr as [`init`] writes it. Without a file the
+/// audit lines stay in the daemon's log.
+pub fn init_with_audit(
+    format: LogFormat,
+    audit: Option<&std::path::Path>,
+) -> Result<(), AuditFileError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use tracing_subscriber::filter::{filter_fn, FilterExt, Targets};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+    let Some(path) = audit else {
+        init(format);
+        return Ok(());
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|source| AuditFileError {
+            key: keys::SPINDLE_AUDIT_LOG_FILE,
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let audit_target = spindle_rest_edge::audit::TARGET;
+    let env = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let daemon = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let daemon = match format {
+        LogFormat::Text => daemon
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .boxed(),
+        LogFormat::Json => daemon
+            .with_ansi(false)
+            .fmt_fields(JsonSpanFields)
+            .event_format(JsonLines)
+            .boxed(),
+    };
+    let audit_layer = tracing_subscriber::fmt::layer()
+        .with_writer(std::sync::Mutex::new(file))
+        .with_ansi(false)
+        .with_filter(Targets::new().with_target(audit_target, tracing::Level::INFO));
+    let _ = tracing_subscriber::registry()
+        .with(daemon.with_filter(env.and(filter_fn(move |m| m.target() != audit_target))))
+        .with(audit_layer)
+        .try_init();
+    Ok(())
+}
+
 /// Collects fields into a JSON object: numbers and booleans as themselves, everything else
 /// (ids included, recorded with `%`) as its text.
 struct JsonVisitor<'a>(&'a mut Map<String, Value>);

@@ -38,7 +38,10 @@ fn main() -> ExitCode {
     let args = Args::parse();
     // The configuration is read before logging starts: it may name the log format.
     let result = load(&args).and_then(|(conf, conf_dir)| {
-        logging::init(logging::resolve(args.log_format, &conf)?);
+        logging::init_with_audit(
+            logging::resolve(args.log_format, &conf)?,
+            logging::audit_file(&conf)?.as_deref(),
+        )?;
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()

@@ -70,7 +70,10 @@ fn main() -> ExitCode {
     if args.format_state_store {
         return format_state_store(&conf);
     }
-    logging::init(format);
+    if let Err(e) = logging::init_with_audit(format, conf.auth.audit_log_file.as_deref()) {
+        eprintln!("error: {e}");
+        return ExitCode::from(1);
+    }
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

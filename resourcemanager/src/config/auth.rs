@@ -30,6 +30,9 @@ pub enum AuthMode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuthConfig {
     pub mode: AuthMode,
+    /// Where the audit lines go (`spindle.audit.log-file`; the binary's logging setup opens
+    /// it); `None`: the daemon's log.
+    pub audit_log_file: Option<PathBuf>,
 }
 
 impl Default for AuthConfig {
@@ -38,6 +41,7 @@ impl Default for AuthConfig {
             mode: AuthMode::Simple {
                 anonymous_allowed: true,
             },
+            audit_log_file: None,
         }
     }
 }
@@ -125,7 +129,12 @@ impl AuthConfig {
                 .into())
             }
         };
-        Ok(Self { mode })
+        Ok(Self {
+            mode,
+            audit_log_file: conf
+                .get_nonempty(keys::SPINDLE_AUDIT_LOG_FILE)?
+                .map(|p| PathBuf::from(p.trim())),
+        })
     }
 }
 
