@@ -106,9 +106,12 @@ use crate::isolation::{proctree, IsolationConfig, IsolationSpec};
 
 mod localize;
 mod spawn;
+#[cfg(test)]
 use localize::localize;
+use localize::localize_as;
 pub use localize::{
-    resource_source, resource_target, unpack_archive, ArchiveError, ArchiveFormat, WORK_DIR_KEY,
+    resource_source, resource_target, unpack_archive, unpack_reader, ArchiveError, ArchiveFormat,
+    SourceError, SourceKind, UserReader, WORK_DIR_KEY,
 };
 pub use spawn::{Gate, GATE_ABANDONED_EXIT};
 
@@ -154,6 +157,9 @@ pub enum LaunchError {
     /// A local resource could not be placed in the work dir.
     #[error("{0}")]
     Localization(String),
+    /// A local resource's source could not be read as the container's user.
+    #[error(transparent)]
+    Source(#[from] SourceError),
     #[error("cannot {what} {path}: {source}")]
     Io {
         what: &'static str,
@@ -174,7 +180,10 @@ pub enum LaunchError {
 impl LaunchError {
     /// Failures before the process existed count as localization failures.
     pub fn is_localization(&self) -> bool {
-        matches!(self, Self::Localization(_) | Self::Io { .. })
+        matches!(
+            self,
+            Self::Localization(_) | Self::Source(_) | Self::Io { .. }
+        )
     }
 }
 
@@ -525,7 +534,7 @@ impl ContainerExecutor for ProcessExecutor {
             fs::create_dir_all(d).map_err(io_err("create directory", d))?;
         }
         for (key, res) in &spec.local_resources {
-            localize(&spec.work_dir, key, res)?;
+            localize_as(&spec.work_dir, key, res, spec.run_as.as_ref())?;
         }
         if let Some(c) = &spec.run_as {
             // The container's own directories (and what was localized into them) become its
@@ -708,11 +717,13 @@ impl ContainerExecutor for ProcessExecutor {
     }
 
     fn recorded_exit_code(&self, work_dir: &Path) -> Option<i32> {
-        fs::read_to_string(work_dir.join(EXIT_CODE_FILE))
+        let mut text = String::new();
+        open_plain_file(&work_dir.join(EXIT_CODE_FILE))
             .ok()?
-            .trim()
-            .parse()
-            .ok()
+            .take(64)
+            .read_to_string(&mut text)
+            .ok()?;
+        text.trim().parse().ok()
     }
 
     fn reclaim(&self, live: &[ContainerId]) {
@@ -879,12 +890,49 @@ pub fn plain_argv(command: &str, has_path: bool) -> Option<Vec<&str>> {
     Some(words)
 }
 
+/// Opens (creating) a container's log file for appending. The container owns its log dir,
+/// so the file is opened without following a link (`O_NOFOLLOW`, `O_NONBLOCK` so a fifo
+/// cannot hang the NM) and must be a regular file with one link: a log replaced by a link
+/// to another file (before a re-initialization, say) is never written or given away.
 fn open_log(path: &Path) -> Result<fs::File, LaunchError> {
-    fs::OpenOptions::new()
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
         .open(path)
-        .map_err(io_err("open log file", path))
+        .map_err(io_err("open log file", path))?;
+    check_plain(&f).map_err(io_err("open log file", path))?;
+    Ok(f)
+}
+
+/// Whether an opened file is a regular file with exactly one link; else an error saying
+/// what it is.
+fn check_plain(f: &fs::File) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let m = f.metadata()?;
+    if !m.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if m.nlink() != 1 {
+        return Err(std::io::Error::other(format!(
+            "a regular file with {} hard links",
+            m.nlink()
+        )));
+    }
+    Ok(())
+}
+
+/// Opens a file a container may have replaced (in its work or log dir) for reading, as
+/// [`open_log`] does: no link followed, no fifo waited on, a regular file with one link.
+pub fn open_plain_file(path: &Path) -> std::io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)?;
+    check_plain(&f)?;
+    Ok(f)
 }
 
 /// `(state, starttime)` from `/proc/<pid>/stat`.
@@ -904,9 +952,10 @@ pub fn proc_start_ticks(pid: i32) -> Option<u64> {
     proc_stat(pid).and_then(|(_, t)| t)
 }
 
-/// The last `max` bytes of a file, lossily decoded; empty if unreadable.
+/// The last `max` bytes of a file, lossily decoded; empty if unreadable or not a plain
+/// file ([`open_plain_file`]: a container's stderr replaced by a link is not read).
 pub fn file_tail(path: &Path, max: u64) -> String {
-    let Ok(mut f) = fs::File::open(path) else {
+    let Ok(mut f) = open_plain_file(path) else {
         return String::new();
     };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);

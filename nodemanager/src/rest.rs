@@ -262,8 +262,7 @@ async fn app(
 }
 
 async fn container_info(s: &RestState, c: &Container) -> NmContainerInfo {
-    let dirs = logs::container_log_dirs(&s.0.log_roots, &c.id);
-    let files = logs::list(&dirs)
+    let files = logs::list(&s.0.log_roots, &c.id)
         .await
         .unwrap_or_default()
         .into_iter()
@@ -608,8 +607,7 @@ async fn free_port() -> Result<Json<FreePort>, ApiError> {
 
 /// The log files of a container, or None (404) if it is unknown and has no logs on disk.
 async fn log_files(s: &RestState, id: ContainerId) -> Result<Option<Vec<logs::LogFile>>, ApiError> {
-    let dirs = logs::container_log_dirs(&s.0.log_roots, &id);
-    if let Some(files) = logs::list(&dirs).await {
+    if let Some(files) = logs::list(&s.0.log_roots, &id).await {
         return Ok(Some(files));
     }
     Ok(s.0.handle.container(id).await?.map(|_| Vec::new()))
@@ -647,6 +645,9 @@ struct LogQuery {
     /// YARN's log page `start`/`end` byte offsets (negative: from the end).
     start: Option<String>,
     end: Option<String>,
+    /// YARN's simple-mode caller, for the audit line of a refusal.
+    #[serde(rename = "user.name")]
+    user_name: Option<String>,
 }
 
 /// A byte count or offset parameter, if given (an empty value is absent).
@@ -677,27 +678,24 @@ fn log_selection(q: &LogQuery) -> Result<logs::Selection, ApiError> {
 }
 
 /// Streams one log file (all of it, `?size=`, or `?start=`/`?end=` byte offsets): text/plain,
-/// or octet-stream with `?format=octet-stream`.
+/// or octet-stream with `?format=octet-stream`. Only a regular file inside the container's
+/// log directory is served ([`logs::open_log`]); anything else is a 403 naming the file and
+/// why, written to the audit log (`Get Container Log`, `NMWebServices`).
 async fn serve_log(
     s: &RestState,
     cid: &str,
     name: &str,
     q: &LogQuery,
+    caller: (&str, Option<std::net::IpAddr>),
 ) -> Result<Response, ApiError> {
     let id = parse_container_id(cid)?;
-    if !logs::valid_file_name(name) {
-        return Err(ApiError::bad_request(format!(
-            "Invalid log file name: {name}"
-        )));
-    }
     let selection = log_selection(q)?;
-    let dirs = logs::container_log_dirs(&s.0.log_roots, &id);
-    let path = logs::find(&dirs, name)
+    let log = logs::open_log(&s.0.log_roots, &id, name)
         .await
-        .ok_or_else(|| ApiError::not_found(MISSING_LOG))?;
-    let stream = logs::open_selection(&path, selection)
+        .map_err(|e| log_error(e, &id, caller))?;
+    let stream = logs::stream_selection(log, selection)
         .await
-        .map_err(|e| ApiError::not_found(format!("{MISSING_LOG} {e}")))?;
+        .map_err(|e| ApiError::new(ExceptionKind::Internal, format!("{name}: {e}")))?;
     let content_type = match q.format.as_deref() {
         Some(f) if f.eq_ignore_ascii_case("octet-stream") => "application/octet-stream",
         _ => "text/plain; charset=utf-8",
@@ -709,12 +707,57 @@ async fn serve_log(
         .into_response())
 }
 
+/// A log file that is not served: 400 (bad name), 404 (missing), 403 (refused: audited) or
+/// 500 (an I/O error).
+fn log_error(
+    e: logs::LogError,
+    id: &ContainerId,
+    caller: (&str, Option<std::net::IpAddr>),
+) -> ApiError {
+    let kind = match &e {
+        logs::LogError::InvalidName { .. } => ExceptionKind::BadRequest,
+        logs::LogError::Missing { .. } => ExceptionKind::NotFound,
+        logs::LogError::Io { .. } => ExceptionKind::Internal,
+        logs::LogError::Symlink { .. }
+        | logs::LogError::NotRegular { .. }
+        | logs::LogError::HardLinked { .. }
+        | logs::LogError::UnsafeDir { .. } => ExceptionKind::Forbidden,
+    };
+    let message = e.to_string();
+    if e.is_refusal() {
+        let (user, ip) = caller;
+        let cid = id.to_string();
+        let app = id.application_id().to_string();
+        spindle_rest_edge::audit::log(
+            &spindle_rest_edge::audit::AuditEvent::failure(
+                user,
+                ip,
+                "Get Container Log",
+                "NMWebServices",
+                &message,
+                "Not a regular file in the container's log directory",
+            )
+            .app(&app)
+            .container(&cid),
+        );
+    }
+    ApiError::new(kind, message)
+}
+
+/// The peer of a request, where the server recorded it.
+fn peer_ip(ext: &axum::http::Extensions) -> Option<std::net::IpAddr> {
+    ext.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
 async fn log_file(
     State(s): State<RestState>,
+    ext: axum::http::Extensions,
     PathParams((cid, name)): PathParams<(String, String)>,
     QueryParams(q): QueryParams<LogQuery>,
 ) -> Result<Response, ApiError> {
-    serve_log(&s, &cid, &name, &q).await
+    let user = q.user_name.clone().unwrap_or_else(|| "dr.who".to_string());
+    serve_log(&s, &cid, &name, &q, (&user, peer_ip(&ext))).await
 }
 
 /// The UI pages answer in plain text, not JSON.
@@ -762,10 +805,11 @@ async fn ui_log_page(
 
 async fn ui_log_file(
     State(s): State<RestState>,
-    Path((cid, _user, name)): Path<(String, String, String)>,
+    ext: axum::http::Extensions,
+    Path((cid, user, name)): Path<(String, String, String)>,
     Query(q): Query<LogQuery>,
 ) -> Response {
-    match serve_log(&s, &cid, &name, &q).await {
+    match serve_log(&s, &cid, &name, &q, (&user, peer_ip(&ext))).await {
         Ok(r) => r,
         Err(e) => ui_error(e),
     }
@@ -824,6 +868,7 @@ mod tests {
             format: None,
             start: start.map(str::to_string),
             end: end.map(str::to_string),
+            user_name: None,
         };
         assert_eq!(
             log_selection(&q(None, None, None)).unwrap(),

@@ -79,7 +79,8 @@ pub fn sweep(
             else {
                 continue;
             };
-            if live.contains(&app) || !path.is_dir() {
+            let is_dir = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
+            if live.contains(&app) || !is_dir {
                 continue;
             }
             let newest = newest_mtime(&path, 2);
@@ -101,12 +102,12 @@ pub fn sweep(
     deleted
 }
 
-/// The newest modification time of `path` and what is below it, `depth` levels down.
+/// The newest modification time of `path` and what is below it, `depth` levels down, never
+/// following a link (a container owns its log directory and may put links there).
 fn newest_mtime(path: &Path, depth: usize) -> Option<SystemTime> {
-    let mut newest = std::fs::symlink_metadata(path)
-        .and_then(|m| m.modified())
-        .ok();
-    if depth > 0 && path.is_dir() {
+    let meta = std::fs::symlink_metadata(path).ok();
+    let mut newest = meta.as_ref().and_then(|m| m.modified().ok());
+    if depth > 0 && meta.is_some_and(|m| m.is_dir()) {
         if let Ok(entries) = std::fs::read_dir(path) {
             for e in entries.filter_map(Result::ok) {
                 let t = newest_mtime(&e.path(), depth - 1);

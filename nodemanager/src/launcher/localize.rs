@@ -10,14 +10,31 @@
 //! by [`resource_target`]; an archive entry that is absolute, climbs with `..`, is a device or
 //! a link pointing out is refused, [`ArchiveError`]) and must not fetch anything from another
 //! host.
+//!
+//! **Read as the container's user.** When the container runs as another user than the NM's
+//! own ([`crate::runas`]: `nobody`, or the submitter), the NM (root) does not read the source
+//! itself: a child process with that user's supplementary groups, gid and uid reads it
+//! ([`UserReader`]: `cat` for a file, `tar -c` for a directory, behind a one-byte header that
+//! says which) and the NM writes what comes through the pipe into the work dir, so the
+//! kernel decides what the user may read. A source the user cannot read fails the launch
+//! with [`SourceError::NotReadable`] ("... is not readable by nobody"), a fifo, device or
+//! socket with [`SourceError::NotAFile`]. A directory arrives as a tar stream and is
+//! unpacked with the same per-entry checks as an `ARCHIVE`; an `ARCHIVE` is read the same
+//! way and then unpacked as before. The copy is written without following a link already at
+//! its place. As the NM's own user, sources are read directly, as before.
 
 use std::fs;
-use std::io::Read;
+use std::io::{self, Read};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Component, Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
 
+use nix::libc;
 use spindle_common::records::cluster::LocalResourceInfo;
 
 use super::{io_err, LaunchError};
+use crate::runas::Credentials;
 
 /// The source path of a local resource: a `file://` URL (host empty or `localhost`) or an
 /// absolute path. Anything else is refused: Spindle has no distributed file system.
@@ -67,10 +84,23 @@ pub fn resource_target(work_dir: &Path, key: &str) -> Result<PathBuf, String> {
     Ok(work_dir.join(rel))
 }
 
+/// Localizes one resource, reading its source as the NM's own user.
+#[cfg(test)]
 pub(super) fn localize(
     work_dir: &Path,
     key: &str,
     res: &LocalResourceInfo,
+) -> Result<(), LaunchError> {
+    localize_as(work_dir, key, res, None)
+}
+
+/// Localizes one resource into `work_dir`; with `run_as` another user than the NM's own,
+/// its source is read as that user ([`UserReader`]).
+pub(super) fn localize_as(
+    work_dir: &Path,
+    key: &str,
+    res: &LocalResourceInfo,
+    run_as: Option<&Credentials>,
 ) -> Result<(), LaunchError> {
     let kind = res.kind.to_ascii_uppercase();
     let archive = match kind.as_str() {
@@ -86,6 +116,10 @@ pub(super) fn localize(
     let src = resource_source(&res.resource)
         .map_err(|m| LaunchError::Localization(format!("local resource '{key}': {m}")))?;
     let dst = resource_target(work_dir, key).map_err(LaunchError::Localization)?;
+    let nm_uid = nix::unistd::geteuid().as_raw();
+    if let Some(user) = run_as.filter(|c| c.uid != nm_uid) {
+        return localize_read_as(key, archive, &src, &dst, user);
+    }
     if archive {
         return unpack_archive(&src, &dst).map_err(|e| {
             LaunchError::Localization(format!("local resource '{key}' (ARCHIVE): {e}"))
@@ -135,6 +169,326 @@ fn copy_dir(src: &Path, dst: &Path) -> Result<(), LaunchError> {
         }
     }
     fs::set_permissions(dst, perms).map_err(io_err("set permissions on", dst))
+}
+
+/// Why a local resource's source could not be read as the container's user.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("local resource '{key}': {path} is not readable by {user}: {detail}")]
+    NotReadable {
+        key: String,
+        path: PathBuf,
+        user: String,
+        detail: String,
+    },
+    #[error(
+        "local resource '{key}': {path} is neither a regular file nor a directory (as {user} sees it); only files and directories are localized"
+    )]
+    NotAFile {
+        key: String,
+        path: PathBuf,
+        user: String,
+    },
+    #[error("local resource '{key}': an ARCHIVE must be a file, and {path} is a directory")]
+    ArchiveIsDirectory { key: String, path: PathBuf },
+    #[error("local resource '{key}': cannot read {path} as {user}: {source}")]
+    Reader {
+        key: String,
+        path: PathBuf,
+        user: String,
+        source: io::Error,
+    },
+}
+
+/// What the reading child found at the source (its first byte on stdout).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceKind {
+    /// A regular file, its bytes follow; `executable`: the user may execute it.
+    File { executable: bool },
+    /// A directory, a tar stream of it follows.
+    Directory,
+}
+
+/// The reading child's script: the header byte (`D` directory, `X` executable file, `F`
+/// file), then `tar -c` of the directory (links followed, as a copy follows them) or `cat` of
+/// the file; exit 3 for anything else (a fifo is never opened, so nothing hangs). Every test
+/// and read is the user's own, so the kernel decides.
+const READ_SCRIPT: &str = r#"if [ -d "$1" ]; then printf D && exec tar -C "$1" -h -cf - .
+elif [ -e "$1" ] && ! [ -f "$1" ]; then exit 3
+elif [ -x "$1" ]; then printf X && exec cat -- "$1"
+else printf F && exec cat -- "$1"; fi"#;
+
+/// The exit code of [`READ_SCRIPT`] for a source that is neither a file nor a directory.
+const NOT_A_FILE_EXIT: i32 = 3;
+
+/// A child process reading one source as a user: its stdout carries the header byte and the
+/// bytes; stderr is drained by a thread (a chatty `tar` cannot block it). Killed and reaped
+/// when dropped unfinished.
+pub struct UserReader {
+    child: Child,
+    /// None once [`UserReader::abort`] closed it.
+    stdout: Option<ChildStdout>,
+    stderr: Option<std::thread::JoinHandle<String>>,
+    pub kind: SourceKind,
+    key: String,
+    path: PathBuf,
+    user: String,
+}
+
+impl UserReader {
+    /// Starts the child as `user` (supplementary groups, gid, then uid, before `exec`) and
+    /// reads the header. An error names the resource, the path and the user.
+    pub fn start(key: &str, path: &Path, user: &Credentials) -> Result<Self, SourceError> {
+        let reader_err = |source| SourceError::Reader {
+            key: key.to_string(),
+            path: path.to_path_buf(),
+            user: user.user.clone(),
+            source,
+        };
+        let groups: Vec<libc::gid_t> = user.groups.iter().map(|g| *g as libc::gid_t).collect();
+        let (uid, gid) = (user.uid as libc::uid_t, user.gid as libc::gid_t);
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg(READ_SCRIPT)
+            .arg("spindle-localize")
+            .arg(path)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("LC_ALL", "C")
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // SAFETY: between fork and exec the closure makes only the async-signal-safe system
+        // calls setgroups, setgid and setuid, on data made before the fork (no allocation).
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                    || libc::setgid(gid) != 0
+                    || libc::setuid(uid) != 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().map_err(reader_err)?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut err_pipe = child.stderr.take().expect("stderr is piped");
+        let stderr = std::thread::spawn(move || {
+            let mut kept = Vec::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err_pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if kept.len() < 4096 {
+                    kept.extend_from_slice(&buf[..n.min(4096 - kept.len())]);
+                }
+            }
+            String::from_utf8_lossy(&kept).trim().to_string()
+        });
+        let mut r = Self {
+            child,
+            stdout: Some(stdout),
+            stderr: Some(stderr),
+            kind: SourceKind::File { executable: false },
+            key: key.to_string(),
+            path: path.to_path_buf(),
+            user: user.user.clone(),
+        };
+        let mut header = [0u8; 1];
+        let n = loop {
+            match r.read(&mut header) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(reader_err_of(&r, e)),
+            }
+        };
+        r.kind = match (n, header[0]) {
+            (1, b'D') => SourceKind::Directory,
+            (1, b'X') => SourceKind::File { executable: true },
+            (1, b'F') => SourceKind::File { executable: false },
+            // No header: the child failed before reading anything.
+            _ => {
+                return Err(r
+                    .finish()
+                    .err()
+                    .unwrap_or_else(|| r_unexpected(key, path, user)))
+            }
+        };
+        Ok(r)
+    }
+
+    /// Waits for the child once its output has been read: an error when it did not end
+    /// with 0 (the user could not read the source, or it is not a file).
+    pub fn finish(&mut self) -> Result<(), SourceError> {
+        // What the reader did not consume (a tar stream's trailing blocks) is drained, so
+        // the child is never left blocked on a full pipe.
+        if let Some(out) = self.stdout.as_mut() {
+            let _ = io::copy(out, &mut io::sink());
+        }
+        let status = self.child.wait().map_err(|e| reader_err_of(self, e))?;
+        self.judge(status)
+    }
+
+    /// After the NM gave up on the output (it could not be written or unpacked): kills the
+    /// child and returns its own failure if it had one (the user could not read the
+    /// source, so the stream was cut short), which is then the cause to report.
+    pub fn abort(&mut self) -> Option<SourceError> {
+        // Our end of the pipe closes: a child still writing ends (SIGPIPE); one that failed
+        // on its own (`cat` closes its output before it exits) is given a moment to exit
+        // with its status. Then it is killed.
+        drop(self.stdout.take());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                _ => {
+                    let _ = self.child.kill();
+                    break self.child.wait().ok()?;
+                }
+            }
+        };
+        status.code()?;
+        self.judge(status).err()
+    }
+
+    fn judge(&mut self, status: std::process::ExitStatus) -> Result<(), SourceError> {
+        let detail = self
+            .stderr
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default();
+        if status.success() {
+            return Ok(());
+        }
+        if status.code() == Some(NOT_A_FILE_EXIT) {
+            return Err(SourceError::NotAFile {
+                key: self.key.clone(),
+                path: self.path.clone(),
+                user: self.user.clone(),
+            });
+        }
+        Err(SourceError::NotReadable {
+            key: self.key.clone(),
+            path: self.path.clone(),
+            user: self.user.clone(),
+            detail: if detail.is_empty() {
+                format!("the read ended with {status}")
+            } else {
+                detail
+            },
+        })
+    }
+}
+
+fn reader_err_of(r: &UserReader, source: io::Error) -> SourceError {
+    SourceError::Reader {
+        key: r.key.clone(),
+        path: r.path.clone(),
+        user: r.user.clone(),
+        source,
+    }
+}
+
+fn r_unexpected(key: &str, path: &Path, user: &Credentials) -> SourceError {
+    SourceError::Reader {
+        key: key.to_string(),
+        path: path.to_path_buf(),
+        user: user.user.clone(),
+        source: io::Error::other("the reading process wrote no header"),
+    }
+}
+
+impl Read for UserReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.stdout.as_mut() {
+            Some(out) => out.read(buf),
+            None => Ok(0),
+        }
+    }
+}
+
+impl Drop for UserReader {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Localizes one resource whose source is read as `user`.
+fn localize_read_as(
+    key: &str,
+    archive: bool,
+    src: &Path,
+    dst: &Path,
+    user: &Credentials,
+) -> Result<(), LaunchError> {
+    let mut reader = UserReader::start(key, src, user)?;
+    let in_archive = |e: ArchiveError| {
+        LaunchError::Localization(format!("local resource '{key}' (ARCHIVE): {e}"))
+    };
+    let result = match (archive, reader.kind) {
+        (true, SourceKind::Directory) => Err(SourceError::ArchiveIsDirectory {
+            key: key.to_string(),
+            path: src.to_path_buf(),
+        }
+        .into()),
+        (true, SourceKind::File { .. }) => {
+            let format = ArchiveFormat::of(src).map_err(in_archive)?;
+            unpack_reader(format, src, &mut reader, dst).map_err(in_archive)
+        }
+        (false, _) if key == WORK_DIR_KEY => Err(LaunchError::Localization(format!(
+            "local resource '{key}': only an ARCHIVE may be unpacked into the work dir itself"
+        ))),
+        (false, SourceKind::Directory) => unpack_reader(ArchiveFormat::Tar, src, &mut reader, dst)
+            .map_err(|e| {
+                LaunchError::Localization(format!("local resource '{key}' (directory): {e}"))
+            }),
+        (false, SourceKind::File { executable }) => write_new_file(&mut reader, dst, executable),
+    };
+    if let Err(e) = result {
+        // A stream cut short because the user could not read the source: that is the cause.
+        return Err(reader.abort().map_or(e, LaunchError::from));
+    }
+    // Whatever was written, the read itself must have succeeded: a failed `cat` or `tar`
+    // (the user may not read the source, or a file below it) fails the launch.
+    if let Err(e) = reader.finish() {
+        if !archive && !matches!(reader.kind, SourceKind::Directory) {
+            let _ = fs::remove_file(dst);
+        }
+        return Err(e.into());
+    }
+    Ok(())
+}
+
+/// Writes `from` into a new file `dst` (0755 when the user may execute the source, else
+/// 0644), never following a link already at `dst` (an existing entry that is not a directory
+/// is removed first).
+fn write_new_file(from: &mut impl Read, dst: &Path, executable: bool) -> Result<(), LaunchError> {
+    if let Some(parent) = dst.parent() {
+        fs::create_dir_all(parent).map_err(io_err("create directory", parent))?;
+    }
+    if fs::symlink_metadata(dst).is_ok_and(|m| !m.is_dir()) {
+        fs::remove_file(dst).map_err(io_err("replace", dst))?;
+    }
+    let mode = if executable { 0o755 } else { 0o644 };
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(dst)
+        .map_err(io_err("create", dst))?;
+    io::copy(from, &mut file).map_err(io_err("write", dst))?;
+    file.set_permissions(fs::Permissions::from_mode(mode))
+        .map_err(io_err("set permissions on", dst))
 }
 
 /// Why an `ARCHIVE` resource could not be unpacked. Each entry is checked before anything of
@@ -195,15 +549,29 @@ impl ArchiveFormat {
 /// land or point outside it.
 pub fn unpack_archive(src: &Path, dst: &Path) -> Result<(), ArchiveError> {
     let format = ArchiveFormat::of(src)?;
+    let mut file = fs::File::open(src).map_err(|source| ArchiveError::Read {
+        path: src.display().to_string(),
+        source,
+    })?;
+    unpack_reader(format, src, &mut file, dst)
+}
+
+/// Unpacks an archive of `format` read from `from` (named `src` in errors) into `dst`, with
+/// the same per-entry checks.
+pub fn unpack_reader(
+    format: ArchiveFormat,
+    src: &Path,
+    from: &mut dyn Read,
+    dst: &Path,
+) -> Result<(), ArchiveError> {
     let read_err = |source| ArchiveError::Read {
         path: src.display().to_string(),
         source,
     };
-    let file = fs::File::open(src).map_err(read_err)?;
-    let reader: Box<dyn Read> = match format {
-        ArchiveFormat::Tar => Box::new(std::io::BufReader::new(file)),
+    let reader: Box<dyn Read + '_> = match format {
+        ArchiveFormat::Tar => Box::new(std::io::BufReader::new(from)),
         ArchiveFormat::TarGz => {
-            Box::new(flate2::read::GzDecoder::new(std::io::BufReader::new(file)))
+            Box::new(flate2::read::GzDecoder::new(std::io::BufReader::new(from)))
         }
     };
     fs::create_dir_all(dst).map_err(|source| ArchiveError::Unpack {

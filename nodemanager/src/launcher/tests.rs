@@ -310,3 +310,158 @@ fn hostile_archives_are_refused_before_anything_lands_outside() {
     }
     assert!(!Path::new("/tmp/spindle-evil").exists());
 }
+
+/// A stderr (or `.exitcode`) a container replaced by a link, a fifo or a hard link is not
+/// read by the NM, and a log replaced by a link is not opened for writing.
+#[test]
+fn files_a_container_may_replace_are_not_followed() {
+    let d = tempfile::tempdir().unwrap();
+    let secret = d.path().join("secret");
+    fs::write(&secret, "MARKER").unwrap();
+    let link = d.path().join("stderr");
+    std::os::unix::fs::symlink(&secret, &link).unwrap();
+    assert_eq!(file_tail(&link, 100), "");
+    let fifo = d.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    assert_eq!(file_tail(&fifo, 100), "", "a fifo is not waited on");
+    let hard = d.path().join("hard");
+    fs::hard_link(&secret, &hard).unwrap();
+    assert_eq!(file_tail(&hard, 100), "");
+    assert!(open_log(&link).is_err());
+    assert!(open_log(&fifo).is_err());
+    assert_eq!(fs::read_to_string(&secret).unwrap(), "MARKER");
+    let work = d.path().join("work");
+    fs::create_dir_all(&work).unwrap();
+    std::os::unix::fs::symlink(d.path().join("code"), work.join(EXIT_CODE_FILE)).unwrap();
+    fs::write(d.path().join("code"), "7\n").unwrap();
+    assert_eq!(ProcessExecutor::new().recorded_exit_code(&work), None);
+    fs::remove_file(work.join(EXIT_CODE_FILE)).unwrap();
+    fs::write(work.join(EXIT_CODE_FILE), "7\n").unwrap();
+    assert_eq!(ProcessExecutor::new().recorded_exit_code(&work), Some(7));
+}
+
+fn file_res(path: &Path) -> LocalResourceInfo {
+    LocalResourceInfo {
+        resource: format!("file://{}", path.display()),
+        kind: "FILE".into(),
+        ..Default::default()
+    }
+}
+
+/// With containers run as `nobody`, local resources are read as `nobody`: a root-only file
+/// (or directory entry, or archive) is refused naming the resource and the user, a
+/// world-readable one is localized, and a fifo is refused without hanging.
+#[test]
+fn resources_are_read_as_the_containers_user() {
+    if spindle_test_support::require::root(
+        "resources_are_read_as_the_containers_user",
+        "reading as nobody needs root",
+    )
+    .is_none()
+    {
+        return;
+    }
+    let nobody = crate::runas::Credentials::lookup("nobody").expect("nobody exists");
+    let d = tempfile::tempdir().unwrap();
+    // nobody may pass through the test's dir, not list it.
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o711)).unwrap();
+    let src = d.path().join("src");
+    fs::create_dir(&src).unwrap();
+    fs::set_permissions(&src, fs::Permissions::from_mode(0o755)).unwrap();
+    let secret = src.join("secret");
+    fs::write(&secret, "MARKER").unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
+    let open = src.join("open.sh");
+    fs::write(&open, "echo hi").unwrap();
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o755)).unwrap();
+    let plain = src.join("plain.txt");
+    fs::write(&plain, "text").unwrap();
+    fs::set_permissions(&plain, fs::Permissions::from_mode(0o644)).unwrap();
+    let work = d.path().join("work");
+    fs::create_dir_all(&work).unwrap();
+    let as_nobody =
+        |key: &str, res: &LocalResourceInfo| localize_as(&work, key, res, Some(&nobody));
+
+    // The root-only file: refused, named, nothing left behind.
+    let e = as_nobody("s", &file_res(&secret)).unwrap_err();
+    assert!(e.is_localization());
+    assert!(
+        matches!(&e, LaunchError::Source(SourceError::NotReadable { user, .. }) if user == "nobody"),
+        "{e:?}"
+    );
+    let msg = e.to_string();
+    assert!(msg.contains("local resource 's'"), "{msg}");
+    assert!(msg.contains("is not readable by nobody"), "{msg}");
+    assert!(!work.join("s").exists());
+    // As the NM's own user it is read directly, as before.
+    localize(&work, "s-as-nm", &file_res(&secret)).unwrap();
+    assert_eq!(fs::read_to_string(work.join("s-as-nm")).unwrap(), "MARKER");
+
+    // World-readable files: localized, an executable stays executable.
+    as_nobody("bin/open.sh", &file_res(&open)).unwrap();
+    as_nobody("plain.txt", &file_res(&plain)).unwrap();
+    assert_eq!(
+        fs::read_to_string(work.join("bin/open.sh")).unwrap(),
+        "echo hi"
+    );
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&work.join("bin/open.sh")), 0o755);
+    assert_eq!(mode(&work.join("plain.txt")), 0o644);
+    // A link already at the destination is replaced, not written through.
+    let target = d.path().join("target");
+    fs::write(&target, "untouched").unwrap();
+    std::os::unix::fs::symlink(&target, work.join("again.txt")).unwrap();
+    as_nobody("again.txt", &file_res(&plain)).unwrap();
+    assert_eq!(fs::read_to_string(&target).unwrap(), "untouched");
+    assert_eq!(fs::read_to_string(work.join("again.txt")).unwrap(), "text");
+
+    // A directory nobody can read whole: refused (its root-only file); one it can: copied.
+    let e = as_nobody("dir", &file_res(&src)).unwrap_err();
+    assert!(e.to_string().contains("is not readable by nobody"), "{e}");
+    let pub_dir = d.path().join("pub");
+    fs::create_dir_all(pub_dir.join("sub")).unwrap();
+    fs::write(pub_dir.join("sub/a.txt"), "a").unwrap();
+    fs::set_permissions(&pub_dir, fs::Permissions::from_mode(0o755)).unwrap();
+    as_nobody("pubdir", &file_res(&pub_dir)).unwrap();
+    assert_eq!(
+        fs::read_to_string(work.join("pubdir/sub/a.txt")).unwrap(),
+        "a"
+    );
+
+    // A fifo is refused at once.
+    let fifo = src.join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+    let e = as_nobody("f", &file_res(&fifo)).unwrap_err();
+    assert!(
+        matches!(e, LaunchError::Source(SourceError::NotAFile { .. })),
+        "{e:?}"
+    );
+
+    // ARCHIVEs go through the same read: root-only refused, readable unpacked (checked).
+    use tar::EntryType as T;
+    let secret_tgz = src.join("secret.tgz");
+    tgz(&secret_tgz, &[("./x", T::Regular, "MARKER")]);
+    fs::set_permissions(&secret_tgz, fs::Permissions::from_mode(0o600)).unwrap();
+    let e = as_nobody("arch", &archive_res(&secret_tgz)).unwrap_err();
+    assert!(e.to_string().contains("is not readable by nobody"), "{e}");
+    assert!(!work.join("arch/x").exists());
+    let open_tgz = src.join("open.tgz");
+    tgz(&open_tgz, &[("./x", T::Regular, "ok")]);
+    fs::set_permissions(&open_tgz, fs::Permissions::from_mode(0o644)).unwrap();
+    as_nobody("arch", &archive_res(&open_tgz)).unwrap();
+    assert_eq!(fs::read_to_string(work.join("arch/x")).unwrap(), "ok");
+    let evil_tgz = src.join("evil.tgz");
+    tgz(&evil_tgz, &[("../escape", T::Regular, "x")]);
+    fs::set_permissions(&evil_tgz, fs::Permissions::from_mode(0o644)).unwrap();
+    let e = as_nobody("evil", &archive_res(&evil_tgz)).unwrap_err();
+    assert!(e.to_string().contains("climbs out"), "{e}");
+    // An ARCHIVE that is a directory is refused.
+    let e = as_nobody("d", &archive_res(&pub_dir)).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            LaunchError::Source(SourceError::ArchiveIsDirectory { .. })
+        ),
+        "{e:?}"
+    );
+}
