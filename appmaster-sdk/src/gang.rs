@@ -821,6 +821,7 @@ impl AmRmClient {
             .cloned()
             .collect();
         let stops = futures::future::join_all(live.iter().map(|c| async move {
+            nm.remember(c);
             let stopped = nm.stop_container(&c.node_http_address, &c.id).await;
             let gone = wait_gone(nm, c).await;
             (c.id, stopped, gone)

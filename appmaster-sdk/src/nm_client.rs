@@ -3,7 +3,15 @@
 //!
 //! NMs are addressed by their `nodeHttpAddress` (`host:port`, with or without `http://`),
 //! as a granted [`Container`] carries it.
+//!
+//! The calls that act on containers (stop, release, signal, re-initialize, update) carry
+//! `Authorization: Bearer <container token>` of the application that owns them, as the NM
+//! requires: the client remembers the token of every container it starts (and of those given
+//! to [`NmClient::remember`], e.g. containers kept from an earlier attempt) and sends the
+//! container's own token, else another of the same application on the same node.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reqwest::Method;
@@ -16,6 +24,8 @@ use spindle_common::records::node::{
     SignalContainerRequest, SignalContainerResponse, StartContainerRequest, StartContainersRequest,
     StartContainersResponse, StopContainersRequest, StopContainersResponse,
 };
+
+use spindle_common::token::unverified_container_identifier;
 
 use crate::error::ClientError;
 use crate::http::{build_client, decode, Http};
@@ -76,13 +86,89 @@ pub struct GangLaunch {
 #[derive(Debug, Clone)]
 pub struct NmClient {
     client: reqwest::Client,
+    /// The container tokens seen (started or remembered), with the node each is for: the
+    /// bearer of the calls acting on containers. Shared by clones.
+    tokens: Arc<Mutex<HashMap<ContainerId, (String, String)>>>,
+}
+
+/// `host:port` of a node address, with or without a scheme (how tokens are matched to nodes).
+fn node_key(addr: &str) -> &str {
+    let a = addr
+        .strip_prefix("http://")
+        .or_else(|| addr.strip_prefix("https://"))
+        .unwrap_or(addr);
+    a.trim_end_matches('/')
 }
 
 impl NmClient {
     pub fn new() -> Result<Self, ClientError> {
         Ok(Self {
             client: build_client()?,
+            tokens: Arc::default(),
         })
+    }
+
+    /// Remembers `container`'s token (from an allocate answer, or a register answer's
+    /// containers from previous attempts), so that stop, signal, release and re-initialize
+    /// calls for it carry it. Starting a container through this client does it already.
+    pub fn remember(&self, container: &Container) {
+        self.remember_token(
+            container.id,
+            &container.node_http_address,
+            &container.container_token,
+        );
+    }
+
+    fn remember_token(&self, id: ContainerId, node: &str, token: &str) {
+        if token.is_empty() {
+            return;
+        }
+        if let Ok(mut t) = self.tokens.lock() {
+            t.insert(id, (node_key(node).to_string(), token.to_string()));
+        }
+    }
+
+    fn forget_token(&self, id: &ContainerId) {
+        if let Ok(mut t) = self.tokens.lock() {
+            t.remove(id);
+        }
+    }
+
+    /// The bearer token for a call naming `ids` on `node`: the first one's own token, else
+    /// any remembered token of its application for that node.
+    fn bearer(&self, node: &str, ids: &[ContainerId]) -> Option<String> {
+        let first = ids.first()?;
+        let t = self.tokens.lock().ok()?;
+        if let Some((_, tok)) = ids.iter().find_map(|id| t.get(id)) {
+            return Some(tok.clone());
+        }
+        let node = node_key(node);
+        t.iter()
+            .find(|(id, (n, _))| {
+                id.application_id() == first.application_id() && n.as_str() == node
+            })
+            .map(|(_, (_, tok))| tok.clone())
+    }
+
+    /// POSTs `body` to an NM's container call with the bearer token for `ids`.
+    async fn post_container_call<B: serde::Serialize + ?Sized, T: serde::de::DeserializeOwned>(
+        &self,
+        node_http_address: &str,
+        path: &str,
+        body: &B,
+        bearer: Option<String>,
+        timeout: Option<Duration>,
+    ) -> Result<T, ClientError> {
+        let http = self.at(node_http_address);
+        let (mut rb, url) = http.request(Method::POST, path);
+        if let Some(t) = bearer {
+            rb = rb.bearer_auth(t);
+        }
+        if let Some(t) = timeout {
+            rb = rb.timeout(t);
+        }
+        let resp = http.send_ok(rb.json(body), &url).await?;
+        decode(resp, &url).await
     }
 
     fn at(&self, node_http_address: &str) -> Http {
@@ -95,6 +181,7 @@ impl NmClient {
         container: &Container,
         ctx: ContainerLaunchContext,
     ) -> Result<(), ClientError> {
+        self.remember(container);
         let req = StartContainersRequest {
             start_container_request: vec![StartContainerRequest {
                 container_token: container.container_token.clone(),
@@ -163,6 +250,9 @@ impl NmClient {
         hold: Option<LaunchHold>,
     ) -> Vec<(ContainerId, Result<(), ClientError>)> {
         let ids: Vec<ContainerId> = batch.iter().map(|(c, _)| c.id).collect();
+        for (c, _) in &batch {
+            self.remember(c);
+        }
         let req = StartContainersRequest {
             start_container_request: batch
                 .into_iter()
@@ -345,12 +435,15 @@ impl NmClient {
         node_http_address: &str,
         ids: Vec<ContainerId>,
     ) -> Result<ReleaseContainersResponse, ClientError> {
-        self.at(node_http_address)
-            .post_json(
-                &format!("{NODE}/containers/release"),
-                &ReleaseContainersRequest { container_ids: ids },
-            )
-            .await
+        let bearer = self.bearer(node_http_address, &ids);
+        self.post_container_call(
+            node_http_address,
+            &format!("{NODE}/containers/release"),
+            &ReleaseContainersRequest { container_ids: ids },
+            bearer,
+            None,
+        )
+        .await
     }
 
     /// `POST /ws/v1/node/containers/start`.
@@ -373,9 +466,15 @@ impl NmClient {
         let req = StopContainersRequest {
             container_ids: vec![*id],
         };
+        let bearer = self.bearer(node_http_address, &req.container_ids);
         let resp: StopContainersResponse = self
-            .at(node_http_address)
-            .post_json(&format!("{NODE}/containers/stop"), &req)
+            .post_container_call(
+                node_http_address,
+                &format!("{NODE}/containers/stop"),
+                &req,
+                bearer,
+                None,
+            )
             .await?;
         if let Some(f) = resp.failed_requests.first() {
             return Err(ClientError::ContainerRequest {
@@ -385,6 +484,7 @@ impl NmClient {
                 message: f.message.clone(),
             });
         }
+        self.forget_token(id);
         Ok(())
     }
 
@@ -404,7 +504,10 @@ impl NmClient {
         };
         let path = format!("{NODE}/containers/signal");
         let http = self.at(node_http_address);
-        let resp: SignalContainerResponse = http.post_json(&path, &req).await?;
+        let bearer = self.bearer(node_http_address, &[*id]);
+        let resp: SignalContainerResponse = self
+            .post_container_call(node_http_address, &path, &req, bearer, None)
+            .await?;
         if let Some(f) = resp.failed_requests.first() {
             return Err(ClientError::ContainerRequest {
                 operation: "signal",
@@ -451,13 +554,12 @@ impl NmClient {
             grace_period_ms: grace.map(|g| u64::try_from(g.as_millis()).unwrap_or(u64::MAX)),
         };
         let path = format!("{NODE}/containers/reinitialize");
-        let http = self.at(node_http_address);
-        let (rb, url) = http.request(Method::POST, &path);
         // The answer waits for the old process to go: up to the grace, beyond the usual
         // request timeout.
         let wait = grace.unwrap_or(Duration::from_secs(30)) + Duration::from_secs(60);
-        let resp = http.send_ok(rb.json(&body).timeout(wait), &url).await?;
-        decode(resp, &url).await
+        let bearer = self.bearer(node_http_address, &[*id]);
+        self.post_container_call(node_http_address, &path, &body, bearer, Some(wait))
+            .await
     }
 
     /// `POST /ws/v1/node/containers/update` (YARN's `updateContainer`): hands the NM the
@@ -471,14 +573,41 @@ impl NmClient {
         node_http_address: &str,
         tokens: Vec<String>,
     ) -> Result<ContainerUpdateResponse, ClientError> {
-        self.at(node_http_address)
-            .post_json(
+        // The new tokens are the application's own: the first one is the bearer (else, for a
+        // token that does not parse, whatever this client holds for its container).
+        let named: Vec<ContainerId> = tokens
+            .iter()
+            .filter_map(|t| unverified_container_identifier(t).ok())
+            .map(|i| i.container_id)
+            .collect();
+        let bearer = tokens
+            .iter()
+            .find(|t| unverified_container_identifier(t).is_ok())
+            .cloned()
+            .or_else(|| self.bearer(node_http_address, &named));
+        let resp: ContainerUpdateResponse = self
+            .post_container_call(
+                node_http_address,
                 &format!("{NODE}/containers/update"),
                 &ContainerUpdateRequest {
-                    containers_to_update: tokens,
+                    containers_to_update: tokens.clone(),
                 },
+                bearer,
+                None,
             )
-            .await
+            .await?;
+        // The updated containers' new tokens are their tokens from now on.
+        for t in &tokens {
+            if let Ok(i) = unverified_container_identifier(t) {
+                if resp
+                    .successfully_updated_containers
+                    .contains(&i.container_id)
+                {
+                    self.remember_token(i.container_id, node_http_address, t);
+                }
+            }
+        }
+        Ok(resp)
     }
 
     /// [`NmClient::update_containers`] for one updated container (its node, its new token);

@@ -486,7 +486,38 @@ async fn nm_start(State(s): State<S>, Json(req): Json<StartContainersRequest>) -
     Json(resp).into_response()
 }
 
-async fn nm_release(State(s): State<S>, Json(req): Json<ReleaseContainersRequest>) -> Response {
+/// As a real NM: a call acting on containers carries `Authorization: Bearer` with a container
+/// token of their application (this fake's tokens are the container ids), else 401.
+fn bearer_refusal(headers: &axum::http::HeaderMap, ids: &[ContainerId]) -> Option<Response> {
+    let token = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(|t| t.parse::<ContainerId>().ok());
+    match token {
+        Some(t)
+            if ids
+                .iter()
+                .all(|id| id.application_id() == t.application_id()) =>
+        {
+            None
+        }
+        _ => Some(remote(
+            ExceptionKind::Authorization,
+            "AuthorizationException",
+            "no container token of the application",
+        )),
+    }
+}
+
+async fn nm_release(
+    State(s): State<S>,
+    headers: axum::http::HeaderMap,
+    Json(req): Json<ReleaseContainersRequest>,
+) -> Response {
+    if let Some(r) = bearer_refusal(&headers, &req.container_ids) {
+        return r;
+    }
     let mut f = lock(&s.shared);
     let mut resp = ReleaseContainersResponse::default();
     for id in req.container_ids {
@@ -502,7 +533,14 @@ async fn nm_release(State(s): State<S>, Json(req): Json<ReleaseContainersRequest
     Json(resp).into_response()
 }
 
-async fn nm_stop(State(s): State<S>, Json(req): Json<StopContainersRequest>) -> Response {
+async fn nm_stop(
+    State(s): State<S>,
+    headers: axum::http::HeaderMap,
+    Json(req): Json<StopContainersRequest>,
+) -> Response {
+    if let Some(r) = bearer_refusal(&headers, &req.container_ids) {
+        return r;
+    }
     let mut f = lock(&s.shared);
     let mut resp = StopContainersResponse::default();
     for id in req.container_ids {
@@ -515,7 +553,14 @@ async fn nm_stop(State(s): State<S>, Json(req): Json<StopContainersRequest>) -> 
 
 /// As the NM and the RM together: a SIGTERM'd worker of a gang under notice checkpoints and
 /// exits, and the RM reports it -102 (PREEMPTED) with the RM's diagnostics.
-async fn nm_signal(State(s): State<S>, Json(req): Json<SignalContainerRequest>) -> Response {
+async fn nm_signal(
+    State(s): State<S>,
+    headers: axum::http::HeaderMap,
+    Json(req): Json<SignalContainerRequest>,
+) -> Response {
+    if let Some(r) = bearer_refusal(&headers, &[req.container_id]) {
+        return r;
+    }
     let mut f = lock(&s.shared);
     let marker = f
         .marker_dir
@@ -1396,6 +1441,19 @@ async fn a_preemption_notice_is_told_once_and_the_answers_ride_on_the_heartbeats
         .any(|g| g.id == "g" && g.state == GangState::PREEMPTED));
     // Signalling a container the NM has no process for is an error naming it.
     let nm = NmClient::new().expect("NM client");
+    // A client that never saw the container's token sends none: the NM refuses it.
+    match nm
+        .signal_container(
+            &got[0].node_http_address,
+            &ids[0],
+            SignalContainerCommand::FORCEFUL_SHUTDOWN,
+        )
+        .await
+    {
+        Err(e) => assert_eq!(e.status(), Some(401), "{e}"),
+        Ok(()) => panic!("a signal without the container token was accepted"),
+    }
+    nm.remember(&got[0]);
     match nm
         .signal_container(
             &got[0].node_http_address,

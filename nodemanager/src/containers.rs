@@ -967,6 +967,7 @@ mod tests {
             rm_identifier: 1,
             is_am: false,
             version: 0,
+            master_key_id: 0,
         };
         Container::new(token, PathBuf::from("/w"), vec![PathBuf::from("/l")], 10)
     }

@@ -29,13 +29,14 @@ pub mod metrics;
 pub mod node_labels;
 pub mod plugins;
 pub mod rest;
+pub mod rest_auth;
 pub mod retention;
 pub mod runas;
 pub mod status_updater;
 pub mod store;
 
 use std::collections::BTreeMap;
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -232,12 +233,10 @@ async fn serve(
     );
     let mut server_stop = stop_rx.clone();
     let mut server = tokio::spawn(
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                manager::until_stopped(&mut server_stop).await;
-            })
-            .into_future()
-            .in_current_span(),
+        spindle_rest_edge::serve::serve(listener, app, conf.http.clone(), async move {
+            manager::until_stopped(&mut server_stop).await;
+        })
+        .in_current_span(),
     );
     info!(rm = %conf.rm_address, "NodeManager started");
 

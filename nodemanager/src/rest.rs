@@ -36,6 +36,7 @@ use crate::containers::Container;
 use crate::logs;
 use crate::manager::{AppView, ContainerUpdateRequest, NmHandle, ReinitError, Unavailable};
 use crate::plugins::{HealthView, PluginDetails, ResourceView};
+use crate::rest_auth::{authorize, operation, Bearer};
 
 /// The YARN REST API version these shapes follow.
 pub const HADOOP_COMPAT_VERSION: &str = "3.4.0";
@@ -336,25 +337,32 @@ async fn start(
 /// `POST /ws/v1/node/containers/release` (Spindle's extension): held containers exec now.
 async fn release(
     State(s): State<RestState>,
+    bearer: Bearer,
     JsonBody(req): JsonBody<ReleaseContainersRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
+    authorize(&s.0.handle, &bearer, operation::RELEASE, &req.container_ids).await?;
     Ok(Json(s.0.handle.release(req.container_ids).await?))
 }
 
 async fn stop(
     State(s): State<RestState>,
+    bearer: Bearer,
     JsonBody(req): JsonBody<StopContainersRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
+    authorize(&s.0.handle, &bearer, operation::STOP, &req.container_ids).await?;
     Ok(Json(s.0.handle.stop(req.container_ids).await?))
 }
 
 /// `POST /ws/v1/node/containers/signal` (YARN's `signalToContainer`): a signal to the
-/// container's process group. Like a stop it is not authenticated, and an unknown container is
-/// a `failedRequests` entry with the stop's message.
+/// container's process group. Like a stop it needs the owning application's container token
+/// (`crate::rest_auth`), and an unknown container is a `failedRequests` entry with the stop's
+/// message.
 async fn signal(
     State(s): State<RestState>,
+    bearer: Bearer,
     JsonBody(req): JsonBody<SignalContainerRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
+    authorize(&s.0.handle, &bearer, operation::SIGNAL, &[req.container_id]).await?;
     Ok(Json(
         s.0.handle.signal(req.container_id, req.command).await?,
     ))
@@ -403,14 +411,23 @@ impl From<ReinitError> for ApiError {
 /// `POST /ws/v1/node/containers/reinitialize` (YARN's `reInitializeContainer`): a new
 /// process from a new launch context in a running container, which keeps its id,
 /// allocation, devices, limits and work dir. SIGTERM to the old process group, SIGKILL after
-/// the grace, then the new process; the answer comes once it started. Like a stop it is not
-/// authenticated (the container id is the capability). Refusals are `RemoteException`s: 404
+/// the grace, then the new process; the answer comes once it started. Like a stop it needs
+/// the owning application's container token (`crate::rest_auth`). Refusals are
+/// `RemoteException`s: 401/403 (token), 404
 /// unknown container, 409 not running / already re-initializing / ended meanwhile, 400 bad
 /// body, 500 the new context could not be localized or started.
 async fn reinitialize(
     State(s): State<RestState>,
+    bearer: Bearer,
     JsonBody(req): JsonBody<ReinitializeRequest>,
 ) -> Result<Json<ReinitializeResponse>, ApiError> {
+    authorize(
+        &s.0.handle,
+        &bearer,
+        operation::REINITIALIZE,
+        &[req.container_id],
+    )
+    .await?;
     let grace = req.grace_period_ms.map(std::time::Duration::from_millis);
     let done =
         s.0.handle
@@ -427,14 +444,24 @@ async fn reinitialize(
 /// `POST /ws/v1/node/containers/update` (YARN's `updateContainer`): each entry of
 /// `containersToUpdate` is a new container token from the RM (an allocate answer's
 /// `updatedContainers`); the live container it names takes its memory and vcores (cgroup
-/// limits and the RSS watcher, applied before the answer) and its version. Authenticated by
-/// the token, as a start is. Per-container refusals are `failedRequests` entries: a bad,
+/// limits and the RSS watcher, applied before the answer) and its version. Each token is
+/// checked as a start's is, and the call needs the owning application's container token as
+/// `Authorization: Bearer` like a stop (`crate::rest_auth`). Per-container refusals are `failedRequests` entries: a bad,
 /// expired or foreign token, an unknown or finished container, a version not newer than the
 /// container's (stale or replayed), a change to a device count, limits the kernel refused.
 async fn update(
     State(s): State<RestState>,
+    bearer: Bearer,
     JsonBody(req): JsonBody<ContainerUpdateRequest>,
 ) -> Result<impl IntoResponse, ApiError> {
+    // The containers the tokens name (unverified here: the actor checks each token).
+    let named: Vec<ContainerId> = req
+        .containers_to_update
+        .iter()
+        .filter_map(|t| spindle_common::token::unverified_container_identifier(t).ok())
+        .map(|i| i.container_id)
+        .collect();
+    authorize(&s.0.handle, &bearer, operation::UPDATE, &named).await?;
     Ok(Json(s.0.handle.update(req.containers_to_update).await?))
 }
 

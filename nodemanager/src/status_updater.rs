@@ -25,12 +25,11 @@ use spindle_common::cluster_secret::{random_nonce, ClusterSecret};
 use spindle_common::ids::NodeId;
 use spindle_common::records::resource::ResourceInfo;
 use spindle_common::records::tracker::{
-    NodeAction, NodeHeartbeatRequest, NodeHeartbeatResponse, NodeStatus,
+    MasterKey, NodeAction, NodeHeartbeatRequest, NodeHeartbeatResponse, NodeStatus,
     RegisterNodeManagerRequest, RegisterNodeManagerResponse,
 };
 use spindle_common::resource::Resource;
 use spindle_common::time::now_ms;
-use spindle_common::token::TokenSecret;
 use tokio::sync::{oneshot, watch, Notify};
 use tracing::{debug, error, info, warn};
 
@@ -85,6 +84,9 @@ pub struct StatusUpdater {
     sent: Reported,
     /// Signs every call (`spindle.cluster.secret-file`); `None`: calls go unsigned.
     cluster_secret: Option<ClusterSecret>,
+    /// The id of the newest container-token master key the RM sent (YARN's
+    /// `lastKnownContainerTokenMasterKey`, sent back in every heartbeat).
+    key_id: Option<u32>,
 }
 
 /// The labels and attributes of one report.
@@ -135,6 +137,7 @@ impl StatusUpdater {
             descriptor: NodeDescriptorView::default(),
             sent: Reported::default(),
             cluster_secret: None,
+            key_id: None,
         })
     }
 
@@ -246,12 +249,9 @@ impl StatusUpdater {
                     self.request_shutdown();
                     return None;
                 }
-                Ok(resp) => match TokenSecret::from_hex(&resp.container_token_secret) {
-                    Ok(secret) => {
-                        self.handle
-                            .registered(secret, resp.rm_identifier)
-                            .await
-                            .ok()?;
+                Ok(resp) => match self.take_key(resp.container_token_master_key.as_ref()) {
+                    Ok(key) => {
+                        self.handle.registered(key, resp.rm_identifier).await.ok()?;
                         let sent = Changes {
                             labels: now.labels.clone(),
                             attributes: (!now.attributes.is_empty())
@@ -269,7 +269,7 @@ impl StatusUpdater {
                             "registered with the ResourceManager");
                         return Some(resp);
                     }
-                    Err(e) => format!("the ResourceManager sent an unusable token secret: {e}"),
+                    Err(e) => e,
                 },
                 Err(e) => e.to_string(),
             };
@@ -320,6 +320,18 @@ impl StatusUpdater {
                 failures = 0;
             }
             response_id = resp.response_id;
+            if let Some(k) = &resp.container_token_master_key {
+                // A roll: the new key becomes current. One that cannot be taken is logged and
+                // asked for again (the next heartbeat names the old id).
+                match self.take_key(Some(k)) {
+                    Ok(key) => {
+                        if self.handle.master_key(key).await.is_err() {
+                            return Next::Stop;
+                        }
+                    }
+                    Err(e) => error!("{e}"),
+                }
+            }
             interval = interval_of(resp.next_heartbeat_interval_ms);
             Self::check_accepted(
                 &changes,
@@ -391,6 +403,7 @@ impl StatusUpdater {
             },
             node_labels: changes.labels,
             node_attributes: changes.attributes,
+            last_known_container_token_master_key: self.key_id.map(MasterKey::id_only),
         };
         self.post(HEARTBEAT_PATH, &req).await.map(Some)
     }
@@ -399,6 +412,21 @@ impl StatusUpdater {
         if let Some(tx) = self.rm_shutdown.take() {
             let _ = tx.send(());
         }
+    }
+
+    /// The container-token master key an answer carried, unwrapped with the cluster secret
+    /// (see [`MasterKey::open`]); remembered as the last known key.
+    fn take_key(
+        &mut self,
+        key: Option<&MasterKey>,
+    ) -> Result<spindle_common::token::ContainerKey, String> {
+        let key = key
+            .ok_or_else(|| "the ResourceManager sent no container-token master key".to_string())?;
+        let k = key
+            .open(self.cluster_secret.as_ref())
+            .map_err(|e| e.to_string())?;
+        self.key_id = Some(k.id());
+        Ok(k)
     }
 
     async fn post<Req: Serialize, Resp: DeserializeOwned>(

@@ -168,6 +168,7 @@ mod tests {
                 rm_identifier: 5,
                 is_am: false,
                 version: 0,
+                master_key_id: 0,
             },
             pid: Some(42),
             start_ticks: Some(7),

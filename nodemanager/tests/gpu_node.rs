@@ -548,6 +548,7 @@ async fn every_managed_device_a_container_was_not_granted_is_denied() {
             rm_identifier: 1,
             is_am: false,
             version: 0,
+            master_key_id: 0,
         };
         i.resource = ResourceInfo::from(&ask);
         StartContainerRequest {

@@ -13,7 +13,7 @@ use spindle_common::ids::ContainerId;
 use spindle_common::records::cluster::LocalResourceInfo;
 use spindle_common::records::node::{ContainerLaunchContext, StartContainerRequest};
 use spindle_common::states::ContainerState;
-use spindle_common::token::{issue_container_token, TokenSecret};
+use spindle_common::token::{issue_container_token, ContainerKey};
 use support::*;
 
 /// The diagnostic of a container whose hold expired.
@@ -325,7 +325,7 @@ async fn a_held_call_answers_bad_requests_in_failed_requests_and_holds_the_rest(
     let (good, forged, missing, no_program) = (cid(24, 1), cid(24, 2), cid(24, 3), cid(24, 4));
     let mut forged_req = marker_request(&nm, &rm, forged, &markers.join("forged"));
     forged_req.container_token = issue_container_token(
-        &TokenSecret::generate().unwrap(),
+        &ContainerKey::generate(rm.key.id()).unwrap(),
         &nm.ident(forged, "alice"),
     );
     let mut missing_req = marker_request(&nm, &rm, missing, &markers.join("missing"));

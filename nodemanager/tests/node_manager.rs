@@ -15,7 +15,7 @@ use spindle_common::records::node::{ContainerLaunchContext, StartContainerReques
 use spindle_common::records::tracker::NodeAction;
 use spindle_common::states::ContainerState;
 use spindle_common::time::now_ms;
-use spindle_common::token::{issue_container_token, TokenSecret};
+use spindle_common::token::{issue_container_token, ContainerKey};
 use support::*;
 
 #[tokio::test]
@@ -236,8 +236,11 @@ async fn bad_tokens_and_duplicates_are_refused() {
             ..Default::default()
         },
     };
-    let forged =
-        issue_container_token(&TokenSecret::generate().unwrap(), &nm.ident(cid(4, 1), "u"));
+    // Another key under the RM's key id: the signature does not verify.
+    let forged = issue_container_token(
+        &ContainerKey::generate(rm.key.id()).unwrap(),
+        &nm.ident(cid(4, 1), "u"),
+    );
     let mut other = nm.ident(cid(4, 2), "u");
     other.node_id.port = other.node_id.port.wrapping_add(1);
     let mut expired = nm.ident(cid(4, 3), "u");
@@ -279,7 +282,7 @@ async fn starts_before_registration_are_refused_as_not_ready() {
     drop(dead);
     let dirs = tempfile::tempdir().unwrap();
     let mut nm = TestNm::start(dirs.path(), addr, false).await;
-    let secret = TokenSecret::generate().unwrap();
+    let secret = ContainerKey::generate(1).unwrap();
     let resp = nm
         .start_containers(vec![StartContainerRequest {
             container_token: issue_container_token(&secret, &nm.ident(cid(5, 1), "u")),

@@ -41,7 +41,7 @@ use serde_json::{json, Value};
 use spindle_common::ids::NodeId;
 use spindle_common::states::ContainerState;
 use spindle_common::time::now_ms;
-use spindle_common::token::{issue_container_token, TokenSecret};
+use spindle_common::token::{issue_container_token, ContainerKey};
 use spindle_test_support::contract::fill_with;
 use spindle_test_support::contract::robust::{
     self, daemon_panics, op_index, record_panics, run_barrage, spec_cases, spec_ops, Case, Daemon,
@@ -174,7 +174,7 @@ async fn every_nm_operation_survives_hostile_requests() {
     // Tokens that must not start anything: 200 with the container in failedRequests.
     let good = |id| rm.token(&nm.ident(id, USER));
     let forged = issue_container_token(
-        &TokenSecret::generate().expect("secret"),
+        &ContainerKey::generate(rm.key.id()).expect("key"),
         &nm.ident(cid(2, 1), USER),
     );
     let mut foreign = nm.ident(cid(2, 2), USER);

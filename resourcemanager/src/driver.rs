@@ -15,6 +15,7 @@ use spindle_common::records::node::{
 };
 use spindle_common::states::FinalApplicationStatus;
 use spindle_common::time::now_ms;
+use spindle_common::token::ContainerKey;
 use spindle_common::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, Resource};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -59,7 +60,8 @@ type Reply<T> = oneshot::Sender<Result<T, RmError>>;
 
 pub struct NodeRegistered {
     pub interval_ms: u64,
-    pub secret_hex: String,
+    /// The container-token master key the node must hold (the REST edge wraps it).
+    pub container_key: ContainerKey,
     pub rm_identifier: u64,
     /// The host lists keep this node out: the NM is told to shut down.
     pub refused: Option<crate::core::NodeRefused>,
@@ -82,7 +84,9 @@ pub enum Command {
         healthy: bool,
         report: String,
         containers: Vec<ReportedContainer>,
-        reply: Reply<HeartbeatReply>,
+        /// With the RM's newest container-token master key (the REST edge sends it when the
+        /// node's last known key differs).
+        reply: Reply<(HeartbeatReply, ContainerKey)>,
     },
     AmRegister {
         token: String,
@@ -391,6 +395,25 @@ struct Driver {
 }
 
 impl Driver {
+    /// YARN's master-key roll: a fresh random container-token key, the next id after the
+    /// newest one (the core sends it to NMs now and signs with it after the activation
+    /// delay). A failing random source skips this roll with an error; the old keys stay.
+    fn roll_container_key(&mut self) {
+        let id = self.core.newest_container_key().id().wrapping_add(1);
+        match ContainerKey::generate(id) {
+            Ok(key) => {
+                if self.core.roll_container_key(key, now_ms()) {
+                    info!(
+                        key_id = id,
+                        "container-token master key rolled; NMs get it at their next heartbeat"
+                    );
+                }
+            }
+            Err(e) => error!("container-token master key not rolled: {e}"),
+        }
+        let _ = self.settle();
+    }
+
     /// Executes the core's effects. Durable before visible: every state-store write of the
     /// batch happens first, and an AM launch (seen by an NM) only after it; a launch whose
     /// application record could not be written is not sent, and is reported to the core as
@@ -592,7 +615,7 @@ impl Driver {
                 let _ = self.settle();
                 let _ = reply.send(Ok(NodeRegistered {
                     interval_ms,
-                    secret_hex: self.core.secret().to_hex(),
+                    container_key: self.core.newest_container_key().clone(),
                     rm_identifier: self.core.cluster_timestamp(),
                     refused,
                 }));
@@ -612,7 +635,8 @@ impl Driver {
                     .core
                     .node_heartbeat(&node, healthy, report, containers, now);
                 let _ = self.settle();
-                let _ = reply.send(Ok(r));
+                let key = self.core.newest_container_key().clone();
+                let _ = reply.send(Ok((r, key)));
             }
             Command::AmRegister {
                 token,
@@ -1023,7 +1047,18 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
         site: conf.scheduler_site.clone(),
     };
     let cluster_ts = now_ms();
-    let mut core = RmCore::new(core_conf, cluster_ts, recovered.epoch, recovered.secret);
+    // The AM-RM key is the stored one (AM-RM tokens survive a restart); the container-token
+    // master key is new at every start, never stored, and rolled below.
+    let first_key = ContainerKey::random_id()
+        .and_then(ContainerKey::generate)
+        .context("generating the container-token master key")?;
+    let mut core = RmCore::with_container_key(
+        core_conf,
+        cluster_ts,
+        recovered.epoch,
+        recovered.secret,
+        first_key,
+    );
     let labels = store.labels()?;
     if !labels.cluster.is_empty() {
         info!(
@@ -1064,6 +1099,7 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
             conf.store_path.display()
         );
     }
+    let rolling_ms = conf.container_key_rolling_ms;
     let (tx, mut rx) = mpsc::channel::<Command>(4096);
     let (publish, snapshot) = watch::channel(Arc::new(Snapshot::of(&core)));
     let http = reqwest::Client::builder()
@@ -1086,6 +1122,9 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let rolling = Duration::from_millis(rolling_ms);
+        let mut roll = tokio::time::interval_at(tokio::time::Instant::now() + rolling, rolling);
+        roll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             // Each core call is timed here, outside the core (`/metrics`).
             let start = std::time::Instant::now();
@@ -1098,6 +1137,10 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
                     }
                     None => break,
                 },
+                _ = roll.tick() => {
+                    driver.roll_container_key();
+                    "roll_container_key"
+                }
                 _ = tick.tick() => {
                     driver.core.tick(now_ms());
                     for e in driver.core.take_idle_events() {
@@ -1122,16 +1165,13 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
         conf: Arc::new(conf),
         metrics,
     };
+    let http_conf = info.conf.http.clone();
     let router = crate::rest::router(handle.clone(), info);
     let serve: Serve = Box::new(move |shutdown| {
         Box::pin(async move {
-            axum::serve(
-                listener,
-                router.into_make_service_with_connect_info::<SocketAddr>(),
-            )
-            .with_graceful_shutdown(shutdown)
-            .await
-            .context("serving HTTP")
+            spindle_rest_edge::serve::serve(listener, router, http_conf, shutdown)
+                .await
+                .context("serving HTTP")
         })
     });
     Ok((RunningRm { addr, handle }, serve))

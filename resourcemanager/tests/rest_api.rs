@@ -99,9 +99,16 @@ async fn a_yarn_client_an_nm_and_an_am_drive_the_rm() {
         .await;
     assert_eq!(status, 200, "{reg}");
     assert_eq!(reg["nodeAction"], "NORMAL");
-    assert!(reg["containerTokenSecret"]
-        .as_str()
-        .is_some_and(|s| s.len() >= 32));
+    // No cluster secret here (compatibility mode): the container-token master key goes
+    // unwrapped, saying so; never the AM-RM key.
+    let key = &reg["containerTokenMasterKey"];
+    assert!(key["keyId"].is_u64(), "{reg}");
+    assert_eq!(key["unwrapped"], true, "{reg}");
+    assert!(
+        key["bytes"].as_str().is_some_and(|s| s.len() >= 32),
+        "{reg}"
+    );
+    assert!(reg.get("containerTokenSecret").is_none(), "{reg}");
     let (_, nodes) = rm.get("/ws/v1/cluster/nodes").await;
     assert_eq!(nodes["nodes"]["node"][0]["state"], "RUNNING");
     assert_eq!(nodes["nodes"]["node"][0]["availMemoryMB"], 4096);

@@ -290,6 +290,7 @@ impl Shell<'_> {
 
     async fn stop_running(&self, out: &mut (dyn FnMut(&str) + Send)) {
         for (id, c) in &self.running {
+            self.nm.remember(c);
             match self.nm.stop_container(&c.node_http_address, id).await {
                 Ok(()) => out(&format!("container {id} stopped")),
                 Err(e) => out(&format!("container {id} could not be stopped: {e}")),

@@ -4,7 +4,9 @@ use serde::{Deserialize, Serialize};
 
 use super::am::ContainerStatus;
 use super::resource::ResourceInfo;
+use crate::cluster_secret::{ClusterSecret, NodeAuthError, WrappedKey};
 use crate::ids::{ApplicationId, ContainerId, NodeId};
+use crate::token::{ContainerKey, TokenError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[allow(non_camel_case_types)]
@@ -70,8 +72,10 @@ pub struct RegisterNodeManagerResponse {
     pub node_action: NodeAction,
     /// The RM's cluster timestamp, YARN's `rmIdentifier`.
     pub rm_identifier: u64,
-    /// Hex HMAC key the NM uses to check container tokens.
-    pub container_token_secret: String,
+    /// YARN's `containerTokenMasterKey`: the key the NM checks container tokens with,
+    /// wrapped with the cluster secret (absent when the node was refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_token_master_key: Option<MasterKey>,
     pub heartbeat_interval_ms: u64,
     #[serde(default)]
     pub diagnostics_message: String,
@@ -111,6 +115,101 @@ pub struct NodeHeartbeatRequest {
     /// The NM's `nm.yarn.io/` attributes when they changed since the last report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_attributes: Option<std::collections::BTreeMap<String, String>>,
+    /// YARN's `lastKnownContainerTokenMasterKey`: the id of the newest container-token
+    /// master key the NM holds (`keyId` only; never the key). The RM sends its newest key in
+    /// the answer when the ids differ (or this is absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_known_container_token_master_key: Option<MasterKey>,
+}
+
+/// YARN's `MasterKey`: a container-token master key and its id. Between daemons the key
+/// travels wrapped with the cluster secret (`wrappedKey`, see
+/// [`crate::cluster_secret::ClusterSecret::wrap_key`]); only when the RM has no cluster
+/// secret (compatibility mode) does it go as plain hex in `bytes`, with `unwrapped: true`,
+/// which an NM that has a secret refuses. In `lastKnownContainerTokenMasterKey` only `keyId`
+/// is set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MasterKey {
+    pub key_id: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wrapped_key: Option<WrappedKey>,
+    /// The key in hex, compatibility mode only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<String>,
+    /// True when `bytes` carries the key unwrapped (no cluster secret on the RM).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unwrapped: bool,
+}
+
+impl MasterKey {
+    /// Just the id (`lastKnownContainerTokenMasterKey`).
+    pub fn id_only(key_id: u32) -> Self {
+        Self {
+            key_id,
+            wrapped_key: None,
+            bytes: None,
+            unwrapped: false,
+        }
+    }
+
+    /// The key inside, as a receiver with `secret` (an NM's cluster secret, if it has one)
+    /// may take it: wrapped only when it has a secret, unwrapped only when it has none.
+    pub fn open(&self, secret: Option<&ClusterSecret>) -> Result<ContainerKey, MasterKeyError> {
+        let bytes = match (secret, &self.wrapped_key, &self.bytes) {
+            (Some(s), Some(w), _) => {
+                if w.key_id != self.key_id {
+                    return Err(MasterKeyError::IdMismatch {
+                        key_id: self.key_id,
+                        wrapped_id: w.key_id,
+                    });
+                }
+                s.unwrap_key(w).map_err(MasterKeyError::Unwrap)?
+            }
+            (Some(_), None, _) => {
+                return Err(MasterKeyError::Unwrapped {
+                    key_id: self.key_id,
+                })
+            }
+            (None, _, Some(hex_bytes)) if self.unwrapped => {
+                hex::decode(hex_bytes.trim()).map_err(|_| MasterKeyError::Bytes {
+                    key_id: self.key_id,
+                    source: TokenError::BadSecret,
+                })?
+            }
+            (None, Some(_), _) => {
+                return Err(MasterKeyError::NoSecret {
+                    key_id: self.key_id,
+                })
+            }
+            (None, _, _) => {
+                return Err(MasterKeyError::Empty {
+                    key_id: self.key_id,
+                })
+            }
+        };
+        ContainerKey::from_bytes(self.key_id, bytes).map_err(|source| MasterKeyError::Bytes {
+            key_id: self.key_id,
+            source,
+        })
+    }
+}
+
+/// Why a [`MasterKey`] from the RM could not be taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MasterKeyError {
+    #[error("the ResourceManager sent container-token master key {key_id} unwrapped (it has no cluster secret), but this node has one: refused; set spindle.cluster.secret-file on the ResourceManager too")]
+    Unwrapped { key_id: u32 },
+    #[error("the ResourceManager sent container-token master key {key_id} wrapped with a cluster secret, but this node has none: set spindle.cluster.secret-file")]
+    NoSecret { key_id: u32 },
+    #[error("container-token master key {key_id} carries no key")]
+    Empty { key_id: u32 },
+    #[error("container-token master key {key_id} is wrapped under key id {wrapped_id}")]
+    IdMismatch { key_id: u32, wrapped_id: u32 },
+    #[error("container-token master key: {0} (is spindle.cluster.secret-file the same file as the ResourceManager's?)")]
+    Unwrap(NodeAuthError),
+    #[error("container-token master key {key_id}: {source}")]
+    Bytes { key_id: u32, source: TokenError },
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -183,6 +282,10 @@ pub struct NodeHeartbeatResponse {
     pub next_heartbeat_interval_ms: u64,
     #[serde(default)]
     pub diagnostics_message: String,
+    /// YARN's `containerTokenMasterKey`: the RM's newest container-token master key, sent
+    /// when the request's `lastKnownContainerTokenMasterKey` names another (after a roll).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_token_master_key: Option<MasterKey>,
     /// See [`RegisterNodeManagerResponse::are_node_labels_accepted_by_rm`].
     #[serde(
         default = "accepted",

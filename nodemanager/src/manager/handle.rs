@@ -14,7 +14,7 @@ use spindle_common::records::node::{
     StopContainersResponse,
 };
 use spindle_common::records::tracker::NmContainerReport;
-use spindle_common::token::{ContainerTokenIdentifier, TokenSecret};
+use spindle_common::token::{ContainerKey, ContainerTokenIdentifier};
 use tokio::sync::{mpsc, oneshot};
 
 use super::reinit::{ReinitError, Reinitialized};
@@ -102,10 +102,21 @@ pub enum Command {
         name: String,
         reply: Reply<Option<crate::plugins::ResourceView>>,
     },
-    /// The RM accepted our registration.
+    /// The RM accepted our registration, with its container-token master key.
     Registered {
-        secret: TokenSecret,
+        key: ContainerKey,
         rm_identifier: u64,
+    },
+    /// A newer container-token master key from a heartbeat answer (the RM rolled it): it
+    /// becomes current, the current one previous.
+    MasterKey {
+        key: ContainerKey,
+    },
+    /// Who a bearer container token speaks for: the application of a container whose start
+    /// this NM verified with that very token, or of any token a held key signed.
+    Authorize {
+        token: String,
+        reply: Reply<Result<super::TokenOwner, super::ContainerAuthError>>,
     },
     /// What to tell the RM in a heartbeat or registration.
     Reports {
@@ -236,14 +247,21 @@ impl NmHandle {
     }
     pub async fn registered(
         &self,
-        secret: TokenSecret,
+        key: ContainerKey,
         rm_identifier: u64,
     ) -> Result<(), Unavailable> {
-        self.tell(Command::Registered {
-            secret,
-            rm_identifier,
-        })
-        .await
+        self.tell(Command::Registered { key, rm_identifier }).await
+    }
+    /// Installs a container-token master key a heartbeat answer carried.
+    pub async fn master_key(&self, key: ContainerKey) -> Result<(), Unavailable> {
+        self.tell(Command::MasterKey { key }).await
+    }
+    /// Whose application `token` (a bearer container token) proves.
+    pub async fn authorize(
+        &self,
+        token: String,
+    ) -> Result<Result<super::TokenOwner, super::ContainerAuthError>, Unavailable> {
+        self.ask(|reply| Command::Authorize { token, reply }).await
     }
     pub async fn reports(&self) -> Result<Vec<NmContainerReport>, Unavailable> {
         self.ask(|reply| Command::Reports { reply }).await

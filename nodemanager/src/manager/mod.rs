@@ -33,7 +33,7 @@ use spindle_common::records::node::{
 use spindle_common::resource::Resource;
 use spindle_common::states::NmContainerState;
 use spindle_common::time::now_ms;
-use spindle_common::token::TokenSecret;
+use spindle_common::token::ContainerKeys;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tracing::{debug, info, info_span};
 
@@ -43,6 +43,7 @@ use crate::metrics::NmMetrics;
 use crate::plugins::Plugins;
 use crate::store::Store;
 
+mod auth;
 pub mod handle;
 mod hold;
 mod reaper;
@@ -55,6 +56,7 @@ mod update;
 #[cfg(test)]
 mod tests;
 
+pub use auth::{ContainerAuthError, TokenOwner};
 pub use handle::{Command, NmHandle, Unavailable};
 use hold::HoldGroup;
 pub use reinit::{ReinitError, Reinitialized, MAX_REINIT_GRACE};
@@ -119,7 +121,11 @@ pub struct Manager {
     next_hold: u64,
     /// The gates of held containers (`SCHEDULED`): opened by a release, dropped by a stop.
     gates: HashMap<ContainerId, Gate>,
-    secret: Option<TokenSecret>,
+    /// The container-token master keys the RM sent (current and previous).
+    keys: ContainerKeys,
+    /// Digests of the tokens verified at a container's start (or update), and whose they
+    /// are: a call acting on containers may present one of them (see `auth`).
+    start_tokens: HashMap<[u8; 32], TokenOwner>,
     rm_identifier: u64,
     executor: Arc<dyn ContainerExecutor>,
     plugins: Plugins,
@@ -166,7 +172,8 @@ impl Manager {
             held_in: HashMap::new(),
             next_hold: 0,
             gates: HashMap::new(),
-            secret: None,
+            keys: ContainerKeys::default(),
+            start_tokens: HashMap::new(),
             rm_identifier: 0,
             executor,
             plugins,
@@ -277,7 +284,7 @@ impl Manager {
                 let _ = reply.send(NodeView {
                     started_ms: self.started_ms,
                     last_heartbeat_ms: self.last_heartbeat_ms,
-                    registered: self.secret.is_some(),
+                    registered: self.keys.current().is_some(),
                 });
             }
             Command::Apps { reply } => {
@@ -311,12 +318,13 @@ impl Manager {
             Command::Resource { name, reply } => {
                 let _ = reply.send(self.plugins.view(&name));
             }
-            Command::Registered {
-                secret,
-                rm_identifier,
-            } => {
-                self.secret = Some(secret);
+            Command::Registered { key, rm_identifier } => {
+                self.install_key(key);
                 self.rm_identifier = rm_identifier;
+            }
+            Command::MasterKey { key } => self.install_key(key),
+            Command::Authorize { token, reply } => {
+                let _ = reply.send(self.authorize(&token));
             }
             Command::Reports { reply } => {
                 let _ = reply.send(self.table.reports());

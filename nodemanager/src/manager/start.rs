@@ -50,7 +50,7 @@ impl Manager {
     /// The gate every call carrying a container token passes (start, update): the NM is
     /// up and registered, the token is the RM's, unexpired, and for this node.
     pub(super) fn verified_token(
-        &self,
+        &mut self,
         token: &str,
         now: u64,
     ) -> Result<ContainerTokenIdentifier, FailedContainerRequest> {
@@ -62,14 +62,14 @@ impl Manager {
                 "the NodeManager is shutting down".into(),
             ));
         }
-        let Some(secret) = &self.secret else {
+        if self.keys.current().is_none() {
             return Err(fail(
                 &label,
                 "NMNotYetReadyException",
                 "the NodeManager has not registered with the ResourceManager yet".into(),
             ));
-        };
-        let ident = verify_container_token(secret, token, now).map_err(|e| {
+        }
+        let ident = verify_container_token(&self.keys, token, now).map_err(|e| {
             fail(
                 &label,
                 "InvalidToken",
@@ -86,6 +86,7 @@ impl Manager {
                 ),
             ));
         }
+        self.remember_token(token, &ident);
         Ok(ident)
     }
 

@@ -5,11 +5,11 @@ use super::start::{token_label, valid_env, valid_user};
 use super::*;
 use spindle_common::ids::ApplicationAttemptId;
 use spindle_common::records::resource::ResourceInfo;
-use spindle_common::token::{issue_container_token, ContainerTokenIdentifier};
+use spindle_common::token::{issue_container_token, ContainerKey, ContainerTokenIdentifier};
 
 #[test]
 fn labels_and_names() {
-    let s = TokenSecret::generate().unwrap();
+    let s = ContainerKey::generate(1).unwrap();
     let id = ContainerId::new(ApplicationAttemptId::new(ApplicationId::new(3, 4), 1), 0, 7);
     let t = issue_container_token(
         &s,
@@ -22,6 +22,7 @@ fn labels_and_names() {
             rm_identifier: 0,
             is_am: false,
             version: 0,
+            master_key_id: 0,
         },
     );
     assert_eq!(token_label(&t), id.to_string());

@@ -19,13 +19,15 @@ use spindle_common::records::node::{
 };
 use spindle_common::records::resource::ResourceInfo;
 use spindle_common::records::tracker::{
-    NmContainerReport, NodeAction, NodeHeartbeatRequest, NodeHeartbeatResponse,
+    MasterKey, NmContainerReport, NodeAction, NodeHeartbeatRequest, NodeHeartbeatResponse,
     RegisterNodeManagerRequest, RegisterNodeManagerResponse,
 };
 use spindle_common::resource::Resource;
 use spindle_common::states::ContainerState;
 use spindle_common::time::now_ms;
-use spindle_common::token::{issue_container_token, ContainerTokenIdentifier, TokenSecret};
+use spindle_common::token::{
+    issue_container_token, unverified_container_identifier, ContainerKey, ContainerTokenIdentifier,
+};
 use spindle_nodemanager::{NmConfig, NmError};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -45,20 +47,37 @@ pub(crate) struct RmState {
     pub next_action: Option<NodeAction>,
     /// Refuse every report's node labels with this diagnostics message.
     pub refuse_labels: Option<String>,
+    /// Send this container-token master key in the next heartbeat answer (a roll).
+    pub roll_key: Option<ContainerKey>,
 }
 
 /// A ResourceManager that answers register/heartbeat and records what it was told.
 pub(crate) struct FakeRm {
     pub addr: SocketAddr,
-    pub secret: TokenSecret,
+    /// The container-token master key the fake RM signs with and sends (unwrapped: the
+    /// test NMs run without a cluster secret).
+    pub key: ContainerKey,
     pub state: Arc<Mutex<RmState>>,
     task: JoinHandle<()>,
 }
 
 #[derive(Clone)]
 struct RmShared {
-    secret: TokenSecret,
+    key: ContainerKey,
     state: Arc<Mutex<RmState>>,
+}
+
+/// Each fake RM's key by its address, so a [`TestNm`] pointed at it can act as the
+/// application master that holds the containers' tokens (see [`TestNm::bearer`]).
+static RM_KEYS: Mutex<BTreeMap<String, ContainerKey>> = Mutex::new(BTreeMap::new());
+
+fn plain_master_key(k: &ContainerKey) -> MasterKey {
+    MasterKey {
+        key_id: k.id(),
+        wrapped_key: None,
+        bytes: Some(hex::encode(k.bytes())),
+        unwrapped: true,
+    }
 }
 
 async fn register(
@@ -70,7 +89,7 @@ async fn register(
     Json(RegisterNodeManagerResponse {
         node_action: NodeAction::NORMAL,
         rm_identifier: 1,
-        container_token_secret: s.secret.to_hex(),
+        container_token_master_key: Some(plain_master_key(&s.key)),
         heartbeat_interval_ms: 100,
         diagnostics_message: st.refuse_labels.clone().unwrap_or_default(),
         rm_version: "fake".into(),
@@ -103,6 +122,7 @@ async fn heartbeat(
         applications_to_cleanup: std::mem::take(&mut st.applications_to_cleanup),
         containers_to_be_removed_from_nm: removed,
         next_heartbeat_interval_ms: 100,
+        container_token_master_key: st.roll_key.take().map(|k| plain_master_key(&k)),
         diagnostics_message: st.refuse_labels.clone().unwrap_or_default(),
         are_node_labels_accepted_by_rm: st.refuse_labels.is_none(),
         are_node_attributes_accepted_by_rm: true,
@@ -117,13 +137,17 @@ impl FakeRm {
 
     pub(crate) fn start_on(listener: TcpListener) -> Self {
         let addr = listener.local_addr().unwrap();
-        let secret = TokenSecret::generate().unwrap();
+        let key = ContainerKey::generate(ContainerKey::random_id().unwrap()).unwrap();
+        RM_KEYS
+            .lock()
+            .unwrap()
+            .insert(addr.to_string(), key.clone());
         let state = Arc::new(Mutex::new(RmState::default()));
         let app = Router::new()
             .route("/ws/v1/node-tracker/register", post(register))
             .route("/ws/v1/node-tracker/heartbeat", post(heartbeat))
             .with_state(RmShared {
-                secret: secret.clone(),
+                key: key.clone(),
                 state: Arc::clone(&state),
             });
         let task = tokio::spawn(async move {
@@ -131,7 +155,7 @@ impl FakeRm {
         });
         Self {
             addr,
-            secret,
+            key,
             state,
             task,
         }
@@ -171,7 +195,7 @@ impl FakeRm {
     }
 
     pub(crate) fn token(&self, ident: &ContainerTokenIdentifier) -> String {
-        issue_container_token(&self.secret, ident)
+        issue_container_token(&self.key, ident)
     }
 }
 
@@ -200,6 +224,9 @@ pub(crate) struct TestNm {
     pub base: String,
     pub dirs: PathBuf,
     pub http: reqwest::Client,
+    /// The fake RM's key, when this NM talks to one: the harness signs the bearer tokens of
+    /// the calls that act on containers with it, as the containers' AM would hold them.
+    pub rm_key: Option<ContainerKey>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), NmError>>>,
 }
@@ -253,6 +280,7 @@ impl TestNm {
     pub(crate) async fn start_with(dirs: &Path, conf: NmConfig) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let rm_key = RM_KEYS.lock().unwrap().get(&conf.rm_address).cloned();
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(spindle_nodemanager::run(listener, conf, async move {
             let _ = rx.await;
@@ -263,6 +291,7 @@ impl TestNm {
             base: format!("http://{addr}"),
             dirs: dirs.to_path_buf(),
             http: reqwest::Client::builder().no_proxy().build().unwrap(),
+            rm_key,
             stop: Some(tx),
             task: Some(task),
         }
@@ -295,6 +324,7 @@ impl TestNm {
             rm_identifier: 1,
             is_am: false,
             version: 0,
+            master_key_id: 0,
         }
     }
 
@@ -345,19 +375,68 @@ impl TestNm {
         self.post_ok("/ws/v1/node/containers/release", &body).await
     }
 
-    /// POSTs a raw JSON body; answers the status and the body as JSON.
+    /// `Authorization: Bearer` with a container token of `id`'s application, signed by the
+    /// fake RM's key: what the container's AM would send.
+    pub(crate) fn bearer(&self, id: ContainerId) -> Option<String> {
+        let key = self.rm_key.as_ref()?;
+        Some(format!(
+            "Bearer {}",
+            issue_container_token(key, &self.ident(id, "u"))
+        ))
+    }
+
+    /// The bearer a container call's body needs: of the first container it names (its
+    /// `containerIds`, `containerId` or first update token), else of any application (a call
+    /// naming nothing).
+    fn bearer_for_body(&self, path: &str, body: &serde_json::Value) -> Option<String> {
+        const CALLS: [&str; 5] = ["stop", "release", "signal", "reinitialize", "update"];
+        let call = path.strip_prefix("/ws/v1/node/containers/")?;
+        if !CALLS.contains(&call) {
+            return None;
+        }
+        let named = body["containerIds"][0]
+            .as_str()
+            .or(body["containerId"].as_str())
+            .and_then(|s| s.parse::<ContainerId>().ok())
+            .or_else(|| {
+                body["containersToUpdate"][0]
+                    .as_str()
+                    .and_then(|t| unverified_container_identifier(t).ok())
+                    .map(|i| i.container_id)
+            });
+        let id = named.unwrap_or_else(|| {
+            ContainerId::new(
+                ApplicationAttemptId::new(ApplicationId::new(1, 999), 1),
+                0,
+                1,
+            )
+        });
+        self.bearer(id)
+    }
+
+    /// POSTs a raw JSON body; answers the status and the body as JSON. A call acting on
+    /// containers carries the bearer token their AM would send ([`Self::bearer`]).
     pub(crate) async fn post_json(
         &self,
         path: &str,
         body: &serde_json::Value,
     ) -> (u16, serde_json::Value) {
-        let r = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .json(body)
-            .send()
-            .await
-            .unwrap();
+        let auth = self.bearer_for_body(path, body);
+        self.post_json_as(path, body, auth.as_deref()).await
+    }
+
+    /// POSTs a raw JSON body with this `Authorization` header (none: without one).
+    pub(crate) async fn post_json_as(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+        auth: Option<&str>,
+    ) -> (u16, serde_json::Value) {
+        let mut req = self.http.post(format!("{}{path}", self.base)).json(body);
+        if let Some(a) = auth {
+            req = req.header("Authorization", a);
+        }
+        let r = req.send().await.unwrap();
         let status = r.status().as_u16();
         let text = r.text().await.unwrap();
         let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}"));

@@ -50,6 +50,9 @@ pub enum RmConfigError {
     /// without a usable key file.
     #[error(transparent)]
     Auth(#[from] auth::AuthConfigError),
+    /// The HTTP serve loop's limits or TLS settings (`spindle.http.*`, `yarn.http.policy`).
+    #[error(transparent)]
+    Http(#[from] spindle_rest_edge::serve::HttpConfigError),
     /// `yarn.node-labels.configuration-type` is neither `centralized` nor `distributed`.
     #[error("{place}property '{name}': expected centralized or distributed, got '{value}'")]
     BadLabelConfigurationType {
@@ -145,6 +148,16 @@ pub enum RmConfigError {
     /// `capacity-scheduler.xml` (or a yarn-site key it reads) broke a rule.
     #[error(transparent)]
     Capacity(#[from] CapacityConfError),
+    /// The container-token master key would roll before NMs could all hold the next key
+    /// (YARN's rule: more than 3 x the NM expiry interval).
+    #[error("{place}property '{name}': {interval_secs} s must be more than 3 x {expiry_name} ({expiry_ms} ms), so every live NM holds a new key before it is used")]
+    KeyRollingTooFast {
+        place: Place,
+        name: &'static str,
+        interval_secs: i64,
+        expiry_name: &'static str,
+        expiry_ms: u64,
+    },
     /// `spindle.cluster.secret-file` names a file that cannot be the cluster secret.
     #[error("{place}property '{name}': {source}")]
     ClusterSecret {
@@ -230,11 +243,15 @@ pub struct RmConfig {
     pub groups: GroupsConfig,
     /// The include and exclude host files and the graceful decommission timeout.
     pub hosts: hosts::HostsConfig,
+    /// How REST callers are authenticated (`hadoop.http.authentication.type`).
+    pub auth: auth::AuthConfig,
+    /// The HTTP serve loop: connection limits and deadlines (`spindle.http.*`).
+    pub http: spindle_rest_edge::serve::HttpServerConfig,
     /// The cluster secret (`spindle.cluster.secret-file`) node-tracker calls must be signed
     /// with; `None`: unset, any caller may register a node (compatibility mode).
     pub cluster_secret: Option<spindle_common::cluster_secret::ClusterSecret>,
-    /// How REST callers are authenticated (`hadoop.http.authentication.type`).
-    pub auth: auth::AuthConfig,
+    /// `yarn.resourcemanager.container-tokens.master-key-rolling-interval-secs`, in ms.
+    pub container_key_rolling_ms: u64,
 }
 
 impl RmConfig {
@@ -326,6 +343,23 @@ impl RmConfig {
                 heartbeat_ms: heartbeat,
             });
         }
+        let rolling_secs = positive(
+            keys::RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS,
+            keys::DEFAULT_RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS,
+        )?;
+        let container_key_rolling_ms = (rolling_secs as u64).saturating_mul(1000);
+        if container_key_rolling_ms <= 2 * crate::core::activation_delay_ms(expiry) {
+            return Err(RmConfigError::KeyRollingTooFast {
+                place: Place::of(
+                    conf,
+                    keys::RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS,
+                ),
+                name: keys::RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS,
+                interval_secs: rolling_secs,
+                expiry_name: keys::NM_LIVENESS_EXPIRY_MS,
+                expiry_ms: expiry,
+            });
+        }
         let attempts = positive(keys::RM_AM_MAX_ATTEMPTS, keys::DEFAULT_RM_AM_MAX_ATTEMPTS)?;
         let max_completed = conf.get_i64(
             keys::RM_MAX_COMPLETED_APPLICATIONS,
@@ -395,8 +429,10 @@ impl RmConfig {
             unknown_keys: conf.unknown_keys(),
             groups: groups_config(conf)?,
             hosts: hosts::HostsConfig::from_conf(conf)?,
-            cluster_secret: cluster_secret(conf)?,
             auth: auth::AuthConfig::from_conf(conf)?,
+            http: spindle_rest_edge::serve::HttpServerConfig::from_conf(conf)?,
+            cluster_secret: cluster_secret(conf)?,
+            container_key_rolling_ms,
         })
     }
 

@@ -89,7 +89,7 @@ impl RmCore {
     /// Checks an AM-RM token and that it names the current attempt of a live application.
     pub fn authenticate_am(&self, tok: &str) -> Result<ApplicationAttemptId, CoreError> {
         let attempt =
-            token::verify_amrm_token(&self.secret, tok).map_err(CoreError::InvalidToken)?;
+            token::verify_amrm_token(&self.keys.amrm, tok).map_err(CoreError::InvalidToken)?;
         let app = self
             .apps
             .get(&attempt.application_id)
@@ -147,6 +147,8 @@ impl RmCore {
             .get_mut(&attempt.application_id)
             .ok_or(CoreError::AttemptAppNotFound(attempt.application_id))?;
         app.state = AppState::RUNNING;
+        // A recovered attempt's AM is back: its "waiting to re-register" note is over.
+        app.clear_diagnostics(DiagnosticsKind::Recovered);
         app.tracking_url = tracking_url;
         if app.launch_time == 0 {
             app.launch_time = now;
@@ -207,6 +209,18 @@ impl RmCore {
             }
             att.last_heard = now;
             let _ = response_id;
+            // This call acknowledges the completions of the last answer: their NMs may
+            // forget them now.
+            let sent = std::mem::take(&mut att.sent_to_am);
+            let acked: Vec<(ContainerId, NodeId)> = sent
+                .into_iter()
+                .filter_map(|c| att.unacked.remove(&c).map(|n| (c, n)))
+                .collect();
+            for (c, n) in acked {
+                if let Some(node) = self.nodes.get_mut(&n) {
+                    node.to_ack.insert(c);
+                }
+            }
         }
         let app_id = attempt.application_id;
         // An attempt that outlived an RM restart resends asks judged before it, while its
@@ -326,6 +340,7 @@ impl RmCore {
         let updated = std::mem::take(&mut att.updated);
         let update_errors = std::mem::take(&mut att.update_errors);
         let completed = std::mem::take(&mut att.to_report);
+        att.sent_to_am = completed.iter().map(|c| c.container_id).collect();
         let response_id = att.response_id;
         let allocated: Vec<Allocation> = pulled
             .iter()
@@ -370,6 +385,33 @@ impl RmCore {
         }
         self.changed();
         Ok(reply)
+    }
+
+    /// Whether the completion of `cid` that `node` reports must stay with the NM (not in
+    /// `containersToBeRemovedFromNm` yet): a live attempt of its application has not had it
+    /// acknowledged by its AM (told in an answer, then acknowledged by the next allocate).
+    /// A completion no AM waits for (an AM container, an ended attempt's, an unknown
+    /// application's) is released at once; one held for an attempt that has ended since is
+    /// released when the NM reports it again.
+    pub(super) fn hold_completion(&mut self, cid: &ContainerId, node: &NodeId) -> bool {
+        let Some(app) = self.apps.get_mut(&cid.application_id()) else {
+            return false;
+        };
+        let over = app.state.is_final();
+        for att in app.attempts.iter_mut() {
+            if att.is_ended() || over {
+                att.unacked.remove(cid);
+                continue;
+            }
+            if att.unacked.contains_key(cid)
+                || att.to_report.iter().any(|c| c.container_id == *cid)
+                || att.sent_to_am.contains(cid)
+            {
+                att.unacked.insert(*cid, node.clone());
+                return true;
+            }
+        }
+        false
     }
 
     /// Every gang of an application, as its AM hears of them.

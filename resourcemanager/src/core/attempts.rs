@@ -30,6 +30,8 @@ impl Attempt {
             update_errors: Vec::new(),
             pending_increases: Vec::new(),
             to_report: Vec::new(),
+            sent_to_am: Vec::new(),
+            unacked: BTreeMap::new(),
             diagnostics: if placeholder {
                 "Attempt from before a ResourceManager restart".into()
             } else {
@@ -111,7 +113,7 @@ impl RmCore {
         env.insert(cenv::RM_ADDRESS.into(), rm_address);
         env.insert(
             cenv::AMRM_TOKEN.into(),
-            token::issue_amrm_token(&self.secret, &attempt_id),
+            token::issue_amrm_token(&self.keys.amrm, &attempt_id),
         );
         env.insert(cenv::APPLICATION_ATTEMPT_ID.into(), attempt_id.to_string());
         env.insert(cenv::APP_SUBMIT_TIME_ENV.into(), submit_time.to_string());

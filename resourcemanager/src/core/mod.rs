@@ -17,6 +17,7 @@ mod containers;
 mod elastic;
 mod error;
 mod idle;
+mod keys;
 pub mod labels;
 mod nodes;
 mod preemption;
@@ -36,6 +37,7 @@ pub use idle::{
     AppGpuUse, ContainerGpuUse, ContainerIdle, GpuSample, IdleGpuEvent, IdleGpuNotice,
     IgnoredGpuUse,
 };
+pub use keys::activation_delay_ms;
 pub use nodes::{
     DecommissionType, HeartbeatReply, HostLists, NodeAction, NodeRefused, NodeRegistration,
     NodesRefreshed, ReportedContainer,
@@ -55,7 +57,7 @@ use spindle_common::states::{
     exit_status, ContainerState, FinalApplicationStatus, NodeState, RmContainerState,
     YarnApplicationAttemptState as AttemptState, YarnApplicationState as AppState,
 };
-use spindle_common::token::{self, ContainerTokenIdentifier, TokenSecret};
+use spindle_common::token::{self, AmRmKey, ContainerKey, ContainerTokenIdentifier};
 use spindle_common::{
     ApplicationAttemptId, ApplicationId, ContainerId, NodeId, QueuePath, Resource,
 };
@@ -167,7 +169,8 @@ pub struct RmCore {
     conf: CoreConfig,
     cluster_ts: u64,
     epoch: u32,
-    secret: TokenSecret,
+    /// The AM-RM master key and the container-token master keys (`keys`).
+    keys: keys::TokenKeys,
     next_app: u32,
     next_submit_seq: u64,
     // Persistent maps: the driver's read snapshot shares them instead of copying them.
@@ -200,13 +203,28 @@ pub struct RmCore {
 }
 
 impl RmCore {
-    pub fn new(conf: CoreConfig, cluster_ts: u64, epoch: u32, secret: TokenSecret) -> Self {
+    /// A core whose first container-token master key is derived from `amrm` (tests, the
+    /// simulator); the daemon uses [`RmCore::with_container_key`] with a random one.
+    pub fn new(conf: CoreConfig, cluster_ts: u64, epoch: u32, amrm: AmRmKey) -> Self {
+        let first = ContainerKey::derive(&amrm, cluster_ts, epoch);
+        Self::with_container_key(conf, cluster_ts, epoch, amrm, first)
+    }
+
+    /// A core that signs AM-RM tokens with `amrm` (the stored key) and container tokens with
+    /// `container` (fresh at every RM start).
+    pub fn with_container_key(
+        conf: CoreConfig,
+        cluster_ts: u64,
+        epoch: u32,
+        amrm: AmRmKey,
+        container: ContainerKey,
+    ) -> Self {
         let sched = Scheduler::new(conf.scheduler.clone(), conf.min_allocation.clone());
         Self {
             conf,
             cluster_ts,
             epoch,
-            secret,
+            keys: keys::TokenKeys::new(amrm, container),
             next_app: 1,
             next_submit_seq: 1,
             apps: SharedMap::new(),
@@ -237,10 +255,6 @@ impl RmCore {
 
     pub fn cluster_timestamp(&self) -> u64 {
         self.cluster_ts
-    }
-
-    pub fn secret(&self) -> &TokenSecret {
-        &self.secret
     }
 
     pub fn apps(&self) -> &SharedMap<ApplicationId, App> {

@@ -6,6 +6,7 @@ impl RmCore {
     /// Everything time drives: liveness of nodes and AMs, allocation expiry, kill deadlines,
     /// AM exit grace, then the decisions ([`Self::tick_decisions`]).
     pub fn tick(&mut self, now: u64) {
+        self.activate_container_key(now);
         self.tick_liveness(now);
         self.tick_decommissioning(now);
         self.tick_decisions(now);

@@ -8,6 +8,7 @@ mod am;
 mod auth;
 mod cluster;
 mod groups;
+mod master_key;
 mod metrics;
 mod node_auth;
 mod schedconf;

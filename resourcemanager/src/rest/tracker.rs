@@ -85,7 +85,7 @@ async fn register(
         return Ok(Json(RegisterNodeManagerResponse {
             node_action: NodeAction::SHUTDOWN,
             rm_identifier: r.rm_identifier,
-            container_token_secret: String::new(),
+            container_token_master_key: None,
             heartbeat_interval_ms: r.interval_ms,
             rm_version: env!("CARGO_PKG_VERSION").into(),
             are_node_labels_accepted_by_rm: false,
@@ -97,7 +97,10 @@ async fn register(
     Ok(Json(RegisterNodeManagerResponse {
         node_action: NodeAction::NORMAL,
         rm_identifier: r.rm_identifier,
-        container_token_secret: r.secret_hex,
+        container_token_master_key: Some(super::master_key::for_node(
+            st.info.conf.cluster_secret.as_ref(),
+            &r.container_key,
+        )?),
         heartbeat_interval_ms: r.interval_ms,
         rm_version: env!("CARGO_PKG_VERSION").into(),
         are_node_labels_accepted_by_rm: refused.0.is_none(),
@@ -113,7 +116,8 @@ async fn heartbeat(
     let status = req.node_status;
     let containers = reports(status.containers_statuses)?;
     let node = req.node_id.clone();
-    let r = st
+    let last_known_key = req.last_known_container_token_master_key;
+    let (r, newest_key) = st
         .driver
         .call(|reply| Command::Heartbeat {
             node: req.node_id,
@@ -159,6 +163,11 @@ async fn heartbeat(
         applications_to_cleanup: r.apps_to_cleanup,
         containers_to_be_removed_from_nm: r.containers_to_remove,
         next_heartbeat_interval_ms: r.interval_ms,
+        container_token_master_key: super::master_key::if_changed(
+            st.info.conf.cluster_secret.as_ref(),
+            last_known_key.as_ref(),
+            &newest_key,
+        )?,
         are_node_labels_accepted_by_rm: refused.0.is_none(),
         are_node_attributes_accepted_by_rm: refused.1.is_none(),
         diagnostics_message: [r.diagnostics, diagnostics(&refused)]

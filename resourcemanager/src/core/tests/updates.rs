@@ -82,9 +82,12 @@ fn a_decrease_applies_at_once_with_a_new_version_and_token() {
     assert_eq!((u.version, u.allocation.version), (1, 1));
     assert_eq!(u.allocation.resource, Resource::new(2048, 1));
     // The token carries the new size and version, signed by the RM.
-    let ident =
-        token::verify_container_token(c.env.core.secret(), &u.allocation.container_token, 0)
-            .expect("a valid token");
+    let ident = token::verify_container_token(
+        c.env.core.container_keys(),
+        &u.allocation.container_token,
+        0,
+    )
+    .expect("a valid token");
     assert_eq!(ident.version, 1);
     assert_eq!(ident.resource.to_resource(), Resource::new(2048, 1));
     // The queue is charged the smaller size (the AM's 512 MB aside).
