@@ -13,6 +13,11 @@
 //! - an accept error (`EMFILE`: out of file descriptors) never ends the loop: it waits a
 //!   moment and accepts again, logging once per burst.
 //!
+//! With `yarn.http.policy` `HTTPS_ONLY` every connection is TLS (rustls, the certificate and
+//! key of `spindle.ssl.server.certificate-file` / `private-key-file`, loaded and checked
+//! against each other when the configuration is read, so a bad file stops the daemon at start
+//! naming it); anything else on the port (plain HTTP) is closed.
+//!
 //! Each request carries `ConnectInfo<SocketAddr>` (the peer), as axum's
 //! `into_make_service_with_connect_info` gives. On shutdown the loop stops accepting, asks
 //! every connection to close after its request in flight (idle ones close at once) and
@@ -25,6 +30,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,6 +44,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use spindle_common::config::{keys, ConfigError, Configuration};
+use spindle_common::tls::{place, HttpPolicy, TlsConfError};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
@@ -51,13 +58,121 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// At most one WARN line per this period for each kind of turned-away connection.
 const WARN_EVERY: Duration = Duration::from_secs(10);
 
-/// The limits of the serve loop (see the module doc).
+/// The limits of the serve loop (see the module doc), and its TLS identity under
+/// `HTTPS_ONLY`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpServerConfig {
     pub max_connections: usize,
     pub max_connections_per_peer: usize,
     pub header_read_timeout: Duration,
     pub idle_timeout: Duration,
+    /// `Some` exactly when `yarn.http.policy` is `HTTPS_ONLY`.
+    pub tls: Option<ServerTls>,
+}
+
+impl HttpServerConfig {
+    /// The scheme this daemon serves and advertises: `http` or `https`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+}
+
+/// A daemon's TLS identity: its certificate chain and private key, checked to match.
+#[derive(Clone)]
+pub struct ServerTls {
+    pub certificate_file: PathBuf,
+    pub private_key_file: PathBuf,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+impl std::fmt::Debug for ServerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerTls")
+            .field("certificate_file", &self.certificate_file)
+            .field("private_key_file", &self.private_key_file)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for ServerTls {
+    fn eq(&self, other: &Self) -> bool {
+        self.certificate_file == other.certificate_file
+            && self.private_key_file == other.private_key_file
+    }
+}
+
+impl Eq for ServerTls {}
+
+impl ServerTls {
+    /// Loads the PEM certificate chain (own certificate first) and private key (PKCS#8,
+    /// PKCS#1 or SEC1), refusing files that cannot be read or parsed and a key that is not
+    /// the certificate's.
+    pub fn from_files(cert: &Path, key: &Path) -> Result<Self, HttpConfigError> {
+        Self::load(&Configuration::new(), cert, key)
+    }
+
+    fn load(conf: &Configuration, cert: &Path, key: &Path) -> Result<Self, HttpConfigError> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let bad = |name: &'static str, file: &Path, problem: String| HttpConfigError::TlsFile {
+            place: place(conf, name),
+            name,
+            file: file.to_path_buf(),
+            problem,
+        };
+        let cert_pem =
+            spindle_common::tls::read_pem(conf, keys::SSL_SERVER_CERTIFICATE_FILE, cert)?;
+        let chain = CertificateDer::pem_slice_iter(&cert_pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| {
+                bad(
+                    keys::SSL_SERVER_CERTIFICATE_FILE,
+                    cert,
+                    format!("not a PEM certificate chain: {e}"),
+                )
+            })?;
+        if chain.is_empty() {
+            return Err(bad(
+                keys::SSL_SERVER_CERTIFICATE_FILE,
+                cert,
+                "holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
+            ));
+        }
+        let key_pem = spindle_common::tls::read_pem(conf, keys::SSL_SERVER_PRIVATE_KEY_FILE, key)?;
+        let private = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
+            bad(
+                keys::SSL_SERVER_PRIVATE_KEY_FILE,
+                key,
+                format!("holds no PEM private key (PKCS#8, PKCS#1 or SEC1): {e}"),
+            )
+        })?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mismatch = |problem: String| HttpConfigError::TlsKeyMismatch {
+            certificate: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            problem,
+        };
+        // rustls checks the key against the certificate's public key here.
+        rustls::sign::CertifiedKey::from_der(chain.clone(), private.clone_key(), &provider)
+            .and_then(|c| c.keys_match())
+            .map_err(|e| mismatch(e.to_string()))?;
+        let mut server = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| mismatch(e.to_string()))?
+            .with_no_client_auth()
+            .with_single_cert(chain, private)
+            .map_err(|e| mismatch(e.to_string()))?;
+        server.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Self {
+            certificate_file: cert.to_path_buf(),
+            private_key_file: key.to_path_buf(),
+            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)),
+        })
+    }
 }
 
 impl Default for HttpServerConfig {
@@ -67,6 +182,7 @@ impl Default for HttpServerConfig {
             max_connections_per_peer: keys::DEFAULT_HTTP_MAX_CONNECTIONS_PER_PEER as usize,
             header_read_timeout: Duration::from_millis(keys::DEFAULT_HTTP_HEADER_READ_TIMEOUT_MS),
             idle_timeout: Duration::from_millis(keys::DEFAULT_HTTP_IDLE_TIMEOUT_MS),
+            tls: None,
         }
     }
 }
@@ -84,13 +200,30 @@ pub enum HttpConfigError {
         name: &'static str,
         value: u64,
     },
-}
-
-/// `file:line: ` where `conf` got `name` from, or nothing when it is unset.
-fn place(conf: &Configuration, name: &str) -> String {
-    conf.source(name)
-        .map(|s| format!("{s}: "))
-        .unwrap_or_default()
+    /// `yarn.http.policy` or a TLS file (unreadable, not PEM).
+    #[error(transparent)]
+    Tls(#[from] TlsConfError),
+    /// `HTTPS_ONLY` without the certificate or key file.
+    #[error("property '{policy}' is HTTPS_ONLY but '{name}' is not set")]
+    MissingTlsFile {
+        policy: &'static str,
+        name: &'static str,
+    },
+    /// A certificate or key file that is not what it should be.
+    #[error("{place}property '{name}': {}: {problem}", file.display())]
+    TlsFile {
+        place: String,
+        name: &'static str,
+        file: PathBuf,
+        problem: String,
+    },
+    /// The private key is not the certificate's (or rustls cannot use the pair).
+    #[error("the private key {} does not match the certificate {}: {problem}", key.display(), certificate.display())]
+    TlsKeyMismatch {
+        certificate: PathBuf,
+        key: PathBuf,
+        problem: String,
+    },
 }
 
 impl HttpServerConfig {
@@ -124,6 +257,22 @@ impl HttpServerConfig {
                 keys::HTTP_IDLE_TIMEOUT_MS,
                 keys::DEFAULT_HTTP_IDLE_TIMEOUT_MS,
             )?),
+            tls: match HttpPolicy::from_conf(conf)? {
+                HttpPolicy::HttpOnly => None,
+                HttpPolicy::HttpsOnly => {
+                    let file = |name: &'static str| -> Result<PathBuf, HttpConfigError> {
+                        conf.get_nonempty(name)?.map(PathBuf::from).ok_or(
+                            HttpConfigError::MissingTlsFile {
+                                policy: keys::HTTP_POLICY,
+                                name,
+                            },
+                        )
+                    };
+                    let cert = file(keys::SSL_SERVER_CERTIFICATE_FILE)?;
+                    let key = file(keys::SSL_SERVER_PRIVATE_KEY_FILE)?;
+                    Some(ServerTls::load(conf, &cert, &key)?)
+                }
+            },
         })
     }
 }
@@ -496,17 +645,41 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for TrackedIo<I> {
     }
 }
 
-/// Serves one connection until it ends, its deadline passes, or (after shutdown) its last
-/// request is answered.
+/// Serves one connection (after its TLS handshake, which must end within the header-read
+/// timeout) until it ends, its deadline passes, or (after shutdown) its last request is
+/// answered.
 async fn connection(
     stream: TcpStream,
     peer: SocketAddr,
     router: Router,
     slot: Slot,
+    stop: watch::Receiver<bool>,
+) {
+    let conf = &slot.shared.conf;
+    let track = Arc::new(Track::new());
+    match &conf.tls {
+        None => http(stream, peer, router, conf, track, stop).await,
+        Some(tls) => {
+            let by = Instant::now() + conf.header_read_timeout;
+            match tokio::time::timeout_at(by, tls.acceptor.accept(stream)).await {
+                Ok(Ok(s)) => http(s, peer, router, conf, track, stop).await,
+                Ok(Err(e)) => debug!(peer = %peer, error = %e, "TLS handshake failed"),
+                Err(_) => debug!(peer = %peer, "no TLS handshake within the header-read timeout"),
+            }
+        }
+    }
+    drop(slot);
+}
+
+/// HTTP/1.1 on one connection's byte stream, under its deadlines.
+async fn http<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    stream: I,
+    peer: SocketAddr,
+    router: Router,
+    conf: &HttpServerConfig,
+    track: Arc<Track>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let conf = slot.shared.conf.clone();
-    let track = Arc::new(Track::new());
     let io = TrackedIo {
         inner: stream,
         track: Arc::clone(&track),
@@ -536,7 +709,7 @@ async fn connection(
         conn.as_mut().graceful_shutdown();
     }
     loop {
-        let deadline = track.deadline(&conf);
+        let deadline = track.deadline(conf);
         let changed = track.changed.notified();
         tokio::select! {
             r = conn.as_mut() => {
@@ -551,7 +724,7 @@ async fn connection(
             }
             _ = changed => {}
             _ = sleep_until(deadline) => {
-                if let Some((at, why)) = track.deadline(&conf) {
+                if let Some((at, why)) = track.deadline(conf) {
                     if at <= Instant::now() {
                         debug!(peer = %peer, reason = ?why, "closing the connection at its deadline");
                         break;
@@ -560,7 +733,6 @@ async fn connection(
             }
         }
     }
-    drop(slot);
 }
 
 /// Sleeps until the deadline, or forever without one.

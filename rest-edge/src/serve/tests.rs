@@ -49,11 +49,12 @@ fn conf(header_ms: u64, idle_ms: u64) -> HttpServerConfig {
         max_connections_per_peer: 64,
         header_read_timeout: Duration::from_millis(header_ms),
         idle_timeout: Duration::from_millis(idle_ms),
+        tls: None,
     }
 }
 
 /// Sends one keep-alive GET /peer and reads its answer's body (Content-Length framed).
-async fn get_peer(s: &mut TcpStream) -> io::Result<String> {
+async fn get_peer<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S) -> io::Result<String> {
     s.write_all(b"GET /peer HTTP/1.1\r\nHost: x\r\n\r\n")
         .await?;
     let mut buf = Vec::new();
@@ -264,4 +265,153 @@ fn the_open_file_limit_is_raised_to_the_hard_limit() {
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
     assert_eq!(now, soft);
     assert_eq!(soft, hard);
+}
+
+/// A CA, and a certificate for `localhost`/127.0.0.1 it signed: (CA PEM, cert PEM, key PEM).
+fn test_pki() -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let params =
+        CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+    (ca.pem(), cert.pem(), key.serialize_pem())
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[tokio::test]
+async fn with_tls_requests_are_served_and_plain_http_is_closed() {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    let dir = tempfile_dir();
+    let (ca, cert, key) = test_pki();
+    let mut c = conf(5_000, 5_000);
+    c.tls = Some(
+        ServerTls::from_files(
+            &write(&dir, "cert.pem", &cert),
+            &write(&dir, "key.pem", &key),
+        )
+        .unwrap(),
+    );
+    let server = Server::start(c).await;
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(ca.as_bytes()).unwrap())
+        .unwrap();
+    let client = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+    let tcp = TcpStream::connect(server.addr).await.unwrap();
+    let local = tcp.local_addr().unwrap();
+    let mut tls = connector
+        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+        .await
+        .expect("TLS handshake with the CA's certificate");
+    assert_eq!(get_peer(&mut tls).await.unwrap(), local.to_string());
+    assert_eq!(get_peer(&mut tls).await.unwrap(), local.to_string());
+    drop(tls);
+
+    // Plain HTTP on the TLS port: closed without an HTTP answer.
+    let mut plain = TcpStream::connect(server.addr).await.unwrap();
+    plain
+        .write_all(b"GET /peer HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(BOUND, plain.read_to_end(&mut got)).await;
+    assert!(
+        !String::from_utf8_lossy(&got).contains("HTTP/1.1 200"),
+        "plain HTTP was answered: {}",
+        String::from_utf8_lossy(&got)
+    );
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A fresh directory under the system temp dir (rest-edge has no tempfile dependency).
+fn tempfile_dir() -> PathBuf {
+    use std::sync::atomic::AtomicU32;
+    static N: AtomicU32 = AtomicU32::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "spindle-rest-edge-tls-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn bad_tls_files_are_refused_naming_the_file() {
+    let dir = tempfile_dir();
+    let (_, cert, key) = test_pki();
+    let (_, _, other_key) = test_pki();
+    let cert_f = write(&dir, "cert.pem", &cert);
+    let key_f = write(&dir, "key.pem", &key);
+    let other_f = write(&dir, "other-key.pem", &other_key);
+    let junk_f = write(&dir, "junk.pem", "not pem");
+    let missing = dir.join("missing.pem");
+
+    let e = ServerTls::from_files(&cert_f, &other_f).unwrap_err();
+    assert!(matches!(e, HttpConfigError::TlsKeyMismatch { .. }), "{e}");
+    assert!(e.to_string().contains("other-key.pem"), "{e}");
+    let e = ServerTls::from_files(&missing, &key_f).unwrap_err();
+    assert!(
+        matches!(&e, HttpConfigError::Tls(TlsConfError::Unreadable { file, .. }) if *file == missing),
+        "{e}"
+    );
+    let e = ServerTls::from_files(&junk_f, &key_f).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            HttpConfigError::TlsFile {
+                name: keys::SSL_SERVER_CERTIFICATE_FILE,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = ServerTls::from_files(&cert_f, &junk_f).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            HttpConfigError::TlsFile {
+                name: keys::SSL_SERVER_PRIVATE_KEY_FILE,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("junk.pem"), "{e}");
+
+    // Through the configuration: HTTPS_ONLY needs both files.
+    let mut c = Configuration::new();
+    c.set(keys::HTTP_POLICY, "HTTPS_ONLY");
+    assert!(matches!(
+        HttpServerConfig::from_conf(&c),
+        Err(HttpConfigError::MissingTlsFile {
+            name: keys::SSL_SERVER_CERTIFICATE_FILE,
+            ..
+        })
+    ));
+    c.set(keys::SSL_SERVER_CERTIFICATE_FILE, cert_f.to_str().unwrap());
+    c.set(keys::SSL_SERVER_PRIVATE_KEY_FILE, key_f.to_str().unwrap());
+    let h = HttpServerConfig::from_conf(&c).unwrap();
+    assert_eq!(h.scheme(), "https");
+    assert_eq!(h.tls.unwrap().certificate_file, cert_f);
+    let _ = std::fs::remove_dir_all(&dir);
 }
