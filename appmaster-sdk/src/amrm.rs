@@ -704,6 +704,10 @@ pub struct AmRmClient {
     pending_throughput: BTreeMap<String, ThroughputReport>,
     /// Container updates not yet sent, by container (the latest per container).
     pending_updates: BTreeMap<ContainerId, UpdateContainerRequest>,
+    /// Containers whose completion was passed on: a completion the RM sends again (a
+    /// restarted RM re-delivers one its predecessor sent but the next allocate did not
+    /// acknowledge) is dropped, so the AM hears of each completion exactly once.
+    completed_seen: BTreeSet<ContainerId>,
 }
 
 impl AmRmClient {
@@ -730,6 +734,7 @@ impl AmRmClient {
             demanded: BTreeSet::new(),
             pending_throughput: BTreeMap::new(),
             pending_updates: BTreeMap::new(),
+            completed_seen: BTreeSet::new(),
         }
     }
 
@@ -956,7 +961,7 @@ impl AmRmClient {
                 checkpoint_eta_ms: eta,
             }),
         };
-        let resp = match self.client.allocate(req).await {
+        let mut resp = match self.client.allocate(req).await {
             Ok(r) => r,
             Err(AmError::Client(e))
                 if e.is_exception("ApplicationMasterNotRegisteredException") =>
@@ -1003,6 +1008,8 @@ impl AmRmClient {
                 }
             }
         }
+        resp.completed_container_statuses
+            .retain(|s| self.completed_seen.insert(s.container_id));
         for s in &resp.completed_container_statuses {
             self.released.remove(&s.container_id);
         }

@@ -357,7 +357,10 @@ impl Cluster {
     /// Stops the RM with `sig` (SIGKILL: a crash) and starts it again on the same address
     /// and state store.
     pub fn restart_rm_after(&mut self, sig: Signal) {
-        self.rm.signal(sig);
+        // A dead and reaped RM's pid may belong to another process by now.
+        if self.rm.is_running() {
+            self.rm.signal(sig);
+        }
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.rm.is_running() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));

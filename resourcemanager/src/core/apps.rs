@@ -234,6 +234,12 @@ impl RmCore {
     /// Registers an accepted application with the scheduler and starts attempts for every
     /// application that activates as a result.
     pub(super) fn admit(&mut self, id: ApplicationId, leaf: QueueIdx, now: u64) {
+        self.admit_as(id, leaf, false, now);
+    }
+
+    /// [`Self::admit`]; `running` (a recovered application whose AM container is live) is
+    /// active at once, whatever the AM limit: its AM already holds its container.
+    pub(super) fn admit_as(&mut self, id: ApplicationId, leaf: QueueIdx, running: bool, now: u64) {
         let Some(app) = self.apps.get(&id) else {
             return;
         };
@@ -248,6 +254,9 @@ impl RmCore {
             app.sub.am_resource.clone(),
         );
         self.sched.set_app_tags(&id, tags);
+        if running {
+            self.sched.activate_now(&id);
+        }
         self.start_activated(activated, now);
         if let Some(reason) = self.sched.waiting_reason(&id) {
             if let Some(a) = self.apps.get_mut(&id) {
@@ -265,11 +274,11 @@ impl RmCore {
                 .get(&a)
                 .and_then(App::current_attempt)
                 .is_some_and(|att| !att.is_ended());
-            if live {
-                continue;
-            }
             if let Some(app) = self.apps.get_mut(&a) {
                 app.clear_diagnostics(DiagnosticsKind::NotActivated);
+            }
+            if live {
+                continue;
             }
             self.start_attempt(a, now);
             self.persist(&a);
@@ -542,6 +551,12 @@ impl RmCore {
         app.killing_since = None;
         if let Some(d) = diag {
             app.set_diagnostics(DiagnosticsKind::Lasting, d);
+        } else if matches!(
+            app.diagnostics_kind,
+            DiagnosticsKind::NotActivated | DiagnosticsKind::Recovered
+        ) {
+            // A passing note about a wait that is over says nothing of a final application.
+            app.set_diagnostics(DiagnosticsKind::Lasting, String::new());
         }
         match state {
             AppState::FAILED => self.counters.apps_failed += 1,

@@ -54,6 +54,7 @@ impl RmCore {
                 ));
             }
         }
+        self.check_app_states()?;
         for (id, n) in &self.nodes {
             if n.state.is_inactive() && !n.containers.is_empty() {
                 return Err(format!("inactive node {id} still holds containers"));
@@ -71,6 +72,42 @@ impl RmCore {
                 self.completed.len(),
                 finals.len()
             ));
+        }
+        Ok(())
+    }
+
+    /// An application's state, its scheduler activation and its diagnostic agree: an
+    /// attempt whose AM container is allocated belongs to an active application, and the
+    /// "not yet activated" diagnostic belongs only to an ACCEPTED application that is not.
+    fn check_app_states(&self) -> Result<(), String> {
+        for (id, s) in self.sched.apps() {
+            let Some(app) = self.apps.get(id) else {
+                continue;
+            };
+            let am_live = app
+                .current_attempt()
+                .is_some_and(|a| !a.is_ended() && !matches!(a.phase, AttemptPhase::Scheduled));
+            if am_live && !s.active && !app.state.is_final() {
+                return Err(format!(
+                    "app {id} has an AM container but is not activated in the scheduler"
+                ));
+            }
+            if app.diagnostics_kind == DiagnosticsKind::NotActivated && s.active {
+                return Err(format!(
+                    "app {id} is active but its diagnostic says it is not: {}",
+                    app.diagnostics
+                ));
+            }
+        }
+        for (id, app) in &self.apps {
+            if app.diagnostics_kind == DiagnosticsKind::NotActivated
+                && app.state != AppState::ACCEPTED
+            {
+                return Err(format!(
+                    "app {id} is {} but its diagnostic says it is not activated: {}",
+                    app.state, app.diagnostics
+                ));
+            }
         }
         Ok(())
     }

@@ -273,6 +273,9 @@ pub enum DiagnosticsKind {
     Killed,
     /// Containers of the application hold idle GPUs past their queue's timeout.
     IdleGpu,
+    /// The application was recovered after an RM restart and waits for its attempt's AM to
+    /// register again (cleared when it does, replaced when the attempt fails).
+    Recovered,
 }
 
 impl App {
@@ -332,6 +335,13 @@ pub struct Attempt {
     pub pending_increases: Vec<(super::ContainerUpdate, Resource)>,
     /// Completed, not yet told to the AM.
     pub to_report: Vec<super::CompletedContainer>,
+    /// Completions told to the AM in its last allocate answer: its next allocate call
+    /// acknowledges them (YARN's `finishedContainersSentToAM`).
+    pub sent_to_am: Vec<ContainerId>,
+    /// Completions an NM reported that it must keep reporting (to this RM and to a restarted
+    /// one) until the AM has acknowledged them, with the node to tell then (YARN's
+    /// `justFinishedContainers` held back from `containersToBeRemovedFromNm`).
+    pub unacked: BTreeMap<ContainerId, NodeId>,
     pub diagnostics: String,
     /// Live containers of earlier attempts handed to this one
     /// (`keep-containers-across-application-attempts`): listed in its register answer

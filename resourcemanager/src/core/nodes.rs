@@ -233,6 +233,7 @@ impl RmCore {
         self.sched.set_gpu_model(&id, model);
         self.apply_node_labels(&id);
         self.process_reports(&id, &reg.containers, now);
+        self.fail_absent_recovered_ams(&id, now);
         self.run_scheduler(now);
         self.changed();
         Ok(self.conf.heartbeat_interval_ms)
@@ -554,8 +555,14 @@ impl RmCore {
                     } else {
                         self.report_recovered_completion(r, now);
                     }
+                    // The NM forgets a completion only once the AM that must hear of it
+                    // has acknowledged it: until then it reports it again, to a restarted
+                    // RM too, so no completion is lost.
+                    let held = self.hold_completion(&r.id, id);
                     if let Some(n) = self.nodes.get_mut(id) {
-                        n.to_ack.insert(r.id);
+                        if !held {
+                            n.to_ack.insert(r.id);
+                        }
                         n.to_cleanup.remove(&r.id);
                     }
                 }

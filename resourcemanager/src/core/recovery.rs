@@ -6,8 +6,11 @@ use super::*;
 
 impl RmCore {
     /// Re-creates an application from the state store at RM start. A finished one is kept
-    /// for the REST views; an unfinished one starts a new attempt (its old AM, if still
-    /// running, is cleaned up when its NM reports it).
+    /// for the REST views. An unfinished one whose AM container was allocated keeps its
+    /// attempt (YARN's work-preserving restart): active at once, in LAUNCHED until its AM
+    /// registers again, with the AM liveness counted from now; it fails (not counted) only
+    /// if the AM's NM re-registers without the AM container or reports it complete, or no
+    /// NM reports it within the NM expiry. Any other unfinished one starts a new attempt.
     pub fn recover_app(&mut self, rec: AppRecord, now: u64) {
         let max_attempts = self.max_attempts_for(&rec.sub);
         let mut app = App {
@@ -71,14 +74,14 @@ impl RmCore {
             att.host = live.host.clone();
             att.rpc_port = live.rpc_port;
             att.last_heard = now;
-            *last = att;
-            app.tracking_url = live.tracking_url.clone();
-            app.diagnostics_kind = DiagnosticsKind::Lasting;
-            app.diagnostics = format!(
+            let diag = format!(
                 "Recovered after a ResourceManager restart; waiting for attempt {} to \
                  re-register (its AM container {} on {}).",
-                last.id, live.am_container, live.am_node
+                att.id, live.am_container, live.am_node
             );
+            *last = att;
+            app.tracking_url = live.tracking_url.clone();
+            app.set_diagnostics(DiagnosticsKind::Recovered, diag);
         }
         let live = live.is_some() && !app.attempts.is_empty();
         if app.state.is_final() {
@@ -88,7 +91,10 @@ impl RmCore {
         if unfinished {
             match leaf {
                 Some(leaf) if live => {
-                    self.admit(id, leaf, now);
+                    // Its AM holds its container already: active at once, never "not yet
+                    // activated" behind the AM limit of a cluster whose NMs are still
+                    // registering again (its asks would wait, and its diagnostic lie).
+                    self.admit_as(id, leaf, true, now);
                     self.persist(&id);
                 }
                 Some(leaf) => {
@@ -122,6 +128,39 @@ impl RmCore {
             }
         }
         self.changed();
+    }
+
+    /// A node re-registered after a restart: every recovered attempt still waiting for its
+    /// AM container on that node, which the node did not report, fails now (not counted:
+    /// the AM is gone, most likely its start never reached the NM before the RM died).
+    pub(super) fn fail_absent_recovered_ams(&mut self, node: &NodeId, now: u64) {
+        let absent: Vec<(ApplicationAttemptId, ContainerId)> = self
+            .sched
+            .apps()
+            .keys()
+            .filter_map(|id| self.apps.get(id))
+            .filter(|a| !a.state.is_final())
+            .filter_map(App::current_attempt)
+            .filter(|att| att.awaiting_am_until().is_some() && att.am_node() == Some(node))
+            .filter_map(|att| att.am_container().map(|c| (att.id, c)))
+            .filter(|(_, c)| !self.containers.contains_key(c))
+            .collect();
+        for (attempt, c) in absent {
+            if let Some(att) = self
+                .apps
+                .get_mut(&attempt.application_id)
+                .and_then(|a| a.attempt_mut(&attempt))
+            {
+                if let AttemptPhase::Launched { report_by } = &mut att.phase {
+                    *report_by = None;
+                }
+            }
+            let diag = format!(
+                "ApplicationMaster container {c} of {attempt} was not reported by its \
+                 NodeManager {node} when it registered again after the ResourceManager's restart"
+            );
+            self.fail_attempt(&attempt, diag, false, now);
+        }
     }
 
     /// The current attempt of a live application, if `cid` was allocated to it by an

@@ -247,6 +247,33 @@ impl Scheduler {
         out
     }
 
+    /// Activates a waiting application at once, whatever the limits: a recovered
+    /// application whose AM already runs (after an RM restart) holds its AM container
+    /// already, so it is active from the start, charged to its queue's and user's AM usage.
+    pub fn activate_now(&mut self, id: &ApplicationId) {
+        let Some(app) = self.apps.get(id).filter(|a| !a.active) else {
+            return;
+        };
+        let (leaf, seq, am, user) = (
+            app.queue,
+            app.submit_seq,
+            app.am_resource.clone(),
+            app.user.clone(),
+        );
+        let q = &mut self.tree.queues[leaf];
+        q.waiting.remove(&(seq, *id));
+        q.active_apps += 1;
+        q.am_used.add_assign(&am);
+        let u = q.users.entry(user).or_default();
+        u.pending_apps = u.pending_apps.saturating_sub(1);
+        u.active_apps += 1;
+        u.am_used.add_assign(&am);
+        if let Some(a) = self.apps.get_mut(id) {
+            a.active = true;
+        }
+        self.refresh_order(id);
+    }
+
     /// Moves an application to another leaf with its usage (YARN's move).
     pub fn move_app(&mut self, id: &ApplicationId, leaf: QueueIdx) {
         self.nodes.room_changed();

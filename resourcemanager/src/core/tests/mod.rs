@@ -15,6 +15,7 @@ mod decommission;
 mod elastic;
 mod gang;
 mod idle;
+mod keys;
 mod labels;
 mod lifetime;
 mod preemption;
@@ -236,12 +237,27 @@ fn app_runs_to_finished_succeeded() {
             TestEnv::done(ids[1], 0),
         ],
     );
-    assert_eq!(hb.containers_to_remove.len(), 2);
+    assert_eq!(
+        hb.containers_to_remove.len(),
+        0,
+        "the NM keeps the completions until the AM has acknowledged them"
+    );
     let r = env
         .core
         .am_allocate(&att, 1, vec![], vec![], 1.0, env.now)
         .unwrap();
     assert_eq!(r.completed.len(), 2);
+    // The next allocate acknowledges them: the NM may forget them now.
+    env.core
+        .am_allocate(&att, 2, vec![], vec![], 1.0, env.now)
+        .unwrap();
+    let done = vec![
+        TestEnv::running(am),
+        TestEnv::done(ids[0], 0),
+        TestEnv::done(ids[1], 0),
+    ];
+    let hb = env.heartbeat(&n1, done);
+    assert_eq!(hb.containers_to_remove.len(), 2);
     env.core
         .am_finish(
             &att,
