@@ -68,7 +68,7 @@ impl Http {
 
     /// The RM's cluster REST as a user: `token` (if any) on every request, a 401 mapped to
     /// [`ClientError::Unauthenticated`].
-    pub(crate) fn as_user(mut self, token: Option<String>) -> Self {
+    pub(crate) fn for_user(mut self, token: Option<String>) -> Self {
         self.user_token = Some(UserToken(token));
         self
     }

@@ -101,7 +101,7 @@ impl RmClient {
     /// A client that writes as [`current_user`].
     pub fn new(address: &RmAddress) -> Result<Self, ClientError> {
         Ok(Self {
-            http: Http::new(&address.base_url())?.as_user(None),
+            http: Http::new(&address.base_url())?.for_user(None),
             address: address.clone(),
             user: current_user(),
         })
@@ -111,7 +111,7 @@ impl RmClient {
     /// (see [`crate::user_token::resolve`]); `None` sends none. A 401 is
     /// [`ClientError::Unauthenticated`], which says how to get a token.
     pub fn with_token(mut self, token: Option<String>) -> Self {
-        self.http = self.http.as_user(token);
+        self.http = self.http.for_user(token);
         self
     }
 

@@ -304,7 +304,8 @@ async fn audit_response(
     let status = resp.status();
     let refused = status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN;
     let write = method != Method::GET && method != Method::HEAD && method != Method::OPTIONS;
-    if !refused && !(write && status.is_success()) {
+    let audited_write = write && status.is_success();
+    if !refused && !audited_write {
         return resp;
     }
     let (operation, target) = operation(method, route);
