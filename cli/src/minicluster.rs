@@ -659,6 +659,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_cluster_secret_is_written_once_and_reused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = write_cluster_secret(dir.path()).unwrap();
+        assert_eq!(p, dir.path().join("cluster-secret"));
+        assert_eq!(p.metadata().unwrap().permissions().mode() & 0o777, 0o600);
+        let first = std::fs::read(&p).unwrap();
+        // A reused work dir keeps its secret.
+        assert_eq!(write_cluster_secret(dir.path()).unwrap(), p);
+        assert_eq!(std::fs::read(&p).unwrap(), first);
+        // One the daemons would refuse is named, not silently replaced.
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = write_cluster_secret(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("0644"), "{e}");
+        assert_eq!(std::fs::read(&p).unwrap(), first);
+    }
+
+    #[test]
     fn fake_gpus_are_written_with_their_count() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();

@@ -23,6 +23,38 @@ fn etc() -> PathBuf {
     repo().join("deploy/etc/spindle")
 }
 
+/// Where the example names the cluster secret; it cannot exist on a test machine, so the
+/// loaders get a generated one there instead ([`secret_override`]).
+const ETC_SECRET: &str = "/etc/spindle/cluster-secret";
+
+/// `spindle.cluster.secret-file` pointing at a fresh secret in `dir` (the example's own
+/// file is checked to be named by [`the_example_etc_names_the_cluster_secret`]).
+fn secret_override(dir: &Path) -> (String, String) {
+    let p = dir.join("cluster-secret");
+    spindle_common::cluster_secret::ClusterSecret::generate_file(&p).expect("secret");
+    (
+        keys::CLUSTER_SECRET_FILE.to_string(),
+        p.display().to_string(),
+    )
+}
+
+#[test]
+fn the_example_etc_names_the_cluster_secret() {
+    let conf = Configuration::load_dir(&etc()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        conf.get(keys::CLUSTER_SECRET_FILE)
+            .ok()
+            .flatten()
+            .as_deref(),
+        Some(ETC_SECRET)
+    );
+    // As shipped (no file on this machine) the RM refuses to start, naming the file.
+    if !Path::new(ETC_SECRET).exists() {
+        let e = RmConfig::load(&etc(), &[]).unwrap_err().to_string();
+        assert!(e.contains(ETC_SECRET) && e.contains("no such file"), "{e}");
+    }
+}
+
 /// `key=value` lines of a unit file's sections (a key given twice keeps both, space-joined).
 fn unit(name: &str) -> BTreeMap<String, String> {
     let path = repo().join("deploy/systemd").join(name);
@@ -89,7 +121,10 @@ fn every_key_of_the_example_etc_is_known() {
 
 #[test]
 fn the_rm_loads_the_example_etc() {
-    let c = RmConfig::load(&etc(), &[]).unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c =
+        RmConfig::load(&etc(), &[secret_override(dir.path())]).unwrap_or_else(|e| panic!("{e}"));
+    assert!(c.cluster_secret.is_some());
     assert_eq!(c.webapp_address, "rm1.example.com:8088");
     assert_eq!(
         c.store_path,
@@ -108,7 +143,11 @@ fn the_nm_loads_the_example_etc_as_the_unit_starts_it() {
     let mut conf = Configuration::load_dir(&etc()).unwrap_or_else(|e| panic!("{e}"));
     // What the unit's `-D yarn.nodemanager.hostname=%H` adds.
     conf.set(keys::NM_HOSTNAME, "worker1.example.com");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (k, v) = secret_override(dir.path());
+    conf.set(&k, &v);
     let c = NmConfig::from_configuration(&conf, &etc()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(c.cluster_secret.is_some());
     assert_eq!(c.hostname, "worker1.example.com");
     assert_eq!(c.rm_address, "rm1.example.com:8088");
     assert_eq!(c.resource.memory_mb, 245_760);
@@ -141,7 +180,9 @@ fn the_units_start_the_installed_binaries_on_the_example_etc() {
     assert_eq!(rm.get("User").map(String::as_str), Some("spindle"));
     assert!(rm.contains_key("LimitNOFILE") && rm.contains_key("Restart"));
     // The store's directory is the one the unit creates for the spindle user.
-    let c = RmConfig::load(&etc(), &[]).unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c =
+        RmConfig::load(&etc(), &[secret_override(dir.path())]).unwrap_or_else(|e| panic!("{e}"));
     let store_dir = c.store_path.parent().expect("store dir").to_path_buf();
     assert_eq!(
         unit_dirs(&rm, "StateDirectory", "/var/lib"),
@@ -160,6 +201,9 @@ fn the_units_start_the_installed_binaries_on_the_example_etc() {
     assert!(nm.contains_key("LimitNOFILE") && nm.contains_key("Restart"));
     let mut conf = Configuration::load_dir(&etc()).unwrap_or_else(|e| panic!("{e}"));
     conf.set(keys::NM_HOSTNAME, "worker1.example.com");
+    let nm_dir = tempfile::tempdir().expect("tempdir");
+    let (k, v) = secret_override(nm_dir.path());
+    conf.set(&k, &v);
     let c = NmConfig::from_configuration(&conf, &etc()).unwrap_or_else(|e| panic!("{e}"));
     let state = unit_dirs(&nm, "StateDirectory", "/var/lib");
     for d in c.local_dirs.iter().chain([&c.recovery_dir]) {
