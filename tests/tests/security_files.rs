@@ -27,7 +27,7 @@ fn nobody_cluster() -> Cluster {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
     };
-    let c = Cluster::start(ClusterOpts {
+    Cluster::start(ClusterOpts {
         nodes: 1,
         nm_props: props(&[
             ("yarn.nodemanager.container-executor.class", LCE),
@@ -43,8 +43,7 @@ fn nobody_cluster() -> Cluster {
             ("spindle.nodemanager.cgroups.enabled", "false"),
         ]),
         ..Default::default()
-    });
-    c
+    })
 }
 
 /// A root-only file (0600, owned by root) holding `marker`, in the test's temp dir.
