@@ -16,6 +16,8 @@ use spindle_common::env;
 pub struct RmAddress {
     host: String,
     port: u16,
+    /// `Some("https")` when written `https://host:port`; else the configured policy's.
+    scheme: Option<&'static str>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -43,15 +45,19 @@ impl RmAddress {
         } else {
             host
         };
-        Self { host, port }
+        Self {
+            host,
+            port,
+            scheme: None,
+        }
     }
 
-    /// Accepts `host:port`, `http://host:port` and a trailing `/` or path (ignored).
+    /// Accepts `host:port`, `http://host:port`, `https://host:port` and a trailing `/` or
+    /// path (ignored). Without `https://` the scheme is `yarn.http.policy`'s.
     pub fn parse(s: &str) -> Result<Self, String> {
         let t = s.trim();
-        if t.starts_with("https://") {
-            return Err("https is not supported (Spindle speaks plain HTTP)".into());
-        }
+        let https = t.starts_with("https://");
+        let t = t.strip_prefix("https://").unwrap_or(t);
         let t = t.strip_prefix("http://").unwrap_or(t);
         let t = t.split('/').next().unwrap_or("");
         if t.is_empty() {
@@ -78,7 +84,11 @@ impl RmAddress {
         if port == 0 {
             return Err("port 0 is a listening wildcard, not an address to connect to".into());
         }
-        Ok(Self::new(host, port))
+        let mut a = Self::new(host, port);
+        if https {
+            a.scheme = Some("https");
+        }
+        Ok(a)
     }
 
     pub fn host(&self) -> &str {
@@ -89,9 +99,11 @@ impl RmAddress {
         self.port
     }
 
-    /// `http://host:port`.
+    /// `http://host:port`, or `https://` (written so, or under `yarn.http.policy`
+    /// `HTTPS_ONLY`).
     pub fn base_url(&self) -> String {
-        format!("http://{}:{}", self.host, self.port)
+        let scheme = self.scheme.unwrap_or_else(crate::tls::scheme);
+        format!("{scheme}://{}:{}", self.host, self.port)
     }
 
     /// Resolves the address as every client command does (see the module doc), reading the
@@ -204,16 +216,11 @@ mod tests {
             "http://[::1]:9"
         );
         assert_eq!(RmAddress::parse("h:2").unwrap().to_string(), "h:2");
-        for bad in [
-            "",
-            "host",
-            "host:",
-            "host:x",
-            "host:70000",
-            ":80",
-            "https://h:1",
-            "h:0",
-        ] {
+        assert_eq!(
+            RmAddress::parse("https://h:2/").unwrap().base_url(),
+            "https://h:2"
+        );
+        for bad in ["", "host", "host:", "host:x", "host:70000", ":80", "h:0"] {
             assert!(RmAddress::parse(bad).is_err(), "{bad}");
         }
     }

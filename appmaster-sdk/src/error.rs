@@ -60,6 +60,10 @@ pub enum ClientError {
     /// The HTTP client itself could not be built.
     #[error("cannot build the HTTP client: {}", causes(.0))]
     Build(reqwest::Error),
+    /// `yarn.http.policy` or `spindle.ssl.client.ca-file` in the configuration directory
+    /// cannot be used (the error names the property and file).
+    #[error("cannot build the HTTP client: {0}")]
+    Tls(#[from] spindle_common::tls::TlsConfError),
 }
 
 /// The messages of an error's causes, innermost last, without reqwest's outer

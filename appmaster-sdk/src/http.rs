@@ -39,21 +39,25 @@ impl std::fmt::Debug for UserToken {
     }
 }
 
-/// Normalizes `host:port`, `http://host:port` or `http://host:port/` to `http://host:port`.
+/// Normalizes `host:port`, `http://host:port` or `http://host:port/` to `http://host:port`;
+/// under `yarn.http.policy` `HTTPS_ONLY` to `https://host:port` (such a client never dials
+/// plain HTTP, whatever scheme a report wrote). `https://` is kept.
 pub(crate) fn base_url(address: &str) -> String {
     let a = address.trim().trim_end_matches('/');
-    if a.starts_with("http://") || a.starts_with("https://") {
-        a.to_string()
-    } else {
-        format!("http://{a}")
+    if a.starts_with("https://") {
+        return a.to_string();
     }
+    let a = a.strip_prefix("http://").unwrap_or(a);
+    format!("{}://{a}", crate::tls::scheme())
 }
 
+/// A client trusting the system roots and `spindle.ssl.client.ca-file` ([`crate::tls`]).
 pub(crate) fn build_client() -> Result<reqwest::Client, ClientError> {
-    reqwest::Client::builder()
+    let builder = reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
-        .timeout(REQUEST_TIMEOUT)
-        .build()
+        .timeout(REQUEST_TIMEOUT);
+    crate::tls::with_roots(builder, crate::tls::client_tls()?)
+        .and_then(|b| b.build())
         .map_err(ClientError::Build)
 }
 

@@ -37,6 +37,7 @@ pub mod nm_client;
 pub mod placement;
 pub mod rm_client;
 pub mod ship;
+pub mod tls;
 pub mod train;
 pub mod user_token;
 

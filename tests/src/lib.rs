@@ -161,6 +161,8 @@ pub struct Cluster {
     pub rm_args: Vec<String>,
     /// How many times the RM was restarted (each run logs to its own file).
     pub rm_restarts: usize,
+    /// `http`, or `https` for a cluster started with [`Cluster::start_tls`].
+    pub scheme: &'static str,
 }
 
 /// Extra `-D` properties for the RM and the NMs.
@@ -195,6 +197,24 @@ impl Cluster {
     /// Like [`Cluster::start`], with extra files (`capacity-scheduler.xml`, ...) written into
     /// the configuration directory the daemons and the CLI read, as `(file name, content)`.
     pub fn start_with_files(opts: ClusterOpts, files: &[(&str, &str)]) -> Self {
+        Self::start_inner(opts, files, None)
+    }
+
+    /// A cluster whose configuration files (a `yarn-site.xml` among `files`) say
+    /// `yarn.http.policy` `HTTPS_ONLY`: the test's client dials `https://` and trusts
+    /// `ca_pem` (the CA that signed the daemons' certificate).
+    pub fn start_tls(opts: ClusterOpts, files: &[(&str, &str)], ca_pem: &str) -> Self {
+        Self::start_inner(opts, files, Some(ca_pem))
+    }
+
+    fn start_inner(opts: ClusterOpts, files: &[(&str, &str)], ca_pem: Option<&str>) -> Self {
+        let mut http = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10));
+        if let Some(pem) = ca_pem {
+            http = http.add_root_certificate(
+                reqwest::Certificate::from_pem(pem.as_bytes()).expect("CA certificate"),
+            );
+        }
+        let http = http.build().expect("client");
         let dir = tempfile::tempdir().expect("tempdir");
         let conf_dir = dir.path().join("conf");
         std::fs::create_dir_all(&conf_dir).expect("conf dir");
@@ -257,13 +277,11 @@ impl Cluster {
             rm_addr,
             nms: vec![],
             nm_addrs: vec![],
-            http: reqwest::blocking::Client::builder()
-                .timeout(Duration::from_secs(10))
-                .build()
-                .expect("client"),
+            http,
             conf_dir,
             rm_args,
             rm_restarts: 0,
+            scheme: if ca_pem.is_some() { "https" } else { "http" },
         };
         for _ in 0..opts.nodes {
             c.add_nm(&opts.nm_props);
@@ -403,7 +421,7 @@ impl Cluster {
     }
 
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.rm_addr)
+        format!("{}://{}{path}", self.scheme, self.rm_addr)
     }
 
     pub fn get(&self, path: &str) -> (u16, Value) {

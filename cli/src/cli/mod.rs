@@ -195,6 +195,9 @@ pub fn usage_error(error: UsageError, usage: &'static str) -> anyhow::Error {
 /// The RM client for `--rm-address` / `$SPINDLE_RM_ADDRESS` / the conf dir.
 pub fn rm_client(p: &Parsed) -> anyhow::Result<RmClient> {
     let conf_dir = p.value("conf-dir").map(PathBuf::from);
+    // yarn.http.policy and spindle.ssl.client.ca-file for every client this process builds.
+    spindle_appmaster_sdk::tls::init(conf_dir.as_deref())
+        .context("cannot read the TLS settings (yarn.http.policy, spindle.ssl.client.ca-file)")?;
     let addr = RmAddress::resolve(p.value("rm-address"), conf_dir.as_deref())
         .context("cannot tell where the ResourceManager is")?;
     tracing::debug!(rm = %addr, "using ResourceManager");
