@@ -218,7 +218,8 @@ async fn serve(
     .with_health(plugin_health.clone())
     .with_attributes(attributes)
     .with_node_descriptor(descriptor)
-    .with_cluster_secret(conf.cluster_secret.clone());
+    .with_cluster_secret(conf.cluster_secret.clone())
+    .with_tls(&conf.http.client)?;
     let updater_task = tokio::spawn(updater.run().in_current_span());
 
     let app = rest::router(
@@ -272,7 +273,13 @@ async fn serve(
             warn!("some containers did not end in time");
         }
         // Its containers are gone: the RM may mark the node SHUTDOWN now.
-        status_updater::unregister(&conf.rm_address, &node_id, conf.cluster_secret.as_ref()).await;
+        status_updater::unregister(
+            &conf.rm_address,
+            &node_id,
+            conf.cluster_secret.as_ref(),
+            &conf.http.client,
+        )
+        .await;
     }
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(SERVER_DRAIN, updater_task).await;

@@ -15,6 +15,7 @@
 //! with its diagnostics and not retried until the value changes again (or the NM registers
 //! again), so a refused label never makes the NM loop.
 
+use spindle_common::tls::ClientTls;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -139,6 +140,19 @@ impl StatusUpdater {
             cluster_secret: None,
             key_id: None,
         })
+    }
+
+    /// Dials the RM as `yarn.http.policy` says (`https://` under `HTTPS_ONLY`), trusting the
+    /// system roots and `spindle.ssl.client.ca-file`.
+    pub fn with_tls(mut self, tls: &ClientTls) -> Result<Self, RmError> {
+        let address = self.rm_base.trim_start_matches("http://").to_string();
+        self.rm_base = tls.base_url(&address);
+        let builder = reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(Duration::from_secs(2))
+            .timeout(Duration::from_secs(10));
+        self.client = with_roots(builder, tls)?.build()?;
+        Ok(self)
     }
 
     /// Signs every register and heartbeat with the cluster secret.
@@ -488,6 +502,19 @@ fn signed_post<Req: Serialize>(
     Ok(req.body(bytes))
 }
 
+/// `builder` trusting the CA certificates of `spindle.ssl.client.ca-file` too.
+fn with_roots(
+    mut builder: reqwest::ClientBuilder,
+    tls: &ClientTls,
+) -> Result<reqwest::ClientBuilder, reqwest::Error> {
+    if let Some((_, pem)) = &tls.ca {
+        for cert in reqwest::Certificate::from_pem_bundle(pem)? {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    Ok(builder)
+}
+
 fn interval_of(ms: u64) -> Duration {
     Duration::from_millis(ms).max(MIN_HEARTBEAT)
 }
@@ -495,18 +522,22 @@ fn interval_of(ms: u64) -> Duration {
 /// Tells the RM this node is stopping for good, so it turns SHUTDOWN at once instead of LOST
 /// after the liveness expiry (YARN's `unRegisterNodeManager`). Best effort: one short try.
 #[tracing::instrument(skip_all, fields(node_id = %node_id))]
-pub async fn unregister(rm_address: &str, node_id: &NodeId, secret: Option<&ClusterSecret>) {
-    let Ok(client) = reqwest::Client::builder()
+pub async fn unregister(
+    rm_address: &str,
+    node_id: &NodeId,
+    secret: Option<&ClusterSecret>,
+    tls: &ClientTls,
+) {
+    let builder = reqwest::Client::builder()
         .no_proxy()
-        .timeout(Duration::from_secs(2))
-        .build()
-    else {
+        .timeout(Duration::from_secs(2));
+    let Ok(client) = with_roots(builder, tls).and_then(|b| b.build()) else {
         return;
     };
     let req = spindle_common::records::tracker::UnRegisterNodeManagerRequest {
         node_id: node_id.clone(),
     };
-    let base = format!("http://{rm_address}");
+    let base = tls.base_url(rm_address);
     let post = match signed_post(&client, &base, UNREGISTER_PATH, node_id, secret, &req) {
         Ok(p) => p,
         Err(e) => return warn!("unregister failed: {e}"),

@@ -392,6 +392,8 @@ struct Driver {
     /// Weak, so that the driver stops once every handle (router, tests) is gone.
     tx: mpsc::WeakSender<Command>,
     http: reqwest::Client,
+    /// `http` or `https` (`yarn.http.policy`): how NMs are dialed.
+    nm_scheme: &'static str,
 }
 
 impl Driver {
@@ -534,6 +536,7 @@ impl Driver {
         request: StartContainersRequest,
     ) {
         let http = self.http.clone();
+        let scheme = self.nm_scheme;
         let Some(tx) = self.tx.upgrade() else { return };
         let span = tracing::info_span!(
             "launch_am",
@@ -543,7 +546,7 @@ impl Driver {
             node = %node_http,
         );
         let task = async move {
-            let url = format!("http://{node_http}/ws/v1/node/containers/start");
+            let url = format!("{scheme}://{node_http}/ws/v1/node/containers/start");
             let result = async {
                 let resp = http
                     .post(&url)
@@ -1087,7 +1090,7 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
     // What AMs dial: a wildcard bind is no address (see `spindle_common::net`).
     let host =
         spindle_common::net::advertised_host(conf.rm_hostname.as_deref(), &addr.ip().to_string());
-    core.set_rm_address(format!("http://{host}:{}", addr.port()));
+    core.set_rm_address(format!("{}://{host}:{}", conf.http.scheme(), addr.port()));
     let n = recovered.apps.len();
     for rec in recovered.apps {
         core.recover_app(rec, cluster_ts);
@@ -1102,11 +1105,18 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
     let rolling_ms = conf.container_key_rolling_ms;
     let (tx, mut rx) = mpsc::channel::<Command>(4096);
     let (publish, snapshot) = watch::channel(Arc::new(Snapshot::of(&core)));
-    let http = reqwest::Client::builder()
+    let mut http = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
-        .connect_timeout(Duration::from_secs(3))
-        .build()
-        .context("building the HTTP client")?;
+        .connect_timeout(Duration::from_secs(3));
+    // NMs under HTTPS_ONLY: trusted through the system roots and spindle.ssl.client.ca-file.
+    if let Some((file, pem)) = &conf.http.client.ca {
+        for cert in reqwest::Certificate::from_pem_bundle(pem)
+            .with_context(|| format!("reading the CA certificates in {}", file.display()))?
+        {
+            http = http.add_root_certificate(cert);
+        }
+    }
+    let http = http.build().context("building the HTTP client")?;
     let mut driver = Driver {
         core,
         store,
@@ -1115,6 +1125,7 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
         published_version: u64::MAX,
         tx: tx.downgrade(),
         http,
+        nm_scheme: conf.http.client.policy.scheme(),
     };
     let _ = driver.settle();
     let metrics = Arc::new(crate::rest::RmMetrics::new());

@@ -73,6 +73,14 @@ fn load(args: &Args) -> anyhow::Result<(Configuration, PathBuf)> {
 
 async fn real_main(args: Args, conf: Configuration, conf_dir: PathBuf) -> anyhow::Result<()> {
     let nm_conf = NmConfig::from_configuration(&conf, &conf_dir)?;
+    // A descriptor per connection, container pipe and file: take the hard limit.
+    match spindle_rest_edge::serve::raise_nofile_limit() {
+        Ok(n) => tracing::info!(
+            limit = n,
+            "open-file limit (RLIMIT_NOFILE): {n} (the hard limit)"
+        ),
+        Err(e) => tracing::warn!("cannot raise the open-file limit (RLIMIT_NOFILE): {e}"),
+    }
 
     let listener = tokio::net::TcpListener::bind(&nm_conf.webapp_address)
         .await

@@ -136,6 +136,7 @@ async fn serve(args: Args, conf: RmConfig) -> anyhow::Result<()> {
             )
         })?;
     let addr = listener.local_addr()?;
+    let scheme = conf.http.scheme();
     let (_rm, serve) = spindle_resourcemanager::driver::start(listener, conf).await?;
     if let Some(path) = &args.address_file {
         // An address to dial: a wildcard bind is written as 127.0.0.1, as the NM does.
@@ -149,7 +150,7 @@ async fn serve(args: Args, conf: RmConfig) -> anyhow::Result<()> {
             .with_context(|| format!("writing {}", tmp.display()))?;
         std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
     }
-    tracing::info!("ResourceManager listening on http://{addr}");
+    tracing::info!("ResourceManager listening on {scheme}://{addr}");
     serve(Box::pin(shutdown_signal())).await
 }
 

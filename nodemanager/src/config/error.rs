@@ -14,6 +14,9 @@ pub enum NmConfigError {
     /// The raw reader refused a file or a value (bad XML, not a number, ...).
     #[error(transparent)]
     Conf(#[from] ConfigError),
+    /// The HTTP serve loop's limits or TLS settings (`spindle.http.*`, `yarn.http.policy`).
+    #[error(transparent)]
+    Http(#[from] spindle_rest_edge::serve::HttpConfigError),
     #[error("{at}: property '{name}': expected host:port, got '{value}'")]
     BadAddress {
         at: String,

@@ -131,6 +131,8 @@ pub struct NmConfig {
     /// The node's partition and `nm.yarn.io/` attribute providers (see
     /// [`crate::node_labels`]).
     pub node_labels: NodeLabelsConfig,
+    /// The HTTP serve loop: connection limits and deadlines (`spindle.http.*`).
+    pub http: spindle_rest_edge::serve::HttpServerConfig,
     /// The cluster secret (`spindle.cluster.secret-file`) every node-tracker call is signed
     /// with; `None`: unset, calls go unsigned (an RM with the key set refuses them).
     pub cluster_secret: Option<spindle_common::cluster_secret::ClusterSecret>,
@@ -307,6 +309,7 @@ impl NmConfig {
             health,
             log_retain,
             node_labels,
+            http: spindle_rest_edge::serve::HttpServerConfig::from_conf(conf)?,
             cluster_secret: cluster_secret(conf)?,
         })
     }
