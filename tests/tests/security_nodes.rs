@@ -238,3 +238,59 @@ fn an_outsider_cannot_register_heartbeat_or_unregister_a_node() {
     assert!(s == 200 || s == 202, "{s} {v}");
     c.wait_app_state(&app, &["KILLED"], LIMIT);
 }
+
+#[test]
+fn a_secret_file_the_daemons_cannot_use_stops_them_with_one_line() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conf = dir.path().join("conf");
+    std::fs::create_dir_all(&conf).expect("conf");
+    std::fs::write(
+        conf.join("yarn-site.xml"),
+        "<configuration></configuration>\n",
+    )
+    .expect("yarn-site");
+    let loose = dir.path().join("loose-secret");
+    write_cluster_secret(&loose);
+    std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let missing = dir.path().join("missing-secret");
+    for daemon in ["resourcemanager", "nodemanager"] {
+        for (file, problem) in [(&loose, "0644"), (&missing, "no such file")] {
+            let out = spindle_system_tests::output_within(
+                {
+                    let mut cmd = std::process::Command::new(bin(daemon));
+                    cmd.arg("--conf-dir").arg(&conf).args([
+                        "-D",
+                        "yarn.resourcemanager.webapp.address=127.0.0.1:1",
+                        "-D",
+                        "yarn.nodemanager.webapp.address=127.0.0.1:0",
+                        "-D",
+                        &format!(
+                            "spindle.resourcemanager.state-store.path={}",
+                            dir.path().join("rm.sqlite").display()
+                        ),
+                        "-D",
+                        &format!("{CLUSTER_SECRET_FILE}={}", file.display()),
+                    ]);
+                    cmd
+                },
+                LIMIT,
+            );
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{daemon} {problem}: {err}");
+            let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+            assert_eq!(lines.len(), 1, "{daemon}: one line, got: {err}");
+            for want in [CLUSTER_SECRET_FILE, &file.display().to_string(), problem] {
+                assert!(
+                    lines[0].contains(want),
+                    "{daemon}: '{}' lacks '{want}'",
+                    lines[0]
+                );
+            }
+        }
+    }
+    assert!(
+        !dir.path().join("rm.sqlite").exists(),
+        "the RM stopped before it made a store"
+    );
+}
