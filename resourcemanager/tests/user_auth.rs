@@ -254,6 +254,30 @@ async fn token_mode_authenticates_every_cluster_call_and_acls_see_the_owner() {
     }
     let (s, _) = call(&rm, Method::GET, "/ws/v1/cluster/info", None, &[], None).await;
     assert_eq!(s, 200);
+    // The classic pages list applications too: without a token only /cluster (YARN's
+    // liveness probe) answers, pointing to /ui; /ui's files are open (it sends the token).
+    let page = |path: &str, token: Option<&str>| {
+        let mut rb = rm.http.get(format!("{}{path}", rm.base));
+        if let Some(t) = token {
+            rb = rb.bearer_auth(t);
+        }
+        async move {
+            let r = rb.send().await.expect("page");
+            (r.status().as_u16(), r.text().await.unwrap_or_default())
+        }
+    };
+    let (s, body) = page("/cluster", None).await;
+    assert_eq!(s, 200);
+    assert!(
+        body.contains("authenticates its users with tokens") && !body.contains("<table"),
+        "{body}"
+    );
+    for p in ["/cluster/nodes", "/cluster/scheduler", "/cluster/apps"] {
+        assert_eq!(page(p, None).await.0, 401, "{p}");
+        assert_eq!(page(p, Some(&alice)).await.0, 200, "{p}");
+    }
+    assert_eq!(page("/ui", None).await.0, 200);
+    assert_eq!(page("/ui/app.js", None).await.0, 200);
     let (s, v) = call(
         &rm,
         Method::GET,

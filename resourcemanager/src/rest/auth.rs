@@ -242,6 +242,47 @@ pub(crate) async fn authenticate(
     audit_response(resp, &user, ip, &method, &route, app_id.as_deref()).await
 }
 
+/// The middleware around the classic HTML pages (`/`, `/cluster/...`; not `/ui`): in `token`
+/// mode they list applications, users and queues, so they need a valid token like the REST
+/// reads. A browser does not send one on a page load, so in `token` mode the classic pages are
+/// in effect replaced by `/ui` (which does send it): `GET /cluster` still answers 200, YARN's
+/// liveness probe, with a page saying so; every other page without a token is 401.
+pub(crate) async fn guard_pages(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    if !st.auth.is_token() || path == "/" || path == "/ui" || path.starts_with("/ui/") {
+        return next.run(req).await;
+    }
+    match identify(&st, &req, false) {
+        Ok(_) => next.run(req).await,
+        Err(_) if path == "/cluster" || path == "/cluster/" => (
+            StatusCode::OK,
+            axum::response::Html(
+                "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>Spindle</title></head><body>\
+<p>This ResourceManager authenticates its users with tokens (hadoop.http.authentication.type=token): \
+open <a href=\"/ui\">the web UI</a> and give it your token.</p></body></html>",
+            ),
+        )
+            .into_response(),
+        Err((user, why)) => {
+            let ip = req
+                .extensions()
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|c| c.0.ip());
+            let message = why.to_string();
+            let op = format!("GET {path}");
+            audit::log(&AuditEvent::failure(
+                &user,
+                ip,
+                &op,
+                "RMWebApp",
+                &message,
+                "Unauthenticated",
+            ));
+            ApiError::new(ExceptionKind::Authorization, message).into_response()
+        }
+    }
+}
+
 /// The caller's identity, or the user to audit and why they were refused.
 #[allow(clippy::result_large_err)]
 fn identify(

@@ -88,7 +88,10 @@ pub fn router(driver: DriverHandle, info: RmInfo) -> Router {
         .merge(am::routes())
         .merge(tracker::routes(node_auth))
         .merge(metrics::routes())
-        .merge(web::routes())
+        .merge(web::routes().layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::guard_pages,
+        )))
         .fallback(spindle_rest_edge::not_found)
         .method_not_allowed_fallback(spindle_rest_edge::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(

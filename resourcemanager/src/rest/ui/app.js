@@ -73,8 +73,26 @@ function bar(used, guarantee, max) {
     `<span class="guarantee" style="left:${g.toFixed(1)}%"></span></span>`;
 }
 
-async function getJson(path) {
-  const r = await fetch(path, { headers: { Accept: "application/json" }, cache: "no-store" });
+// Token authentication (the RM's hadoop.http.authentication.type=token): the user's token,
+// kept in this tab's sessionStorage, goes with every read as a bearer token. The first 401
+// asks for it once (`spindle token -issue` or `-fetch` prints one); the read is then retried.
+const TOKEN_KEY = "spindle.token";
+let tokenAsked = false;
+
+async function getJson(path, retried) {
+  const used = sessionStorage.getItem(TOKEN_KEY);
+  const headers = { Accept: "application/json" };
+  if (used) headers.Authorization = `Bearer ${used}`;
+  const r = await fetch(path, { headers, cache: "no-store" });
+  if (r.status === 401 && !retried) {
+    if (sessionStorage.getItem(TOKEN_KEY) === used && !tokenAsked) {
+      tokenAsked = true;
+      const t = window.prompt("This ResourceManager requires a token. Paste yours " +
+        "(`spindle token -issue -user YOU` by an operator, or `spindle token -fetch`):");
+      if (t && t.trim()) sessionStorage.setItem(TOKEN_KEY, t.trim());
+    }
+    if (sessionStorage.getItem(TOKEN_KEY) !== used) return getJson(path, true);
+  }
   if (!r.ok) {
     let msg = `${r.status} ${r.statusText}`;
     try {
