@@ -117,6 +117,7 @@ fn json_cluster() -> Cluster {
         conf_dir,
         rm_args,
         rm_restarts: 0,
+        scheme: "http",
     };
     c.wait_nodes_running(1);
     c
