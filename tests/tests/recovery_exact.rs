@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
-use spindle_system_tests::{bin, cs_xml, wait_until, Cluster, ClusterOpts};
+use spindle_system_tests::{bin, wait_until, Cluster, ClusterOpts};
 
 /// Applications with live AMs at the kill.
 const LIVE: usize = 30;
@@ -35,8 +35,9 @@ const LIVE: usize = 30;
 const SUBMITTED: usize = 200;
 /// The kill comes once this many of them are acknowledged.
 const KILL_AFTER: usize = 60;
-/// Each NM's size: room for the live applications and a share of the submitted ones.
-const NODE_MB: i64 = 16384;
+/// Each NM's size: with YARN's default `maximum-am-resource-percent` (0.1), room for the
+/// live applications' AMs and a share of the submitted ones'.
+const NODE_MB: i64 = 65536;
 const NODE_VCORES: i64 = 128;
 /// The whole test's bound.
 const LIMIT: Duration = Duration::from_secs(420);
@@ -155,11 +156,12 @@ fn container_leader(id: &str, cluster_dir: &Path) -> Option<i32> {
         })
 }
 
-/// Samples the RM's node reports until stopped: every (node, used MB, used vcores) seen over
-/// the node's size, and how many samples were read.
+/// Samples the RM's node and application reports until stopped: every node seen over its
+/// size and every RUNNING application whose diagnostic says it is not activated (state and
+/// diagnostic disagree), and how many samples were read.
 struct Sampler {
     stop: Arc<AtomicBool>,
-    handle: Option<std::thread::JoinHandle<(Vec<String>, usize)>>,
+    handle: Option<std::thread::JoinHandle<(BTreeSet<String>, usize)>>,
 }
 
 impl Sampler {
@@ -171,13 +173,27 @@ impl Sampler {
                 .timeout(Duration::from_secs(5))
                 .build()
                 .expect("client");
-            let (mut over, mut samples) = (vec![], 0);
+            let (mut over, mut samples) = (BTreeSet::new(), 0);
             while !s.load(Ordering::Relaxed) {
                 let nodes: Option<Value> = http
                     .get(format!("http://{rm}/ws/v1/cluster/nodes"))
                     .send()
                     .ok()
                     .and_then(|r| r.json().ok());
+                let running: Option<Value> = http
+                    .get(format!("http://{rm}/ws/v1/cluster/apps?states=RUNNING"))
+                    .send()
+                    .ok()
+                    .and_then(|r| r.json().ok());
+                for a in running
+                    .map(|v| v["apps"]["app"].as_array().cloned().unwrap_or_default())
+                    .unwrap_or_default()
+                {
+                    let diag = a["diagnostics"].as_str().unwrap_or_default();
+                    if diag.contains("not yet activated") {
+                        over.insert(format!("{} is RUNNING but says: {diag}", a["id"]));
+                    }
+                }
                 if let Some(v) = nodes {
                     samples += 1;
                     for n in v["nodes"]["node"].as_array().cloned().unwrap_or_default() {
@@ -185,7 +201,7 @@ impl Sampler {
                         let vc = n["usedVirtualCores"].as_i64().unwrap_or(0);
                         let avail = n["availMemoryMB"].as_i64().unwrap_or(0);
                         if mb > NODE_MB || vc > NODE_VCORES || avail < 0 {
-                            over.push(format!(
+                            over.insert(format!(
                                 "{}: {mb} MB, {vc} vcores, {avail} MB free",
                                 n["id"]
                             ));
@@ -202,7 +218,7 @@ impl Sampler {
         }
     }
 
-    fn finish(mut self) -> (Vec<String>, usize) {
+    fn finish(mut self) -> (BTreeSet<String>, usize) {
         self.stop.store(true, Ordering::Relaxed);
         self.handle
             .take()
@@ -221,24 +237,20 @@ impl Drop for Sampler {
 fn a_crash_under_load_keeps_live_attempts_and_loses_no_completion() {
     let start = Instant::now();
     let left = || LIMIT.saturating_sub(start.elapsed());
-    let cs = cs_xml(&[("maximum-am-resource-percent", "1.0")]);
-    let mut c = Cluster::start_with_files(
-        ClusterOpts {
-            nodes: 2,
-            nm_props: vec![
-                (
-                    "yarn.nodemanager.resource.memory-mb".into(),
-                    NODE_MB.to_string(),
-                ),
-                (
-                    "yarn.nodemanager.resource.cpu-vcores".into(),
-                    NODE_VCORES.to_string(),
-                ),
-            ],
-            ..Default::default()
-        },
-        &[("capacity-scheduler.xml", &cs)],
-    );
+    let mut c = Cluster::start(ClusterOpts {
+        nodes: 2,
+        nm_props: vec![
+            (
+                "yarn.nodemanager.resource.memory-mb".into(),
+                NODE_MB.to_string(),
+            ),
+            (
+                "yarn.nodemanager.resource.cpu-vcores".into(),
+                NODE_VCORES.to_string(),
+            ),
+        ],
+        ..Default::default()
+    });
     let marks = tempfile::tempdir().expect("tempdir");
     let m = marks.path().display().to_string();
     let http = c.http.clone();
@@ -359,16 +371,26 @@ fn a_crash_under_load_keeps_live_attempts_and_loses_no_completion() {
 
     // Every acknowledged application reaches a final state, and succeeds.
     let all: Vec<String> = live.iter().chain(acked.iter()).cloned().collect();
-    let finals = wait_until("every application to end", left(), || {
+    let ended = |s: &str| matches!(s, "FINISHED" | "FAILED" | "KILLED");
+    let finals = loop {
         let states = app_states(&c);
-        all.iter()
-            .all(|id| {
-                states
-                    .get(id)
-                    .is_some_and(|(s, _)| matches!(s.as_str(), "FINISHED" | "FAILED" | "KILLED"))
-            })
-            .then_some(states)
-    });
+        let waiting: Vec<&String> = all
+            .iter()
+            .filter(|id| !states.get(*id).is_some_and(|(s, _)| ended(s)))
+            .collect();
+        if waiting.is_empty() {
+            break states;
+        }
+        if left().is_zero() {
+            c.dump_logs();
+            let why: Vec<Value> = waiting.iter().take(10).map(|id| c.app(id)).collect();
+            panic!(
+                "{} applications did not end in time: {why:#?}",
+                waiting.len()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
     let (over, samples) = sampler.finish();
     let bad: Vec<_> = all
         .iter()
@@ -407,7 +429,10 @@ fn a_crash_under_load_keeps_live_attempts_and_loses_no_completion() {
 
     // No node was over-allocated, at any sample.
     assert!(samples > 10, "the node reports were sampled ({samples})");
-    assert!(over.is_empty(), "over-allocated nodes: {over:?}");
+    assert!(
+        over.is_empty(),
+        "over-allocated nodes, or disagreeing states: {over:#?}"
+    );
 
     // No container process outlives its application.
     let until = Instant::now() + Duration::from_secs(30).min(left());
