@@ -294,3 +294,38 @@ fn a_secret_file_the_daemons_cannot_use_stops_them_with_one_line() {
         "the RM stopped before it made a store"
     );
 }
+
+#[test]
+fn the_cli_writes_a_secret_once_and_checks_it_as_the_daemons_do() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("cluster-secret");
+    let run = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(bin("spindle"));
+        cmd.arg("cluster-secret").args(args);
+        spindle_system_tests::output_within(cmd, LIMIT)
+    };
+    let f = file.display().to_string();
+    let out = run(&["-generate", &f]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&f), "{out:?}");
+    let meta = std::fs::metadata(&file).expect("written");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let first = std::fs::read(&file).expect("read");
+    // Never overwritten.
+    let out = run(&["-generate", &f]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already exists"),
+        "{out:?}"
+    );
+    assert_eq!(std::fs::read(&file).expect("read"), first);
+    assert_eq!(run(&["-check", &f]).status.code(), Some(0));
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o604)).expect("chmod");
+    let out = run(&["-check", &f]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("0604"),
+        "{out:?}"
+    );
+}
