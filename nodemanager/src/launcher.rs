@@ -85,6 +85,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::future::Future;
 use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -525,17 +526,35 @@ fn process_exit(st: std::io::Result<std::process::ExitStatus>) -> ProcessExit {
 impl ContainerExecutor for ProcessExecutor {
     #[tracing::instrument(name = "localize", skip_all, fields(container_id = %spec.container_id, app_id = %spec.container_id.application_id()))]
     fn prepare(&self, spec: &LaunchSpec) -> Result<(), LaunchError> {
+        // The log dir's parent is the NM's own: a container without one was never prepared
+        // (a re-initialization prepares an existing one again).
+        let fresh = spec.log_dirs.first().is_some_and(|d| !d.exists());
+        let run_as_other = spec.run_as.is_some();
         for d in spec
             .app_local_dirs
             .iter()
-            .chain(std::iter::once(&spec.work_dir))
+            .chain((!run_as_other).then_some(&spec.work_dir))
             .chain(spec.log_dirs.iter())
         {
             fs::create_dir_all(d).map_err(io_err("create directory", d))?;
         }
+        // Run as another user, the container's application dir is that user's, so the NM
+        // writes into the work dir through a descriptor of it, never by its path again.
+        let held = if run_as_other {
+            Some(open_work_dir(&spec.work_dir, fresh)?)
+        } else {
+            None
+        };
+        let root = match &held {
+            Some(dir) if Path::new("/proc/self/fd").is_dir() => {
+                PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+            }
+            _ => spec.work_dir.clone(),
+        };
         for (key, res) in &spec.local_resources {
-            localize_as(&spec.work_dir, key, res, spec.run_as.as_ref())?;
+            localize_as(&root, key, res, spec.run_as.as_ref())?;
         }
+        drop(held);
         if let Some(c) = &spec.run_as {
             // The container's own directories (and what was localized into them) become its
             // user's; the application dirs too, so every container of the app can share them.
@@ -888,6 +907,58 @@ pub fn plain_argv(command: &str, has_path: bool) -> Option<Vec<&str>> {
         return None;
     }
     Some(words)
+}
+
+/// The work dir of a container run as another user, opened without following a link. Its
+/// parent (the application's dir) belongs to that user, so anything may have been put at its
+/// place before the NM makes it: for a container never prepared (`fresh`), whatever is there
+/// (a link to a root directory, say) is removed and a new directory made, which must then be
+/// the NM's own. A re-initialized container's existing work dir must be a directory, not a
+/// link.
+fn open_work_dir(work_dir: &Path, fresh: bool) -> Result<fs::File, LaunchError> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    if let Some(parent) = work_dir.parent() {
+        fs::create_dir_all(parent).map_err(io_err("create directory", parent))?;
+    }
+    if fresh {
+        match fs::symlink_metadata(work_dir) {
+            Ok(m) => {
+                warn!(dir = %work_dir.display(), "removing what was put at a new container's work dir before the NodeManager made it");
+                let removed = if m.is_dir() {
+                    fs::remove_dir_all(work_dir)
+                } else {
+                    fs::remove_file(work_dir)
+                };
+                removed.map_err(io_err("remove what was put at", work_dir))?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err("inspect", work_dir)(e)),
+        }
+        fs::create_dir(work_dir).map_err(io_err("create directory", work_dir))?;
+    } else if let Err(e) = fs::create_dir(work_dir) {
+        if e.kind() != std::io::ErrorKind::AlreadyExists {
+            return Err(io_err("create directory", work_dir)(e));
+        }
+    }
+    let dir = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_DIRECTORY)
+        .open(work_dir)
+        .map_err(|e| {
+            LaunchError::Localization(format!(
+                "the work directory {} is not a plain directory (a link?): {e}",
+                work_dir.display()
+            ))
+        })?;
+    let meta = dir.metadata().map_err(io_err("inspect", work_dir))?;
+    if fresh && meta.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(LaunchError::Localization(format!(
+            "the new work directory {} is not the NodeManager's own (uid {})",
+            work_dir.display(),
+            meta.uid()
+        )));
+    }
+    Ok(dir)
 }
 
 /// Opens (creating) a container's log file for appending. The container owns its log dir,

@@ -265,3 +265,52 @@ async fn a_log_replaced_by_a_link_is_not_served() {
     assert_eq!((status, body.as_str()), (200, "kept\n"));
     nm.stop().await.unwrap();
 }
+
+/// Every container of `limit-users` runs as `nobody`, and an application's local dir is
+/// `nobody`'s: a container may put a link where a later container's work dir will be. The NM
+/// does not localize through it (it makes the work dir anew) and nothing lands where the
+/// link pointed.
+#[tokio::test]
+async fn a_link_planted_at_a_work_dir_is_not_written_through() {
+    if !root_or_skip() {
+        return;
+    }
+    let rm = FakeRm::start().await;
+    let dirs = tempfile::tempdir().unwrap();
+    let (_, public) = secret_and_public(dirs.path());
+    let mut conf = nm_config(dirs.path(), rm.addr, false);
+    conf.run_as = RunAs::LocalUser(Credentials::lookup("nobody").expect("nobody"));
+    let mut nm = TestNm::start_with(dirs.path(), conf).await;
+    rm.wait_registered(1).await;
+
+    let id = cid(65, 2);
+    let outside = dirs.path().join("root-owned");
+    std::fs::create_dir_all(&outside).unwrap();
+    let work = nm.work_dir("alice", &id);
+    std::fs::create_dir_all(work.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&outside, &work).unwrap();
+
+    let resp = nm
+        .start_containers(vec![with_resource(
+            &nm,
+            &rm,
+            id,
+            "cat public",
+            "public",
+            &public,
+        )])
+        .await;
+    assert_eq!(resp.successfully_started_containers, vec![id], "{resp:?}");
+    let done = rm.wait_state(&id, ContainerState::COMPLETE).await;
+    assert_eq!(done.status.exit_status, 0, "{done:?}");
+    assert_eq!(
+        std::fs::read_to_string(nm.log_dir(&id).join("stdout")).unwrap(),
+        "PUBLIC"
+    );
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "nothing was written through the planted link"
+    );
+    nm.stop().await.unwrap();
+}

@@ -430,6 +430,11 @@ fn localize_read_as(
     dst: &Path,
     user: &Credentials,
 ) -> Result<(), LaunchError> {
+    no_links_above(work_dir_of(dst, key), key)?;
+    // A link already at a directory's or archive's place is removed, not unpacked through.
+    if key != WORK_DIR_KEY && fs::symlink_metadata(dst).is_ok_and(|m| m.file_type().is_symlink()) {
+        fs::remove_file(dst).map_err(io_err("replace", dst))?;
+    }
     let mut reader = UserReader::start(key, src, user)?;
     let in_archive = |e: ArchiveError| {
         LaunchError::Localization(format!("local resource '{key}' (ARCHIVE): {e}"))
@@ -464,6 +469,36 @@ fn localize_read_as(
             let _ = fs::remove_file(dst);
         }
         return Err(e.into());
+    }
+    Ok(())
+}
+
+/// The work dir a resource target was made from (`dst` = work dir + key).
+fn work_dir_of<'a>(dst: &'a Path, key: &str) -> &'a Path {
+    if key == WORK_DIR_KEY {
+        return dst;
+    }
+    let mut d = dst;
+    for _ in Path::new(key).components() {
+        d = d.parent().unwrap_or(d);
+    }
+    d
+}
+
+/// No directory of `key` below the work dir (which a re-initialized container's user owns)
+/// may be a link: the NM would write through it.
+fn no_links_above(work_dir: &Path, key: &str) -> Result<(), LaunchError> {
+    let rel = Path::new(key);
+    let mut at = work_dir.to_path_buf();
+    let parents = rel.components().count().saturating_sub(1);
+    for c in rel.components().take(parents) {
+        at.push(c);
+        if fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(LaunchError::Localization(format!(
+                "local resource '{key}': '{}' in the work dir is a symbolic link; nothing is written through it",
+                c.as_os_str().to_string_lossy()
+            )));
+        }
     }
     Ok(())
 }

@@ -465,3 +465,52 @@ fn resources_are_read_as_the_containers_user() {
         "{e:?}"
     );
 }
+
+/// Localizing as another user never writes through a link in the work dir (which that user
+/// owns when a container is re-initialized): a linked directory of a nested key is refused,
+/// a link at a directory resource's place is replaced.
+#[test]
+fn localization_as_another_user_writes_through_no_link() {
+    if spindle_test_support::require::root(
+        "localization_as_another_user_writes_through_no_link",
+        "reading as nobody needs root",
+    )
+    .is_none()
+    {
+        return;
+    }
+    let nobody = crate::runas::Credentials::lookup("nobody").expect("nobody exists");
+    let d = tempfile::tempdir().unwrap();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o711)).unwrap();
+    let public = d.path().join("public.txt");
+    fs::write(&public, "text").unwrap();
+    fs::set_permissions(&public, fs::Permissions::from_mode(0o644)).unwrap();
+    let pub_dir = d.path().join("pubdir");
+    fs::create_dir(&pub_dir).unwrap();
+    fs::write(pub_dir.join("f"), "f").unwrap();
+    fs::set_permissions(&pub_dir, fs::Permissions::from_mode(0o755)).unwrap();
+    let outside = d.path().join("outside");
+    fs::create_dir(&outside).unwrap();
+    let work = d.path().join("work");
+    fs::create_dir(&work).unwrap();
+    std::os::unix::fs::symlink(&outside, work.join("sub")).unwrap();
+    std::os::unix::fs::symlink(&outside, work.join("tree")).unwrap();
+
+    let e = localize_as(&work, "sub/x.txt", &file_res(&public), Some(&nobody)).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("'sub' in the work dir is a symbolic link"),
+        "{e}"
+    );
+    localize_as(&work, "tree", &file_res(&pub_dir), Some(&nobody)).unwrap();
+    assert_eq!(
+        fs::read_dir(&outside).unwrap().count(),
+        0,
+        "nothing written outside"
+    );
+    assert!(!fs::symlink_metadata(work.join("tree"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(fs::read_to_string(work.join("tree/f")).unwrap(), "f");
+}
