@@ -284,7 +284,9 @@ async fn gpu_assignments_survive_an_nm_restart() {
     let r = start(&nm, &rm, cid(3, 2), &gpus(1), "true").await;
     assert!(r.successfully_started_containers.is_empty(), "{r:?}");
     // Cleanup: the recovered container is not this NM's child; stop it through the NM.
-    nm.stop_containers(vec![held, fresh]).await;
+    // One stop per application: a stop carries one application's container token.
+    nm.stop_containers(vec![held]).await;
+    nm.stop_containers(vec![fresh]).await;
     rm.wait_state(&held, ContainerState::COMPLETE).await;
     kill_group(pid);
     nm.stop().await.unwrap();

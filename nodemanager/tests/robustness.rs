@@ -331,13 +331,20 @@ async fn every_nm_operation_survives_hostile_requests() {
         (stop_op, json!([1]), Expect::Is(400)),
     ] {
         let path = ops[op].path.clone();
-        add(
-            "release-stop",
+        // As the owning AM: a container token of the first named container's application
+        // (the refusals without one are tested in `container_auth.rs`).
+        let first = ids[0]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(cid(9, 9));
+        cases.push(Case {
+            class: "release-stop",
             op,
             expect,
-            path,
-            json!({"containerIds": ids}),
-        );
+            req: Req::new(&ops[op].method, path)
+                .json(json!({ "containerIds": ids }).to_string())
+                .header("Authorization", format!("Bearer {}", good(first))),
+        });
     }
     // Bodies past axum's 2 MiB limit: a 400, not a reset connection.
     for op in [start_op, stop_op] {
