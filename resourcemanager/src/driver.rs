@@ -165,6 +165,13 @@ pub enum Command {
     /// Fails with 403 unless the caller is a cluster administrator (checked before the
     /// REST layer reads any file on the caller's behalf).
     CheckAdmin(Caller, Reply<()>),
+    /// `DELETE /delegation-token`: a user token cancelled (its sequence number and max
+    /// date), written to the state store so a restarted RM still refuses it.
+    CancelUserToken {
+        seq: u64,
+        max_date: u64,
+        reply: Reply<()>,
+    },
     /// `refreshNodes`: the host lists as the REST layer read them, and how newly excluded
     /// nodes leave. Admins only.
     RefreshNodes {
@@ -748,6 +755,17 @@ impl Driver {
             Command::CheckAdmin(caller, reply) => {
                 let _ = reply.send(self.core.check_admin(&caller).map_err(RmError::from));
             }
+            Command::CancelUserToken {
+                seq,
+                max_date,
+                reply,
+            } => {
+                let r = self
+                    .store
+                    .cancel_user_token(seq, max_date, now)
+                    .map_err(|e| RmError::Store(e.to_string()));
+                let _ = reply.send(r);
+            }
             Command::ChangeLabels {
                 change,
                 caller,
@@ -1062,6 +1080,7 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
         recovered.secret,
         first_key,
     );
+    let cancelled_user_tokens = store.cancelled_user_tokens(cluster_ts)?;
     let labels = store.labels()?;
     if !labels.cluster.is_empty() {
         info!(
@@ -1169,6 +1188,7 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
     });
     let handle = DriverHandle { tx, snapshot };
     let info = crate::rest::RmInfo {
+        cancelled_user_tokens,
         cluster_ts,
         started_on: cluster_ts,
         cluster_id: conf.cluster_id.clone(),

@@ -234,7 +234,11 @@ impl StateStore {
                 resource_ms TEXT NOT NULL,
                 preempted_ms TEXT NOT NULL
              );
-             CREATE INDEX IF NOT EXISTS usage_by_finish ON usage(finish_time);",
+             CREATE INDEX IF NOT EXISTS usage_by_finish ON usage(finish_time);
+             CREATE TABLE IF NOT EXISTS cancelled_user_tokens (
+                seq INTEGER PRIMARY KEY,
+                max_date INTEGER NOT NULL
+             );",
         )?;
         // A store written before the format row was kept is stamped once it has passed
         // the checks (`check_existing` accepted its epoch and token key).
@@ -808,6 +812,53 @@ impl StateStore {
                 path: self.path.clone(),
                 source: e,
             })
+    }
+
+    /// Records a cancelled user token (`DELETE /ws/v1/cluster/delegation-token`) by its
+    /// sequence number until its max date, and forgets the cancellations past theirs.
+    pub fn cancel_user_token(
+        &mut self,
+        seq: u64,
+        max_date: u64,
+        now: u64,
+    ) -> Result<(), StoreError> {
+        let sql = |e| StoreError::Sqlite {
+            path: self.path.clone(),
+            source: e,
+        };
+        let i = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        self.conn
+            .execute(
+                "DELETE FROM cancelled_user_tokens WHERE max_date < ?1",
+                params![i(now)],
+            )
+            .map_err(sql)?;
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO cancelled_user_tokens(seq, max_date) VALUES(?1, ?2)",
+                params![i(seq), i(max_date)],
+            )
+            .map(|_| ())
+            .map_err(sql)
+    }
+
+    /// The cancelled user tokens not yet past their max date at `now`: (sequence number,
+    /// max date).
+    pub fn cancelled_user_tokens(&self, now: u64) -> Result<Vec<(u64, u64)>, StoreError> {
+        let sql = |e| StoreError::Sqlite {
+            path: self.path.clone(),
+            source: e,
+        };
+        let mut st = self
+            .conn
+            .prepare("SELECT seq, max_date FROM cancelled_user_tokens WHERE max_date >= ?1")
+            .map_err(sql)?;
+        let rows = st
+            .query_map(params![i64::try_from(now).unwrap_or(i64::MAX)], |r| {
+                Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64))
+            })
+            .map_err(sql)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(sql)
     }
 
     /// The stored node labels (empty when none were ever set).

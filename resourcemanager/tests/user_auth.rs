@@ -510,3 +510,55 @@ fn token_mode_refuses_to_start_without_a_private_key() {
     let e = RmConfig::from_conf(&conf).unwrap_err().to_string();
     assert!(e.contains("chmod 600") && !e.contains('\n'), "{e}");
 }
+
+#[tokio::test]
+async fn a_cancellation_survives_a_restart() {
+    use spindle_common::config::Configuration;
+    let keys = Tokens::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conf = || {
+        let mut c = Configuration::new();
+        c.set(TYPE, "token");
+        c.set(KEY_FILE, &keys.path);
+        c.set(
+            "spindle.resourcemanager.state-store.path",
+            &dir.path().join("rm.sqlite").display().to_string(),
+        );
+        c
+    };
+    let (alice, bob) = (keys.mint("alice"), keys.mint("bob"));
+    let rm = support::start_rm_with(conf()).await;
+    let (s, v) = call(
+        &rm,
+        Method::DELETE,
+        "/ws/v1/cluster/delegation-token",
+        Some(&alice),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    rm.shutdown().await;
+    let rm = support::start_rm_with(conf()).await;
+    let (s, v) = call(
+        &rm,
+        Method::GET,
+        "/ws/v1/cluster/apps",
+        Some(&alice),
+        &[],
+        None,
+    )
+    .await;
+    assert_refused(s, &v, 401, "AuthorizationException", &["cancelled"]);
+    let (s, _) = call(
+        &rm,
+        Method::GET,
+        "/ws/v1/cluster/apps",
+        Some(&bob),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(s, 200);
+    rm.shutdown().await;
+}

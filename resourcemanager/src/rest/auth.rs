@@ -71,10 +71,11 @@ pub(crate) struct Auth {
 }
 
 impl Auth {
-    pub(crate) fn new(conf: &AuthConfig) -> Self {
+    /// `cancelled`: the cancellations the state store kept (sequence number, max date).
+    pub(crate) fn new(conf: &AuthConfig, cancelled: &[(u64, u64)]) -> Self {
         Self {
             mode: conf.mode.clone(),
-            cancelled: Mutex::new(HashMap::new()),
+            cancelled: Mutex::new(cancelled.iter().copied().collect()),
         }
     }
 
@@ -557,6 +558,15 @@ async fn cancel_token(
             ),
         ));
     }
+    // Stored first: once answered, a restarted RM refuses it too.
+    let (seq, max_date) = (target.sequence_number, target.max_date);
+    st.driver
+        .call(|reply| crate::driver::Command::CancelUserToken {
+            seq,
+            max_date,
+            reply,
+        })
+        .await?;
     st.auth.cancel(&target, now);
     Ok(StatusCode::OK)
 }

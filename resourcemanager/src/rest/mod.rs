@@ -39,6 +39,9 @@ pub struct RmInfo {
     pub conf: Arc<RmConfig>,
     /// The `/metrics` event series the router's middleware and the driver record.
     pub metrics: Arc<RmMetrics>,
+    /// User tokens cancelled before this start and not yet expired (sequence number, max
+    /// date), from the state store.
+    pub cancelled_user_tokens: Vec<(u64, u64)>,
 }
 
 #[derive(Clone)]
@@ -65,7 +68,10 @@ pub fn router(driver: DriverHandle, info: RmInfo) -> Router {
     let groups = Arc::new(groups::Groups::new(info.conf.groups.clone()));
     let request_metrics = info.metrics.clone();
     let node_auth = node_auth::NodeAuth::from_conf(&info.conf);
-    let auth = Arc::new(auth::Auth::new(&info.conf.auth));
+    let auth = Arc::new(auth::Auth::new(
+        &info.conf.auth,
+        &info.cancelled_user_tokens,
+    ));
     let state = AppState {
         driver,
         info,
