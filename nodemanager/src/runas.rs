@@ -93,10 +93,17 @@ impl RunAs {
 }
 
 /// Gives `path` and, for directories, everything below it to `c` (a container's work and log
-/// directories, localized resources included). Symlinks are changed, not followed.
+/// directories, localized resources included). Symlinks are changed, not followed. A regular
+/// file with more than one link is left as it is: giving it away would give away its other
+/// names too (a hard link to a root file put there by someone else), so a hard-linked file of
+/// an unpacked archive stays the NM's (readable, not writable, by the container).
 pub fn chown_tree(path: &std::path::Path, c: &Credentials) -> std::io::Result<()> {
-    std::os::unix::fs::lchown(path, Some(c.uid), Some(c.gid))?;
+    use std::os::unix::fs::MetadataExt;
     let meta = std::fs::symlink_metadata(path)?;
+    if meta.is_file() && meta.nlink() > 1 {
+        return Ok(());
+    }
+    std::os::unix::fs::lchown(path, Some(c.uid), Some(c.gid))?;
     if meta.is_dir() {
         for entry in std::fs::read_dir(path)? {
             chown_tree(&entry?.path(), c)?;
@@ -108,6 +115,38 @@ pub fn chown_tree(path: &std::path::Path, c: &Credentials) -> std::io::Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hard_linked_file_is_not_given_away() {
+        if spindle_test_support::require::root(
+            "a_hard_linked_file_is_not_given_away",
+            "chown needs root",
+        )
+        .is_none()
+        {
+            return;
+        }
+        use std::os::unix::fs::MetadataExt;
+        let nobody = Credentials::lookup("nobody").expect("nobody");
+        let d = tempfile::tempdir().unwrap();
+        let outside = d.path().join("root-file");
+        std::fs::write(&outside, "x").unwrap();
+        let tree = d.path().join("tree");
+        std::fs::create_dir(&tree).unwrap();
+        std::fs::write(tree.join("own"), "y").unwrap();
+        std::fs::hard_link(&outside, tree.join("linked")).unwrap();
+        std::os::unix::fs::symlink(&outside, tree.join("sym")).unwrap();
+        chown_tree(&tree, &nobody).unwrap();
+        let uid = |p: &std::path::Path| std::fs::symlink_metadata(p).unwrap().uid();
+        assert_eq!(uid(&tree), nobody.uid);
+        assert_eq!(uid(&tree.join("own")), nobody.uid);
+        assert_eq!(uid(&tree.join("sym")), nobody.uid, "the link itself");
+        assert_eq!(
+            uid(&outside),
+            0,
+            "neither through the hard link nor the symlink"
+        );
+    }
 
     #[test]
     fn local_user_and_submitter_policies() {
