@@ -3,7 +3,9 @@
 //! token secret, and every accepted capacity-scheduler change, versioned), written before
 //! the client is answered; and one usage record per finished application (`usage`: its
 //! resource-milliseconds per type, for `/accounting`), written when its last container has
-//! ended and kept after the application itself is forgotten (`max-completed-applications`).
+//! ended and kept after the application itself is forgotten (`max-completed-applications`);
+//! and the users' tokens cancelled through `DELETE /ws/v1/cluster/delegation-token`
+//! (`cancelled_user_tokens`: sequence number and max date, kept until that date).
 //!
 //! Schema changes are additive: tables are created if missing (`CREATE TABLE IF NOT
 //! EXISTS`), record fields added later are `serde(default)`, and a one-off migration step is

@@ -25,9 +25,9 @@
 //!
 //! Tokens are issued by `POST /ws/v1/cluster/delegation-token` (to a token-authenticated
 //! caller, for themselves, never outliving the token that asked) and offline by
-//! `spindle token -issue` (the operator, with the key file); `DELETE` cancels one. Cancelled
-//! tokens are kept in memory until their max date: a restarted RM forgets cancellations
-//! (rotate the key to revoke every token).
+//! `spindle token -issue` (the operator, with the key file); `DELETE` cancels one. A
+//! cancellation is written to the state store (until the token's max date) before it is
+//! answered, and kept in memory here; a restarted RM loads the stored ones.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -521,7 +521,7 @@ async fn issue_token(
 
 /// `DELETE /delegation-token` with `Hadoop-YARN-RM-Delegation-Token: <token>` (else the
 /// caller's own token): cancels it, if the caller is its owner or renewer. From then on it is
-/// refused (401) until this RM restarts.
+/// refused (401), across restarts too (the state store keeps it).
 async fn cancel_token(
     State(st): State<AppState>,
     Extension(identity): Extension<Identity>,
