@@ -403,8 +403,11 @@ impl RmCore {
                 att.unacked.remove(cid);
                 continue;
             }
-            if att.unacked.contains_key(cid)
-                || att.to_report.iter().any(|c| c.container_id == *cid)
+            if att.unacked.contains_key(cid) {
+                return true;
+            }
+            // A completion just recorded is the last one queued: look from the end.
+            if att.to_report.iter().rev().any(|c| c.container_id == *cid)
                 || att.sent_to_am.contains(cid)
             {
                 att.unacked.insert(*cid, node.clone());
