@@ -1,17 +1,21 @@
 //! `spindle bench scheduler --nodes N [--apps A] [--containers-per-app C] [--steady-events E]`:
 //! the scheduler benchmark of the RM's pure core (`spindle_resourcemanager::bench`), printed
 //! as one JSON line. A benchmark, not a test: run it on a quiet machine, in a release build.
+//! `spindle bench http` measures a running RM over HTTP(S) instead (`bench/http.rs`).
 
 use anyhow::{bail, Context};
 
 use super::EXIT_OK;
+
+mod http;
 
 pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
     let mut it = args.iter();
     let gangs = match it.next().map(String::as_str) {
         Some("scheduler") => false,
         Some("gangs") => true,
-        _ => bail!("usage: spindle bench scheduler|gangs --nodes N [--apps A] [--containers-per-app C] [--steady-events E] [--seed S] [--preemption 0|1] [--constrained 0|1]"),
+        Some("http") => return http::run(&args[1..]).await,
+        _ => bail!("usage: spindle bench scheduler|gangs --nodes N [--apps A] [--containers-per-app C] [--steady-events E] [--seed S] [--preemption 0|1] [--constrained 0|1]\n       spindle bench http [--submissions N] [--concurrency C] [--heartbeats H] [--rm-address HOST:PORT] [--conf-dir DIR]"),
     };
     let mut spec = spindle_resourcemanager::bench::BenchSpec::new(10_000);
     let rest: Vec<&String> = it.collect();

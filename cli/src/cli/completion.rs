@@ -145,10 +145,10 @@ pub const COMMANDS: &[Command] = &[
     ),
     Command {
         name: "bench",
-        about: "benchmark the scheduler core",
+        about: "benchmark the scheduler core or a running RM's HTTP edge",
         opts: &[],
         common: false,
-        words: &["scheduler", "gangs"],
+        words: &["scheduler", "gangs", "http"],
     },
     Command {
         name: "sls",
