@@ -258,9 +258,10 @@ async fn a_yarn_client_an_nm_and_an_am_drive_the_rm() {
             ]),
         )
         .await;
+    // The NM keeps them until the AM has acknowledged them.
     assert_eq!(
         r["containersToBeRemovedFromNm"].as_array().map(Vec::len),
-        Some(2)
+        Some(0)
     );
     let (_, alloc, _) = rm
         .send(
@@ -275,6 +276,37 @@ async fn a_yarn_client_an_nm_and_an_am_drive_the_rm() {
         .expect("list");
     assert_eq!(done.len(), 2);
     assert!(done.iter().any(|s| s["exitStatus"] == 3));
+    // The next allocate acknowledges them: the NM's next report of them is answered with
+    // their removal.
+    let (_, again, _) = rm
+        .send(
+            reqwest::Method::POST,
+            "/ws/v1/am/allocate",
+            json!({"progress": 1.0}),
+            Some(&token),
+        )
+        .await;
+    assert_eq!(
+        again["completedContainerStatuses"]
+            .as_array()
+            .map(Vec::len)
+            .unwrap_or(0),
+        0
+    );
+    let (_, r, _) = rm
+        .post(
+            "/ws/v1/node-tracker/heartbeat",
+            hb(vec![
+                container_report(&am_cid, "RUNNING", -1000),
+                container_report(&w0, "COMPLETE", 0),
+                container_report(&w1, "COMPLETE", 3),
+            ]),
+        )
+        .await;
+    assert_eq!(
+        r["containersToBeRemovedFromNm"].as_array().map(Vec::len),
+        Some(2)
+    );
     let (status, _, _) = rm
         .send(
             reqwest::Method::POST,
