@@ -523,6 +523,70 @@ impl Cluster {
             .expect("run spindle")
     }
 
+    /// The RM's current container-token master key, obtained as an NM obtains it: a
+    /// registration (of a node `127.0.0.1:1` with no resources, unregistered at once) signed
+    /// with this cluster's secret, whose answer carries the key wrapped with that secret.
+    pub fn container_key(&self) -> spindle_common::token::ContainerKey {
+        use spindle_common::cluster_secret::ClusterSecret;
+        let secret = ClusterSecret::load(&self.cluster_secret()).expect("the cluster secret");
+        let node = "127.0.0.1:1";
+        let call = |path: &str, body: Value, nonce: u8| {
+            let body = body.to_string();
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .as_millis() as u64;
+            let mut n = [nonce; 16];
+            n[..8].copy_from_slice(&now.to_be_bytes());
+            let auth = secret.sign("POST", path, node, body.as_bytes(), now, n);
+            let r = self
+                .http
+                .post(self.url(path))
+                .header("content-type", "application/json")
+                .header("authorization", auth)
+                .body(body)
+                .send()
+                .expect("node-tracker call");
+            assert_eq!(r.status().as_u16(), 200, "{path}");
+            r.json::<Value>().expect("JSON answer")
+        };
+        let reg = call(
+            "/ws/v1/node-tracker/register",
+            serde_json::json!({"nodeId": node, "httpAddress": node,
+                "resource": {"memory": 0, "vCores": 0}, "nmVersion": "system-test"}),
+            1,
+        );
+        call(
+            "/ws/v1/node-tracker/unregister",
+            serde_json::json!({ "nodeId": node }),
+            2,
+        );
+        let mk: spindle_common::records::tracker::MasterKey =
+            serde_json::from_value(reg["containerTokenMasterKey"].clone())
+                .expect("containerTokenMasterKey");
+        mk.open(Some(&secret)).expect("the secret unwraps the key")
+    }
+
+    /// `Bearer <container token>` for `container` on `node` (its NM's `host:port`): what the
+    /// container's AM sends to the NM calls that act on it (stop, release, signal, ...).
+    pub fn container_bearer(&self, container: &str, node: &str) -> String {
+        use spindle_common::token::{issue_container_token, ContainerTokenIdentifier};
+        let id = container.parse().expect("container id");
+        let ident = ContainerTokenIdentifier::new(
+            id,
+            node.parse().expect("node id"),
+            "system-test".into(),
+            &spindle_common::Resource::new(128, 1),
+            u64::MAX / 2,
+            0,
+            false,
+        );
+        format!(
+            "Bearer {}",
+            issue_container_token(&self.container_key(), &ident)
+        )
+    }
+
     /// Dumps every daemon log to stderr (call on failure paths for diagnosis).
     pub fn dump_logs(&self) {
         let mut e = std::io::stderr();

@@ -444,13 +444,20 @@ fn nm_state(c: &Cluster, nm: &str, cid: &str) -> (String, i64) {
     )
 }
 
+/// A signal as the container's AM sends it, with a container token of its application
+/// (for a body naming no valid container, one of an application of its own).
 fn signal(c: &Cluster, nm: &str, body: &Value) -> (u16, Value) {
+    let named = body["containerId"]
+        .as_str()
+        .filter(|s| s.parse::<spindle_common::ids::ContainerId>().is_ok())
+        .unwrap_or("container_1_0001_01_000001");
     let r = c
         .http
         .request(
             Method::POST,
             format!("http://{nm}/ws/v1/node/containers/signal"),
         )
+        .header("authorization", c.container_bearer(named, nm))
         .json(body)
         .send()
         .expect("signal");

@@ -135,10 +135,17 @@ impl Am<'_> {
 }
 
 fn nm_post(c: &Cluster, nm: &str, path: &str, body: &Value) -> Value {
-    let r = c
-        .http
-        .post(format!("http://{nm}{path}"))
-        .json(body)
+    nm_post_as(c, nm, path, body, None)
+}
+
+/// [`nm_post`] with `Authorization: Bearer <token>` (a container token of the application,
+/// as the NM's calls acting on containers need).
+fn nm_post_as(c: &Cluster, nm: &str, path: &str, body: &Value, token: Option<&str>) -> Value {
+    let mut req = c.http.post(format!("http://{nm}{path}")).json(body);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let r = req
         .send()
         .unwrap_or_else(|e| panic!("POST {nm}{path}: {e}"));
     let s = r.status().as_u16();
@@ -158,11 +165,13 @@ fn nm_container(c: &Cluster, nm: &str, id: &str) -> Value {
 
 /// The NM's answer to `POST /ws/v1/node/containers/update` with `tokens`.
 fn nm_update(c: &Cluster, nm: &str, tokens: &[&str]) -> Value {
-    nm_post(
+    // The AM's own (RM-issued) token is the call's bearer.
+    nm_post_as(
         c,
         nm,
         "/ws/v1/node/containers/update",
         &json!({ "containersToUpdate": tokens }),
+        tokens.first().copied(),
     )
 }
 
