@@ -308,3 +308,74 @@ pub struct NodeHeartbeatResponse {
 pub struct UnRegisterNodeManagerRequest {
     pub node_id: NodeId,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secret(b: u8) -> ClusterSecret {
+        ClusterSecret::from_bytes(&[b; 32]).unwrap()
+    }
+
+    fn wrapped(s: &ClusterSecret, k: &ContainerKey) -> MasterKey {
+        MasterKey {
+            key_id: k.id(),
+            wrapped_key: Some(s.wrap_key(k.id(), k.bytes(), [4; 16])),
+            bytes: None,
+            unwrapped: false,
+        }
+    }
+
+    fn plain(k: &ContainerKey) -> MasterKey {
+        MasterKey {
+            key_id: k.id(),
+            wrapped_key: None,
+            bytes: Some(hex::encode(k.bytes())),
+            unwrapped: true,
+        }
+    }
+
+    #[test]
+    fn a_master_key_opens_only_as_its_sender_meant() {
+        let k = ContainerKey::generate(12).unwrap();
+        let s = secret(1);
+        assert_eq!(wrapped(&s, &k).open(Some(&s)).unwrap(), k);
+        assert_eq!(plain(&k).open(None).unwrap(), k);
+        // A node with a secret refuses an unwrapped key; one without cannot open a wrapped one.
+        assert_eq!(
+            plain(&k).open(Some(&s)),
+            Err(MasterKeyError::Unwrapped { key_id: 12 })
+        );
+        assert_eq!(
+            wrapped(&s, &k).open(None),
+            Err(MasterKeyError::NoSecret { key_id: 12 })
+        );
+        // Another cluster's secret, a relabelled id, an empty or short key.
+        assert!(matches!(
+            wrapped(&s, &k).open(Some(&secret(2))),
+            Err(MasterKeyError::Unwrap(_))
+        ));
+        let mut relabelled = wrapped(&s, &k);
+        relabelled.key_id = 13;
+        assert_eq!(
+            relabelled.open(Some(&s)),
+            Err(MasterKeyError::IdMismatch {
+                key_id: 13,
+                wrapped_id: 12
+            })
+        );
+        assert_eq!(
+            MasterKey::id_only(12).open(None),
+            Err(MasterKeyError::Empty { key_id: 12 })
+        );
+        let mut short = plain(&k);
+        short.bytes = Some("abcd".into());
+        assert!(matches!(
+            short.open(None),
+            Err(MasterKeyError::Bytes { key_id: 12, .. })
+        ));
+        // The id-only form is what a heartbeat sends back: no key material.
+        let v = serde_json::to_value(MasterKey::id_only(12)).unwrap();
+        assert_eq!(v, serde_json::json!({"keyId": 12}));
+    }
+}

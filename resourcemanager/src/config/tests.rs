@@ -37,6 +37,7 @@ fn defaults_match_yarn() {
     assert_eq!(c.core.max_allocation, Resource::new(8192, 4));
     assert_eq!(c.core.am_max_attempts, 2);
     assert_eq!(c.core.nm_expiry_ms, 600_000);
+    assert_eq!(c.container_key_rolling_ms, 86_400_000);
     assert!(c
         .core
         .scheduler
@@ -142,6 +143,15 @@ fn every_refusal_keeps_its_message() {
             "yarn-site.xml:2: property 'yarn.resourcemanager.max-completed-applications': must not be negative, got -1",
         ),
         (
+            // YARN's rule: more than 3 x the NM expiry (600 s by default).
+            &[(keys::RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS, "1800")],
+            "yarn-site.xml:2: property 'yarn.resourcemanager.container-tokens.master-key-rolling-interval-secs': 1800 s must be more than 3 x yarn.nm.liveness-monitor.expiry-interval-ms (600000 ms), so every live NM holds a new key before it is used",
+        ),
+        (
+            &[(keys::RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS, "0")],
+            "yarn-site.xml:2: property 'yarn.resourcemanager.container-tokens.master-key-rolling-interval-secs': must be a positive integer, got 0",
+        ),
+        (
             &[(GROUP_STATIC_OVERRIDES, "alice=a;bob")],
             "yarn-site.xml:2: property 'hadoop.user.group.static.mapping.overrides': entry 'bob' is not user=group1,group2",
         ),
@@ -179,6 +189,20 @@ fn each_refusal_is_its_own_variant() {
                 (at(2), keys::RM_WEBAPP_ADDRESS, "nohost")
             );
         }
+        e => panic!("{e:?}"),
+    }
+    match refusal(&site(&[
+        (keys::NM_LIVENESS_EXPIRY_MS, "100000"),
+        (
+            keys::RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS,
+            "300",
+        ),
+    ])) {
+        E::KeyRollingTooFast {
+            interval_secs,
+            expiry_ms,
+            ..
+        } => assert_eq!((interval_secs, expiry_ms), (300, 100_000)),
         e => panic!("{e:?}"),
     }
     match refusal(&site(&[("x", "y"), (keys::RM_AM_MAX_ATTEMPTS, "0")])) {
