@@ -233,11 +233,7 @@ async fn container_calls_need_the_owning_applications_token() {
         }
     }
     let (_, v) = nm
-        .post_json_as(
-            &format!("/ws/v1/node/containers/stop"),
-            &calls[0].1,
-            Some(&y_token),
-        )
+        .post_json_as("/ws/v1/node/containers/stop", &calls[0].1, Some(&y_token))
         .await;
     let msg = v["RemoteException"]["message"].as_str().unwrap();
     assert!(
