@@ -246,6 +246,9 @@ pub struct Snapshot {
     pub pass_stats: crate::core::scheduler::PassStats,
     /// Sampled GPU use per application (`gpuUtilization`, `idleGpuSeconds`).
     pub app_gpu: BTreeMap<ApplicationId, crate::core::AppGpuUse>,
+    /// `http` or `https` (`yarn.http.policy`, as in the address AMs are told): the scheme of
+    /// the URLs REST answers carry (tracking and log URLs, a container's node address).
+    pub scheme: &'static str,
 }
 
 /// A node as placement sees it.
@@ -324,6 +327,11 @@ impl Snapshot {
             preemption: core.preemption().counters.clone(),
             pass_stats: core.scheduler().stats.clone(),
             app_gpu: core.gpu_use_by_app(),
+            scheme: if core.conf().rm_address.starts_with("https://") {
+                "https"
+            } else {
+                "http"
+            },
         }
     }
 }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use spindle_system_tests::{bin, output_within, Cluster, ClusterOpts};
+use spindle_system_tests::{app_id_in, bin, output_within, Cluster, ClusterOpts};
 
 /// A CA, and a certificate for `localhost`/127.0.0.1 it signed: (CA PEM, cert PEM, key PEM).
 fn pki() -> (String, String, String) {
@@ -103,6 +103,17 @@ fn an_https_only_cluster_runs_a_distributed_shell_and_refuses_plain_http() {
     if !(out.status.success() && text.contains("SUCCEEDED")) {
         c.dump_logs();
         panic!("the distributed shell did not succeed over TLS:\n{text}");
+    }
+    // The URLs the RM hands out say https too.
+    let id = app_id_in(&text).expect("an application id in the client's output");
+    let app = c.app(&id);
+    for field in ["amContainerLogs", "trackingUrl"] {
+        assert!(
+            app[field]
+                .as_str()
+                .is_some_and(|u| u.starts_with("https://")),
+            "{field}: {app}"
+        );
     }
     let rm_log = c.rm.log_text();
     assert!(

@@ -112,7 +112,8 @@ async fn app_page(State(st): State<AppState>, id: Result<Path<String>, PathRejec
             .and_then(|c| s.containers.get(&c))
             .map(|c| {
                 format!(
-                    "<a href=\"http://{}/node/containerlogs/{}/{}\">logs</a>",
+                    "<a href=\"{}://{}/node/containerlogs/{}/{}\">logs</a>",
+                    s.scheme,
                     esc(&c.node_http),
                     c.id,
                     esc(&a.sub.user)
@@ -144,9 +145,9 @@ async fn nodes_page(State(st): State<AppState>) -> Html<String> {
             .collect();
         let _ = write!(
             b,
-            "<tr><td><a href=\"http://{http}/ws/v1/node/info\">{id}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{} MB</td><td>{} MB</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td><a href=\"{scheme}://{http}/ws/v1/node/info\">{id}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{} MB</td><td>{} MB</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&i.rack), i.state, i.num_containers, i.used_memory_mb, i.avail_memory_mb, i.used_virtual_cores,
-            i.available_virtual_cores, esc(&extra.join(", ")), esc(&i.health_report), http = esc(&i.node_http_address), id = esc(&i.id)
+            i.available_virtual_cores, esc(&extra.join(", ")), esc(&i.health_report), scheme = s.scheme, http = esc(&i.node_http_address), id = esc(&i.id)
         );
     }
     b.push_str("</table>");

@@ -16,9 +16,9 @@ pub(super) fn find_app<'a>(s: &'a Snapshot, raw: &str) -> Result<&'a App, ApiErr
     })
 }
 
-pub(super) fn logs_url(c: &RmContainer, user: &str) -> String {
+pub(super) fn logs_url(scheme: &str, c: &RmContainer, user: &str) -> String {
     format!(
-        "http://{}/node/containerlogs/{}/{}",
+        "{scheme}://{}/node/containerlogs/{}/{}",
         c.node_http, c.id, user
     )
 }
@@ -65,7 +65,7 @@ pub(in crate::rest) fn app_info(
     let tracking_url = if !a.tracking_url.is_empty() {
         a.tracking_url.clone()
     } else {
-        format!("http://{rm}/cluster/app/{}", a.id)
+        format!("{}://{rm}/cluster/app/{}", s.scheme, a.id)
     };
     let resource_requests = if with_requests {
         s.app_asks
@@ -115,7 +115,7 @@ pub(in crate::rest) fn app_info(
         } else {
             now.saturating_sub(a.submit_time)
         },
-        am_container_logs: am.map(|c| logs_url(c, &a.sub.user)),
+        am_container_logs: am.map(|c| logs_url(s.scheme, c, &a.sub.user)),
         am_host_http_address: am.map(|c| c.node_http.clone()),
         am_rpc_address: att
             .filter(|t| t.has_registered())
@@ -590,7 +590,8 @@ pub(super) async fn put_app_state(
             [(
                 header::LOCATION,
                 format!(
-                    "http://{}/ws/v1/cluster/apps/{aid}/state",
+                    "{}://{}/ws/v1/cluster/apps/{aid}/state",
+                    st.info.conf.http.scheme(),
                     rm_host(&headers)
                 ),
             )],
@@ -692,7 +693,9 @@ pub(super) fn attempt_info(s: &Snapshot, a: &App, t: &Attempt) -> AppAttemptInfo
         container_id: t.am_container().map(|c| c.to_string()).unwrap_or_default(),
         node_http_address: t.am_node_http().unwrap_or_default().to_string(),
         node_id: t.am_node().map(|n| n.to_string()).unwrap_or_default(),
-        logs_link: am.map(|c| logs_url(c, &a.sub.user)).unwrap_or_default(),
+        logs_link: am
+            .map(|c| logs_url(s.scheme, c, &a.sub.user))
+            .unwrap_or_default(),
         blacklisted_nodes: String::new(),
         nodes_blacklisted_by_system: String::new(),
         app_attempt_id: t.id.to_string(),
@@ -742,7 +745,12 @@ pub(super) async fn attempt(
     }))
 }
 
-pub(super) fn container_report(c: &RmContainer, user: &str, now: u64) -> ContainerReportInfo {
+pub(super) fn container_report(
+    scheme: &str,
+    c: &RmContainer,
+    user: &str,
+    now: u64,
+) -> ContainerReportInfo {
     let end = if c.finish_time > 0 {
         c.finish_time
     } else {
@@ -758,7 +766,7 @@ pub(super) fn container_report(c: &RmContainer, user: &str, now: u64) -> Contain
         finished_time: c.finish_time,
         elapsed_time: end.saturating_sub(c.allocated_time),
         diagnostics_info: c.diagnostics.clone(),
-        log_url: logs_url(c, user),
+        log_url: logs_url(scheme, c, user),
         container_exit_status: c.exit_status,
         container_state: match c.state {
             spindle_common::states::RmContainerState::COMPLETED
@@ -768,7 +776,7 @@ pub(super) fn container_report(c: &RmContainer, user: &str, now: u64) -> Contain
             spindle_common::states::RmContainerState::RUNNING => "RUNNING".into(),
             _ => "NEW".into(),
         },
-        node_http_address: format!("http://{}", c.node_http),
+        node_http_address: format!("{scheme}://{}", c.node_http),
         node_id: c.node.to_string(),
         allocated_resources: c
             .resource
@@ -791,7 +799,7 @@ pub(super) async fn attempt_containers(
         .containers
         .iter()
         .filter_map(|c| s.containers.get(c))
-        .map(|c| container_report(c, &a.sub.user, now))
+        .map(|c| container_report(s.scheme, c, &a.sub.user, now))
         .collect();
     Ok(Json(ContainersBody {
         containers: if list.is_empty() {
@@ -826,7 +834,7 @@ pub(super) async fn attempt_container(
             ))
         })?;
     Ok(Json(ContainerReportBody {
-        container: container_report(rc, &a.sub.user, now_ms()),
+        container: container_report(s.scheme, rc, &a.sub.user, now_ms()),
     }))
 }
 
@@ -991,7 +999,11 @@ pub(super) async fn submit(
     st.driver
         .call(|r| Command::Submit(id, Box::new(sub), r))
         .await?;
-    let location = format!("http://{}/ws/v1/cluster/apps/{id}", rm_host(&headers));
+    let location = format!(
+        "{}://{}/ws/v1/cluster/apps/{id}",
+        st.info.conf.http.scheme(),
+        rm_host(&headers)
+    );
     Ok((StatusCode::ACCEPTED, [(header::LOCATION, location)]).into_response())
 }
 
