@@ -359,3 +359,85 @@ fn a_leaked_container_key_signs_nothing_the_rm_or_an_nm_accepts() {
         assert!(line.contains("IP=127.0.0.1"), "{line}");
     }
 }
+
+/// The container-token master key rolls on a real cluster: with a 2 s NM expiry the rolling
+/// interval may be 7 s (more than 3 x the expiry) and a rolled key signs 3 s after it was
+/// sent. Across two rolls the NM is sent each new key, applications keep starting
+/// containers, and a token signed with the first key (two keys old) no longer starts one.
+#[test]
+fn the_container_key_rolls_and_work_goes_on() {
+    let c = Cluster::start(ClusterOpts {
+        nodes: 1,
+        rm_props: vec![
+            (
+                "yarn.nm.liveness-monitor.expiry-interval-ms".into(),
+                "2000".into(),
+            ),
+            (
+                "yarn.resourcemanager.container-tokens.master-key-rolling-interval-secs".into(),
+                "7".into(),
+            ),
+        ],
+        ..Default::default()
+    });
+    let first = c.container_key();
+    let node = c.nm_addrs[0].clone();
+    // Two rolls, the second one active: 2 x 7 s + 3 s.
+    let rolled = |c: &Cluster| c.rm.log_text().matches("master key rolled").count();
+    wait_until("two rolls", Duration::from_secs(30), || {
+        (rolled(&c) >= 2).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(4));
+    let newest = c.container_key();
+    assert_ne!(newest.id(), first.id());
+    let nm_log = c.nms[0].log_text();
+    assert!(
+        nm_log
+            .matches("container-token master key received")
+            .count()
+            >= 3,
+        "the NM got the first key and both rolled ones:\n{nm_log}"
+    );
+
+    // Work goes on: a distributed shell starts and finishes its containers.
+    let out = c.spindle_within(
+        &[
+            "distributed-shell",
+            "--num-containers",
+            "2",
+            "--container-resources",
+            "memory-mb=128,vcores=1",
+            "--shell-command",
+            "true",
+        ],
+        LIMIT,
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A token signed with the first key is two keys old: refused at start.
+    let attempt: ApplicationAttemptId = "appattempt_1_0001_000001".parse().expect("attempt");
+    let old = issue_container_token(
+        &first,
+        &ident(ContainerId::new(attempt, 0, 1), &node, "alice"),
+    );
+    let (s, v) = post(
+        &c,
+        &format!("http://{node}/ws/v1/node/containers/start"),
+        &json!({"startContainerRequest": [{"containerToken": old,
+            "containerLaunchContext": {"commands": ["true"]}}]}),
+        None,
+    );
+    assert_eq!(s, 200, "{v}");
+    let msg = v["failedRequests"][0]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        msg.contains(&format!("master key {}", first.id())) && msg.contains("not held"),
+        "{v}"
+    );
+}
