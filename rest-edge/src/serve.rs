@@ -44,7 +44,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use spindle_common::config::{keys, ConfigError, Configuration};
-use spindle_common::tls::{place, HttpPolicy, TlsConfError};
+use spindle_common::tls::{place, ClientTls, HttpPolicy, TlsConfError};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
@@ -68,6 +68,9 @@ pub struct HttpServerConfig {
     pub idle_timeout: Duration,
     /// `Some` exactly when `yarn.http.policy` is `HTTPS_ONLY`.
     pub tls: Option<ServerTls>,
+    /// What the daemon's own HTTP client (RM to NM, NM to RM) dials and trusts: the same
+    /// policy, and `spindle.ssl.client.ca-file`.
+    pub client: ClientTls,
 }
 
 impl HttpServerConfig {
@@ -183,6 +186,7 @@ impl Default for HttpServerConfig {
             header_read_timeout: Duration::from_millis(keys::DEFAULT_HTTP_HEADER_READ_TIMEOUT_MS),
             idle_timeout: Duration::from_millis(keys::DEFAULT_HTTP_IDLE_TIMEOUT_MS),
             tls: None,
+            client: ClientTls::default(),
         }
     }
 }
@@ -273,6 +277,7 @@ impl HttpServerConfig {
                     Some(ServerTls::load(conf, &cert, &key)?)
                 }
             },
+            client: ClientTls::from_conf(conf)?,
         })
     }
 }

@@ -50,6 +50,7 @@ fn conf(header_ms: u64, idle_ms: u64) -> HttpServerConfig {
         header_read_timeout: Duration::from_millis(header_ms),
         idle_timeout: Duration::from_millis(idle_ms),
         tls: None,
+        client: ClientTls::default(),
     }
 }
 
