@@ -14,8 +14,10 @@
 //!   NMs started are gone), and no node is ever over-allocated (a thread samples the RM's
 //!   node reports throughout: used <= total).
 //!
-//! The workers wait on marker files the test creates, so every step happens in a known
-//! order whatever the machine's speed. Bounded: a few minutes in a debug build on two cores.
+//! The NM liveness expiry is short (6 s) and the hand-over AM's NM is frozen (SIGSTOP) from
+//! the kill until longer than that after the restart, so that NM registers again late: the
+//! recovered attempt waits for its AM all the same. The workers wait on marker files the
+//! test creates, so every step happens in a known order whatever the machine's speed. Bounded: a few minutes in a debug build on two cores.
 //! It uses the binaries of the current profile (`bin_dir`), so it runs in debug as in
 //! release; nothing in it depends on the profile.
 
@@ -41,6 +43,13 @@ const NODE_MB: i64 = 65536;
 const NODE_VCORES: i64 = 128;
 /// The whole test's bound.
 const LIMIT: Duration = Duration::from_secs(420);
+/// The NM liveness expiry: short, as a test cluster's often is. The hand-over AM's NM is
+/// frozen longer than this after the restart; its attempt must wait anyway.
+const NM_EXPIRY_MS: u64 = 6000;
+/// A worker's wait for its marker file, bounded so that nothing outlives a failed test long.
+fn wait_for(marker: &str) -> String {
+    format!("for i in $(seq 600); do [ -e {marker} ] && break; sleep 0.5; done")
+}
 
 /// A distributed-shell submission, the `spindle` binary run in place (no copy per
 /// application), `n` workers of 128 MB running `command`.
@@ -237,8 +246,14 @@ impl Drop for Sampler {
 fn a_crash_under_load_keeps_live_attempts_and_loses_no_completion() {
     let start = Instant::now();
     let left = || LIMIT.saturating_sub(start.elapsed());
+    // The other options keep their defaults, whatever options the harness grows.
+    #[allow(clippy::needless_update)]
     let mut c = Cluster::start(ClusterOpts {
         nodes: 2,
+        rm_props: vec![(
+            "yarn.nm.liveness-monitor.expiry-interval-ms".into(),
+            NM_EXPIRY_MS.to_string(),
+        )],
         nm_props: vec![
             (
                 "yarn.nodemanager.resource.memory-mb".into(),
@@ -264,14 +279,19 @@ fn a_crash_under_load_keeps_live_attempts_and_loses_no_completion() {
         &rm,
         "handover",
         2,
-        &format!("echo $CONTAINER_ID >> {m}/ran; while [ ! -e {m}/go ]; do sleep 0.2; done"),
+        &format!(
+            "echo $CONTAINER_ID >> {m}/ran; {}",
+            wait_for(&format!("{m}/go"))
+        ),
     )
     .expect("handover app accepted");
     let mut live = vec![handover.clone()];
     for i in 1..LIVE {
         let when = if i % 2 == 1 { "early" } else { "late" };
-        let cmd =
-            format!("echo $CONTAINER_ID >> {m}/ran; while [ ! -e {m}/{when} ]; do sleep 1; done");
+        let cmd = format!(
+            "echo $CONTAINER_ID >> {m}/ran; {}",
+            wait_for(&format!("{m}/{when}"))
+        );
         live.push(submit(&http, &rm, &format!("live-{i}"), 1, &cmd).expect("live app accepted"));
     }
     let ran = marks.path().join("ran");
@@ -298,6 +318,16 @@ fn a_crash_under_load_keeps_live_attempts_and_loses_no_completion() {
         container_leader(&am, c.dir.path())
     });
     let am_group = nix::unistd::Pid::from_raw(am_pid);
+    let am_node = attempts(&c, &handover)[0]["nodeHttpAddress"]
+        .as_str()
+        .unwrap_or_default()
+        .trim_start_matches("http://")
+        .to_string();
+    let am_nm = c
+        .nm_addrs
+        .iter()
+        .position(|a| a.trim_start_matches("http://") == am_node)
+        .unwrap_or_else(|| panic!("no NM at {am_node}: {:?}", c.nm_addrs));
     nix::sys::signal::killpg(am_group, Signal::SIGSTOP).expect("freeze the AM");
     std::fs::write(marks.path().join("go"), "").expect("go");
     wait_until(
@@ -355,8 +385,13 @@ fn a_crash_under_load_keeps_live_attempts_and_loses_no_completion() {
         (!c.rm.is_running()).then_some(())
     });
     std::fs::write(marks.path().join("early"), "").expect("early");
+    // The hand-over AM's NM is frozen too, and registers again only after longer than the
+    // NM expiry: the still-frozen AM's recovered attempt waits for it all the same.
+    c.nms[am_nm].signal(Signal::SIGSTOP);
     std::thread::sleep(Duration::from_secs(2));
     c.restart_rm_after(Signal::SIGKILL);
+    std::thread::sleep(Duration::from_millis(NM_EXPIRY_MS + 2000));
+    c.nms[am_nm].signal(Signal::SIGCONT);
     c.wait_nodes_running(2);
     nix::sys::signal::killpg(am_group, Signal::SIGCONT).expect("thaw the AM");
     std::fs::write(marks.path().join("late"), "").expect("late");

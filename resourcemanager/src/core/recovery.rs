@@ -63,8 +63,11 @@ impl RmCore {
             .filter(|_| unfinished && leaf.is_some() && !app.sub.unmanaged_am);
         if let (Some(live), Some(last)) = (&live, app.attempts.last_mut()) {
             let mut att = Attempt::new(last.id, live.start_time, false);
+            // It waits for its AM as long as an NM may stay silent and an AM may stay quiet,
+            // counted from the restart: NMs still registering again after a slow start are
+            // never taken for lost AMs.
             att.phase = AttemptPhase::Launched {
-                report_by: Some(now + self.conf.nm_expiry_ms),
+                report_by: Some(now + self.recovered_am_wait_ms()),
             };
             att.am = Some(AmContainer {
                 id: live.am_container,
@@ -128,6 +131,13 @@ impl RmCore {
             }
         }
         self.changed();
+    }
+
+    /// How long a recovered attempt waits for an NM to report its AM container (or for the
+    /// AM to register again) before it fails, uncounted: the longer of the NM and the AM
+    /// liveness expiries.
+    pub(super) fn recovered_am_wait_ms(&self) -> u64 {
+        self.conf.nm_expiry_ms.max(self.conf.am_expiry_ms)
     }
 
     /// A node re-registered after a restart: every recovered attempt still waiting for its

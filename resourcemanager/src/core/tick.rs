@@ -73,9 +73,11 @@ impl RmCore {
                 if att.awaiting_am_until().is_some_and(|t| now > t) && !app.state.is_final() {
                     am_unreported.push(att.id);
                 }
+                // A recovered attempt still waiting for its AM container is judged by its
+                // own deadline above (uncounted), not by the AM liveness.
                 let live_am = matches!(
                     att.phase,
-                    AttemptPhase::Launched { .. } | AttemptPhase::Running
+                    AttemptPhase::Launched { report_by: None } | AttemptPhase::Running
                 );
                 if live_am
                     && !app.state.is_final()
@@ -98,7 +100,7 @@ impl RmCore {
             let diag = format!(
                 "ApplicationMaster container of {a} was not reported by any NodeManager within \
                  {} ms of the ResourceManager's restart",
-                self.conf.nm_expiry_ms
+                self.recovered_am_wait_ms()
             );
             self.fail_attempt(&a, diag, false, now);
         }

@@ -1333,3 +1333,30 @@ proptest::proptest! {
         }
     }
 }
+
+/// A short NM expiry (a test cluster's, say) and an RM that comes up slowly: the NMs
+/// register again later than the NM expiry after the restart. A recovered attempt waits for
+/// its AM as long as the AM liveness allows too, so its live AM keeps it.
+#[test]
+fn nms_registering_later_than_the_nm_expiry_do_not_cost_live_ams_their_attempts() {
+    let r = running_app();
+    let rec = last_record(&r.env, &r.app);
+    let mut conf = CoreConfig::for_tests();
+    conf.nm_expiry_ms = 3_000;
+    let mut env = restarted_with(conf, vec![rec], r.env.now + 5_000);
+    env.advance(4_000);
+    env.advance(4_000);
+    assert_eq!(env.app(&r.app).attempts.len(), 1, "still waiting");
+    env.core
+        .register_node(registration(&r.node, reports_of(&r, &[])), env.now);
+    env.step();
+    env.core
+        .am_register(&r.attempt, "amhost".into(), 7, String::new(), env.now)
+        .expect("re-register");
+    env.step();
+    env.heartbeat(&r.node, reports_of(&r, &[]));
+    let app = env.app(&r.app);
+    assert_eq!(app.attempts.len(), 1, "the live AM keeps its attempt");
+    assert_eq!(app.state, AppState::RUNNING);
+    assert_eq!(env.core.counters().containers_recovered, 3);
+}
