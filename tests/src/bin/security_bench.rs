@@ -6,22 +6,23 @@
 //!   `hadoop.http.authentication.type=token` (every REST call carries a signed bearer token),
 //!   and the cluster secret (every node-tracker call HMAC-signed).
 //!
-//! In each, `--threads` clients submit `--submissions` applications in all (new-application
-//! then submit, keep-alive connections: submissions per second), then one simulated
-//! NodeManager registers and sends `--heartbeats` heartbeats one after another (the latency
-//! of each, p50/p99). Prints one JSON line per mode.
+//! In each, `spindle bench http` measures from a client (with the cluster's configuration
+//! directory, so it dials https and signs heartbeats as the mode says, and `SPINDLE_TOKEN`):
+//! `--concurrency` clients submit `--submissions` applications in all (submissions per
+//! second), then a benchmark node sends `--heartbeats` heartbeats one after another (their
+//! p50/p99). Prints one JSON line per mode.
 //!
-//! `cargo build --release --workspace --bins && ./target/release/security_bench`
+//! `cargo build --release --workspace --bins && ./target/release/security_bench [--parts] [--rounds R]`
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
-use spindle_common::cluster_secret::{random_nonce, ClusterSecret};
 use spindle_common::user_token::{UserTokenIdentifier, UserTokenKey};
-use spindle_system_tests::{Cluster, ClusterOpts, CLUSTER_SECRET_FILE};
+use spindle_system_tests::{
+    bin, output_within, write_cluster_secret, Cluster, ClusterOpts, CLUSTER_SECRET_FILE,
+};
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -40,9 +41,9 @@ fn arg(args: &[String], name: &str, default: usize) -> usize {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let submissions = arg(&args, "--submissions", 2000);
-    let heartbeats = arg(&args, "--heartbeats", 2000);
-    let threads = arg(&args, "--threads", 4).max(1);
+    let submissions = arg(&args, "--submissions", 1000);
+    let heartbeats = arg(&args, "--heartbeats", 1000);
+    let concurrency = arg(&args, "--concurrency", 8).max(1);
     let rounds = arg(&args, "--rounds", 1).max(1);
     // `--parts`: also the parts of `on` alone (TLS only, tokens only), to see what costs.
     let parts = args.iter().any(|a| a == "--parts");
@@ -72,7 +73,7 @@ fn main() {
     }
     for round in 0..rounds {
         for (name, mode) in &modes {
-            let r = run(*mode, submissions, heartbeats, threads);
+            let r = run(*mode, submissions, heartbeats, concurrency);
             println!("{}", json!({"round": round, "mode": name, "result": r}));
         }
     }
@@ -182,15 +183,7 @@ fn site(props: &[(&str, String)]) -> String {
     x
 }
 
-fn pct(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn run(mode: Mode, submissions: usize, heartbeats: usize, threads: usize) -> Value {
+fn run(mode: Mode, submissions: usize, heartbeats: usize, concurrency: usize) -> Value {
     let work = tempfile::tempdir().expect("tempdir");
     let mut props: Vec<(&str, String)> = Vec::new();
     let mut token = None;
@@ -215,121 +208,56 @@ fn run(mode: Mode, submissions: usize, heartbeats: usize, threads: usize) -> Val
             key_file.display().to_string(),
         ));
     }
+    // The secret is named in yarn-site.xml, where the benchmark client finds it too.
+    let secret = if mode.node_secret {
+        let f = work.path().join("cluster-secret");
+        write_cluster_secret(&f);
+        f.display().to_string()
+    } else {
+        String::new()
+    };
+    props.push((CLUSTER_SECRET_FILE, secret.clone()));
     let yarn_site = site(&props);
     let opts = ClusterOpts {
-        rm_props: if mode.node_secret {
-            vec![]
-        } else {
-            vec![(CLUSTER_SECRET_FILE.to_string(), String::new())]
-        },
+        rm_props: vec![(CLUSTER_SECRET_FILE.to_string(), secret)],
         ..Default::default()
     };
     let files = [("yarn-site.xml", yarn_site.as_str())];
-    let mut client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30));
     let c = match &ca {
-        Some(ca) => {
-            client = client
-                .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).expect("pem"));
-            Cluster::start_tls(opts, &files, ca)
-        }
+        Some(ca) => Cluster::start_tls(opts, &files, ca),
         None => Cluster::start_with_files(opts, &files),
     };
-    let client = client.build().expect("client");
-    let base = c.url("");
-    let secret = if mode.node_secret {
-        Some(ClusterSecret::load(&c.cluster_secret()).expect("cluster secret"))
-    } else {
-        None
-    };
-
-    // Submissions per second.
-    let per = submissions.div_ceil(threads);
-    let token = Arc::new(token);
-    let start = Instant::now();
-    let handles: Vec<_> = (0..threads)
-        .map(|_| {
-            let client = client.clone();
-            let base = base.clone();
-            let token = token.clone();
-            std::thread::spawn(move || {
-                let auth = |rb: reqwest::blocking::RequestBuilder| match token.as_ref() {
-                    Some(t) => rb.bearer_auth(t),
-                    None => rb.query(&[("user.name", "bench")]),
-                };
-                for _ in 0..per {
-                    let r = auth(client.post(format!("{base}/ws/v1/cluster/apps/new-application")))
-                        .send()
-                        .expect("new-application");
-                    assert!(r.status().is_success(), "new-application: {}", r.status());
-                    let v: Value = r.json().expect("json");
-                    let id = v["application-id"].as_str().expect("id").to_string();
-                    let body = json!({
-                        "application-id": id,
-                        "application-name": "bench",
-                        "am-container-spec": {"commands": {"command": "sleep 1"}},
-                        "resource": {"memory": 128, "vCores": 1},
-                        "application-type": "YARN",
-                    });
-                    let r = auth(client.post(format!("{base}/ws/v1/cluster/apps")))
-                        .json(&body)
-                        .send()
-                        .expect("submit");
-                    assert_eq!(r.status().as_u16(), 202, "submit: {:?}", r.text());
-                }
-            })
-        })
-        .collect();
-    for h in handles {
-        h.join().expect("submitter");
+    let mut cmd = Command::new(bin("spindle"));
+    cmd.args([
+        "bench",
+        "http",
+        "--submissions",
+        &submissions.to_string(),
+        "--concurrency",
+        &concurrency.to_string(),
+        "--heartbeats",
+        &heartbeats.to_string(),
+        "--rm-address",
+        &c.rm_addr,
+        "--conf-dir",
+        &c.conf_dir.display().to_string(),
+    ]);
+    cmd.env_remove("SPINDLE_TOKEN")
+        .env_remove("SPINDLE_TOKEN_FILE");
+    if let Some(t) = &token {
+        cmd.env("SPINDLE_TOKEN", t);
     }
-    let elapsed = start.elapsed().as_secs_f64();
-    let submitted = per * threads;
-
-    // Heartbeat latency of one simulated NM.
-    let node = "bench-node:45454";
-    let send = |path: &str, body: &Value| -> Value {
-        let bytes = serde_json::to_vec(body).expect("body");
-        let mut rb = client
-            .post(format!("{base}{path}"))
-            .header("content-type", "application/json");
-        if let Some(s) = &secret {
-            let nonce = random_nonce().expect("nonce");
-            rb = rb.header(
-                "authorization",
-                s.sign("POST", path, node, &bytes, now_ms(), nonce),
-            );
-        }
-        let r = rb.body(bytes).send().expect("tracker call");
-        assert!(r.status().is_success(), "{path}: {}", r.status());
-        r.json().expect("json")
-    };
-    send(
-        "/ws/v1/node-tracker/register",
-        &json!({
-            "nodeId": node, "httpAddress": "bench-node:8042",
-            "resource": {"memory": 8192, "vCores": 8}, "nmVersion": "bench",
-        }),
+    let out = output_within(cmd, Duration::from_secs(600));
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "spindle bench http: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    let mut lat = Vec::with_capacity(heartbeats);
-    let mut response_id = 0;
-    for _ in 0..heartbeats {
-        let body = json!({
-            "nodeId": node, "responseId": response_id,
-            "nodeStatus": {"healthy": true, "healthReport": "", "lastHealthReportTime": now_ms(),
-                           "containersStatuses": []},
-        });
-        let t = Instant::now();
-        let v = send("/ws/v1/node-tracker/heartbeat", &body);
-        lat.push(t.elapsed().as_secs_f64() * 1000.0);
-        response_id = v["responseId"].as_i64().unwrap_or(0) as i32;
-    }
-    lat.sort_by(f64::total_cmp);
-    drop(c);
-    json!({
-        "submissions": submitted,
-        "submissions_per_s": (submitted as f64 / elapsed * 10.0).round() / 10.0,
-        "heartbeats": heartbeats,
-        "heartbeat_ms_p50": (pct(&lat, 0.5) * 1000.0).round() / 1000.0,
-        "heartbeat_ms_p99": (pct(&lat, 0.99) * 1000.0).round() / 1000.0,
-    })
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON line in: {stdout}"));
+    serde_json::from_str(line).expect("bench http's JSON line")
 }
