@@ -182,9 +182,17 @@ impl RmCore {
         }
         let app = self.apps.get(&cid.application_id())?;
         let att = app.current_attempt()?;
-        // Its own, or one an earlier attempt passed on (keep-containers).
+        // Its own, or one an earlier attempt passed on (keep-containers): never an earlier
+        // attempt's AM (an AM whose attempt failed while its NM was away is stopped, not
+        // kept as a worker of the next attempt).
+        let old_am = app
+            .attempts
+            .iter()
+            .any(|a| a.id != att.id && a.am_container() == Some(*cid));
         let ours = att.id == cid.attempt_id
-            || (app.sub.keep_containers && cid.attempt_id.attempt_id < att.id.attempt_id);
+            || (app.sub.keep_containers
+                && cid.attempt_id.attempt_id < att.id.attempt_id
+                && !old_am);
         let live = !app.state.is_final()
             && ours
             && matches!(

@@ -1360,3 +1360,64 @@ fn nms_registering_later_than_the_nm_expiry_do_not_cost_live_ams_their_attempts(
     assert_eq!(app.state, AppState::RUNNING);
     assert_eq!(env.core.counters().containers_recovered, 3);
 }
+
+/// keep-containers across attempts and an AM whose NM came back only after its recovered
+/// attempt gave up on it: the next attempt takes the old workers over, but the old AM is
+/// stopped, never kept as one of its containers (it would run on, unseen, to the end).
+#[test]
+fn an_old_attempts_am_reported_late_is_stopped_not_kept() {
+    let mut env = TestEnv::new();
+    let node = NodeId::new("h1", 1);
+    env.core.register_node(registration(&node, vec![]), env.now);
+    env.step();
+    let app = env.core.new_application();
+    let mut sub = env.submission("default");
+    sub.keep_containers = true;
+    sub.max_app_attempts = 2;
+    env.core.submit(app, sub, env.now).expect("submit");
+    env.step();
+    let (att1, am1) = env.launch_all()[0];
+    env.heartbeat(
+        &node,
+        vec![report(am1, ContainerState::RUNNING, -1000, 512)],
+    );
+    env.core
+        .am_register(&att1, "h".into(), 0, String::new(), env.now)
+        .expect("register");
+    env.step();
+    let w = env.ask(&att1, 1, 1024).allocated[0].id;
+    let running = vec![
+        report(am1, ContainerState::RUNNING, -1000, 512),
+        report(w, ContainerState::RUNNING, -1000, 1024),
+    ];
+    env.heartbeat(&node, running.clone());
+    let rec = last_record(&env, &app);
+
+    // The restarted RM waits for the AM; its NM stays away past the wait.
+    let mut new = restarted(vec![rec], env.now + 1_000);
+    let other = NodeId::new("h2", 1);
+    new.core
+        .register_node(registration(&other, vec![]), new.now);
+    new.step();
+    let wait = CoreConfig::for_tests().nm_expiry_ms;
+    for _ in 0..6 {
+        new.advance(wait / 5);
+        new.heartbeat(&other, vec![]);
+    }
+    assert_eq!(new.app(&app).attempts.len(), 2, "a second attempt");
+    // The NM comes back with the old AM and the worker still running.
+    new.core
+        .register_node(registration(&node, running.clone()), new.now);
+    new.step();
+    let hb = new.heartbeat(&node, running);
+    assert!(hb.containers_to_cleanup.contains(&am1), "{hb:?}");
+    assert!(!hb.containers_to_cleanup.contains(&w), "{hb:?}");
+    let att2 = new.app(&app).attempts[1].id;
+    let kept: Vec<ContainerId> = new
+        .core
+        .inherited_containers(&att2)
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(kept, vec![w]);
+}
