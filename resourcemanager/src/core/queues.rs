@@ -138,11 +138,13 @@ impl RmCore {
                 });
             }
         }
-        self.sched.move_app(id, target);
+        let activated = self.sched.move_app(id, target);
         if let Some(a) = self.apps.get_mut(id) {
             a.queue = AppQueue::Leaf(path.clone());
         }
         self.persist(id);
+        // The move may have made room where it left: those applications start now.
+        self.start_activated(activated, now);
         self.run_scheduler(now);
         self.changed();
         Ok(path)

@@ -274,11 +274,13 @@ impl Scheduler {
         self.refresh_order(id);
     }
 
-    /// Moves an application to another leaf with its usage (YARN's move).
-    pub fn move_app(&mut self, id: &ApplicationId, leaf: QueueIdx) {
+    /// Moves an application to another leaf with its usage (YARN's move). Returns the
+    /// applications activated as a result (the move may free room in the old leaf): their
+    /// attempts must be started.
+    pub fn move_app(&mut self, id: &ApplicationId, leaf: QueueIdx) -> Vec<ApplicationId> {
         self.nodes.room_changed();
         let Some(mut app) = self.apps.remove(id) else {
-            return;
+            return vec![];
         };
         let old = app.queue;
         self.set_order(id, &mut app, None);
@@ -314,8 +316,9 @@ impl Scheduler {
         self.apps.insert(*id, app);
         self.refresh_order(id);
         self.recount_partitions();
-        self.try_activate(old);
-        self.try_activate(leaf);
+        let mut activated = self.try_activate(old);
+        activated.extend(self.try_activate(leaf));
+        activated
     }
 
     /// Recounts every queue's use of the labelled partitions from what each application

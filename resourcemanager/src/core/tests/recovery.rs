@@ -1421,3 +1421,32 @@ fn an_old_attempts_am_reported_late_is_stopped_not_kept() {
         .collect();
     assert_eq!(kept, vec![w]);
 }
+
+/// State, activation and diagnostic agree after a move too: an application waiting behind
+/// its queue's max-parallel-apps is activated when the running one moves out, starts its
+/// attempt, and no longer says it is not activated.
+#[test]
+fn a_move_that_frees_room_starts_the_waiting_application() {
+    use crate::core::queue_conf::{CapacitySpec, QueueSpec};
+    let mut conf = roomy();
+    let mut a = QueueSpec::new(super::qp("root.a"), CapacitySpec::Percent(50.0));
+    a.max_parallel_apps = Some(1);
+    a.max_am_resource_percent = 1.0;
+    let mut b = QueueSpec::new(super::qp("root.b"), CapacitySpec::Percent(50.0));
+    b.max_am_resource_percent = 1.0;
+    conf.scheduler.root.children = vec![a, b];
+    let mut env = TestEnv::with_conf(conf);
+    env.add_node("h1", 1, 8192, 8);
+    let x = env.submit("a");
+    let y = env.submit("a");
+    assert_eq!(env.launch_all().len(), 1);
+    assert_eq!(env.app(&y).diagnostics_kind, DiagnosticsKind::NotActivated);
+    env.core
+        .move_app(&x, "root.b", &Caller::new("alice", vec![]), env.now)
+        .expect("move");
+    env.step();
+    let launched = env.launch_all();
+    assert_eq!(launched.len(), 1, "the waiting application starts");
+    assert_eq!(launched[0].0.application_id, y);
+    assert_ne!(env.app(&y).diagnostics_kind, DiagnosticsKind::NotActivated);
+}
