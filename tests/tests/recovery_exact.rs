@@ -10,16 +10,18 @@
 //!   just before the kill while their AM was frozen (SIGSTOP) and so could not have fetched
 //!   them, and those of workers that ended while the RM was down; each is told once (the
 //!   AM's own log lists it once);
-//! - no worker runs twice, no container process outlives its application (the processes the
-//!   NMs started are gone), and no node is ever over-allocated (a thread samples the RM's
-//!   node reports throughout: used <= total).
+//! - no worker runs twice, no container process outlives its application (the processes
+//!   the NMs started are gone, and their cgroups where the NMs made any), and no node is ever
+//!   over-allocated (a thread samples the RM's node reports throughout: used <= total), nor
+//!   is any RUNNING application said to be "not yet activated".
 //!
 //! The NM liveness expiry is short (6 s) and the hand-over AM's NM is frozen (SIGSTOP) from
 //! the kill until longer than that after the restart, so that NM registers again late: the
 //! recovered attempt waits for its AM all the same. The workers wait on marker files the
-//! test creates, so every step happens in a known order whatever the machine's speed. Bounded: a few minutes in a debug build on two cores.
-//! It uses the binaries of the current profile (`bin_dir`), so it runs in debug as in
-//! release; nothing in it depends on the profile.
+//! test creates, so every step happens in a known order whatever the machine's speed.
+//! Bounded: under a minute here, a few at most in a debug build on two cores. It uses the
+//! binaries of the current profile (`bin_dir`), so it runs in debug as in release; nothing
+//! in it depends on the profile.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -151,6 +153,45 @@ fn container_processes(cluster_dir: &Path) -> Vec<(i32, String)> {
             (ours && !zombie).then_some((pid, id))
         })
         .collect()
+}
+
+/// Container cgroups (under the NMs' default hierarchy, `spindle`, of every controller and
+/// of the unified tree) named after a container of an application whose id has cluster
+/// timestamp one of `stamps`: what a root NM with cgroups left behind.
+fn container_cgroups(stamps: &BTreeSet<String>) -> Vec<std::path::PathBuf> {
+    fn walk(dir: &Path, depth: u32, stamps: &BTreeSet<String>, out: &mut Vec<std::path::PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.filter_map(Result::ok) {
+            let path = e.path();
+            if !path.is_dir() {
+                continue;
+            }
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("container_")
+                && stamps.iter().any(|t| name.contains(&format!("_{t}_")))
+            {
+                out.push(path);
+            } else if depth > 0 {
+                walk(&path, depth - 1, stamps, out);
+            }
+        }
+    }
+    let root = Path::new("/sys/fs/cgroup");
+    let mut tops = vec![root.join("spindle")];
+    if let Ok(entries) = std::fs::read_dir(root) {
+        tops.extend(
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path().join("spindle")),
+        );
+    }
+    let mut out = vec![];
+    for t in tops {
+        walk(&t, 3, stamps, &mut out);
+    }
+    out
 }
 
 /// The process group leader of container `id`'s process (its launch shell).
@@ -483,6 +524,17 @@ fn a_crash_under_load_keeps_live_attempts_and_loses_no_completion() {
         left_over.is_empty(),
         "container processes left: {left_over:?}"
     );
+    // Nor their cgroups (where the NMs made any: as root with cgroups, as in CI).
+    let stamps: BTreeSet<String> = all
+        .iter()
+        .filter_map(|id| id.split('_').nth(1).map(String::from))
+        .collect();
+    let mut cgroups = container_cgroups(&stamps);
+    while !cgroups.is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(200));
+        cgroups = container_cgroups(&stamps);
+    }
+    assert!(cgroups.is_empty(), "container cgroups left: {cgroups:?}");
     let rm_log = std::fs::read_to_string(c.dir.path().join("rm-restart1.log")).unwrap_or_default();
     assert!(rm_log.contains("recovered"), "{rm_log}");
 }
