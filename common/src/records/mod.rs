@@ -9,8 +9,8 @@
 //! YARN versions and older Spindle peers can still talk to us.
 
 pub mod admin;
-pub mod auth;
 pub mod am;
+pub mod auth;
 pub mod cluster;
 pub mod exception;
 pub mod labels;
