@@ -480,10 +480,25 @@ impl RmCore {
         }
         att.phase = AttemptPhase::Finishing { at: now };
         let app_id = attempt.application_id;
+        let mut killing = false;
         if let Some(app) = self.apps.get_mut(&app_id) {
             if !tracking_url.is_empty() {
                 app.tracking_url = tracking_url;
             }
+            killing = app.killing_since.is_some();
+        }
+        if killing {
+            // YARN's KILLING state: the AM's own verdict (often a failure it saw because its
+            // workers were killed first) does not replace the kill; the kill's diagnostic
+            // stays.
+            self.finish_app(
+                &app_id,
+                AppState::KILLED,
+                FinalApplicationStatus::KILLED,
+                None,
+                now,
+            );
+            return Ok(());
         }
         let status = match status {
             FinalApplicationStatus::UNDEFINED => FinalApplicationStatus::FAILED,

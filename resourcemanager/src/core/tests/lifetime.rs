@@ -2,7 +2,7 @@
 //! deadline passed, with YARN's diagnostic; updates move the deadline; refusals are typed;
 //! the deadline survives a restart.
 
-use spindle_common::states::YarnApplicationState as AppState;
+use spindle_common::states::{FinalApplicationStatus, YarnApplicationState as AppState};
 use spindle_common::token::TokenSecret;
 
 use super::TestEnv;
@@ -53,6 +53,40 @@ fn the_tick_kills_an_application_at_its_lifetime_with_yarns_diagnostic() {
         a.diagnostics,
         "Application is killed by ResourceManager as it has exceeded the lifetime period."
     );
+}
+
+/// An AM that unregisters while its application is being killed (it heard of its workers'
+/// kills first) does not turn the kill into its own verdict: the application ends KILLED
+/// with the kill's diagnostic, as YARN's KILLING state ignores the unregister's status.
+#[test]
+fn an_unregister_during_a_kill_leaves_the_application_killed() {
+    let (mut env, _node, app, am) = running();
+    let attempt = am.attempt_id;
+    env.core
+        .am_register(&attempt, "h".into(), 0, String::new(), env.now)
+        .unwrap();
+    env.step();
+    let at = env.now + 1_000;
+    env.core
+        .update_lifetime(&app, at, &alice(), env.now)
+        .unwrap();
+    env.step();
+    env.advance(1_000);
+    assert!(env.app(&app).killing_since.is_some());
+    env.core
+        .am_finish(
+            &attempt,
+            FinalApplicationStatus::FAILED,
+            "1 of 1 containers failed".into(),
+            String::new(),
+            env.now,
+        )
+        .unwrap();
+    env.step();
+    let a = env.app(&app);
+    assert_eq!(a.state, AppState::KILLED);
+    assert_eq!(a.final_status, FinalApplicationStatus::KILLED);
+    assert_eq!(a.diagnostics, LIFETIME_EXCEEDED);
 }
 
 #[test]
