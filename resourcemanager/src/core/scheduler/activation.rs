@@ -228,20 +228,7 @@ impl Scheduler {
                     break;
                 }
             }
-            let am = app.am_resource.clone();
-            let user = app.user.clone();
-            let q = &mut self.tree.queues[leaf];
-            q.waiting.remove(&(seq, id));
-            q.active_apps += 1;
-            q.am_used.add_assign(&am);
-            let u = q.users.entry(user).or_default();
-            u.pending_apps = u.pending_apps.saturating_sub(1);
-            u.active_apps += 1;
-            u.am_used.add_assign(&am);
-            if let Some(a) = self.apps.get_mut(&id) {
-                a.active = true;
-            }
-            self.refresh_order(&id);
+            self.activate_now(&id);
             out.push(id);
         }
         out
