@@ -64,7 +64,11 @@ impl Drop for KillPid {
 /// hard limit; returns the hard limit.
 fn set_soft_nofile(soft: u64) -> u64 {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
+    let (_, mut hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
+    // A machine whose hard limit is low (a CI container's 1,024, say): root may raise it.
+    if hard < 8192 && setrlimit(Resource::RLIMIT_NOFILE, soft.min(hard), 8192).is_ok() {
+        hard = 8192;
+    }
     setrlimit(Resource::RLIMIT_NOFILE, soft.min(hard), hard).expect("setrlimit");
     hard
 }
