@@ -162,21 +162,30 @@ pub(super) async fn run(args: &[String]) -> anyhow::Result<u8> {
         "resource": {"memory": 1, "vCores": 1},
     });
     let mut beat_lat = Vec::new();
+    // As an NM does, the heartbeat names the newest container-token key it was sent
+    // (`lastKnownContainerTokenMasterKey`), so answers carry a key only after a roll.
+    let key_id = |v: &Value| v["containerTokenMasterKey"]["keyId"].as_u64();
     if heartbeats > 0 {
-        post(REGISTER, register.clone()).await?;
+        let mut known = key_id(&post(REGISTER, register.clone()).await?);
         let mut response_id = 0i64;
         for _ in 0..heartbeats {
-            let body = json!({
+            let mut body = json!({
                 "nodeId": node, "responseId": response_id,
                 "nodeStatus": {"healthy": true, "healthReport": "",
                     "lastHealthReportTime": spindle_common::time::now_ms(),
                     "containersStatuses": [], "nodeUtilization": null},
             });
+            if let Some(id) = known {
+                body["lastKnownContainerTokenMasterKey"] = json!({ "keyId": id });
+            }
             let t = Instant::now();
             let v = post(HEARTBEAT, body).await?;
             beat_lat.push(t.elapsed());
+            if let Some(id) = key_id(&v) {
+                known = Some(id);
+            }
             if v["nodeAction"] == "RESYNC" {
-                post(REGISTER, register.clone()).await?;
+                known = key_id(&post(REGISTER, register.clone()).await?).or(known);
                 response_id = 0;
             } else {
                 response_id = v["responseId"].as_i64().unwrap_or(response_id + 1);
