@@ -186,6 +186,13 @@ async fn container_calls_need_the_owning_applications_token() {
     let x = cid(3, 1);
     nm.run_container(&rm, x, "alice", "sleep 30").await;
     rm.wait_state(&x, ContainerState::RUNNING).await;
+    // The RM hears RUNNING from acceptance on; the NM's own state leaves LOCALIZING once
+    // the process runs (later on a busy machine).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while state_of(&nm, &x).await != "RUNNING" {
+        assert!(std::time::Instant::now() < deadline, "{x} never ran");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let x_token = format!("Bearer {}", rm.token(&nm.ident(cid(3, 2), "alice")));
     let y_token = format!("Bearer {}", rm.token(&nm.ident(cid(4, 1), "mallory")));
     let forged_x = format!(
