@@ -230,7 +230,8 @@ async fn serve(
             conf.log_dirs.clone(),
         )
         .with_health(plugin_health)
-        .with_rm_address(conf.rm_address.clone()),
+        .with_rm_address(conf.http.client.base_url(&conf.rm_address))
+        .with_scheme(conf.http.scheme()),
     );
     let mut server_stop = stop_rx.clone();
     let mut server = tokio::spawn(

@@ -63,8 +63,11 @@ struct Inner {
     capacity: Resource,
     log_roots: Vec<PathBuf>,
     health: HealthView,
-    /// The RM's web address (`host:port`), for the log pages' links back to the application.
+    /// The RM's web address (`host:port`, or a base URL with its scheme), for the log
+    /// pages' links back to the application.
     rm_web: Option<String>,
+    /// `http` or `https` (`yarn.http.policy`): how this NM's own links are written.
+    scheme: &'static str,
 }
 
 impl RestState {
@@ -81,6 +84,7 @@ impl RestState {
             log_roots,
             health: HealthView::default(),
             rm_web: None,
+            scheme: "http",
         }))
     }
 
@@ -94,6 +98,7 @@ impl RestState {
             log_roots: self.0.log_roots.clone(),
             health: self.0.health.clone(),
             rm_web: Some(rm.into()),
+            scheme: self.0.scheme,
         };
         Self(Arc::new(inner))
     }
@@ -107,6 +112,22 @@ impl RestState {
             log_roots: self.0.log_roots.clone(),
             health,
             rm_web: self.0.rm_web.clone(),
+            scheme: self.0.scheme,
+        };
+        Self(Arc::new(inner))
+    }
+
+    /// Writes this NM's own links (`containerLogsLink`) with `scheme`, `https` under
+    /// `yarn.http.policy=HTTPS_ONLY`.
+    pub fn with_scheme(self, scheme: &'static str) -> Self {
+        let inner = Inner {
+            handle: self.0.handle.clone(),
+            node_id: self.0.node_id.clone(),
+            capacity: self.0.capacity.clone(),
+            log_roots: self.0.log_roots.clone(),
+            health: self.0.health.clone(),
+            rm_web: self.0.rm_web.clone(),
+            scheme,
         };
         Self(Arc::new(inner))
     }
@@ -278,8 +299,8 @@ async fn container_info(s: &RestState, c: &Container) -> NmContainerInfo {
         total_memory_needed_mb: c.resource.memory_mb,
         total_v_cores_needed: c.resource.vcores,
         container_logs_link: format!(
-            "http://{}/node/containerlogs/{}/{}",
-            s.0.node_id, c.id, c.user
+            "{}://{}/node/containerlogs/{}/{}",
+            s.0.scheme, s.0.node_id, c.id, c.user
         ),
         node_id: s.0.node_id.to_string(),
         execution_type: "GUARANTEED".to_string(),
@@ -848,12 +869,13 @@ fn app_links(rm_web: Option<&str>, id: &ContainerId) -> String {
     let Some(rm) = rm_web else {
         return String::new();
     };
-    let rm = html_escape(rm);
+    // An address without a scheme is plain HTTP's (a base URL keeps its own).
+    let rm = html_escape(&spindle_common::tls::HttpPolicy::HttpOnly.base_url(rm));
     let app = id.application_id();
     format!(
-        "<p>Application: <a class=\"rm-ui-app\" href=\"http://{rm}/ui/#/app/{app}\">{app}</a> \
+        "<p>Application: <a class=\"rm-ui-app\" href=\"{rm}/ui/#/app/{app}\">{app}</a> \
          in the ResourceManager's UI \
-         (<a class=\"rm-cluster-app\" href=\"http://{rm}/cluster/app/{app}\">YARN's application page</a>).</p>\n"
+         (<a class=\"rm-cluster-app\" href=\"{rm}/cluster/app/{app}\">YARN's application page</a>).</p>\n"
     )
 }
 
@@ -886,6 +908,14 @@ mod tests {
             "{html}"
         );
         assert_eq!(app_links(None, &id), "");
+        // Under HTTPS_ONLY the NM is given the RM's base URL: its scheme is kept.
+        let tls = app_links(Some("https://rm.example.com:8090"), &id);
+        assert!(
+            tls.contains(
+                "href=\"https://rm.example.com:8090/cluster/app/application_1700000000000_0007\""
+            ),
+            "{tls}"
+        );
     }
 
     #[test]

@@ -126,7 +126,8 @@ impl StatusUpdater {
             .build()?;
         Ok(Self {
             client,
-            rm_base: format!("http://{rm_address}"),
+            // An address written with its scheme keeps it (`https://rm:8088`).
+            rm_base: spindle_common::tls::HttpPolicy::HttpOnly.base_url(rm_address),
             node_id,
             resource,
             handle,
