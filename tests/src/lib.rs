@@ -451,6 +451,50 @@ impl Cluster {
         (s, r.json().unwrap_or(Value::Null), loc)
     }
 
+    /// Submits, as a YARN REST client would (`new-application`, then `POST /apps` as
+    /// `user` when one is named), a distributed shell `name` into `queue` whose one worker
+    /// (256 MB, 1 vcore) runs `command`; returns its id once the RM accepted it (202).
+    pub fn submit_dshell(
+        &self,
+        name: &str,
+        queue: &str,
+        user: Option<&str>,
+        command: &str,
+    ) -> String {
+        let (s, v, _) = self.send(
+            reqwest::Method::POST,
+            "/ws/v1/cluster/apps/new-application",
+            &serde_json::json!({}),
+        );
+        assert_eq!(s, 200, "{v}");
+        let id = v["application-id"].as_str().expect("id").to_string();
+        let ctx = serde_json::json!({
+            "application-id": id,
+            "application-name": name,
+            "application-type": "DISTRIBUTEDSHELL",
+            "queue": queue,
+            "max-app-attempts": 1,
+            "am-container-spec": {
+                "local-resources": {"entry": [{"key": "spindle", "value": {
+                    "resource": format!("file://{}", bin("spindle").display()), "type": "FILE", "visibility": "APPLICATION"}}]},
+                "environment": {"entry": [
+                    {"key": "DISTRIBUTEDSHELL_NUM_CONTAINERS", "value": "1"},
+                    {"key": "DISTRIBUTEDSHELL_CONTAINER_RESOURCES", "value": "memory-mb=256,vcores=1"},
+                    {"key": "DISTRIBUTEDSHELL_SHELL_COMMAND", "value": command}
+                ]},
+                "commands": {"command": "./spindle distributed-shell-am"}
+            },
+            "resource": {"memory": 256, "vCores": 1}
+        });
+        let path = match user {
+            Some(u) => format!("/ws/v1/cluster/apps?user.name={u}"),
+            None => "/ws/v1/cluster/apps".to_string(),
+        };
+        let (s, v, _) = self.send(reqwest::Method::POST, &path, &ctx);
+        assert_eq!(s, 202, "{v}");
+        id
+    }
+
     pub fn running_nodes(&self) -> usize {
         let (_, v) = self.get("/ws/v1/cluster/nodes?states=RUNNING");
         v["nodes"]["node"].as_array().map(Vec::len).unwrap_or(0)

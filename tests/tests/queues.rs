@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{json, Value};
-use spindle_system_tests::{bin, cs_xml, wait_until, Cluster, ClusterOpts};
+use spindle_system_tests::{cs_xml, wait_until, Cluster, ClusterOpts};
 
 const ADMIN: &str = "admin";
 
@@ -34,38 +34,7 @@ fn file_with(a: &str, b: &str) -> String {
 
 /// A distributed shell with one `sleep` worker, submitted as `user` into `queue`.
 fn submit_sleeper(c: &Cluster, user: &str, queue: &str) -> String {
-    let (status, v, _) = c.send(
-        Method::POST,
-        "/ws/v1/cluster/apps/new-application",
-        &json!({}),
-    );
-    assert_eq!(status, 200, "{v}");
-    let id = v["application-id"].as_str().expect("id").to_string();
-    let ctx = json!({
-        "application-id": id,
-        "application-name": format!("sleeper-{queue}"),
-        "application-type": "DISTRIBUTEDSHELL",
-        "queue": queue,
-        "max-app-attempts": 1,
-        "am-container-spec": {
-            "local-resources": {"entry": [{"key": "spindle", "value": {
-                "resource": format!("file://{}", bin("spindle").display()), "type": "FILE", "visibility": "APPLICATION"}}]},
-            "environment": {"entry": [
-                {"key": "DISTRIBUTEDSHELL_NUM_CONTAINERS", "value": "1"},
-                {"key": "DISTRIBUTEDSHELL_CONTAINER_RESOURCES", "value": "memory-mb=256,vcores=1"},
-                {"key": "DISTRIBUTEDSHELL_SHELL_COMMAND", "value": "sleep 300"}
-            ]},
-            "commands": {"command": "./spindle distributed-shell-am"}
-        },
-        "resource": {"memory": 256, "vCores": 1}
-    });
-    let (status, v, _) = c.send(
-        Method::POST,
-        &format!("/ws/v1/cluster/apps?user.name={user}"),
-        &ctx,
-    );
-    assert_eq!(status, 202, "{v}");
-    id
+    c.submit_dshell(&format!("sleeper-{queue}"), queue, Some(user), "sleep 300")
 }
 
 /// Waits until the app is RUNNING with its AM and its worker running.

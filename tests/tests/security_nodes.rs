@@ -54,37 +54,9 @@ fn containers(c: &Cluster, app: &str) -> Vec<(String, String, String)> {
     out
 }
 
-/// A distributed shell whose one worker sleeps for minutes, submitted as a YARN REST
-/// client would.
+/// A distributed shell whose one worker sleeps for minutes.
 fn submit_sleeper(c: &Cluster) -> String {
-    let (s, v, _) = c.send(
-        Method::POST,
-        "/ws/v1/cluster/apps/new-application",
-        &json!({}),
-    );
-    assert_eq!(s, 200, "{v}");
-    let id = v["application-id"].as_str().expect("id").to_string();
-    let ctx = json!({
-        "application-id": id,
-        "application-name": "sleeper",
-        "application-type": "DISTRIBUTEDSHELL",
-        "queue": "default",
-        "max-app-attempts": 1,
-        "am-container-spec": {
-            "local-resources": {"entry": [{"key": "spindle", "value": {
-                "resource": format!("file://{}", bin("spindle").display()), "type": "FILE", "visibility": "APPLICATION"}}]},
-            "environment": {"entry": [
-                {"key": "DISTRIBUTEDSHELL_NUM_CONTAINERS", "value": "1"},
-                {"key": "DISTRIBUTEDSHELL_CONTAINER_RESOURCES", "value": "memory-mb=256,vcores=1"},
-                {"key": "DISTRIBUTEDSHELL_SHELL_COMMAND", "value": "sleep 300"}
-            ]},
-            "commands": {"command": "./spindle distributed-shell-am"}
-        },
-        "resource": {"memory": 256, "vCores": 1}
-    });
-    let (s, v, _) = c.send(Method::POST, "/ws/v1/cluster/apps", &ctx);
-    assert_eq!(s, 202, "{v}");
-    id
+    c.submit_dshell("sleeper", "default", None, "sleep 300")
 }
 
 /// POSTs `body` to a node-tracker path as an outsider, with `auth` as the Authorization

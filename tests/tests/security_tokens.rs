@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use reqwest::Method;
 use serde_json::{json, Value};
 use spindle_common::cluster_secret::ClusterSecret;
 use spindle_common::ids::{ApplicationAttemptId, ContainerId, NodeId};
@@ -24,7 +23,7 @@ use spindle_common::token::{
     issue_amrm_token, issue_container_token, unverified_container_identifier, AmRmKey,
     ContainerKey, ContainerTokenIdentifier,
 };
-use spindle_system_tests::{bin, wait_until, Cluster, ClusterOpts};
+use spindle_system_tests::{wait_until, Cluster, ClusterOpts};
 
 const LIMIT: Duration = Duration::from_secs(40);
 
@@ -37,34 +36,7 @@ fn now_ms() -> u64 {
 
 /// A distributed shell whose one worker sleeps for minutes.
 fn submit_sleeper(c: &Cluster, name: &str) -> String {
-    let (s, v, _) = c.send(
-        Method::POST,
-        "/ws/v1/cluster/apps/new-application",
-        &json!({}),
-    );
-    assert_eq!(s, 200, "{v}");
-    let id = v["application-id"].as_str().expect("id").to_string();
-    let ctx = json!({
-        "application-id": id,
-        "application-name": name,
-        "application-type": "DISTRIBUTEDSHELL",
-        "queue": "default",
-        "max-app-attempts": 1,
-        "am-container-spec": {
-            "local-resources": {"entry": [{"key": "spindle", "value": {
-                "resource": format!("file://{}", bin("spindle").display()), "type": "FILE", "visibility": "APPLICATION"}}]},
-            "environment": {"entry": [
-                {"key": "DISTRIBUTEDSHELL_NUM_CONTAINERS", "value": "1"},
-                {"key": "DISTRIBUTEDSHELL_CONTAINER_RESOURCES", "value": "memory-mb=256,vcores=1"},
-                {"key": "DISTRIBUTEDSHELL_SHELL_COMMAND", "value": "sleep 300"}
-            ]},
-            "commands": {"command": "./spindle distributed-shell-am"}
-        },
-        "resource": {"memory": 256, "vCores": 1}
-    });
-    let (s, v, _) = c.send(Method::POST, "/ws/v1/cluster/apps", &ctx);
-    assert_eq!(s, 202, "{v}");
-    id
+    c.submit_dshell(name, "default", None, "sleep 300")
 }
 
 /// The application's containers as the RM lists them: (id, node, state).
