@@ -11,6 +11,37 @@ impl RmCore {
         self.check_decommissioning()?;
         let mut node_use: BTreeMap<&NodeId, Resource> = BTreeMap::new();
         let mut app_use: BTreeMap<ApplicationId, Resource> = BTreeMap::new();
+        for (id, n) in self.nodes.iter().filter(|(_, n)| !n.state.is_inactive()) {
+            if self
+                .node_liveness
+                .get(id)
+                .is_none_or(|t| t > n.last_heartbeat)
+            {
+                return Err(format!(
+                    "active node {id} (last heartbeat {}) is watched for liveness at {:?}",
+                    n.last_heartbeat,
+                    self.node_liveness.get(id)
+                ));
+            }
+        }
+        let awaiting: BTreeSet<(u64, ContainerId)> = self
+            .containers
+            .values()
+            .filter(|c| {
+                matches!(
+                    c.state,
+                    RmContainerState::ALLOCATED | RmContainerState::ACQUIRED
+                )
+            })
+            .map(|c| (c.allocated_time, c.id))
+            .collect();
+        if awaiting != self.awaiting_launch {
+            return Err(format!(
+                "{} containers are allocated and not yet running, but the expiry index holds {}",
+                awaiting.len(),
+                self.awaiting_launch.len()
+            ));
+        }
         for c in self.containers.values().filter(|c| c.is_live()) {
             let app = self
                 .apps

@@ -45,6 +45,7 @@ impl RmCore {
                 partition: p.partition.clone(),
             },
         );
+        self.awaiting_launch.insert((now, cid));
         self.counters.containers_allocated += 1;
         if let Some(g) = &p.gang {
             self.sched.gang_member(&p.app, g, cid);
@@ -157,6 +158,7 @@ impl RmCore {
         let Some(c) = self.containers.get_mut(cid) else {
             return;
         };
+        self.awaiting_launch.remove(&(c.allocated_time, *cid));
         c.state = RmContainerState::COMPLETED;
         c.finish_time = now;
         c.exit_status = exit;

@@ -14,6 +14,7 @@ mod apps;
 mod attempts;
 mod check;
 mod containers;
+mod deadlines;
 mod elastic;
 mod error;
 mod idle;
@@ -181,6 +182,16 @@ pub struct RmCore {
     /// Applications' `LIFETIME` deadlines, soonest first (see `apps::expire_lifetimes`); an
     /// entry whose application ended or changed its deadline is dropped when it comes due.
     lifetimes: BTreeSet<(u64, ApplicationId)>,
+    /// Containers allocated but not yet running (ALLOCATED, ACQUIRED), oldest allocation
+    /// first: what the allocation expiry looks at (`tick`), without walking every container.
+    awaiting_launch: BTreeSet<(u64, ContainerId)>,
+    /// The nodes that carry a drain (`Node::decommissioning`): what the tick's end of drains
+    /// looks at, without walking every node.
+    draining: BTreeSet<NodeId>,
+    /// Active nodes by a heartbeat time no later than their last one: the liveness check
+    /// looks only at nodes whose recorded time is older than the expiry, and puts a node
+    /// that did beat since back at its newest time (YARN's liveness monitor, per node).
+    node_liveness: deadlines::Deadlines<NodeId>,
     nodes: SharedMap<NodeId, Node>,
     containers: SharedMap<ContainerId, RmContainer>,
     sched: Scheduler,
@@ -230,6 +241,9 @@ impl RmCore {
             apps: SharedMap::new(),
             completed: BTreeSet::new(),
             lifetimes: BTreeSet::new(),
+            awaiting_launch: BTreeSet::new(),
+            draining: BTreeSet::new(),
+            node_liveness: deadlines::Deadlines::default(),
             nodes: SharedMap::new(),
             containers: SharedMap::new(),
             sched,

@@ -222,6 +222,7 @@ impl RmCore {
             ..node
         };
         self.nodes.insert(id.clone(), node);
+        self.node_liveness.set(id.clone(), now);
         self.sched.add_node(id.clone(), reg.rack, reg.total, used);
         if drain.is_some() {
             self.sched.set_draining(&id, true);
@@ -371,6 +372,7 @@ impl RmCore {
         }
         node.state = NodeState::DECOMMISSIONING;
         node.decommissioning = Some(drain);
+        self.draining.insert(id.clone());
         node.last_health_update = now;
         self.sched.set_draining(id, true);
         self.changed();
@@ -383,6 +385,7 @@ impl RmCore {
             return;
         };
         node.decommissioning = None;
+        self.draining.remove(id);
         node.state = if healthy {
             NodeState::RUNNING
         } else {
@@ -399,6 +402,7 @@ impl RmCore {
         if let Some(n) = self.nodes.get_mut(id) {
             n.decommissioning = None;
         }
+        self.draining.remove(id);
         let report = format!("Node {id} decommissioned: {why}");
         let diag = format!("Container released on a *decommissioned* node {id}: {why}");
         self.deactivate_node(id, NodeState::DECOMMISSIONED, report, diag, now);
@@ -408,8 +412,9 @@ impl RmCore {
     /// one whose deadline passed (what is left is killed).
     pub(super) fn tick_decommissioning(&mut self, now: u64) {
         let over: Vec<(NodeId, Option<u64>)> = self
-            .nodes
-            .values()
+            .draining
+            .iter()
+            .filter_map(|id| self.nodes.get(id))
             .filter_map(|n| n.decommissioning.map(|d| (n, d)))
             .filter(|(n, d)| n.containers.is_empty() || d.deadline().is_some_and(|t| now >= t))
             .map(|(n, d)| {
@@ -434,6 +439,18 @@ impl RmCore {
     /// The decommissioning invariants (for `sanity_check`): a node carries a drain exactly
     /// while DECOMMISSIONING, and the scheduler drains exactly those nodes.
     pub(super) fn check_decommissioning(&self) -> Result<(), String> {
+        let carrying: BTreeSet<&NodeId> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.decommissioning.is_some())
+            .map(|(id, _)| id)
+            .collect();
+        if carrying != self.draining.iter().collect() {
+            return Err(format!(
+                "nodes {carrying:?} carry a drain but the drain index holds {:?}",
+                self.draining
+            ));
+        }
         for (id, n) in &self.nodes {
             let draining = n.state == NodeState::DECOMMISSIONING;
             if draining != n.decommissioning.is_some() {
@@ -581,6 +598,7 @@ impl RmCore {
                             {
                                 c.state = RmContainerState::RUNNING;
                                 c.start_time = now;
+                                self.awaiting_launch.remove(&(c.allocated_time, r.id));
                                 self.changed();
                             }
                         }

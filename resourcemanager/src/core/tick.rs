@@ -46,15 +46,23 @@ impl RmCore {
     }
 
     fn tick_liveness(&mut self, now: u64) {
-        let expired_nodes: Vec<NodeId> = self
-            .nodes
-            .values()
-            .filter(|n| {
-                !n.state.is_inactive()
-                    && now.saturating_sub(n.last_heartbeat) > self.conf.nm_expiry_ms
-            })
-            .map(|n| n.id.clone())
-            .collect();
+        // Only nodes whose recorded heartbeat is older than the expiry are looked at; one
+        // that beat since goes back in at its last heartbeat, an inactive one leaves.
+        let expiry = self.conf.nm_expiry_ms;
+        let mut expired_nodes: Vec<NodeId> = Vec::new();
+        if let Some(cutoff) = now.checked_sub(expiry).and_then(|t| t.checked_sub(1)) {
+            for (_, id) in self.node_liveness.take_until(cutoff) {
+                let Some(n) = self.nodes.get(&id).filter(|n| !n.state.is_inactive()) else {
+                    continue;
+                };
+                if now.saturating_sub(n.last_heartbeat) > expiry {
+                    expired_nodes.push(id);
+                } else {
+                    let beat = n.last_heartbeat;
+                    self.node_liveness.set(id, beat);
+                }
+            }
+        }
         for n in expired_nodes {
             self.lose_node(&n, now);
         }
@@ -136,20 +144,14 @@ impl RmCore {
         for a in killing {
             self.try_finish_kill(&a, now);
         }
-        // Live containers are the ones on nodes.
+        // Only containers not yet running can expire: the oldest allocations first, and
+        // the walk stops at the first that has not expired.
+        let expiry = self.conf.container_alloc_expiry_ms;
         let expired: Vec<ContainerId> = self
-            .nodes
-            .values()
-            .flat_map(|n| n.containers.iter())
-            .filter_map(|c| self.containers.get(c))
-            .filter(|c| {
-                matches!(
-                    c.state,
-                    RmContainerState::ALLOCATED | RmContainerState::ACQUIRED
-                )
-            })
-            .filter(|c| now.saturating_sub(c.allocated_time) > self.conf.container_alloc_expiry_ms)
-            .map(|c| c.id)
+            .awaiting_launch
+            .iter()
+            .take_while(|(at, _)| now.saturating_sub(*at) > expiry)
+            .map(|(_, c)| *c)
             .collect();
         for c in expired {
             self.complete_container(

@@ -51,20 +51,22 @@ impl Scheduler {
         members: u32,
     ) -> Result<(), NeverFits> {
         // A default-partition gang may also use the idle room non-exclusive partitions lend.
-        let usable = |p: &str| {
-            p == partition || (partition.is_empty() && self.labels.get(p) == Some(&false))
-        };
+        // The partitions' sums and distinct node shapes are kept by the node index: this
+        // costs the shapes, not the nodes.
+        let lending = self
+            .labels
+            .iter()
+            .filter(|(l, exclusive)| partition.is_empty() && !**exclusive && !l.is_empty())
+            .map(|(l, _)| l.as_str());
         let mut total = Resource::zero();
         let mut largest = Resource::zero();
         let mut any_fits = false;
-        for n in self
-            .nodes
-            .iter()
-            .filter(|n| n.schedulable && usable(&n.partition))
-        {
-            any_fits |= shape.fits_in(&n.total);
-            largest = max_each(&largest, &n.total);
-            total.add_assign(&n.total);
+        for p in std::iter::once(partition).chain(lending) {
+            total.add_assign(&self.nodes.partition_total(p));
+            for (node_total, _) in self.nodes.partition_shapes(p) {
+                any_fits |= shape.fits_in(node_total);
+                largest = max_each(&largest, node_total);
+            }
         }
         if total.is_zero() || members == 0 {
             return Ok(());

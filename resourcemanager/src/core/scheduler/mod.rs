@@ -35,7 +35,7 @@ use spindle_common::{ApplicationId, NodeId, Resource};
 use super::queue_conf::{Calculator, OrderingPolicy, SchedulerConf};
 pub use las::Service;
 pub use nodes::{NodeIndex, SchedNode};
-use queues::{min_each, ratio, scale, within};
+use queues::{max_each, min_each, ratio, scale, within};
 pub use queues::{Queue, QueueIdx, QueueTree, UserUsage};
 
 /// (YARN request priority, allocationRequestId): the key of a desired-state ask.
@@ -429,14 +429,4 @@ impl Scheduler {
         }
         Ok(())
     }
-}
-
-fn max_each(a: &Resource, b: &Resource) -> Resource {
-    let mut out = a.clone();
-    for (k, v) in b.entries() {
-        if v > out.get(k) {
-            out.set(k, v);
-        }
-    }
-    out
 }

@@ -12,6 +12,7 @@ use spindle_common::resource::GPU;
 use spindle_common::{NodeId, Resource};
 
 use super::placement::NodeTags;
+use super::queues::max_each;
 
 /// Nodes with this many free GPUs or more share the top bucket.
 pub const MAX_BUCKET: usize = 16;
@@ -60,14 +61,21 @@ pub struct NodeIndex {
     buckets: BTreeMap<String, Vec<BTreeSet<(i64, usize)>>>,
     /// Per partition: the totals of its schedulable nodes.
     partition_total: BTreeMap<String, Resource>,
+    /// Per partition: each distinct total of its schedulable nodes and how many nodes have
+    /// it. A cluster has a handful of node shapes, so the largest node and whether any node
+    /// could ever take a shape cost what the shapes are, not how many nodes there are.
+    shapes: BTreeMap<String, BTreeMap<Resource, usize>>,
     min_alloc: Resource,
     /// Sum of the totals of schedulable nodes.
     pub cluster: Resource,
     /// Sum of what is used on schedulable nodes.
     pub cluster_used: Resource,
-    /// Component-wise largest total of any schedulable node (YARN caps the maximum
-    /// allocation by it).
+    /// Component-wise largest total of any healthy node, draining ones included (YARN caps
+    /// the maximum allocation by it; a DECOMMISSIONING node stays in its node tracker).
     pub largest: Resource,
+    /// Each distinct total of the healthy nodes and how many have it (what `largest` is
+    /// computed from when a node leaves).
+    healthy_shapes: BTreeMap<Resource, usize>,
     schedulable_count: usize,
     /// Nodes held for a waiting gang: no other ask is placed on them.
     reserved: BTreeMap<usize, (spindle_common::ApplicationId, String)>,
@@ -95,6 +103,14 @@ impl NodeIndex {
     /// The schedulable total of each partition with nodes (the default partition is `""`).
     pub fn partition_totals(&self) -> &BTreeMap<String, Resource> {
         &self.partition_total
+    }
+
+    /// The distinct totals of one partition's schedulable nodes, each with its node count.
+    pub fn partition_shapes(&self, partition: &str) -> impl Iterator<Item = (&Resource, usize)> {
+        self.shapes
+            .get(partition)
+            .into_iter()
+            .flat_map(|m| m.iter().map(|(r, n)| (r, *n)))
     }
 
     /// The schedulable total of one partition.
@@ -219,33 +235,44 @@ impl NodeIndex {
         } else {
             part.sub_assign(&total);
         }
+        let shapes = self.shapes.entry(n.partition.clone()).or_default();
+        if up {
+            *shapes.entry(total.clone()).or_default() += 1;
+        } else if let Some(c) = shapes.get_mut(&total) {
+            *c = c.saturating_sub(1);
+            if *c == 0 {
+                shapes.remove(&total);
+            }
+        }
         if up {
             self.cluster.add_assign(&total);
             self.cluster_used.add_assign(&used);
             self.schedulable_count += 1;
-            for (k, v) in total.entries() {
-                if v > self.largest.get(k) {
-                    self.largest.set(k, v);
-                }
-            }
         } else {
             self.cluster.sub_assign(&total);
             self.cluster_used.sub_assign(&used);
             self.schedulable_count = self.schedulable_count.saturating_sub(1);
-            self.recompute_largest();
         }
     }
 
-    fn recompute_largest(&mut self) {
-        let mut l = Resource::zero();
-        for n in self.slots.iter().flatten().filter(|n| n.schedulable) {
-            for (k, v) in n.total.entries() {
-                if v > l.get(k) {
-                    l.set(k, v);
-                }
+    /// Counts a healthy node's total in or out of `healthy_shapes`, and keeps `largest`.
+    fn count_healthy(&mut self, total: &Resource, up: bool) {
+        if up {
+            *self.healthy_shapes.entry(total.clone()).or_default() += 1;
+            self.largest = max_each(&self.largest, total);
+            return;
+        }
+        if let Some(c) = self.healthy_shapes.get_mut(total) {
+            *c = c.saturating_sub(1);
+            if *c == 0 {
+                self.healthy_shapes.remove(total);
             }
         }
-        self.largest = l;
+        // From the distinct shapes, not the nodes: a node leaving costs the shapes.
+        self.largest = self
+            .healthy_shapes
+            .keys()
+            .fold(Resource::zero(), |l, t| max_each(&l, t));
     }
 
     pub fn is_empty(&self) -> bool {
@@ -287,6 +314,7 @@ impl NodeIndex {
         self.remove(&id);
         let slot = self.free_slots.pop().unwrap_or(self.slots.len());
         let host = id.host.clone();
+        let total_of_new = total.clone();
         let node = SchedNode {
             id: id.clone(),
             host: host.clone(),
@@ -310,6 +338,7 @@ impl NodeIndex {
             self.slots[slot] = Some(node);
         }
         self.account(slot, true);
+        self.count_healthy(&total_of_new, true);
         self.by_id.insert(id, slot);
         self.by_host.entry(host).or_default().insert(slot);
         self.by_rack.entry(rack).or_default().insert(slot);
@@ -347,8 +376,8 @@ impl NodeIndex {
         self.unindex(slot);
         self.by_id.remove(id);
         let node = self.slots.get_mut(slot)?.take()?;
-        if node.schedulable {
-            self.recompute_largest();
+        if node.healthy {
+            self.count_healthy(&node.total, false);
         }
         if let Some(s) = self.by_host.get_mut(&node.host) {
             s.remove(&slot);
@@ -385,7 +414,15 @@ impl NodeIndex {
         let Some(n) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
+        let was_healthy = n.healthy;
         change(n);
+        if n.healthy != was_healthy {
+            let (total, healthy) = (n.total.clone(), n.healthy);
+            self.count_healthy(&total, healthy);
+        }
+        let Some(n) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
         let schedulable = n.healthy && !n.draining;
         if n.schedulable == schedulable {
             return;
@@ -409,6 +446,7 @@ impl NodeIndex {
         let mut cluster = Resource::zero();
         let mut used = Resource::zero();
         let mut parts: BTreeMap<&str, Resource> = BTreeMap::new();
+        let mut shapes: BTreeMap<&str, BTreeMap<&Resource, usize>> = BTreeMap::new();
         let mut count = 0;
         for n in self.iter() {
             if n.schedulable != (n.healthy && !n.draining) {
@@ -426,6 +464,11 @@ impl NodeIndex {
             cluster.add_assign(&n.total);
             used.add_assign(&n.used);
             parts.entry(&n.partition).or_default().add_assign(&n.total);
+            *shapes
+                .entry(&n.partition)
+                .or_default()
+                .entry(&n.total)
+                .or_default() += 1;
             count += 1;
         }
         let same = |a: &Resource, b: &Resource| a.minus(b).is_zero();
@@ -451,6 +494,23 @@ impl NodeIndex {
                     "partition `{p}` sums {total} but its schedulable nodes {expect}"
                 ));
             }
+            let kept: BTreeMap<&Resource, usize> = self.partition_shapes(p).collect();
+            let counted = shapes.remove(p).unwrap_or_default();
+            if kept != counted {
+                return Err(format!(
+                    "partition `{p}` keeps node shapes {kept:?} but its schedulable nodes have {counted:?}"
+                ));
+            }
+        }
+        let largest = self
+            .iter()
+            .filter(|n| n.healthy)
+            .fold(Resource::zero(), |l, n| max_each(&l, &n.total));
+        if largest != self.largest {
+            return Err(format!(
+                "the node index's largest node is {} but its nodes' is {largest}",
+                self.largest
+            ));
         }
         Ok(())
     }

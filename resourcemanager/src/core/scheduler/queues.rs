@@ -455,6 +455,17 @@ pub fn scale(r: &Resource, f: f64) -> Resource {
     out
 }
 
+/// The larger of each dimension.
+pub fn max_each(a: &Resource, b: &Resource) -> Resource {
+    let mut out = a.clone();
+    for (k, v) in b.entries() {
+        if v > out.get(k) {
+            out.set(k, v);
+        }
+    }
+    out
+}
+
 pub fn min_each(a: &Resource, b: &Resource) -> Resource {
     let mut out = Resource::zero();
     for (k, v) in a.entries() {
