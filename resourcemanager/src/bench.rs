@@ -15,6 +15,7 @@ use spindle_common::{NodeId, QueuePath, Resource};
 use crate::core::queue_conf::{CapacitySpec, QueueSpec, SchedulerConf};
 use crate::core::{
     AskUpdate, CoreConfig, LaunchSpec, NodeRegistration, ReportedContainer, RmCore, Submission,
+    WorkCounts,
 };
 
 /// What to build.
@@ -79,6 +80,23 @@ pub struct BenchResult {
     /// Work per steady-state pass: applications looked at and node searches made.
     pub steady_apps_visited_per_pass: f64,
     pub steady_node_searches_per_pass: f64,
+    /// What the core counted of its work while the backlog was fed in, and in the steady
+    /// phase (the benchmark's own reads of the container table left out): deterministic.
+    #[serde(serialize_with = "work_as_map")]
+    pub work_fill: WorkCounts,
+    #[serde(serialize_with = "work_as_map")]
+    pub work_steady: WorkCounts,
+}
+
+/// Work counts as a JSON object of name to count (the core has no serde).
+fn work_as_map<S: serde::Serializer>(w: &WorkCounts, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let named = w.named();
+    let mut m = s.serialize_map(Some(named.len()))?;
+    for (k, v) in named {
+        m.serialize_entry(k, &v)?;
+    }
+    m.end()
 }
 
 /// A small deterministic PRNG (xorshift64*), so runs are repeatable without a dependency.
@@ -289,6 +307,7 @@ pub fn run(spec: &BenchSpec) -> BenchResult {
     // per application), and the core places what fits at once.
     let mut pending: u64 = 0;
     let mut allocated: u64 = 0;
+    let work_start = core.work();
     let fill_start = Instant::now();
     for (i, att) in attempts.iter().enumerate() {
         let per_shape = spec.containers_per_app / 3;
@@ -324,6 +343,7 @@ pub fn run(spec: &BenchSpec) -> BenchResult {
     }
     let fill_secs = fill_start.elapsed().as_secs_f64();
     let fill_allocations = allocated;
+    let work_filled = core.work();
     // Steady state: a random running worker completes (reported in its node's heartbeat);
     // the pass that follows refills the space.
     let mut live: Vec<(spindle_common::ContainerId, NodeId)> = core
@@ -332,6 +352,8 @@ pub fn run(spec: &BenchSpec) -> BenchResult {
         .filter(|c| c.is_live() && !c.is_am)
         .map(|c| (c.id, c.node.clone()))
         .collect();
+    // The benchmark's own walks of the container table are not the core's work.
+    let mut own_walks = core.work().containers_walked - work_filled.containers_walked;
     let stats_before = core.scheduler().stats.clone();
     let mut passes = Vec::with_capacity(spec.steady_events);
     let mut steady_allocated: u64 = 0;
@@ -370,6 +392,7 @@ pub fn run(spec: &BenchSpec) -> BenchResult {
         steady_allocated += new;
         if new > 0 {
             // Pick up what was placed so it can complete later too.
+            let walked = core.containers().walked();
             live.extend(
                 core.containers()
                     .values()
@@ -378,6 +401,7 @@ pub fn run(spec: &BenchSpec) -> BenchResult {
                     .take(new as usize)
                     .map(|c| (c.id, c.node.clone())),
             );
+            own_walks += core.containers().walked() - walked;
         }
         if core.preemption().counters.containers_killed != killed_before {
             // Containers preempted by the round are gone (the benchmark's own bookkeeping:
@@ -387,6 +411,8 @@ pub fn run(spec: &BenchSpec) -> BenchResult {
         now += 30;
     }
     let steady_secs = steady_start.elapsed().as_secs_f64();
+    let mut work_steady = core.work().since(&work_filled);
+    work_steady.containers_walked -= own_walks;
     let stats = core.scheduler().stats.clone();
     let steady_passes = (stats.passes - stats_before.passes).max(1) as f64;
     let apps_per_pass = (stats.apps_visited - stats_before.apps_visited) as f64 / steady_passes;
@@ -423,6 +449,8 @@ pub fn run(spec: &BenchSpec) -> BenchResult {
         ns_per_allocation: fill_secs * 1e9 / (fill_allocations.max(1) as f64),
         steady_apps_visited_per_pass: apps_per_pass,
         steady_node_searches_per_pass: searches_per_pass,
+        work_fill: work_filled.since(&work_start),
+        work_steady,
     }
 }
 
@@ -447,6 +475,11 @@ pub struct GangBenchResult {
     pub pass_p50_us: f64,
     pub pass_p99_us: f64,
     pub containers_in_gangs: u64,
+    /// What the core counted of its work in each phase: deterministic.
+    #[serde(serialize_with = "work_as_map")]
+    pub work_fill: WorkCounts,
+    #[serde(serialize_with = "work_as_map")]
+    pub work_steady: WorkCounts,
 }
 
 /// Gangs of 1 to 32 one-GPU members (8 vcores, 64 GiB each) from every application, beside
@@ -499,6 +532,7 @@ pub fn run_gangs(spec: &BenchSpec) -> GangBenchResult {
     let mut containers = 0u64;
     let mut app_size = Vec::with_capacity(attempts.len());
     let mut running: Vec<(usize, Vec<(spindle_common::ContainerId, NodeId)>)> = Vec::new();
+    let work_start = core.work();
     let fill_start = Instant::now();
     for (i, att) in attempts.iter().enumerate() {
         let size = sizes[rng.below(sizes.len() as u64) as usize];
@@ -528,6 +562,7 @@ pub fn run_gangs(spec: &BenchSpec) -> GangBenchResult {
     }
     let fill_secs = fill_start.elapsed().as_secs_f64();
     let fill_placed = placed;
+    let work_filled = core.work();
     // Steady state: a random running gang ends; its application asks for a new one. Each
     // allocate call is one pass that may place this gang or any waiting one.
     let mut passes = Vec::new();
@@ -595,5 +630,7 @@ pub fn run_gangs(spec: &BenchSpec) -> GangBenchResult {
         pass_p50_us: pct(&passes, 0.5),
         pass_p99_us: pct(&passes, 0.99),
         containers_in_gangs: containers,
+        work_fill: work_filled.since(&work_start),
+        work_steady: core.work().since(&work_filled),
     }
 }

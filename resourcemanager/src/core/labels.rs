@@ -305,13 +305,17 @@ impl RmCore {
         };
         let _ = c;
         // A default-partition ask may also use the nodes of partitions that lend.
-        let lends = |p: &str| partition.is_empty() && self.labels.cluster.get(p) == Some(&false);
-        let nodes = self
-            .sched
-            .nodes()
+        let lending = self
+            .labels
+            .cluster
             .iter()
-            .filter(|n| n.partition == partition || lends(&n.partition))
-            .count();
+            .filter(|(l, exclusive)| partition.is_empty() && !**exclusive && !l.is_empty())
+            .map(|(l, _)| l.as_str());
+        let index = self.sched.nodes();
+        let nodes: usize = std::iter::once(partition)
+            .chain(lending)
+            .map(|p| index.partition_nodes(p))
+            .sum();
         if nodes > 0 && count as usize > nodes {
             return Err(CoreError::Unsatisfiable(format!(
                 "{count} containers tagged {} must each be on a node without that tag, but {} has only {nodes} nodes",

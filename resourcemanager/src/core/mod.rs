@@ -27,6 +27,7 @@ mod recovery;
 mod tick;
 mod updates;
 pub mod usage;
+mod work;
 
 pub use am::{AllocateReply, Allocation, AskUpdate, CompletedContainer, GangView};
 pub use apps::{KillOutcome, LIFETIME_EXCEEDED};
@@ -47,6 +48,7 @@ pub use preemption::{
     AmReport, Notice, PreemptionConf, PreemptionCounters, PreemptionNotice, PreemptionState, Reason,
 };
 pub use updates::{ContainerUpdate, UpdateErrorView, UpdateKind, UpdateRefusal, UpdatedView};
+pub use work::WorkCounts;
 
 #[cfg(test)]
 pub(crate) mod tests;

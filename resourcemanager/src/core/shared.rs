@@ -8,18 +8,35 @@
 
 use std::borrow::Borrow;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// An ordered persistent map with values behind a shared pointer (see the module docs).
 pub struct SharedMap<K, V> {
     inner: imbl::OrdMap<K, Arc<V>>,
+    /// Entries the walks of this map could visit (its length at each `iter`, `keys` or
+    /// `values`): a work counter, so that a walk of every container or node where a lookup
+    /// would do shows in the work-ceiling test (`tests/work_ceilings.rs`). Atomic because
+    /// read snapshots are shared between threads; one add per walk, not per entry.
+    walked: AtomicU64,
 }
 
 impl<K: Ord + Clone, V: Clone> SharedMap<K, V> {
     pub fn new() -> Self {
         Self {
             inner: imbl::OrdMap::new(),
+            walked: AtomicU64::new(0),
         }
+    }
+
+    /// See `walked`: the sum of this map's length at each walk so far.
+    pub fn walked(&self) -> u64 {
+        self.walked.load(Ordering::Relaxed)
+    }
+
+    fn count_walk(&self) {
+        self.walked
+            .fetch_add(self.inner.len() as u64, Ordering::Relaxed);
     }
 
     pub fn len(&self) -> usize {
@@ -70,14 +87,17 @@ impl<K: Ord + Clone, V: Clone> SharedMap<K, V> {
     }
 
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&K, &V)> + '_ {
+        self.count_walk();
         self.inner.iter().map(|(k, v)| (k, v.as_ref()))
     }
 
     pub fn keys(&self) -> impl DoubleEndedIterator<Item = &K> + '_ {
+        self.count_walk();
         self.inner.keys()
     }
 
     pub fn values(&self) -> impl DoubleEndedIterator<Item = &V> + '_ {
+        self.count_walk();
         self.inner.values().map(Arc::as_ref)
     }
 }
@@ -93,6 +113,7 @@ impl<K: Clone, V> Clone for SharedMap<K, V> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
+            walked: AtomicU64::new(self.walked.load(Ordering::Relaxed)),
         }
     }
 }

@@ -847,6 +847,7 @@ impl Scheduler {
                 return None;
             }
             self.gang_plans_left -= 1;
+            self.stats.gang_plans += 1;
         }
         let nodes = &self.nodes;
         let attempt = match room.then(|| plan(app_id, nodes, &units, &params, &free, &mine_or_free))

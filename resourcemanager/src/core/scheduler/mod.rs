@@ -171,6 +171,10 @@ pub struct PassStats {
     pub placements: u64,
     /// Gangs placed whole.
     pub gangs_placed: u64,
+    /// Gang plans made (each a walk over candidate nodes).
+    pub gang_plans: u64,
+    /// Partitions a pass served (one per labelled partition and the default, per pass).
+    pub partitions_walked: u64,
     /// How long each gang granted since the driver last took them had waited (ms, from its
     /// round's `since` to the grant; at most [`GANG_WAITS_KEPT`], the oldest kept).
     pub gang_waits_ms: Vec<u64>,

@@ -6,6 +6,7 @@
 //! without GPUs prefers nodes without free GPUs and, among those, the most free memory
 //! (spreading CPU work, as YARN's heartbeat-driven placement does).
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use spindle_common::resource::GPU;
@@ -65,6 +66,8 @@ pub struct NodeIndex {
     /// it. A cluster has a handful of node shapes, so the largest node and whether any node
     /// could ever take a shape cost what the shapes are, not how many nodes there are.
     shapes: BTreeMap<String, BTreeMap<Resource, usize>>,
+    /// Per partition: how many nodes it has, schedulable or not.
+    members: BTreeMap<String, usize>,
     min_alloc: Resource,
     /// Sum of the totals of schedulable nodes.
     pub cluster: Resource,
@@ -86,6 +89,22 @@ pub struct NodeIndex {
     /// or changing, a hold given up): a gang that did not fit at one value cannot fit
     /// before it changes.
     room_epoch: u64,
+    /// Work counters (read through `&self`, hence cells): see [`NodeWork`].
+    probes: Cell<u64>,
+    walked: Cell<u64>,
+    holds_read: Cell<u64>,
+}
+
+/// What the index was asked to look at so far: deterministic work counters for the
+/// benchmarks and the work-ceiling test.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeWork {
+    /// Nodes a search tested for an ask, or a plan's candidate order yielded.
+    pub probes: u64,
+    /// Nodes walks of the whole index (`iter`, `slots`) yielded.
+    pub walked: u64,
+    /// Held nodes read (the holds map's length at each read).
+    pub holds_examined: u64,
 }
 
 impl NodeIndex {
@@ -111,6 +130,22 @@ impl NodeIndex {
             .get(partition)
             .into_iter()
             .flat_map(|m| m.iter().map(|(r, n)| (r, *n)))
+    }
+
+    /// How many nodes a partition has, schedulable or not.
+    pub fn partition_nodes(&self, partition: &str) -> usize {
+        self.members.get(partition).copied().unwrap_or(0)
+    }
+
+    fn count_member(&mut self, partition: &str, up: bool) {
+        if up {
+            *self.members.entry(partition.to_string()).or_default() += 1;
+        } else if let Some(c) = self.members.get_mut(partition) {
+            *c = c.saturating_sub(1);
+            if *c == 0 {
+                self.members.remove(partition);
+            }
+        }
     }
 
     /// The schedulable total of one partition.
@@ -154,6 +189,8 @@ impl NodeIndex {
         let n = self.slots.get_mut(slot)?.as_mut()?;
         let old = std::mem::replace(&mut n.partition, partition.to_string());
         let apps = n.apps_used.clone();
+        self.count_member(&old, false);
+        self.count_member(partition, true);
         self.account(slot, true);
         self.reindex(slot);
         Some((old, apps))
@@ -305,8 +342,21 @@ impl NodeIndex {
         self.slot(id).and_then(|s| self.get(s))
     }
 
+    /// Every node, in id order. Counted (`walked`): a pass should not need it.
     pub fn iter(&self) -> impl Iterator<Item = &SchedNode> {
-        self.by_id.values().filter_map(|s| self.get(*s))
+        self.by_id
+            .values()
+            .filter_map(|s| self.get(*s))
+            .inspect(|_| self.walked.set(self.walked.get() + 1))
+    }
+
+    /// See [`NodeWork`].
+    pub fn work(&self) -> NodeWork {
+        NodeWork {
+            probes: self.probes.get(),
+            walked: self.walked.get(),
+            holds_examined: self.holds_read.get(),
+        }
     }
 
     pub fn add(&mut self, id: NodeId, rack: String, total: Resource, used: Resource) {
@@ -339,6 +389,7 @@ impl NodeIndex {
         }
         self.account(slot, true);
         self.count_healthy(&total_of_new, true);
+        self.count_member("", true);
         self.by_id.insert(id, slot);
         self.by_host.entry(host).or_default().insert(slot);
         self.by_rack.entry(rack).or_default().insert(slot);
@@ -363,6 +414,8 @@ impl NodeIndex {
             c.partition = n.partition.clone();
             c.tags = n.tags.clone();
         }
+        self.count_member("", false);
+        self.count_member(&n.partition, true);
         self.account(slot, true);
         self.reindex(slot);
     }
@@ -376,6 +429,7 @@ impl NodeIndex {
         self.unindex(slot);
         self.by_id.remove(id);
         let node = self.slots.get_mut(slot)?.take()?;
+        self.count_member(&node.partition, false);
         if node.healthy {
             self.count_healthy(&node.total, false);
         }
@@ -447,8 +501,10 @@ impl NodeIndex {
         let mut used = Resource::zero();
         let mut parts: BTreeMap<&str, Resource> = BTreeMap::new();
         let mut shapes: BTreeMap<&str, BTreeMap<&Resource, usize>> = BTreeMap::new();
+        let mut members: BTreeMap<String, usize> = BTreeMap::new();
         let mut count = 0;
         for n in self.iter() {
+            *members.entry(n.partition.clone()).or_default() += 1;
             if n.schedulable != (n.healthy && !n.draining) {
                 return Err(format!(
                     "node {} schedulable={} but healthy={} draining={}",
@@ -501,6 +557,12 @@ impl NodeIndex {
                     "partition `{p}` keeps node shapes {kept:?} but its schedulable nodes have {counted:?}"
                 ));
             }
+        }
+        if members != self.members {
+            return Err(format!(
+                "the node index counts {:?} nodes per partition but has {members:?}",
+                self.members
+            ));
         }
         let largest = self
             .iter()
@@ -567,6 +629,7 @@ impl NodeIndex {
     }
 
     fn fits(&self, slot: usize, ask: &Resource) -> bool {
+        self.probes.set(self.probes.get() + 1);
         let Some(n) = self.get(slot) else {
             return false;
         };
@@ -643,6 +706,8 @@ impl NodeIndex {
     }
 
     pub fn reservations(&self) -> &BTreeMap<usize, (spindle_common::ApplicationId, String)> {
+        self.holds_read
+            .set(self.holds_read.get() + self.reserved.len() as u64);
         &self.reserved
     }
 
@@ -654,6 +719,7 @@ impl NodeIndex {
             .rev()
             .filter_map(move |b| p.map(|p| &p[b]))
             .flat_map(|set| set.iter().rev().map(|(_, s)| *s))
+            .inspect(|_| self.probes.set(self.probes.get() + 1))
     }
 
     /// Indexed nodes with at least `gpus` free GPUs and `mem` free memory, fewest free GPUs
@@ -669,11 +735,15 @@ impl NodeIndex {
         (g..=MAX_BUCKET)
             .filter_map(move |b| p.map(|p| &p[b]))
             .flat_map(move |set| set.range((mem, 0)..).map(|(_, s)| *s))
+            .inspect(|_| self.probes.set(self.probes.get() + 1))
     }
 
-    /// Slots of every node, schedulable or not.
+    /// Slots of every node, schedulable or not. Counted (`walked`).
     pub fn slots(&self) -> impl Iterator<Item = usize> + '_ {
-        self.by_id.values().copied()
+        self.by_id
+            .values()
+            .copied()
+            .inspect(|_| self.walked.set(self.walked.get() + 1))
     }
 
     /// A node of `partition` that fits `ask` and passes `also`, by the placement policy of

@@ -37,6 +37,7 @@ impl Scheduler {
         let mut partitions: Vec<String> = self.labels.keys().cloned().collect();
         partitions.push(String::new());
         for part in partitions {
+            self.stats.partitions_walked += 1;
             let mut excluded = vec![false; self.tree.queues.len()];
             let mut failed_shapes: Vec<Resource> = Vec::new();
             let mut blocked_users: BTreeSet<(QueueIdx, String)> = BTreeSet::new();

@@ -1,0 +1,187 @@
+//! The scheduler's work, held under ceilings: a guard against slowdowns that noise cannot
+//! hide. Times vary threefold between days on a shared machine; the work the core counts
+//! (`WorkCounts`: applications visited, nodes probed, gang plans, holds read, partitions
+//! served, whole-table walks) does not: the same seeded scenario gives the same counts on
+//! any machine. Each scenario is a small run of `spindle bench scheduler` / `bench gangs`
+//! (the same code, `spindle_resourcemanager::bench`), a few seconds in a debug build.
+//!
+//! When a count goes over its ceiling, the change made the scheduler do more work. If that
+//! is a slowdown, fix it. If the extra work is the point of the change (a new policy that
+//! must look at more), raise the ceiling in the same commit, to just above the new figure
+//! this test prints, and say in the commit message which count grew, by how much and why,
+//! with `scripts/bench-ab.sh` ratios showing what it costs in time. Never raise a ceiling
+//! to make a test pass without that explanation; lower one whenever a change does less.
+
+use spindle_resourcemanager::bench::{self, BenchSpec};
+use spindle_resourcemanager::core::WorkCounts;
+
+fn spec(preemption: bool, constrained: bool) -> BenchSpec {
+    BenchSpec {
+        nodes: 400,
+        racks: 8,
+        apps: 160,
+        containers_per_app: 30,
+        steady_events: 3_000,
+        seed: 7,
+        preemption,
+        constrained,
+    }
+}
+
+/// A ceiling per counter, `(name, ceiling)`; a counter not named has none.
+type Ceilings = &'static [(&'static str, u64)];
+
+/// Fails naming every counter over its ceiling, with both figures.
+fn check(scenario: &str, phase: &str, work: &WorkCounts, ceilings: Ceilings) -> Vec<String> {
+    let counts = work.named();
+    println!("{scenario} {phase}: {counts:?}");
+    let mut over = Vec::new();
+    for (name, ceiling) in ceilings {
+        let Some((_, got)) = counts.iter().find(|(n, _)| n == name) else {
+            over.push(format!("{scenario} {phase}: no counter named {name}"));
+            continue;
+        };
+        if got > ceiling {
+            over.push(format!(
+                "{scenario} {phase}: {name} = {got}, over its ceiling of {ceiling}"
+            ));
+        }
+    }
+    over
+}
+
+fn assert_within(over: Vec<String>) {
+    assert!(
+        over.is_empty(),
+        "the core did more work than its ceilings allow (see this file's header before \
+         raising one):\n  {}",
+        over.join("\n  ")
+    );
+}
+
+// Ceilings: today's figure plus about 2% (they are exact counts; the headroom only spares
+// a change that shifts a placement or two). Every whole-table walk ceiling is what the
+// scenario must never exceed by design: a pass or a tick walks no table.
+
+const PLAIN_FILL: Ceilings = &[
+    ("passes", 160),
+    ("leaves_served", 5021),
+    ("apps_visited", 5351),
+    ("node_searches", 3251),
+    ("gang_plans", 0),
+    ("partitions_walked", 164),
+    ("node_probes", 3251),
+    ("node_index_walked", 0),
+    ("holds_examined", 0),
+    ("apps_walked", 0),
+    ("nodes_walked", 0),
+    ("containers_walked", 0),
+];
+const PLAIN_STEADY: Ceilings = &[
+    ("passes", 3030),
+    ("leaves_served", 19554),
+    ("apps_visited", 22004),
+    ("node_searches", 1183),
+    ("gang_plans", 0),
+    ("partitions_walked", 3091),
+    ("node_probes", 1183),
+    ("node_index_walked", 0),
+    ("holds_examined", 0),
+    ("apps_walked", 0),
+    ("nodes_walked", 0),
+    ("containers_walked", 0),
+];
+
+#[test]
+fn scheduler_plain() {
+    let r = bench::run(&spec(false, false));
+    let mut over = check("scheduler", "fill", &r.work_fill, PLAIN_FILL);
+    over.extend(check("scheduler", "steady", &r.work_steady, PLAIN_STEADY));
+    assert_within(over);
+}
+
+const CONSTRAINED_FILL: Ceilings = &[];
+const CONSTRAINED_STEADY: Ceilings = &[
+    ("passes", 3030),
+    ("leaves_served", 26477),
+    ("apps_visited", 30896),
+    ("node_searches", 3251),
+    ("gang_plans", 0),
+    ("partitions_walked", 3091),
+    ("node_probes", 4348),
+    ("node_index_walked", 0),
+    ("holds_examined", 0),
+    ("apps_walked", 0),
+    ("nodes_walked", 0),
+    ("containers_walked", 0),
+];
+
+/// Half the applications' asks carry placement constraints (attributes, anti-affinity to
+/// their own tags, cardinality).
+#[test]
+fn scheduler_constrained() {
+    let r = bench::run(&spec(false, true));
+    let mut over = check("constrained", "fill", &r.work_fill, CONSTRAINED_FILL);
+    over.extend(check(
+        "constrained",
+        "steady",
+        &r.work_steady,
+        CONSTRAINED_STEADY,
+    ));
+    assert_within(over);
+}
+
+const PREEMPTION_FILL: Ceilings = &[];
+const PREEMPTION_STEADY: Ceilings = &[
+    ("passes", 3030),
+    ("leaves_served", 19554),
+    ("apps_visited", 22004),
+    ("node_searches", 1183),
+    ("gang_plans", 0),
+    ("partitions_walked", 3091),
+    ("node_probes", 1183),
+    ("node_index_walked", 0),
+    ("holds_examined", 0),
+    ("apps_walked", 0),
+    ("nodes_walked", 0),
+    ("containers_walked", 0),
+];
+
+/// The preemption monitor (intra-queue too) runs in the steady phase's ticks.
+#[test]
+fn scheduler_preemption() {
+    let r = bench::run(&spec(true, false));
+    let mut over = check("preemption", "fill", &r.work_fill, PREEMPTION_FILL);
+    over.extend(check(
+        "preemption",
+        "steady",
+        &r.work_steady,
+        PREEMPTION_STEADY,
+    ));
+    assert_within(over);
+}
+
+const GANGS_FILL: Ceilings = &[];
+const GANGS_STEADY: Ceilings = &[
+    ("passes", 8119),
+    ("leaves_served", 3060),
+    ("apps_visited", 3060),
+    ("node_searches", 3060),
+    ("gang_plans", 3060),
+    ("partitions_walked", 8282),
+    ("node_probes", 62435),
+    ("node_index_walked", 0),
+    ("holds_examined", 0),
+    ("apps_walked", 0),
+    ("nodes_walked", 0),
+    ("containers_walked", 0),
+];
+
+/// Gangs of 1 to 32 one-GPU members beside CPU-only asks.
+#[test]
+fn gangs() {
+    let r = bench::run_gangs(&spec(false, false));
+    let mut over = check("gangs", "fill", &r.work_fill, GANGS_FILL);
+    over.extend(check("gangs", "steady", &r.work_steady, GANGS_STEADY));
+    assert_within(over);
+}
