@@ -77,10 +77,22 @@ fn mac(key: &[u8], domain: &[u8]) -> HmacSha256 {
 }
 
 fn seal(key: &[u8], domain: &[u8], payload: &[u8]) -> String {
-    let mut m = mac(key, domain);
+    seal_keyed(mac(key, domain), payload)
+}
+
+/// `base64url(payload) "." hex(MAC)` with a MAC already keyed and fed its domain, written
+/// into one string sized up front.
+fn seal_keyed(mut m: HmacSha256, payload: &[u8]) -> String {
     m.update(payload);
-    let sig = hex::encode(m.finalize().into_bytes());
-    format!("{}.{}", URL_SAFE_NO_PAD.encode(payload), sig)
+    let sig = m.finalize().into_bytes();
+    let mut out = String::with_capacity(payload.len().div_ceil(3) * 4 + 1 + sig.len() * 2);
+    URL_SAFE_NO_PAD.encode_string(payload, &mut out);
+    out.push('.');
+    let mut hexed = [0u8; 64];
+    if hex::encode_to_slice(sig, &mut hexed).is_ok() {
+        out.push_str(std::str::from_utf8(&hexed).unwrap_or_default());
+    }
+    out
 }
 
 /// Splits a token into its payload and signature without checking anything.
@@ -136,11 +148,22 @@ impl AmRmKey {
 
 /// A container-token master key (YARN's `MasterKey`: `keyId` and the key bytes). The RM
 /// generates one at start and at every roll; NMs receive it wrapped with the cluster secret.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct ContainerKey {
     id: MasterKeyId,
     bytes: Vec<u8>,
+    /// The MAC keyed with `bytes` and fed the container-token prefix: each signature starts
+    /// from a copy of it instead of hashing the key and the prefix again.
+    keyed: HmacSha256,
 }
+
+impl PartialEq for ContainerKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id && self.bytes == other.bytes
+    }
+}
+
+impl Eq for ContainerKey {}
 
 impl std::fmt::Debug for ContainerKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -151,10 +174,12 @@ impl std::fmt::Debug for ContainerKey {
 impl ContainerKey {
     /// A fresh key with id `id`, 32 bytes from the operating system's random source.
     pub fn generate(id: MasterKeyId) -> Result<Self, TokenError> {
-        Ok(Self {
-            id,
-            bytes: random_bytes()?,
-        })
+        Ok(Self::keyed(id, random_bytes()?))
+    }
+
+    fn keyed(id: MasterKeyId, bytes: Vec<u8>) -> Self {
+        let keyed = mac(&bytes, CONTAINER_DOMAIN);
+        Self { id, bytes, keyed }
     }
 
     /// A fresh random key id, for the first key of an RM's life (YARN starts its serial
@@ -170,7 +195,7 @@ impl ContainerKey {
         if bytes.len() < MIN_KEY_LEN {
             return Err(TokenError::BadSecret);
         }
-        Ok(Self { id, bytes })
+        Ok(Self::keyed(id, bytes))
     }
 
     /// A key derived from `master` for `(context, id)` with HMAC-SHA256 (a pseudo-random
@@ -180,10 +205,7 @@ impl ContainerKey {
         let mut m = mac(&master.0, b"spindle.container-key-derivation.v1\0");
         m.update(&context.to_be_bytes());
         m.update(&id.to_be_bytes());
-        Self {
-            id,
-            bytes: m.finalize().into_bytes().to_vec(),
-        }
+        Self::keyed(id, m.finalize().into_bytes().to_vec())
     }
 
     pub fn id(&self) -> MasterKeyId {
@@ -309,7 +331,7 @@ pub fn issue_container_token(key: &ContainerKey, id: &ContainerTokenIdentifier) 
     id.master_key_id = key.id;
     // Serializing a struct of strings and integers cannot fail.
     let payload = serde_json::to_vec(&id).expect("token identifier serializes");
-    seal(&key.bytes, CONTAINER_DOMAIN, &payload)
+    seal_keyed(key.keyed.clone(), &payload)
 }
 
 /// The identifier a container token claims, NOT checked: for naming what a call is about
@@ -339,7 +361,9 @@ pub fn open_container_token(
             key_id: id.master_key_id,
             held: keys.held(),
         })?;
-    check(&key.bytes, CONTAINER_DOMAIN, &payload, &sig)?;
+    let mut m = key.keyed.clone();
+    m.update(&payload);
+    m.verify_slice(&sig).map_err(|_| TokenError::BadSignature)?;
     Ok(id)
 }
 

@@ -315,6 +315,9 @@ impl Scheduler {
 
     /// Counts (or stops counting) a container's allocation tags on its node.
     pub fn tag(&mut self, app: &ApplicationId, node: &NodeId, tags: &[String], up: bool) {
+        if tags.is_empty() {
+            return;
+        }
         let app_tags = self
             .apps
             .get(app)

@@ -3,6 +3,32 @@
 //! Must not: change an ask or an application's admission except by committing a placement.
 
 use super::*;
+use smallvec::SmallVec;
+
+/// Whether two partition names are the same, without a call for the common case of two
+/// default partitions (`str`'s `==` calls `memcmp` even for empty strings, and passes
+/// compare partitions for every ask they look at).
+#[inline]
+pub(super) fn same_partition(a: &str, b: &str) -> bool {
+    a.len() == b.len() && (a.is_empty() || a == b)
+}
+
+/// Users whose limit a pass found reached, per leaf (looked up without allocating).
+pub(super) struct BlockedUsers(BTreeMap<QueueIdx, BTreeSet<String>>);
+
+impl BlockedUsers {
+    pub(super) fn new() -> Self {
+        Self(BTreeMap::new())
+    }
+
+    fn contains(&self, leaf: QueueIdx, user: &str) -> bool {
+        self.0.get(&leaf).is_some_and(|u| u.contains(user))
+    }
+
+    fn insert(&mut self, leaf: QueueIdx, user: &str) {
+        self.0.entry(leaf).or_default().insert(user.to_string());
+    }
+}
 
 impl Scheduler {
     /// Places as many outstanding asks as fit now, and charges them.
@@ -40,7 +66,7 @@ impl Scheduler {
             self.stats.partitions_walked += 1;
             let mut excluded = vec![false; self.tree.queues.len()];
             let mut failed_shapes: Vec<Resource> = Vec::new();
-            let mut blocked_users: BTreeSet<(QueueIdx, String)> = BTreeSet::new();
+            let mut blocked_users = BlockedUsers::new();
             while let Some(leaf) = self.pick_leaf(&mut excluded, &part) {
                 self.stats.leaves_served += 1;
                 match self.serve_leaf(leaf, &part, &mut failed_shapes, &mut blocked_users) {
@@ -60,6 +86,7 @@ impl Scheduler {
     pub(super) fn pick_leaf(&self, excluded: &mut [bool], part: &str) -> Option<QueueIdx> {
         let root = self.tree.root();
         let calc = self.conf.calculator;
+        let cluster = self.nodes.partition_total(part);
         loop {
             if excluded[root] || self.demand[root] == 0 {
                 return None;
@@ -70,16 +97,17 @@ impl Scheduler {
                 if queue.is_leaf() {
                     return Some(q);
                 }
+                // Each child's key once (not once per comparison).
                 let best = queue
                     .children
                     .iter()
                     .copied()
                     .filter(|c| !excluded[*c] && self.demand[*c] > 0)
-                    .min_by(|a, b| {
-                        let ka = self.order_key(calc, *a, part);
-                        let kb = self.order_key(calc, *b, part);
-                        ka.partial_cmp(&kb).unwrap_or(std::cmp::Ordering::Equal)
-                    });
+                    .map(|c| (self.order_key(calc, c, part, &cluster), c))
+                    .min_by(|(ka, _), (kb, _)| {
+                        ka.partial_cmp(kb).unwrap_or(std::cmp::Ordering::Equal)
+                    })
+                    .map(|(_, c)| c);
                 match best {
                     Some(c) => q = c,
                     None => {
@@ -102,20 +130,19 @@ impl Scheduler {
         calc: Calculator,
         q: QueueIdx,
         part: &str,
+        cluster: &Resource,
     ) -> (u8, f64, i64, QueueIdx) {
         let queue = &self.tree.queues[q];
         let prio = -i64::from(queue.spec.priority);
-        let cluster = &self.nodes.partition_total(part);
-        let used = queue.used_in(part);
-        let (guaranteed, _) = queue.limits_in(part);
-        if guaranteed.is_zero() {
+        let used = queue.used_ref_in(part);
+        let Some(guaranteed) = queue.guaranteed_ref_in(part).filter(|g| !g.is_zero()) else {
             return (2, ratio(calc, &used, cluster), prio, q);
-        }
-        let r = ratio(calc, &used, &guaranteed);
+        };
+        let r = ratio(calc, &used, guaranteed);
         if r < 1.0 {
             // The gap to the guarantee, measured along the queue's dominant dimension and
             // scaled to the cluster: (1 - used/guaranteed) x guaranteed's share.
-            let gap_share = (1.0 - r) * ratio(calc, &guaranteed, cluster);
+            let gap_share = (1.0 - r) * ratio(calc, guaranteed, cluster);
             (0, -gap_share, prio, q)
         } else {
             (1, r, prio, q)
@@ -129,7 +156,7 @@ impl Scheduler {
         leaf: QueueIdx,
         part: &str,
         failed_shapes: &mut Vec<Resource>,
-        blocked_users: &mut BTreeSet<(QueueIdx, String)>,
+        blocked_users: &mut BlockedUsers,
     ) -> Served {
         let calc = self.conf.calculator;
         let root = self.tree.root();
@@ -167,7 +194,7 @@ impl Scheduler {
                     let to_try = a
                         .gangs
                         .iter()
-                        .filter(|(_, g)| g.params.partition == part)
+                        .filter(|(_, g)| same_partition(&g.params.partition, part))
                         .filter(|(_, g)| g.missed_at != Some(epoch))
                         .filter(|(id, _)| asked(id))
                         .map(|(id, _)| id.clone())
@@ -187,11 +214,13 @@ impl Scheduler {
             if strict && waits_for_gang {
                 return Served::LeafDone;
             }
-            let candidates: Vec<(AskKey, Resource, bool)> = match self.apps.get(&app_id) {
+            let candidates: SmallVec<[(AskKey, Resource, bool); 4]> = match self.apps.get(&app_id) {
                 Some(app) => app
                     .asks
                     .iter()
-                    .filter(|(_, a)| a.any > 0 && a.gang.is_none() && a.partition == part)
+                    .filter(|(_, a)| {
+                        a.any > 0 && a.gang.is_none() && same_partition(&a.partition, part)
+                    })
                     .filter(|(_, a)| {
                         !over_max.iter().any(|s| s.fits_in(&a.capability))
                             && (a.has_hosts()
@@ -204,19 +233,19 @@ impl Scheduler {
             };
             if candidates.is_empty() {
                 let waits = self.apps.get(&app_id).is_some_and(|a| {
-                    a.asks
-                        .values()
-                        .any(|x| x.any > 0 && x.gang.is_none() && x.partition == part)
+                    a.asks.values().any(|x| {
+                        x.any > 0 && x.gang.is_none() && same_partition(&x.partition, part)
+                    })
                 });
                 if strict && waits {
                     return Served::LeafDone;
                 }
                 continue;
             }
-            let Some(user) = self.apps.get(&app_id).map(|a| a.user.clone()) else {
+            let Some(user) = self.apps.get(&app_id).map(|a| a.user.as_str()) else {
                 continue;
             };
-            if blocked_users.contains(&(leaf, user.clone())) {
+            if blocked_users.contains(leaf, user) {
                 if strict {
                     return Served::LeafDone;
                 }
@@ -224,7 +253,7 @@ impl Scheduler {
             }
             let user_used = self.tree.queues[leaf]
                 .users
-                .get(&user)
+                .get(user)
                 .map(|u| u.used.clone())
                 .unwrap_or_default();
             for (key, cap, is_am) in candidates {
@@ -239,7 +268,7 @@ impl Scheduler {
                 let user_ok = is_am
                     || !part.is_empty()
                     || within(calc, &user_used, &self.user_limit(leaf, &cap));
-                let mut parts: Vec<String> = Vec::new();
+                let mut parts: SmallVec<[String; 2]> = SmallVec::new();
                 if blocking.is_none() && user_ok {
                     parts.push(part.to_string());
                 }
@@ -268,7 +297,9 @@ impl Scheduler {
                 }
                 // AM containers were admitted by the AM limit; the user limit governs the rest.
                 if parts.is_empty() {
-                    blocked_users.insert((leaf, user.clone()));
+                    if let Some(a) = self.apps.get(&app_id) {
+                        blocked_users.insert(leaf, &a.user);
+                    }
                     break;
                 }
                 self.stats.node_searches += 1;
@@ -337,7 +368,7 @@ impl Scheduler {
         };
         // Its own partition first, then (a default-partition ask) those that lend.
         let also = |n: &SchedNode| {
-            parts.contains(&n.partition)
+            parts.iter().any(|p| same_partition(p, &n.partition))
                 && constraint.is_none_or(|c| placement::satisfied(c, nodes, n, &asker))
         };
         let anywhere = || {

@@ -125,6 +125,33 @@ impl Queue {
         u
     }
 
+    /// Its use in `partition`, without a copy where one is not needed (the default
+    /// partition of a queue that uses no labelled one).
+    pub fn used_ref_in(&self, partition: &str) -> std::borrow::Cow<'_, Resource> {
+        use std::borrow::Cow;
+        if partition.is_empty() {
+            if self.parts.values().all(|p| p.used.is_zero()) {
+                Cow::Borrowed(&self.used)
+            } else {
+                Cow::Owned(self.default_used())
+            }
+        } else {
+            match self.parts.get(partition) {
+                Some(p) => Cow::Borrowed(&p.used),
+                None => Cow::Owned(Resource::zero()),
+            }
+        }
+    }
+
+    /// Its guarantee in `partition` (None: it has no share there).
+    pub fn guaranteed_ref_in(&self, partition: &str) -> Option<&Resource> {
+        if partition.is_empty() {
+            Some(&self.guaranteed)
+        } else {
+            self.parts.get(partition).map(|p| &p.guaranteed)
+        }
+    }
+
     /// Its use in `partition`.
     pub fn used_in(&self, partition: &str) -> Resource {
         if partition.is_empty() {
