@@ -315,7 +315,7 @@ impl ContainerTokenIdentifier {
             container_id,
             node_id,
             app_submitter,
-            resource: ResourceInfo::from(resource),
+            resource: ResourceInfo::compact(resource),
             expiry_time_ms,
             rm_identifier,
             is_am,

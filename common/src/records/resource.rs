@@ -83,6 +83,31 @@ impl ResourceInfo {
         }
     }
 
+    /// The smallest form [`Self::to_resource`] reads back exactly: `{memory, vCores}` and,
+    /// only for extended types, `resourceInformations` entries (what a container token
+    /// carries: it is signed and sent with every container, so its size is paid per
+    /// allocation).
+    pub fn compact(r: &Resource) -> Self {
+        let infos: Vec<ResourceInformation> = r
+            .extended()
+            .map(|(name, value)| ResourceInformation {
+                name: name.to_string(),
+                resource_type: "COUNTABLE".to_string(),
+                units: default_units(name).to_string(),
+                value,
+                maximum_allocation: i64::MAX,
+                ..Default::default()
+            })
+            .collect();
+        ResourceInfo {
+            memory: r.memory_mb,
+            v_cores: r.vcores,
+            resource_informations: (!infos.is_empty()).then_some(ResourceInformations {
+                resource_information: OneOrMany(infos),
+            }),
+        }
+    }
+
     /// Converts to the domain vector. Extended types come from `resourceInformations`;
     /// `memory`/`vCores` win over their duplicate entries there.
     pub fn to_resource(&self) -> Resource {
@@ -145,6 +170,24 @@ pub fn gpu(n: i64) -> Resource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_compact_form_reads_back_exactly_and_is_smaller() {
+        for r in [
+            Resource::new(2048, 2).with(GPU, 3).with("yarn.io/fpga", 1),
+            Resource::new(512, 1),
+        ] {
+            let compact = ResourceInfo::compact(&r);
+            let json = serde_json::to_string(&compact).expect("serializes");
+            let back: ResourceInfo = serde_json::from_str(&json).expect("parses");
+            assert_eq!(back.to_resource(), r, "{json}");
+            let full = serde_json::to_string(&ResourceInfo::from(&r)).expect("serializes");
+            assert!(json.len() < full.len(), "{json} vs {full}");
+        }
+        assert!(ResourceInfo::compact(&Resource::new(1, 1))
+            .resource_informations
+            .is_none());
+    }
 
     #[test]
     fn round_trips_extended_types() {

@@ -99,7 +99,11 @@ impl Scheduler {
             self.bump_demand(leaf, &app.user, true);
         }
         if let Some(k) = key {
-            self.tree.queues[leaf].schedulable.insert((k.0, k.1, *id));
+            let entry = (k.0, k.1, *id);
+            if self.resume.get(&leaf).is_some_and(|r| entry <= *r) {
+                self.resume.remove(&leaf);
+            }
+            self.tree.queues[leaf].schedulable.insert(entry);
         }
         app.order = key;
     }

@@ -147,6 +147,14 @@ pub struct Scheduler {
     shapes: BTreeMap<Resource, u64>,
     /// Plans of waiting gangs this pass may still make (`gang.max-plans-per-pass`).
     gang_plans_left: u32,
+    /// Within one partition's share of a pass: per leaf, the last application of the run
+    /// from the leaf's start that the pass found it cannot serve. Nothing a pass does
+    /// makes such an application servable (room only shrinks, usage only grows, shapes and
+    /// users only fail), so the leaf's next visit resumes after it instead of walking the
+    /// same applications again. Dropped when room grows (`room_epoch`: a gang's hold given
+    /// up) or when an application's new order key lands at or before it.
+    resume: BTreeMap<QueueIdx, (i64, u64, ApplicationId)>,
+    resume_epoch: u64,
     /// Work counters of the passes so far (for benchmarks and diagnosis).
     pub stats: PassStats,
     /// The caller's clock, as last told ([`Scheduler::set_now`]).
@@ -206,6 +214,8 @@ impl Scheduler {
             active_users: BTreeMap::new(),
             shapes: BTreeMap::new(),
             gang_plans_left: 0,
+            resume: BTreeMap::new(),
+            resume_epoch: 0,
             stats: PassStats::default(),
             now: 0,
             las_cross: BTreeSet::new(),

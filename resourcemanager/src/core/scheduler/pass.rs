@@ -64,6 +64,8 @@ impl Scheduler {
         partitions.push(String::new());
         for part in partitions {
             self.stats.partitions_walked += 1;
+            self.resume.clear();
+            self.resume_epoch = self.nodes.room_epoch();
             let mut excluded = vec![false; self.tree.queues.len()];
             let mut failed_shapes: Vec<Resource> = Vec::new();
             let mut blocked_users = BlockedUsers::new();
@@ -166,8 +168,20 @@ impl Scheduler {
         let mut over_max: Vec<Resource> = Vec::new();
         // Gang ids are the application's own: two applications may both have a "g1".
         let mut tried_gangs: BTreeSet<(ApplicationId, String)> = BTreeSet::new();
-        let mut cursor: Option<(i64, u64, ApplicationId)> = None;
+        if self.resume_epoch != self.nodes.room_epoch() {
+            self.resume.clear();
+            self.resume_epoch = self.nodes.room_epoch();
+        }
+        // Resume after the applications this pass already found it cannot serve.
+        let mut cursor: Option<(i64, u64, ApplicationId)> = self.resume.get(&leaf).copied();
+        // Whether every application walked so far in this call was passed over.
+        let mut passed_over = true;
         loop {
+            // The application the previous round of this loop passed over (it did not
+            // return): while all before it were passed over too, resume after it next time.
+            if let (true, Some(c)) = (passed_over && !strict, cursor) {
+                self.resume.insert(leaf, c);
+            }
             let next = {
                 let set = &self.tree.queues[leaf].schedulable;
                 match cursor {
@@ -317,7 +331,11 @@ impl Scheduler {
                             .get(&app_id)
                             .and_then(|a| a.asks.get(&key))
                             .is_some_and(|a| a.has_hosts() || a.has_racks());
-                        if !local {
+                        if local {
+                            // Its locality relaxes with every miss: a later visit in this
+                            // pass may place it, so the pass does not resume past it.
+                            passed_over = false;
+                        } else {
                             failed_shapes.push(cap);
                             // No node fits any plain shape: the pass is over (gangs holding
                             // nodes were tried first).
