@@ -24,6 +24,21 @@ impl RmCore {
                 ));
             }
         }
+        let mut running: BTreeMap<NodeId, BTreeSet<ContainerId>> = BTreeMap::new();
+        for c in self
+            .containers
+            .values()
+            .filter(|c| c.state == RmContainerState::RUNNING)
+        {
+            running.entry(c.node.clone()).or_default().insert(c.id);
+        }
+        if running != self.running_on {
+            return Err(format!(
+                "{} nodes run containers, but the running index lists {}",
+                running.len(),
+                self.running_on.len()
+            ));
+        }
         let awaiting: BTreeSet<(u64, ContainerId)> = self
             .containers
             .values()

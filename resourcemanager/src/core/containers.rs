@@ -159,6 +159,14 @@ impl RmCore {
             return;
         };
         self.awaiting_launch.remove(&(c.allocated_time, *cid));
+        if c.state == RmContainerState::RUNNING {
+            if let Some(running) = self.running_on.get_mut(&c.node) {
+                running.remove(cid);
+                if running.is_empty() {
+                    self.running_on.remove(&c.node);
+                }
+            }
+        }
         c.state = RmContainerState::COMPLETED;
         c.finish_time = now;
         c.exit_status = exit;

@@ -194,6 +194,9 @@ pub struct RmCore {
     /// looks only at nodes whose recorded time is older than the expiry, and puts a node
     /// that did beat since back at its newest time (YARN's liveness monitor, per node).
     node_liveness: deadlines::Deadlines<NodeId>,
+    /// Per node, its RUNNING containers: what a heartbeat that no longer reports one must
+    /// find, without looking up every container the node holds.
+    running_on: BTreeMap<NodeId, BTreeSet<ContainerId>>,
     nodes: SharedMap<NodeId, Node>,
     containers: SharedMap<ContainerId, RmContainer>,
     sched: Scheduler,
@@ -246,6 +249,7 @@ impl RmCore {
             awaiting_launch: BTreeSet::new(),
             draining: BTreeSet::new(),
             node_liveness: deadlines::Deadlines::default(),
+            running_on: BTreeMap::new(),
             nodes: SharedMap::new(),
             containers: SharedMap::new(),
             sched,

@@ -599,6 +599,7 @@ impl RmCore {
                                 c.state = RmContainerState::RUNNING;
                                 c.start_time = now;
                                 self.awaiting_launch.remove(&(c.allocated_time, r.id));
+                                self.running_on.entry(id.clone()).or_default().insert(r.id);
                                 self.changed();
                             }
                         }
@@ -617,20 +618,9 @@ impl RmCore {
         }
         // A container the RM saw running that the NM no longer reports is lost.
         let vanished: Vec<ContainerId> = self
-            .nodes
+            .running_on
             .get(id)
-            .map(|n| {
-                n.containers
-                    .iter()
-                    .filter(|c| !still_running.contains(c))
-                    .filter(|c| {
-                        self.containers
-                            .get(c)
-                            .is_some_and(|c| c.state == RmContainerState::RUNNING)
-                    })
-                    .copied()
-                    .collect()
-            })
+            .map(|running| running.difference(&still_running).copied().collect())
             .unwrap_or_default();
         for c in vanished {
             self.complete_container(

@@ -248,6 +248,10 @@ impl RmCore {
         if let (true, AttemptPhase::Launched { report_by }) = (is_am, &mut att.phase) {
             *report_by = None;
         }
+        self.running_on
+            .entry(node.clone())
+            .or_default()
+            .insert(r.id);
         self.containers.insert(
             r.id,
             RmContainer {

@@ -202,55 +202,54 @@ impl Scheduler {
             // Gangs first: each is tried whole, once per leaf visit.
             // Gangs that did not fit since room last grew are skipped without a copy.
             let epoch = self.nodes.room_epoch();
-            let (waits_for_gang, gangs): (bool, Vec<String>) = match self.apps.get(&app_id) {
-                Some(a) if a.asks.values().any(|x| x.gang.is_some()) => {
-                    let asked = |id: &str| a.asks.values().any(|x| x.gang.as_deref() == Some(id));
-                    let to_try = a
-                        .gangs
-                        .iter()
-                        .filter(|(_, g)| same_partition(&g.params.partition, part))
-                        .filter(|(_, g)| g.missed_at != Some(epoch))
-                        .filter(|(id, _)| asked(id))
-                        .map(|(id, _)| id.clone())
-                        .collect();
-                    (true, to_try)
-                }
-                _ => (false, Vec::new()),
+            let Some(a) = self.apps.get(&app_id) else {
+                continue;
             };
-            for g in gangs {
-                if tried_gangs.insert((app_id, g.clone())) {
-                    self.stats.node_searches += 1;
-                    if let Some(p) = self.try_gang(&app_id, &g, leaf) {
-                        return Served::Placed(p);
+            let waits_for_gang = a.asks.values().any(|x| x.gang.is_some());
+            if waits_for_gang {
+                let asked = |id: &str| a.asks.values().any(|x| x.gang.as_deref() == Some(id));
+                let gangs: Vec<String> = a
+                    .gangs
+                    .iter()
+                    .filter(|(_, g)| same_partition(&g.params.partition, part))
+                    .filter(|(_, g)| g.missed_at != Some(epoch))
+                    .filter(|(id, _)| asked(id))
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                for g in gangs {
+                    if tried_gangs.insert((app_id, g.clone())) {
+                        self.stats.node_searches += 1;
+                        if let Some(p) = self.try_gang(&app_id, &g, leaf) {
+                            return Served::Placed(p);
+                        }
                     }
                 }
+                if strict {
+                    return Served::LeafDone;
+                }
             }
-            if strict && waits_for_gang {
-                return Served::LeafDone;
-            }
-            let candidates: SmallVec<[(AskKey, Resource, bool); 4]> = match self.apps.get(&app_id) {
-                Some(app) => app
-                    .asks
-                    .iter()
-                    .filter(|(_, a)| {
-                        a.any > 0 && a.gang.is_none() && same_partition(&a.partition, part)
-                    })
-                    .filter(|(_, a)| {
-                        !over_max.iter().any(|s| s.fits_in(&a.capability))
-                            && (a.has_hosts()
-                                || a.has_racks()
-                                || !failed_shapes.iter().any(|s| s.fits_in(&a.capability)))
-                    })
-                    .map(|(k, a)| (*k, a.capability.clone(), a.is_am))
-                    .collect(),
-                None => continue,
+            // One walk of its asks: whether any plain ask waits here, and those that might
+            // be placed now (not of a shape known not to fit, unless local).
+            let Some(a) = self.apps.get(&app_id) else {
+                continue;
             };
+            let mut waits = false;
+            let mut candidates: SmallVec<[(AskKey, Resource, bool); 4]> = SmallVec::new();
+            for (k, x) in &a.asks {
+                if x.any == 0 || x.gang.is_some() || !same_partition(&x.partition, part) {
+                    continue;
+                }
+                waits = true;
+                let cap = &x.capability;
+                if !over_max.iter().any(|s| s.fits_in(cap))
+                    && (x.has_hosts()
+                        || x.has_racks()
+                        || !failed_shapes.iter().any(|s| s.fits_in(cap)))
+                {
+                    candidates.push((*k, cap.clone(), x.is_am));
+                }
+            }
             if candidates.is_empty() {
-                let waits = self.apps.get(&app_id).is_some_and(|a| {
-                    a.asks.values().any(|x| {
-                        x.any > 0 && x.gang.is_none() && same_partition(&x.partition, part)
-                    })
-                });
                 if strict && waits {
                     return Served::LeafDone;
                 }
