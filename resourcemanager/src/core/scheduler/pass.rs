@@ -425,9 +425,20 @@ impl Scheduler {
         slot: usize,
     ) -> Option<Placement> {
         let node = self.nodes.get(slot)?;
-        let (node_id, host, rack) = (node.id.clone(), node.host.clone(), node.rack.clone());
+        let node_id = node.id.clone();
         let app = self.apps.get_mut(app_id)?;
         let ask = app.asks.get_mut(key)?;
+        // Host and rack counts exist only for local asks: no copies of the names otherwise.
+        if !ask.hosts.is_empty() {
+            if let Some(c) = ask.hosts.get_mut(&node.host) {
+                *c = c.saturating_sub(1);
+            }
+        }
+        if !ask.racks.is_empty() {
+            if let Some(c) = ask.racks.get_mut(&node.rack) {
+                *c = c.saturating_sub(1);
+            }
+        }
         let resource = ask.capability.clone();
         let is_am = ask.is_am;
         let gang = ask.gang.clone();
@@ -436,12 +447,6 @@ impl Scheduler {
         let had = ask.any;
         ask.any = ask.any.saturating_sub(1);
         ask.missed = 0;
-        if let Some(c) = ask.hosts.get_mut(&host) {
-            *c = c.saturating_sub(1);
-        }
-        if let Some(c) = ask.racks.get_mut(&rack) {
-            *c = c.saturating_sub(1);
-        }
         if ask.any == 0 {
             app.asks.remove(key);
         }
