@@ -225,7 +225,8 @@ pub struct Snapshot {
     /// Every queue, parents before children (`/scheduler`, the UI, `queue -status`).
     pub queue_views: Vec<QueueView>,
     pub max_allocation: Resource,
-    /// Resources used per application, as the scheduler accounts them.
+    /// Resources used per application, as the scheduler accounts them; an application that
+    /// uses nothing (every waiting one) is left out: read it as zero.
     pub app_usage: BTreeMap<ApplicationId, Resource>,
     /// (total, used) per schedulable node.
     pub node_usage: BTreeMap<NodeId, (Resource, Resource)>,
@@ -276,6 +277,9 @@ impl Snapshot {
                 .scheduler()
                 .apps()
                 .iter()
+                // Not the waiting ones: with 100,000 pending applications these zeros
+                // were 11 MB per snapshot, and two snapshots live while one is rebuilt.
+                .filter(|(_, v)| !v.used.is_zero())
                 .map(|(k, v)| (*k, v.used.clone()))
                 .collect(),
             node_usage: core

@@ -15,7 +15,7 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
         Some("scheduler") => false,
         Some("gangs") => true,
         Some("http") => return http::run(&args[1..]).await,
-        _ => bail!("usage: spindle bench scheduler|gangs --nodes N [--apps A] [--containers-per-app C] [--steady-events E] [--seed S] [--preemption 0|1] [--constrained 0|1]\n       spindle bench http [--submissions N] [--concurrency C] [--heartbeats H] [--rm-address HOST:PORT] [--conf-dir DIR]"),
+        _ => bail!("usage: spindle bench scheduler|gangs --nodes N [--apps A] [--containers-per-app C] [--steady-events E] [--seed S] [--preemption 0|1] [--constrained 0|1]\n       spindle bench http [--submissions N] [--concurrency C] [--heartbeats H] [--nodes N] [--kill K] [--rm-address HOST:PORT] [--conf-dir DIR]"),
     };
     let mut spec = spindle_resourcemanager::bench::BenchSpec::new(10_000);
     let rest: Vec<&String> = it.collect();

@@ -95,8 +95,9 @@ defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the
   cluster-secret     -generate FILE | -check FILE: the secret the RM and NMs share to
                      authenticate node registrations and heartbeats
   bench scheduler|gangs  --nodes N: benchmark the scheduler core (one JSON line)
-  bench http         submissions/s and heartbeat latency of a running RM over HTTP(S)
-                     (`spindle bench http -help`; one JSON line)
+  bench http         submissions/s and heartbeat latency of a running RM over HTTP(S), or
+                     load it with nodes, applications and kills (`spindle bench http -help`;
+                     one JSON line)
   sls                replay a GPU job trace through the scheduler core in virtual time
                      (`spindle sls -help`; also sls generate | policies | compare)
   completion         bash|zsh|fish: print a shell completion script
