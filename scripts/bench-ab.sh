@@ -6,8 +6,10 @@
 #   scripts/bench-ab.sh REV [BENCH ARGS]
 #
 # REV is any commit (8165f64, HEAD~3, a branch). BENCH ARGS are those of `spindle bench`
-# (default: `scheduler --nodes 10000`); with no arguments at all the standard set runs
-# (see SUITE below). Environment:
+# (`gangs --nodes 1000`, say); without them the standard set runs: `scheduler` and `gangs`
+# at 10,000 nodes, and `scheduler` with `--constrained 1` and with `--preemption 1`. On a
+# shared machine give the benchmarks a core of their own: `taskset -c 1 scripts/bench-ab.sh`.
+# Environment:
 #   RUNS=N          alternated runs of each build (default 3)
 #   BASE_ARGS="..." other arguments for REV's build (a flag REV does not know, say: run the
 #                   new build with `--constrained 1` against the old one without it)
@@ -22,7 +24,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 rev=$1
@@ -30,7 +32,7 @@ shift
 runs=${RUNS:-3}
 ab_dir=${AB_DIR:-$root/target/bench-ab}
 mkdir -p "$ab_dir"
-sha=$(git rev-parse --verify --short=7 "$rev^{commit}") || {
+sha=$(git rev-parse --verify -q --short=7 "$rev^{commit}") || {
   echo "bench-ab: $rev is not a commit of this repository" >&2
   exit 2
 }
