@@ -76,6 +76,7 @@ const PLAIN_FILL: Ceilings = &[
     ("apps_walked", 0),
     ("nodes_walked", 0),
     ("containers_walked", 0),
+    ("preemption_candidates", 0),
 ];
 const PLAIN_STEADY: Ceilings = &[
     ("passes", 3030),
@@ -90,6 +91,7 @@ const PLAIN_STEADY: Ceilings = &[
     ("apps_walked", 0),
     ("nodes_walked", 0),
     ("containers_walked", 0),
+    ("preemption_candidates", 0),
 ];
 
 #[test]
@@ -100,7 +102,21 @@ fn scheduler_plain() {
     assert_within(over);
 }
 
-const CONSTRAINED_FILL: Ceilings = &[];
+const CONSTRAINED_FILL: Ceilings = &[
+    ("passes", 160),
+    ("leaves_served", 5027),
+    ("apps_visited", 5174),
+    ("node_searches", 3258),
+    ("gang_plans", 0),
+    ("partitions_walked", 164),
+    ("node_probes", 7086),
+    ("node_index_walked", 0),
+    ("holds_examined", 0),
+    ("apps_walked", 0),
+    ("nodes_walked", 0),
+    ("containers_walked", 0),
+    ("preemption_candidates", 0),
+];
 const CONSTRAINED_STEADY: Ceilings = &[
     ("passes", 3030),
     ("leaves_served", 26477),
@@ -114,6 +130,7 @@ const CONSTRAINED_STEADY: Ceilings = &[
     ("apps_walked", 0),
     ("nodes_walked", 0),
     ("containers_walked", 0),
+    ("preemption_candidates", 0),
 ];
 
 /// Half the applications' asks carry placement constraints (attributes, anti-affinity to
@@ -131,7 +148,21 @@ fn scheduler_constrained() {
     assert_within(over);
 }
 
-const PREEMPTION_FILL: Ceilings = &[];
+const PREEMPTION_FILL: Ceilings = &[
+    ("passes", 160),
+    ("leaves_served", 5021),
+    ("apps_visited", 5168),
+    ("node_searches", 3251),
+    ("gang_plans", 0),
+    ("partitions_walked", 164),
+    ("node_probes", 3251),
+    ("node_index_walked", 0),
+    ("holds_examined", 0),
+    ("apps_walked", 0),
+    ("nodes_walked", 0),
+    ("containers_walked", 0),
+    ("preemption_candidates", 0),
+];
 const PREEMPTION_STEADY: Ceilings = &[
     ("passes", 3030),
     ("leaves_served", 19554),
@@ -145,6 +176,7 @@ const PREEMPTION_STEADY: Ceilings = &[
     ("apps_walked", 0),
     ("nodes_walked", 0),
     ("containers_walked", 0),
+    ("preemption_candidates", 0),
 ];
 
 /// The preemption monitor (intra-queue too) runs in the steady phase's ticks.
@@ -161,7 +193,21 @@ fn scheduler_preemption() {
     assert_within(over);
 }
 
-const GANGS_FILL: Ceilings = &[];
+const GANGS_FILL: Ceilings = &[
+    ("passes", 160),
+    ("leaves_served", 3428),
+    ("apps_visited", 3428),
+    ("node_searches", 3428),
+    ("gang_plans", 164),
+    ("partitions_walked", 164),
+    ("node_probes", 69809),
+    ("node_index_walked", 0),
+    ("holds_examined", 0),
+    ("apps_walked", 0),
+    ("nodes_walked", 0),
+    ("containers_walked", 0),
+    ("preemption_candidates", 0),
+];
 const GANGS_STEADY: Ceilings = &[
     ("passes", 8119),
     ("leaves_served", 3060),
@@ -175,6 +221,7 @@ const GANGS_STEADY: Ceilings = &[
     ("apps_walked", 0),
     ("nodes_walked", 0),
     ("containers_walked", 0),
+    ("preemption_candidates", 0),
 ];
 
 /// Gangs of 1 to 32 one-GPU members beside CPU-only asks.

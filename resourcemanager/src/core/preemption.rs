@@ -78,6 +78,8 @@ pub struct PreemptionState {
     pub next_round_at: u64,
     pub notices: BTreeMap<ContainerId, Notice>,
     pub counters: PreemptionCounters,
+    /// Work counter: running containers the monitor's rounds looked at as candidates.
+    pub candidates_examined: u64,
 }
 
 /// What an AM's allocate call says besides asks: its last checkpoint and its answer to a
@@ -144,7 +146,14 @@ impl RmCore {
         if !self.sched.any_preemptor(&conf, &waiting) {
             return;
         }
-        let cands = self.preemption_candidates(&conf, &waiting, now);
+        // Candidates only where this round's preemptors could take them.
+        let waiting = self.sched.round_preemptors(waiting);
+        let from = self.sched.candidate_leaves(&conf, &waiting);
+        if from.is_empty() {
+            return;
+        }
+        let cands = self.preemption_candidates(&conf, &waiting, &from, now);
+        self.preemption.candidates_examined += cands.len() as u64;
         let choices = self.sched.preemption_round(&cands, &conf, waiting);
         for ch in choices {
             self.carry_out(ch, &cands, &conf, now);
@@ -162,13 +171,19 @@ impl RmCore {
         &self,
         conf: &PreemptionConf,
         waiting: &[scheduler::preempt::Preemptor],
+        from: &BTreeSet<scheduler::QueueIdx>,
         now: u64,
     ) -> Vec<Candidate> {
         let mut gangs: BTreeMap<(ApplicationId, String), Candidate> = BTreeMap::new();
         let mut young: BTreeSet<(ApplicationId, String)> = BTreeSet::new();
         let mut out = Vec::new();
         let mut live: Vec<(&App, &RmContainer)> = Vec::new();
-        for leaf in self.sched.victim_leaves(conf, waiting) {
+        for leaf in self
+            .sched
+            .victim_leaves(conf, waiting)
+            .into_iter()
+            .filter(|l| from.contains(l))
+        {
             let mut taken = 0;
             for app_id in self.sched.tree().queues[leaf].apps.iter().rev() {
                 if taken >= CANDIDATES_PER_LEAF {

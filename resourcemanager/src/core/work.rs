@@ -31,6 +31,8 @@ pub struct WorkCounts {
     pub apps_walked: u64,
     pub nodes_walked: u64,
     pub containers_walked: u64,
+    /// Running units the preemption monitor's rounds built as candidates.
+    pub preemption_candidates: u64,
 }
 
 impl WorkCounts {
@@ -50,11 +52,12 @@ impl WorkCounts {
             apps_walked: self.apps_walked - earlier.apps_walked,
             nodes_walked: self.nodes_walked - earlier.nodes_walked,
             containers_walked: self.containers_walked - earlier.containers_walked,
+            preemption_candidates: self.preemption_candidates - earlier.preemption_candidates,
         }
     }
 
     /// Each counter with its name, in declaration order.
-    pub fn named(&self) -> [(&'static str, u64); 13] {
+    pub fn named(&self) -> [(&'static str, u64); 14] {
         [
             ("passes", self.passes),
             ("leaves_served", self.leaves_served),
@@ -69,6 +72,7 @@ impl WorkCounts {
             ("apps_walked", self.apps_walked),
             ("nodes_walked", self.nodes_walked),
             ("containers_walked", self.containers_walked),
+            ("preemption_candidates", self.preemption_candidates),
         ]
     }
 }
@@ -92,6 +96,7 @@ impl RmCore {
             apps_walked: self.apps.walked(),
             nodes_walked: self.nodes.walked(),
             containers_walked: self.containers.walked(),
+            preemption_candidates: self.preemption.candidates_examined,
         }
     }
 }

@@ -265,6 +265,64 @@ impl Scheduler {
             .collect()
     }
 
+    /// The preemptors a round serves: the most under-served leaves first, and a bounded
+    /// number a round, so a round's cost stays flat however many leaves wait (the rest are
+    /// served by later rounds). Idempotent.
+    pub fn round_preemptors(&self, mut waiting: Vec<Preemptor>) -> Vec<Preemptor> {
+        waiting.sort_by(|a, b| {
+            let gap = |p: &Preemptor| {
+                let q = &self.tree.queues[p.leaf];
+                self.share(&q.used) - self.share(&q.guaranteed)
+            };
+            gap(a).total_cmp(&gap(b)).then(a.leaf.cmp(&b.leaf))
+        });
+        waiting.truncate(MAX_PREEMPTORS_PER_ROUND);
+        waiting
+    }
+
+    /// The leaves whose candidates a round over `waiting` (already [`Self::round_preemptors`])
+    /// can take from: for a preemptor under its guarantee, the other leaves that may give to
+    /// it; for intra-queue preemption, its own leaf when an application there ranks below
+    /// it. Exactly the leaves the round's pools draw from, so the candidates of no other
+    /// leaf need be built (a round whose preemptors nobody can serve builds none).
+    pub fn candidate_leaves(
+        &self,
+        conf: &PreemptionConf,
+        waiting: &[Preemptor],
+    ) -> BTreeSet<QueueIdx> {
+        let n = self.tree.queues.len();
+        let none = vec![Resource::zero(); n];
+        let mut out = BTreeSet::new();
+        for p in waiting {
+            if self.under_guarantee_with(p.leaf, &p.need) {
+                for (vl, q) in self.tree.iter() {
+                    if q.is_leaf()
+                        && vl != p.leaf
+                        && !out.contains(&vl)
+                        && !self.giving_path(vl, p.leaf).is_empty()
+                        && self.may_give(vl, p.leaf, &Resource::zero(), &none, &none, conf)
+                    {
+                        out.insert(vl);
+                    }
+                }
+            }
+            let spec = &self.tree.queues[p.leaf].spec;
+            if conf.intra_queue && !spec.intra_queue_disable_preemption && !out.contains(&p.leaf) {
+                let apps = &self.tree.queues[p.leaf].apps;
+                let below = [Reason::LasLevel, Reason::Priority, Reason::UserLimit]
+                    .into_iter()
+                    .any(|reason| {
+                        let ranks_below = self.ranker(p, reason);
+                        apps.iter().any(&ranks_below)
+                    });
+                if below {
+                    out.insert(p.leaf);
+                }
+            }
+        }
+        out
+    }
+
     /// Whether anything waits that a round could serve (cheap: no candidates needed).
     pub fn any_preemptor(&self, conf: &PreemptionConf, waiting: &[Preemptor]) -> bool {
         waiting.iter().any(|p| {
@@ -299,16 +357,7 @@ impl Scheduler {
                 by_leaf.entry(a.queue).or_default().push(i);
             }
         }
-        // The most under-served leaves first, and a bounded number a round: a round's cost
-        // stays flat however many leaves wait (the rest are served by later rounds).
-        waiting.sort_by(|a, b| {
-            let gap = |p: &Preemptor| {
-                let q = &self.tree.queues[p.leaf];
-                self.share(&q.used) - self.share(&q.guaranteed)
-            };
-            gap(a).total_cmp(&gap(b)).then(a.leaf.cmp(&b.leaf))
-        });
-        waiting.truncate(MAX_PREEMPTORS_PER_ROUND);
+        waiting = self.round_preemptors(waiting);
         for p in waiting {
             let leaf_spec = &self.tree.queues[p.leaf].spec;
             let mut tries: Vec<(Reason, Vec<usize>)> = Vec::new();
