@@ -50,6 +50,17 @@ fn check(scenario: &str, phase: &str, work: &WorkCounts, ceilings: Ceilings) -> 
     over
 }
 
+/// Checks both phases of one scenario against their ceilings.
+fn assert_phases_within(
+    scenario: &str,
+    (fill, steady): (&WorkCounts, &WorkCounts),
+    (fill_ceilings, steady_ceilings): (Ceilings, Ceilings),
+) {
+    let mut over = check(scenario, "fill", fill, fill_ceilings);
+    over.extend(check(scenario, "steady", steady, steady_ceilings));
+    assert_within(over);
+}
+
 fn assert_within(over: Vec<String>) {
     assert!(
         over.is_empty(),
@@ -97,9 +108,11 @@ const PLAIN_STEADY: Ceilings = &[
 #[test]
 fn scheduler_plain() {
     let r = bench::run(&spec(false, false));
-    let mut over = check("scheduler", "fill", &r.work_fill, PLAIN_FILL);
-    over.extend(check("scheduler", "steady", &r.work_steady, PLAIN_STEADY));
-    assert_within(over);
+    assert_phases_within(
+        "scheduler",
+        (&r.work_fill, &r.work_steady),
+        (PLAIN_FILL, PLAIN_STEADY),
+    );
 }
 
 const CONSTRAINED_FILL: Ceilings = &[
@@ -138,14 +151,11 @@ const CONSTRAINED_STEADY: Ceilings = &[
 #[test]
 fn scheduler_constrained() {
     let r = bench::run(&spec(false, true));
-    let mut over = check("constrained", "fill", &r.work_fill, CONSTRAINED_FILL);
-    over.extend(check(
+    assert_phases_within(
         "constrained",
-        "steady",
-        &r.work_steady,
-        CONSTRAINED_STEADY,
-    ));
-    assert_within(over);
+        (&r.work_fill, &r.work_steady),
+        (CONSTRAINED_FILL, CONSTRAINED_STEADY),
+    );
 }
 
 const PREEMPTION_FILL: Ceilings = &[
@@ -183,14 +193,11 @@ const PREEMPTION_STEADY: Ceilings = &[
 #[test]
 fn scheduler_preemption() {
     let r = bench::run(&spec(true, false));
-    let mut over = check("preemption", "fill", &r.work_fill, PREEMPTION_FILL);
-    over.extend(check(
+    assert_phases_within(
         "preemption",
-        "steady",
-        &r.work_steady,
-        PREEMPTION_STEADY,
-    ));
-    assert_within(over);
+        (&r.work_fill, &r.work_steady),
+        (PREEMPTION_FILL, PREEMPTION_STEADY),
+    );
 }
 
 const GANGS_FILL: Ceilings = &[
@@ -228,7 +235,9 @@ const GANGS_STEADY: Ceilings = &[
 #[test]
 fn gangs() {
     let r = bench::run_gangs(&spec(false, false));
-    let mut over = check("gangs", "fill", &r.work_fill, GANGS_FILL);
-    over.extend(check("gangs", "steady", &r.work_steady, GANGS_STEADY));
-    assert_within(over);
+    assert_phases_within(
+        "gangs",
+        (&r.work_fill, &r.work_steady),
+        (GANGS_FILL, GANGS_STEADY),
+    );
 }

@@ -305,15 +305,10 @@ impl RmCore {
         };
         let _ = c;
         // A default-partition ask may also use the nodes of partitions that lend.
-        let lending = self
-            .labels
-            .cluster
-            .iter()
-            .filter(|(l, exclusive)| partition.is_empty() && !**exclusive && !l.is_empty())
-            .map(|(l, _)| l.as_str());
         let index = self.sched.nodes();
-        let nodes: usize = std::iter::once(partition)
-            .chain(lending)
+        let nodes: usize = self
+            .sched
+            .with_lenders(partition)
             .map(|p| index.partition_nodes(p))
             .sum();
         if nodes > 0 && count as usize > nodes {

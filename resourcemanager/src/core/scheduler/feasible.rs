@@ -53,15 +53,10 @@ impl Scheduler {
         // A default-partition gang may also use the idle room non-exclusive partitions lend.
         // The partitions' sums and distinct node shapes are kept by the node index: this
         // costs the shapes, not the nodes.
-        let lending = self
-            .labels
-            .iter()
-            .filter(|(l, exclusive)| partition.is_empty() && !**exclusive && !l.is_empty())
-            .map(|(l, _)| l.as_str());
         let mut total = Resource::zero();
         let mut largest = Resource::zero();
         let mut any_fits = false;
-        for p in std::iter::once(partition).chain(lending) {
+        for p in self.with_lenders(partition) {
             total.add_assign(&self.nodes.partition_total(p));
             for (node_total, _) in self.nodes.partition_shapes(p) {
                 any_fits |= shape.fits_in(node_total);

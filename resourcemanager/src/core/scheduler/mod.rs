@@ -300,6 +300,17 @@ impl Scheduler {
         &self.labels
     }
 
+    /// `partition` and, for the default partition, each non-exclusive partition that lends
+    /// it idle room: where an ask of `partition` may be placed.
+    pub fn with_lenders<'a>(&'a self, partition: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        let lending = self
+            .labels
+            .iter()
+            .filter(move |(l, exclusive)| partition.is_empty() && !**exclusive && !l.is_empty())
+            .map(|(l, _)| l.as_str());
+        std::iter::once(partition).chain(lending)
+    }
+
     /// Moves a node into `partition` (`""`: the default); what runs there is accounted to
     /// its queues in the new partition from now on.
     pub fn set_partition(&mut self, id: &NodeId, partition: &str) {

@@ -154,14 +154,7 @@ impl Queue {
 
     /// Its use in `partition`.
     pub fn used_in(&self, partition: &str) -> Resource {
-        if partition.is_empty() {
-            self.default_used()
-        } else {
-            self.parts
-                .get(partition)
-                .map(|p| p.used.clone())
-                .unwrap_or_default()
-        }
+        self.used_ref_in(partition).into_owned()
     }
 
     /// Its guarantee and maximum in `partition`.
