@@ -19,7 +19,8 @@ fn spec(preemption: bool, constrained: bool) -> BenchSpec {
     BenchSpec {
         nodes: 400,
         racks: 8,
-        apps: 160,
+        // Enough applications a leaf that the monitor's rounds find preemptors and victims.
+        apps: if preemption { 1_280 } else { 160 },
         containers_per_app: 30,
         steady_events: 3_000,
         seed: 7,
@@ -159,13 +160,13 @@ fn scheduler_constrained() {
 }
 
 const PREEMPTION_FILL: Ceilings = &[
-    ("passes", 160),
-    ("leaves_served", 5021),
-    ("apps_visited", 5168),
-    ("node_searches", 3251),
+    ("passes", 1306),
+    ("leaves_served", 10122),
+    ("apps_visited", 14529),
+    ("node_searches", 5215),
     ("gang_plans", 0),
-    ("partitions_walked", 164),
-    ("node_probes", 3251),
+    ("partitions_walked", 1306),
+    ("node_probes", 72366),
     ("node_index_walked", 0),
     ("holds_examined", 0),
     ("apps_walked", 0),
@@ -174,19 +175,19 @@ const PREEMPTION_FILL: Ceilings = &[
     ("preemption_candidates", 0),
 ];
 const PREEMPTION_STEADY: Ceilings = &[
-    ("passes", 3030),
-    ("leaves_served", 19554),
-    ("apps_visited", 22004),
-    ("node_searches", 1183),
+    ("passes", 3091),
+    ("leaves_served", 6569),
+    ("apps_visited", 18898),
+    ("node_searches", 12282),
     ("gang_plans", 0),
     ("partitions_walked", 3091),
-    ("node_probes", 1183),
+    ("node_probes", 784105),
     ("node_index_walked", 0),
     ("holds_examined", 0),
     ("apps_walked", 0),
     ("nodes_walked", 0),
     ("containers_walked", 0),
-    ("preemption_candidates", 0),
+    ("preemption_candidates", 938),
 ];
 
 /// The preemption monitor (intra-queue too) runs in the steady phase's ticks.

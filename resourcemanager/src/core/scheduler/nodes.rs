@@ -738,6 +738,15 @@ impl NodeIndex {
             .inspect(|_| self.probes.set(self.probes.get() + 1))
     }
 
+    /// Indexed nodes of every partition whose free room takes `ask` (`ask` at least the
+    /// minimum allocation, as every indexed node's room is), by partition and best fit.
+    pub fn taking_anywhere<'a>(&'a self, ask: &'a Resource) -> impl Iterator<Item = usize> + 'a {
+        self.buckets
+            .keys()
+            .flat_map(move |p| self.best_fit_order(p, ask.get(GPU), ask.memory_mb))
+            .filter(move |s| self.get(*s).is_some_and(|n| ask.fits_in(&n.free)))
+    }
+
     /// Slots of every node, schedulable or not. Counted (`walked`).
     pub fn slots(&self) -> impl Iterator<Item = usize> + '_ {
         self.by_id

@@ -565,29 +565,44 @@ impl Scheduler {
     ) -> Option<(Vec<usize>, Hold, Vec<Resource>)> {
         // A scratch index of the nodes that matter: free room now, or a candidate on them.
         let holder = p.gang.as_ref().map(|g| (p.app, g.clone()));
-        let hosts: BTreeSet<&NodeId> = pool
-            .iter()
-            .flat_map(|i| cands[*i].containers.iter().map(|(_, n, _)| n))
-            .collect();
         let smallest = p
             .units
             .iter()
             .map(|u| &u.cap)
             .min_by_key(|c| (c.get(spindle_common::resource::GPU), c.memory_mb, c.vcores))
             .cloned();
+        // Free room counts only where it takes at least one member: those nodes come from
+        // the index's buckets (a walk of every node only for a unit below the minimum
+        // allocation, which the buckets do not hold), the victims' hosts by id.
+        let mut slots: Vec<usize> = match &smallest {
+            Some(u)
+                if u.memory_mb >= self.min_alloc.memory_mb && u.vcores >= self.min_alloc.vcores =>
+            {
+                self.nodes.taking_anywhere(u).collect()
+            }
+            Some(u) => self
+                .nodes
+                .slots()
+                .filter(|s| self.nodes.get(*s).is_some_and(|n| u.fits_in(&n.free)))
+                .collect(),
+            None => Vec::new(),
+        };
+        let hosts = pool.iter().flat_map(|i| cands[*i].containers.iter());
+        slots.extend(hosts.filter_map(|(_, id, _)| self.nodes.slot(id)));
+        // In id order, as a walk adds them: the scratch index's slots break a plan's ties.
+        slots.sort_unstable_by(|a, b| {
+            let id = |s: &usize| self.nodes.get(*s).map(|n| &n.id);
+            id(a).cmp(&id(b))
+        });
+        slots.dedup();
         let mut idx = NodeIndex::new(self.min_alloc.clone());
-        for s in self.nodes.slots() {
+        for s in slots {
             let Some(n) = self.nodes.get(s) else { continue };
             let held_by_other = self
                 .nodes
                 .reserved_by(s)
                 .is_some_and(|h| Some(h) != holder.as_ref() && !self.may_steal(h, p, reason, conf));
-            if !n.schedulable || held_by_other {
-                continue;
-            }
-            // Free room counts only where it takes at least one member.
-            let roomy = smallest.as_ref().is_some_and(|u| u.fits_in(&n.free));
-            if roomy || hosts.contains(&n.id) {
+            if n.schedulable && !held_by_other {
                 idx.add_copy(n);
             }
         }
