@@ -360,15 +360,10 @@ impl NodeIndex {
     }
 
     pub fn add(&mut self, id: NodeId, rack: String, total: Resource, used: Resource) {
-        self.room_epoch += 1;
-        self.remove(&id);
-        let slot = self.free_slots.pop().unwrap_or(self.slots.len());
-        let host = id.host.clone();
-        let total_of_new = total.clone();
-        let node = SchedNode {
-            id: id.clone(),
-            host: host.clone(),
-            rack: rack.clone(),
+        self.insert(SchedNode {
+            host: id.host.clone(),
+            id,
+            rack,
             free: total.minus(&used),
             total,
             used,
@@ -381,41 +376,52 @@ impl NodeIndex {
             tags: NodeTags::default(),
             apps_used: BTreeMap::new(),
             key: None,
-        };
-        if slot == self.slots.len() {
-            self.slots.push(Some(node));
-        } else {
-            self.slots[slot] = Some(node);
-        }
-        self.account(slot, true);
-        self.count_healthy(&total_of_new, true);
-        self.count_member("", true);
-        self.by_id.insert(id, slot);
-        self.by_host.entry(host).or_default().insert(slot);
-        self.by_rack.entry(rack).or_default().insert(slot);
-        self.reindex(slot);
+        });
     }
 
     /// Adds a copy of another index's node: room, model, attributes, partition and tags
     /// (what a plan on a what-if index must see as the real one does).
     pub fn add_copy(&mut self, n: &SchedNode) {
-        self.add(
-            n.id.clone(),
-            n.rack.clone(),
-            n.total.clone(),
-            n.used.clone(),
-        );
-        let Some(slot) = self.slot(&n.id) else { return };
-        self.unindex(slot);
-        self.account(slot, false);
-        if let Some(c) = self.slots.get_mut(slot).and_then(Option::as_mut) {
-            c.gpu_model = n.gpu_model.clone();
-            c.attributes = n.attributes.clone();
-            c.partition = n.partition.clone();
-            c.tags = n.tags.clone();
+        self.insert(SchedNode {
+            id: n.id.clone(),
+            host: n.host.clone(),
+            rack: n.rack.clone(),
+            total: n.total.clone(),
+            used: n.used.clone(),
+            free: n.free.clone(),
+            schedulable: true,
+            healthy: true,
+            draining: false,
+            gpu_model: n.gpu_model.clone(),
+            attributes: n.attributes.clone(),
+            partition: n.partition.clone(),
+            tags: n.tags.clone(),
+            apps_used: BTreeMap::new(),
+            key: None,
+        });
+    }
+
+    /// Indexes a new node (replacing one of the same id): one accounting, one bucket entry.
+    fn insert(&mut self, node: SchedNode) {
+        self.room_epoch += 1;
+        self.remove(&node.id);
+        let slot = self.free_slots.pop().unwrap_or(self.slots.len());
+        self.count_healthy(&node.total, true);
+        self.count_member(&node.partition, true);
+        self.by_id.insert(node.id.clone(), slot);
+        self.by_host
+            .entry(node.host.clone())
+            .or_default()
+            .insert(slot);
+        self.by_rack
+            .entry(node.rack.clone())
+            .or_default()
+            .insert(slot);
+        if slot == self.slots.len() {
+            self.slots.push(Some(node));
+        } else {
+            self.slots[slot] = Some(node);
         }
-        self.count_member("", false);
-        self.count_member(&n.partition, true);
         self.account(slot, true);
         self.reindex(slot);
     }

@@ -117,6 +117,9 @@ pub struct Preemptor {
     app: ApplicationId,
     gang: Option<String>,
     leaf: QueueIdx,
+    /// What it waits with: each ask and how many containers of it.
+    asks: Vec<(AskKey, u32)>,
+    /// One per container, built only for the preemptors a round serves.
     units: Vec<Unit>,
     params: GangParams,
     need: Resource,
@@ -155,64 +158,70 @@ impl Scheduler {
         out
     }
 
+    /// What `a` waits with: a waiting gang that has been tried and did not fit, else its
+    /// plain asks (up to [`MAX_PLAIN_UNITS`] containers). Only what it needs in all is
+    /// summed here; its units are built for the few a round serves ([`Self::round_preemptors`]).
     fn waiting_need(&self, id: ApplicationId, a: &SchedApp, leaf: QueueIdx) -> Option<Preemptor> {
-        // A waiting gang that has been tried and did not fit.
+        let preemptor = |gang: Option<&String>, asks: Vec<(AskKey, u32)>, params: GangParams| {
+            let need = asks.iter().fold(Resource::zero(), |acc, (k, n)| {
+                a.asks.get(k).map_or(acc.clone(), |x| {
+                    acc.plus(&x.capability.times(i64::from(*n)))
+                })
+            });
+            Preemptor {
+                app: id,
+                gang: gang.cloned(),
+                leaf,
+                asks,
+                units: Vec::new(),
+                params,
+                need,
+            }
+        };
         for (gid, g) in &a.gangs {
             if !g.phase.is_waiting() || g.missed_at.is_none() {
                 continue;
             }
-            let mut units = Vec::new();
-            for (k, ask) in a
+            let asks: Vec<(AskKey, u32)> = a
                 .asks
                 .iter()
-                .filter(|(_, x)| x.gang.as_deref() == Some(gid))
-            {
-                for _ in 0..ask.any.min(10_000) {
-                    units.push(Unit {
-                        key: *k,
-                        cap: ask.capability.clone(),
-                    });
-                }
+                .filter(|(_, x)| x.gang.as_deref() == Some(gid) && x.any > 0)
+                .map(|(k, x)| (*k, x.any.min(10_000)))
+                .collect();
+            if !asks.is_empty() {
+                return Some(preemptor(Some(gid), asks, g.params.clone()));
             }
-            if units.is_empty() {
-                continue;
-            }
-            let need = units
-                .iter()
-                .fold(Resource::zero(), |acc, u| acc.plus(&u.cap));
-            return Some(Preemptor {
-                app: id,
-                gang: Some(gid.clone()),
-                leaf,
-                units,
-                params: g.params.clone(),
-                need,
-            });
         }
-        let mut units = Vec::new();
+        let mut asks = Vec::new();
+        let mut counted = 0;
         for (k, ask) in a.asks.iter().filter(|(_, x)| x.gang.is_none() && x.any > 0) {
-            let room = MAX_PLAIN_UNITS.saturating_sub(units.len() as u32);
-            for _ in 0..ask.any.min(room) {
-                units.push(Unit {
-                    key: *k,
-                    cap: ask.capability.clone(),
-                });
+            let n = ask.any.min(MAX_PLAIN_UNITS.saturating_sub(counted));
+            if n > 0 {
+                asks.push((*k, n));
+                counted += n;
             }
         }
-        if units.is_empty() {
-            return None;
+        (!asks.is_empty()).then(|| preemptor(None, asks, GangParams::default()))
+    }
+
+    /// A preemptor's units, one per container it waits for, built once it is served.
+    fn with_units(&self, mut p: Preemptor) -> Preemptor {
+        if p.units.is_empty() {
+            if let Some(a) = self.apps.get(&p.app) {
+                p.units = p
+                    .asks
+                    .iter()
+                    .filter_map(|(k, n)| a.asks.get(k).map(|x| (k, n, &x.capability)))
+                    .flat_map(|(k, n, cap)| {
+                        (0..*n).map(|_| Unit {
+                            key: *k,
+                            cap: cap.clone(),
+                        })
+                    })
+                    .collect();
+            }
         }
-        let need = units
-            .iter()
-            .fold(Resource::zero(), |acc, u| acc.plus(&u.cap));
-        Some(Preemptor {
-            app: id,
-            gang: None,
-            leaf,
-            units,
-            params: GangParams::default(),
-            need,
-        })
+        p
     }
 
     /// Whether `leaf` with `need` more would stay within its guarantee on every level.
@@ -277,7 +286,7 @@ impl Scheduler {
             gap(a).total_cmp(&gap(b)).then(a.leaf.cmp(&b.leaf))
         });
         waiting.truncate(MAX_PREEMPTORS_PER_ROUND);
-        waiting
+        waiting.into_iter().map(|p| self.with_units(p)).collect()
     }
 
     /// The leaves whose candidates a round over `waiting` (already [`Self::round_preemptors`])
