@@ -41,7 +41,7 @@ sha=$(git rev-parse --verify -q --short=7 "$rev^{commit}") || {
 echo "== building this checkout (release)" >&2
 cargo build --release -q --bin spindle
 new_bin="$ab_dir/spindle-this"
-cp target/release/spindle "$new_bin"
+cp "${CARGO_TARGET_DIR:-target}/release/spindle" "$new_bin"
 
 # REV, in its own worktree with its own target directory (kept: later builds are incremental).
 old_bin="$ab_dir/spindle-$sha"

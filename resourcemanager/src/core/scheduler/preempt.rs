@@ -14,6 +14,7 @@
 use super::gang::{plan, GangParams, Plan, Unit};
 use super::*;
 use spindle_common::ContainerId;
+use smallvec::SmallVec;
 
 /// The monitor's settings (`yarn.resourcemanager.monitor.capacity.preemption.*`).
 #[derive(Debug, Clone, PartialEq)]
@@ -238,12 +239,29 @@ impl Scheduler {
 
     /// The queues from `victim_leaf` up to (not including) its lowest common ancestor with
     /// `leaf`: the ones that give when the victim goes.
-    fn giving_path(&self, victim_leaf: QueueIdx, leaf: QueueIdx) -> Vec<QueueIdx> {
-        let mine: BTreeSet<QueueIdx> = self.tree.path_up(leaf).collect();
+    fn giving_path(&self, victim_leaf: QueueIdx, leaf: QueueIdx) -> SmallVec<[QueueIdx; 8]> {
+        let mine: SmallVec<[QueueIdx; 8]> = self.tree.path_up(leaf).collect();
         self.tree
             .path_up(victim_leaf)
             .take_while(|q| !mine.contains(q))
             .collect()
+    }
+
+    /// Per queue, whether it gives to a preemptor elsewhere before anything is claimed
+    /// from it ([`Self::may_give`] with no claims), judged once for a round's preemptors
+    /// rather than once per preemptor and leaf.
+    fn giving_queues(&self, conf: &PreemptionConf) -> Vec<bool> {
+        let zero = Resource::zero();
+        (0..self.tree.queues.len())
+            .map(|q| self.queue_gives(QueueIdx(q), &zero, &zero, &zero, conf))
+            .collect()
+    }
+
+    /// Whether `victim_leaf`'s applications may give to `leaf` before anything is claimed,
+    /// by [`Self::giving_queues`].
+    fn gives_freely(&self, victim_leaf: QueueIdx, leaf: QueueIdx, giving: &[bool]) -> bool {
+        let path = self.giving_path(victim_leaf, leaf);
+        !path.is_empty() && path.iter().all(|q| giving[*q])
     }
 
     /// The leaves whose applications a round may take from: over their guarantee outside
@@ -299,8 +317,7 @@ impl Scheduler {
         conf: &PreemptionConf,
         waiting: &[Preemptor],
     ) -> BTreeSet<QueueIdx> {
-        let n = self.tree.queues.len();
-        let none = vec![Resource::zero(); n];
+        let giving = self.giving_queues(conf);
         let mut out = BTreeSet::new();
         for p in waiting {
             if self.under_guarantee_with(p.leaf, &p.need) {
@@ -308,8 +325,7 @@ impl Scheduler {
                     if q.is_leaf()
                         && vl != p.leaf
                         && !out.contains(&vl)
-                        && !self.giving_path(vl, p.leaf).is_empty()
-                        && self.may_give(vl, p.leaf, &Resource::zero(), &none, &none, conf)
+                        && self.gives_freely(vl, p.leaf, &giving)
                     {
                         out.insert(vl);
                     }
@@ -367,18 +383,15 @@ impl Scheduler {
             }
         }
         waiting = self.round_preemptors(waiting);
+        let giving = self.giving_queues(conf);
         for p in waiting {
             let leaf_spec = &self.tree.queues[p.leaf].spec;
             let mut tries: Vec<(Reason, Vec<usize>)> = Vec::new();
             if self.under_guarantee_with(p.leaf, &p.need) {
                 // The leaves that may give to this preemptor, each judged once.
-                let none = vec![Resource::zero(); n];
                 let mut pool = Vec::new();
                 for (vl, idxs) in &by_leaf {
-                    let gives = *vl != p.leaf
-                        && !self.giving_path(*vl, p.leaf).is_empty()
-                        && self.may_give(*vl, p.leaf, &Resource::zero(), &none, &none, conf);
-                    if gives {
+                    if *vl != p.leaf && self.gives_freely(*vl, p.leaf, &giving) {
                         pool.extend(idxs.iter().copied().filter(|i| !taken[*i]));
                     }
                 }
@@ -509,22 +522,37 @@ impl Scheduler {
         prior: &[Resource],
         conf: &PreemptionConf,
     ) -> bool {
-        self.giving_path(victim_leaf, leaf).into_iter().all(|q| {
-            let queue = &self.tree.queues[q];
-            if queue.spec.disable_preemption {
-                return false;
-            }
-            let used = queue.used.minus(&claims[q]);
-            let g = self.share(&queue.guaranteed);
-            let over = self.share(&used) - g;
-            let in_dead_zone =
-                self.share(&queue.used) <= g * (1.0 + conf.max_ignored_over_capacity) + EPS;
-            let stays = self.share(&used.minus(claim)) >= g - EPS;
-            let natural = prior[q].is_zero()
-                || self.share(&claims[q].plus(claim))
-                    <= conf.natural_termination_factor * (self.share(&queue.used) - g) + EPS;
-            over > EPS && !in_dead_zone && stays && natural
-        })
+        self.giving_path(victim_leaf, leaf)
+            .into_iter()
+            .all(|q| self.queue_gives(q, claim, &claims[q], &prior[q], conf))
+    }
+
+    /// Whether queue `q` may give `claim` more, having been claimed `claimed` this round and
+    /// having given `prior` in earlier decisions of it: not `disable_preemption`, over its
+    /// guarantee outside the dead zone, staying at or above it, and (after its first claim)
+    /// within the natural-termination share of what it holds over it.
+    fn queue_gives(
+        &self,
+        q: QueueIdx,
+        claim: &Resource,
+        claimed: &Resource,
+        prior: &Resource,
+        conf: &PreemptionConf,
+    ) -> bool {
+        let queue = &self.tree.queues[q];
+        if queue.spec.disable_preemption {
+            return false;
+        }
+        let used = queue.used.minus(claimed);
+        let g = self.share(&queue.guaranteed);
+        let over = self.share(&used) - g;
+        let in_dead_zone =
+            self.share(&queue.used) <= g * (1.0 + conf.max_ignored_over_capacity) + EPS;
+        let stays = self.share(&used.minus(claim)) >= g - EPS;
+        let natural = prior.is_zero()
+            || self.share(&claimed.plus(claim))
+                <= conf.natural_termination_factor * (self.share(&queue.used) - g) + EPS;
+        over > EPS && !in_dead_zone && stays && natural
     }
 
     /// Whether the preemptor may take over nodes another waiting gang holds: that gang is
