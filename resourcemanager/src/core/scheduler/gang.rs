@@ -10,8 +10,8 @@ use spindle_common::resource::GPU;
 use spindle_common::{ApplicationId, ContainerId, NodeId, Resource};
 
 use super::nodes::NodeIndex;
-use super::queues::{within, QueueIdx};
-use super::{AskKey, Placement, Scheduler};
+use super::queues::QueueIdx;
+use super::{AskKey, Scheduler};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum GangPolicy {
@@ -617,7 +617,7 @@ impl Scheduler {
     /// Whether gang `id` of `app` may hold nodes: fewer than the leaf's
     /// `gang.max-reservations` gangs of the leaf ahead of it in the leaf's order hold some
     /// (one behind it gives way: [`Self::give_way`]).
-    fn may_hold(&self, app: &ApplicationId, id: &str, leaf: QueueIdx) -> bool {
+    pub(super) fn may_hold(&self, app: &ApplicationId, id: &str, leaf: QueueIdx) -> bool {
         let ahead = self
             .leaf_holders(app, id, leaf)
             .iter()
@@ -627,7 +627,7 @@ impl Scheduler {
     }
 
     /// What the leaf's holders behind gang `id` of `app` hold.
-    fn held_behind(&self, app: &ApplicationId, id: &str, leaf: QueueIdx) -> Resource {
+    pub(super) fn held_behind(&self, app: &ApplicationId, id: &str, leaf: QueueIdx) -> Resource {
         self.leaf_holders(app, id, leaf)
             .iter()
             .filter(|h| !self.ahead(&h.0, app))
@@ -637,7 +637,7 @@ impl Scheduler {
 
     /// Makes room under `gang.max-reservations` for a gang that came ahead in line (a higher
     /// priority, a lower `las` level): the leaf's holders last in order give their nodes up.
-    fn give_way(&mut self, app: &ApplicationId, id: &str, leaf: QueueIdx) {
+    pub(super) fn give_way(&mut self, app: &ApplicationId, id: &str, leaf: QueueIdx) {
         let max = self.tree.queues[leaf].spec.gang_max_reservations as usize;
         let mut behind: Vec<((i64, u64, ApplicationId), Holder)> = Vec::new();
         let mut count = 0;
@@ -691,300 +691,6 @@ impl Scheduler {
             .unwrap_or_default();
         for id in ids {
             self.unreserve(app, &id);
-        }
-    }
-
-    /// Tries to place a waiting gang whole on what is free now (its own reservation
-    /// included); if it does not fit, reserves the nodes it will use as they drain.
-    pub(super) fn try_gang(
-        &mut self,
-        app_id: &ApplicationId,
-        id: &str,
-        leaf: QueueIdx,
-    ) -> Option<Vec<Placement>> {
-        let app = self.apps.get(app_id)?;
-        let g = app.gangs.get(id)?;
-        if !g.phase.is_waiting() {
-            return None;
-        }
-        let epoch = self.nodes.room_epoch();
-        if g.missed_at == Some(epoch) {
-            // Nothing that could make room happened since it last did not fit.
-            return None;
-        }
-        let tried_before = g.missed_at.is_some();
-        if tried_before {
-            // The cheap test first: when the cluster's free room is short of the gang and
-            // its hold needs no change, no plan can do anything.
-            // An elastic gang is placed at the size its policy chose (or at least its
-            // smallest), not its maximum.
-            let count = |a: &super::Ask| match (&g.params.elastic, g.admitted) {
-                (Some(_), Some(n)) => n.min(a.any),
-                (Some(spec), None) => spec.least().unwrap_or(1).min(a.any),
-                _ => a.any,
-            };
-            let need = app
-                .asks
-                .values()
-                .filter(|a| a.gang.as_deref() == Some(id))
-                .fold(Resource::zero(), |acc, a| {
-                    acc.plus(&a.capability.times(i64::from(count(a))))
-                });
-            let mine = |s: usize| {
-                self.nodes
-                    .reserved_by(s)
-                    .is_some_and(|h| h.0 == *app_id && h.1 == id)
-            };
-            let hold_intact = !g.reserved.is_empty()
-                && g.reserved
-                    .iter()
-                    .all(|n| self.nodes.slot(n).is_some_and(mine));
-            if !need.fits_in(&self.nodes.cluster_free())
-                && (hold_intact || !self.may_hold(app_id, id, leaf))
-            {
-                if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {
-                    g.missed_at = Some(epoch);
-                }
-                return None;
-            }
-        }
-        let params = g.params.clone();
-        let mut units = Vec::new();
-        for (k, a) in app
-            .asks
-            .iter()
-            .filter(|(_, a)| a.gang.as_deref() == Some(id))
-        {
-            for _ in 0..a.any.min(100_000) {
-                units.push(Unit {
-                    key: *k,
-                    cap: a.capability.clone(),
-                });
-            }
-        }
-        if units.is_empty() {
-            return None;
-        }
-        if let Some(spec) = &params.elastic {
-            let size = self.elastic_size(spec, &units[0].cap, leaf, g.admitted);
-            if size == 0 {
-                return None;
-            }
-            units.truncate(size as usize);
-        }
-        let need = units
-            .iter()
-            .fold(Resource::zero(), |acc, u| acc.plus(&u.cap));
-        // What this gang holds, and what gangs behind it in the leaf hold (they give way).
-        let own_reserved = g
-            .reserved_need
-            .clone()
-            .plus(&self.held_behind(app_id, id, leaf));
-        let calc = self.conf.calculator;
-        // Placing now needs room under every maximum on the gang's path (its own hold
-        // aside); holding nodes for it needs only that it could ever fit there, since the
-        // hold then keeps the queue's other work from growing into the room it needs.
-        // Holds are kept in the default partition only.
-        let path: Vec<QueueIdx> = self.tree.path_up(leaf).collect();
-        let part = params.partition.as_str();
-        let fits_now = path.iter().all(|q| {
-            let queue = &self.tree.queues[*q];
-            let others_hold = if part.is_empty() {
-                self.held(*q).minus(&own_reserved).clamp_non_negative()
-            } else {
-                Resource::zero()
-            };
-            within(
-                calc,
-                &queue.used_in(part).plus(&others_hold).plus(&need),
-                &queue.limits_in(part).1,
-            )
-        });
-        let blocked = path.iter().copied().find(|q| {
-            let queue = &self.tree.queues[*q];
-            let reserved = if part.is_empty() {
-                queue.reserved.minus(&own_reserved)
-            } else {
-                Resource::zero()
-            };
-            !within(calc, &reserved.plus(&need), &queue.limits_in(part).1)
-        });
-        let holder: Holder = (*app_id, id.to_string());
-        if let Some(q) = blocked {
-            let diag = format!(
-                "gang of {} containers needs {need}, more than queue {} may ever use{} (maximum {})",
-                units.len(),
-                self.tree.queues[q].spec.path,
-                if part.is_empty() {
-                    String::new()
-                } else {
-                    format!(" in partition {part}")
-                },
-                self.tree.queues[q].limits_in(part).1
-            );
-            // Gangs ahead of it hold what the queue may use: it holds nothing meanwhile (a
-            // hold a draining or lost node dropped must not linger in its books either).
-            self.unreserve(app_id, id);
-            if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {
-                if g.phase == GangPhase::Reserved {
-                    g.phase = GangPhase::Pending;
-                }
-                g.diagnostics = diag;
-                g.size = units.len() as u32;
-                g.missed_at = Some(epoch);
-            }
-            return None;
-        }
-        let nodes = &self.nodes;
-        let free = |s: usize| nodes.free_room(s);
-        let mine_or_free = |s: usize| nodes.reserved_by(s).is_none_or(|h| *h == holder);
-        // Planning costs a walk over the nodes; when the whole cluster's free room is short
-        // of a gang already planned once, no plan can fit (its reason stays the last plan's).
-        let room = !tried_before || need.fits_in(&nodes.cluster_free());
-        if room {
-            if self.gang_plans_left == 0 {
-                // This pass's budget of plans is spent: a later pass tries it.
-                return None;
-            }
-            self.gang_plans_left -= 1;
-            self.stats.gang_plans += 1;
-        }
-        let nodes = &self.nodes;
-        let attempt = match room.then(|| plan(app_id, nodes, &units, &params, &free, &mine_or_free))
-        {
-            None => Plan::Short {
-                placed: 0,
-                nodes: vec![],
-            },
-            Some(Plan::Fits(v)) if !fits_now => Plan::Short {
-                placed: v.len(),
-                nodes: vec![],
-            },
-            Some(other) => other,
-        };
-        match attempt {
-            Plan::Fits(assign) => {
-                self.unreserve(app_id, id);
-                let mut out = Vec::with_capacity(assign.len());
-                for (key, slot, _) in assign {
-                    if let Some(p) = self.commit(app_id, &key, slot) {
-                        out.push(p);
-                    }
-                }
-                self.stats.gangs_placed += 1;
-                if let Some(spec) = params.elastic.clone() {
-                    // The rest of the maximum is not waiting: growth comes as offers.
-                    if let Some(first) = out.first() {
-                        let (cap, key) = (first.resource.clone(), first.key);
-                        if let Some(mut ask) = self.ask(app_id, &key).cloned() {
-                            ask.any = 0;
-                            self.set_ask(app_id, key, ask);
-                        }
-                        let now = self.now;
-                        if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id))
-                        {
-                            g.elastic = Some(super::elastic::Elastic::new(spec, cap, key, now));
-                        }
-                    }
-                }
-                if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {
-                    if self.stats.gang_waits_ms.len() < super::GANG_WAITS_KEPT {
-                        self.stats
-                            .gang_waits_ms
-                            .push(self.now.saturating_sub(g.since));
-                    }
-                    g.phase = GangPhase::Allocated;
-                    g.size = out.len() as u32;
-                    g.members.clear();
-                    g.failed.clear();
-                    g.diagnostics.clear();
-                    g.changed = true;
-                }
-                Some(out)
-            }
-            Plan::Short {
-                placed,
-                nodes: best_nodes,
-            } => {
-                let has_hold = self
-                    .apps
-                    .get(app_id)
-                    .and_then(|a| a.gangs.get(id))
-                    .is_some_and(|g| !g.reserved.is_empty());
-                let hold_intact = has_hold
-                    && self
-                        .apps
-                        .get(app_id)
-                        .and_then(|a| a.gangs.get(id))
-                        .is_some_and(|g| {
-                            g.reserved.iter().all(|n| {
-                                self.nodes
-                                    .slot(n)
-                                    .is_some_and(|s| self.nodes.reserved_by(s) == Some(&holder))
-                            })
-                        });
-                // The leaf's first gangs in line hold nodes; the ones behind them wait
-                // without fencing any off, so smaller work keeps flowing around them.
-                let may_hold = self.may_hold(app_id, id, leaf);
-                if !hold_intact {
-                    self.unreserve(app_id, id);
-                }
-                if !hold_intact && may_hold {
-                    self.give_way(app_id, id, leaf);
-                    let nodes = &self.nodes;
-                    let total = |s: usize| nodes.whole_room(s);
-                    let not_others = |s: usize| nodes.reserved_by(s).is_none();
-                    if let Plan::Fits(assign) =
-                        plan(app_id, nodes, &units, &params, &total, &not_others)
-                    {
-                        let mut names = Vec::new();
-                        for (s, need) in per_node(&assign) {
-                            self.nodes.hold(s, holder.clone(), need);
-                            if let Some(n) = self.nodes.get(s) {
-                                names.push(n.id.clone());
-                            }
-                        }
-                        for q in self.tree.path_up(leaf).collect::<Vec<_>>() {
-                            self.tree.queues[q].reserved.add_assign(&need);
-                        }
-                        if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id))
-                        {
-                            g.reserved = names;
-                            g.reserved_need = need.clone();
-                        }
-                    }
-                }
-                if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {
-                    g.phase = if g.reserved.is_empty() {
-                        GangPhase::Pending
-                    } else {
-                        GangPhase::Reserved
-                    };
-                    g.size = units.len() as u32;
-                    if room {
-                        g.last_fit = placed;
-                    }
-                    g.diagnostics = describe(&units, &params, g.last_fit, &g.reserved);
-                    if let Some(d) = params.domain.as_ref().filter(|d| d.required) {
-                        g.diagnostics.push_str(&super::topology::shortfall(
-                            &self.nodes,
-                            d,
-                            &best_nodes,
-                            g.last_fit,
-                            units.len(),
-                        ));
-                    }
-                    if !fits_now {
-                        g.diagnostics
-                            .push_str("; its queue must first drain below its maximum");
-                    }
-                }
-                let epoch = self.nodes.room_epoch();
-                if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {
-                    g.missed_at = Some(epoch);
-                }
-                None
-            }
         }
     }
 }

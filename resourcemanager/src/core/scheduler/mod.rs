@@ -19,6 +19,7 @@ mod doubling;
 pub mod elastic;
 pub mod feasible;
 pub mod gang;
+mod gang_turn;
 mod las;
 pub mod nodes;
 mod pass;

@@ -13,8 +13,8 @@
 
 use super::gang::{plan, GangParams, Plan, Unit};
 use super::*;
-use spindle_common::ContainerId;
 use smallvec::SmallVec;
+use spindle_common::ContainerId;
 
 /// The monitor's settings (`yarn.resourcemanager.monitor.capacity.preemption.*`).
 #[derive(Debug, Clone, PartialEq)]
