@@ -14,6 +14,24 @@ pub(super) fn same_partition(a: &str, b: &str) -> bool {
 }
 
 /// Users whose limit a pass found reached, per leaf (looked up without allocating).
+/// An application's plain asks that might be placed now: key, shape, whether an AM's.
+type Candidates = SmallVec<[(AskKey, Resource, bool); 4]>;
+
+/// One visit of a leaf in a pass: what it has learned so far.
+pub(super) struct LeafVisit<'a> {
+    leaf: QueueIdx,
+    part: &'a str,
+    /// Without backfill the leaf's first waiting application blocks the rest.
+    strict: bool,
+    /// Shapes that exceed a maximum of this leaf or one of its parents, in this visit.
+    over_max: Vec<Resource>,
+    /// Shapes no node takes in this pass.
+    failed_shapes: &'a mut Vec<Resource>,
+    blocked_users: &'a mut BlockedUsers,
+    /// Whether every application walked so far in this visit was passed over.
+    passed_over: bool,
+}
+
 pub(super) struct BlockedUsers(BTreeMap<QueueIdx, BTreeSet<String>>);
 
 impl BlockedUsers {
@@ -160,12 +178,16 @@ impl Scheduler {
         failed_shapes: &mut Vec<Resource>,
         blocked_users: &mut BlockedUsers,
     ) -> Served {
-        let calc = self.conf.calculator;
-        let root = self.tree.root();
-        // Without backfill the leaf's first waiting application blocks the rest.
-        let strict = !self.tree.queues[leaf].spec.backfill;
-        // Shapes that exceed a maximum of this leaf or one of its parents, in this call.
-        let mut over_max: Vec<Resource> = Vec::new();
+        let mut visit = LeafVisit {
+            leaf,
+            part,
+            // Without backfill the leaf's first waiting application blocks the rest.
+            strict: !self.tree.queues[leaf].spec.backfill,
+            over_max: Vec::new(),
+            failed_shapes,
+            blocked_users,
+            passed_over: true,
+        };
         // Gang ids are the application's own: two applications may both have a "g1".
         let mut tried_gangs: BTreeSet<(ApplicationId, String)> = BTreeSet::new();
         if self.resume_epoch != self.nodes.room_epoch() {
@@ -174,12 +196,10 @@ impl Scheduler {
         }
         // Resume after the applications this pass already found it cannot serve.
         let mut cursor: Option<(i64, u64, ApplicationId)> = self.resume.get(&leaf).copied();
-        // Whether every application walked so far in this call was passed over.
-        let mut passed_over = true;
         loop {
             // The application the previous round of this loop passed over (it did not
             // return): while all before it were passed over too, resume after it next time.
-            if let (true, Some(c)) = (passed_over && !strict, cursor) {
+            if let (true, Some(c)) = (visit.passed_over && !visit.strict, cursor) {
                 self.resume.insert(leaf, c);
             }
             let next = {
@@ -197,163 +217,200 @@ impl Scheduler {
             };
             cursor = Some(entry);
             self.stats.apps_visited += 1;
-            let app_id = entry.2;
-            // The asks of this app that might be placed, without allocating for the rest.
-            // Gangs first: each is tried whole, once per leaf visit.
-            // Gangs that did not fit since room last grew are skipped without a copy.
-            let epoch = self.nodes.room_epoch();
-            let Some(a) = self.apps.get(&app_id) else {
-                continue;
-            };
-            let waits_for_gang = a.asks.values().any(|x| x.gang.is_some());
-            if waits_for_gang {
-                let asked = |id: &str| a.asks.values().any(|x| x.gang.as_deref() == Some(id));
-                let gangs: Vec<String> = a
-                    .gangs
-                    .iter()
-                    .filter(|(_, g)| same_partition(&g.params.partition, part))
-                    .filter(|(_, g)| g.missed_at != Some(epoch))
-                    .filter(|(id, _)| asked(id))
-                    .map(|(id, _)| id.clone())
-                    .collect();
-                for g in gangs {
-                    if tried_gangs.insert((app_id, g.clone())) {
-                        self.stats.node_searches += 1;
-                        if let Some(p) = self.try_gang(&app_id, &g, leaf) {
-                            return Served::Placed(p);
-                        }
-                    }
-                }
-                if strict {
-                    return Served::LeafDone;
-                }
-            }
-            // One walk of its asks: whether any plain ask waits here, and those that might
-            // be placed now (not of a shape known not to fit, unless local).
-            let Some(a) = self.apps.get(&app_id) else {
-                continue;
-            };
-            let mut waits = false;
-            let mut candidates: SmallVec<[(AskKey, Resource, bool); 4]> = SmallVec::new();
-            for (k, x) in &a.asks {
-                if x.any == 0 || x.gang.is_some() || !same_partition(&x.partition, part) {
-                    continue;
-                }
-                waits = true;
-                let cap = &x.capability;
-                if !over_max.iter().any(|s| s.fits_in(cap))
-                    && (x.has_hosts()
-                        || x.has_racks()
-                        || !failed_shapes.iter().any(|s| s.fits_in(cap)))
-                {
-                    candidates.push((*k, cap.clone(), x.is_am));
-                }
-            }
-            if candidates.is_empty() {
-                if strict && waits {
-                    return Served::LeafDone;
-                }
-                continue;
-            }
-            let Some(user) = self.apps.get(&app_id).map(|a| a.user.as_str()) else {
-                continue;
-            };
-            if blocked_users.contains(leaf, user) {
-                if strict {
-                    return Served::LeafDone;
-                }
-                continue;
-            }
-            let user_used = self.tree.queues[leaf]
-                .users
-                .get(user)
-                .map(|u| u.used.clone())
-                .unwrap_or_default();
-            for (key, cap, is_am) in candidates {
-                if failed_shapes.iter().any(|s| s.fits_in(&cap)) {
-                    continue;
-                }
-                // The partitions this ask may be placed in now: its own, under the queue's
-                // maxima there (and, in the default partition, the user limit); for a
-                // default-partition ask also each non-exclusive partition that lends, under
-                // the queue's maxima in it.
-                let blocking = self.queue_blocking(leaf, &cap, part);
-                let user_ok = is_am
-                    || !part.is_empty()
-                    || within(calc, &user_used, &self.user_limit(leaf, &cap));
-                let mut parts: SmallVec<[String; 2]> = SmallVec::new();
-                if blocking.is_none() && user_ok {
-                    parts.push(part.to_string());
-                }
-                if part.is_empty() {
-                    for (l, _) in self.labels.iter().filter(|(_, exclusive)| !**exclusive) {
-                        if self.queue_blocking(leaf, &cap, l).is_none() {
-                            parts.push(l.clone());
-                        }
-                    }
-                }
-                if let Some(q) = blocking.filter(|_| parts.is_empty()) {
-                    // Over the root's maximum means the cluster itself is full in some
-                    // dimension: no node can take this shape in this pass.
-                    if q == root {
-                        failed_shapes.push(cap.clone());
-                        if self
-                            .shapes
-                            .keys()
-                            .all(|s| failed_shapes.iter().any(|f| f.fits_in(s)))
-                        {
-                            return Served::PassDone;
-                        }
-                    }
-                    over_max.push(cap);
-                    continue;
-                }
-                // AM containers were admitted by the AM limit; the user limit governs the rest.
-                if parts.is_empty() {
-                    if let Some(a) = self.apps.get(&app_id) {
-                        blocked_users.insert(leaf, &a.user);
-                    }
-                    break;
-                }
-                self.stats.node_searches += 1;
-                match self.find_node(&app_id, &key, &parts) {
-                    Some(slot) => {
-                        return match self.commit(&app_id, &key, slot) {
-                            Some(p) => Served::Placed(vec![p]),
-                            None => Served::LeafDone,
-                        }
-                    }
-                    None => {
-                        self.stats.failed_searches += 1;
-                        let local = self
-                            .apps
-                            .get(&app_id)
-                            .and_then(|a| a.asks.get(&key))
-                            .is_some_and(|a| a.has_hosts() || a.has_racks());
-                        if local {
-                            // Its locality relaxes with every miss: a later visit in this
-                            // pass may place it, so the pass does not resume past it.
-                            passed_over = false;
-                        } else {
-                            failed_shapes.push(cap);
-                            // No node fits any plain shape: the pass is over (gangs holding
-                            // nodes were tried first).
-                            if self
-                                .shapes
-                                .keys()
-                                .all(|s| failed_shapes.iter().any(|f| f.fits_in(s)))
-                            {
-                                return Served::PassDone;
-                            }
-                        }
-                    }
-                }
-            }
-            if strict {
-                // Nothing of this application could be placed: nothing after it may be.
-                return Served::LeafDone;
+            if let Some(served) = self.serve_app(&mut visit, entry.2, &mut tried_gangs) {
+                return served;
             }
         }
+    }
+
+    /// One application's turn in a leaf visit: its gangs first (each tried whole, once per
+    /// visit), then its plain asks. `None`: go on to the next application.
+    fn serve_app(
+        &mut self,
+        visit: &mut LeafVisit<'_>,
+        app_id: ApplicationId,
+        tried_gangs: &mut BTreeSet<(ApplicationId, String)>,
+    ) -> Option<Served> {
+        // Gangs that did not fit since room last grew are skipped without a copy.
+        let epoch = self.nodes.room_epoch();
+        let a = self.apps.get(&app_id)?;
+        if a.asks.values().any(|x| x.gang.is_some()) {
+            let asked = |id: &str| a.asks.values().any(|x| x.gang.as_deref() == Some(id));
+            let gangs: Vec<String> = a
+                .gangs
+                .iter()
+                .filter(|(_, g)| same_partition(&g.params.partition, visit.part))
+                .filter(|(_, g)| g.missed_at != Some(epoch))
+                .filter(|(id, _)| asked(id))
+                .map(|(id, _)| id.clone())
+                .collect();
+            for g in gangs {
+                if tried_gangs.insert((app_id, g.clone())) {
+                    self.stats.node_searches += 1;
+                    if let Some(p) = self.try_gang(&app_id, &g, visit.leaf) {
+                        return Some(Served::Placed(p));
+                    }
+                }
+            }
+            if visit.strict {
+                return Some(Served::LeafDone);
+            }
+        }
+        let (waits, candidates) = self.plain_candidates(&app_id, visit);
+        let stop = visit.strict.then_some(Served::LeafDone);
+        if candidates.is_empty() {
+            return if waits { stop } else { None };
+        }
+        let user = self.apps.get(&app_id).map(|a| a.user.as_str())?;
+        if visit.blocked_users.contains(visit.leaf, user) {
+            return stop;
+        }
+        if let Some(served) = self.serve_plain(visit, app_id, candidates) {
+            return Some(served);
+        }
+        // Nothing of this application could be placed: without backfill nothing after it
+        // may be.
+        stop
+    }
+
+    /// One walk of an application's asks: whether any plain ask waits in this partition,
+    /// and those that might be placed now (not of a shape known not to fit, unless local).
+    fn plain_candidates(
+        &self,
+        app_id: &ApplicationId,
+        visit: &LeafVisit<'_>,
+    ) -> (bool, Candidates) {
+        let mut waits = false;
+        let mut candidates = Candidates::new();
+        let Some(a) = self.apps.get(app_id) else {
+            return (waits, candidates);
+        };
+        for (k, x) in &a.asks {
+            if x.any == 0 || x.gang.is_some() || !same_partition(&x.partition, visit.part) {
+                continue;
+            }
+            waits = true;
+            let cap = &x.capability;
+            if !visit.over_max.iter().any(|s| s.fits_in(cap))
+                && (x.has_hosts()
+                    || x.has_racks()
+                    || !visit.failed_shapes.iter().any(|s| s.fits_in(cap)))
+            {
+                candidates.push((*k, cap.clone(), x.is_am));
+            }
+        }
+        (waits, candidates)
+    }
+
+    /// Places the first of an application's plain candidates that fits somewhere, under its
+    /// queues' maxima and its user's limit. `None`: none could be placed in this pass.
+    fn serve_plain(
+        &mut self,
+        visit: &mut LeafVisit<'_>,
+        app_id: ApplicationId,
+        candidates: Candidates,
+    ) -> Option<Served> {
+        let leaf = visit.leaf;
+        let user_used = self
+            .apps
+            .get(&app_id)
+            .and_then(|a| self.tree.queues[leaf].users.get(&a.user))
+            .map(|u| u.used.clone())
+            .unwrap_or_default();
+        for (key, cap, is_am) in candidates {
+            if visit.failed_shapes.iter().any(|s| s.fits_in(&cap)) {
+                continue;
+            }
+            // AM containers were admitted by the AM limit; the user limit governs the rest.
+            let user_ok = is_am
+                || !visit.part.is_empty()
+                || within(
+                    self.conf.calculator,
+                    &user_used,
+                    &self.user_limit(leaf, &cap),
+                );
+            let parts = match self.ask_partitions(visit, &cap, user_ok) {
+                Ok(parts) => parts,
+                Err(Some(served)) => return Some(served),
+                // A maximum blocks this shape: the application's next ask may fit.
+                Err(None) => continue,
+            };
+            if parts.is_empty() {
+                if let Some(a) = self.apps.get(&app_id) {
+                    visit.blocked_users.insert(leaf, &a.user);
+                }
+                break;
+            }
+            self.stats.node_searches += 1;
+            let Some(slot) = self.find_node(&app_id, &key, &parts) else {
+                self.stats.failed_searches += 1;
+                let local = self
+                    .apps
+                    .get(&app_id)
+                    .and_then(|a| a.asks.get(&key))
+                    .is_some_and(|a| a.has_hosts() || a.has_racks());
+                if local {
+                    // Its locality relaxes with every miss: a later visit in this pass may
+                    // place it, so the pass does not resume past it.
+                    visit.passed_over = false;
+                } else if self.shape_failed(visit, cap) {
+                    // No node fits any plain shape: the pass is over (gangs holding nodes
+                    // were tried first).
+                    return Some(Served::PassDone);
+                }
+                continue;
+            };
+            return Some(match self.commit(&app_id, &key, slot) {
+                Some(p) => Served::Placed(vec![p]),
+                None => Served::LeafDone,
+            });
+        }
+        None
+    }
+
+    /// The partitions an ask of shape `cap` may be placed in now: its own, under the
+    /// queue's maxima there (and, in the default partition, the user limit: `user_ok`);
+    /// for a default-partition ask also each non-exclusive partition that lends, under the
+    /// queue's maxima in it. `Err`: none, because a queue's maximum blocks the shape (the
+    /// visit notes it; `Err(Some(PassDone))` when no shape can fit anywhere any more).
+    fn ask_partitions(
+        &self,
+        visit: &mut LeafVisit<'_>,
+        cap: &Resource,
+        user_ok: bool,
+    ) -> Result<SmallVec<[String; 2]>, Option<Served>> {
+        let (leaf, part) = (visit.leaf, visit.part);
+        let blocking = self.queue_blocking(leaf, cap, part);
+        let mut parts: SmallVec<[String; 2]> = SmallVec::new();
+        if blocking.is_none() && user_ok {
+            parts.push(part.to_string());
+        }
+        if part.is_empty() {
+            for (l, _) in self.labels.iter().filter(|(_, exclusive)| !**exclusive) {
+                if self.queue_blocking(leaf, cap, l).is_none() {
+                    parts.push(l.clone());
+                }
+            }
+        }
+        let Some(q) = blocking.filter(|_| parts.is_empty()) else {
+            return Ok(parts);
+        };
+        // Over the root's maximum means the cluster itself is full in some dimension: no
+        // node can take this shape in this pass.
+        if q == self.tree.root() && self.shape_failed(visit, cap.clone()) {
+            return Err(Some(Served::PassDone));
+        }
+        visit.over_max.push(cap.clone());
+        Err(None)
+    }
+
+    /// Notes that no node takes `cap` in this pass; whether that leaves no plain shape any
+    /// node could take.
+    fn shape_failed(&self, visit: &mut LeafVisit<'_>, cap: Resource) -> bool {
+        visit.failed_shapes.push(cap);
+        self.shapes
+            .keys()
+            .all(|s| visit.failed_shapes.iter().any(|f| f.fits_in(s)))
     }
 
     /// A node for an ask, honouring locality with delay scheduling: host-local while fewer
