@@ -202,107 +202,13 @@ impl RmCore {
         mut report: AmReport,
         now: u64,
     ) -> Result<AllocateReply, CoreError> {
-        {
-            let att = self.live_attempt_mut(attempt)?;
-            if !att.has_registered() {
-                return Err(CoreError::NotRegistered(*attempt));
-            }
-            att.last_heard = now;
-            let _ = response_id;
-            // This call acknowledges the completions of the last answer: their NMs may
-            // forget them now.
-            let sent = std::mem::take(&mut att.sent_to_am);
-            let acked: Vec<(ContainerId, NodeId)> = sent
-                .into_iter()
-                .filter_map(|c| att.unacked.remove(&c).map(|n| (c, n)))
-                .collect();
-            for (c, n) in acked {
-                if let Some(node) = self.nodes.get_mut(&n) {
-                    node.to_ack.insert(c);
-                }
-            }
-        }
+        self.acknowledge_completions(attempt, now)?;
+        // YARN's response id guards against replays; answers here are recomputed, not cached.
+        let _ = response_id;
         let app_id = attempt.application_id;
-        // An attempt that outlived an RM restart resends asks judged before it, while its
-        // NMs may still be registering again: a gang of it is not judged on a partial cluster.
-        let recovered = self
-            .apps
-            .get(&app_id)
-            .and_then(|a| a.attempt(attempt))
-            .and_then(|a| a.am.as_ref())
-            .is_some_and(|am| am.id.epoch < self.epoch);
         // Validate every ask before applying any, so a bad call changes nothing.
-        let mut normalized = Vec::with_capacity(asks.len());
-        for a in asks {
-            if a.priority < 0 {
-                return Err(CoreError::NegativePriority(a.priority));
-            }
-            let leaf = self.sched.app(&app_id).map(|x| x.queue);
-            let cap = self.normalize_in(&a.capability, leaf)?;
-            let part = self.ask_partition(&app_id, a.label.as_deref(), false)?;
-            if a.resource_name == "*" {
-                self.check_satisfiable(&part, &a.tags, a.constraint.as_ref(), a.num_containers)?;
-                if let (Some((gang, params)), Some(leaf), false) = (&a.gang, leaf, recovered) {
-                    // An elastic gang must fit at its smallest legal size.
-                    let members = params
-                        .elastic
-                        .as_ref()
-                        .and_then(|e| e.least())
-                        .unwrap_or(a.num_containers);
-                    self.sched
-                        .gang_feasible(leaf, &part, &cap, members)
-                        .map_err(|why| CoreError::GangNeverFits {
-                            gang: gang.clone(),
-                            members,
-                            why,
-                        })?;
-                }
-            }
-            normalized.push((a, cap, part));
-        }
-        let mut elastic_asked = false;
-        for (a, cap, part) in normalized {
-            let key = AskKey {
-                priority: a.priority,
-                allocation_request_id: a.allocation_request_id,
-            };
-            let mut ask = self
-                .sched
-                .app(&app_id)
-                .and_then(|s| s.asks.get(&key))
-                .cloned()
-                .unwrap_or_else(|| Ask::new(cap.clone(), 0));
-            ask.capability = cap;
-            ask.partition = part.clone();
-            ask.tags = a.tags.clone();
-            ask.constraint = a.constraint.clone();
-            if let Some((gid, params)) = &a.gang {
-                let mut params = params.clone();
-                params.partition = part;
-                params.tags = a.tags.clone();
-                params.constraint = a.constraint.clone();
-                let running_elastic = self
-                    .sched
-                    .gang(&app_id, gid)
-                    .is_some_and(|g| g.elastic.is_some() && !g.members.is_empty());
-                if running_elastic {
-                    // Resized by offers and demands; a repeated ask changes nothing.
-                    continue;
-                }
-                elastic_asked |= params.elastic.is_some();
-                self.sched.set_gang(&app_id, gid, params, now);
-                ask.gang = Some(gid.clone());
-            }
-            if a.resource_name == "*" {
-                ask.any = a.num_containers;
-                ask.relax_locality = a.relax_locality;
-            } else if a.resource_name.starts_with('/') {
-                ask.racks.insert(a.resource_name, a.num_containers);
-            } else {
-                ask.hosts.insert(a.resource_name, a.num_containers);
-            }
-            self.sched.set_ask(&app_id, key, ask);
-        }
+        let normalized = self.validate_asks(attempt, asks)?;
+        let elastic_asked = self.apply_asks(&app_id, normalized, now);
         for c in release {
             if c.attempt_id.application_id != app_id {
                 continue;
@@ -331,6 +237,145 @@ impl RmCore {
             self.elastic_round_now(now);
         }
         self.run_scheduler(now);
+        let reply = self.allocate_reply(attempt)?;
+        self.changed();
+        Ok(reply)
+    }
+
+    /// The allocate call hears from the AM, and acknowledges the completions of the last
+    /// answer: their NMs may forget them now.
+    fn acknowledge_completions(
+        &mut self,
+        attempt: &ApplicationAttemptId,
+        now: u64,
+    ) -> Result<(), CoreError> {
+        let att = self.live_attempt_mut(attempt)?;
+        if !att.has_registered() {
+            return Err(CoreError::NotRegistered(*attempt));
+        }
+        att.last_heard = now;
+        let sent = std::mem::take(&mut att.sent_to_am);
+        let acked: Vec<(ContainerId, NodeId)> = sent
+            .into_iter()
+            .filter_map(|c| att.unacked.remove(&c).map(|n| (c, n)))
+            .collect();
+        for (c, n) in acked {
+            if let Some(node) = self.nodes.get_mut(&n) {
+                node.to_ack.insert(c);
+            }
+        }
+        Ok(())
+    }
+
+    /// Every ask normalized and checked (its shape, partition, whether it could ever be
+    /// satisfied, a gang's feasibility), each with its capability and partition; the first
+    /// refusal fails the whole call.
+    fn validate_asks(
+        &self,
+        attempt: &ApplicationAttemptId,
+        asks: Vec<AskUpdate>,
+    ) -> Result<Vec<(AskUpdate, Resource, String)>, CoreError> {
+        let app_id = attempt.application_id;
+        // An attempt that outlived an RM restart resends asks judged before it, while its
+        // NMs may still be registering again: a gang of it is not judged on a partial cluster.
+        let recovered = self
+            .apps
+            .get(&app_id)
+            .and_then(|a| a.attempt(attempt))
+            .and_then(|a| a.am.as_ref())
+            .is_some_and(|am| am.id.epoch < self.epoch);
+        let mut normalized = Vec::with_capacity(asks.len());
+        for a in asks {
+            if a.priority < 0 {
+                return Err(CoreError::NegativePriority(a.priority));
+            }
+            let leaf = self.sched.app(&app_id).map(|x| x.queue);
+            let cap = self.normalize_in(&a.capability, leaf)?;
+            let part = self.ask_partition(&app_id, a.label.as_deref(), false)?;
+            if a.resource_name == "*" {
+                self.check_satisfiable(&part, &a.tags, a.constraint.as_ref(), a.num_containers)?;
+                if let (Some((gang, params)), Some(leaf), false) = (&a.gang, leaf, recovered) {
+                    // An elastic gang must fit at its smallest legal size.
+                    let members = params
+                        .elastic
+                        .as_ref()
+                        .and_then(|e| e.least())
+                        .unwrap_or(a.num_containers);
+                    self.sched
+                        .gang_feasible(leaf, &part, &cap, members)
+                        .map_err(|why| CoreError::GangNeverFits {
+                            gang: gang.clone(),
+                            members,
+                            why,
+                        })?;
+                }
+            }
+            normalized.push((a, cap, part));
+        }
+        Ok(normalized)
+    }
+
+    /// Applies validated asks (YARN's desired state per priority and request id); returns
+    /// whether an elastic gang was asked for.
+    fn apply_asks(
+        &mut self,
+        app_id: &ApplicationId,
+        normalized: Vec<(AskUpdate, Resource, String)>,
+        now: u64,
+    ) -> bool {
+        let mut elastic_asked = false;
+        for (a, cap, part) in normalized {
+            let key = AskKey {
+                priority: a.priority,
+                allocation_request_id: a.allocation_request_id,
+            };
+            let mut ask = self
+                .sched
+                .app(app_id)
+                .and_then(|s| s.asks.get(&key))
+                .cloned()
+                .unwrap_or_else(|| Ask::new(cap.clone(), 0));
+            ask.capability = cap;
+            ask.partition = part.clone();
+            ask.tags = a.tags.clone();
+            ask.constraint = a.constraint.clone();
+            if let Some((gid, params)) = &a.gang {
+                let mut params = params.clone();
+                params.partition = part;
+                params.tags = a.tags.clone();
+                params.constraint = a.constraint.clone();
+                let running_elastic = self
+                    .sched
+                    .gang(app_id, gid)
+                    .is_some_and(|g| g.elastic.is_some() && !g.members.is_empty());
+                if running_elastic {
+                    // Resized by offers and demands; a repeated ask changes nothing.
+                    continue;
+                }
+                elastic_asked |= params.elastic.is_some();
+                self.sched.set_gang(app_id, gid, params, now);
+                ask.gang = Some(gid.clone());
+            }
+            if a.resource_name == "*" {
+                ask.any = a.num_containers;
+                ask.relax_locality = a.relax_locality;
+            } else if a.resource_name.starts_with('/') {
+                ask.racks.insert(a.resource_name, a.num_containers);
+            } else {
+                ask.hosts.insert(a.resource_name, a.num_containers);
+            }
+            self.sched.set_ask(app_id, key, ask);
+        }
+        elastic_asked
+    }
+
+    /// The answer to an allocate call: what was placed (with fresh tokens, now ACQUIRED),
+    /// what completed, gangs' states, headroom, notices, offers and updates.
+    fn allocate_reply(
+        &mut self,
+        attempt: &ApplicationAttemptId,
+    ) -> Result<AllocateReply, CoreError> {
+        let app_id = attempt.application_id;
         let num_nodes = self.sched.nodes().schedulable_count() as i32;
         let headroom = self.headroom(&app_id);
         let att = self.live_attempt_mut(attempt)?;
@@ -347,21 +392,7 @@ impl RmCore {
             .filter_map(|c| self.container_record(c))
             .collect();
         let gangs = self.gang_statuses(&app_id);
-        if let Some(w) = gangs.iter().find(|g| {
-            matches!(
-                g.phase,
-                scheduler::gang::GangPhase::Pending | scheduler::gang::GangPhase::Reserved
-            )
-        }) {
-            if let Some(a) = self.apps.get_mut(&app_id) {
-                a.set_diagnostics(
-                    DiagnosticsKind::Gang,
-                    format!("Gang {} is waiting: {}", w.id, w.diagnostics),
-                );
-            }
-        } else if let Some(a) = self.apps.get_mut(&app_id) {
-            a.clear_diagnostics(DiagnosticsKind::Gang);
-        }
+        self.gang_diagnostics(&app_id, &gangs);
         let reply = AllocateReply {
             response_id,
             gangs,
@@ -383,8 +414,27 @@ impl RmCore {
                 }
             }
         }
-        self.changed();
         Ok(reply)
+    }
+
+    /// The application's diagnostics name its first waiting gang and why it waits.
+    fn gang_diagnostics(&mut self, app_id: &ApplicationId, gangs: &[GangView]) {
+        let Some(a) = self.apps.get_mut(app_id) else {
+            return;
+        };
+        if let Some(w) = gangs.iter().find(|g| {
+            matches!(
+                g.phase,
+                scheduler::gang::GangPhase::Pending | scheduler::gang::GangPhase::Reserved
+            )
+        }) {
+            a.set_diagnostics(
+                DiagnosticsKind::Gang,
+                format!("Gang {} is waiting: {}", w.id, w.diagnostics),
+            );
+        } else {
+            a.clear_diagnostics(DiagnosticsKind::Gang);
+        }
     }
 
     /// Whether the completion of `cid` that `node` reports must stay with the NM (not in

@@ -185,21 +185,8 @@ impl Scheduler {
                 0.0
             },
         };
-        // Free GPUs the leaf may use now, counting those on their way back from shrinks.
-        let mut free = gpus(&self.nodes.cluster_free());
-        for q in self.tree.path_up(leaf) {
-            let queue = &self.tree.queues[q];
-            let room = queue.maximum.minus(&queue.used).clamp_non_negative();
-            if room.get(GPU) < i64::MAX / 2 {
-                free = free.min(gpus(&room));
-            }
-        }
-        free += jobs
-            .iter()
-            .map(|j| u64::from(j.cur.saturating_sub(j.target)) * j.per)
-            .sum::<u64>();
         // Rigid work first: it gets its GPUs, by shrinking if need be.
-        let mut budget = free as i64 - rigid as i64;
+        let mut budget = self.leaf_free_gpus(leaf, &jobs) as i64 - rigid as i64;
         while budget < 0 {
             let Some((i, down, _)) = cheapest_shrink(&jobs, fb, rc, behind) else {
                 break;
@@ -215,109 +202,16 @@ impl Scheduler {
             .map(|j| rc.max(0.0) + j.time(j.target, fb))
             .collect();
         ends.sort_by(f64::total_cmp);
-        // Starting the k-th waiting job at `s` members now instead of at its maximum when
-        // the k-th running job ends, per GPU.
-        // (Starting it smaller spends fewer GPU-seconds when it scales sublinearly, which
-        // the jobs behind it gain.)
-        let start_gain = |j: &Job, k: usize, s: u32| -> f64 {
-            let later = j.model.spec.max;
-            let wait = ends.get(k).copied().unwrap_or(0.0);
-            let cost = f64::from(s) * j.per as f64;
-            let spared = behind.cost(j.gpu_time(later, fb) - j.gpu_time(s, fb));
-            (wait + j.time(later, fb) - j.time(s, fb) + spared) / cost
+        let round = Round {
+            fb,
+            rc,
+            behind,
+            by_gain,
+            ends,
         };
-        // The largest legal size of a waiting job that `budget` GPUs hold.
-        let fits = |j: &Job, budget: i64| -> Option<u32> {
-            let n = u32::try_from(budget.max(0) as u64 / j.per.max(1)).unwrap_or(u32::MAX);
-            j.model.spec.at_most(n)
-        };
-        // The first waiting job still waiting: start it by shrinking others when the time it
-        // saves exceeds what they lose.
-        if let Some(h) = jobs
-            .iter()
-            .position(|j| j.cur == 0 && j.target == 0 && j.free)
-        {
-            let least = jobs[h].model.spec.least().unwrap_or(1);
-            let need = i64::from(least) * jobs[h].per as i64 - budget.max(0);
-            let saved = if by_gain {
-                start_gain(&jobs[h], 0, least) * f64::from(least) * jobs[h].per as f64
-            } else {
-                f64::MAX
-            };
-            let mut trial: Vec<u32> = jobs.iter().map(|j| j.target).collect();
-            let mut freed = 0i64;
-            let mut lost = 0.0;
-            while need > 0 && freed < need {
-                let Some((i, down, loss)) = cheapest_shrink_with(&jobs, &trial, fb, rc, behind)
-                else {
-                    break;
-                };
-                freed += i64::from(trial[i] - down) * jobs[i].per as i64;
-                lost += loss;
-                trial[i] = down;
-            }
-            if need > 0 && freed >= need && saved > lost {
-                for (j, t) in jobs.iter_mut().zip(trial) {
-                    j.target = t;
-                }
-                jobs[h].target = least;
-                budget += freed - i64::from(least) * jobs[h].per as i64;
-            }
-        }
+        budget = round.start_first_waiting(&mut jobs, budget);
         // Free GPUs to the best saving per GPU, in doublings.
-        loop {
-            let mut best: Option<(f64, usize, u32)> = None;
-            // Waiting jobs start in the leaf's order: only the first not started is a
-            // candidate (its wait is until the first running job ends).
-            let first_waiting = jobs
-                .iter()
-                .position(|j| j.cur == 0 && j.target == 0 && j.free);
-            let k = jobs.iter().filter(|j| j.cur == 0 && j.target > 0).count();
-            for (i, j) in jobs.iter().enumerate() {
-                if !j.free || (j.cur == 0 && j.target == 0 && Some(i) != first_waiting) {
-                    continue;
-                }
-                let (to, gain) = if j.cur == 0 && j.target == 0 {
-                    let least = j.model.spec.least().unwrap_or(1);
-                    // By gain, the size that saves most per GPU among those the budget
-                    // holds (larger on a tie); under the study's rule, the minimum.
-                    let (s, g) = if by_gain {
-                        let top = fits(j, budget).unwrap_or(least);
-                        j.model
-                            .spec
-                            .sizes()
-                            .into_iter()
-                            .filter(|s| *s <= top)
-                            .map(|s| (s, start_gain(j, k, s)))
-                            .fold((least, f64::MIN), |b, x| if x.1 >= b.1 { x } else { b })
-                    } else {
-                        (least, start_gain(j, k, least))
-                    };
-                    // With nothing running to wait for, a waiting job starts; under the
-                    // study's rule, every waiting job gets its minimum before any growth.
-                    (
-                        s,
-                        if ends.is_empty() || !by_gain {
-                            f64::MAX
-                        } else {
-                            g
-                        },
-                    )
-                } else {
-                    let Some(up) = j.model.spec.up(j.target) else {
-                        continue;
-                    };
-                    let restart = if j.target == j.cur { rc } else { 0.0 };
-                    let spent = behind.cost(j.gpu_time(up, fb) - j.gpu_time(j.target, fb));
-                    let saved = j.time(j.target, fb) - j.time(up, fb) - restart - spent;
-                    (up, saved / (f64::from(up - j.target) * j.per as f64))
-                };
-                let cost = i64::from(to - j.target) * j.per as i64;
-                if cost <= budget && gain > 0.0 && best.is_none_or(|(b, _, _)| gain > b) {
-                    best = Some((gain, i, to));
-                }
-            }
-            let Some((_, i, to)) = best else { break };
+        while let Some((i, to)) = round.best_doubling(&jobs, budget) {
             budget -= i64::from(to - jobs[i].target) * jobs[i].per as i64;
             jobs[i].target = to;
         }
@@ -333,6 +227,23 @@ impl Scheduler {
             }
         }
         self.carry(jobs, now)
+    }
+
+    /// Free GPUs the leaf may use now (under every maximum on its path), counting those on
+    /// their way back from shrinks.
+    fn leaf_free_gpus(&self, leaf: QueueIdx, jobs: &[Job]) -> u64 {
+        let mut free = gpus(&self.nodes.cluster_free());
+        for q in self.tree.path_up(leaf) {
+            let queue = &self.tree.queues[q];
+            let room = queue.maximum.minus(&queue.used).clamp_non_negative();
+            if room.get(GPU) < i64::MAX / 2 {
+                free = free.min(gpus(&room));
+            }
+        }
+        free + jobs
+            .iter()
+            .map(|j| u64::from(j.cur.saturating_sub(j.target)) * j.per)
+            .sum::<u64>()
     }
 
     /// Turns the round's targets into resizes: admissions (placed by the next pass),
@@ -510,4 +421,140 @@ fn cheapest_shrink_with(
         }
     }
     best.map(|(_, i, d, l)| (i, d, l))
+}
+
+/// What one leaf's round measures its choices with.
+struct Round {
+    /// Work left of a job that reported none (the mean of those that did, or one unit).
+    fb: f64,
+    /// A restart's cost in seconds.
+    rc: f64,
+    /// The work waiting behind the leaf's jobs.
+    behind: Queue,
+    by_gain: bool,
+    /// When the running jobs end, soonest first.
+    ends: Vec<f64>,
+}
+
+impl Round {
+    /// Starting the k-th waiting job at `s` members now instead of at its maximum when the
+    /// k-th running job ends, per GPU. (Starting it smaller spends fewer GPU-seconds when
+    /// it scales sublinearly, which the jobs behind it gain.)
+    fn start_gain(&self, j: &Job, k: usize, s: u32) -> f64 {
+        let later = j.model.spec.max;
+        let wait = self.ends.get(k).copied().unwrap_or(0.0);
+        let cost = f64::from(s) * j.per as f64;
+        let spared = self
+            .behind
+            .cost(j.gpu_time(later, self.fb) - j.gpu_time(s, self.fb));
+        (wait + j.time(later, self.fb) - j.time(s, self.fb) + spared) / cost
+    }
+
+    /// The first waiting job still waiting: started by shrinking others when the time it
+    /// saves exceeds what they lose. Returns the budget left.
+    fn start_first_waiting(&self, jobs: &mut [Job], mut budget: i64) -> i64 {
+        let Some(h) = jobs
+            .iter()
+            .position(|j| j.cur == 0 && j.target == 0 && j.free)
+        else {
+            return budget;
+        };
+        let least = jobs[h].model.spec.least().unwrap_or(1);
+        let need = i64::from(least) * jobs[h].per as i64 - budget.max(0);
+        let saved = if self.by_gain {
+            self.start_gain(&jobs[h], 0, least) * f64::from(least) * jobs[h].per as f64
+        } else {
+            f64::MAX
+        };
+        let mut trial: Vec<u32> = jobs.iter().map(|j| j.target).collect();
+        let mut freed = 0i64;
+        let mut lost = 0.0;
+        while need > 0 && freed < need {
+            let Some((i, down, loss)) =
+                cheapest_shrink_with(jobs, &trial, self.fb, self.rc, self.behind)
+            else {
+                break;
+            };
+            freed += i64::from(trial[i] - down) * jobs[i].per as i64;
+            lost += loss;
+            trial[i] = down;
+        }
+        if need > 0 && freed >= need && saved > lost {
+            for (j, t) in jobs.iter_mut().zip(trial) {
+                j.target = t;
+            }
+            jobs[h].target = least;
+            budget += freed - i64::from(least) * jobs[h].per as i64;
+        }
+        budget
+    }
+
+    /// The doubling (or a waiting job's start) that saves most per GPU within `budget`:
+    /// (job, its new target).
+    fn best_doubling(&self, jobs: &[Job], budget: i64) -> Option<(usize, u32)> {
+        let mut best: Option<(f64, usize, u32)> = None;
+        // Waiting jobs start in the leaf's order: only the first not started is a
+        // candidate (its wait is until the first running job ends).
+        let first_waiting = jobs
+            .iter()
+            .position(|j| j.cur == 0 && j.target == 0 && j.free);
+        let k = jobs.iter().filter(|j| j.cur == 0 && j.target > 0).count();
+        for (i, j) in jobs.iter().enumerate() {
+            if !j.free || (j.cur == 0 && j.target == 0 && Some(i) != first_waiting) {
+                continue;
+            }
+            let (to, gain) = if j.cur == 0 && j.target == 0 {
+                self.start_size(j, k, budget)
+            } else {
+                let Some(up) = j.model.spec.up(j.target) else {
+                    continue;
+                };
+                let restart = if j.target == j.cur { self.rc } else { 0.0 };
+                let spent = self
+                    .behind
+                    .cost(j.gpu_time(up, self.fb) - j.gpu_time(j.target, self.fb));
+                let saved = j.time(j.target, self.fb) - j.time(up, self.fb) - restart - spent;
+                (up, saved / (f64::from(up - j.target) * j.per as f64))
+            };
+            let cost = i64::from(to - j.target) * j.per as i64;
+            if cost <= budget && gain > 0.0 && best.is_none_or(|(b, _, _)| gain > b) {
+                best = Some((gain, i, to));
+            }
+        }
+        best.map(|(_, i, to)| (i, to))
+    }
+
+    /// The size a waiting job would start at, and its gain per GPU. By gain, the size that
+    /// saves most per GPU among those the budget holds (larger on a tie); under the study's
+    /// rule, the minimum. With nothing running to wait for, a waiting job starts; under the
+    /// study's rule, every waiting job gets its minimum before any growth.
+    fn start_size(&self, j: &Job, k: usize, budget: i64) -> (u32, f64) {
+        let least = j.model.spec.least().unwrap_or(1);
+        let (s, g) = if self.by_gain {
+            let top = fits(j, budget).unwrap_or(least);
+            j.model
+                .spec
+                .sizes()
+                .into_iter()
+                .filter(|s| *s <= top)
+                .map(|s| (s, self.start_gain(j, k, s)))
+                .fold((least, f64::MIN), |b, x| if x.1 >= b.1 { x } else { b })
+        } else {
+            (least, self.start_gain(j, k, least))
+        };
+        (
+            s,
+            if self.ends.is_empty() || !self.by_gain {
+                f64::MAX
+            } else {
+                g
+            },
+        )
+    }
+}
+
+/// The largest legal size of a waiting job that `budget` GPUs hold.
+fn fits(j: &Job, budget: i64) -> Option<u32> {
+    let n = u32::try_from(budget.max(0) as u64 / j.per.max(1)).unwrap_or(u32::MAX);
+    j.model.spec.at_most(n)
 }
