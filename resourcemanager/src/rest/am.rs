@@ -12,7 +12,7 @@ use spindle_common::records::resource::ResourceInfo;
 use super::{check_resource, ApiError, AppState, JsonBody};
 use crate::core::scheduler::gang::{GangParams, GangPolicy};
 use crate::core::AskUpdate;
-use crate::driver::Command;
+use crate::driver::AmCommand;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -44,7 +44,7 @@ async fn register(
     let token = token(&headers)?;
     let (max, queue, previous) = st
         .driver
-        .call(|reply| Command::AmRegister {
+        .call(|reply| AmCommand::Register {
             token,
             host: req.host,
             rpc_port: req.rpc_port,
@@ -147,7 +147,7 @@ async fn allocate(
     };
     let r = st
         .driver
-        .call(|reply| Command::AmAllocate {
+        .call(|reply| AmCommand::Allocate {
             token,
             response_id: req.response_id,
             asks,
@@ -198,7 +198,7 @@ async fn finish(
 ) -> Result<Json<FinishApplicationMasterResponse>, ApiError> {
     let token = token(&headers)?;
     st.driver
-        .call(|reply| Command::AmFinish {
+        .call(|reply| AmCommand::Finish {
             token,
             status: req.final_application_status,
             diagnostics: req.diagnostics,
