@@ -10,7 +10,7 @@ use spindle_common::records::exception::ExceptionKind;
 use spindle_common::records::resource::ResourceInfo;
 
 use super::{check_resource, ApiError, AppState, JsonBody};
-use crate::core::scheduler::gang::{GangParams, GangPolicy};
+use crate::core::scheduler::gang::{GangPolicy, GangRequest};
 use crate::core::AskUpdate;
 use crate::driver::AmCommand;
 
@@ -100,7 +100,7 @@ async fn allocate(
                 let domain = crate::wire::gang_domain(&g).map_err(ApiError::bad_request)?;
                 Some((
                     id,
-                    GangParams {
+                    GangRequest {
                         elastic,
                         domain,
                         policy,
@@ -109,10 +109,6 @@ async fn allocate(
                         hard: g.timeout_policy == GangTimeoutPolicy::HARD,
                         gpu_model: g.gpu_model.filter(|m| !m.trim().is_empty()),
                         same_gpu_model: g.same_gpu_model,
-                        // The core fills these from the ask itself.
-                        partition: String::new(),
-                        tags: Vec::new(),
-                        constraint: None,
                     },
                 ))
             }
