@@ -242,7 +242,7 @@ async fn start_rm(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
-    let (rm, serve) = spindle_resourcemanager::driver::start(listener, rm_conf)
+    let (rm, serve) = spindle_resourcemanager::daemon::start(listener, rm_conf)
         .await
         .expect("start");
     let server = tokio::spawn(serve(Box::pin(std::future::pending())));

@@ -485,7 +485,7 @@ pub struct GangBenchResult {
 /// Gangs of 1 to 32 one-GPU members (8 vcores, 64 GiB each) from every application, beside
 /// CPU-only single asks, on N 8-GPU nodes: how fast whole gangs are placed.
 pub fn run_gangs(spec: &BenchSpec) -> GangBenchResult {
-    use crate::core::scheduler::gang::{GangParams, GangPolicy};
+    use crate::core::scheduler::gang::{GangPolicy, GangRequest};
     let Setup {
         mut core,
         attempts,
@@ -506,7 +506,7 @@ pub fn run_gangs(spec: &BenchSpec) -> GangBenchResult {
         relax_locality: true,
         gang: Some((
             format!("g{round}"),
-            GangParams {
+            GangRequest {
                 policy: GangPolicy::Pack,
                 max_nodes: 0,
                 timeout_ms: 0,

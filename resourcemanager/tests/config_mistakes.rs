@@ -108,7 +108,7 @@ async fn start(conf_dir: &Path) -> Rm {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
-    let (rm, serve) = spindle_resourcemanager::driver::start(listener, conf)
+    let (rm, serve) = spindle_resourcemanager::daemon::start(listener, conf)
         .await
         .expect("start");
     let server = tokio::spawn(serve(Box::pin(std::future::pending())));

@@ -51,7 +51,7 @@ async fn start(conf_dir: &Path, store: &Path, extra: &[(&str, &str)]) -> Rm {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
-    let (rm, serve) = spindle_resourcemanager::driver::start(listener, conf)
+    let (rm, serve) = spindle_resourcemanager::daemon::start(listener, conf)
         .await
         .expect("start");
     let server = tokio::spawn(serve(Box::pin(std::future::pending())));
@@ -626,7 +626,7 @@ async fn a_stored_mutation_that_no_longer_validates_stops_the_rm_with_its_reason
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
-    let e = match spindle_resourcemanager::driver::start(listener, conf).await {
+    let e = match spindle_resourcemanager::daemon::start(listener, conf).await {
         Ok(_) => panic!("the RM must not start on a configuration it would refuse"),
         Err(e) => e.to_string(),
     };

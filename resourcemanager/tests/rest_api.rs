@@ -541,7 +541,7 @@ async fn a_restarted_rm_recovers_every_application() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
-        let (rm, serve) = spindle_resourcemanager::driver::start(
+        let (rm, serve) = spindle_resourcemanager::daemon::start(
             listener,
             RmConfig::from_conf(&conf).expect("conf"),
         )

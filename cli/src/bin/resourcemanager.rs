@@ -93,7 +93,7 @@ fn main() -> ExitCode {
 /// `--format-state-store`: removes the store and says what was removed.
 fn format_state_store(conf: &RmConfig) -> ExitCode {
     let path = &conf.store_path;
-    match spindle_resourcemanager::store::StateStore::format(path) {
+    match spindle_resourcemanager::store::SqliteStore::format(path) {
         Ok(f) if f.removed.is_empty() => {
             println!(
                 "No state store at {} (spindle.resourcemanager.state-store.path): nothing to format; the next start creates one",
@@ -137,7 +137,7 @@ async fn serve(args: Args, conf: RmConfig) -> anyhow::Result<()> {
         })?;
     let addr = listener.local_addr()?;
     let scheme = conf.http.scheme();
-    let (_rm, serve) = spindle_resourcemanager::driver::start(listener, conf).await?;
+    let (_rm, serve) = spindle_resourcemanager::daemon::start(listener, conf).await?;
     if let Some(path) = &args.address_file {
         // An address to dial: a wildcard bind is written as 127.0.0.1, as the NM does.
         let dial = if addr.ip().is_unspecified() {

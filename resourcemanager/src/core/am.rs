@@ -12,7 +12,7 @@ pub struct AskUpdate {
     pub num_containers: u32,
     pub relax_locality: bool,
     /// Set when the ask is a member of a gang: (gang id, its placement and timeout).
-    pub gang: Option<(String, scheduler::gang::GangParams)>,
+    pub gang: Option<(String, scheduler::gang::GangRequest)>,
     /// Its node label expression (a partition), if it names one.
     pub label: Option<String>,
     /// Its containers' allocation tags.
@@ -339,11 +339,10 @@ impl RmCore {
             ask.partition = part.clone();
             ask.tags = a.tags.clone();
             ask.constraint = a.constraint.clone();
-            if let Some((gid, params)) = &a.gang {
-                let mut params = params.clone();
-                params.partition = part;
-                params.tags = a.tags.clone();
-                params.constraint = a.constraint.clone();
+            if let Some((gid, request)) = &a.gang {
+                let params = request
+                    .clone()
+                    .with_ask(part, a.tags.clone(), a.constraint.clone());
                 let running_elastic = self
                     .sched
                     .gang(app_id, gid)

@@ -107,7 +107,7 @@ impl RmCore {
     }
 
     /// Applies `queue-mappings` (first match wins) to the queue an application named.
-    pub(super) fn mapped_queue(&self, sub: &Submission) -> String {
+    pub fn mapped_queue(&self, sub: &Submission) -> String {
         let conf = self.sched.conf();
         let named = sub.queue.as_str();
         if conf.queue_mappings.is_empty()

@@ -16,7 +16,7 @@ use spindle_common::records::exception::ExceptionKind;
 use super::schedconf::{audit_failure, remote_ip, AUDIT_REFRESH_NODES};
 use super::{ApiError, AppState, PathParams};
 use crate::core::DecommissionType as Decommission;
-use crate::driver::Command;
+use crate::driver::{AdminCommand, QueryCommand};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -84,7 +84,7 @@ async fn refresh(
     caller: crate::core::Caller,
 ) -> Result<Json<RefreshNodesInfo>, ApiError> {
     let who = caller.clone();
-    st.driver.call(|r| Command::CheckAdmin(who, r)).await?;
+    st.driver.call(|r| QueryCommand::CheckAdmin(who, r)).await?;
     let conf = st.info.conf.clone();
     let read = tokio::task::spawn_blocking(move || {
         let hosts = conf.reload_hosts().map_err(|e| e.to_string())?;
@@ -98,7 +98,7 @@ async fn refresh(
     let how = decommission_type(q, default_secs)?;
     let done = st
         .driver
-        .call(|reply| Command::RefreshNodes {
+        .call(|reply| AdminCommand::RefreshNodes {
             hosts,
             how,
             caller,

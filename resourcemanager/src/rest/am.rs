@@ -10,9 +10,9 @@ use spindle_common::records::exception::ExceptionKind;
 use spindle_common::records::resource::ResourceInfo;
 
 use super::{check_resource, ApiError, AppState, JsonBody};
-use crate::core::scheduler::gang::{GangParams, GangPolicy};
+use crate::core::scheduler::gang::{GangPolicy, GangRequest};
 use crate::core::AskUpdate;
-use crate::driver::Command;
+use crate::driver::AmCommand;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -44,7 +44,7 @@ async fn register(
     let token = token(&headers)?;
     let (max, queue, previous) = st
         .driver
-        .call(|reply| Command::AmRegister {
+        .call(|reply| AmCommand::Register {
             token,
             host: req.host,
             rpc_port: req.rpc_port,
@@ -100,7 +100,7 @@ async fn allocate(
                 let domain = crate::wire::gang_domain(&g).map_err(ApiError::bad_request)?;
                 Some((
                     id,
-                    GangParams {
+                    GangRequest {
                         elastic,
                         domain,
                         policy,
@@ -109,10 +109,6 @@ async fn allocate(
                         hard: g.timeout_policy == GangTimeoutPolicy::HARD,
                         gpu_model: g.gpu_model.filter(|m| !m.trim().is_empty()),
                         same_gpu_model: g.same_gpu_model,
-                        // The core fills these from the ask itself.
-                        partition: String::new(),
-                        tags: Vec::new(),
-                        constraint: None,
                     },
                 ))
             }
@@ -147,7 +143,7 @@ async fn allocate(
     };
     let r = st
         .driver
-        .call(|reply| Command::AmAllocate {
+        .call(|reply| AmCommand::Allocate {
             token,
             response_id: req.response_id,
             asks,
@@ -198,7 +194,7 @@ async fn finish(
 ) -> Result<Json<FinishApplicationMasterResponse>, ApiError> {
     let token = token(&headers)?;
     st.driver
-        .call(|reply| Command::AmFinish {
+        .call(|reply| AmCommand::Finish {
             token,
             status: req.final_application_status,
             diagnostics: req.diagnostics,

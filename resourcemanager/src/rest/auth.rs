@@ -27,11 +27,11 @@
 //! caller, for themselves, never outliving the token that asked) and offline by
 //! `spindle token -issue` (the operator, with the key file); `DELETE` cancels one. A
 //! cancellation is written to the state store (until the token's max date) before it is
-//! answered, and kept in memory here; a restarted RM loads the stored ones.
+//! answered; the store is the one place that keeps them, and every token-authenticated call
+//! asks the driver whether its token was cancelled.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Mutex;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, MatchedPath, Request, State};
@@ -63,19 +63,15 @@ const ANONYMOUS: &str = "dr.who";
 /// How long a refusal's `RemoteException` body may be for the audit to quote it.
 const MAX_AUDITED_BODY: usize = 64 * 1024;
 
-/// The RM's authentication state: the mode, and the tokens cancelled since it started.
+/// How the RM authenticates cluster callers.
 pub(crate) struct Auth {
     mode: AuthMode,
-    /// Cancelled tokens' sequence numbers with their max dates (kept until then).
-    cancelled: Mutex<HashMap<u64, u64>>,
 }
 
 impl Auth {
-    /// `cancelled`: the cancellations the state store kept (sequence number, max date).
-    pub(crate) fn new(conf: &AuthConfig, cancelled: &[(u64, u64)]) -> Self {
+    pub(crate) fn new(conf: &AuthConfig) -> Self {
         Self {
             mode: conf.mode.clone(),
-            cancelled: Mutex::new(cancelled.iter().copied().collect()),
         }
     }
 
@@ -83,19 +79,14 @@ impl Auth {
     pub(crate) fn is_token(&self) -> bool {
         matches!(self.mode, AuthMode::Token { .. })
     }
+}
 
-    fn is_cancelled(&self, seq: u64) -> bool {
-        self.cancelled
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains_key(&seq)
-    }
-
-    fn cancel(&self, id: &UserTokenIdentifier, now: u64) {
-        let mut c = self.cancelled.lock().unwrap_or_else(|p| p.into_inner());
-        c.retain(|_, max| *max >= now);
-        c.insert(id.sequence_number, id.max_date);
-    }
+/// Whether the token with sequence number `seq` was cancelled: the driver asks the state
+/// store.
+async fn is_cancelled(st: &AppState, seq: u64) -> Result<bool, crate::driver::RmError> {
+    st.driver
+        .call(|reply| crate::driver::QueryCommand::UserTokenCancelled { seq, reply })
+        .await
 }
 
 /// Who the caller proved (or said) they are; in the request's extensions after
@@ -121,6 +112,15 @@ impl Identity {
             Identity::Anonymous => ANONYMOUS,
         }
     }
+}
+
+/// Why the edge could not tell who the caller is.
+enum NotIdentified {
+    /// A 401: the user to audit, and why.
+    Refused(String, Unauthenticated),
+    /// Whether the token was cancelled could not be asked (the RM is shutting down, or the
+    /// state store failed): answered as that error, never let through.
+    Unchecked(crate::driver::RmError),
 }
 
 /// Why the edge refused to tell who the caller is (each a 401).
@@ -214,9 +214,10 @@ pub(crate) async fn authenticate(
     let method = req.method().clone();
     let app_id = path_app_id(&route, req.uri().path());
     let open = OPEN_PATHS.contains(&route.as_str());
-    let identity = match identify(&st, &req, open) {
+    let identity = match identify(&st, req.uri(), req.headers(), open).await {
         Ok(i) => i,
-        Err((user, why)) => {
+        Err(NotIdentified::Unchecked(e)) => return ApiError::from(e).into_response(),
+        Err(NotIdentified::Refused(user, why)) => {
             let (operation, target) = operation(&method, &route);
             let message = why.to_string();
             let mut e =
@@ -253,9 +254,10 @@ pub(crate) async fn guard_pages(State(st): State<AppState>, req: Request, next: 
     if !st.auth.is_token() || path == "/" || path == "/ui" || path.starts_with("/ui/") {
         return next.run(req).await;
     }
-    match identify(&st, &req, false) {
+    match identify(&st, req.uri(), req.headers(), false).await {
         Ok(_) => next.run(req).await,
-        Err(_) if path == "/cluster" || path == "/cluster/" => (
+        Err(NotIdentified::Unchecked(e)) => ApiError::from(e).into_response(),
+        Err(NotIdentified::Refused(..)) if path == "/cluster" || path == "/cluster/" => (
             StatusCode::OK,
             axum::response::Html(
                 "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>Spindle</title></head><body>\
@@ -264,7 +266,7 @@ open <a href=\"/ui\">the web UI</a> and give it your token.</p></body></html>",
             ),
         )
             .into_response(),
-        Err((user, why)) => {
+        Err(NotIdentified::Refused(user, why)) => {
             let ip = req
                 .extensions()
                 .get::<ConnectInfo<SocketAddr>>()
@@ -284,16 +286,17 @@ open <a href=\"/ui\">the web UI</a> and give it your token.</p></body></html>",
     }
 }
 
-/// The caller's identity, or the user to audit and why they were refused.
-#[allow(clippy::result_large_err)]
-fn identify(
+/// The caller's identity, or why it is not known.
+async fn identify(
     st: &AppState,
-    req: &Request,
+    uri: &Uri,
+    headers: &HeaderMap,
     open: bool,
-) -> Result<Identity, (String, Unauthenticated)> {
+) -> Result<Identity, NotIdentified> {
+    let refused = |user: &str, why| NotIdentified::Refused(user.to_string(), why);
     match &st.auth.mode {
         AuthMode::Simple { anonymous_allowed } => {
-            let named = query_pairs(req.uri())
+            let named = query_pairs(uri)
                 .into_iter()
                 .rev()
                 .find(|(k, _)| k == "user.name")
@@ -301,27 +304,26 @@ fn identify(
                 .filter(|v| !v.is_empty());
             match named {
                 Some(_) => {
-                    let q: HashMap<String, String> = query_pairs(req.uri()).into_iter().collect();
+                    let q: HashMap<String, String> = query_pairs(uri).into_iter().collect();
                     Ok(Identity::Simple(super::caller(&q)))
                 }
                 None if *anonymous_allowed || open => Ok(Identity::Simple(ANONYMOUS.into())),
-                None => Err((ANONYMOUS.into(), Unauthenticated::Anonymous)),
+                None => Err(refused(ANONYMOUS, Unauthenticated::Anonymous)),
             }
         }
-        AuthMode::Token { key, .. } => match presented_token(req.headers()) {
+        AuthMode::Token { key, .. } => match presented_token(headers) {
             None if open => Ok(Identity::Anonymous),
-            None => Err((ANONYMOUS.into(), Unauthenticated::NoToken)),
+            None => Err(refused(ANONYMOUS, Unauthenticated::NoToken)),
             Some(token) => {
                 let id = key
                     .verify(&token, now_ms())
-                    .map_err(|e| (ANONYMOUS.to_string(), Unauthenticated::BadToken(e)))?;
-                if st.auth.is_cancelled(id.sequence_number) {
-                    return Err((
-                        id.owner.clone(),
-                        Unauthenticated::Cancelled(id.sequence_number),
-                    ));
+                    .map_err(|e| refused(ANONYMOUS, Unauthenticated::BadToken(e)))?;
+                let seq = id.sequence_number;
+                match is_cancelled(st, seq).await {
+                    Ok(false) => Ok(Identity::Token { id, token }),
+                    Ok(true) => Err(refused(&id.owner, Unauthenticated::Cancelled(seq))),
+                    Err(e) => Err(NotIdentified::Unchecked(e)),
                 }
-                Ok(Identity::Token { id, token })
             }
         },
     }
@@ -440,38 +442,32 @@ fn operation(method: &Method, route: &str) -> (String, &'static str) {
 
 /// `token` mode: a submission to a queue whose submit ACL refuses the (authenticated) caller
 /// is refused at once, 403 with YARN's `AccessControlException` words, instead of being
-/// accepted and FAILED as in `simple` mode. The queue checked is the one the submission
-/// names; a submission to `default` (which queue mappings may redirect) and one to an unknown
-/// queue are left to the scheduler, which fails them with the same words.
+/// accepted and FAILED as in `simple` mode. The queue checked is the one the core would place
+/// the submission in (after its queue mappings); a submission to an unknown queue is left to
+/// the scheduler, which fails it with its own words. If the driver cannot answer, the
+/// submission is refused with that error.
 pub(crate) async fn check_submit_acl(
     st: &AppState,
     id: &spindle_common::ApplicationId,
-    queue: &str,
-    caller: &crate::core::Caller,
+    sub: &crate::core::Submission,
 ) -> Result<(), ApiError> {
-    if !st.auth.is_token() || queue == "default" || queue == "root.default" {
+    if !st.auth.is_token() {
         return Ok(());
     }
-    let (who, user) = (caller.clone(), caller.clone());
-    let allowed = st
+    let submission = Box::new(sub.clone());
+    let access = st
         .driver
-        .call(|reply| crate::driver::Command::QueueAccess {
-            queue: queue.to_string(),
-            caller: who,
-            user,
-            acl: crate::core::QueueAclType::SubmitApplications,
-            reply,
-        })
-        .await;
-    match allowed {
-        Ok(false) => Err(ApiError::new(
+        .call(|reply| crate::driver::QueryCommand::SubmitAccess { submission, reply })
+        .await?;
+    match access {
+        Some((queue, false)) => Err(ApiError::new(
             ExceptionKind::Forbidden,
             format!(
                 "org.apache.hadoop.security.AccessControlException: User {} does not have permission to submit {id} to queue {queue}",
-                caller.user
+                sub.user
             ),
         )),
-        _ => Ok(()),
+        Some((_, true)) | None => Ok(()),
     }
 }
 
@@ -561,13 +557,12 @@ async fn cancel_token(
     // Stored first: once answered, a restarted RM refuses it too.
     let (seq, max_date) = (target.sequence_number, target.max_date);
     st.driver
-        .call(|reply| crate::driver::Command::CancelUserToken {
+        .call(|reply| crate::driver::AdminCommand::CancelUserToken {
             seq,
             max_date,
             reply,
         })
         .await?;
-    st.auth.cancel(&target, now);
     Ok(StatusCode::OK)
 }
 

@@ -39,9 +39,6 @@ pub struct RmInfo {
     pub conf: Arc<RmConfig>,
     /// The `/metrics` event series the router's middleware and the driver record.
     pub metrics: Arc<RmMetrics>,
-    /// User tokens cancelled before this start and not yet expired (sequence number, max
-    /// date), from the state store.
-    pub cancelled_user_tokens: Vec<(u64, u64)>,
 }
 
 #[derive(Clone)]
@@ -49,7 +46,7 @@ pub(crate) struct AppState {
     pub driver: DriverHandle,
     pub info: RmInfo,
     pub groups: Arc<groups::Groups>,
-    /// How cluster callers are authenticated, and the tokens cancelled since the start.
+    /// How cluster callers are authenticated.
     pub auth: Arc<auth::Auth>,
 }
 
@@ -68,10 +65,7 @@ pub fn router(driver: DriverHandle, info: RmInfo) -> Router {
     let groups = Arc::new(groups::Groups::new(info.conf.groups.clone()));
     let request_metrics = info.metrics.clone();
     let node_auth = node_auth::NodeAuth::from_conf(&info.conf);
-    let auth = Arc::new(auth::Auth::new(
-        &info.conf.auth,
-        &info.cancelled_user_tokens,
-    ));
+    let auth = Arc::new(auth::Auth::new(&info.conf.auth));
     let state = AppState {
         driver,
         info,
@@ -126,7 +120,7 @@ impl From<RmError> for ApiError {
                 ExceptionKind::BadRequest,
                 format!("Failed to re-init queues : {e}"),
             ),
-            RmError::Store(m) => ApiError::new(ExceptionKind::Internal, m),
+            RmError::Store(e) => ApiError::new(ExceptionKind::Internal, e.to_string()),
             RmError::Unavailable => ApiError::new(ExceptionKind::ServiceUnavailable, e.to_string()),
         }
     }

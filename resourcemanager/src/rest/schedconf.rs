@@ -27,7 +27,7 @@ use spindle_common::records::exception::ExceptionKind;
 use super::{ApiError, AppState, JsonBody, PathParams};
 use crate::config::capacity::{CsProps, QueueParams, SchedConfMutation};
 use crate::core::{Caller, QueueAclType};
-use crate::driver::{Command, RmError};
+use crate::driver::{AdminCommand, QueryCommand, RmError};
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -119,7 +119,7 @@ async fn refresh_queues(
 
 async fn refresh(st: &AppState, caller: Caller) -> Result<Json<ConfigVersionInfo>, ApiError> {
     let who = caller.clone();
-    st.driver.call(|r| Command::CheckAdmin(who, r)).await?;
+    st.driver.call(|r| QueryCommand::CheckAdmin(who, r)).await?;
     let conf = st.info.conf.clone();
     let props = tokio::task::spawn_blocking(move || conf.reload_scheduler_props())
         .await
@@ -127,7 +127,7 @@ async fn refresh(st: &AppState, caller: Caller) -> Result<Json<ConfigVersionInfo
         .map_err(|e| ApiError::bad_request(format!("Failed to re-init queues : {e}")))?;
     let version = st
         .driver
-        .call(|r| Command::RefreshQueues {
+        .call(|r| AdminCommand::RefreshQueues {
             props: Box::new(props),
             caller,
             reply: r,
@@ -145,7 +145,7 @@ async fn get_sched_conf(
     let caller = st.caller(&q).await;
     let (_, props) = st
         .driver
-        .call(|r| Command::GetSchedulerConf(caller, r))
+        .call(|r| QueryCommand::GetSchedulerConf(caller, r))
         .await?;
     Ok(Json(conf_info(&props)))
 }
@@ -157,7 +157,7 @@ async fn version(
     let caller = st.caller(&q).await;
     let (version, _) = st
         .driver
-        .call(|r| Command::GetSchedulerConf(caller, r))
+        .call(|r| QueryCommand::GetSchedulerConf(caller, r))
         .await?;
     Ok(Json(ConfigVersionInfo {
         version_id: version,
@@ -225,7 +225,7 @@ async fn put_sched_conf(
     let r = match mutation(body) {
         Ok(m) => st
             .driver
-            .call(|r| Command::MutateSchedulerConf {
+            .call(|r| AdminCommand::MutateSchedulerConf {
                 mutation: Box::new(m),
                 caller,
                 dry_run: false,
@@ -257,7 +257,7 @@ async fn validate(
     let caller = st.caller(&q).await;
     let r = st
         .driver
-        .call(|r| Command::MutateSchedulerConf {
+        .call(|r| AdminCommand::MutateSchedulerConf {
             mutation: Box::new(m),
             caller,
             dry_run: true,
@@ -305,7 +305,7 @@ async fn queue_access(
     let target = Caller::new(user.clone(), st.groups.of(&user).await);
     let allowed = st
         .driver
-        .call(|r| Command::QueueAccess {
+        .call(|r| QueryCommand::QueueAccess {
             queue: queue.clone(),
             caller,
             user: target,

@@ -10,7 +10,7 @@ use crate::core::{
     ContainerGpuUse, GpuSample, IgnoredGpuUse, NodeAction as CoreAction, NodeRegistration,
     ReportedContainer,
 };
-use crate::driver::Command;
+use crate::driver::{NodeBeat, NodeCommand, SelfReport, SelfReportRefusals};
 use tracing::{debug, warn};
 
 /// The node-tracker routes, each behind the cluster-secret check (`node_auth`; a no-op when
@@ -57,7 +57,6 @@ async fn register(
         .rack
         .filter(|r| r.starts_with('/'))
         .unwrap_or_else(|| "/default-rack".into());
-    let node = req.node_id.clone();
     let labels = req.node_labels;
     // An NM speaks only for `nm.yarn.io/`: anything else is kept out of the registration
     // and refused by name through the self-report below.
@@ -77,9 +76,17 @@ async fn register(
         containers: reports(req.container_statuses)?,
         attributes,
     };
+    let says = SelfReport {
+        labels,
+        attributes: (!foreign.is_empty()).then_some(foreign),
+    };
     let r = st
         .driver
-        .call(|reply| Command::RegisterNode(Box::new(reg), reply))
+        .call(|reply| NodeCommand::Register {
+            registration: Box::new(reg),
+            says,
+            reply,
+        })
         .await?;
     if let Some(why) = r.refused {
         return Ok(Json(RegisterNodeManagerResponse {
@@ -93,7 +100,7 @@ async fn register(
             diagnostics_message: why.to_string(),
         }));
     }
-    let refused = self_report(&st, node, labels, (!foreign.is_empty()).then_some(foreign)).await?;
+    let refused = r.self_report;
     Ok(Json(RegisterNodeManagerResponse {
         node_action: NodeAction::NORMAL,
         rm_identifier: r.rm_identifier,
@@ -103,8 +110,8 @@ async fn register(
         )?),
         heartbeat_interval_ms: r.interval_ms,
         rm_version: env!("CARGO_PKG_VERSION").into(),
-        are_node_labels_accepted_by_rm: refused.0.is_none(),
-        are_node_attributes_accepted_by_rm: refused.1.is_none(),
+        are_node_labels_accepted_by_rm: refused.labels.is_none(),
+        are_node_attributes_accepted_by_rm: refused.attributes.is_none(),
         diagnostics_message: diagnostics(&refused),
     }))
 }
@@ -114,44 +121,39 @@ async fn heartbeat(
     JsonBody(req): JsonBody<NodeHeartbeatRequest>,
 ) -> Result<Json<NodeHeartbeatResponse>, ApiError> {
     let status = req.node_status;
-    let containers = reports(status.containers_statuses)?;
-    let node = req.node_id.clone();
+    let node = req.node_id;
+    let beat = NodeBeat {
+        containers: reports(status.containers_statuses)?,
+        gpu: gpu_uses(&node, status.containers_gpu_utilization),
+        node: node.clone(),
+        healthy: status.healthy,
+        report: status.health_report,
+        says: SelfReport {
+            labels: req.node_labels,
+            attributes: req.node_attributes,
+        },
+    };
     let last_known_key = req.last_known_container_token_master_key;
-    let (r, newest_key) = st
+    let answer = st
         .driver
-        .call(|reply| Command::Heartbeat {
-            node: req.node_id,
-            healthy: status.healthy,
-            report: status.health_report,
-            containers,
+        .call(|reply| NodeCommand::Heartbeat {
+            beat: Box::new(beat),
             reply,
         })
         .await?;
-    let uses = gpu_uses(&node, status.containers_gpu_utilization);
-    if !uses.is_empty() {
-        let n = node.clone();
-        let ignored = st
-            .driver
-            .call(|reply| Command::GpuUse {
-                node: n,
-                uses,
-                reply,
-            })
-            .await?;
-        for i in ignored {
-            match i {
-                IgnoredGpuUse::NotRunning(c) => {
-                    debug!(node_id = %node, container_id = %c,
-                        "GPU sample of a container that is not running ignored")
-                }
-                IgnoredGpuUse::OtherNode(c) => {
-                    warn!(node_id = %node, container_id = %c,
-                        "GPU sample of a container that runs on another node ignored")
-                }
+    for i in answer.ignored_gpu {
+        match i {
+            IgnoredGpuUse::NotRunning(c) => {
+                debug!(node_id = %node, container_id = %c,
+                    "GPU sample of a container that is not running ignored")
+            }
+            IgnoredGpuUse::OtherNode(c) => {
+                warn!(node_id = %node, container_id = %c,
+                    "GPU sample of a container that runs on another node ignored")
             }
         }
     }
-    let refused = self_report(&st, node, req.node_labels, req.node_attributes).await?;
+    let (r, refused) = (answer.reply, answer.refused);
     Ok(Json(NodeHeartbeatResponse {
         response_id: r.response_id,
         node_action: match r.action {
@@ -166,10 +168,10 @@ async fn heartbeat(
         container_token_master_key: super::master_key::if_changed(
             st.info.conf.cluster_secret.as_ref(),
             last_known_key.as_ref(),
-            &newest_key,
+            &answer.container_key,
         )?,
-        are_node_labels_accepted_by_rm: refused.0.is_none(),
-        are_node_attributes_accepted_by_rm: refused.1.is_none(),
+        are_node_labels_accepted_by_rm: refused.labels.is_none(),
+        are_node_attributes_accepted_by_rm: refused.attributes.is_none(),
         diagnostics_message: [r.diagnostics, diagnostics(&refused)]
             .into_iter()
             .filter(|d| !d.is_empty())
@@ -216,31 +218,12 @@ fn gpu_uses(
     out
 }
 
-/// Hands what an NM says of itself (labels, attributes) to the core; answers the refusals.
-async fn self_report(
-    st: &AppState,
-    node: spindle_common::NodeId,
-    labels: Option<Vec<String>>,
-    attributes: Option<std::collections::BTreeMap<String, String>>,
-) -> Result<(Option<String>, Option<String>), ApiError> {
-    if labels.is_none() && attributes.is_none() {
-        return Ok((None, None));
-    }
-    Ok(st
-        .driver
-        .call(|reply| Command::NodeSelfReport {
-            node,
-            labels,
-            attributes,
-            reply,
-        })
-        .await?)
-}
-
-fn diagnostics(refused: &(Option<String>, Option<String>)) -> String {
-    [refused.0.as_deref(), refused.1.as_deref()]
+/// The refusals of what the NM said of itself, for `diagnosticsMessage`.
+fn diagnostics(refused: &SelfReportRefusals) -> String {
+    [refused.labels.as_ref(), refused.attributes.as_ref()]
         .into_iter()
         .flatten()
+        .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -250,7 +233,7 @@ async fn unregister(
     JsonBody(req): JsonBody<UnRegisterNodeManagerRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     st.driver
-        .call(|reply| Command::UnregisterNode(req.node_id, reply))
+        .call(|reply| NodeCommand::Unregister(req.node_id, reply))
         .await?;
     Ok(Json(serde_json::json!({})))
 }

@@ -53,7 +53,7 @@ pub(crate) async fn start_rm_with(mut conf: Configuration) -> Rm {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
-    let (rm, serve) = spindle_resourcemanager::driver::start(listener, rm_conf)
+    let (rm, serve) = spindle_resourcemanager::daemon::start(listener, rm_conf)
         .await
         .expect("start");
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();

@@ -20,7 +20,7 @@ use spindle_common::states::{ContainerState, FinalApplicationStatus};
 use spindle_common::token::TokenSecret;
 use spindle_common::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, Resource};
 use spindle_resourcemanager::config::RmConfig;
-use spindle_resourcemanager::core::scheduler::gang::{GangParams, GangPhase};
+use spindle_resourcemanager::core::scheduler::gang::{GangPhase, GangRequest};
 use spindle_resourcemanager::core::{
     Allocation, AmReport, AskUpdate, CoreConfig, Effect, LaunchSpec, NodeRegistration,
     ReportedContainer, RmCore, Submission,
@@ -754,11 +754,11 @@ impl<'a> Sim<'a> {
                 gpu_model,
             } => Some((
                 GANG_ID.to_string(),
-                GangParams {
+                GangRequest {
                     policy: placement.policy(),
                     timeout_ms: self.opts.gang_timeout_ms.unwrap_or(u64::MAX),
                     gpu_model: gpu_model.clone(),
-                    ..GangParams::default()
+                    ..GangRequest::default()
                 },
             )),
             Shape::Independent => None,
@@ -779,7 +779,7 @@ impl<'a> Sim<'a> {
                 gang: gang.map(|(id, p)| {
                     (
                         id,
-                        GangParams {
+                        GangRequest {
                             elastic: Some(spec),
                             ..p
                         },

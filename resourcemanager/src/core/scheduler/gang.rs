@@ -39,7 +39,54 @@ impl GangPhase {
     }
 }
 
-/// What the AM asked of the gang.
+/// What an AM asks of a gang (its allocate call's `gang` object, converted at the edge).
+/// The core completes it with what the ask itself says ([`GangRequest::with_ask`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GangRequest {
+    pub policy: GangPolicy,
+    /// At most this many nodes (0: no limit; STRICT_PACK without one means 1).
+    pub max_nodes: u32,
+    /// 0: the scheduler's default.
+    pub timeout_ms: u64,
+    /// Fail the application at the timeout (else withdraw the asks and tell the AM).
+    pub hard: bool,
+    /// Only nodes whose GPUs are of this model.
+    pub gpu_model: Option<String>,
+    /// Every node of the gang has GPUs of one model.
+    pub same_gpu_model: bool,
+    /// Set for an elastic gang (one ask, whose count is the maximum).
+    pub elastic: Option<super::elastic::ElasticSpec>,
+    /// All members in one domain of a topology level (required or preferred).
+    pub domain: Option<super::topology::Domain>,
+}
+
+impl GangRequest {
+    /// The gang's parameters: the request, and the partition, tags and placement
+    /// constraint of the ask that carries it.
+    pub fn with_ask(
+        self,
+        partition: String,
+        tags: Vec<String>,
+        constraint: Option<super::placement::Constraint>,
+    ) -> GangParams {
+        GangParams {
+            policy: self.policy,
+            max_nodes: self.max_nodes,
+            timeout_ms: self.timeout_ms,
+            hard: self.hard,
+            gpu_model: self.gpu_model,
+            same_gpu_model: self.same_gpu_model,
+            elastic: self.elastic,
+            domain: self.domain,
+            partition,
+            tags,
+            constraint,
+        }
+    }
+}
+
+/// What the scheduler places a gang by: the AM's [`GangRequest`] with its ask's partition,
+/// tags and constraint.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GangParams {
     pub policy: GangPolicy,

@@ -8,7 +8,7 @@ use spindle_common::{ApplicationId, ContainerId, NodeId, Resource};
 use super::{qp, TestEnv};
 use crate::core::queue_conf::*;
 use crate::core::scheduler::feasible::NeverFits;
-use crate::core::scheduler::gang::GangParams;
+use crate::core::scheduler::gang::GangRequest;
 use crate::core::scheduler::{QueueIdx, Scheduler};
 use crate::core::*;
 
@@ -252,7 +252,7 @@ proptest! {
 }
 
 fn gang_ask(n: u32, cap: Resource, elastic: Option<(u32, u32)>) -> AskUpdate {
-    let mut params = GangParams::default();
+    let mut params = GangRequest::default();
     if let Some((min, max)) = elastic {
         params.elastic = Some(crate::core::scheduler::elastic::ElasticSpec {
             min,

@@ -15,7 +15,7 @@ use super::preemption::{conf, leaf, Cluster};
 use super::TestEnv;
 use crate::core::queue_conf::*;
 use crate::core::scheduler::elastic::{ElasticSpec, SizeRule};
-use crate::core::scheduler::gang::{GangParams, GangPhase};
+use crate::core::scheduler::gang::{GangPhase, GangRequest};
 use crate::core::*;
 
 const RESIZE_INTERVAL: u64 = 5_000;
@@ -55,9 +55,9 @@ fn spec(min: u32, max: u32) -> ElasticSpec {
 impl Cluster {
     /// Asks for an elastic gang of 1-GPU members.
     fn elastic(&mut self, app: &ApplicationId, min: u32, max: u32) -> AllocateReply {
-        let params = GangParams {
+        let params = GangRequest {
             elastic: Some(spec(min, max)),
-            ..GangParams::default()
+            ..GangRequest::default()
         };
         self.gang_with(app, "workers", max, 1, params, 0.0)
     }

@@ -9,7 +9,7 @@ use spindle_common::{ApplicationId, NodeId, Resource};
 
 use super::TestEnv;
 use crate::core::queue_conf::*;
-use crate::core::scheduler::gang::{GangParams, GangPhase, GangPolicy};
+use crate::core::scheduler::gang::{GangParams, GangPhase, GangPolicy, GangRequest};
 use crate::core::scheduler::{Ask, AskKey, Placement, QueueIdx, Scheduler};
 use crate::core::*;
 
@@ -400,7 +400,7 @@ fn the_timeout_reaches_the_am_and_a_hard_one_fails_the_application() {
             relax_locality: true,
             gang: Some((
                 "g".into(),
-                GangParams {
+                GangRequest {
                     policy: GangPolicy::Pack,
                     max_nodes: 0,
                     timeout_ms: 1000,
@@ -471,7 +471,7 @@ fn a_failed_member_is_reported_with_its_gang() {
         relax_locality: true,
         gang: Some((
             "g".into(),
-            GangParams {
+            GangRequest {
                 policy: GangPolicy::Pack,
                 max_nodes: 0,
                 timeout_ms: 0,

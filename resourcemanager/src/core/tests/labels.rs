@@ -12,7 +12,7 @@ use spindle_common::{ApplicationId, NodeId, Resource};
 use super::preemption::{conf, leaf, Cluster};
 use crate::core::labels::{AttributeOp, LabelChange};
 use crate::core::queue_conf::{AccessibleLabels, LabelCapacity};
-use crate::core::scheduler::gang::GangParams;
+use crate::core::scheduler::gang::GangRequest;
 use crate::core::scheduler::placement::{Constraint, Scope, TagScope, TagTarget};
 use crate::core::*;
 
@@ -358,7 +358,7 @@ fn a_gang_is_planned_whole_inside_its_partition_and_constraint() {
         capability: Resource::new(1024, 1).with(GPU, 4),
         num_containers: n,
         relax_locality: true,
-        gang: Some(("g".into(), GangParams::default())),
+        gang: Some(("g".into(), GangRequest::default())),
     };
     // Three whole-node members cannot fit on the two H100-SXM nodes: nothing is granted
     // (not two of three), and the gang says how far it got.

@@ -12,7 +12,7 @@ use spindle_common::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, R
 
 use super::{qp, TestEnv};
 use crate::core::queue_conf::*;
-use crate::core::scheduler::gang::{GangParams, GangPhase};
+use crate::core::scheduler::gang::{GangPhase, GangRequest};
 use crate::core::*;
 
 pub(super) const WAIT: u64 = 15_000;
@@ -110,7 +110,7 @@ impl Cluster {
         n: u32,
         gpus: i64,
     ) -> AllocateReply {
-        self.gang_with(app, id, n, gpus, GangParams::default(), 0.1)
+        self.gang_with(app, id, n, gpus, GangRequest::default(), 0.1)
     }
 
     /// Asks for a gang with `params` (elastic, a domain, ...), reporting `progress`.
@@ -120,7 +120,7 @@ impl Cluster {
         id: &str,
         n: u32,
         gpus: i64,
-        params: GangParams,
+        params: GangRequest,
         progress: f32,
     ) -> AllocateReply {
         let att = self.att(app);

@@ -12,7 +12,7 @@ use spindle_common::{ApplicationId, NodeId, Resource};
 
 use super::preemption::{conf, leaf, Cluster};
 use super::TestEnv;
-use crate::core::scheduler::gang::{GangParams, GangPhase};
+use crate::core::scheduler::gang::{GangPhase, GangRequest};
 use crate::core::scheduler::topology::Domain;
 use crate::core::*;
 
@@ -54,9 +54,9 @@ fn in_domain(
     gpus: i64,
     d: Domain,
 ) -> AllocateReply {
-    let params = GangParams {
+    let params = GangRequest {
         domain: Some(d),
-        ..GangParams::default()
+        ..GangRequest::default()
     };
     c.gang_with(app, id, n, gpus, params, 0.0)
 }

@@ -270,7 +270,7 @@ pub(super) async fn accounting(
     let query = parse_query(&q, now)?;
     let (stored, snap) = st
         .driver
-        .call(|reply| Command::Accounting {
+        .call(|reply| QueryCommand::Accounting {
             from: query.from,
             to: query.to,
             reply,

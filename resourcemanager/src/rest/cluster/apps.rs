@@ -267,7 +267,7 @@ pub(super) async fn put_app_timeout(
     let caller = st.caller(&q).await;
     let at = st
         .driver
-        .call(|r| Command::UpdateLifetime {
+        .call(|r| AppCommand::UpdateLifetime {
             id: aid,
             expiry,
             caller,
@@ -576,7 +576,7 @@ pub(super) async fn put_app_state(
         ));
     }
     let who = st.caller(&q).await;
-    let out = st.driver.call(|r| Command::Kill(aid, who, r)).await?;
+    let out = st.driver.call(|r| AppCommand::Kill(aid, who, r)).await?;
     Ok(match out {
         KillOutcome::Done(state) => (
             StatusCode::OK,
@@ -637,7 +637,7 @@ pub(super) async fn put_app_queue(
     let caller = st.caller(&q).await;
     let path = st
         .driver
-        .call(|r| Command::MoveApp {
+        .call(|r| AppCommand::MoveApp {
             id: aid,
             queue,
             caller,
@@ -662,7 +662,7 @@ pub(super) async fn put_app_priority(
     let caller = st.caller(&q).await;
     let priority = st
         .driver
-        .call(|r| Command::SetPriority {
+        .call(|r| AppCommand::SetPriority {
             id: aid,
             priority: body.priority,
             caller,
@@ -884,7 +884,7 @@ pub(super) async fn app_statistics(
 pub(super) async fn new_application(
     State(st): State<AppState>,
 ) -> Result<Json<NewApplication>, ApiError> {
-    let (id, max) = st.driver.call(Command::NewApplication).await?;
+    let (id, max) = st.driver.call(AppCommand::NewApplication).await?;
     Ok(Json(NewApplication {
         application_id: id,
         maximum_resource_capability: ResourceInfo::from(&max),
@@ -994,10 +994,10 @@ pub(super) async fn submit(
 ) -> Result<Response, ApiError> {
     let who = st.caller(&q).await;
     let (id, mut sub) = submission(ctx, who.user.clone())?;
-    crate::rest::auth::check_submit_acl(&st, &id, &sub.queue, &who).await?;
     sub.groups = who.groups;
+    crate::rest::auth::check_submit_acl(&st, &id, &sub).await?;
     st.driver
-        .call(|r| Command::Submit(id, Box::new(sub), r))
+        .call(|r| AppCommand::Submit(id, Box::new(sub), r))
         .await?;
     let location = format!(
         "{}://{}/ws/v1/cluster/apps/{id}",

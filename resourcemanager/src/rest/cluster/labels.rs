@@ -57,7 +57,7 @@ fn label_info(s: &Snapshot, names: impl Iterator<Item = String>) -> NodeLabelsIn
 async fn change(st: &AppState, raw: &Option<String>, change: LabelChange) -> Result<(), ApiError> {
     let caller = st.caller(&query_map(raw)).await;
     st.driver
-        .call(|reply| Command::ChangeLabels {
+        .call(|reply| AdminCommand::ChangeLabels {
             change,
             caller,
             reply,

@@ -19,7 +19,7 @@ use crate::core::queue_conf::{CapacitySpec, MaxCapacitySpec};
 use crate::core::{
     AmProtocol, App, Attempt, KillOutcome, Node, QueueView, RmContainer, Submission,
 };
-use crate::driver::{Command, Snapshot};
+use crate::driver::{AdminCommand, AppCommand, QueryCommand, Snapshot};
 
 mod accounting;
 mod apps;
