@@ -166,7 +166,7 @@ async fn serve(
     // The cgroups of containers this NM will not re-adopt are stale: reclaim them first.
     let live: Vec<_> = records
         .iter()
-        .filter(|r| r.completed.is_none() && r.pid.is_some())
+        .filter(|r| r.completed.is_none() && r.process.is_some())
         .map(|r| r.container_id)
         .collect();
     let ex = Arc::clone(&executor);

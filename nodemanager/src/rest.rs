@@ -292,9 +292,9 @@ async fn container_info(s: &RestState, c: &Container) -> NmContainerInfo {
         .collect();
     NmContainerInfo {
         id: c.id.to_string(),
-        state: c.state.to_string(),
-        exit_code: c.exit_status,
-        diagnostics: c.diagnostics.clone(),
+        state: c.state().to_string(),
+        exit_code: c.exit_code(),
+        diagnostics: c.diagnostics().to_string(),
         user: c.user.clone(),
         total_memory_needed_mb: c.resource.memory_mb,
         total_v_cores_needed: c.resource.vcores,

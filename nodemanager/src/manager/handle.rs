@@ -21,6 +21,7 @@ use super::reinit::{ReinitError, Reinitialized};
 use super::update::ContainerUpdateResponse;
 use super::{AppView, NodeView, Reply};
 use crate::containers::{Container, ProcessExit, StopReason};
+use crate::launcher::ExecHandle;
 use crate::metrics::NmMetrics;
 
 /// Everything the actor can be asked or told.
@@ -63,10 +64,10 @@ pub enum Command {
         id: ContainerId,
         result: Result<(), String>,
     },
-    /// A re-initialization's grace is over: SIGKILL what is left of `pgid`.
+    /// A re-initialization's grace is over: SIGKILL what is left of `old`.
     ReinitGraceOver {
         id: ContainerId,
-        pgid: i32,
+        old: ExecHandle,
     },
     /// YARN's `updateContainer`: new container tokens whose memory and vcores a live
     /// container takes; the reply comes once the limits are applied (or why not).

@@ -31,13 +31,12 @@ use spindle_common::records::node::{
     FailedContainerRequest, SignalContainerResponse, StopContainersResponse,
 };
 use spindle_common::resource::Resource;
-use spindle_common::states::NmContainerState;
 use spindle_common::time::now_ms;
 use spindle_common::token::ContainerKeys;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tracing::{debug, info, info_span};
 
-use crate::containers::{ContainerTable, StopReason};
+use crate::containers::{ContainerTable, Phase, StopReason};
 use crate::launcher::{ContainerExecutor, Gate, LaunchSpec, StopSignal};
 use crate::metrics::NmMetrics;
 use crate::plugins::Plugins;
@@ -62,8 +61,6 @@ use hold::HoldGroup;
 pub use reinit::{ReinitError, Reinitialized, MAX_REINIT_GRACE};
 pub use update::{ContainerUpdateRequest, ContainerUpdateResponse};
 
-/// How often a re-adopted container (not our child) is checked for life.
-pub const ADOPTED_POLL_INTERVAL: Duration = Duration::from_millis(500);
 /// Acknowledged (`DONE`) containers kept for REST before the oldest are forgotten.
 pub const MAX_DONE_RETAINED: usize = 500;
 const CHANNEL_DEPTH: usize = 1024;
@@ -273,7 +270,7 @@ impl Manager {
                 reply,
             } => self.reinitialize(id, context, grace, reply, now),
             Command::ReinitLocalized { id, result } => self.reinit_localized(id, result, now),
-            Command::ReinitGraceOver { id, pgid } => self.reinit_grace_over(id, pgid),
+            Command::ReinitGraceOver { id, old } => self.reinit_grace_over(id, &old),
             Command::Update { tokens, reply } => self.update(tokens, reply, now),
             Command::UpdatesApplied {
                 results,
@@ -311,7 +308,7 @@ impl Manager {
                 m.running = self.table.running_count() as u64;
                 m.allocated = self.table.allocated();
                 for c in self.table.iter() {
-                    *m.by_state.entry(c.state.as_str()).or_default() += 1;
+                    *m.by_state.entry(c.state().as_str()).or_default() += 1;
                 }
                 let _ = reply.send(m);
             }
@@ -368,14 +365,11 @@ impl Manager {
                 }
             }
             Command::KillDeadline { id } => {
-                if let Some(c) = self.table.get(&id) {
-                    if c.state == NmContainerState::KILLING {
-                        if let Some(pgid) = c.pid {
-                            let _g = span(&id).entered();
-                            info!(pgid, "container ignored SIGTERM; sending SIGKILL");
-                            self.signal(pgid, StopSignal::Kill);
-                        }
-                    }
+                if let Some(Phase::Killing { process, .. }) = self.table.get(&id).map(|c| &c.phase)
+                {
+                    let _g = span(&id).entered();
+                    info!(%process, "container ignored SIGTERM; sending SIGKILL");
+                    self.signal(process, StopSignal::Kill);
                 }
             }
             Command::StopAll { reason, reply } => {
