@@ -9,16 +9,15 @@ use spindle_common::ids::{ApplicationId, ContainerId};
 use std::time::Duration;
 
 use spindle_common::records::node::{
-    ContainerLaunchContext, LaunchHold, ReleaseContainersResponse, SignalContainerCommand,
-    SignalContainerResponse, StartContainerRequest, StartContainersResponse,
-    StopContainersResponse,
+    ContainerLaunchContext, ContainerUpdateResponse, LaunchHold, ReleaseContainersResponse,
+    SignalContainerCommand, SignalContainerResponse, StartContainerRequest,
+    StartContainersResponse, StopContainersResponse,
 };
 use spindle_common::records::tracker::NmContainerReport;
 use spindle_common::token::{ContainerKey, ContainerTokenIdentifier};
 use tokio::sync::{mpsc, oneshot};
 
 use super::reinit::{ReinitError, Reinitialized};
-use super::update::ContainerUpdateResponse;
 use super::{AppView, NodeView, Reply};
 use crate::containers::{Container, ProcessExit, StopReason};
 use crate::launcher::ExecHandle;

@@ -59,7 +59,6 @@ pub use auth::{ContainerAuthError, TokenOwner};
 pub use handle::{Command, NmHandle, Unavailable};
 use hold::HoldGroup;
 pub use reinit::{ReinitError, Reinitialized, MAX_REINIT_GRACE};
-pub use update::{ContainerUpdateRequest, ContainerUpdateResponse};
 
 /// Acknowledged (`DONE`) containers kept for REST before the oldest are forgotten.
 pub const MAX_DONE_RETAINED: usize = 500;
