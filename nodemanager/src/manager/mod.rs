@@ -27,9 +27,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use spindle_common::ids::{ApplicationId, ContainerId, NodeId};
-use spindle_common::records::node::{
-    FailedContainerRequest, SignalContainerResponse, StopContainersResponse,
-};
 use spindle_common::resource::Resource;
 use spindle_common::time::now_ms;
 use spindle_common::token::ContainerKeys;
@@ -237,30 +234,10 @@ impl Manager {
             }
             Command::HoldExpired { group } => self.hold_expired(group, now),
             Command::Stop { ids, reply } => {
-                let mut resp = StopContainersResponse::default();
-                for id in ids {
-                    match self.stop(id, StopReason::AppMaster, now) {
-                        Ok(()) => resp.successfully_stopped_containers.push(id),
-                        Err(message) => resp.failed_requests.push(FailedContainerRequest {
-                            container_id: id.to_string(),
-                            exception: "YarnException".into(),
-                            message,
-                        }),
-                    }
-                }
-                let _ = reply.send(resp);
+                let _ = reply.send(self.stop_by_app_master(ids, now));
             }
             Command::Signal { id, command, reply } => {
-                let mut resp = SignalContainerResponse::default();
-                match self.signal_container(id, command) {
-                    Ok(()) => resp.successfully_signaled_containers.push(id),
-                    Err(message) => resp.failed_requests.push(FailedContainerRequest {
-                        container_id: id.to_string(),
-                        exception: "YarnException".into(),
-                        message,
-                    }),
-                }
-                let _ = reply.send(resp);
+                let _ = reply.send(self.signal_answer(id, command));
             }
             Command::Reinitialize {
                 id,
@@ -277,24 +254,10 @@ impl Manager {
                 reply,
             } => self.updates_applied(results, response, reply),
             Command::Node { reply } => {
-                let _ = reply.send(NodeView {
-                    started_ms: self.started_ms,
-                    last_heartbeat_ms: self.last_heartbeat_ms,
-                    registered: self.keys.current().is_some(),
-                });
+                let _ = reply.send(self.node_view());
             }
             Command::Apps { reply } => {
-                let apps = self
-                    .table
-                    .apps()
-                    .map(|a| AppView {
-                        id: a.id,
-                        user: a.user.clone(),
-                        state: self.table.app_state(a),
-                        containers: a.containers.iter().copied().collect(),
-                    })
-                    .collect();
-                let _ = reply.send(apps);
+                let _ = reply.send(self.app_views());
             }
             Command::Containers { reply } => {
                 let _ = reply.send(self.table.iter().cloned().collect());
@@ -303,13 +266,7 @@ impl Manager {
                 let _ = reply.send(self.table.get(&id).cloned());
             }
             Command::Metrics { reply } => {
-                let mut m = self.metrics.clone();
-                m.running = self.table.running_count() as u64;
-                m.allocated = self.table.allocated();
-                for c in self.table.iter() {
-                    *m.by_state.entry(c.state().as_str()).or_default() += 1;
-                }
-                let _ = reply.send(m);
+                let _ = reply.send(self.metrics_now());
             }
             Command::Resource { name, reply } => {
                 let _ = reply.send(self.plugins.view(&name));
@@ -329,25 +286,12 @@ impl Manager {
                 containers_to_cleanup,
                 applications_to_cleanup,
                 containers_to_be_removed,
-            } => {
-                self.last_heartbeat_ms = now;
-                for id in containers_to_cleanup {
-                    let _ = self.stop(id, StopReason::ResourceManager, now);
-                }
-                for app in applications_to_cleanup {
-                    if self.table.finish_app(&app) {
-                        info!(app_id = %app, "application finished; stopping its containers");
-                        for id in self.table.live_of_app(&app) {
-                            let _ = self.stop(id, StopReason::ResourceManager, now);
-                        }
-                        self.maybe_clean_app(app);
-                    }
-                }
-                if self.table.acknowledge(&containers_to_be_removed) > 0 {
-                    self.table.prune_done(MAX_DONE_RETAINED);
-                    self.persist();
-                }
-            }
+            } => self.heartbeat_answered(
+                containers_to_cleanup,
+                applications_to_cleanup,
+                containers_to_be_removed,
+                now,
+            ),
             Command::Localized { id, result } => self.localized(id, result, now),
             Command::Exited {
                 id,
@@ -382,6 +326,65 @@ impl Manager {
             Command::Shutdown { reply } => {
                 let _ = reply.send(());
             }
+        }
+    }
+}
+
+impl Manager {
+    fn node_view(&self) -> NodeView {
+        NodeView {
+            started_ms: self.started_ms,
+            last_heartbeat_ms: self.last_heartbeat_ms,
+            registered: self.keys.current().is_some(),
+        }
+    }
+
+    fn app_views(&self) -> Vec<AppView> {
+        self.table
+            .apps()
+            .map(|a| AppView {
+                id: a.id,
+                user: a.user.clone(),
+                state: self.table.app_state(a),
+                containers: a.containers.iter().copied().collect(),
+            })
+            .collect()
+    }
+
+    fn metrics_now(&self) -> NmMetrics {
+        let mut m = self.metrics.clone();
+        m.running = self.table.running_count() as u64;
+        m.allocated = self.table.allocated();
+        for c in self.table.iter() {
+            *m.by_state.entry(c.state().as_str()).or_default() += 1;
+        }
+        m
+    }
+
+    /// The RM answered a heartbeat: stops what it cleans up, forgets what it acknowledged.
+    fn heartbeat_answered(
+        &mut self,
+        containers_to_cleanup: Vec<ContainerId>,
+        applications_to_cleanup: Vec<ApplicationId>,
+        containers_to_be_removed: Vec<ContainerId>,
+        now: u64,
+    ) {
+        self.last_heartbeat_ms = now;
+        for id in containers_to_cleanup {
+            let _ = self.stop(id, StopReason::ResourceManager, now);
+        }
+        for app in applications_to_cleanup {
+            if self.table.finish_app(&app) {
+                info!(app_id = %app, "application finished; stopping its containers");
+                for id in self.table.live_of_app(&app) {
+                    let _ = self.stop(id, StopReason::ResourceManager, now);
+                }
+                self.maybe_clean_app(app);
+            }
+        }
+        if self.table.acknowledge(&containers_to_be_removed) > 0 {
+            self.table.prune_done(MAX_DONE_RETAINED);
+            self.persist();
         }
     }
 }

@@ -10,14 +10,54 @@
 use std::path::PathBuf;
 
 use spindle_common::ids::{ApplicationId, ContainerId};
-use spindle_common::records::node::SignalContainerCommand;
+use spindle_common::records::node::{
+    SignalContainerCommand, SignalContainerResponse, StopContainersResponse,
+};
 use tracing::{info, warn};
 
+use super::start::fail;
 use super::{span, Command, Manager};
 use crate::containers::{Live, Outcome, Phase, StopAction, StopReason, APP_FINISHED};
 use crate::launcher::{ExecHandle, StopSignal};
 
 impl Manager {
+    /// `POST /containers/stop`: stops each container for its AM; the answer lists each as
+    /// stopped or refused.
+    pub(super) fn stop_by_app_master(
+        &mut self,
+        ids: Vec<ContainerId>,
+        now: u64,
+    ) -> StopContainersResponse {
+        let mut resp = StopContainersResponse::default();
+        for id in ids {
+            match self.stop(id, StopReason::AppMaster, now) {
+                Ok(()) => resp.successfully_stopped_containers.push(id),
+                Err(message) => {
+                    resp.failed_requests
+                        .push(fail(&id.to_string(), "YarnException", message))
+                }
+            }
+        }
+        resp
+    }
+
+    /// `POST /containers/signal`, answered as YARN's `SignalContainerResponse`.
+    pub(super) fn signal_answer(
+        &mut self,
+        id: ContainerId,
+        command: SignalContainerCommand,
+    ) -> SignalContainerResponse {
+        let mut resp = SignalContainerResponse::default();
+        match self.signal_container(id, command) {
+            Ok(()) => resp.successfully_signaled_containers.push(id),
+            Err(message) => {
+                resp.failed_requests
+                    .push(fail(&id.to_string(), "YarnException", message))
+            }
+        }
+        resp
+    }
+
     pub(super) fn stop(
         &mut self,
         id: ContainerId,
