@@ -10,12 +10,12 @@
 //! `LOCALIZING` → `LOCALIZATION_FAILED`. A re-initialization (YARN's
 //! `reInitializeContainer`) goes `RUNNING` → `REINITIALIZING` → `RUNNING` with a new process
 //! in the same container (same id, allocation, devices, work dir), its step in
-//! [`Phase::Reinitializing`]. A resource update (YARN's `updateContainer`) keeps the state: a
-//! newer token's memory and vcores replace the container's ([`ContainerTable::begin_update`],
-//! [`ContainerTable::finish_update`]); the old process's end is not a completion. Every one of those
-//! ends is *complete* to the RM and is reported in each heartbeat until the RM acknowledges it in
-//! `containersToBeRemovedFromNm`; the container is then `DONE`. `DONE` containers stay
-//! visible to REST (bounded by [`ContainerTable::prune_done`]).
+//! [`Phase::Reinitializing`]; the old process's end is not a completion. A resource update
+//! (YARN's `updateContainer`) keeps the state: a newer token's memory and vcores replace the
+//! container's ([`ContainerTable::begin_update`], [`ContainerTable::finish_update`]). Every
+//! one of those ends is *complete* to the RM and is reported in each heartbeat until the RM
+//! acknowledges it in `containersToBeRemovedFromNm`; the container is then `DONE`. `DONE`
+//! containers stay visible to REST (bounded by [`ContainerTable::prune_done`]).
 //!
 //! A container's [`Phase`] carries what is valid in it: the [`ExecHandle`] of its process
 //! while it has one, the stop reason while it is being killed, the re-initialization's step,
