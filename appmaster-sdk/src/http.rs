@@ -56,7 +56,7 @@ pub(crate) fn build_client() -> Result<reqwest::Client, ClientError> {
     let builder = reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .timeout(REQUEST_TIMEOUT);
-    crate::tls::with_roots(builder, crate::tls::client_tls()?)
+    spindle_common::tls::with_roots(builder, crate::tls::client_tls()?)
         .and_then(|b| b.build())
         .map_err(ClientError::Build)
 }

@@ -20,9 +20,9 @@ use spindle_common::ids::{ApplicationId, ContainerId};
 use spindle_common::records::am::Container;
 use spindle_common::records::node::{
     ContainerLaunchContext, LaunchHold, NmAppBody, NmContainerBody, NmContainerInfo,
-    ReleaseContainersRequest, ReleaseContainersResponse, SignalContainerCommand,
-    SignalContainerRequest, SignalContainerResponse, StartContainerRequest, StartContainersRequest,
-    StartContainersResponse, StopContainersRequest, StopContainersResponse,
+    ReinitializeContainerRequest, ReleaseContainersRequest, ReleaseContainersResponse,
+    SignalContainerCommand, SignalContainerRequest, SignalContainerResponse, StartContainerRequest,
+    StartContainersRequest, StartContainersResponse, StopContainersRequest, StopContainersResponse,
 };
 
 use spindle_common::token::unverified_container_identifier;
@@ -33,33 +33,10 @@ use crate::http::{build_client, decode, Http};
 const NODE: &str = "/ws/v1/node";
 
 /// The NM's answer to [`NmClient::reinitialize_container`]: the new process runs.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct ReinitializedContainer {
-    pub container_id: String,
-    /// When the new process started (ms since the epoch).
-    pub start_time: u64,
-    /// From the SIGTERM to the old process's end.
-    pub stopped_in_ms: u64,
-    /// Re-initializations of the container so far.
-    pub reinitializations: u32,
-}
-
-/// YARN's `ContainerUpdateRequest`, the body of [`NmClient::update_containers`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct ContainerUpdateRequest {
-    /// New container tokens, as the RM issued them in `updatedContainers`.
-    pub containers_to_update: Vec<String>,
-}
-
-/// YARN's `ContainerUpdateResponse`: the NM's answer to [`NmClient::update_containers`].
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct ContainerUpdateResponse {
-    pub successfully_updated_containers: Vec<ContainerId>,
-    pub failed_requests: Vec<spindle_common::records::node::FailedContainerRequest>,
-}
+pub use spindle_common::records::node::ReinitializeContainerResponse as ReinitializedContainer;
+/// YARN's `ContainerUpdateRequest` and `ContainerUpdateResponse`: the body of
+/// [`NmClient::update_containers`] and the NM's answer.
+pub use spindle_common::records::node::{ContainerUpdateRequest, ContainerUpdateResponse};
 
 /// One log file of a container, as the NM lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -540,15 +517,7 @@ impl NmClient {
         ctx: ContainerLaunchContext,
         grace: Option<Duration>,
     ) -> Result<ReinitializedContainer, ClientError> {
-        #[derive(serde::Serialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Body {
-            container_id: ContainerId,
-            container_launch_context: ContainerLaunchContext,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            grace_period_ms: Option<u64>,
-        }
-        let body = Body {
+        let body = ReinitializeContainerRequest {
             container_id: *id,
             container_launch_context: ctx,
             grace_period_ms: grace.map(|g| u64::try_from(g.as_millis()).unwrap_or(u64::MAX)),

@@ -24,6 +24,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use spindle_common::ids::ApplicationId;
+use spindle_common::paths::link_stays_inside;
 use spindle_common::records::cluster::{ApplicationSubmissionContext, KeyValue, LocalResourceInfo};
 
 /// The AM environment entry carrying the workers' local resources, a JSON object of
@@ -361,26 +362,6 @@ pub fn pack_dir(src: &Path, to: &Path) -> io::Result<Vec<String>> {
     }
     b.into_inner()?.finish()?;
     Ok(skipped)
-}
-
-/// Whether relative link `target`, followed from a directory `depth` levels below the root,
-/// stays inside the root (read lexically, as the NM checks it).
-fn link_stays_inside(depth: usize, target: &Path) -> bool {
-    let mut d = depth as isize;
-    for c in target.components() {
-        match c {
-            Component::Normal(_) => d += 1,
-            Component::CurDir => {}
-            Component::ParentDir => {
-                d -= 1;
-                if d < 0 {
-                    return false;
-                }
-            }
-            Component::RootDir | Component::Prefix(_) => return false,
-        }
-    }
-    true
 }
 
 impl Staged {

@@ -41,16 +41,3 @@ pub fn client_tls() -> Result<&'static ClientTls, TlsConfError> {
 pub fn scheme() -> &'static str {
     client_tls().map_or("http", |t| t.policy.scheme())
 }
-
-/// `builder` trusting the CA certificates of `spindle.ssl.client.ca-file` too.
-pub(crate) fn with_roots(
-    mut builder: reqwest::ClientBuilder,
-    tls: &ClientTls,
-) -> Result<reqwest::ClientBuilder, reqwest::Error> {
-    if let Some((_, pem)) = &tls.ca {
-        for cert in reqwest::Certificate::from_pem_bundle(pem)? {
-            builder = builder.add_root_certificate(cert);
-        }
-    }
-    Ok(builder)
-}

@@ -11,6 +11,7 @@ pub mod config;
 pub mod env;
 pub mod ids;
 pub mod net;
+pub mod paths;
 pub mod records;
 pub mod resource;
 pub mod states;

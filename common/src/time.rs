@@ -78,6 +78,12 @@ pub fn format_times(ms: u64) -> String {
     if ms == 0 {
         return "N/A".into();
     }
+    format_times_utc(ms)
+}
+
+/// YARN's `Times.format` form of any time, 0 included (`Thu Jan 01 00:00:00 +0000 1970`):
+/// the form of the NM's log-file times.
+pub fn format_times_utc(ms: u64) -> String {
     let t = UtcTime::from_ms(ms);
     format!(
         "{} {} {:02} {:02}:{:02}:{:02} +0000 {}",
@@ -204,6 +210,21 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn times() {
+        assert_eq!(super::format_times_utc(0), "Thu Jan 01 00:00:00 +0000 1970");
+        // 2024-03-07T12:34:56Z
+        assert_eq!(
+            super::format_times_utc(1_709_814_896_000),
+            "Thu Mar 07 12:34:56 +0000 2024"
+        );
+        // 2000-02-29T23:59:59Z, a leap day
+        assert_eq!(
+            super::format_times_utc(951_868_799_000),
+            "Tue Feb 29 23:59:59 +0000 2000"
+        );
+    }
+
     #[test]
     fn a_zone_with_a_multibyte_character_is_an_error_not_a_panic() {
         for z in ["+a\u{e9}b", "-\u{e9}\u{e9}", "+12\u{e9}"] {

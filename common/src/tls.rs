@@ -103,6 +103,21 @@ pub struct ClientTls {
     pub ca: Option<(PathBuf, Vec<u8>)>,
 }
 
+/// `builder` trusting the CA certificates of `spindle.ssl.client.ca-file` too: how every
+/// HTTP client of the cluster (the NM's, the SDK's) is built.
+#[cfg(feature = "http-client")]
+pub fn with_roots(
+    mut builder: reqwest::ClientBuilder,
+    tls: &ClientTls,
+) -> Result<reqwest::ClientBuilder, reqwest::Error> {
+    if let Some((_, pem)) = &tls.ca {
+        for cert in reqwest::Certificate::from_pem_bundle(pem)? {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    Ok(builder)
+}
+
 impl ClientTls {
     /// Reads `yarn.http.policy` and `spindle.ssl.client.ca-file` (the file now, so a missing
     /// one is named at start).

@@ -76,51 +76,59 @@
 //! ([`crate::cgroups::Cgroups::update`]) and the memory limit its watcher checks (the
 //! process-tree RSS limit, shared with the watch), so both hold the container to its new size.
 //!
+//! **The seam.** The container lifecycle (`crate::containers`, `crate::manager`) knows a
+//! started container only by the [`ExecHandle`] its executor returned: it keeps it, signals
+//! it ([`ContainerExecutor::signal`]), waits on the exit future the start returned, persists
+//! it in the recovery store and re-attaches to it after a restart
+//! ([`ContainerExecutor::reattach`]). Pids and process groups are [`ProcessExecutor`]'s
+//! business alone (`launcher/process.rs`), so another executor (an OCI runtime) can name its
+//! containers its own way without touching the lifecycle.
+//!
+//! Files: `process.rs` ([`ProcessExecutor`]), `spawn.rs` (fork and exec), `watch.rs` (the
+//! memory watch and teardown of one container), `localize.rs` (local resources),
+//! `command.rs` (the command line), `files.rs` (files in a container's directories),
+//! `handle.rs` ([`ExecHandle`]).
+//!
 //! Known limit: a container re-adopted after an NM restart gets cgroup teardown and OOM
-//! reporting ([`ContainerExecutor::adopted_ended`]) but no pmem watching and no v1 OOM
+//! reporting ([`ProcessExecutor::adopted_ended`]) but no pmem watching and no v1 OOM
 //! follow-up.
 
-use std::collections::{BTreeMap, HashMap};
-use std::ffi::{OsStr, OsString};
-use std::fs;
+use std::collections::BTreeMap;
 use std::future::Future;
-use std::io::{Read, Seek, SeekFrom};
-use std::os::fd::AsRawFd;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 
 use nix::errno::Errno;
-use nix::sys::signal::{kill, killpg, Signal};
-use nix::unistd::Pid;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
 use spindle_common::ids::ContainerId;
 use spindle_common::records::cluster::LocalResourceInfo;
-use tracing::{info, warn};
 
-use crate::cgroups::{CgroupError, Cgroups, Layout};
+use crate::cgroups::CgroupError;
 use crate::containers::ProcessExit;
-use crate::isolation::{proctree, IsolationConfig, IsolationSpec};
+use crate::isolation::IsolationSpec;
 
+mod command;
+mod files;
+mod handle;
 mod localize;
+mod process;
 mod spawn;
+mod watch;
+
+pub use command::{expand_placeholders, plain_argv};
+use files::io_err;
+pub use files::{file_tail, open_plain_file};
+pub use handle::ExecHandle;
 #[cfg(test)]
 use localize::localize;
-use localize::localize_as;
 pub use localize::{
     resource_source, resource_target, unpack_archive, unpack_reader, ArchiveError, ArchiveFormat,
     SourceError, SourceKind, UserReader, WORK_DIR_KEY,
 };
+pub use process::{proc_start_ticks, Enforcement, ProcessExecutor, EXIT_CODE_FILE};
 pub use spawn::{Gate, GATE_ABANDONED_EXIT};
 
-/// The name of the exit-code file the wrapper writes in the work dir.
-pub const EXIT_CODE_FILE: &str = ".exitcode";
-
-const WRAPPER: &str =
-    r#"trap : TERM INT HUP; "$BASH" -c "$1"; rc=$?; printf '%s\n' "$rc" > .exitcode; exit "$rc""#;
+/// How often a re-adopted container (not the NM's child) is checked for life.
+pub const ADOPTED_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Everything needed to start one container, decided by the NM before launch.
 #[derive(Debug, Clone, PartialEq)]
@@ -171,8 +179,8 @@ pub enum LaunchError {
     Spawn(std::io::Error),
     #[error("the started process has no pid (it exited at once)")]
     NoPid,
-    #[error("cannot signal process group {pgid}: {source}")]
-    Signal { pgid: i32, source: Errno },
+    #[error("cannot signal {handle}: {source}")]
+    Signal { handle: ExecHandle, source: Errno },
     /// The container's cgroups could not be made: it is not run unconfined.
     #[error("cannot isolate the container: {0}")]
     Isolation(#[from] CgroupError),
@@ -188,17 +196,6 @@ impl LaunchError {
     }
 }
 
-fn io_err<'a>(
-    what: &'static str,
-    path: &'a Path,
-) -> impl FnOnce(std::io::Error) -> LaunchError + 'a {
-    move |source| LaunchError::Io {
-        what,
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 /// Which signal a stop (or a `containers/signal` call) sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopSignal {
@@ -208,17 +205,21 @@ pub enum StopSignal {
     Quit,
 }
 
+/// Resolves when a container's process ends, with how it ended.
+pub type ExitFuture = Pin<Box<dyn Future<Output = ProcessExit> + Send>>;
+
 /// A started process and the future that resolves when it ends.
 pub struct StartedProcess {
-    pub pid: i32,
-    pub start_ticks: Option<u64>,
-    pub exit: Pin<Box<dyn Future<Output = ProcessExit> + Send>>,
+    /// What the lifecycle keeps to signal it and to re-attach to it after a restart.
+    pub handle: ExecHandle,
+    pub exit: ExitFuture,
     /// Where a held process waits (started with `hold`): open it to let the process run.
     pub gate: Option<spawn::Gate>,
 }
 
-/// The OS boundary for containers. Tests of the NM's logic may fake it; a cgroup executor
-/// will wrap [`ProcessExecutor`].
+/// The OS boundary for containers: everything the lifecycle asks of the machine, with the
+/// container named by the [`ExecHandle`] the executor gave it. Tests of the NM's logic may
+/// fake it; [`ProcessExecutor`] runs process groups; an OCI runtime can be another.
 pub trait ContainerExecutor: Send + Sync + 'static {
     /// Creates the directories and localizes resources. Blocking: run it off the runtime.
     fn prepare(&self, spec: &LaunchSpec) -> Result<(), LaunchError>;
@@ -226,23 +227,18 @@ pub trait ContainerExecutor: Send + Sync + 'static {
     /// With `hold`, the process is set up (cgroups, logs, session) but held before its
     /// `exec` until [`StartedProcess::gate`] is opened; dropping the gate ends it unrun.
     fn start(&self, spec: &LaunchSpec, hold: bool) -> Result<StartedProcess, LaunchError>;
-    /// Signals every process of a group. A group that no longer exists is not an error.
-    fn signal_group(&self, pgid: i32, signal: StopSignal) -> Result<(), LaunchError>;
-    /// True while `pid` is a live (non-zombie) process started at `start_ticks`.
-    fn is_alive(&self, pid: i32, start_ticks: Option<u64>) -> bool;
-    /// The exit code the wrapper recorded in `work_dir`, if any.
-    fn recorded_exit_code(&self, work_dir: &Path) -> Option<i32>;
+    /// Signals every process of the container `handle` names. One that no longer exists is
+    /// not an error.
+    fn signal(&self, handle: &ExecHandle, signal: StopSignal) -> Result<(), LaunchError>;
+    /// Re-attaches to a container an earlier NM started (recovery): a future for its end if
+    /// it still runs, else how it ended while nobody watched (its isolation released).
+    /// Blocking: called once per container at NM start.
+    fn reattach(&self, handle: &ExecHandle, adoptee: &Adoptee<'_>) -> Reattached;
     /// Called once at NM start, before recovery: removes isolation (cgroups) left by an
     /// earlier NM for containers other than `live` (the ones about to be re-adopted).
     /// Blocking.
     fn reclaim(&self, live: &[ContainerId]) {
         let _ = live;
-    }
-    /// A container this NM did not start (re-adopted after a restart) has ended: releases
-    /// its isolation and refines how it ended (an OOM kill seen in its cgroup). Blocking.
-    fn adopted_ended(&self, id: &ContainerId, memory_mb: i64, exit: ProcessExit) -> ProcessExit {
-        let _ = (id, memory_mb);
-        exit
     }
     /// Applies a live container's new limits (YARN's container update): its cgroups'
     /// memory and CPU limits, and the memory limit its watcher (the process-tree RSS check,
@@ -261,798 +257,21 @@ pub trait ContainerExecutor: Send + Sync + 'static {
     fn shutdown(&self) {}
 }
 
-/// How container limits are enforced on this node.
+/// What recovery knows of a container it re-attaches to.
 #[derive(Debug, Clone)]
-pub enum Enforcement {
-    /// Nothing enforced: no cgroups, and the pmem check is disabled.
-    None,
-    /// No cgroups: the process tree's RSS is checked every `interval`.
-    ProcessTree { interval: Duration },
-    /// Each container in its own cgroups; `interval` paces the v1 OOM follow-up.
-    Cgroups {
-        cgroups: Arc<Cgroups>,
-        interval: Duration,
-    },
+pub struct Adoptee<'a> {
+    pub id: ContainerId,
+    pub work_dir: &'a Path,
+    /// The memory limit it runs under, for an OOM kill found when it ends.
+    pub memory_mb: i64,
 }
 
-/// Runs containers as local process groups of the NM's user.
-#[derive(Debug, Clone)]
-pub struct ProcessExecutor {
-    /// bash, found once in the NM's `PATH`: a container's environment may have no `PATH`.
-    bash: PathBuf,
-    enforcement: Enforcement,
-    /// The memory limit (MB) each watched container is held to, shared with its [`Watch`]
-    /// so that a container update changes it live.
-    limits: WatchedLimits,
-}
-
-/// Memory limits of the containers this executor watches, by container.
-type WatchedLimits = Arc<Mutex<HashMap<ContainerId, Arc<AtomicI64>>>>;
-
-impl Default for ProcessExecutor {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl ProcessExecutor {
-    pub fn new() -> Self {
-        keep_standard_descriptors_open();
-        let bash = std::env::var_os("PATH")
-            .and_then(|paths| {
-                std::env::split_paths(&paths)
-                    .map(|d| d.join("bash"))
-                    .find(|p| p.is_file())
-            })
-            .unwrap_or_else(|| PathBuf::from("/bin/bash"));
-        Self {
-            bash,
-            enforcement: Enforcement::None,
-            limits: WatchedLimits::default(),
-        }
-    }
-
-    /// An executor that enforces limits as `enforcement` says.
-    pub fn with_enforcement(enforcement: Enforcement) -> Self {
-        Self {
-            enforcement,
-            ..Self::new()
-        }
-    }
-
-    /// The executor of a node: cgroups where the configuration allows them and the machine
-    /// has them, else the process-tree watcher (if the pmem check is on), with one warning
-    /// that says why. `first_local_dir` names this NM's cgroups ([`crate::cgroups::instance_name`]).
-    pub fn for_node(conf: &IsolationConfig, first_local_dir: &Path) -> Self {
-        let why_not = if conf.cgroups_enabled {
-            let instance = crate::cgroups::instance_name(first_local_dir);
-            match Layout::detect()
-                .map(|l| match &conf.mount_path {
-                    Some(dir) => l.restricted_to(dir),
-                    None => l,
-                })
-                .map_err(|e| CgroupError::Unavailable(format!("cannot read /proc/self: {e}")))
-                .and_then(|l| Cgroups::new(&l, conf, &instance))
-            {
-                Ok(cg) => {
-                    info!(cgroups = %cg.describe(), strict_cpu = conf.strict_cpu, pids_limit = conf.pids_limit, "containers run in cgroups");
-                    match cg.device_isolation() {
-                        Ok(how) => info!(devices = how, "device isolation"),
-                        Err(reason) => warn!(
-                            %reason,
-                            "device isolation is unavailable: containers that must be denied \
-                             GPU/FPGA devices will fail to launch"
-                        ),
-                    }
-                    return Self::with_enforcement(Enforcement::Cgroups {
-                        cgroups: Arc::new(cg),
-                        interval: conf.monitor_interval,
-                    });
-                }
-                Err(e) => e.to_string(),
-            }
-        } else {
-            "disabled by configuration".to_string()
-        };
-        if conf.pmem_check {
-            warn!(
-                reason = %why_not,
-                interval_ms = conf.monitor_interval.as_millis() as u64,
-                "cgroups are not used: container memory is enforced by watching process-tree RSS; \
-                 CPU, pids and devices are not isolated"
-            );
-            Self::with_enforcement(Enforcement::ProcessTree {
-                interval: conf.monitor_interval,
-            })
-        } else {
-            warn!(
-                reason = %why_not,
-                "cgroups are not used and the pmem check is disabled: container limits are not enforced"
-            );
-            Self::new()
-        }
-    }
-
-    pub fn enforcement(&self) -> &Enforcement {
-        &self.enforcement
-    }
-
-    /// The node's cgroups, when containers run in them.
-    pub fn cgroups(&self) -> Option<&Arc<Cgroups>> {
-        match &self.enforcement {
-            Enforcement::Cgroups { cgroups, .. } => Some(cgroups),
-            _ => None,
-        }
-    }
-}
-
-/// A daemon started with descriptor 0, 1 or 2 closed would give that number to the next file
-/// it opens, and a child's redirection onto 0-2 would then clobber it: each closed one is
-/// opened on `/dev/null` (once, and kept for the life of the process).
-fn keep_standard_descriptors_open() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        for fd in 0..3 {
-            // SAFETY: F_GETFD only queries the descriptor's flags.
-            if unsafe { nix::libc::fcntl(fd, nix::libc::F_GETFD) } == -1 {
-                if let Ok(f) = fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .open("/dev/null")
-                {
-                    // Deliberately leaked: it must stay open at its low number.
-                    std::mem::forget(f);
-                }
-            }
-        }
-    });
-}
-
-/// What watches one running container and tears its isolation down when it ends.
-struct Watch {
-    enforcement: Enforcement,
-    id: ContainerId,
-    pid: i32,
-    /// The container's memory limit in MB; a container update changes it.
-    limit_mb: Arc<AtomicI64>,
-    /// Where the executor keeps `limit_mb`: the entry goes when the watch ends.
-    registry: WatchedLimits,
-}
-
-impl Watch {
-    fn limit_mb(&self) -> i64 {
-        self.limit_mb.load(Ordering::Relaxed)
-    }
-
-    /// How often to check. Checked while the limit is positive (an update can make it so).
-    fn interval(&self) -> Option<Duration> {
-        match &self.enforcement {
-            Enforcement::None => None,
-            Enforcement::ProcessTree { interval } | Enforcement::Cgroups { interval, .. } => {
-                Some(*interval)
-            }
-        }
-    }
-
-    /// One check; `Some(why)` once the container has been killed for its memory.
-    async fn check(&self) -> Option<String> {
-        let limit = self.limit_mb();
-        if limit <= 0 {
-            return None;
-        }
-        let enforcement = self.enforcement.clone();
-        let (id, pid) = (self.id, self.pid);
-        tokio::task::spawn_blocking(move || match enforcement {
-            Enforcement::None => None,
-            Enforcement::ProcessTree { .. } => match proctree::check(pid, limit) {
-                proctree::PmemVerdict::Within => None,
-                proctree::PmemVerdict::Over { rss_bytes, members } => {
-                    proctree::kill_tree(pid, &members);
-                    let mb = rss_bytes >> 20;
-                    warn!(container_id = %id, app_id = %id.application_id(), rss_mb = mb, limit_mb = limit, "container is over its memory limit: killed");
-                    Some(format!("its process tree used {mb} MB (pmem check)"))
-                }
-            },
-            Enforcement::Cgroups { cgroups, .. } => {
-                let n = cgroups.oom_kills(&id);
-                (n > 0).then(|| {
-                    cgroups.kill_all(&id);
-                    warn!(container_id = %id, app_id = %id.application_id(), oom_kills = n, limit_mb = limit, "the kernel OOM-killed a container process: container killed");
-                    oom_detail(n)
-                })
-            }
-        })
-        .await
-        .unwrap_or(None)
-    }
-
-    /// The leader has been reaped: reads the OOM counter, then empties and removes the
-    /// container's cgroups.
-    async fn finish(self, exit: ProcessExit, killed: Option<String>) -> ProcessExit {
-        let limit_mb = self.limit_mb();
-        {
-            let mut reg = self
-                .registry
-                .lock()
-                .expect("the watched-limits lock is never poisoned");
-            if reg
-                .get(&self.id)
-                .is_some_and(|l| Arc::ptr_eq(l, &self.limit_mb))
-            {
-                reg.remove(&self.id);
-            }
-        }
-        let detail = match self.enforcement {
-            Enforcement::Cgroups { cgroups, .. } => {
-                let id = self.id;
-                tokio::task::spawn_blocking(move || teardown(&cgroups, &id))
-                    .await
-                    .unwrap_or(None)
-                    .or(killed)
-            }
-            _ => killed,
-        };
-        match detail {
-            Some(detail) => ProcessExit::MemoryExceeded { limit_mb, detail },
-            None => exit,
-        }
-    }
-}
-
-fn oom_detail(kills: u64) -> String {
-    format!("the kernel's OOM killer killed {kills} of its processes")
-}
-
-/// Reads the container's OOM kills and removes its cgroups; the OOM detail, if any.
-fn teardown(cgroups: &Cgroups, id: &ContainerId) -> Option<String> {
-    let n = cgroups.oom_kills(id);
-    if let Err(e) = cgroups.destroy(id) {
-        warn!(container_id = %id, error = %e, "cannot remove the container's cgroups");
-    }
-    (n > 0).then(|| oom_detail(n))
-}
-
-fn process_exit(st: std::io::Result<std::process::ExitStatus>) -> ProcessExit {
-    match st {
-        Ok(st) => match (st.code(), st.signal()) {
-            (Some(code), _) => ProcessExit::Code(code),
-            (None, Some(sig)) => ProcessExit::Signal(sig),
-            (None, None) => ProcessExit::Unknown(format!("unrecognised wait status {st}")),
-        },
-        Err(e) => ProcessExit::Unknown(format!("cannot wait for the container: {e}")),
-    }
-}
-
-impl ContainerExecutor for ProcessExecutor {
-    #[tracing::instrument(name = "localize", skip_all, fields(container_id = %spec.container_id, app_id = %spec.container_id.application_id()))]
-    fn prepare(&self, spec: &LaunchSpec) -> Result<(), LaunchError> {
-        // The log dir's parent is the NM's own: a container without one was never prepared
-        // (a re-initialization prepares an existing one again).
-        let fresh = spec.log_dirs.first().is_some_and(|d| !d.exists());
-        let run_as_other = spec.run_as.is_some();
-        for d in spec
-            .app_local_dirs
-            .iter()
-            .chain((!run_as_other).then_some(&spec.work_dir))
-            .chain(spec.log_dirs.iter())
-        {
-            fs::create_dir_all(d).map_err(io_err("create directory", d))?;
-        }
-        // Run as another user, the container's application dir is that user's, so the NM
-        // writes into the work dir through a descriptor of it, never by its path again.
-        let held = if run_as_other {
-            Some(open_work_dir(&spec.work_dir, fresh)?)
-        } else {
-            None
-        };
-        let root = match &held {
-            Some(dir) if Path::new("/proc/self/fd").is_dir() => {
-                PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()))
-            }
-            _ => spec.work_dir.clone(),
-        };
-        for (key, res) in &spec.local_resources {
-            localize_as(&root, key, res, spec.run_as.as_ref())?;
-        }
-        drop(held);
-        if let Some(c) = &spec.run_as {
-            // The container's own directories (and what was localized into them) become its
-            // user's; the application dirs too, so every container of the app can share them.
-            for d in &spec.app_local_dirs {
-                std::os::unix::fs::lchown(d, Some(c.uid), Some(c.gid))
-                    .map_err(io_err("give to the container's user", d))?;
-            }
-            for d in std::iter::once(&spec.work_dir).chain(spec.log_dirs.iter()) {
-                crate::runas::chown_tree(d, c)
-                    .map_err(io_err("give to the container's user", d))?;
-            }
-        }
-        Ok(())
-    }
-
-    #[tracing::instrument(name = "launch", skip_all, fields(container_id = %spec.container_id, app_id = %spec.container_id.application_id()))]
-    fn start(&self, spec: &LaunchSpec, hold: bool) -> Result<StartedProcess, LaunchError> {
-        let (Some(out_path), Some(err_path)) = (spec.stdout_path(), spec.stderr_path()) else {
-            return Err(LaunchError::Localization("no log directory".into()));
-        };
-        let stdout = open_log(&out_path)?;
-        let stderr = open_log(&err_path)?;
-        if let Some(c) = &spec.run_as {
-            for (f, p) in [(&stdout, &out_path), (&stderr, &err_path)] {
-                std::os::unix::fs::fchown(f, Some(c.uid), Some(c.gid))
-                    .map_err(io_err("give to the container's user", p))?;
-            }
-        }
-        // A plain command (one program, literal arguments) is exec'd directly: bash would do
-        // the same in the end, and skipping the wrapper's two bash start-ups matters when a
-        // node starts many containers at once (gang start skew). Anything with shell syntax
-        // runs through the wrapper, which also records the exit code for recovery.
-        let (program, argv): (PathBuf, Vec<&OsStr>) =
-            match plain_argv(&spec.command, spec.env.contains_key("PATH")) {
-                Some(words) => {
-                    let path = spec
-                        .env
-                        .get("PATH")
-                        .map(OsString::from)
-                        .or_else(|| std::env::var_os("PATH"))
-                        .unwrap_or_default();
-                    let Some(program) = spawn::resolve(words[0], &path, &spec.work_dir) else {
-                        return Err(LaunchError::Spawn(std::io::Error::new(
-                            std::io::ErrorKind::NotFound,
-                            format!("{}: command not found in PATH", words[0]),
-                        )));
-                    };
-                    (program, words.into_iter().map(OsStr::new).collect())
-                }
-                None => (
-                    self.bash.clone(),
-                    vec![
-                        self.bash.as_os_str(),
-                        OsStr::new("-c"),
-                        OsStr::new(WRAPPER),
-                        OsStr::new("spindle-container"),
-                        OsStr::new(&spec.command),
-                    ],
-                ),
-            };
-        let gate = if hold {
-            Some(spawn::Gate::new().map_err(LaunchError::Spawn)?)
-        } else {
-            None
-        };
-        let cgroups = self.cgroups().cloned();
-        let placement = match &cgroups {
-            Some(cg) => Some(cg.create(&spec.container_id, &spec.isolation)?),
-            None => None,
-        };
-        let fds = placement.as_ref().map(|p| p.fds()).unwrap_or_default();
-        let spawned = spawn::fork_exec(&spawn::ChildSpec {
-            program: &program,
-            argv: &argv,
-            env: &spec.env,
-            dir: &spec.work_dir,
-            stdout: &stdout,
-            stderr: &stderr,
-            cgroup_procs: &fds,
-            gate: gate.as_ref(),
-            run_as: spec.run_as.as_ref(),
-        });
-        // The child has joined its cgroups: the parent's descriptors can go.
-        drop(placement);
-        let pid = match spawned {
-            Ok(pid) => pid,
-            Err(e) => {
-                if let Some(cg) = &cgroups {
-                    if let Err(e) = cg.destroy(&spec.container_id) {
-                        warn!(error = %e, "cannot remove the cgroups of a container that did not start");
-                    }
-                }
-                return Err(LaunchError::Spawn(e));
-            }
-        };
-        let mut gate = gate;
-        if let Some(g) = gate.as_mut() {
-            g.forked();
-        }
-        let start_ticks = proc_start_ticks(pid);
-        let limit_mb = Arc::new(AtomicI64::new(spec.isolation.memory_mb));
-        self.limits
-            .lock()
-            .expect("the watched-limits lock is never poisoned")
-            .insert(spec.container_id, Arc::clone(&limit_mb));
-        let watch = Watch {
-            enforcement: self.enforcement.clone(),
-            id: spec.container_id,
-            pid,
-            limit_mb,
-            registry: Arc::clone(&self.limits),
-        };
-        let exit = Box::pin(async move {
-            let mut killed: Option<String> = None;
-            let mut wait = std::pin::pin!(spawn::wait(pid));
-            let status = match watch.interval() {
-                None => wait.await,
-                Some(every) => {
-                    let mut tick = tokio::time::interval(every);
-                    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                    tick.tick().await;
-                    loop {
-                        tokio::select! {
-                            st = &mut wait => break st,
-                            _ = tick.tick(), if killed.is_none() => {
-                                killed = watch.check().await;
-                            }
-                        }
-                    }
-                }
-            };
-            watch.finish(process_exit(status), killed).await
-        });
-        Ok(StartedProcess {
-            pid,
-            start_ticks,
-            exit,
-            gate,
-        })
-    }
-
-    fn signal_group(&self, pgid: i32, signal: StopSignal) -> Result<(), LaunchError> {
-        if pgid <= 1 {
-            // Never signal "every process" (0, -1) or init, whatever the store says.
-            return Ok(());
-        }
-        let sig = match signal {
-            StopSignal::Term => Signal::SIGTERM,
-            StopSignal::Kill => Signal::SIGKILL,
-            StopSignal::Quit => Signal::SIGQUIT,
-        };
-        match killpg(Pid::from_raw(pgid), sig) {
-            Ok(()) | Err(Errno::ESRCH) => Ok(()),
-            Err(source) => Err(LaunchError::Signal { pgid, source }),
-        }
-    }
-
-    fn is_alive(&self, pid: i32, start_ticks: Option<u64>) -> bool {
-        if pid <= 1 {
-            return false;
-        }
-        match kill(Pid::from_raw(pid), None) {
-            Ok(()) => {}
-            // EPERM: the pid now belongs to another user's process, so not ours.
-            Err(_) => return false,
-        }
-        match proc_stat(pid) {
-            Some((state, ticks)) => {
-                let zombie = matches!(state, 'Z' | 'X');
-                let same = match (start_ticks, ticks) {
-                    (Some(want), Some(got)) => want == got,
-                    _ => true,
-                };
-                !zombie && same
-            }
-            // No /proc: trust kill(2).
-            None => true,
-        }
-    }
-
-    fn recorded_exit_code(&self, work_dir: &Path) -> Option<i32> {
-        let mut text = String::new();
-        open_plain_file(&work_dir.join(EXIT_CODE_FILE))
-            .ok()?
-            .take(64)
-            .read_to_string(&mut text)
-            .ok()?;
-        text.trim().parse().ok()
-    }
-
-    fn reclaim(&self, live: &[ContainerId]) {
-        if let Some(cg) = self.cgroups() {
-            let keep = live.iter().map(ToString::to_string).collect();
-            let n = cg.reclaim(&keep);
-            if n > 0 {
-                info!(
-                    reclaimed = n,
-                    "removed stale container cgroups left by an earlier NodeManager"
-                );
-            }
-        }
-    }
-
-    fn adopted_ended(&self, id: &ContainerId, memory_mb: i64, exit: ProcessExit) -> ProcessExit {
-        match self.cgroups() {
-            Some(cg) => match teardown(cg, id) {
-                Some(detail) => ProcessExit::MemoryExceeded {
-                    limit_mb: memory_mb,
-                    detail,
-                },
-                None => exit,
-            },
-            None => exit,
-        }
-    }
-
-    fn update_limits(
-        &self,
-        id: &ContainerId,
-        old: &IsolationSpec,
-        new: &IsolationSpec,
-    ) -> Result<(), LaunchError> {
-        if let Some(cg) = self.cgroups() {
-            cg.update(id, old, new)?;
-        }
-        if let Some(l) = self
-            .limits
-            .lock()
-            .expect("the watched-limits lock is never poisoned")
-            .get(id)
-        {
-            l.store(new.memory_mb, Ordering::Relaxed);
-        }
-        info!(container_id = %id, memory_mb = new.memory_mb, vcores = new.vcores, "container limits updated");
-        Ok(())
-    }
-
-    fn shutdown(&self) {
-        if let Some(cg) = self.cgroups() {
-            cg.shutdown();
-        }
-    }
-}
-
-/// bash builtins and keywords: a command starting with one must run in bash.
-const SHELL_WORDS: &[&str] = &[
-    "!",
-    ".",
-    ":",
-    "[",
-    "[[",
-    "alias",
-    "bg",
-    "bind",
-    "break",
-    "builtin",
-    "caller",
-    "case",
-    "cd",
-    "command",
-    "compgen",
-    "complete",
-    "continue",
-    "coproc",
-    "declare",
-    "dirs",
-    "disown",
-    "do",
-    "done",
-    "echo",
-    "elif",
-    "else",
-    "enable",
-    "esac",
-    "eval",
-    "exec",
-    "exit",
-    "export",
-    "false",
-    "fc",
-    "fg",
-    "fi",
-    "for",
-    "function",
-    "getopts",
-    "hash",
-    "help",
-    "history",
-    "if",
-    "in",
-    "jobs",
-    "kill",
-    "let",
-    "local",
-    "logout",
-    "mapfile",
-    "popd",
-    "printf",
-    "pushd",
-    "pwd",
-    "read",
-    "readarray",
-    "readonly",
-    "return",
-    "select",
-    "set",
-    "shift",
-    "shopt",
-    "source",
-    "suspend",
-    "test",
-    "then",
-    "time",
-    "times",
-    "trap",
-    "true",
-    "type",
-    "typeset",
-    "ulimit",
-    "umask",
-    "unalias",
-    "unset",
-    "until",
-    "wait",
-    "while",
-];
-
-/// The argv of a command bash would run as one plain program with literal arguments (no
-/// quotes, expansions, redirections, globs, operators or assignments), or None. A program
-/// without a slash needs the container's `PATH` to be found; a relative path with a slash is
-/// left to bash, whose meaning of it (the work dir) is certain.
-pub fn plain_argv(command: &str, has_path: bool) -> Option<Vec<&str>> {
-    let plain =
-        |c: char| c.is_ascii_alphanumeric() || "_./:,@%+=-".contains(c) || c == ' ' || c == '\t';
-    if !command.chars().all(plain) {
-        return None;
-    }
-    let mut words: Vec<&str> = command.split_ascii_whitespace().collect();
-    // `exec prog args` is what bash would do with a plain command anyway.
-    if words.first() == Some(&"exec") {
-        words.remove(0);
-    }
-    let prog = *words.first()?;
-    // `X=1 prog` is an assignment; a builtin or keyword needs bash.
-    if prog.contains('=') || SHELL_WORDS.contains(&prog) {
-        return None;
-    }
-    let absolute = prog.starts_with('/');
-    if !absolute && (prog.contains('/') || !has_path) {
-        return None;
-    }
-    Some(words)
-}
-
-/// The work dir of a container run as another user, opened without following a link. Its
-/// parent (the application's dir) belongs to that user, so anything may have been put at its
-/// place before the NM makes it: for a container never prepared (`fresh`), whatever is there
-/// (a link to a root directory, say) is removed and a new directory made, which must then be
-/// the NM's own. A re-initialized container's existing work dir must be a directory, not a
-/// link.
-fn open_work_dir(work_dir: &Path, fresh: bool) -> Result<fs::File, LaunchError> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    if let Some(parent) = work_dir.parent() {
-        fs::create_dir_all(parent).map_err(io_err("create directory", parent))?;
-    }
-    if fresh {
-        match fs::symlink_metadata(work_dir) {
-            Ok(m) => {
-                warn!(dir = %work_dir.display(), "removing what was put at a new container's work dir before the NodeManager made it");
-                let removed = if m.is_dir() {
-                    fs::remove_dir_all(work_dir)
-                } else {
-                    fs::remove_file(work_dir)
-                };
-                removed.map_err(io_err("remove what was put at", work_dir))?;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err("inspect", work_dir)(e)),
-        }
-        fs::create_dir(work_dir).map_err(io_err("create directory", work_dir))?;
-    } else if let Err(e) = fs::create_dir(work_dir) {
-        if e.kind() != std::io::ErrorKind::AlreadyExists {
-            return Err(io_err("create directory", work_dir)(e));
-        }
-    }
-    let dir = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_DIRECTORY)
-        .open(work_dir)
-        .map_err(|e| {
-            LaunchError::Localization(format!(
-                "the work directory {} is not a plain directory (a link?): {e}",
-                work_dir.display()
-            ))
-        })?;
-    let meta = dir.metadata().map_err(io_err("inspect", work_dir))?;
-    if fresh && meta.uid() != nix::unistd::geteuid().as_raw() {
-        return Err(LaunchError::Localization(format!(
-            "the new work directory {} is not the NodeManager's own (uid {})",
-            work_dir.display(),
-            meta.uid()
-        )));
-    }
-    Ok(dir)
-}
-
-/// Opens (creating) a container's log file for appending. The container owns its log dir,
-/// so the file is opened without following a link (`O_NOFOLLOW`, `O_NONBLOCK` so a fifo
-/// cannot hang the NM) and must be a regular file with one link: a log replaced by a link
-/// to another file (before a re-initialization, say) is never written or given away.
-fn open_log(path: &Path) -> Result<fs::File, LaunchError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(path)
-        .map_err(io_err("open log file", path))?;
-    check_plain(&f).map_err(io_err("open log file", path))?;
-    Ok(f)
-}
-
-/// Whether an opened file is a regular file with exactly one link; else an error saying
-/// what it is.
-fn check_plain(f: &fs::File) -> std::io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let m = f.metadata()?;
-    if !m.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    if m.nlink() != 1 {
-        return Err(std::io::Error::other(format!(
-            "a regular file with {} hard links",
-            m.nlink()
-        )));
-    }
-    Ok(())
-}
-
-/// Opens a file a container may have replaced (in its work or log dir) for reading, as
-/// [`open_log`] does: no link followed, no fifo waited on, a regular file with one link.
-pub fn open_plain_file(path: &Path) -> std::io::Result<fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(path)?;
-    check_plain(&f)?;
-    Ok(f)
-}
-
-/// `(state, starttime)` from `/proc/<pid>/stat`.
-fn proc_stat(pid: i32) -> Option<(char, Option<u64>)> {
-    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may contain spaces and parentheses; fields resume after the last ')'.
-    let rest = &s[s.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    // starttime is field 22 of the line, the 20th after the state (field 3).
-    let ticks = fields.nth(18).and_then(|t| t.parse().ok());
-    Some((state, ticks))
-}
-
-/// The process's start time in clock ticks since boot (Linux), to detect pid reuse.
-pub fn proc_start_ticks(pid: i32) -> Option<u64> {
-    proc_stat(pid).and_then(|(_, t)| t)
-}
-
-/// The last `max` bytes of a file, lossily decoded; empty if unreadable or not a plain
-/// file ([`open_plain_file`]: a container's stderr replaced by a link is not read).
-pub fn file_tail(path: &Path, max: u64) -> String {
-    let Ok(mut f) = open_plain_file(path) else {
-        return String::new();
-    };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let start = len.saturating_sub(max);
-    if f.seek(SeekFrom::Start(start)).is_err() {
-        return String::new();
-    }
-    let mut buf = Vec::new();
-    let _ = f.take(max).read_to_end(&mut buf);
-    String::from_utf8_lossy(&buf).into_owned()
-}
-
-/// Expands YARN's command placeholders: `<LOG_DIR>` (the container's first log dir),
-/// `<CPS>` (the class-path separator) and `{{VAR}}` (`$VAR`, YARN's cross-platform form).
-pub fn expand_placeholders(s: &str, log_dir: &Path) -> String {
-    let mut out = s
-        .replace("<LOG_DIR>", &log_dir.to_string_lossy())
-        .replace("<CPS>", ":");
-    while let Some(start) = out.find("{{") {
-        let Some(len) = out[start + 2..].find("}}") else {
-            break;
-        };
-        let name = out[start + 2..start + 2 + len].to_string();
-        out.replace_range(start..start + 2 + len + 2, &format!("${name}"));
-    }
-    out
+/// A container found by [`ContainerExecutor::reattach`].
+pub enum Reattached {
+    /// It still runs: the future resolves when it ends.
+    Running(ExitFuture),
+    /// It ended while no NM watched it.
+    Ended(ProcessExit),
 }
 
 #[cfg(test)]

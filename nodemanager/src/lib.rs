@@ -42,6 +42,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use spindle_common::ids::NodeId;
+use spindle_common::resource::Resource;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch, Notify};
 use tracing::{info, info_span, warn, Instrument};
@@ -50,7 +51,7 @@ pub use config::{NmConfig, NmConfigError};
 
 use crate::containers::StopReason;
 use crate::launcher::{ContainerExecutor, ProcessExecutor};
-use crate::manager::{Manager, NodeContext};
+use crate::manager::{Manager, NmHandle, NodeContext};
 use crate::plugins::Plugins;
 use crate::rest::RestState;
 use crate::status_updater::{RmError, StatusUpdater};
@@ -127,6 +128,58 @@ pub async fn run_with(
         .await
 }
 
+/// What the container manager knows about this node, from the configuration.
+fn node_context(conf: &NmConfig, node_id: &NodeId, capacity: &Resource) -> NodeContext {
+    let inherited_env: BTreeMap<String, String> = conf
+        .env_whitelist
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.clone(), v)))
+        .collect();
+    NodeContext {
+        node_id: node_id.clone(),
+        local_dirs: conf.local_dirs.clone(),
+        log_dirs: conf.log_dirs.clone(),
+        conf_dir: conf.conf_dir.clone(),
+        inherited_env,
+        sigkill_delay: conf.sigkill_delay,
+        launch_hold_timeout: conf.launch_hold_timeout,
+        run_as: conf.run_as.clone(),
+        stderr_tail_bytes: conf.stderr_tail_bytes,
+        capacity: capacity.clone(),
+        isolation: conf.isolation.clone(),
+    }
+}
+
+/// The NM is stopping: with recovery (and not told to go by the RM) its containers stay for
+/// the next NM; else they are stopped and the node unregisters.
+async fn leave_or_stop_containers(
+    conf: &NmConfig,
+    node_id: &NodeId,
+    handle: &NmHandle,
+    told_by_rm: bool,
+) {
+    if conf.recovery_enabled && !told_by_rm {
+        info!("recovery enabled: leaving containers running for the next NodeManager");
+        return;
+    }
+    info!("stopping all containers");
+    let wait = conf.sigkill_delay + STOP_GRACE;
+    if tokio::time::timeout(wait, handle.stop_all(StopReason::NodeShutdown))
+        .await
+        .is_err()
+    {
+        warn!("some containers did not end in time");
+    }
+    // Its containers are gone: the RM may mark the node SHUTDOWN now.
+    status_updater::unregister(
+        &conf.rm_address,
+        node_id,
+        conf.cluster_secret.as_ref(),
+        &conf.http.client,
+    )
+    .await;
+}
+
 async fn serve(
     listener: TcpListener,
     conf: NmConfig,
@@ -145,28 +198,11 @@ async fn serve(
     let capacity = plugins.node_resource(&conf.resource);
     let attributes = plugins.node_attributes();
     let plugin_health = plugins.health_view();
-    let inherited_env: BTreeMap<String, String> = conf
-        .env_whitelist
-        .iter()
-        .filter_map(|k| std::env::var(k).ok().map(|v| (k.clone(), v)))
-        .collect();
-    let ctx = NodeContext {
-        node_id: node_id.clone(),
-        local_dirs: conf.local_dirs.clone(),
-        log_dirs: conf.log_dirs.clone(),
-        conf_dir: conf.conf_dir.clone(),
-        inherited_env,
-        sigkill_delay: conf.sigkill_delay,
-        launch_hold_timeout: conf.launch_hold_timeout,
-        run_as: conf.run_as.clone(),
-        stderr_tail_bytes: conf.stderr_tail_bytes,
-        capacity: capacity.clone(),
-        isolation: conf.isolation.clone(),
-    };
+    let ctx = node_context(&conf, &node_id, &capacity);
     // The cgroups of containers this NM will not re-adopt are stale: reclaim them first.
     let live: Vec<_> = records
         .iter()
-        .filter(|r| r.completed.is_none() && r.pid.is_some())
+        .filter(|r| r.completed.is_none() && r.process.is_some())
         .map(|r| r.container_id)
         .collect();
     let ex = Arc::clone(&executor);
@@ -262,26 +298,7 @@ async fn serve(
         }
     }
 
-    if conf.recovery_enabled && !told_by_rm {
-        info!("recovery enabled: leaving containers running for the next NodeManager");
-    } else {
-        info!("stopping all containers");
-        let wait = conf.sigkill_delay + STOP_GRACE;
-        if tokio::time::timeout(wait, handle.stop_all(StopReason::NodeShutdown))
-            .await
-            .is_err()
-        {
-            warn!("some containers did not end in time");
-        }
-        // Its containers are gone: the RM may mark the node SHUTDOWN now.
-        status_updater::unregister(
-            &conf.rm_address,
-            &node_id,
-            conf.cluster_secret.as_ref(),
-            &conf.http.client,
-        )
-        .await;
-    }
+    leave_or_stop_containers(&conf, &node_id, &handle, told_by_rm).await;
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(SERVER_DRAIN, updater_task).await;
     let server_result = match server_result {

@@ -399,42 +399,6 @@ pub async fn stream_selection(
     ))
 }
 
-/// YARN's `Times.format` form, in UTC: `Thu Mar 07 12:34:56 +0000 2024`.
-pub fn format_time(ms: u64) -> String {
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let secs = ms / 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{} {} {:02} {:02}:{:02}:{:02} +0000 {}",
-        DAYS[(days % 7) as usize],
-        MONTHS[(m - 1) as usize],
-        d,
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60,
-        y
-    )
-}
-
-/// Days since 1970-01-01 to (year, month 1-12, day 1-31); Howard Hinnant's algorithm.
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -447,21 +411,6 @@ mod tests {
         for bad in ["", ".", "..", "../x", "a/b", "a\\b", "a\0"] {
             assert!(!valid_file_name(bad), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn times() {
-        assert_eq!(format_time(0), "Thu Jan 01 00:00:00 +0000 1970");
-        // 2024-03-07T12:34:56Z
-        assert_eq!(
-            format_time(1_709_814_896_000),
-            "Thu Mar 07 12:34:56 +0000 2024"
-        );
-        // 2000-02-29T23:59:59Z, a leap day
-        assert_eq!(
-            format_time(951_868_799_000),
-            "Tue Feb 29 23:59:59 +0000 2000"
-        );
     }
 
     fn cid() -> ContainerId {

@@ -24,17 +24,17 @@ use spindle_common::records::nm::{
     GpuMemoryUsageJson, GpuResourceInfo, GpuTemperatureJson, GpuUtilizationsJson, PerGpuJson,
 };
 use spindle_common::records::node::{
-    ContainerLaunchContext, LaunchHold, NmAppBody, NmAppInfo, NmApps, NmAppsBody, NmContainerBody,
+    ContainerUpdateRequest, LaunchHold, NmAppBody, NmAppInfo, NmApps, NmAppsBody, NmContainerBody,
     NmContainerInfo, NmContainers, NmContainersBody, NmNodeInfo, NodeInfoBody,
-    ReleaseContainersRequest, SignalContainerRequest, StartContainersRequest,
-    StopContainersRequest,
+    ReinitializeContainerRequest, ReinitializeContainerResponse, ReleaseContainersRequest,
+    SignalContainerRequest, StartContainersRequest, StopContainersRequest,
 };
 use spindle_common::resource::Resource;
 use spindle_rest_edge::{ApiError, JsonBody, PathParams, QueryParams};
 
 use crate::containers::Container;
 use crate::logs;
-use crate::manager::{AppView, ContainerUpdateRequest, NmHandle, ReinitError, Unavailable};
+use crate::manager::{AppView, NmHandle, ReinitError, Unavailable};
 use crate::plugins::{HealthView, PluginDetails, ResourceView};
 use crate::rest_auth::{authorize, operation, Bearer};
 
@@ -292,9 +292,9 @@ async fn container_info(s: &RestState, c: &Container) -> NmContainerInfo {
         .collect();
     NmContainerInfo {
         id: c.id.to_string(),
-        state: c.state.to_string(),
-        exit_code: c.exit_status,
-        diagnostics: c.diagnostics.clone(),
+        state: c.state().to_string(),
+        exit_code: c.exit_code(),
+        diagnostics: c.diagnostics().to_string(),
         user: c.user.clone(),
         total_memory_needed_mb: c.resource.memory_mb,
         total_v_cores_needed: c.resource.vcores,
@@ -389,30 +389,6 @@ async fn signal(
     ))
 }
 
-/// `POST /ws/v1/node/containers/reinitialize`: the body of YARN's `reInitializeContainer`.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ReinitializeRequest {
-    container_id: ContainerId,
-    container_launch_context: ContainerLaunchContext,
-    /// SIGTERM to SIGKILL for the old process (default: the NM's sigkill delay).
-    #[serde(default)]
-    grace_period_ms: Option<u64>,
-}
-
-/// The answer: the new process runs.
-#[derive(Debug, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ReinitializeResponse {
-    container_id: ContainerId,
-    /// When the new process started, ms since the epoch.
-    start_time: u64,
-    /// From the SIGTERM to the old process's end (0 if it had already ended).
-    stopped_in_ms: u64,
-    /// Re-initializations of this container so far.
-    reinitializations: u32,
-}
-
 impl From<ReinitError> for ApiError {
     fn from(e: ReinitError) -> Self {
         use crate::containers::ReinitRefusal;
@@ -431,7 +407,7 @@ impl From<ReinitError> for ApiError {
 
 /// `POST /ws/v1/node/containers/reinitialize` (YARN's `reInitializeContainer`): a new
 /// process from a new launch context in a running container, which keeps its id,
-/// allocation, devices, limits and work dir. SIGTERM to the old process group, SIGKILL after
+/// allocation, devices, limits and work dir. SIGTERM to the old process, SIGKILL after
 /// the grace, then the new process; the answer comes once it started. Like a stop it needs
 /// the owning application's container token (`crate::rest_auth`). Refusals are
 /// `RemoteException`s: 401/403 (token), 404
@@ -440,8 +416,8 @@ impl From<ReinitError> for ApiError {
 async fn reinitialize(
     State(s): State<RestState>,
     bearer: Bearer,
-    JsonBody(req): JsonBody<ReinitializeRequest>,
-) -> Result<Json<ReinitializeResponse>, ApiError> {
+    JsonBody(req): JsonBody<ReinitializeContainerRequest>,
+) -> Result<Json<ReinitializeContainerResponse>, ApiError> {
     authorize(
         &s.0.handle,
         &bearer,
@@ -454,7 +430,7 @@ async fn reinitialize(
         s.0.handle
             .reinitialize(req.container_id, req.container_launch_context, grace)
             .await??;
-    Ok(Json(ReinitializeResponse {
+    Ok(Json(ReinitializeContainerResponse {
         container_id: done.id,
         start_time: done.started_ms,
         stopped_in_ms: done.stopped_in_ms,
@@ -676,7 +652,7 @@ async fn log_list(
                 .map(|f| ContainerLogFileInfo {
                     file_name: f.name,
                     file_size: f.size.to_string(),
-                    last_modified_time: logs::format_time(f.modified_ms),
+                    last_modified_time: spindle_common::time::format_times_utc(f.modified_ms),
                 })
                 .collect(),
             log_aggregation_type: "LOCAL".to_string(),
@@ -836,7 +812,7 @@ async fn ui_log_page(
             name_url = urlencoding::encode(&f.name),
             name = html_escape(&f.name),
             size = f.size,
-            time = logs::format_time(f.modified_ms),
+            time = spindle_common::time::format_times_utc(f.modified_ms),
         ));
     }
     Html(format!(

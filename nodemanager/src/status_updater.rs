@@ -15,7 +15,7 @@
 //! with its diagnostics and not retried until the value changes again (or the NM registers
 //! again), so a refused label never makes the NM loop.
 
-use spindle_common::tls::ClientTls;
+use spindle_common::tls::{with_roots, ClientTls};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -501,19 +501,6 @@ fn signed_post<Req: Serialize>(
         req = req.header(reqwest::header::AUTHORIZATION, auth);
     }
     Ok(req.body(bytes))
-}
-
-/// `builder` trusting the CA certificates of `spindle.ssl.client.ca-file` too.
-fn with_roots(
-    mut builder: reqwest::ClientBuilder,
-    tls: &ClientTls,
-) -> Result<reqwest::ClientBuilder, reqwest::Error> {
-    if let Some((_, pem)) = &tls.ca {
-        for cert in reqwest::Certificate::from_pem_bundle(pem)? {
-            builder = builder.add_root_certificate(cert);
-        }
-    }
-    Ok(builder)
 }
 
 fn interval_of(ms: u64) -> Duration {

@@ -2,7 +2,10 @@
 //! re-adopt still-running process groups and report the ones that ended while it was down.
 //!
 //! Format: one JSON file, `<yarn.nodemanager.recovery.dir>/nm-containers.json`, rewritten
-//! whole on every change (temp file, fsync, rename). A node holds tens of containers, so a
+//! whole on every change (temp file, fsync, rename). Version 2 keeps a container's process as
+//! its executor named it (`"process": {"processGroup": {"pid": .., "startTicks": ..}}`, an
+//! [`ExecHandle`]); a version 1 file (`pid` and `startTicks` beside the other fields) is read
+//! and migrated, and the next write is version 2. A node holds tens of containers, so a
 //! whole-file rewrite is cheap, atomic without a schema, and readable by an operator; SQLite
 //! would buy nothing at this size. These records are the store's on-disk wire format, which
 //! is why they derive serde here rather than in `common::records`.
@@ -16,8 +19,12 @@ use serde::{Deserialize, Serialize};
 use spindle_common::ids::ContainerId;
 use spindle_common::token::ContainerTokenIdentifier;
 
+use crate::launcher::ExecHandle;
+
 pub const STORE_FILE: &str = "nm-containers.json";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
+/// The version before processes were stored as executor handles.
+const VERSION_PID: u32 = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -41,14 +48,14 @@ pub struct ContainerRecord {
     pub user: String,
     /// The verified token identifier: resource, submitter, node, expiry.
     pub token: ContainerTokenIdentifier,
-    /// The process-group leader; None while localizing.
-    pub pid: Option<i32>,
-    /// The leader's start time in clock ticks since boot (pid-reuse guard).
-    pub start_ticks: Option<u64>,
+    /// The container's process as its executor names it; None while localizing.
+    #[serde(default)]
+    pub process: Option<ExecHandle>,
     pub start_time_ms: u64,
     pub work_dir: PathBuf,
     pub log_dirs: Vec<PathBuf>,
-    /// A stop that was in progress (`APP_MASTER`, `RESOURCE_MANAGER`, `NODE_SHUTDOWN`).
+    /// A stop that was in progress (`APP_MASTER`, `RESOURCE_MANAGER`, `NODE_SHUTDOWN`,
+    /// `HOLD_EXPIRED`).
     #[serde(default)]
     pub stop: Option<String>,
     /// Set once complete, until the RM acknowledges it.
@@ -65,15 +72,30 @@ pub struct ContainerRecord {
 pub struct CompletedRecord {
     /// The NM detailed state it ended in.
     pub state: String,
+    /// YARN's `-1000` for a container that never had an exit status.
     pub exit_status: i32,
     pub diagnostics: String,
     pub finish_time_ms: u64,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
-struct StoreFile {
+struct StoreFile<C> {
     version: u32,
-    containers: Vec<ContainerRecord>,
+    containers: Vec<C>,
+}
+
+/// Reads a version 1 record into version 2: its `pid` and `startTicks` become a
+/// process-group handle.
+fn migrate_pid_record(mut r: serde_json::Value) -> Result<ContainerRecord, serde_json::Error> {
+    if let Some(o) = r.as_object_mut() {
+        let pid = o.remove("pid").and_then(|v| v.as_i64());
+        let ticks = o.remove("startTicks").and_then(|v| v.as_u64());
+        if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+            let handle = ExecHandle::process_group(pid, ticks);
+            o.insert("process".into(), serde_json::to_value(handle)?);
+        }
+    }
+    serde_json::from_value(r)
 }
 
 #[derive(Debug)]
@@ -92,18 +114,34 @@ impl Store {
         })?;
         let records = match fs::read(&path) {
             Ok(bytes) => {
-                let f: StoreFile =
-                    serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
-                        path: path.clone(),
-                        message: e.to_string(),
-                    })?;
-                if f.version != VERSION {
-                    return Err(StoreError::Corrupt {
-                        path,
-                        message: format!("version {} (this NM reads {VERSION})", f.version),
-                    });
+                let corrupt = |e: serde_json::Error| StoreError::Corrupt {
+                    path: path.clone(),
+                    message: e.to_string(),
+                };
+                let f: StoreFile<serde_json::Value> =
+                    serde_json::from_slice(&bytes).map_err(corrupt)?;
+                match f.version {
+                    VERSION => f
+                        .containers
+                        .into_iter()
+                        .map(serde_json::from_value)
+                        .collect::<Result<_, _>>()
+                        .map_err(corrupt)?,
+                    VERSION_PID => f
+                        .containers
+                        .into_iter()
+                        .map(migrate_pid_record)
+                        .collect::<Result<_, _>>()
+                        .map_err(corrupt)?,
+                    v => {
+                        return Err(StoreError::Corrupt {
+                            path,
+                            message: format!(
+                                "version {v} (this NM reads {VERSION_PID} and {VERSION})"
+                            ),
+                        })
+                    }
                 }
-                f.containers
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(source) => {
@@ -170,8 +208,7 @@ mod tests {
                 version: 0,
                 master_key_id: 0,
             },
-            pid: Some(42),
-            start_ticks: Some(7),
+            process: Some(ExecHandle::process_group(42, Some(7))),
             start_time_ms: 1,
             work_dir: "/w".into(),
             log_dirs: vec!["/l".into()],
@@ -204,6 +241,46 @@ mod tests {
         fs::write(d.path().join(STORE_FILE), file.to_string()).unwrap();
         let (_, got) = Store::open(d.path()).unwrap();
         assert!(got[0].devices.is_empty());
+    }
+
+    #[test]
+    fn a_version_1_store_is_migrated() {
+        // A store written when records kept the process group's pid and start ticks.
+        let d = tempfile::tempdir().unwrap();
+        let mut running = serde_json::to_value(record(1)).unwrap();
+        let o = running.as_object_mut().unwrap();
+        o.remove("process");
+        o.insert("pid".into(), 42.into());
+        o.insert("startTicks".into(), 7.into());
+        let mut localizing = serde_json::to_value(record(2)).unwrap();
+        let o = localizing.as_object_mut().unwrap();
+        o.remove("process");
+        o.insert("pid".into(), serde_json::Value::Null);
+        o.insert("startTicks".into(), serde_json::Value::Null);
+        let file = serde_json::json!({"version": 1, "containers": [running, localizing]});
+        fs::write(d.path().join(STORE_FILE), file.to_string()).unwrap();
+        let (s, got) = Store::open(d.path()).unwrap();
+        let mut want = record(2);
+        want.process = None;
+        assert_eq!(got, vec![record(1), want]);
+        s.save(&got).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&fs::read(d.path().join(STORE_FILE)).unwrap()).unwrap();
+        assert_eq!(v["version"], VERSION);
+        assert_eq!(v["containers"][0]["process"]["processGroup"]["pid"], 42);
+        assert!(v["containers"][0].get("pid").is_none());
+    }
+
+    #[test]
+    fn unknown_versions_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(
+            d.path().join(STORE_FILE),
+            r#"{"version": 9, "containers": []}"#,
+        )
+        .unwrap();
+        let e = Store::open(d.path()).unwrap_err().to_string();
+        assert!(e.contains("version 9"), "{e}");
     }
 
     #[test]

@@ -385,7 +385,7 @@ async fn a_strict_one_vcore_container_is_throttled_to_one_core() {
     );
     assert!(cores > 0.25, "the container barely ran: {cores:.2} cores");
 
-    ex.signal_group(p.pid, StopSignal::Kill).unwrap();
+    ex.signal(&p.handle, StopSignal::Kill).unwrap();
     assert!(matches!(wait_exit(p).await, ProcessExit::Signal(9)));
     assert!(!cpu_dir.exists(), "the container's cgroup outlived it");
     cg.shutdown();
@@ -478,7 +478,7 @@ async fn stale_cgroups_are_reclaimed_and_adopted_ones_kept() {
         &spec(dir.path(), kept, "exec sleep 100", limits(1, 64)),
     )
     .await;
-    let (pa, pb) = (a.pid, b.pid);
+    let (pa, pb) = (a.handle.clone(), b.handle.clone());
     // The "crash": nobody waits for them any more.
     drop((a.exit, b.exit));
 
@@ -509,10 +509,10 @@ async fn stale_cgroups_are_reclaimed_and_adopted_ones_kept() {
         .container_dir(Controller::Memory, &stale)
         .is_some_and(|d| !d.exists()));
     wait_until("the stale container's process to die", || {
-        (!ex.is_alive(pa, None)).then_some(())
+        (!ex.is_alive(&pa)).then_some(())
     })
     .await;
-    assert!(ex.is_alive(pb, None), "the re-adopted container was killed");
+    assert!(ex.is_alive(&pb), "the re-adopted container was killed");
     assert!(!dead.exists(), "an abandoned instance was not reclaimed");
     assert!(
         alive.join("container_y").exists(),
@@ -521,9 +521,9 @@ async fn stale_cgroups_are_reclaimed_and_adopted_ones_kept() {
     std::fs::remove_dir(alive.join("container_y")).unwrap();
     std::fs::remove_dir(&alive).unwrap();
     // It ends later: the adopting executor cleans up.
-    ex.signal_group(pb, StopSignal::Kill).unwrap();
+    ex.signal(&pb, StopSignal::Kill).unwrap();
     wait_until("the kept container to die", || {
-        (!ex.is_alive(pb, None)).then_some(())
+        (!ex.is_alive(&pb)).then_some(())
     })
     .await;
     let exit = ex2.adopted_ended(&kept, 64, ProcessExit::Code(137));
@@ -534,8 +534,10 @@ async fn stale_cgroups_are_reclaimed_and_adopted_ones_kept() {
     ex2.shutdown();
     assert!(h.gone(), "cgroups left behind: {:?}", h.dirs());
     // Reap our children (their exit futures were dropped).
-    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pa), None);
-    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pb), None);
+    for h in [pa, pb] {
+        let (pid, _) = h.as_process_group().expect("a process group");
+        let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
+    }
 }
 
 /// Allocates ~200 MB in bash and then holds it.
@@ -680,7 +682,7 @@ async fn an_update_rewrites_a_running_containers_cgroup_limits() {
     ex.update_limits(&id, &limits(3, 256), &limits(1, 32))
         .expect("shrink");
     assert_eq!(read(&mem, mem_file), (32i64 << 20).to_string());
-    ex.signal_group(p.pid, StopSignal::Kill).unwrap();
+    ex.signal(&p.handle, StopSignal::Kill).unwrap();
     wait_exit(p).await;
     assert!(
         !mem.exists(),

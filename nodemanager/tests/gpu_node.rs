@@ -23,7 +23,8 @@ use spindle_common::states::ContainerState;
 use spindle_nodemanager::config::{NM_DEVICE_DISCOVERY_TIMEOUT_MS, NM_RECOVERY_ENABLED};
 use spindle_nodemanager::isolation::{DeviceNumber, IsolationSpec};
 use spindle_nodemanager::launcher::{
-    ContainerExecutor, LaunchError, LaunchSpec, ProcessExecutor, StartedProcess, StopSignal,
+    Adoptee, ContainerExecutor, ExecHandle, LaunchError, LaunchSpec, ProcessExecutor, Reattached,
+    StartedProcess, StopSignal,
 };
 use spindle_nodemanager::plugins::Plugins;
 use spindle_nodemanager::NmConfig;
@@ -251,7 +252,7 @@ async fn gpu_assignments_survive_an_nm_restart() {
         let v: serde_json::Value = serde_json::from_str(&store).ok()?;
         let c = &v["containers"][0];
         assert_eq!(c["devices"][GPU].as_array()?.len(), 2, "{c}");
-        c["pid"].as_i64()
+        c["process"]["processGroup"]["pid"].as_i64()
     })
     .await as i32;
     // The NM goes away (recovery: the container keeps running) and a new one starts.
@@ -505,14 +506,11 @@ impl ContainerExecutor for Recording {
             .push((spec.container_id, spec.isolation.clone()));
         self.inner.start(spec, hold)
     }
-    fn signal_group(&self, pgid: i32, signal: StopSignal) -> Result<(), LaunchError> {
-        self.inner.signal_group(pgid, signal)
+    fn signal(&self, handle: &ExecHandle, signal: StopSignal) -> Result<(), LaunchError> {
+        self.inner.signal(handle, signal)
     }
-    fn is_alive(&self, pid: i32, start_ticks: Option<u64>) -> bool {
-        self.inner.is_alive(pid, start_ticks)
-    }
-    fn recorded_exit_code(&self, work_dir: &Path) -> Option<i32> {
-        self.inner.recorded_exit_code(work_dir)
+    fn reattach(&self, handle: &ExecHandle, adoptee: &Adoptee<'_>) -> Reattached {
+        self.inner.reattach(handle, adoptee)
     }
 }
 

@@ -138,6 +138,46 @@ pub struct SignalContainerResponse {
     pub failed_requests: Vec<FailedContainerRequest>,
 }
 
+/// `POST /ws/v1/node/containers/update`: YARN's `ContainerUpdateRequest`, the new container
+/// tokens the RM issued (an allocate answer's `updatedContainers`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerUpdateRequest {
+    pub containers_to_update: Vec<String>,
+}
+
+/// YARN's `ContainerUpdateResponse`: the containers updated, or why not.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ContainerUpdateResponse {
+    pub successfully_updated_containers: Vec<ContainerId>,
+    pub failed_requests: Vec<FailedContainerRequest>,
+}
+
+/// `POST /ws/v1/node/containers/reinitialize`: the body of YARN's `reInitializeContainer`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReinitializeContainerRequest {
+    pub container_id: ContainerId,
+    pub container_launch_context: ContainerLaunchContext,
+    /// SIGTERM to SIGKILL for the old process (absent: the NM's sigkill delay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_period_ms: Option<u64>,
+}
+
+/// The answer to a re-initialization: the new process runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReinitializeContainerResponse {
+    pub container_id: ContainerId,
+    /// When the new process started, ms since the epoch.
+    pub start_time: u64,
+    /// From the SIGTERM to the old process's end (0 if it had already ended).
+    pub stopped_in_ms: u64,
+    /// Re-initializations of this container so far.
+    pub reinitializations: u32,
+}
+
 // ---------------------------------------------------------------------------------------
 // NM REST v1 read shapes
 

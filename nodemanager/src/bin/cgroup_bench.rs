@@ -169,6 +169,91 @@ impl Drop for Cleanup {
     }
 }
 
+/// Durations of the direct measurements, one per container after the warm-up.
+#[derive(Default)]
+struct DirectTimes {
+    setup: Vec<Duration>,
+    teardown: Vec<Duration>,
+    both: Vec<Duration>,
+    placed: Vec<Duration>,
+    unplaced: Vec<Duration>,
+}
+
+/// Part 1: cgroup setup and teardown, and `/bin/true` run placed in them or not.
+fn direct(cg: &Cgroups, containers: usize) -> Result<DirectTimes, String> {
+    let spec = gpu_container();
+    let mut times = DirectTimes::default();
+    for i in 0..containers + 10 {
+        let id = cid(i as u64 + 1);
+        let t0 = Instant::now();
+        let placement = match cg.create(&id, &spec) {
+            Ok(p) => p,
+            Err(e) => return Err(format!("create: {e}")),
+        };
+        let s = t0.elapsed();
+        let fds = placement.fds();
+        let t_run = Instant::now();
+        let ran = run_true(fds);
+        let r = t_run.elapsed();
+        drop(placement);
+        if let Err(e) = ran {
+            return Err(format!("placing /bin/true: {e}"));
+        }
+        let t_plain = Instant::now();
+        if let Err(e) = run_true(Vec::new()) {
+            return Err(format!("/bin/true: {e}"));
+        }
+        let u = t_plain.elapsed();
+        let t1 = Instant::now();
+        let _ = cg.oom_kills(&id);
+        if let Err(e) = cg.destroy(&id) {
+            return Err(format!("destroy: {e}"));
+        }
+        let t = t1.elapsed();
+        if i >= 10 {
+            times.setup.push(s);
+            times.teardown.push(t);
+            times.both.push(s + t);
+            times.placed.push(r);
+            times.unplaced.push(u);
+        }
+    }
+    Ok(times)
+}
+
+/// Part 2: launches through the executor, with and without cgroups, start to reaped.
+fn end_to_end_all(
+    cg: &Arc<Cgroups>,
+    dir: &Path,
+    containers: usize,
+) -> Result<(Vec<Duration>, Vec<Duration>), String> {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return Err(format!("runtime: {e}")),
+    };
+    let with = ProcessExecutor::with_enforcement(Enforcement::Cgroups {
+        cgroups: Arc::clone(cg),
+        interval: Duration::from_secs(3),
+    });
+    let without = ProcessExecutor::new();
+    rt.block_on(async {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for i in 0..containers + 10 {
+            let x = end_to_end(&with, dir, cid(10_000 + i as u64)).await?;
+            let y = end_to_end(&without, dir, cid(20_000 + i as u64)).await?;
+            if i >= 10 {
+                a.push(x);
+                b.push(y);
+            }
+        }
+        Ok((a, b))
+    })
+    .map_err(|e: String| format!("end-to-end launch failed: {e}"))
+}
+
 fn main() -> ExitCode {
     let args = match parse_args() {
         Ok(a) => a,
@@ -224,91 +309,25 @@ fn main() -> ExitCode {
     println!("devices: {devices}");
     println!("containers: {} (+10 warm-up each)\n", args.containers);
 
-    // 1. direct
-    let spec = gpu_container();
-    let (mut setup, mut teardown, mut both) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut placed, mut unplaced) = (Vec::new(), Vec::new());
-    for i in 0..args.containers + 10 {
-        let id = cid(i as u64 + 1);
-        let t0 = Instant::now();
-        let placement = match cg.create(&id, &spec) {
-            Ok(p) => p,
-            Err(e) => {
-                eprintln!("create: {e}");
-                return ExitCode::from(1);
-            }
-        };
-        let s = t0.elapsed();
-        let fds = placement.fds();
-        let t_run = Instant::now();
-        let ran = run_true(fds);
-        let r = t_run.elapsed();
-        drop(placement);
-        if let Err(e) = ran {
-            eprintln!("placing /bin/true: {e}");
-            return ExitCode::from(1);
-        }
-        let t_plain = Instant::now();
-        if let Err(e) = run_true(Vec::new()) {
-            eprintln!("/bin/true: {e}");
-            return ExitCode::from(1);
-        }
-        let u = t_plain.elapsed();
-        let t1 = Instant::now();
-        let _ = cg.oom_kills(&id);
-        if let Err(e) = cg.destroy(&id) {
-            eprintln!("destroy: {e}");
-            return ExitCode::from(1);
-        }
-        let t = t1.elapsed();
-        if i >= 10 {
-            setup.push(s);
-            teardown.push(t);
-            both.push(s + t);
-            placed.push(r);
-            unplaced.push(u);
-        }
-    }
-    println!("direct (ms):\n");
-    println!("| phase | n | p50 | p99 | max |\n|---|---|---|---|---|");
-    summary("setup (create)", setup);
-    summary("teardown (oom read + destroy)", teardown);
-    let (p50, p99) = summary("setup + teardown", both);
-    let (r50, r99) = summary("run /bin/true placed in its cgroups", placed);
-    let (u50, u99) = summary("run /bin/true, no cgroups", unplaced);
-
-    // 2. end to end
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
+    let times = match direct(&cg, args.containers) {
+        Ok(t) => t,
         Err(e) => {
-            eprintln!("runtime: {e}");
+            eprintln!("{e}");
             return ExitCode::from(1);
         }
     };
-    let with = ProcessExecutor::with_enforcement(Enforcement::Cgroups {
-        cgroups: Arc::clone(&cg),
-        interval: Duration::from_secs(3),
-    });
-    let without = ProcessExecutor::new();
-    let result: Result<(Vec<Duration>, Vec<Duration>), String> = rt.block_on(async {
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        for i in 0..args.containers + 10 {
-            let x = end_to_end(&with, &cleanup.dir, cid(10_000 + i as u64)).await?;
-            let y = end_to_end(&without, &cleanup.dir, cid(20_000 + i as u64)).await?;
-            if i >= 10 {
-                a.push(x);
-                b.push(y);
-            }
-        }
-        Ok((a, b))
-    });
-    let (a, b) = match result {
+    println!("direct (ms):\n");
+    println!("| phase | n | p50 | p99 | max |\n|---|---|---|---|---|");
+    summary("setup (create)", times.setup);
+    summary("teardown (oom read + destroy)", times.teardown);
+    let (p50, p99) = summary("setup + teardown", times.both);
+    let (r50, r99) = summary("run /bin/true placed in its cgroups", times.placed);
+    let (u50, u99) = summary("run /bin/true, no cgroups", times.unplaced);
+
+    let (a, b) = match end_to_end_all(&cg, &cleanup.dir, args.containers) {
         Ok(v) => v,
         Err(e) => {
-            eprintln!("end-to-end launch failed: {e}");
+            eprintln!("{e}");
             return ExitCode::from(1);
         }
     };

@@ -155,50 +155,9 @@ impl NmConfig {
         for k in conf.unknown_keys() {
             tracing::warn!("{k}");
         }
-        let explicit_host = conf
-            .get_nonempty(keys::NM_HOSTNAME)?
-            .filter(|h| !is_wildcard(h));
-        if let Some(h) = &explicit_host {
-            if !valid_hostname(h) {
-                return Err(NmConfigError::BadHostname {
-                    at: at(conf, keys::NM_HOSTNAME),
-                    name: keys::NM_HOSTNAME,
-                    value: h.clone(),
-                });
-            }
-        }
-        let webapp_address =
-            conf.get_string(keys::NM_WEBAPP_ADDRESS, keys::DEFAULT_NM_WEBAPP_ADDRESS)?;
-        check_address(conf, keys::NM_WEBAPP_ADDRESS, &webapp_address, true)?;
-        let hostname = explicit_host.unwrap_or_else(|| match webapp_address.rsplit_once(':') {
-            Some((host, _)) if !is_wildcard(host) && valid_hostname(host) => host.to_string(),
-            _ => spindle_common::net::local_hostname()
-                .filter(|h| valid_hostname(h))
-                .unwrap_or_else(|| DEFAULT_NM_HOSTNAME.to_string()),
-        });
+        let (webapp_address, hostname) = node_address(conf)?;
 
-        let memory = conf.get_i64(
-            keys::NM_RESOURCE_MEMORY_MB,
-            keys::DEFAULT_NM_RESOURCE_MEMORY_MB,
-        )?;
-        if memory <= 0 {
-            return Err(NmConfigError::MemoryNotPositive {
-                at: at(conf, keys::NM_RESOURCE_MEMORY_MB),
-                name: keys::NM_RESOURCE_MEMORY_MB,
-                value: memory.to_string(),
-            });
-        }
-        let vcores = conf.get_i64(
-            keys::NM_RESOURCE_CPU_VCORES,
-            keys::DEFAULT_NM_RESOURCE_CPU_VCORES,
-        )?;
-        if vcores <= 0 {
-            return Err(NmConfigError::VcoresNotPositive {
-                at: at(conf, keys::NM_RESOURCE_CPU_VCORES),
-                name: keys::NM_RESOURCE_CPU_VCORES,
-                value: vcores.to_string(),
-            });
-        }
+        let base = base_capacity(conf)?;
 
         let local_raw = conf.get_string(keys::NM_LOCAL_DIRS, keys::DEFAULT_NM_LOCAL_DIRS)?;
         let local_dirs = dirs(&local_raw);
@@ -259,21 +218,7 @@ impl NmConfig {
         check_address(conf, rm_key, &rm_raw, false)?;
         let rm_address = connectable(&rm_raw);
 
-        let whitelist_raw =
-            conf.get_string(keys::NM_ENV_WHITELIST, keys::DEFAULT_NM_ENV_WHITELIST)?;
-        let env_whitelist: Vec<String> = whitelist_raw
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-            .collect();
-        if env_whitelist.iter().any(|v| !valid_env_name(v)) {
-            return Err(NmConfigError::BadEnvWhitelist {
-                at: at(conf, keys::NM_ENV_WHITELIST),
-                name: keys::NM_ENV_WHITELIST,
-                value: whitelist_raw,
-            });
-        }
+        let env_whitelist = env_whitelist(conf)?;
         let stderr_tail_bytes = conf.get_u64(
             keys::NM_STDERR_TAIL_BYTES,
             keys::DEFAULT_NM_STDERR_TAIL_BYTES,
@@ -292,7 +237,7 @@ impl NmConfig {
         Ok(Self {
             webapp_address,
             hostname,
-            resource: node_resource_types(conf, Resource::new(memory, vcores))?,
+            resource: node_resource_types(conf, base)?,
             local_dirs,
             log_dirs,
             sigkill_delay,
@@ -313,6 +258,78 @@ impl NmConfig {
             cluster_secret: cluster_secret(conf)?,
         })
     }
+}
+
+/// The webapp address and the NodeId host (see [`NmConfig::from_configuration`]).
+fn node_address(conf: &Configuration) -> Result<(String, String), NmConfigError> {
+    let explicit_host = conf
+        .get_nonempty(keys::NM_HOSTNAME)?
+        .filter(|h| !is_wildcard(h));
+    if let Some(h) = &explicit_host {
+        if !valid_hostname(h) {
+            return Err(NmConfigError::BadHostname {
+                at: at(conf, keys::NM_HOSTNAME),
+                name: keys::NM_HOSTNAME,
+                value: h.clone(),
+            });
+        }
+    }
+    let webapp_address =
+        conf.get_string(keys::NM_WEBAPP_ADDRESS, keys::DEFAULT_NM_WEBAPP_ADDRESS)?;
+    check_address(conf, keys::NM_WEBAPP_ADDRESS, &webapp_address, true)?;
+    let hostname = explicit_host.unwrap_or_else(|| match webapp_address.rsplit_once(':') {
+        Some((host, _)) if !is_wildcard(host) && valid_hostname(host) => host.to_string(),
+        _ => spindle_common::net::local_hostname()
+            .filter(|h| valid_hostname(h))
+            .unwrap_or_else(|| DEFAULT_NM_HOSTNAME.to_string()),
+    });
+    Ok((webapp_address, hostname))
+}
+
+/// The node's memory and vcores (`yarn.nodemanager.resource.*`), each positive.
+fn base_capacity(conf: &Configuration) -> Result<Resource, NmConfigError> {
+    let memory = conf.get_i64(
+        keys::NM_RESOURCE_MEMORY_MB,
+        keys::DEFAULT_NM_RESOURCE_MEMORY_MB,
+    )?;
+    if memory <= 0 {
+        return Err(NmConfigError::MemoryNotPositive {
+            at: at(conf, keys::NM_RESOURCE_MEMORY_MB),
+            name: keys::NM_RESOURCE_MEMORY_MB,
+            value: memory.to_string(),
+        });
+    }
+    let vcores = conf.get_i64(
+        keys::NM_RESOURCE_CPU_VCORES,
+        keys::DEFAULT_NM_RESOURCE_CPU_VCORES,
+    )?;
+    if vcores <= 0 {
+        return Err(NmConfigError::VcoresNotPositive {
+            at: at(conf, keys::NM_RESOURCE_CPU_VCORES),
+            name: keys::NM_RESOURCE_CPU_VCORES,
+            value: vcores.to_string(),
+        });
+    }
+    Ok(Resource::new(memory, vcores))
+}
+
+/// `yarn.nodemanager.env-whitelist`: the NM's variables a container inherits.
+fn env_whitelist(conf: &Configuration) -> Result<Vec<String>, NmConfigError> {
+    let whitelist_raw = conf.get_string(keys::NM_ENV_WHITELIST, keys::DEFAULT_NM_ENV_WHITELIST)?;
+    let env_whitelist: Vec<String> = whitelist_raw
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    if env_whitelist.iter().any(|v| !valid_env_name(v)) {
+        return Err(NmConfigError::BadEnvWhitelist {
+            at: at(conf, keys::NM_ENV_WHITELIST),
+            name: keys::NM_ENV_WHITELIST,
+            value: whitelist_raw,
+        });
+    }
+    Ok(env_whitelist)
 }
 
 /// The cluster secret named by `spindle.cluster.secret-file`, loaded now so a missing or

@@ -31,6 +31,7 @@ use std::path::{Component, Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 
 use nix::libc;
+use spindle_common::paths::link_stays_inside;
 use spindle_common::records::cluster::LocalResourceInfo;
 
 use super::{io_err, LaunchError};
@@ -652,26 +653,6 @@ fn relative_depth(entry: &str, path: &Path) -> Result<usize, ArchiveError> {
         }
     }
     Ok(depth.saturating_sub(1))
-}
-
-/// Whether relative link `target`, followed from a directory `depth` levels below the root,
-/// stays inside the root (read lexically, as a link is resolved).
-fn link_stays_inside(depth: usize, target: &Path) -> bool {
-    let mut d = depth as isize;
-    for c in target.components() {
-        match c {
-            Component::Normal(_) => d += 1,
-            Component::CurDir => {}
-            Component::ParentDir => {
-                d -= 1;
-                if d < 0 {
-                    return false;
-                }
-            }
-            Component::RootDir | Component::Prefix(_) => return false,
-        }
-    }
-    true
 }
 
 fn check_entry<R: Read>(entry: &tar::Entry<'_, R>, name: &str) -> Result<(), ArchiveError> {

@@ -2,7 +2,10 @@
 //! a temporary dir, the plain-argv fast path, placeholders, file tails and `/proc` reads.
 //! They must not start containers (the executor is tested in `nodemanager/tests`).
 
+use super::files::open_log;
+use super::localize::localize_as;
 use super::*;
+use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
 #[test]
@@ -123,10 +126,10 @@ fn tails_and_proc_stat() {
     let ticks = proc_start_ticks(me);
     assert!(ticks.is_some());
     let ex = ProcessExecutor::new();
-    assert!(ex.is_alive(me, ticks));
-    assert!(!ex.is_alive(me, ticks.map(|t| t + 1)));
-    assert!(!ex.is_alive(0, None));
-    assert!(!ex.is_alive(1, None));
+    assert!(ex.is_alive(&ExecHandle::process_group(me, ticks)));
+    assert!(!ex.is_alive(&ExecHandle::process_group(me, ticks.map(|t| t + 1))));
+    assert!(!ex.is_alive(&ExecHandle::process_group(0, None)));
+    assert!(!ex.is_alive(&ExecHandle::process_group(1, None)));
 }
 
 /// A tar entry header named `name` (written raw, so hostile names survive the builder's

@@ -9,18 +9,18 @@ use spindle_common::ids::{ApplicationId, ContainerId};
 use std::time::Duration;
 
 use spindle_common::records::node::{
-    ContainerLaunchContext, LaunchHold, ReleaseContainersResponse, SignalContainerCommand,
-    SignalContainerResponse, StartContainerRequest, StartContainersResponse,
-    StopContainersResponse,
+    ContainerLaunchContext, ContainerUpdateResponse, LaunchHold, ReleaseContainersResponse,
+    SignalContainerCommand, SignalContainerResponse, StartContainerRequest,
+    StartContainersResponse, StopContainersResponse,
 };
 use spindle_common::records::tracker::NmContainerReport;
 use spindle_common::token::{ContainerKey, ContainerTokenIdentifier};
 use tokio::sync::{mpsc, oneshot};
 
 use super::reinit::{ReinitError, Reinitialized};
-use super::update::ContainerUpdateResponse;
 use super::{AppView, NodeView, Reply};
 use crate::containers::{Container, ProcessExit, StopReason};
+use crate::launcher::ExecHandle;
 use crate::metrics::NmMetrics;
 
 /// Everything the actor can be asked or told.
@@ -63,10 +63,10 @@ pub enum Command {
         id: ContainerId,
         result: Result<(), String>,
     },
-    /// A re-initialization's grace is over: SIGKILL what is left of `pgid`.
+    /// A re-initialization's grace is over: SIGKILL what is left of `old`.
     ReinitGraceOver {
         id: ContainerId,
-        pgid: i32,
+        old: ExecHandle,
     },
     /// YARN's `updateContainer`: new container tokens whose memory and vcores a live
     /// container takes; the reply comes once the limits are applied (or why not).

@@ -138,7 +138,7 @@ impl Manager {
                 },
                 None => {
                     let message = match self.table.get(&id) {
-                        Some(c) => format!("container {id} is not held (state {})", c.state),
+                        Some(c) => format!("container {id} is not held (state {})", c.state()),
                         None => format!("Container {id} is not handled by this NodeManager"),
                     };
                     resp.failed_requests.push(FailedContainerRequest {

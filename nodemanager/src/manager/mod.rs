@@ -27,17 +27,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use spindle_common::ids::{ApplicationId, ContainerId, NodeId};
-use spindle_common::records::node::{
-    FailedContainerRequest, SignalContainerResponse, StopContainersResponse,
-};
 use spindle_common::resource::Resource;
-use spindle_common::states::NmContainerState;
 use spindle_common::time::now_ms;
 use spindle_common::token::ContainerKeys;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tracing::{debug, info, info_span};
 
-use crate::containers::{ContainerTable, StopReason};
+use crate::containers::{ContainerTable, Phase, StopReason};
 use crate::launcher::{ContainerExecutor, Gate, LaunchSpec, StopSignal};
 use crate::metrics::NmMetrics;
 use crate::plugins::Plugins;
@@ -60,10 +56,7 @@ pub use auth::{ContainerAuthError, TokenOwner};
 pub use handle::{Command, NmHandle, Unavailable};
 use hold::HoldGroup;
 pub use reinit::{ReinitError, Reinitialized, MAX_REINIT_GRACE};
-pub use update::{ContainerUpdateRequest, ContainerUpdateResponse};
 
-/// How often a re-adopted container (not our child) is checked for life.
-pub const ADOPTED_POLL_INTERVAL: Duration = Duration::from_millis(500);
 /// Acknowledged (`DONE`) containers kept for REST before the oldest are forgotten.
 pub const MAX_DONE_RETAINED: usize = 500;
 const CHANNEL_DEPTH: usize = 1024;
@@ -241,30 +234,10 @@ impl Manager {
             }
             Command::HoldExpired { group } => self.hold_expired(group, now),
             Command::Stop { ids, reply } => {
-                let mut resp = StopContainersResponse::default();
-                for id in ids {
-                    match self.stop(id, StopReason::AppMaster, now) {
-                        Ok(()) => resp.successfully_stopped_containers.push(id),
-                        Err(message) => resp.failed_requests.push(FailedContainerRequest {
-                            container_id: id.to_string(),
-                            exception: "YarnException".into(),
-                            message,
-                        }),
-                    }
-                }
-                let _ = reply.send(resp);
+                let _ = reply.send(self.stop_by_app_master(ids, now));
             }
             Command::Signal { id, command, reply } => {
-                let mut resp = SignalContainerResponse::default();
-                match self.signal_container(id, command) {
-                    Ok(()) => resp.successfully_signaled_containers.push(id),
-                    Err(message) => resp.failed_requests.push(FailedContainerRequest {
-                        container_id: id.to_string(),
-                        exception: "YarnException".into(),
-                        message,
-                    }),
-                }
-                let _ = reply.send(resp);
+                let _ = reply.send(self.signal_answer(id, command));
             }
             Command::Reinitialize {
                 id,
@@ -273,7 +246,7 @@ impl Manager {
                 reply,
             } => self.reinitialize(id, context, grace, reply, now),
             Command::ReinitLocalized { id, result } => self.reinit_localized(id, result, now),
-            Command::ReinitGraceOver { id, pgid } => self.reinit_grace_over(id, pgid),
+            Command::ReinitGraceOver { id, old } => self.reinit_grace_over(id, &old),
             Command::Update { tokens, reply } => self.update(tokens, reply, now),
             Command::UpdatesApplied {
                 results,
@@ -281,24 +254,10 @@ impl Manager {
                 reply,
             } => self.updates_applied(results, response, reply),
             Command::Node { reply } => {
-                let _ = reply.send(NodeView {
-                    started_ms: self.started_ms,
-                    last_heartbeat_ms: self.last_heartbeat_ms,
-                    registered: self.keys.current().is_some(),
-                });
+                let _ = reply.send(self.node_view());
             }
             Command::Apps { reply } => {
-                let apps = self
-                    .table
-                    .apps()
-                    .map(|a| AppView {
-                        id: a.id,
-                        user: a.user.clone(),
-                        state: self.table.app_state(a),
-                        containers: a.containers.iter().copied().collect(),
-                    })
-                    .collect();
-                let _ = reply.send(apps);
+                let _ = reply.send(self.app_views());
             }
             Command::Containers { reply } => {
                 let _ = reply.send(self.table.iter().cloned().collect());
@@ -307,13 +266,7 @@ impl Manager {
                 let _ = reply.send(self.table.get(&id).cloned());
             }
             Command::Metrics { reply } => {
-                let mut m = self.metrics.clone();
-                m.running = self.table.running_count() as u64;
-                m.allocated = self.table.allocated();
-                for c in self.table.iter() {
-                    *m.by_state.entry(c.state.as_str()).or_default() += 1;
-                }
-                let _ = reply.send(m);
+                let _ = reply.send(self.metrics_now());
             }
             Command::Resource { name, reply } => {
                 let _ = reply.send(self.plugins.view(&name));
@@ -333,25 +286,12 @@ impl Manager {
                 containers_to_cleanup,
                 applications_to_cleanup,
                 containers_to_be_removed,
-            } => {
-                self.last_heartbeat_ms = now;
-                for id in containers_to_cleanup {
-                    let _ = self.stop(id, StopReason::ResourceManager, now);
-                }
-                for app in applications_to_cleanup {
-                    if self.table.finish_app(&app) {
-                        info!(app_id = %app, "application finished; stopping its containers");
-                        for id in self.table.live_of_app(&app) {
-                            let _ = self.stop(id, StopReason::ResourceManager, now);
-                        }
-                        self.maybe_clean_app(app);
-                    }
-                }
-                if self.table.acknowledge(&containers_to_be_removed) > 0 {
-                    self.table.prune_done(MAX_DONE_RETAINED);
-                    self.persist();
-                }
-            }
+            } => self.heartbeat_answered(
+                containers_to_cleanup,
+                applications_to_cleanup,
+                containers_to_be_removed,
+                now,
+            ),
             Command::Localized { id, result } => self.localized(id, result, now),
             Command::Exited {
                 id,
@@ -368,14 +308,11 @@ impl Manager {
                 }
             }
             Command::KillDeadline { id } => {
-                if let Some(c) = self.table.get(&id) {
-                    if c.state == NmContainerState::KILLING {
-                        if let Some(pgid) = c.pid {
-                            let _g = span(&id).entered();
-                            info!(pgid, "container ignored SIGTERM; sending SIGKILL");
-                            self.signal(pgid, StopSignal::Kill);
-                        }
-                    }
+                if let Some(Phase::Killing { process, .. }) = self.table.get(&id).map(|c| &c.phase)
+                {
+                    let _g = span(&id).entered();
+                    info!(%process, "container ignored SIGTERM; sending SIGKILL");
+                    self.signal(process, StopSignal::Kill);
                 }
             }
             Command::StopAll { reason, reply } => {
@@ -389,6 +326,65 @@ impl Manager {
             Command::Shutdown { reply } => {
                 let _ = reply.send(());
             }
+        }
+    }
+}
+
+impl Manager {
+    fn node_view(&self) -> NodeView {
+        NodeView {
+            started_ms: self.started_ms,
+            last_heartbeat_ms: self.last_heartbeat_ms,
+            registered: self.keys.current().is_some(),
+        }
+    }
+
+    fn app_views(&self) -> Vec<AppView> {
+        self.table
+            .apps()
+            .map(|a| AppView {
+                id: a.id,
+                user: a.user.clone(),
+                state: self.table.app_state(a),
+                containers: a.containers.iter().copied().collect(),
+            })
+            .collect()
+    }
+
+    fn metrics_now(&self) -> NmMetrics {
+        let mut m = self.metrics.clone();
+        m.running = self.table.running_count() as u64;
+        m.allocated = self.table.allocated();
+        for c in self.table.iter() {
+            *m.by_state.entry(c.state().as_str()).or_default() += 1;
+        }
+        m
+    }
+
+    /// The RM answered a heartbeat: stops what it cleans up, forgets what it acknowledged.
+    fn heartbeat_answered(
+        &mut self,
+        containers_to_cleanup: Vec<ContainerId>,
+        applications_to_cleanup: Vec<ApplicationId>,
+        containers_to_be_removed: Vec<ContainerId>,
+        now: u64,
+    ) {
+        self.last_heartbeat_ms = now;
+        for id in containers_to_cleanup {
+            let _ = self.stop(id, StopReason::ResourceManager, now);
+        }
+        for app in applications_to_cleanup {
+            if self.table.finish_app(&app) {
+                info!(app_id = %app, "application finished; stopping its containers");
+                for id in self.table.live_of_app(&app) {
+                    let _ = self.stop(id, StopReason::ResourceManager, now);
+                }
+                self.maybe_clean_app(app);
+            }
+        }
+        if self.table.acknowledge(&containers_to_be_removed) > 0 {
+            self.table.prune_done(MAX_DONE_RETAINED);
+            self.persist();
         }
     }
 }

@@ -28,8 +28,8 @@ use tracing::{info, warn, Instrument};
 
 use super::start::valid_env;
 use super::{span, Command, Manager, Reply};
-use crate::containers::{ReinitRefusal, ReinitStep};
-use crate::launcher::StopSignal;
+use crate::containers::{Reinit, ReinitRefusal, ReinitStep};
+use crate::launcher::{ExecHandle, StopSignal};
 
 /// The longest grace a re-initialization may ask for (ten minutes).
 pub const MAX_REINIT_GRACE: Duration = Duration::from_secs(600);
@@ -181,14 +181,11 @@ impl Manager {
         self.reinit_step(id, step, now);
     }
 
-    pub(super) fn reinit_grace_over(&mut self, id: ContainerId, pgid: i32) {
-        if self.table.reinit_kill_due(&id, pgid) {
+    pub(super) fn reinit_grace_over(&mut self, id: ContainerId, old: &ExecHandle) {
+        if self.table.reinit_kill_due(&id, old) {
             let _g = span(&id).entered();
-            info!(
-                pgid,
-                "the process being replaced ignored SIGTERM; sending SIGKILL"
-            );
-            self.signal(pgid, StopSignal::Kill);
+            info!(process = %old, "the process being replaced ignored SIGTERM; sending SIGKILL");
+            self.signal(old, StopSignal::Kill);
         }
     }
 
@@ -206,34 +203,29 @@ impl Manager {
             ReinitStep::Abandoned => {
                 self.pending.remove(&id);
                 let message = match self.table.get(&id) {
-                    Some(c) => format!("it is {}", c.state),
+                    Some(c) => format!("it is {}", c.state()),
                     None => "it is gone".into(),
                 };
                 self.answer(id, Err(ReinitError::Ended { id, message }));
             }
-            ReinitStep::TerminateOld { pgid, grace_ms } => {
-                info!(
-                    pgid,
-                    grace_ms, "re-initializing container: SIGTERM to its old process group"
-                );
-                self.signal(pgid, StopSignal::Term);
+            ReinitStep::TerminateOld { old, grace_ms } => {
+                info!(process = %old, grace_ms, "re-initializing container: SIGTERM to its old process");
+                self.signal(&old, StopSignal::Term);
                 let tx = self.tx.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep(Duration::from_millis(grace_ms)).await;
-                    let _ = tx.send(Command::ReinitGraceOver { id, pgid }).await;
+                    let _ = tx.send(Command::ReinitGraceOver { id, old }).await;
                 });
             }
-            ReinitStep::StartNew { old_pgid } => self.reinit_start(id, old_pgid, now),
+            ReinitStep::StartNew { old } => self.reinit_start(id, &old, now),
         }
     }
 
-    fn reinit_start(&mut self, id: ContainerId, old_pgid: i32, now: u64) {
-        // Whatever the old leader left in its group goes now.
-        self.signal(old_pgid, StopSignal::Kill);
-        let stopped_in_ms = match self.table.get(&id).and_then(|c| c.reinit) {
-            Some(crate::containers::Reinit::Stopping { since_ms, .. }) => {
-                now.saturating_sub(since_ms)
-            }
+    fn reinit_start(&mut self, id: ContainerId, old: &ExecHandle, now: u64) {
+        // Whatever the old process left behind goes now.
+        self.signal(old, StopSignal::Kill);
+        let stopped_in_ms = match self.table.get(&id).and_then(|c| c.reinit()) {
+            Some(Reinit::Stopping { since_ms, .. }) => now.saturating_sub(*since_ms),
             _ => 0,
         };
         let Some(spec) = self.pending.remove(&id) else {
@@ -249,10 +241,10 @@ impl Manager {
         match self.executor.start(&spec, false) {
             Ok(p) => {
                 info!(
-                    pid = p.pid,
+                    process = %p.handle,
                     stopped_in_ms, "container re-initialized: its new process started"
                 );
-                self.table.reinit_started(&id, p.pid, p.start_ticks);
+                self.table.reinit_started(&id, p.handle);
                 self.metrics.launched += 1;
                 self.persist();
                 self.spawn_reaper(id, p.exit, spec.stderr_path());
@@ -289,10 +281,10 @@ impl Manager {
     pub(super) fn reinit_ended(&mut self, id: ContainerId) {
         if self.reinit_waiters.contains_key(&id) {
             let message = match self.table.get(&id) {
-                Some(c) if c.state == NmContainerState::CONTAINER_CLEANEDUP_AFTER_KILL => {
+                Some(c) if c.state() == NmContainerState::CONTAINER_CLEANEDUP_AFTER_KILL => {
                     "it was stopped".to_string()
                 }
-                Some(c) => format!("it is {}: {}", c.state, c.diagnostics),
+                Some(c) => format!("it is {}: {}", c.state(), c.diagnostics()),
                 None => "it is gone".into(),
             };
             self.answer(id, Err(ReinitError::Ended { id, message }));

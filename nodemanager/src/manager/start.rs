@@ -105,7 +105,7 @@ impl Manager {
                 "InvalidToken",
                 format!(
                     "container {id} is already known to this NodeManager (state {})",
-                    c.state
+                    c.state()
                 ),
             ));
         }
@@ -301,16 +301,13 @@ impl Manager {
             Ok(p) => {
                 match p.gate {
                     Some(gate) => {
-                        info!(
-                            pid = p.pid,
-                            "container process set up; held for its gang launch"
-                        );
-                        self.table.held(&id, p.pid, p.start_ticks);
+                        info!(process = %p.handle, "container process set up; held for its gang launch");
+                        self.table.held(&id, p.handle);
                         self.gates.insert(id, gate);
                     }
                     None => {
-                        info!(pid = p.pid, "container process started");
-                        self.table.started(&id, p.pid, p.start_ticks);
+                        info!(process = %p.handle, "container process started");
+                        self.table.started(&id, p.handle);
                         let accepted = self.table.get(&id).map_or(0, |c| c.start_time_ms);
                         self.metrics
                             .record_launch(accepted, spindle_common::time::now_ms());

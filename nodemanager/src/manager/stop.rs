@@ -1,22 +1,63 @@
-//! Stopping containers and what follows their end: SIGTERM to the process group with the
-//! SIGKILL deadline, signals without a stop (`containers/signal`), completion book-keeping (metrics, devices, holds, the store, the
-//! heartbeat), the drain of a stopping NM, and deleting a finished application's local dirs.
+//! Stopping containers and what follows their end: SIGTERM to the container's process with
+//! the SIGKILL deadline, signals without a stop (`containers/signal`), completion
+//! book-keeping (metrics, devices, holds, the store, the heartbeat), the drain of a stopping
+//! NM, and deleting a finished application's local dirs.
 //!
-//! It must never signal anything but a container's own process group, and must not delete an
-//! application's logs (only its local dirs; log retention is [`crate::retention`]'s).
+//! It must never signal anything but a container's own process (its [`ExecHandle`]), and
+//! must not delete an application's logs (only its local dirs; log retention is
+//! [`crate::retention`]'s).
 
 use std::path::PathBuf;
 
 use spindle_common::ids::{ApplicationId, ContainerId};
-use spindle_common::records::node::SignalContainerCommand;
-use spindle_common::states::NmContainerState;
+use spindle_common::records::node::{
+    SignalContainerCommand, SignalContainerResponse, StopContainersResponse,
+};
 use tracing::{info, warn};
 
+use super::start::fail;
 use super::{span, Command, Manager};
-use crate::containers::{Outcome, StopAction, StopReason, APP_FINISHED};
-use crate::launcher::StopSignal;
+use crate::containers::{Live, Outcome, Phase, StopAction, StopReason, APP_FINISHED};
+use crate::launcher::{ExecHandle, StopSignal};
 
 impl Manager {
+    /// `POST /containers/stop`: stops each container for its AM; the answer lists each as
+    /// stopped or refused.
+    pub(super) fn stop_by_app_master(
+        &mut self,
+        ids: Vec<ContainerId>,
+        now: u64,
+    ) -> StopContainersResponse {
+        let mut resp = StopContainersResponse::default();
+        for id in ids {
+            match self.stop(id, StopReason::AppMaster, now) {
+                Ok(()) => resp.successfully_stopped_containers.push(id),
+                Err(message) => {
+                    resp.failed_requests
+                        .push(fail(&id.to_string(), "YarnException", message))
+                }
+            }
+        }
+        resp
+    }
+
+    /// `POST /containers/signal`, answered as YARN's `SignalContainerResponse`.
+    pub(super) fn signal_answer(
+        &mut self,
+        id: ContainerId,
+        command: SignalContainerCommand,
+    ) -> SignalContainerResponse {
+        let mut resp = SignalContainerResponse::default();
+        match self.signal_container(id, command) {
+            Ok(()) => resp.successfully_signaled_containers.push(id),
+            Err(message) => {
+                resp.failed_requests
+                    .push(fail(&id.to_string(), "YarnException", message))
+            }
+        }
+        resp
+    }
+
     pub(super) fn stop(
         &mut self,
         id: ContainerId,
@@ -36,12 +77,9 @@ impl Manager {
                 self.completed(id, o, true);
                 Ok(())
             }
-            StopAction::SignalGroup { pgid } => {
-                info!(
-                    ?reason,
-                    pgid, "stopping container: SIGTERM to its process group"
-                );
-                self.signal(pgid, StopSignal::Term);
+            StopAction::Terminate { process } => {
+                info!(?reason, %process, "stopping container: SIGTERM to its process");
+                self.signal(&process, StopSignal::Term);
                 self.persist();
                 let tx = self.tx.clone();
                 let delay = self.ctx.sigkill_delay;
@@ -68,11 +106,12 @@ impl Manager {
         let Some(c) = self.table.get(&id) else {
             return Err(format!("Container {id} is not handled by this NodeManager"));
         };
-        let pgid = match (c.state, c.pid) {
-            (NmContainerState::RUNNING | NmContainerState::KILLING, Some(pgid)) => pgid,
-            (state, _) => {
+        let process = match &c.phase {
+            Phase::Running(Live { process, .. }) | Phase::Killing { process, .. } => process,
+            _ => {
                 return Err(format!(
-                    "Container {id} is not running (state {state}); nothing was signalled"
+                    "Container {id} is not running (state {}); nothing was signalled",
+                    c.state()
                 ))
             }
         };
@@ -83,12 +122,12 @@ impl Manager {
         };
         info!(
             ?command,
-            pgid,
+            %process,
             "signalling container: {}",
             command.signal_name()
         );
         self.executor
-            .signal_group(pgid, sig)
+            .signal(process, sig)
             .map_err(|e| format!("Cannot signal container {id}: {e}"))
     }
 
@@ -103,7 +142,10 @@ impl Manager {
             }
             use spindle_common::states::exit_status::{KILLED_EXCEEDED_PMEM, KILLED_EXCEEDED_VMEM};
             if self.table.get(&id).is_some_and(|c| {
-                c.exit_status == KILLED_EXCEEDED_PMEM || c.exit_status == KILLED_EXCEEDED_VMEM
+                matches!(
+                    c.exit_status(),
+                    Some(KILLED_EXCEEDED_PMEM | KILLED_EXCEEDED_VMEM)
+                )
             }) {
                 self.metrics.oom_killed += 1;
             }
@@ -122,8 +164,8 @@ impl Manager {
         // SIGKILL now rather than at the deadline. (Exits nobody asked for leave stragglers
         // alone, as YARN without cgroups does.)
         if observed && outcome == Outcome::Killed {
-            if let Some(pgid) = self.table.get(&id).and_then(|c| c.pid) {
-                self.signal(pgid, StopSignal::Kill);
+            if let Some(process) = self.table.get(&id).and_then(|c| c.process()) {
+                self.signal(process, StopSignal::Kill);
             }
         }
         self.persist();
@@ -132,8 +174,8 @@ impl Manager {
         self.check_drained();
     }
 
-    pub(super) fn signal(&self, pgid: i32, sig: StopSignal) {
-        if let Err(e) = self.executor.signal_group(pgid, sig) {
+    pub(super) fn signal(&self, process: &ExecHandle, sig: StopSignal) {
+        if let Err(e) = self.executor.signal(process, sig) {
             warn!(error = %e, "cannot signal container");
         }
     }

@@ -23,30 +23,14 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use spindle_common::ids::ContainerId;
-use spindle_common::records::node::FailedContainerRequest;
+use spindle_common::records::node::{ContainerUpdateResponse, FailedContainerRequest};
 use spindle_common::token::ContainerTokenIdentifier;
 use tracing::{info, warn, Instrument};
 
 use super::start::fail;
 use super::{span, Command, Manager, Reply};
 use crate::isolation::IsolationSpec;
-
-/// YARN's `ContainerUpdateRequest`: the new container tokens the RM issued.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ContainerUpdateRequest {
-    pub containers_to_update: Vec<String>,
-}
-
-/// YARN's `ContainerUpdateResponse`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
-pub struct ContainerUpdateResponse {
-    pub successfully_updated_containers: Vec<ContainerId>,
-    pub failed_requests: Vec<FailedContainerRequest>,
-}
 
 /// One accepted update whose limits the executor applies.
 struct LimitChange {
