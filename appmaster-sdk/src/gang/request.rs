@@ -134,11 +134,6 @@ impl GangRequest {
         self
     }
 
-    /// The fewest members the gang can be granted with (its size for a rigid gang).
-    pub fn min_size(&self) -> u32 {
-        self.elastic.as_ref().map_or_else(|| self.size(), |e| e.min)
-    }
-
     /// PACK, no node limit, the RM's default timeout, SOFT.
     pub fn new(id: impl Into<String>, members: Vec<GangMember>) -> Self {
         Self {

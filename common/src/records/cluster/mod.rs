@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::resource::ResourceInfo;
 use super::OneOrMany;
-use crate::ids::{ApplicationId, NodeId};
+use crate::ids::ApplicationId;
 use crate::states::{FinalApplicationStatus, NodeState, YarnApplicationState};
 
 // /scheduler, /scheduler-conf and /queues/{queue}/access.
@@ -708,9 +708,4 @@ pub struct ResourceUtilizationInfo {
     pub aggregated_containers_virtual_memory_mb: i64,
     #[serde(rename = "containersCPUUsage")]
     pub containers_cpu_usage: f32,
-}
-
-/// Helper for callers that only need the id of a node in a listing.
-pub fn node_id_of(info: &NodeInfo) -> Option<NodeId> {
-    info.id.parse().ok()
 }
