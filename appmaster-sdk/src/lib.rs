@@ -24,6 +24,8 @@
 //! (they live in `common::records`); it never reads daemon state from disk. The library parts
 //! report with `thiserror` enums; `cli` is the binary's edge and uses `anyhow`.
 
+#![forbid(unsafe_code)]
+
 pub mod address;
 pub mod am_client;
 pub mod amrm;

@@ -11,6 +11,8 @@
 //! Must not: hold daemon logic (the binaries parse flags and start the libraries), or define
 //! wire types (they live in `common::records`).
 
+#![forbid(unsafe_code)]
+
 pub mod cli;
 pub mod logging;
 pub mod minicluster;

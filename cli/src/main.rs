@@ -1,6 +1,8 @@
 //! `spindle`: the client CLI (see `spindle help`). Thin: the commands live in
 //! `spindle::cli`.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

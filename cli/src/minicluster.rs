@@ -411,6 +411,159 @@ pub fn write_fake_gpus(work_dir: &Path, count: u32) -> Result<PathBuf, MiniClust
     Ok(dir)
 }
 
+/// What the minicluster adds to the daemons' command lines besides their addresses and
+/// directories: defaults, the cluster secret, fake GPUs.
+struct Extras {
+    rm: Vec<String>,
+    nm: Vec<String>,
+    defaults_applied: Vec<(String, String)>,
+    cluster_secret: PathBuf,
+}
+
+impl Extras {
+    fn new(opts: &MiniClusterOptions, work_dir: &Path) -> Result<Self, MiniClusterError> {
+        let conf = opts.configuration();
+        let get = |k: &str| conf.get(k).ok().flatten().unwrap_or_default();
+        let (mut rm_extra, mut nm_extra) = (Vec::new(), Vec::new());
+        let defaults_applied = defaults_for(&conf);
+        for (k, v) in &defaults_applied {
+            rm_extra.extend(d(k, v));
+        }
+        // Every node-tracker call signed; a caller's -D (after these) names another file.
+        let cluster_secret = match opts
+            .defines
+            .iter()
+            .rev()
+            .find(|(k, _)| k == keys::CLUSTER_SECRET_FILE)
+        {
+            Some((_, v)) => PathBuf::from(v),
+            None => {
+                let p = write_cluster_secret(work_dir)?;
+                rm_extra.extend(d(keys::CLUSTER_SECRET_FILE, p.display()));
+                nm_extra.extend(d(keys::CLUSTER_SECRET_FILE, p.display()));
+                p
+            }
+        };
+        // Fake GPUs: the RM schedules yarn.io/gpu, every NM runs the GPU plugin on the fake.
+        if opts.gpus_per_node > 0 {
+            let fake = write_fake_gpus(work_dir, opts.gpus_per_node)?;
+            rm_extra.extend(d(
+                keys::RESOURCE_TYPES,
+                with_item(&get(keys::RESOURCE_TYPES), GPU),
+            ));
+            nm_extra.extend(d(
+                keys::NM_RESOURCE_PLUGINS,
+                with_item(&get(keys::NM_RESOURCE_PLUGINS), GPU),
+            ));
+            nm_extra.extend(d(
+                keys::NM_GPU_PATH_TO_DISCOVERY_EXECUTABLES,
+                fake.display(),
+            ));
+            nm_extra.extend(d(keys::NM_GPU_ALLOWED_DEVICES, "auto"));
+        }
+        Ok(Self {
+            rm: rm_extra,
+            nm: nm_extra,
+            defaults_applied,
+            cluster_secret,
+        })
+    }
+}
+
+/// Starts the RM with `rm_extra` and waits for its address file; its address.
+async fn start_rm(
+    opts: &MiniClusterOptions,
+    guard: &mut ChildGuard,
+    rm_bin: &Path,
+    (work_dir, conf_dir): (&Path, &Path),
+    rm_extra: &[String],
+    deadline: Instant,
+) -> Result<RmAddress, MiniClusterError> {
+    let rm_dir = work_dir.join("rm");
+    std::fs::create_dir_all(&rm_dir).map_err(io(&rm_dir))?;
+    let rm_address_file = rm_dir.join("address");
+    let _ = std::fs::remove_file(&rm_address_file);
+    let store = rm_dir.join("rmstore.sqlite");
+    let bind = opts.rm_bind.clone().unwrap_or_else(|| "127.0.0.1:0".into());
+    let mut args = vec!["--conf-dir".to_string(), conf_dir.display().to_string()];
+    args.extend(d(keys::RM_WEBAPP_ADDRESS, &bind));
+    args.extend(d(keys::SPINDLE_RM_STATE_STORE_PATH, store.display()));
+    args.extend(d(keys::RM_STORE_PATH, store.display()));
+    args.extend(rm_extra.iter().cloned());
+    args.extend(opts.defines.iter().flat_map(|(k, v)| d(k, v)));
+    args.extend([
+        "--address-file".to_string(),
+        rm_address_file.display().to_string(),
+    ]);
+    spawn(guard, "rm", rm_bin, &args, work_dir.join("rm.log"))?;
+    let rm_text = wait_for_file(
+        guard,
+        &rm_address_file,
+        deadline,
+        opts.startup_timeout,
+        "the ResourceManager's address file",
+    )
+    .await?;
+    let rm_address =
+        RmAddress::parse(&rm_text).map_err(|reason| MiniClusterError::BadAddressFile {
+            path: rm_address_file.clone(),
+            value: rm_text.clone(),
+            reason,
+        })?;
+    Ok(rm_address)
+}
+
+/// Starts the NMs with `nm_extra`, pointed at `rm_address`; their address files.
+fn start_nms(
+    opts: &MiniClusterOptions,
+    guard: &mut ChildGuard,
+    nm_bin: &Path,
+    (work_dir, conf_dir): (&Path, &Path),
+    nm_extra: &[String],
+    rm_address: &RmAddress,
+) -> Result<Vec<PathBuf>, MiniClusterError> {
+    let mut nm_files = Vec::new();
+    for i in 0..opts.nodes {
+        let nm_dir = work_dir.join(format!("nm{i}"));
+        let (local, logs, recovery) = (
+            nm_dir.join("local"),
+            nm_dir.join("logs"),
+            nm_dir.join("recovery"),
+        );
+        for p in [&local, &logs, &recovery] {
+            std::fs::create_dir_all(p).map_err(io(p))?;
+        }
+        let address_file = nm_dir.join("address");
+        let _ = std::fs::remove_file(&address_file);
+        let mut args = vec!["--conf-dir".to_string(), conf_dir.display().to_string()];
+        args.extend(d(keys::NM_WEBAPP_ADDRESS, "127.0.0.1:0"));
+        args.extend(d(keys::SPINDLE_NM_RM_ADDRESS, rm_address));
+        args.extend(d(keys::RM_WEBAPP_ADDRESS, rm_address));
+        args.extend(d(keys::NM_LOCAL_DIRS, local.display()));
+        args.extend(d(keys::NM_LOG_DIRS, logs.display()));
+        args.extend(d(keys::NM_RECOVERY_DIR, recovery.display()));
+        // A local try-out cluster should not go unhealthy because the developer's disk
+        // is over YARN's 90 % (the free-space and writability checks still apply).
+        args.extend(d(keys::NM_DISK_CHECKER_MAX_UTILIZATION, "100"));
+        args.extend(nm_extra.iter().cloned());
+        args.extend(opts.defines.iter().flat_map(|(k, v)| d(k, v)));
+        args.extend([
+            "--address-file".to_string(),
+            address_file.display().to_string(),
+        ]);
+        let name = format!("nm{i}");
+        spawn(
+            guard,
+            &name,
+            nm_bin,
+            &args,
+            work_dir.join(format!("{name}.log")),
+        )?;
+        nm_files.push(address_file);
+    }
+    Ok(nm_files)
+}
+
 impl MiniCluster {
     /// Starts the RM, then the NMs, and waits until the RM lists every NM as RUNNING.
     pub async fn start(opts: &MiniClusterOptions) -> Result<Self, MiniClusterError> {
@@ -433,119 +586,12 @@ impl MiniCluster {
                 c
             }
         };
-        let conf = opts.configuration();
-        let get = |k: &str| conf.get(k).ok().flatten().unwrap_or_default();
-        let (mut rm_extra, mut nm_extra) = (Vec::new(), Vec::new());
-        let defaults_applied = defaults_for(&conf);
-        for (k, v) in &defaults_applied {
-            rm_extra.extend(d(k, v));
-        }
-        // Every node-tracker call signed; a caller's -D (after these) names another file.
-        let cluster_secret = match opts
-            .defines
-            .iter()
-            .rev()
-            .find(|(k, _)| k == keys::CLUSTER_SECRET_FILE)
-        {
-            Some((_, v)) => PathBuf::from(v),
-            None => {
-                let p = write_cluster_secret(&work_dir)?;
-                rm_extra.extend(d(keys::CLUSTER_SECRET_FILE, p.display()));
-                nm_extra.extend(d(keys::CLUSTER_SECRET_FILE, p.display()));
-                p
-            }
-        };
-        // Fake GPUs: the RM schedules yarn.io/gpu, every NM runs the GPU plugin on the fake.
-        if opts.gpus_per_node > 0 {
-            let fake = write_fake_gpus(&work_dir, opts.gpus_per_node)?;
-            rm_extra.extend(d(
-                keys::RESOURCE_TYPES,
-                with_item(&get(keys::RESOURCE_TYPES), GPU),
-            ));
-            nm_extra.extend(d(
-                keys::NM_RESOURCE_PLUGINS,
-                with_item(&get(keys::NM_RESOURCE_PLUGINS), GPU),
-            ));
-            nm_extra.extend(d(
-                keys::NM_GPU_PATH_TO_DISCOVERY_EXECUTABLES,
-                fake.display(),
-            ));
-            nm_extra.extend(d(keys::NM_GPU_ALLOWED_DEVICES, "auto"));
-        }
+        let extra = Extras::new(opts, &work_dir)?;
         let rm_bin = find_binary(RM_BINARY, opts.bin_dir.as_deref())?;
         let nm_bin = find_binary(NM_BINARY, opts.bin_dir.as_deref())?;
-
-        let rm_dir = work_dir.join("rm");
-        std::fs::create_dir_all(&rm_dir).map_err(io(&rm_dir))?;
-        let rm_address_file = rm_dir.join("address");
-        let _ = std::fs::remove_file(&rm_address_file);
-        let store = rm_dir.join("rmstore.sqlite");
-        let bind = opts.rm_bind.clone().unwrap_or_else(|| "127.0.0.1:0".into());
-        let mut args = vec!["--conf-dir".to_string(), conf_dir.display().to_string()];
-        args.extend(d(keys::RM_WEBAPP_ADDRESS, &bind));
-        args.extend(d(keys::SPINDLE_RM_STATE_STORE_PATH, store.display()));
-        args.extend(d(keys::RM_STORE_PATH, store.display()));
-        args.extend(rm_extra.iter().cloned());
-        args.extend(opts.defines.iter().flat_map(|(k, v)| d(k, v)));
-        args.extend([
-            "--address-file".to_string(),
-            rm_address_file.display().to_string(),
-        ]);
-        spawn(&mut guard, "rm", &rm_bin, &args, work_dir.join("rm.log"))?;
-        let rm_text = wait_for_file(
-            &mut guard,
-            &rm_address_file,
-            deadline,
-            opts.startup_timeout,
-            "the ResourceManager's address file",
-        )
-        .await?;
-        let rm_address =
-            RmAddress::parse(&rm_text).map_err(|reason| MiniClusterError::BadAddressFile {
-                path: rm_address_file.clone(),
-                value: rm_text.clone(),
-                reason,
-            })?;
-
-        let mut nm_files = Vec::new();
-        for i in 0..opts.nodes {
-            let nm_dir = work_dir.join(format!("nm{i}"));
-            let (local, logs, recovery) = (
-                nm_dir.join("local"),
-                nm_dir.join("logs"),
-                nm_dir.join("recovery"),
-            );
-            for p in [&local, &logs, &recovery] {
-                std::fs::create_dir_all(p).map_err(io(p))?;
-            }
-            let address_file = nm_dir.join("address");
-            let _ = std::fs::remove_file(&address_file);
-            let mut args = vec!["--conf-dir".to_string(), conf_dir.display().to_string()];
-            args.extend(d(keys::NM_WEBAPP_ADDRESS, "127.0.0.1:0"));
-            args.extend(d(keys::SPINDLE_NM_RM_ADDRESS, &rm_address));
-            args.extend(d(keys::RM_WEBAPP_ADDRESS, &rm_address));
-            args.extend(d(keys::NM_LOCAL_DIRS, local.display()));
-            args.extend(d(keys::NM_LOG_DIRS, logs.display()));
-            args.extend(d(keys::NM_RECOVERY_DIR, recovery.display()));
-            // A local try-out cluster should not go unhealthy because the developer's disk
-            // is over YARN's 90 % (the free-space and writability checks still apply).
-            args.extend(d(keys::NM_DISK_CHECKER_MAX_UTILIZATION, "100"));
-            args.extend(nm_extra.iter().cloned());
-            args.extend(opts.defines.iter().flat_map(|(k, v)| d(k, v)));
-            args.extend([
-                "--address-file".to_string(),
-                address_file.display().to_string(),
-            ]);
-            let name = format!("nm{i}");
-            spawn(
-                &mut guard,
-                &name,
-                &nm_bin,
-                &args,
-                work_dir.join(format!("{name}.log")),
-            )?;
-            nm_files.push(address_file);
-        }
+        let dirs = (work_dir.as_path(), conf_dir.as_path());
+        let rm_address = start_rm(opts, &mut guard, &rm_bin, dirs, &extra.rm, deadline).await?;
+        let nm_files = start_nms(opts, &mut guard, &nm_bin, dirs, &extra.nm, &rm_address)?;
         let mut nm_addresses = Vec::new();
         for (i, f) in nm_files.iter().enumerate() {
             let what = format!("NodeManager nm{i}'s address file");
@@ -582,8 +628,8 @@ impl MiniCluster {
             conf_dir,
             rm_address,
             nm_addresses,
-            defaults_applied,
-            cluster_secret,
+            defaults_applied: extra.defaults_applied,
+            cluster_secret: extra.cluster_secret,
             guard,
         })
     }

@@ -733,7 +733,10 @@ async fn top_refreshes_on_a_terminal_and_quits_on_q() {
         .output()
         .is_err()
     {
-        eprintln!("skipped: util-linux `script` (for a pseudo-terminal) is not installed");
+        spindle_test_support::require::skip(
+            "top_refreshes_on_a_terminal_and_quits_on_q",
+            "util-linux `script` (for a pseudo-terminal) is not installed",
+        );
         return;
     }
     let (_rec, addr) = serve().await;

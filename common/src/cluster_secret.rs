@@ -782,8 +782,12 @@ mod tests {
     #[test]
     fn a_file_of_another_user_is_refused() {
         // Only root can give a file away: as root, chown one to `nobody` (65534).
-        if current_euid() != 0 {
-            eprintln!("skipped: needs root to give a file to another user");
+        if spindle_test_support::require::root(
+            "a_file_of_another_user_is_refused",
+            "only root can give a file to another user",
+        )
+        .is_none()
+        {
             return;
         }
         let dir = tempfile::tempdir().unwrap();

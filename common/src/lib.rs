@@ -6,6 +6,8 @@
 //! host name (`net`), and no async: both daemons, the scheduler core and the SDK depend on
 //! it, and it must stay cheap for all of them. (Test harnesses live in `spindle-test-support`.)
 
+#![forbid(unsafe_code)]
+
 pub mod cluster_secret;
 pub mod config;
 pub mod env;

@@ -295,6 +295,36 @@ fn setup(spec: &BenchSpec, gang_timeout_ms: u64) -> Setup {
     }
 }
 
+/// The `i`th application's asks: its containers in three shapes, each under its own
+/// priority; every other one placed by tag constraints when `spec.constrained`.
+fn app_asks(spec: &BenchSpec, i: usize) -> Vec<AskUpdate> {
+    let per_shape = spec.containers_per_app / 3;
+    let counts = [
+        per_shape,
+        per_shape,
+        spec.containers_per_app - 2 * per_shape,
+    ];
+    let constrained = spec.constrained && i % 2 == 1;
+    (0..3u64)
+        .map(|k| AskUpdate {
+            label: None,
+            tags: if constrained {
+                vec![format!("t{k}")]
+            } else {
+                Vec::new()
+            },
+            constraint: constrained.then(|| bench_constraint(k)),
+            priority: 1 + k as i32,
+            allocation_request_id: k as i64,
+            resource_name: "*".into(),
+            capability: shape(i as u64 * 3 + k),
+            num_containers: counts[k as usize],
+            relax_locality: true,
+            gang: None,
+        })
+        .collect()
+}
+
 pub fn run(spec: &BenchSpec) -> BenchResult {
     let Setup {
         mut core,
@@ -310,31 +340,7 @@ pub fn run(spec: &BenchSpec) -> BenchResult {
     let work_start = core.work();
     let fill_start = Instant::now();
     for (i, att) in attempts.iter().enumerate() {
-        let per_shape = spec.containers_per_app / 3;
-        let counts = [
-            per_shape,
-            per_shape,
-            spec.containers_per_app - 2 * per_shape,
-        ];
-        let constrained = spec.constrained && i % 2 == 1;
-        let asks = (0..3u64)
-            .map(|k| AskUpdate {
-                label: None,
-                tags: if constrained {
-                    vec![format!("t{k}")]
-                } else {
-                    Vec::new()
-                },
-                constraint: constrained.then(|| bench_constraint(k)),
-                priority: 1 + k as i32,
-                allocation_request_id: k as i64,
-                resource_name: "*".into(),
-                capability: shape(i as u64 * 3 + k),
-                num_containers: counts[k as usize],
-                relax_locality: true,
-                gang: None,
-            })
-            .collect();
+        let asks = app_asks(spec, i);
         pending += u64::from(spec.containers_per_app);
         if let Ok(r) = core.am_allocate(att, 0, asks, vec![], 0.0, now) {
             allocated += r.allocated.len() as u64;

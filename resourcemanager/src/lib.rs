@@ -5,6 +5,8 @@
 //! Must not touch: processes, cgroups or devices (the NodeManager's), and no REST handler
 //! holds cluster state: handlers send typed commands to the driver and read its snapshot.
 
+#![forbid(unsafe_code)]
+
 pub mod bench;
 pub mod config;
 pub mod core;

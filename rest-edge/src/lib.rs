@@ -6,6 +6,8 @@
 //! Must not: know either daemon's state or commands; each daemon maps its own errors to
 //! [`ApiError`] (`From` impls beside its handlers).
 
+#![forbid(unsafe_code)]
+
 pub mod audit;
 pub mod serve;
 

@@ -14,6 +14,8 @@
 //! core does. It only plays the parts of the NMs and AMs, with the inputs the live daemons
 //! would send, and measures what the core decided.
 
+#![forbid(unsafe_code)]
+
 pub mod cluster;
 pub mod compare;
 pub mod error;

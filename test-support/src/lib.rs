@@ -5,5 +5,7 @@
 //! Only `[dev-dependencies]` name this crate: it opens sockets and threads (`contract::robust`)
 //! and panics as a report, which a daemon or an application master must never do.
 
+#![forbid(unsafe_code)]
+
 pub mod contract;
 pub mod require;

@@ -6,6 +6,8 @@
 //! The binaries are found next to the test executable's `target/<profile>/` directory; the
 //! test command builds them first (`cargo build --workspace --bins`).
 
+#![forbid(unsafe_code)]
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

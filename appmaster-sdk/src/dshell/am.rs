@@ -8,11 +8,12 @@
 //! without anything happening; a command that simply runs long is never timed out.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use spindle_common::ids::ContainerId;
-use spindle_common::records::am::{Container, ContainerStatus};
+use spindle_common::records::am::{Container, ContainerStatus, RegisterApplicationMasterResponse};
 use spindle_common::records::node::ContainerLaunchContext;
+use spindle_common::resource::Resource;
 use spindle_common::states::{exit_status, FinalApplicationStatus};
 use tokio::sync::mpsc;
 
@@ -337,13 +338,8 @@ async fn run_shell(
     am_host: &str,
     out: &mut (dyn FnMut(&str) + Send),
 ) -> Result<DsAmReport, AmError> {
-    let attempt = amrm.client().attempt_id();
-    let reg = amrm.register(am_host, -1, "").await?;
-    let max = reg.maximum_resource_capability.to_resource();
-    out(&format!(
-        "registered {attempt} with the ResourceManager (queue '{}', maximum container {max})",
-        reg.queue
-    ));
+    let registered =
+        register_fitting(amrm, am_host, "container", &cfg.container_resources, out).await?;
     let total = if cfg.placement.is_empty() {
         cfg.num_containers
     } else {
@@ -357,18 +353,8 @@ async fn run_shell(
         failed: 0,
         retried: 0,
     };
-    let too_big = cfg
-        .container_resources
-        .entries()
-        .any(|(k, v)| v > max.get(k) && (max.get(k) > 0 || k == "memory-mb" || k == "vcores"));
-    if !max.is_zero() && too_big {
-        report.diagnostics = format!(
-            "container resources {} exceed the cluster's maximum container {max}",
-            cfg.container_resources
-        );
-        out(&report.diagnostics);
-        amrm.finish(report.final_status, &report.diagnostics)
-            .await?;
+    if let Registered::TooBig(d) = registered {
+        report.diagnostics = d;
         return Ok(report);
     }
 
@@ -389,108 +375,182 @@ async fn run_shell(
         heartbeat_failing: false,
         last_progress: Instant::now(),
     };
-    for a in &shell.asks {
-        for _ in 0..a.total {
-            amrm.add_container_request(a.request.clone())?;
-        }
-    }
-    let label = cfg
-        .node_label_expression
-        .as_deref()
-        .map(|e| format!(" in partition '{e}'"))
-        .unwrap_or_default();
-    out(&format!(
-        "asked for {total} containers of {} at priority {}{label} to run: {}",
-        cfg.container_resources, cfg.container_priority, cfg.shell_command
-    ));
-    for spec in &cfg.placement {
-        let placed = spec
-            .constraint
-            .as_ref()
-            .map(|c| format!(" placed by {}", crate::placement::render_constraint(c)))
-            .unwrap_or_default();
-        out(&format!(
-            "  {} containers tagged '{}'{placed}",
-            spec.num_containers, spec.source_tag
-        ));
-    }
-
-    let mut gave_up = None;
-    let mut refused: Option<String> = None;
-    while !shell.done() {
-        // The clock runs only while waiting on the cluster: for grants, for NMs to answer a
-        // start, or for the RM to answer heartbeats. Running commands are never timed out.
-        let waiting = amrm.outstanding_requests() > 0
-            || !shell.starting.is_empty()
-            || shell.heartbeat_failing;
-        if !waiting {
-            shell.last_progress = Instant::now();
-        }
-        let idle = shell.last_progress.elapsed();
-        if idle >= cfg.no_progress_timeout {
-            gave_up = Some(idle);
-            break;
-        }
-        // Take launch results until the heartbeat is due; never cancel an allocate call,
-        // whose answer may carry containers.
-        let due = tokio::time::Instant::now() + amrm.next_interval();
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep_until(due) => break,
-                Some((id, r)) = rx.recv() => shell.on_launched(id, r, amrm, out),
-            }
-        }
-        match amrm.poll().await {
-            Ok(ev) => {
-                shell.heartbeat_failing = false;
-                shell.on_events(ev, amrm, out)?
-            }
-            // The RM refused the asks themselves (an unknown label, a constraint that can
-            // never hold): asking again cannot help.
-            Err(AmError::Client(e)) if e.status() == Some(400) => {
-                let why = e
-                    .remote_exception()
-                    .map_or_else(|| e.to_string(), |r| r.message);
-                refused = Some(format!(
-                    "the ResourceManager refused the container requests: {why}"
-                ));
-                break;
-            }
-            Err(AmError::Client(e)) => {
-                shell.heartbeat_failing = true;
-                tracing::warn!(error = %e, "heartbeat failed; retrying");
-                tokio::time::sleep(crate::amrm::MAX_INTERVAL).await;
-            }
-            Err(e) => return Err(e),
-        }
-    }
+    shell.ask_all(amrm, total, out)?;
+    let stop = shell.run(amrm, &mut rx, out).await?;
 
     report.succeeded = shell.succeeded;
     report.failed = shell.failed;
     report.retried = shell.retried;
-    if let Some(why) = refused {
-        report.diagnostics = why;
-        out(&report.diagnostics);
-        shell.stop_running(out).await;
-    } else if let Some(idle) = gave_up {
-        report.diagnostics = format!(
-            "gave up after {} ms without progress: {} of {total} containers succeeded, {} failed, \
-             {} running, {} still requested",
-            idle.as_millis(),
-            shell.succeeded,
-            shell.failed,
-            shell.running.len(),
-            amrm.outstanding_requests()
-        );
-        out(&report.diagnostics);
-        shell.stop_running(out).await;
-    } else if shell.failed == 0 && shell.succeeded >= total {
-        report.final_status = FinalApplicationStatus::SUCCEEDED;
-    } else {
-        report.diagnostics = format!("{} of {total} containers failed", shell.failed);
+    match stop {
+        Stop::Refused(why) => {
+            report.diagnostics = why;
+            out(&report.diagnostics);
+            shell.stop_running(out).await;
+        }
+        Stop::GaveUp(idle) => {
+            report.diagnostics = format!(
+                "gave up after {} ms without progress: {} of {total} containers succeeded, {} \
+                 failed, {} running, {} still requested",
+                idle.as_millis(),
+                shell.succeeded,
+                shell.failed,
+                shell.running.len(),
+                amrm.outstanding_requests()
+            );
+            out(&report.diagnostics);
+            shell.stop_running(out).await;
+        }
+        Stop::Done if shell.failed == 0 && shell.succeeded >= total => {
+            report.final_status = FinalApplicationStatus::SUCCEEDED;
+        }
+        Stop::Done => {
+            report.diagnostics = format!("{} of {total} containers failed", shell.failed);
+        }
     }
     finish_and_report(amrm, report.final_status, &report.diagnostics, out).await?;
     Ok(report)
+}
+
+/// Why the shell's loop stopped.
+enum Stop {
+    /// Every container is accounted for.
+    Done,
+    /// Waited on the cluster this long without anything happening.
+    GaveUp(Duration),
+    /// The RM refused the asks themselves: asking again cannot help.
+    Refused(String),
+}
+
+impl Shell<'_> {
+    /// Asks for every container and tells what was asked for.
+    fn ask_all(
+        &self,
+        amrm: &mut AmRmClient,
+        total: u32,
+        out: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<(), AmError> {
+        let cfg = self.cfg;
+        for a in &self.asks {
+            for _ in 0..a.total {
+                amrm.add_container_request(a.request.clone())?;
+            }
+        }
+        let label = cfg
+            .node_label_expression
+            .as_deref()
+            .map(|e| format!(" in partition '{e}'"))
+            .unwrap_or_default();
+        out(&format!(
+            "asked for {total} containers of {} at priority {}{label} to run: {}",
+            cfg.container_resources, cfg.container_priority, cfg.shell_command
+        ));
+        for spec in &cfg.placement {
+            let placed = spec
+                .constraint
+                .as_ref()
+                .map(|c| format!(" placed by {}", crate::placement::render_constraint(c)))
+                .unwrap_or_default();
+            out(&format!(
+                "  {} containers tagged '{}'{placed}",
+                spec.num_containers, spec.source_tag
+            ));
+        }
+        Ok(())
+    }
+
+    /// Heartbeats, taking launch results between heartbeats, until every container is
+    /// accounted for or the AM gives up.
+    async fn run(
+        &mut self,
+        amrm: &mut AmRmClient,
+        rx: &mut mpsc::UnboundedReceiver<(ContainerId, Result<(), ClientError>)>,
+        out: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<Stop, AmError> {
+        while !self.done() {
+            // The clock runs only while waiting on the cluster: for grants, for NMs to answer
+            // a start, or for the RM to answer heartbeats. Running commands are never timed
+            // out.
+            let waiting = amrm.outstanding_requests() > 0
+                || !self.starting.is_empty()
+                || self.heartbeat_failing;
+            if !waiting {
+                self.last_progress = Instant::now();
+            }
+            let idle = self.last_progress.elapsed();
+            if idle >= self.cfg.no_progress_timeout {
+                return Ok(Stop::GaveUp(idle));
+            }
+            // Take launch results until the heartbeat is due; never cancel an allocate call,
+            // whose answer may carry containers.
+            let due = tokio::time::Instant::now() + amrm.next_interval();
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(due) => break,
+                    Some((id, r)) = rx.recv() => self.on_launched(id, r, amrm, out),
+                }
+            }
+            match amrm.poll().await {
+                Ok(ev) => {
+                    self.heartbeat_failing = false;
+                    self.on_events(ev, amrm, out)?
+                }
+                // The RM refused the asks themselves (an unknown label, a constraint that can
+                // never hold): asking again cannot help.
+                Err(AmError::Client(e)) if e.status() == Some(400) => {
+                    let why = e
+                        .remote_exception()
+                        .map_or_else(|| e.to_string(), |r| r.message);
+                    return Ok(Stop::Refused(format!(
+                        "the ResourceManager refused the container requests: {why}"
+                    )));
+                }
+                Err(AmError::Client(e)) => {
+                    self.heartbeat_failing = true;
+                    tracing::warn!(error = %e, "heartbeat failed; retrying");
+                    tokio::time::sleep(crate::amrm::MAX_INTERVAL).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Stop::Done)
+    }
+}
+
+/// What registering found.
+pub(crate) enum Registered {
+    /// The cluster can hold the AM's containers.
+    Fits(RegisterApplicationMasterResponse),
+    /// They exceed its maximum container: the AM has unregistered FAILED with this
+    /// diagnostic.
+    TooBig(String),
+}
+
+/// Registers (as `am_host`) and tells of it. When `asked`, what each of the AM's `what`
+/// containers needs, exceeds the cluster's maximum container, unregisters FAILED saying so.
+pub(crate) async fn register_fitting(
+    amrm: &mut AmRmClient,
+    am_host: &str,
+    what: &str,
+    asked: &Resource,
+    out: &mut (dyn FnMut(&str) + Send),
+) -> Result<Registered, AmError> {
+    let attempt = amrm.client().attempt_id();
+    let reg = amrm.register(am_host, -1, "").await?;
+    let max = reg.maximum_resource_capability.to_resource();
+    out(&format!(
+        "registered {attempt} with the ResourceManager (queue '{}', maximum container {max})",
+        reg.queue
+    ));
+    let too_big = asked
+        .entries()
+        .any(|(k, v)| v > max.get(k) && (max.get(k) > 0 || k == "memory-mb" || k == "vcores"));
+    if max.is_zero() || !too_big {
+        return Ok(Registered::Fits(reg));
+    }
+    let d = format!("{what} resources {asked} exceed the cluster's maximum container {max}");
+    out(&d);
+    amrm.finish(FinalApplicationStatus::FAILED, &d).await?;
+    Ok(Registered::TooBig(d))
 }
 
 /// Unregisters with the final status and prints the AM's closing line (shared by the ready

@@ -5,6 +5,8 @@
 //! `yarn.nodemanager.recovery.enabled` is true: then it exits leaving them running, and the
 //! next NM started with the same recovery dir re-adopts them.
 
+#![forbid(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 

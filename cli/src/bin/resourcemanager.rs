@@ -1,5 +1,7 @@
 //! `resourcemanager`: parse flags, load configuration, run the RM until SIGINT/SIGTERM.
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -144,32 +144,7 @@ fn replay_cmd(p: &super::args::Parsed) -> anyhow::Result<u8> {
             USAGE,
         ));
     };
-    let mut uniform = Uniform::default();
-    if let Some(n) = num::<usize>(p, "nodes")? {
-        uniform.nodes = n;
-    }
-    if let Some(n) = num::<i64>(p, "gpus-per-node")? {
-        uniform.gpus_per_node = n;
-    }
-    if let Some(n) = num::<usize>(p, "racks")? {
-        uniform.racks = n;
-    }
-    if let Some(n) = num::<i64>(p, "vcores-per-node")? {
-        uniform.vcores_per_node = n;
-    }
-    if let Some(n) = num::<i64>(p, "memory-mb-per-node")? {
-        uniform.memory_mb_per_node = n;
-    }
-    uniform.gpu_model = p.value("gpu-model").map(str::to_string);
-    if uniform.gpus_per_node < 0 || uniform.vcores_per_node < 1 || uniform.memory_mb_per_node < 1 {
-        anyhow::bail!(
-            "--gpus-per-node must be >= 0, --vcores-per-node and --memory-mb-per-node >= 1"
-        );
-    }
-    let cluster = match p.value("node-file") {
-        Some(f) => ClusterSpec::from_file(Path::new(f), &uniform)?,
-        None => ClusterSpec::uniform(&uniform)?,
-    };
+    let cluster = cluster_of(p)?;
     let mut defaults = trace::Defaults::default();
     if let Some(v) = num::<i64>(p, "container-vcores")? {
         defaults.vcores = v.max(1);
@@ -177,52 +152,7 @@ fn replay_cmd(p: &super::args::Parsed) -> anyhow::Result<u8> {
     if let Some(v) = num::<i64>(p, "container-memory-mb")? {
         defaults.memory_mb = v.max(1);
     }
-    let mut opts = Options {
-        check: p.has("check"),
-        timing: !p.has("no-timing"),
-        ..Options::default()
-    };
-    if let Some(v) = num::<i64>(p, "am-vcores")? {
-        opts.am_vcores = v.max(1);
-    }
-    if let Some(v) = num::<i64>(p, "am-memory-mb")? {
-        opts.am_memory_mb = v.max(1);
-    }
-    if let Some(s) = num::<f64>(p, "gang-timeout-s")? {
-        if !(s.is_finite() && s > 0.0) {
-            anyhow::bail!("--gang-timeout-s must be a positive number of seconds");
-        }
-        opts.gang_timeout_ms = Some((s * 1000.0) as u64);
-    }
-    for (opt, slot) in [
-        ("checkpoint-interval-s", &mut opts.checkpoint_interval_ms),
-        ("checkpoint-cost-s", &mut opts.checkpoint_cost_ms),
-    ] {
-        if let Some(s) = num::<f64>(p, opt)? {
-            if !(s.is_finite() && s >= 0.0) {
-                anyhow::bail!("--{opt} must be a number of seconds, 0 or more");
-            }
-            *slot = (s * 1000.0) as u64;
-        }
-    }
-    opts.ack_preemption = !p.has("ignore-preemption-notice");
-    opts.rigid = p.has("rigid");
-    if let Some(t) = p.value("throughput") {
-        opts.throughput =
-            Some(
-                trace::parse_throughput(t).map_err(|reason| SlsError::BadOption {
-                    option: "--throughput",
-                    expected: "GPUS:VALUE pairs such as 1:318.0;2:576.2",
-                    value: reason,
-                })?,
-            );
-    }
-    if let Some(s) = num::<f64>(p, "restart-cost-s")? {
-        if !(s.is_finite() && s >= 0.0) {
-            anyhow::bail!("--restart-cost-s must be a number of seconds, 0 or more");
-        }
-        opts.restart_cost_ms = (s * 1000.0) as u64;
-    }
+    let mut opts = options_of(p)?;
     let fixed_gpus = num::<u32>(p, "fixed-gpus")?;
     if fixed_gpus == Some(0) {
         anyhow::bail!("--fixed-gpus must be at least 1");
@@ -280,16 +210,7 @@ fn replay_cmd(p: &super::args::Parsed) -> anyhow::Result<u8> {
     for (k, v) in &loaded.applied {
         say!("  set {k}={v}");
     }
-    let bar = (!p.has("quiet") && std::io::stderr().is_terminal()).then(|| {
-        let b = indicatif::ProgressBar::new(jobs.len() as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{bar:40} {pos}/{len} jobs done, simulated {msg} [{elapsed}]",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b
-    });
+    let bar = progress_bar(p, jobs.len());
     let mut on_progress = |pr: Progress| {
         if let Some(b) = &bar {
             b.set_position(pr.jobs_done as u64);
@@ -328,6 +249,107 @@ fn replay_cmd(p: &super::args::Parsed) -> anyhow::Result<u8> {
             total_gpus: result.total_gpus,
         }],
     )?;
+    tell_summary(&summary, &out);
+    Ok(EXIT_OK)
+}
+
+/// The simulated cluster: `--node-file`, or uniform nodes as the options say.
+fn cluster_of(p: &super::args::Parsed) -> anyhow::Result<ClusterSpec> {
+    let mut uniform = Uniform::default();
+    if let Some(n) = num::<usize>(p, "nodes")? {
+        uniform.nodes = n;
+    }
+    if let Some(n) = num::<i64>(p, "gpus-per-node")? {
+        uniform.gpus_per_node = n;
+    }
+    if let Some(n) = num::<usize>(p, "racks")? {
+        uniform.racks = n;
+    }
+    if let Some(n) = num::<i64>(p, "vcores-per-node")? {
+        uniform.vcores_per_node = n;
+    }
+    if let Some(n) = num::<i64>(p, "memory-mb-per-node")? {
+        uniform.memory_mb_per_node = n;
+    }
+    uniform.gpu_model = p.value("gpu-model").map(str::to_string);
+    if uniform.gpus_per_node < 0 || uniform.vcores_per_node < 1 || uniform.memory_mb_per_node < 1 {
+        anyhow::bail!(
+            "--gpus-per-node must be >= 0, --vcores-per-node and --memory-mb-per-node >= 1"
+        );
+    }
+    Ok(match p.value("node-file") {
+        Some(f) => ClusterSpec::from_file(Path::new(f), &uniform)?,
+        None => ClusterSpec::uniform(&uniform)?,
+    })
+}
+
+/// The replay's options as the command line gives them.
+fn options_of(p: &super::args::Parsed) -> anyhow::Result<Options> {
+    let mut opts = Options {
+        check: p.has("check"),
+        timing: !p.has("no-timing"),
+        ..Options::default()
+    };
+    if let Some(v) = num::<i64>(p, "am-vcores")? {
+        opts.am_vcores = v.max(1);
+    }
+    if let Some(v) = num::<i64>(p, "am-memory-mb")? {
+        opts.am_memory_mb = v.max(1);
+    }
+    if let Some(s) = num::<f64>(p, "gang-timeout-s")? {
+        if !(s.is_finite() && s > 0.0) {
+            anyhow::bail!("--gang-timeout-s must be a positive number of seconds");
+        }
+        opts.gang_timeout_ms = Some((s * 1000.0) as u64);
+    }
+    for (opt, slot) in [
+        ("checkpoint-interval-s", &mut opts.checkpoint_interval_ms),
+        ("checkpoint-cost-s", &mut opts.checkpoint_cost_ms),
+    ] {
+        if let Some(s) = num::<f64>(p, opt)? {
+            if !(s.is_finite() && s >= 0.0) {
+                anyhow::bail!("--{opt} must be a number of seconds, 0 or more");
+            }
+            *slot = (s * 1000.0) as u64;
+        }
+    }
+    opts.ack_preemption = !p.has("ignore-preemption-notice");
+    opts.rigid = p.has("rigid");
+    if let Some(t) = p.value("throughput") {
+        opts.throughput =
+            Some(
+                trace::parse_throughput(t).map_err(|reason| SlsError::BadOption {
+                    option: "--throughput",
+                    expected: "GPUS:VALUE pairs such as 1:318.0;2:576.2",
+                    value: reason,
+                })?,
+            );
+    }
+    if let Some(s) = num::<f64>(p, "restart-cost-s")? {
+        if !(s.is_finite() && s >= 0.0) {
+            anyhow::bail!("--restart-cost-s must be a number of seconds, 0 or more");
+        }
+        opts.restart_cost_ms = (s * 1000.0) as u64;
+    }
+    Ok(opts)
+}
+
+/// A progress bar on a terminal, unless `--quiet`.
+fn progress_bar(p: &super::args::Parsed, jobs: usize) -> Option<indicatif::ProgressBar> {
+    (!p.has("quiet") && std::io::stderr().is_terminal()).then(|| {
+        let b = indicatif::ProgressBar::new(jobs as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {pos}/{len} jobs done, simulated {msg} [{elapsed}]",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    })
+}
+
+/// The closing lines: what finished, how fast, what preemption cost, where the files are.
+fn tell_summary(summary: &report::Summary, out: &Path) {
     say!(
         "{} of {} jobs finished ({} rejected, {} timed out, {} failed, {} never placed)",
         summary.finished,
@@ -370,7 +392,6 @@ fn replay_cmd(p: &super::args::Parsed) -> anyhow::Result<u8> {
         "Wrote {}/{{summary.json, jobs.csv, timeline.csv, settings.txt, gpus.svg, queue.svg, jct_cdf.svg}}",
         out.display()
     );
-    Ok(EXIT_OK)
 }
 
 fn generate_cmd(p: &super::args::Parsed) -> anyhow::Result<u8> {

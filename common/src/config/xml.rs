@@ -110,6 +110,17 @@ enum Place {
 struct Parser<'a> {
     file: &'a Path,
     lines: Lines,
+    /// The properties read so far.
+    out: Vec<Parsed>,
+    place: Place,
+    prop: Option<Builder>,
+    /// The field being read, its text so far, and where it started.
+    field: Option<(Field, String, u64)>,
+    /// > 0 while inside an ignored element (and how deep).
+    skip: usize,
+    /// Every element open now, with the line it opened on, so that a mismatched end tag
+    /// names where the element that was not closed began.
+    open: Vec<(String, u32)>,
 }
 
 impl Parser<'_> {
@@ -141,9 +152,15 @@ impl Parser<'_> {
 
 /// Parses a whole document. Nothing is returned unless the whole document is good.
 pub(super) fn parse(file: &Path, text: &str) -> Result<Vec<Parsed>, ConfigError> {
-    let p = Parser {
+    let mut p = Parser {
         file,
         lines: Lines::new(text),
+        out: Vec::new(),
+        place: Place::Prolog,
+        prop: None,
+        field: None,
+        skip: 0,
+        open: Vec::new(),
     };
     let mut reader = Reader::from_str(text);
     let config = reader.config_mut();
@@ -151,181 +168,40 @@ pub(super) fn parse(file: &Path, text: &str) -> Result<Vec<Parsed>, ConfigError>
     config.expand_empty_elements = false;
     config.trim_text(false);
 
-    let mut out = Vec::new();
-    let mut place = Place::Prolog;
-    let mut prop: Option<Builder> = None;
-    // The field being read, its text so far, and where it started.
-    let mut field: Option<(Field, String, u64)> = None;
-    // > 0 while inside an ignored element (and how deep).
-    let mut skip: usize = 0;
-    // Every element open now, with the line it opened on, so that a mismatched end tag
-    // names where the element that was not closed began.
-    let mut open: Vec<(String, u32)> = Vec::new();
-
     loop {
         let offset = reader.buffer_position();
         let event = reader.read_event().map_err(|e| {
             let mut message = format!("malformed XML: {e}");
             if let quick_xml::Error::IllFormed(IllFormedError::MismatchedEndTag { .. }) = &e {
-                if let Some((tag, line)) = open.last() {
+                if let Some((tag, line)) = p.open.last() {
                     message.push_str(&format!("; <{tag}> opened on line {line} is not closed"));
                 }
             }
             p.err(reader.error_position(), message)
         })?;
         match &event {
-            Event::Start(e) => open.push((
+            Event::Start(e) => p.open.push((
                 String::from_utf8_lossy(e.name().as_ref()).into_owned(),
                 p.lines.line(offset),
             )),
             Event::End(_) => {
-                open.pop();
+                p.open.pop();
             }
             _ => {}
         }
         match event {
-            Event::Start(ref e) | Event::Empty(ref e) => {
-                let is_empty = matches!(event, Event::Empty(_));
-                let tag = p.tag_name(e, offset)?;
-                if skip == 0 && tag == "property" {
-                    if let Some(b) = &prop {
-                        // Not an unknown element to skip: the property before it was
-                        // never closed.
-                        return Err(p.err(
-                            offset,
-                            format!(
-                                "<property> opened on line {} is not closed before the next <property>",
-                                b.line
-                            ),
-                        ));
-                    }
-                }
-                if skip > 0 {
-                    skip += usize::from(!is_empty);
-                    continue;
-                }
-                if let Some((f, _, start)) = &field {
-                    let mut message = format!("unexpected element <{tag}> inside <{}>", f.tag());
-                    let opened = p.lines.line(*start);
-                    if opened != p.lines.line(offset) {
-                        // Most likely the field was never closed: say where it began.
-                        message.push_str(&format!(
-                            "; <{}> opened on line {opened} is not closed",
-                            f.tag()
-                        ));
-                    }
-                    return Err(p.err(offset, message));
-                }
-                if let Some(b) = &mut prop {
-                    let f = match tag.as_str() {
-                        "name" => Field::Name,
-                        "value" => Field::Value,
-                        "final" => Field::Final,
-                        // <description>, <source>, <tag> and anything unknown.
-                        _ => {
-                            skip = usize::from(!is_empty);
-                            continue;
-                        }
-                    };
-                    if b.slot(f).is_some() {
-                        return Err(
-                            p.err(offset, format!("property has more than one <{}>", f.tag()))
-                        );
-                    }
-                    if is_empty {
-                        *b.slot(f) = Some(String::new());
-                    } else {
-                        field = Some((f, String::new(), offset));
-                    }
-                    continue;
-                }
-                match place {
-                    Place::Prolog if tag == "configuration" => {
-                        place = if is_empty {
-                            Place::Epilog
-                        } else {
-                            Place::Root(p.lines.line(offset))
-                        };
-                    }
-                    Place::Prolog => {
-                        return Err(p.err(
-                            offset,
-                            format!("the top-level element must be <configuration>, not <{tag}>"),
-                        ))
-                    }
-                    Place::Epilog => {
-                        return Err(p.err(offset, format!("element <{tag}> after </configuration>")))
-                    }
-                    Place::Root(_) if tag == "property" => {
-                        let line = p.lines.line(offset);
-                        if is_empty {
-                            return Err(p.err_at_line(line, "property without <name>"));
-                        }
-                        prop = Some(Builder {
-                            line,
-                            name: None,
-                            value: None,
-                            is_final: None,
-                        });
-                    }
-                    Place::Root(_) if tag == "include" || tag.ends_with(":include") => {
-                        return Err(p.err(
-                            offset,
-                            format!("<{tag}> (XInclude) is not supported; put the properties in this file or in one of the files Spindle reads"),
-                        ))
-                    }
-                    // Unknown elements are ignored with everything inside them.
-                    Place::Root(_) => skip = usize::from(!is_empty),
-                }
-            }
-            Event::End(_) => {
-                if skip > 0 {
-                    skip -= 1;
-                } else if let Some((f, text, _)) = field.take() {
-                    if let Some(b) = &mut prop {
-                        *b.slot(f) = Some(text);
-                    }
-                } else if let Some(b) = prop.take() {
-                    if let Some(parsed) = finish(&p, b)? {
-                        out.push(parsed);
-                    }
-                } else if let Place::Root(_) = place {
-                    place = Place::Epilog;
-                } else {
-                    // quick-xml reports unmatched end tags itself; this is a safety net.
-                    return Err(p.err(offset, "malformed XML: unexpected end tag"));
-                }
-            }
+            Event::Start(ref e) => p.on_start(e, false, offset)?,
+            Event::Empty(ref e) => p.on_start(e, true, offset)?,
+            Event::End(_) => p.on_end(offset)?,
             Event::Text(t) => {
                 let raw = std::str::from_utf8(&t).map_err(|_| p.err(offset, "not valid UTF-8"))?;
                 let text = unescape(raw).map_err(|(at, msg)| p.err(offset + at as u64, msg))?;
-                if skip > 0 {
-                    continue;
-                }
-                if let Some((_, buf, _)) = &mut field {
-                    buf.push_str(&text);
-                } else if !matches!(place, Place::Root(_)) && !text.trim().is_empty() {
-                    return Err(p.err(
-                        offset + (raw.len() - raw.trim_start().len()) as u64,
-                        "text outside <configuration>",
-                    ));
-                }
+                p.on_text(raw, &text, offset)?;
             }
-            Event::CData(c) => {
-                if skip > 0 {
-                    continue;
-                }
-                if let Some((_, buf, _)) = &mut field {
-                    let s =
-                        std::str::from_utf8(&c).map_err(|_| p.err(offset, "not valid UTF-8"))?;
-                    buf.push_str(s);
-                } else if !matches!(place, Place::Root(_)) {
-                    return Err(p.err(offset, "text outside <configuration>"));
-                }
-            }
+            Event::CData(c) => p.on_cdata(&c, offset)?,
             Event::DocType(_) => {
                 // Skipped unread: no DTD is fetched and no declared entity is honoured.
-                if !matches!(place, Place::Prolog) {
+                if !matches!(p.place, Place::Prolog) {
                     return Err(p.err(offset, "malformed XML: <!DOCTYPE> after the root element"));
                 }
             }
@@ -333,34 +209,201 @@ pub(super) fn parse(file: &Path, text: &str) -> Result<Vec<Parsed>, ConfigError>
             Event::Eof => break,
         }
     }
+    p.at_end(text.len() as u64)
+}
 
-    let end = text.len() as u64;
-    if let Some((f, _, start)) = field {
-        return Err(p.err(
-            end,
-            format!(
-                "unexpected end of file: <{}> opened on line {} is not closed",
-                f.tag(),
-                p.lines.line(start)
-            ),
-        ));
+impl Parser<'_> {
+    /// A start tag (or an empty element, `is_empty`).
+    fn on_start(
+        &mut self,
+        e: &BytesStart<'_>,
+        is_empty: bool,
+        offset: u64,
+    ) -> Result<(), ConfigError> {
+        let tag = self.tag_name(e, offset)?;
+        if self.skip == 0 && tag == "property" {
+            if let Some(b) = &self.prop {
+                // Not an unknown element to skip: the property before it was
+                // never closed.
+                return Err(self.err(
+                    offset,
+                    format!(
+                        "<property> opened on line {} is not closed before the next <property>",
+                        b.line
+                    ),
+                ));
+            }
+        }
+        if self.skip > 0 {
+            self.skip += usize::from(!is_empty);
+            return Ok(());
+        }
+        if let Some((f, _, start)) = &self.field {
+            let mut message = format!("unexpected element <{tag}> inside <{}>", f.tag());
+            let opened = self.lines.line(*start);
+            if opened != self.lines.line(offset) {
+                // Most likely the field was never closed: say where it began.
+                message.push_str(&format!(
+                    "; <{}> opened on line {opened} is not closed",
+                    f.tag()
+                ));
+            }
+            return Err(self.err(offset, message));
+        }
+        if self.prop.is_some() {
+            return self.on_field(&tag, is_empty, offset);
+        }
+        match self.place {
+            Place::Prolog if tag == "configuration" => {
+                self.place = if is_empty {
+                    Place::Epilog
+                } else {
+                    Place::Root(self.lines.line(offset))
+                };
+            }
+            Place::Prolog => {
+                return Err(self.err(
+                    offset,
+                    format!("the top-level element must be <configuration>, not <{tag}>"),
+                ))
+            }
+            Place::Epilog => {
+                return Err(self.err(offset, format!("element <{tag}> after </configuration>")))
+            }
+            Place::Root(_) if tag == "property" => {
+                let line = self.lines.line(offset);
+                if is_empty {
+                    return Err(self.err_at_line(line, "property without <name>"));
+                }
+                self.prop = Some(Builder {
+                    line,
+                    name: None,
+                    value: None,
+                    is_final: None,
+                });
+            }
+            Place::Root(_) if tag == "include" || tag.ends_with(":include") => {
+                return Err(self.err(
+                    offset,
+                    format!("<{tag}> (XInclude) is not supported; put the properties in this file or in one of the files Spindle reads"),
+                ))
+            }
+            // Unknown elements are ignored with everything inside them.
+            Place::Root(_) => self.skip = usize::from(!is_empty),
+        }
+        Ok(())
     }
-    if let Some(b) = prop {
-        return Err(p.err(
-            end,
-            format!(
-                "unexpected end of file: <property> opened on line {} is not closed",
-                b.line
-            ),
-        ));
+
+    /// An element inside `<property>`.
+    fn on_field(&mut self, tag: &str, is_empty: bool, offset: u64) -> Result<(), ConfigError> {
+        let f = match tag {
+            "name" => Field::Name,
+            "value" => Field::Value,
+            "final" => Field::Final,
+            // <description>, <source>, <tag> and anything unknown.
+            _ => {
+                self.skip = usize::from(!is_empty);
+                return Ok(());
+            }
+        };
+        let Some(b) = &mut self.prop else {
+            return Ok(());
+        };
+        if b.slot(f).is_some() {
+            return Err(self.err(offset, format!("property has more than one <{}>", f.tag())));
+        }
+        if is_empty {
+            *b.slot(f) = Some(String::new());
+        } else {
+            self.field = Some((f, String::new(), offset));
+        }
+        Ok(())
     }
-    match place {
-        Place::Epilog => Ok(out),
-        Place::Root(line) => Err(p.err(
-            end,
-            format!("unexpected end of file: <configuration> opened on line {line} is not closed"),
-        )),
-        Place::Prolog => Err(p.err(end, "no <configuration> element (empty or truncated file?)")),
+
+    fn on_end(&mut self, offset: u64) -> Result<(), ConfigError> {
+        if self.skip > 0 {
+            self.skip -= 1;
+        } else if let Some((f, text, _)) = self.field.take() {
+            if let Some(b) = &mut self.prop {
+                *b.slot(f) = Some(text);
+            }
+        } else if let Some(b) = self.prop.take() {
+            if let Some(parsed) = finish(self, b)? {
+                self.out.push(parsed);
+            }
+        } else if let Place::Root(_) = self.place {
+            self.place = Place::Epilog;
+        } else {
+            // quick-xml reports unmatched end tags itself; this is a safety net.
+            return Err(self.err(offset, "malformed XML: unexpected end tag"));
+        }
+        Ok(())
+    }
+
+    /// Text, as written (`raw`) and unescaped.
+    fn on_text(&mut self, raw: &str, text: &str, offset: u64) -> Result<(), ConfigError> {
+        if self.skip > 0 {
+            return Ok(());
+        }
+        if let Some((_, buf, _)) = &mut self.field {
+            buf.push_str(text);
+        } else if !matches!(self.place, Place::Root(_)) && !text.trim().is_empty() {
+            return Err(self.err(
+                offset + (raw.len() - raw.trim_start().len()) as u64,
+                "text outside <configuration>",
+            ));
+        }
+        Ok(())
+    }
+
+    fn on_cdata(&mut self, c: &[u8], offset: u64) -> Result<(), ConfigError> {
+        if self.skip > 0 {
+            return Ok(());
+        }
+        if self.field.is_some() {
+            let s = std::str::from_utf8(c).map_err(|_| self.err(offset, "not valid UTF-8"))?;
+            if let Some((_, buf, _)) = &mut self.field {
+                buf.push_str(s);
+            }
+        } else if !matches!(self.place, Place::Root(_)) {
+            return Err(self.err(offset, "text outside <configuration>"));
+        }
+        Ok(())
+    }
+
+    /// The properties read, once the document ended (at byte `end`) with nothing open.
+    fn at_end(self, end: u64) -> Result<Vec<Parsed>, ConfigError> {
+        if let Some((f, _, start)) = &self.field {
+            return Err(self.err(
+                end,
+                format!(
+                    "unexpected end of file: <{}> opened on line {} is not closed",
+                    f.tag(),
+                    self.lines.line(*start)
+                ),
+            ));
+        }
+        if let Some(b) = &self.prop {
+            return Err(self.err(
+                end,
+                format!(
+                    "unexpected end of file: <property> opened on line {} is not closed",
+                    b.line
+                ),
+            ));
+        }
+        match self.place {
+            Place::Epilog => Ok(self.out),
+            Place::Root(line) => Err(self.err(
+                end,
+                format!(
+                    "unexpected end of file: <configuration> opened on line {line} is not closed"
+                ),
+            )),
+            Place::Prolog => {
+                Err(self.err(end, "no <configuration> element (empty or truncated file?)"))
+            }
+        }
     }
 }
 

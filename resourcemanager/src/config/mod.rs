@@ -256,110 +256,11 @@ pub struct RmConfig {
 
 impl RmConfig {
     pub fn from_conf(conf: &Configuration) -> Result<Self, RmConfigError> {
-        let webapp_address =
-            conf.get_string(keys::RM_WEBAPP_ADDRESS, keys::DEFAULT_RM_WEBAPP_ADDRESS)?;
-        if webapp_address.parse::<std::net::SocketAddr>().is_err() && !webapp_address.contains(':')
-        {
-            return Err(RmConfigError::BadWebappAddress {
-                place: Place::of(conf, keys::RM_WEBAPP_ADDRESS),
-                name: keys::RM_WEBAPP_ADDRESS,
-                value: webapp_address,
-            });
-        }
-        // The spindle.* key, else its older spelling, else the documented default.
-        let store_path = match conf.get_nonempty(keys::SPINDLE_RM_STATE_STORE_PATH)? {
-            Some(p) => p,
-            None => match conf.get_nonempty(keys::RM_STORE_PATH)? {
-                Some(p) => p,
-                None => conf.get_string(
-                    keys::SPINDLE_RM_STATE_STORE_PATH,
-                    keys::DEFAULT_SPINDLE_RM_STATE_STORE_PATH,
-                )?,
-            },
-        };
-        let positive = |name: &'static str, default: i64| -> Result<i64, RmConfigError> {
-            let v = conf.get_i64(name, default)?;
-            if v <= 0 {
-                return Err(RmConfigError::NotPositive {
-                    place: Place::of(conf, name),
-                    name,
-                    value: v,
-                    written: written(conf, name),
-                });
-            }
-            Ok(v)
-        };
-        let min_mb = positive(
-            keys::SCHEDULER_MIN_ALLOCATION_MB,
-            keys::DEFAULT_SCHEDULER_MIN_ALLOCATION_MB,
-        )?;
-        let max_mb = positive(
-            keys::SCHEDULER_MAX_ALLOCATION_MB,
-            keys::DEFAULT_SCHEDULER_MAX_ALLOCATION_MB,
-        )?;
-        let min_vc = positive(
-            keys::SCHEDULER_MIN_ALLOCATION_VCORES,
-            keys::DEFAULT_SCHEDULER_MIN_ALLOCATION_VCORES,
-        )?;
-        let max_vc = positive(
-            keys::SCHEDULER_MAX_ALLOCATION_VCORES,
-            keys::DEFAULT_SCHEDULER_MAX_ALLOCATION_VCORES,
-        )?;
-        if min_mb > max_mb {
-            return Err(RmConfigError::MinAllocationMbAboveMax {
-                place: Place::of(conf, keys::SCHEDULER_MIN_ALLOCATION_MB),
-                name: keys::SCHEDULER_MIN_ALLOCATION_MB,
-                min: min_mb,
-                max: max_mb,
-            });
-        }
-        if min_vc > max_vc {
-            return Err(RmConfigError::MinAllocationVcoresAboveMax {
-                place: Place::of(conf, keys::SCHEDULER_MIN_ALLOCATION_VCORES),
-                name: keys::SCHEDULER_MIN_ALLOCATION_VCORES,
-                min: min_vc,
-                max: max_vc,
-            });
-        }
-        let heartbeat = conf.get_duration_ms(
-            keys::RM_NM_HEARTBEAT_INTERVAL_MS,
-            keys::DEFAULT_RM_NM_HEARTBEAT_INTERVAL_MS,
-        )?;
-        if heartbeat == 0 {
-            return Err(RmConfigError::HeartbeatIntervalZero {
-                place: Place::of(conf, keys::RM_NM_HEARTBEAT_INTERVAL_MS),
-                name: keys::RM_NM_HEARTBEAT_INTERVAL_MS,
-            });
-        }
-        let expiry = conf.get_duration_ms(
-            keys::NM_LIVENESS_EXPIRY_MS,
-            keys::DEFAULT_NM_LIVENESS_EXPIRY_MS,
-        )?;
-        if expiry < heartbeat {
-            return Err(RmConfigError::NmExpiryBelowHeartbeat {
-                place: Place::of(conf, keys::NM_LIVENESS_EXPIRY_MS),
-                name: keys::NM_LIVENESS_EXPIRY_MS,
-                expiry_ms: expiry,
-                heartbeat_ms: heartbeat,
-            });
-        }
-        let rolling_secs = positive(
-            keys::RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS,
-            keys::DEFAULT_RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS,
-        )?;
-        let container_key_rolling_ms = (rolling_secs as u64).saturating_mul(1000);
-        if container_key_rolling_ms <= 2 * crate::core::activation_delay_ms(expiry) {
-            return Err(RmConfigError::KeyRollingTooFast {
-                place: Place::of(
-                    conf,
-                    keys::RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS,
-                ),
-                name: keys::RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS,
-                interval_secs: rolling_secs,
-                expiry_name: keys::NM_LIVENESS_EXPIRY_MS,
-                expiry_ms: expiry,
-            });
-        }
+        let webapp_address = webapp_address(conf)?;
+        let store_path = store_path(conf)?;
+        let (min_allocation, mut max_allocation) = allocation_bounds(conf)?;
+        let (heartbeat, expiry, container_key_rolling_ms) = liveness(conf)?;
+        let positive = |name, default| positive(conf, name, default);
         let attempts = positive(keys::RM_AM_MAX_ATTEMPTS, keys::DEFAULT_RM_AM_MAX_ATTEMPTS)?;
         let max_completed = conf.get_i64(
             keys::RM_MAX_COMPLETED_APPLICATIONS,
@@ -373,7 +274,6 @@ impl RmConfig {
                 written: written(conf, keys::RM_MAX_COMPLETED_APPLICATIONS),
             });
         }
-        let mut max_allocation = Resource::new(max_mb, max_vc);
         // Extended types from resource-types.xml bound asks by their maximum-allocation.
         for t in conf.get_strings(keys::RESOURCE_TYPES)? {
             let k = format!(
@@ -394,7 +294,7 @@ impl RmConfig {
         let preemption = preemption_conf(conf)?;
         let core = CoreConfig {
             gang_timeout_ms,
-            min_allocation: Resource::new(min_mb, min_vc),
+            min_allocation,
             max_allocation,
             heartbeat_interval_ms: heartbeat,
             nm_expiry_ms: expiry,
@@ -554,6 +454,136 @@ fn groups_config(conf: &Configuration) -> Result<GroupsConfig, RmConfigError> {
         Duration::from_millis(timeout)
     };
     Ok(g)
+}
+
+/// `yarn.resourcemanager.webapp.address`: a socket address, or at least `host:port`.
+fn webapp_address(conf: &Configuration) -> Result<String, RmConfigError> {
+    let webapp_address =
+        conf.get_string(keys::RM_WEBAPP_ADDRESS, keys::DEFAULT_RM_WEBAPP_ADDRESS)?;
+    if webapp_address.parse::<std::net::SocketAddr>().is_err() && !webapp_address.contains(':') {
+        return Err(RmConfigError::BadWebappAddress {
+            place: Place::of(conf, keys::RM_WEBAPP_ADDRESS),
+            name: keys::RM_WEBAPP_ADDRESS,
+            value: webapp_address,
+        });
+    }
+    Ok(webapp_address)
+}
+
+/// The state store's path: the spindle.* key, else its older spelling, else the documented
+/// default.
+fn store_path(conf: &Configuration) -> Result<String, RmConfigError> {
+    Ok(
+        match conf.get_nonempty(keys::SPINDLE_RM_STATE_STORE_PATH)? {
+            Some(p) => p,
+            None => match conf.get_nonempty(keys::RM_STORE_PATH)? {
+                Some(p) => p,
+                None => conf.get_string(
+                    keys::SPINDLE_RM_STATE_STORE_PATH,
+                    keys::DEFAULT_SPINDLE_RM_STATE_STORE_PATH,
+                )?,
+            },
+        },
+    )
+}
+
+/// `name` as a positive integer (`default` when unset).
+fn positive(conf: &Configuration, name: &'static str, default: i64) -> Result<i64, RmConfigError> {
+    let v = conf.get_i64(name, default)?;
+    if v <= 0 {
+        return Err(RmConfigError::NotPositive {
+            place: Place::of(conf, name),
+            name,
+            value: v,
+            written: written(conf, name),
+        });
+    }
+    Ok(v)
+}
+
+/// The scheduler's minimum and maximum allocation (memory and vcores), each positive and
+/// the minimum at most the maximum.
+fn allocation_bounds(conf: &Configuration) -> Result<(Resource, Resource), RmConfigError> {
+    let positive = |name, default| positive(conf, name, default);
+    let min_mb = positive(
+        keys::SCHEDULER_MIN_ALLOCATION_MB,
+        keys::DEFAULT_SCHEDULER_MIN_ALLOCATION_MB,
+    )?;
+    let max_mb = positive(
+        keys::SCHEDULER_MAX_ALLOCATION_MB,
+        keys::DEFAULT_SCHEDULER_MAX_ALLOCATION_MB,
+    )?;
+    let min_vc = positive(
+        keys::SCHEDULER_MIN_ALLOCATION_VCORES,
+        keys::DEFAULT_SCHEDULER_MIN_ALLOCATION_VCORES,
+    )?;
+    let max_vc = positive(
+        keys::SCHEDULER_MAX_ALLOCATION_VCORES,
+        keys::DEFAULT_SCHEDULER_MAX_ALLOCATION_VCORES,
+    )?;
+    if min_mb > max_mb {
+        return Err(RmConfigError::MinAllocationMbAboveMax {
+            place: Place::of(conf, keys::SCHEDULER_MIN_ALLOCATION_MB),
+            name: keys::SCHEDULER_MIN_ALLOCATION_MB,
+            min: min_mb,
+            max: max_mb,
+        });
+    }
+    if min_vc > max_vc {
+        return Err(RmConfigError::MinAllocationVcoresAboveMax {
+            place: Place::of(conf, keys::SCHEDULER_MIN_ALLOCATION_VCORES),
+            name: keys::SCHEDULER_MIN_ALLOCATION_VCORES,
+            min: min_vc,
+            max: max_vc,
+        });
+    }
+    Ok((Resource::new(min_mb, min_vc), Resource::new(max_mb, max_vc)))
+}
+
+/// The NM heartbeat interval and liveness expiry (ms), and the container-token key's
+/// rolling interval (ms), which must leave room for two activation delays.
+fn liveness(conf: &Configuration) -> Result<(u64, u64, u64), RmConfigError> {
+    let heartbeat = conf.get_duration_ms(
+        keys::RM_NM_HEARTBEAT_INTERVAL_MS,
+        keys::DEFAULT_RM_NM_HEARTBEAT_INTERVAL_MS,
+    )?;
+    if heartbeat == 0 {
+        return Err(RmConfigError::HeartbeatIntervalZero {
+            place: Place::of(conf, keys::RM_NM_HEARTBEAT_INTERVAL_MS),
+            name: keys::RM_NM_HEARTBEAT_INTERVAL_MS,
+        });
+    }
+    let expiry = conf.get_duration_ms(
+        keys::NM_LIVENESS_EXPIRY_MS,
+        keys::DEFAULT_NM_LIVENESS_EXPIRY_MS,
+    )?;
+    if expiry < heartbeat {
+        return Err(RmConfigError::NmExpiryBelowHeartbeat {
+            place: Place::of(conf, keys::NM_LIVENESS_EXPIRY_MS),
+            name: keys::NM_LIVENESS_EXPIRY_MS,
+            expiry_ms: expiry,
+            heartbeat_ms: heartbeat,
+        });
+    }
+    let rolling_secs = positive(
+        conf,
+        keys::RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS,
+        keys::DEFAULT_RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS,
+    )?;
+    let container_key_rolling_ms = (rolling_secs as u64).saturating_mul(1000);
+    if container_key_rolling_ms <= 2 * crate::core::activation_delay_ms(expiry) {
+        return Err(RmConfigError::KeyRollingTooFast {
+            place: Place::of(
+                conf,
+                keys::RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS,
+            ),
+            name: keys::RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS,
+            interval_secs: rolling_secs,
+            expiry_name: keys::NM_LIVENESS_EXPIRY_MS,
+            expiry_ms: expiry,
+        });
+    }
+    Ok((heartbeat, expiry, container_key_rolling_ms))
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@
 //! all-reduce each worker writes its pid to `<dir>/rank-<R>.pid` and sleeps up to 120 s, so
 //! that a test can kill one and watch the gang restart.
 
+#![forbid(unsafe_code)]
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;

@@ -12,6 +12,8 @@
 //! stays `--linger-ms` like a worker at its rendezvous.
 //! Members are CPU-only, 128 MB and 1 vcore each.
 
+#![forbid(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;

@@ -9,6 +9,8 @@
 //! `gang_stamp [LINGER_MS]`, in a container. Kept to the standard library so that it starts
 //! as fast as a program can here: the benchmark measures the launcher, not this.
 
+#![forbid(unsafe_code)]
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 fn main() {

@@ -8,6 +8,8 @@
 //! asks for one container, starts `date +%s%N` in it, and finishes. Every process writes its
 //! timestamps (Unix nanoseconds, one clock: everything runs on this machine) under `<dir>`.
 
+#![forbid(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

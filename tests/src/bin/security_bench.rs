@@ -14,6 +14,8 @@
 //!
 //! `cargo build --release --workspace --bins && ./target/release/security_bench [--parts] [--rounds R]`
 
+#![forbid(unsafe_code)]
+
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

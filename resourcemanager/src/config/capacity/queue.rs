@@ -25,6 +25,15 @@ use super::{check_queue_name, parse_acl, Rule, MAX_DEPTH};
 #[cfg(doc)]
 use super::CsProps;
 
+/// A queue's capacities as written, and as fractions of the cluster when they can be known
+/// without its size (percent all the way up).
+struct QueueCaps {
+    capacity: CapacitySpec,
+    max_capacity: MaxCapacitySpec,
+    abs_capacity: Option<f64>,
+    abs_max: Option<f64>,
+}
+
 impl Parser<'_> {
     pub(super) fn queue(
         &mut self,
@@ -33,6 +42,67 @@ impl Parser<'_> {
         depth: usize,
         global_am: f64,
     ) -> Result<QueueSpec> {
+        let child_names = self.child_names(path, depth)?;
+        let is_root = path == "root";
+        let is_leaf = child_names.is_empty();
+        let caps = self.capacities_of(path, parent)?;
+        let state = self.state(path, parent)?;
+        // Cannot fail: every part of the path passed `check_queue_name`.
+        let typed = QueuePath::parse(path).map_err(|e| {
+            super::CapacityConfError::new(Rule::InvalidQueueName, e.to_string()).queue(path)
+        })?;
+        let mut spec = QueueSpec::new(typed, caps.capacity.clone());
+        spec.max_capacity = caps.max_capacity;
+        spec.state = state;
+        self.limits(path, parent, global_am, &mut spec)?;
+        self.policies(path, parent, is_leaf, &mut spec)?;
+        self.node_labels(path, &mut spec)?;
+        if is_leaf {
+            if !is_root {
+                self.register_leaf(path, &spec)?;
+            }
+            return Ok(spec);
+        }
+        let ctx = ParentCtx {
+            path: path.to_string(),
+            state,
+            abs_capacity: if is_root {
+                Some(1.0)
+            } else {
+                caps.abs_capacity
+            },
+            abs_max: if is_root { Some(1.0) } else { caps.abs_max },
+            capacity: if is_root {
+                None
+            } else {
+                Some(spec.capacity.clone())
+            },
+            max_allocation: spec.max_allocation.clone(),
+            disable_preemption: spec.disable_preemption,
+            intra_queue_disable_preemption: spec.intra_queue_disable_preemption,
+            elastic: spec.elastic,
+            gpu_idle: spec.gpu_idle,
+        };
+        let mut set_modes = Vec::new();
+        for c in &child_names {
+            let child_path = format!("{path}.{c}");
+            let child = self.queue(&child_path, &ctx, depth + 1, global_am)?;
+            if self
+                .props
+                .get(&key(&child_path, keys::CS_QUEUE_CAPACITY))
+                .is_some()
+            {
+                set_modes.push((child_path.clone(), Mode::of(&child.capacity)));
+            }
+            spec.children.push(child);
+        }
+        self.check_children(&spec, &set_modes)?;
+        self.check_label_children(&spec)?;
+        Ok(spec)
+    }
+
+    /// `<qp>.queues`: the children's names, each legal and listed once.
+    fn child_names(&self, path: &str, depth: usize) -> Result<Vec<String>> {
         let props = self.props;
         let children_key = key(path, keys::CS_QUEUE_QUEUES);
         if depth > MAX_DEPTH {
@@ -44,7 +114,6 @@ impl Parser<'_> {
                 )
                 .queue(path));
         }
-        let is_root = path == "root";
         let child_names = props
             .get(&children_key)
             .map(value::split_list)
@@ -71,7 +140,14 @@ impl Parser<'_> {
             }
         }
 
-        // Capacity.
+        Ok(child_names)
+    }
+
+    /// `<qp>.capacity` and `.maximum-capacity`, checked against each other and against the
+    /// parent's way of writing capacities.
+    fn capacities_of(&self, path: &str, parent: &ParentCtx) -> Result<QueueCaps> {
+        let props = self.props;
+        let is_root = path == "root";
         let cap_key = key(path, keys::CS_QUEUE_CAPACITY);
         let cap_set = !is_root && props.get(&cap_key).is_some();
         let capacity = if is_root {
@@ -139,9 +215,19 @@ impl Parser<'_> {
             }
         }
 
-        // State.
+        Ok(QueueCaps {
+            capacity,
+            max_capacity,
+            abs_capacity,
+            abs_max,
+        })
+    }
+
+    /// `<qp>.state`: unset inherits; a RUNNING child of a STOPPED parent is refused.
+    fn state(&self, path: &str, parent: &ParentCtx) -> Result<QueueState> {
+        let props = self.props;
         let state_key = key(path, keys::CS_QUEUE_STATE);
-        let state = match props.trimmed(&state_key) {
+        Ok(match props.trimmed(&state_key) {
             None => parent.state,
             Some(s) if s.eq_ignore_ascii_case("RUNNING") => {
                 if parent.state == QueueState::Stopped {
@@ -168,9 +254,18 @@ impl Parser<'_> {
                     )
                     .queue(path))
             }
-        };
+        })
+    }
 
-        // Limits.
+    /// User limits, application limits, the AM share and the maximum allocation.
+    fn limits(
+        &self,
+        path: &str,
+        parent: &ParentCtx,
+        global_am: f64,
+        spec: &mut QueueSpec,
+    ) -> Result<()> {
+        let props = self.props;
         let ulf_key = key(path, keys::CS_QUEUE_USER_LIMIT_FACTOR);
         let user_limit_factor = props
             .f64(&ulf_key)?
@@ -233,13 +328,31 @@ impl Parser<'_> {
             .map_err(|e| e.queue(path))?;
         let max_allocation = self.max_allocation(path, parent)?;
 
+        spec.user_limit_factor = user_limit_factor;
+        spec.minimum_user_limit_percent = minimum_user_limit_percent;
+        spec.max_applications = max_applications;
+        spec.max_parallel_apps = max_parallel_apps;
+        spec.max_am_resource_percent = max_am_resource_percent;
+        spec.max_allocation = max_allocation;
+        Ok(())
+    }
+
+    /// ACLs, ordering, backfill, gang reservations, preemption, LAS, elasticity, idle GPUs
+    /// and priorities.
+    fn policies(
+        &self,
+        path: &str,
+        parent: &ParentCtx,
+        is_leaf: bool,
+        spec: &mut QueueSpec,
+    ) -> Result<()> {
+        let props = self.props;
         // ACLs: unset inherits (YARN ORs up the tree; root defaults to everyone).
         let acl_submit = self.acl(path, keys::CS_QUEUE_ACL_SUBMIT_APPLICATIONS)?;
         let acl_admin = self.acl(path, keys::CS_QUEUE_ACL_ADMINISTER_QUEUE)?;
 
         // Ordering.
         let op_key = key(path, keys::CS_QUEUE_ORDERING_POLICY);
-        let is_leaf = child_names.is_empty();
         let ordering = match props.trimmed(&op_key) {
             None => OrderingPolicy::Fifo,
             Some(raw) => self.ordering(path, &op_key, raw, is_leaf)?,
@@ -295,18 +408,6 @@ impl Parser<'_> {
             .i32(path, &key(path, keys::CS_QUEUE_PRIORITY))?
             .unwrap_or(keys::DEFAULT_CS_QUEUE_PRIORITY);
 
-        let typed = QueuePath::parse(path).map_err(|e| {
-            super::CapacityConfError::new(Rule::InvalidQueueName, e.to_string()).queue(path)
-        })?;
-        let mut spec = QueueSpec::new(typed, capacity.clone());
-        spec.max_capacity = max_capacity;
-        spec.state = state;
-        spec.user_limit_factor = user_limit_factor;
-        spec.minimum_user_limit_percent = minimum_user_limit_percent;
-        spec.max_applications = max_applications;
-        spec.max_parallel_apps = max_parallel_apps;
-        spec.max_am_resource_percent = max_am_resource_percent;
-        spec.max_allocation = max_allocation.clone();
         spec.acl_submit = acl_submit;
         spec.acl_admin = acl_admin;
         spec.ordering = ordering;
@@ -319,12 +420,14 @@ impl Parser<'_> {
         spec.gpu_idle = gpu_idle;
         spec.default_application_priority = default_application_priority;
         spec.priority = priority;
-        self.node_labels(path, &mut spec)?;
+        Ok(())
+    }
 
-        if is_leaf {
-            if !is_root {
-                if let Some(other) = self.leaves.insert(spec.name.clone(), path.to_string()) {
-                    return Err(props
+    /// Leaf names are distinct across the tree.
+    fn register_leaf(&mut self, path: &str, spec: &QueueSpec) -> Result<()> {
+        let props = self.props;
+        if let Some(other) = self.leaves.insert(spec.name.clone(), path.to_string()) {
+            return Err(props
                         .err(
                             Rule::DuplicateLeafName,
                             &key(
@@ -337,42 +440,8 @@ impl Parser<'_> {
                             ),
                         )
                         .queue(path));
-                }
-            }
-            return Ok(spec);
         }
-
-        let ctx = ParentCtx {
-            path: path.to_string(),
-            state,
-            abs_capacity: if is_root { Some(1.0) } else { abs_capacity },
-            abs_max: if is_root { Some(1.0) } else { abs_max },
-            capacity: if is_root {
-                None
-            } else {
-                Some(capacity.clone())
-            },
-            max_allocation,
-            disable_preemption,
-            intra_queue_disable_preemption,
-            elastic,
-            gpu_idle,
-        };
-        let mut set_modes = Vec::new();
-        for c in &child_names {
-            let child_path = format!("{path}.{c}");
-            let child = self.queue(&child_path, &ctx, depth + 1, global_am)?;
-            if props
-                .get(&key(&child_path, keys::CS_QUEUE_CAPACITY))
-                .is_some()
-            {
-                set_modes.push((child_path.clone(), Mode::of(&child.capacity)));
-            }
-            spec.children.push(child);
-        }
-        self.check_children(&spec, &set_modes)?;
-        self.check_label_children(&spec)?;
-        Ok(spec)
+        Ok(())
     }
 
     /// `<qp>.accessible-node-labels` (`*`, a comma list, or blank for none; unset

@@ -217,12 +217,14 @@ pub struct ElasticConf {
 }
 
 impl Default for ElasticConf {
+    /// The configuration keys' defaults, spelled once in `keys`.
     fn default() -> Self {
+        use spindle_common::config::keys;
         Self {
-            monitoring_interval_ms: 1_000,
-            resize_interval_ms: 300_000,
-            restart_cost_ms: 10_000,
-            shrink_deadline_ms: 30_000,
+            monitoring_interval_ms: keys::DEFAULT_ELASTIC_MONITORING_INTERVAL_MS,
+            resize_interval_ms: keys::DEFAULT_ELASTIC_RESIZE_INTERVAL_MS,
+            restart_cost_ms: keys::DEFAULT_ELASTIC_RESTART_COST_MS,
+            shrink_deadline_ms: keys::DEFAULT_ELASTIC_SHRINK_DEADLINE_MS,
         }
     }
 }

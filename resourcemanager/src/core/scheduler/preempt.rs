@@ -34,18 +34,20 @@ pub struct PreemptionConf {
 }
 
 impl Default for PreemptionConf {
-    /// YARN's defaults, with the monitor off.
+    /// YARN's defaults, with the monitor off: the configuration keys' defaults, spelled
+    /// once in `keys`.
     fn default() -> Self {
+        use spindle_common::config::keys;
         Self {
-            enabled: false,
-            observe_only: false,
-            monitoring_interval_ms: 3000,
-            max_wait_before_kill_ms: 15_000,
-            total_preemption_per_round: 0.1,
-            max_ignored_over_capacity: 0.1,
-            natural_termination_factor: 0.2,
-            intra_queue: false,
-            min_runtime_ms: 60_000,
+            enabled: keys::DEFAULT_RM_SCHEDULER_MONITOR_ENABLE,
+            observe_only: keys::DEFAULT_PREEMPTION_OBSERVE_ONLY,
+            monitoring_interval_ms: keys::DEFAULT_PREEMPTION_MONITORING_INTERVAL_MS,
+            max_wait_before_kill_ms: keys::DEFAULT_PREEMPTION_MAX_WAIT_BEFORE_KILL_MS,
+            total_preemption_per_round: keys::DEFAULT_PREEMPTION_TOTAL_PER_ROUND,
+            max_ignored_over_capacity: keys::DEFAULT_PREEMPTION_MAX_IGNORED_OVER_CAPACITY,
+            natural_termination_factor: keys::DEFAULT_PREEMPTION_NATURAL_TERMINATION_FACTOR,
+            intra_queue: keys::DEFAULT_PREEMPTION_INTRA_QUEUE_ENABLED,
+            min_runtime_ms: keys::DEFAULT_PREEMPTION_MIN_RUNTIME_MS,
         }
     }
 }

@@ -23,16 +23,20 @@ use crate::driver::{AdminCommand, AppCommand, QueryCommand, Snapshot};
 
 mod accounting;
 mod apps;
+mod attempts;
 mod labels;
 mod nodes;
 mod scheduler;
+mod submit;
 
 pub(super) use apps::app_info;
 use apps::*;
+use attempts::*;
 use labels::*;
 pub(super) use nodes::node_info;
 use nodes::*;
 use scheduler::*;
+use submit::*;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()

@@ -1,0 +1,391 @@
+use spindle_common::states::FinalApplicationStatus;
+
+use super::*;
+
+fn app() -> AppInfo {
+    AppInfo {
+        id: "application_1_0001".into(),
+        name: "DistributedShell".into(),
+        application_type: "DISTRIBUTEDSHELL".into(),
+        user: "alice".into(),
+        queue: "default".into(),
+        state: YarnApplicationState::RUNNING,
+        final_status: FinalApplicationStatus::UNDEFINED,
+        progress: 12.5,
+        tracking_url: Some("http://h:8088/proxy/application_1_0001/".into()),
+        am_rpc_address: Some("h:-1".into()),
+        memory_seconds: 2048,
+        vcore_seconds: 2,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn progress_like_decimal_format() {
+    assert_eq!(format_progress(0.0), "0%");
+    assert_eq!(format_progress(100.0), "100%");
+    assert_eq!(format_progress(12.5), "12.5%");
+    assert_eq!(format_progress(33.333_33), "33.33%");
+    assert_eq!(format_progress(f32::NAN), "0%");
+}
+
+#[test]
+fn app_list_matches_yarn() {
+    let out = format_app_list(
+        &[app()],
+        &[],
+        &[
+            YarnApplicationState::SUBMITTED,
+            YarnApplicationState::ACCEPTED,
+            YarnApplicationState::RUNNING,
+        ],
+        &[],
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+            lines[0],
+            "Total number of applications (application-types: [], states: [SUBMITTED, ACCEPTED, RUNNING] and tags: []):1"
+        );
+    assert_eq!(
+        lines[1],
+        format!(
+            "{:>30}\t{:>20}\t{:>20}\t{:>10}\t{:>10}\t{:>18}\t{:>18}\t{:>15}\t{:>35}",
+            "Application-Id",
+            "Application-Name",
+            "Application-Type",
+            "User",
+            "Queue",
+            "State",
+            "Final-State",
+            "Progress",
+            "Tracking-URL"
+        )
+    );
+    let cols: Vec<&str> = lines[2].split('\t').map(str::trim).collect();
+    assert_eq!(
+        cols,
+        [
+            "application_1_0001",
+            "DistributedShell",
+            "DISTRIBUTEDSHELL",
+            "alice",
+            "default",
+            "RUNNING",
+            "UNDEFINED",
+            "12.5%",
+            "http://h:8088/proxy/application_1_0001/"
+        ]
+    );
+    let out = format_app_list(
+        &[],
+        &["MAPREDUCE".into()],
+        &[YarnApplicationState::FINISHED],
+        &["nightly".into(), "team-a".into()],
+    );
+    assert!(out.starts_with(
+            "Total number of applications (application-types: [MAPREDUCE], states: [FINISHED] and tags: [nightly, team-a]):0\n"
+        ));
+}
+
+#[test]
+fn app_report_matches_yarn() {
+    let r = format_app_report(&app());
+    let lines: Vec<&str> = r.lines().collect();
+    assert_eq!(lines[0], "Application Report : ");
+    assert_eq!(lines[1], "\tApplication-Id : application_1_0001");
+    assert!(lines.contains(&"\tRPC Port : -1"));
+    assert!(lines.contains(&"\tAM Host : h"));
+    assert!(lines.contains(&"\tProgress : 12.5%"));
+    assert!(lines.contains(&"\tApplication Priority : 0"));
+    assert!(lines.contains(&"\tAggregate Resource Allocation : 2048 MB-seconds, 2 vcore-seconds"));
+    assert!(lines.contains(&"\tLog Aggregation Status : DISABLED"));
+    assert!(lines.contains(&"\tDiagnostics : "));
+    let keys: Vec<&str> = lines[1..]
+        .iter()
+        .filter_map(|l| l.trim_start().split(" : ").next())
+        .collect();
+    let pos = |k: &str| keys.iter().position(|x| *x == k).unwrap();
+    assert!(pos("Start-Time") < pos("Finish-Time"));
+    assert!(pos("Final-State") < pos("Tracking-URL"));
+    assert!(pos("AM Host") < pos("Aggregate Resource Allocation"));
+    let mut a = app();
+    a.am_rpc_address = None;
+    a.tracking_url = None;
+    let r = format_app_report(&a);
+    assert!(r.contains("\tAM Host : N/A\n"));
+    assert!(r.contains("\tTracking-URL : N/A\n"));
+}
+
+#[test]
+fn node_list_matches_yarn() {
+    let n = NodeInfo {
+        id: "127.0.0.1:40001".into(),
+        state: NodeState::RUNNING,
+        node_http_address: "127.0.0.1:40001".into(),
+        num_containers: 3,
+        ..Default::default()
+    };
+    let out = format_node_list(&[n], false);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "Total Nodes:1");
+    assert_eq!(
+        lines[1],
+        "         Node-Id\t     Node-State\tNode-Http-Address\tNumber-of-Running-Containers"
+    );
+    assert_eq!(
+        lines[2],
+        format!(
+            "{:>16}\t{:>15}\t{:>17}\t{:>28}",
+            "127.0.0.1:40001", "RUNNING", "127.0.0.1:40001", "3"
+        )
+    );
+    assert_eq!(node_states(false, &[]), vec![NodeState::RUNNING]);
+    assert_eq!(node_states(true, &[]).len(), NodeState::ALL.len());
+}
+
+#[test]
+fn log_block_matches_logs_cli() {
+    let b = format_log_file(
+        "container_1_0001_01_000002",
+        "h:1",
+        "stdout",
+        None,
+        "hello\n",
+    );
+    let lines: Vec<&str> = b.lines().collect();
+    assert_eq!(lines[0], "Container: container_1_0001_01_000002 on h:1");
+    assert_eq!(lines[1], "LogAggregationType: LOCAL");
+    assert_eq!(lines[2], "=".repeat(lines[0].len()));
+    assert_eq!(lines[3], "LogType:stdout");
+    assert_eq!(lines[4], "LogLength:6");
+    assert_eq!(lines[5], "LogContents:");
+    assert_eq!(lines[6], "hello");
+    assert_eq!(lines[7], "");
+    assert_eq!(lines[8], "End of LogType:stdout");
+    assert!(lines[9].starts_with("*****"));
+}
+
+#[test]
+fn queue_status_like_queue_cli() {
+    assert_eq!(java_two_decimals(0.0), ".00");
+    assert_eq!(java_two_decimals(70.0), "70.00");
+    assert_eq!(java_two_decimals(12.345), "12.35");
+    assert_eq!(java_two_decimals(-1.0), "-1.00");
+    assert_eq!(java_two_decimals(-0.5), "-.50");
+    let q: CapacitySchedulerQueueInfo = serde_json::from_value(serde_json::json!({
+        "queueName": "a", "queuePath": "root.a", "state": "RUNNING", "capacity": 70.0,
+        "usedCapacity": 12.5, "maxCapacity": 100.0, "weight": -1.0,
+        "maxParallelApps": 2147483647, "nodeLabels": ["*"],
+        "type": "capacitySchedulerLeafQueueInfo", "preemptionDisabled": true,
+        "intraQueuePreemptionDisabled": true
+    }))
+    .unwrap();
+    assert_eq!(
+            format_queue_status(&q),
+            "Queue Information : \nQueue Name : a\nQueue Path : root.a\n\tState : RUNNING\n\tCapacity : 70.00%\n\tCurrent Capacity : 12.50%\n\tMaximum Capacity : 100.00%\n\tWeight : -1.00\n\tMaximum Parallel Apps : 2147483647\n\tDefault Node Label expression : <DEFAULT_PARTITION>\n\tAccessible Node Labels : *\n\tPreemption : disabled\n\tIntra-queue Preemption : disabled\n"
+        );
+}
+
+fn attempt() -> AppAttemptInfo {
+    AppAttemptInfo {
+        id: 1,
+        app_attempt_id: "appattempt_1_0001_000001".into(),
+        app_attempt_state: "RUNNING".into(),
+        container_id: "container_1_0001_01_000001".into(),
+        diagnostics_info: String::new(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn attempt_list_and_report_match_application_cli() {
+    let ctx = AttemptContext::of(&app(), 1, 1);
+    assert_eq!(ctx.host, "h");
+    assert_eq!(ctx.rpc_port, -1);
+    let out = format_attempt_list(&[(attempt(), ctx.clone())]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "Total number of application attempts :1");
+    assert_eq!(
+        lines[1],
+        format!(
+            "{:>30}\t{:>20}\t{:>35}\t{:>35}",
+            "ApplicationAttempt-Id", "State", "AM-Container-Id", "Tracking-URL"
+        )
+    );
+    let cols: Vec<&str> = lines[2].split('\t').map(str::trim).collect();
+    assert_eq!(
+        cols,
+        [
+            "appattempt_1_0001_000001",
+            "RUNNING",
+            "container_1_0001_01_000001",
+            "http://h:8088/proxy/application_1_0001/"
+        ]
+    );
+    assert_eq!(
+            format_attempt_report(&attempt(), &ctx),
+            "Application Attempt Report : \n\tApplicationAttempt-Id : appattempt_1_0001_000001\n\tState : RUNNING\n\tAMContainer : container_1_0001_01_000001\n\tTracking-URL : http://h:8088/proxy/application_1_0001/\n\tRPC Port : -1\n\tAM Host : h\n\tDiagnostics : \n"
+        );
+    // An earlier attempt has no AM host.
+    assert_eq!(AttemptContext::of(&app(), 1, 2).host, "N/A");
+}
+
+#[test]
+fn container_list_and_report_match_application_cli() {
+    let c = ContainerReportInfo {
+        container_id: "container_1_0001_01_000002".into(),
+        started_time: 1_709_814_896_789,
+        finished_time: 0,
+        container_state: "RUNNING".into(),
+        assigned_node_id: "h:1".into(),
+        node_http_address: "http://h:2".into(),
+        log_url: "http://h:2/node/containerlogs/container_1_0001_01_000002/alice".into(),
+        container_exit_status: 0,
+        ..Default::default()
+    };
+    let out = format_container_list(std::slice::from_ref(&c));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "Total number of containers :1");
+    assert_eq!(
+        lines[1],
+        format!(
+            "{:>30}\t{:>20}\t{:>20}\t{:>20}\t{:>20}\t{:>20}\t{:>35}",
+            "Container-Id",
+            "Start Time",
+            "Finish Time",
+            "State",
+            "Host",
+            "Node Http Address",
+            "LOG-URL"
+        )
+    );
+    let cols: Vec<&str> = lines[2].split('\t').map(str::trim).collect();
+    assert_eq!(
+        cols,
+        [
+            "container_1_0001_01_000002",
+            "Thu Mar 07 12:34:56 +0000 2024",
+            "N/A",
+            "RUNNING",
+            "h:1",
+            "http://h:2",
+            "http://h:2/node/containerlogs/container_1_0001_01_000002/alice"
+        ]
+    );
+    let r = format_container_report(&c);
+    let keys: Vec<&str> = r
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.trim_start().split(" : ").next())
+        .collect();
+    assert!(r.starts_with("Container Report : \n\tContainer-Id : container_1_0001_01_000002\n\tStart-Time : 1709814896789\n"));
+    assert_eq!(
+        keys,
+        [
+            "Container-Id",
+            "Start-Time",
+            "Finish-Time",
+            "State",
+            "Execution-Type",
+            "LOG-URL",
+            "Host",
+            "NodeHttpAddress",
+            "Exit-Status",
+            "Diagnostics"
+        ]
+    );
+}
+
+#[test]
+fn node_status_matches_node_cli() {
+    let n: NodeInfo = serde_json::from_value(serde_json::json!({
+        "id": "h:1", "rack": "/default-rack", "state": "RUNNING",
+        "nodeHTTPAddress": "h:2", "lastHealthUpdate": 1_709_814_896_789u64,
+        "healthReport": "", "numContainers": 2,
+        "nodeLabels": ["gpu", "a"],
+        "usedResource": {"memory": 2048, "vCores": 2},
+        "totalResource": {"memory": 8192, "vCores": 8},
+        "nodeAttributesInfo": {"nodeAttributeInfo": [
+            {"prefix": "nm.yarn.io", "name": "gpu-model", "type": "STRING", "value": "A100"}
+        ]},
+    }))
+    .unwrap();
+    let r = format_node_status(&n);
+    let lines: Vec<&str> = r.lines().collect();
+    assert_eq!(lines[0], "Node Report : ");
+    assert_eq!(lines[1], "\tNode-Id : h:1");
+    assert!(lines.contains(&"\tRack : /default-rack"));
+    assert!(lines.contains(&"\tNode-State : RUNNING"));
+    assert!(lines.contains(&"\tLast-Health-Update : Thu 07/Mar/24 12:34:56:789UTC"));
+    assert!(lines.contains(&"\tContainers : 2"));
+    assert!(lines.contains(&"\tMemory-Used : 2048MB"));
+    assert!(lines.contains(&"\tMemory-Capacity : 8192MB"));
+    assert!(lines.contains(&"\tCPU-Used : 2 vcores"));
+    assert!(lines.contains(&"\tCPU-Capacity : 8 vcores"));
+    assert!(lines.contains(&"\tNode-Labels : a,gpu"));
+    assert!(lines.contains(&"\tNode Attributes : nm.yarn.io/gpu-model(STRING)=A100"));
+    assert!(lines[lines.len() - 2].starts_with("\tResource Utilization by Node : PMem:"));
+    assert_eq!(format_health_time(0), "Thu 01/Jan/70 12:00:00:00UTC");
+}
+
+#[test]
+fn queue_table_matches_formatting_cli_utils() {
+    let q = |name: &str, path: &str, cap: f64| CapacitySchedulerQueueInfo {
+        queue_name: name.into(),
+        queue_path: path.into(),
+        state: "RUNNING".into(),
+        capacity: cap,
+        used_capacity: 0.0,
+        max_capacity: 100.0,
+        weight: -1.0,
+        max_parallel_apps: 2147483647,
+        ..Default::default()
+    };
+    let (root, a) = (q("root", "root", 100.0), q("a", "root.a", 70.0));
+    let t = format_queue_list(&[&root, &a]);
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(lines.len(), 8, "{t}");
+    let border = lines[2];
+    assert!(
+        border.starts_with("+-") && border.ends_with("-+"),
+        "{border}"
+    );
+    assert_eq!(lines[0].len(), border.len());
+    assert_eq!(lines[1].trim_matches('|').trim(), "2 queues were found");
+    assert_eq!(lines[4], border);
+    assert_eq!(lines[7], border);
+    let cells = |l: &str| -> Vec<String> {
+        l.trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    assert_eq!(
+        cells(lines[3]),
+        [
+            "Queue Name",
+            "Queue Path",
+            "State",
+            "Capacity",
+            "Current Capacity",
+            "Maximum Capacity",
+            "Weight",
+            "Maximum Parallel Apps"
+        ]
+    );
+    assert_eq!(
+        cells(lines[6]),
+        [
+            "a",
+            "root.a",
+            "RUNNING",
+            "70.00%",
+            ".00%",
+            "100.00%",
+            "-1.00",
+            "2147483647"
+        ]
+    );
+    // Cells are centred: "a" in a column as wide as "Queue Name".
+    assert!(lines[6].starts_with("|     a      |"), "{}", lines[6]);
+}
