@@ -36,6 +36,21 @@ pub fn advertised_host(configured: Option<&str>, bind_host: &str) -> String {
     local_hostname().unwrap_or_else(|| "127.0.0.1".to_string())
 }
 
+/// A bounded metrics label for an HTTP request method: the standard ones by name, anything
+/// else `other` (a caller choosing methods must not grow a metric's label set).
+pub fn method_label(method: &str) -> &'static str {
+    match method {
+        "GET" => "GET",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "DELETE" => "DELETE",
+        "HEAD" => "HEAD",
+        "OPTIONS" => "OPTIONS",
+        "PATCH" => "PATCH",
+        _ => "other",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

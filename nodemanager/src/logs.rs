@@ -36,14 +36,6 @@ pub struct LogFile {
     pub modified_ms: u64,
 }
 
-/// `<log-dir>/<appId>/<containerId>` for every log dir.
-pub fn container_log_dirs(log_roots: &[PathBuf], id: &ContainerId) -> Vec<PathBuf> {
-    log_roots
-        .iter()
-        .map(|r| r.join(id.application_id().to_string()).join(id.to_string()))
-        .collect()
-}
-
 /// A log file name is one plain path component: no separators, no `.`/`..`, no NUL.
 pub fn valid_file_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])

@@ -81,22 +81,12 @@ pub async fn track(
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    use axum::http::Method;
     let path = req
         .extensions()
         .get::<axum::extract::MatchedPath>()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| "unmatched".to_string());
-    let method = match *req.method() {
-        Method::GET => "GET",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::DELETE => "DELETE",
-        Method::HEAD => "HEAD",
-        Method::OPTIONS => "OPTIONS",
-        Method::PATCH => "PATCH",
-        _ => "other",
-    };
+    let method = spindle_common::net::method_label(req.method().as_str());
     let start = std::time::Instant::now();
     let resp = next.run(req).await;
     h.0.with_label_values(&[method, path.as_str(), resp.status().as_str()])

@@ -15,7 +15,7 @@ use spindle_common::records::cluster::LocalResourceInfo;
 use spindle_common::records::node::ContainerLaunchContext;
 use spindle_common::records::resource::ResourceInfo;
 
-use crate::core::scheduler::elastic::{ElasticSpec, SizeRule as ElasticRule};
+use crate::core::scheduler::elastic_policy::{ElasticSpec, SizeRule as ElasticRule};
 use crate::core::scheduler::gang::GangPhase;
 use crate::core::scheduler::placement::{Constraint, Scope, TagScope, TagTarget};
 use crate::core::scheduler::topology::Domain;

@@ -282,7 +282,10 @@ mod tests {
             Err(BpfError::Load {
                 errno: Errno::EPERM,
                 ..
-            }) => eprintln!("skipped: this process may not load BPF programs"),
+            }) => spindle_test_support::require::skip(
+                "the_verifier_accepts_the_program_when_allowed_to_load",
+                "this process may not load BPF programs (EPERM)",
+            ),
             Err(e) => panic!("{e}"),
         }
     }

@@ -591,8 +591,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_child_runs_as_the_account_it_is_given() {
-        if !nix::unistd::geteuid().is_root() {
-            eprintln!("skipped: switching users needs root");
+        if spindle_test_support::require::root(
+            "a_child_runs_as_the_account_it_is_given",
+            "switching users needs root",
+        )
+        .is_none()
+        {
             return;
         }
         let nobody = crate::runas::Credentials::lookup("nobody").expect("nobody exists");

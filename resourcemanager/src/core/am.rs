@@ -500,7 +500,7 @@ impl RmCore {
                 .maximum
                 .minus(&tree.queues[q].used)
                 .clamp_non_negative();
-            free = scheduler::queues::min_each(&free, &room);
+            free = scheduler::queue_tree::min_each(&free, &room);
         }
         let used = tree.queues[a.queue]
             .users
@@ -512,7 +512,7 @@ impl RmCore {
             .user_limit(a.queue, &Resource::zero())
             .minus(&used)
             .clamp_non_negative();
-        scheduler::queues::min_each(&free, &room)
+        scheduler::queue_tree::min_each(&free, &room)
     }
 
     pub fn am_finish(

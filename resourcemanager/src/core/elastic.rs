@@ -4,11 +4,11 @@
 //! asked of the AM as demands through the preemption protocol (a notice per member, with a
 //! deadline, honouring the AM's acknowledgement; what is left at the deadline is killed with
 //! -102), and the members the AM gives back. The decisions are the scheduler's
-//! ([`scheduler::elastic`]); this module carries them out.
+//! ([`scheduler::elastic_policy`]); this module carries them out.
 
 use super::*;
 use preemption::{Notice, Shrink};
-pub use scheduler::elastic::{ElasticConf, Resize};
+pub use scheduler::elastic_policy::{ElasticConf, Resize};
 
 /// An offer the AM's next allocate answer carries (once).
 #[derive(Debug, Clone, PartialEq)]
@@ -180,7 +180,7 @@ impl RmCore {
                 Notice {
                     preemptor: app,
                     leaf: leaf.unwrap_or_default(),
-                    reason: scheduler::preempt::Reason::Elastic,
+                    reason: scheduler::victims::Reason::Elastic,
                     notified_at: now,
                     deadline,
                     kill_at: deadline,

@@ -383,7 +383,7 @@ impl RmCore {
                     super::preemption::Notice {
                         preemptor,
                         leaf,
-                        reason: super::scheduler::preempt::Reason::Partition,
+                        reason: super::scheduler::victims::Reason::Partition,
                         notified_at: now,
                         deadline,
                         kill_at: deadline,

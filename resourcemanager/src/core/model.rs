@@ -129,7 +129,7 @@ pub struct QueueView {
     pub accessible_labels: Vec<String>,
     pub default_label_expression: Option<String>,
     /// Its share and use of each labelled partition.
-    pub partitions: BTreeMap<String, super::scheduler::queues::PartShare>,
+    pub partitions: BTreeMap<String, super::scheduler::queue_tree::PartShare>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

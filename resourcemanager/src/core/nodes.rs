@@ -282,11 +282,6 @@ impl RmCore {
         self.changed();
     }
 
-    /// The host lists in force (what `refreshNodes` last read).
-    pub fn host_lists(&self) -> &HostLists {
-        &self.hosts
-    }
-
     /// Why a node may not be in service now, if it may not (the registration check).
     pub fn node_refusal(&self, id: &NodeId) -> Option<NodeRefused> {
         self.hosts.refusal(id)

@@ -2,7 +2,7 @@
 //! `tick`), notices to AMs (YARN's `PreemptionMessage` plus a deadline), their
 //! acknowledgements and checkpoint reports, the kill at the deadline (exit -102, PREEMPTED),
 //! and what each application lost. The decisions are the scheduler's
-//! ([`scheduler::preempt`]); this module carries them out.
+//! ([`scheduler::victims`]); this module carries them out.
 //!
 //! Timeline of one preemption: at a round the monitor picks victims and notices go out (an
 //! [`Effect::PreemptionNotice`] per victim attempt, the message in each allocate answer
@@ -13,8 +13,8 @@
 //! as preempted all the same.
 
 use super::*;
-use scheduler::preempt::{Candidate, Choice};
-pub use scheduler::preempt::{PreemptionConf, Reason};
+use scheduler::victims::{Candidate, Choice};
+pub use scheduler::victims::{PreemptionConf, Reason};
 use spindle_common::resource::GPU;
 
 /// At most this many live containers of one leaf are considered as victims in a round
@@ -170,7 +170,7 @@ impl RmCore {
     fn preemption_candidates(
         &self,
         conf: &PreemptionConf,
-        waiting: &[scheduler::preempt::Preemptor],
+        waiting: &[scheduler::victims::Preemptor],
         from: &BTreeSet<scheduler::QueueIdx>,
         now: u64,
     ) -> Vec<Candidate> {

@@ -129,7 +129,7 @@ impl RmCore {
         let calc = self.sched.calculator();
         for x in tree.path_up(target) {
             let after = tree.queues[x].used.plus(&used);
-            if !scheduler::queues::within(calc, &after, &tree.queues[x].maximum) {
+            if !scheduler::queue_tree::within(calc, &after, &tree.queues[x].maximum) {
                 return Err(CoreError::MoveOverMaximum {
                     app: *id,
                     path,
@@ -311,7 +311,7 @@ impl RmCore {
                 })
                 .collect();
             let pct = |r: &Resource, base: &Resource| -> f64 {
-                let x = scheduler::queues::ratio(calc, r, base);
+                let x = scheduler::queue_tree::ratio(calc, r, base);
                 if x.is_finite() {
                     x * 100.0
                 } else {

@@ -171,16 +171,7 @@ pub(super) async fn track(State(m): State<Arc<RmMetrics>>, req: Request, next: N
 
 /// A bounded label for a request method.
 pub(super) fn method_label(m: &Method) -> &'static str {
-    match *m {
-        Method::GET => "GET",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::DELETE => "DELETE",
-        Method::HEAD => "HEAD",
-        Method::OPTIONS => "OPTIONS",
-        Method::PATCH => "PATCH",
-        _ => "other",
-    }
+    spindle_common::net::method_label(m.as_str())
 }
 
 fn gauge(r: &Registry, name: &str, help: &str, v: i64) {

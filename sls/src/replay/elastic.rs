@@ -7,7 +7,7 @@
 //! resize costs `restart_cost_ms` of no progress (the checkpoint is taken at the resize,
 //! so nothing else is lost).
 
-use spindle_resourcemanager::core::scheduler::elastic::{Elastic, ElasticSpec, SizeRule};
+use spindle_resourcemanager::core::scheduler::elastic_policy::{Elastic, ElasticSpec, SizeRule};
 use spindle_resourcemanager::core::scheduler::AskKey;
 use spindle_resourcemanager::core::{ResizeDemandView, ResizeOfferView};
 

@@ -13,15 +13,15 @@
 //! shrinking others only when the time it saves exceeds what they lose; rigid work waiting in
 //! the leaf always gets its GPUs by shrinking (shrinking comes before preempting). No job is
 //! resized more often than the resize interval. Jobs' remaining work comes from their AM's
-//! progress and the speed model ([`super::elastic::Elastic::remaining`]); a job yet without
+//! progress and the speed model ([`super::elastic_policy::Elastic::remaining`]); a job yet without
 //! progress counts as the average of the others. Pure, like the rest of the scheduler.
 
 use spindle_common::resource::GPU;
 use spindle_common::{ApplicationId, Resource};
 
-use super::elastic::{Elastic, ElasticConf, Resize};
+use super::elastic_policy::{Elastic, ElasticConf, Resize};
 use super::gang::{plan, GangPhase, Plan, Unit};
-use super::queues::QueueIdx;
+use super::queue_tree::QueueIdx;
 use super::{AskKey, Placement, Scheduler};
 use crate::core::queue_conf::ElasticPolicy;
 
@@ -313,7 +313,7 @@ impl Scheduler {
             let add = cap.times(i64::from(size - from));
             let within = self.tree.path_up(leaf).all(|q| {
                 let queue = &self.tree.queues[q];
-                super::queues::within(calc, &queue.used.plus(&add), &queue.maximum)
+                super::queue_tree::within(calc, &queue.used.plus(&add), &queue.maximum)
             });
             if !within {
                 continue;

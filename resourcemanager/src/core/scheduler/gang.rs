@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use spindle_common::resource::GPU;
 use spindle_common::{ApplicationId, ContainerId, NodeId, Resource};
 
-use super::nodes::NodeIndex;
-use super::queues::QueueIdx;
+use super::node_index::NodeIndex;
+use super::queue_tree::QueueIdx;
 use super::{AskKey, Scheduler};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -55,7 +55,7 @@ pub struct GangRequest {
     /// Every node of the gang has GPUs of one model.
     pub same_gpu_model: bool,
     /// Set for an elastic gang (one ask, whose count is the maximum).
-    pub elastic: Option<super::elastic::ElasticSpec>,
+    pub elastic: Option<super::elastic_policy::ElasticSpec>,
     /// All members in one domain of a topology level (required or preferred).
     pub domain: Option<super::topology::Domain>,
 }
@@ -101,7 +101,7 @@ pub struct GangParams {
     /// Every node of the gang has GPUs of one model.
     pub same_gpu_model: bool,
     /// Set for an elastic gang (one ask, whose count is the maximum).
-    pub elastic: Option<super::elastic::ElasticSpec>,
+    pub elastic: Option<super::elastic_policy::ElasticSpec>,
     /// All members in one domain of a topology level (required or preferred).
     pub domain: Option<super::topology::Domain>,
     /// The partition (node label) every member runs in; `""` is the default.
@@ -136,7 +136,7 @@ pub struct Gang {
     /// Members the last plan on free room placed (for the reason it waits).
     pub last_fit: usize,
     /// An elastic gang's sizing state, from its first grant on.
-    pub elastic: Option<super::elastic::Elastic>,
+    pub elastic: Option<super::elastic_policy::Elastic>,
     /// A waiting elastic gang of a `doubling` leaf: the size the policy admitted it at.
     pub admitted: Option<u32>,
 }

@@ -6,7 +6,7 @@
 use spindle_common::{ApplicationId, NodeId, Resource};
 
 use super::gang::{describe, per_node, plan, GangParams, GangPhase, Holder, Plan, Unit};
-use super::queues::{within, QueueIdx};
+use super::queue_tree::{within, QueueIdx};
 use super::{Placement, Scheduler};
 
 /// What a gang's turn asks of its queues: whether it fits under every maximum on its path
@@ -290,7 +290,7 @@ impl Scheduler {
             }
             let now = self.now;
             if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {
-                g.elastic = Some(super::elastic::Elastic::new(spec, cap, key, now));
+                g.elastic = Some(super::elastic_policy::Elastic::new(spec, cap, key, now));
             }
         }
         if let Some(g) = self.apps.get_mut(app_id).and_then(|a| a.gangs.get_mut(id)) {

@@ -16,17 +16,17 @@
 mod activation;
 mod asks;
 mod doubling;
-pub mod elastic;
+pub mod elastic_policy;
 pub mod feasible;
 pub mod gang;
 mod gang_turn;
 mod las;
-pub mod nodes;
+pub mod node_index;
 mod pass;
 pub mod placement;
-pub mod preempt;
-pub mod queues;
+pub mod queue_tree;
 pub mod topology;
+pub mod victims;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -35,9 +35,9 @@ use spindle_common::{ApplicationId, NodeId, Resource};
 
 use super::queue_conf::{Calculator, OrderingPolicy, SchedulerConf};
 pub use las::Service;
-pub use nodes::{NodeIndex, SchedNode};
-use queues::{max_each, min_each, ratio, scale, within};
-pub use queues::{Queue, QueueIdx, QueueTree, UserUsage};
+pub use node_index::{NodeIndex, SchedNode};
+use queue_tree::{max_each, min_each, ratio, scale, within};
+pub use queue_tree::{Queue, QueueIdx, QueueTree, UserUsage};
 
 /// (YARN request priority, allocationRequestId): the key of a desired-state ask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

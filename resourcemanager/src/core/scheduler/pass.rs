@@ -436,9 +436,9 @@ impl Scheduler {
         let constraint = ask.constraint.as_ref();
         // A constraint on tags is checked node by node: look further than the plain probes.
         let probes = if constraint.is_some_and(|c| c.counts_tags()) {
-            nodes::PROBES * 16
+            node_index::PROBES * 16
         } else {
-            nodes::PROBES
+            node_index::PROBES
         };
         // Its own partition first, then (a default-partition ask) those that lend.
         let also = |n: &SchedNode| {

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use spindle_common::ApplicationId;
 
-use super::nodes::{NodeIndex, SchedNode};
+use super::node_index::{NodeIndex, SchedNode};
 
 /// The default partition: nodes without a label.
 pub const DEFAULT_PARTITION: &str = "";

@@ -12,7 +12,7 @@ use spindle_common::resource::GPU;
 use spindle_common::Resource;
 
 use super::gang::{plan_models, GangParams, Plan, Unit};
-use super::nodes::{NodeIndex, SchedNode};
+use super::node_index::{NodeIndex, SchedNode};
 
 /// The level named `rack`: the node's rack, as the NM reported it.
 pub const RACK_LEVEL: &str = "rack";

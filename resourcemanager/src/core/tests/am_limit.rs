@@ -254,10 +254,10 @@ proptest! {
 fn gang_ask(n: u32, cap: Resource, elastic: Option<(u32, u32)>) -> AskUpdate {
     let mut params = GangRequest::default();
     if let Some((min, max)) = elastic {
-        params.elastic = Some(crate::core::scheduler::elastic::ElasticSpec {
+        params.elastic = Some(crate::core::scheduler::elastic_policy::ElasticSpec {
             min,
             max,
-            rule: crate::core::scheduler::elastic::SizeRule::Any,
+            rule: crate::core::scheduler::elastic_policy::SizeRule::Any,
             ..Default::default()
         });
     }

@@ -14,7 +14,7 @@ use spindle_common::{ApplicationId, ContainerId};
 use super::preemption::{conf, leaf, Cluster};
 use super::TestEnv;
 use crate::core::queue_conf::*;
-use crate::core::scheduler::elastic::{ElasticSpec, SizeRule};
+use crate::core::scheduler::elastic_policy::{ElasticSpec, SizeRule};
 use crate::core::scheduler::gang::{GangPhase, GangRequest};
 use crate::core::*;
 

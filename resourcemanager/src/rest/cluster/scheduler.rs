@@ -108,7 +108,7 @@ pub(super) fn capacities(v: &QueueView, sh: &Shares) -> QueueCapacities {
         .into_iter()
         .chain(v.partitions.iter().map(|(name, p)| {
             let used = |base: &Resource| {
-                let x = crate::core::scheduler::queues::ratio(
+                let x = crate::core::scheduler::queue_tree::ratio(
                     crate::core::queue_conf::Calculator::Dominant,
                     &p.used,
                     base,

@@ -13,7 +13,7 @@ use spindle_common::resource::GPU;
 use spindle_common::{NodeId, Resource};
 
 use super::placement::NodeTags;
-use super::queues::max_each;
+use super::queue_tree::max_each;
 
 /// Nodes with this many free GPUs or more share the top bucket.
 pub const MAX_BUCKET: usize = 16;
@@ -117,11 +117,6 @@ impl NodeIndex {
 
     fn bucket(&self, partition: &str, b: usize) -> Option<&BTreeSet<(i64, usize)>> {
         self.buckets.get(partition).and_then(|v| v.get(b))
-    }
-
-    /// The schedulable total of each partition with nodes (the default partition is `""`).
-    pub fn partition_totals(&self) -> &BTreeMap<String, Resource> {
-        &self.partition_total
     }
 
     /// The distinct totals of one partition's schedulable nodes, each with its node count.

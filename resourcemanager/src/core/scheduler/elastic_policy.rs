@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use spindle_common::{ApplicationId, ContainerId, Resource};
 
-use super::queues::QueueIdx;
+use super::queue_tree::QueueIdx;
 use super::{AskKey, Placement, Scheduler};
 
 /// The legal sizes of an elastic gang.
@@ -294,7 +294,7 @@ impl Scheduler {
         let mut room = self.nodes.cluster_free();
         for q in self.tree.path_up(leaf) {
             let queue = &self.tree.queues[q];
-            room = super::queues::min_each(
+            room = super::queue_tree::min_each(
                 &room,
                 &queue.maximum.minus(&queue.used).clamp_non_negative(),
             );
