@@ -1,19 +1,31 @@
 //! Spindle's client side: everything that talks *to* the daemons rather than being one.
 //!
-//! - [`rm_client`]: the ResourceManager REST API v1 (`/ws/v1/cluster/...`), as YARN's, with
-//!   [`address`] resolving where the RM is (`--rm-address`, `$SPINDLE_RM_ADDRESS`, the conf dir);
+//! - [`rm_client`]: the ResourceManager REST API v1 (`/ws/v1/cluster/...`, the node label and
+//!   node attribute endpoints included), as YARN's, with [`address`] resolving where the RM
+//!   is (`--rm-address`, `$SPINDLE_RM_ADDRESS`, the conf dir);
 //! - [`am_client`] and [`amrm`]: the ApplicationMasterProtocol (`/ws/v1/am/...`) for AMs, and
-//!   YARN's AMRMClient ask bookkeeping on top of it (desired-state ask table, releases,
-//!   resync, adaptive heartbeat, incremental asks as a `futures::Stream`);
-//! - [`gang`]: all-or-nothing gangs on top of it (`request_gang`, `release_gang`);
-//! - [`nm_client`]: starting, stopping and watching containers on NodeManagers, and their logs;
-//! - ready AMs: [`dshell`] (YARN's distributed shell, client and AM) and [`train`] (the
-//!   distributed-training launcher: a gang of workers with torchrun's rank environment);
+//!   YARN's AMRMClient ask bookkeeping on top of it (`amrm::ask`: the desired-state ask table;
+//!   `amrm::events`: what a heartbeat brought; releases, resync, adaptive heartbeat,
+//!   incremental asks as a `futures::Stream`);
+//! - [`gang`]: all-or-nothing gangs on top of it (`request_gang`, `release_gang`;
+//!   `gang::request`: what an AM asks of a gang);
+//! - [`nm_client`]: starting, stopping and watching containers on NodeManagers, and their logs
+//!   (`start_gang`: a held start on every node, then the release);
+//! - ready AMs: [`dshell`] (YARN's distributed shell, client and AM; its `register_fitting`,
+//!   registration and the maximum-container check, serves both AMs) and [`train`] (the
+//!   distributed-training launcher: a gang of workers with torchrun's rank environment;
+//!   `train::am` the AM, `train::status` its rank file `spindle-ranks.json`, a file between
+//!   the AM and its own client, not a daemon protocol);
 //! - [`launch`]: what those two clients share, submitting this binary as the AM and
 //!   following the application to its end ([`follow`]: waiting reasons, progress, rank 0's
 //!   output, the exit summary; Ctrl-C kills the application);
 //! - [`placement`]: YARN distributed shell's `--placement_spec` text (allocation tags and
 //!   placement constraints);
+//! - [`ship`]: `--src-dir`/`--files`/`--archives`, staged in `<staging>/<user>/<app id>`,
+//!   handed to the AM as local resources, removed with the application;
+//! - [`error`] (`ClientError`), [`user_token`] (the caller's token for an RM in `token` mode),
+//!   [`tls`] (the process's `yarn.http.policy` and trusted CAs) and `http` (the JSON-over-HTTP
+//!   layer the clients share).
 //!
 //! The `spindle` CLI and the local minicluster live in the `spindle` crate (`cli/`), so that an
 //! AM linking this SDK pulls in neither the RM nor SQLite nor axum.

@@ -13,6 +13,9 @@
 //! flattening is done here: span fields are kept as a JSON object per span
 //! ([`JsonSpanFields`]) and merged by [`JsonLines`].
 //!
+//! Audit lines (the `RMAuditLogger` target) go to the file `spindle.audit.log-file` names,
+//! when it is set, else to the daemon's log.
+//!
 //! Must not: know either daemon's state; it only turns events into lines.
 
 use std::fmt;

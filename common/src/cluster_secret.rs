@@ -19,7 +19,10 @@
 //!   MAC); [`ClusterSecret::unwrap_key`] checks the MAC (constant-time) before decrypting.
 //!
 //! The file holds the hex of at least [`MIN_SECRET_BYTES`] random bytes (surrounding
-//! whitespace ignored); [`ClusterSecret::generate_file`] writes a new one. Nothing here reads
+//! whitespace ignored); loading refuses, each with its own error, a missing file, one that is
+//! not a regular file, group or other permission bits, another owner, an empty file, non-hex
+//! text and fewer bytes. [`ClusterSecret::generate_file`] writes a new one (`0600`,
+//! `O_EXCL`). Nothing here reads
 //! a clock or the random source except `generate_file`: callers pass `now_ms` and nonces.
 
 use std::collections::{BTreeSet, HashSet};

@@ -1,5 +1,5 @@
-//! Wall-clock milliseconds, for the edges only (daemons and clients). The scheduler core
-//! never calls this: time is passed into it.
+//! Wall-clock milliseconds and their UTC text forms (ISO 8601, log times), for the edges only
+//! (daemons and clients). The scheduler core never calls this: time is passed into it.
 
 /// Milliseconds since the Unix epoch; 0 if the clock is before 1970.
 pub fn now_ms() -> u64 {

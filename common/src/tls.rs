@@ -3,7 +3,8 @@
 //! With `HTTPS_ONLY` both daemons serve TLS only (the server side is `spindle-rest-edge`'s
 //! serve loop) and every client dials `https://`: an address written without a scheme
 //! (`host:port`, as YARN writes a node's HTTP address) takes the policy's. Clients trust the
-//! system roots plus the CA certificates of `spindle.ssl.client.ca-file` ([`ClientTls`]).
+//! system roots plus the CA certificates of `spindle.ssl.client.ca-file` ([`ClientTls`]);
+//! `with_roots` (behind the `http-client` feature) applies them to a reqwest client.
 //!
 //! Must not: open connections or build HTTP clients (each client crate applies
 //! [`ClientTls`] to its own).

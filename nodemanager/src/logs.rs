@@ -10,7 +10,8 @@
 //! every component below the configured log dir is opened relative to its parent without
 //! following a link (`O_NOFOLLOW`, `O_DIRECTORY`), the file with `O_NOFOLLOW|O_NONBLOCK`, and
 //! what was opened is checked with `fstat`: a regular file with exactly one link. A symbolic
-//! link, a fifo, a device, a directory or a hard link is refused ([`LogError`]), and the
+//! link, a fifo, a device, a directory or a hard link is refused ([`LogError`]; the REST edge
+//! answers 403 with an audit line), and the
 //! listing shows only servable files, sized without following anything.
 
 use std::io::SeekFrom;

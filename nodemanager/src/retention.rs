@@ -4,7 +4,8 @@
 //! nothing in the directory has changed for that long; a negative value keeps logs forever.
 //!
 //! The sweep reads the file system rather than remembering deadlines, so a restarted NM
-//! still deletes the logs of applications that ended before it stopped.
+//! still deletes the logs of applications that ended before it stopped. It never follows a
+//! link (a container owns its log directory and may put links there).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

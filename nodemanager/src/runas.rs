@@ -11,6 +11,9 @@
 //!
 //! Otherwise containers run as the NM's own user. A non-root container cannot leave its
 //! cgroups (their `cgroup.procs` belong to root), which a root one could.
+//!
+//! `chown_tree` gives a container its dirs without following links or giving away a
+//! hard-linked file.
 
 use std::collections::BTreeSet;
 use std::ffi::CString;

@@ -5,7 +5,8 @@
 //! every `nextHeartbeatIntervalMs`, and at once when the container manager wakes us (a
 //! container was accepted or completed). An unreachable RM never stops containers: the NM
 //! keeps running them and keeps trying. RESYNC means register again (with every container
-//! still unacknowledged); SHUTDOWN means the NM exits.
+//! still unacknowledged); SHUTDOWN means the NM exits. The container-token master key in an
+//! answer is unwrapped with the cluster secret before the container manager gets it.
 //!
 //! Distributed node labels and attributes ([`crate::node_labels`]): registration waits for
 //! the providers' first answer and carries the partition (`nodeLabels`, absent without a label

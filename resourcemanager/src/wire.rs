@@ -1,6 +1,9 @@
 //! The edge between the core's domain types and the wire records of `common::records`: one
-//! place for every conversion the driver, the REST handlers, the state store and the
-//! benchmark make, so the core never names a record (its purity test checks).
+//! place for the conversions of the core's output types (`LaunchSpec`, `Allocation`,
+//! `CompletedContainer`, `GangView`) that the driver, the REST handlers, the state store and
+//! the benchmark make, so the core never names a record (its purity test checks). Requests
+//! are turned into core inputs by the REST handler that parses them
+//! (`rest::cluster::submit::submission`, the AM's asks in `rest::am`).
 
 use std::collections::BTreeMap;
 

@@ -3,6 +3,9 @@
 //! [`PathParams`], [`QueryParams`]) and the routers' fallbacks ([`not_found`],
 //! [`method_not_allowed`]) answer bad input the same way on the RM and the NM.
 //!
+//! Rooms: this file (errors, extractors, fallbacks), [`serve`] (the one HTTP serve loop both
+//! daemons run, and `raise_nofile_limit`) and [`audit`] (YARN's `RMAuditLogger` lines).
+//!
 //! Must not: know either daemon's state or commands; each daemon maps its own errors to
 //! [`ApiError`] (`From` impls beside its handlers).
 

@@ -1,7 +1,8 @@
 //! The `spindle` command line, modelled on `yarn`: `application`, `applicationattempt`,
 //! `container`, `node`, `queue`, `top`, `rmadmin`, `schedulerconf`, `nodeattributes`,
-//! `cluster`, `logs`, `distributed-shell`, `train`, `minicluster`, `completion` (and the
-//! hidden `distributed-shell-am` and `train-am`).
+//! `cluster`, `cluster-secret`, `token`, `accounting`, `logs`, `distributed-shell`, `train`,
+//! `minicluster`, `bench`, `sls`, `completion` (and the hidden `distributed-shell-am` and
+//! `train-am`), one file each; YARN's output layouts are in [`format`].
 //!
 //! This module is the binary's edge: commands report with `anyhow` and context, print
 //! user-facing output on stdout and errors on stderr, and map outcomes to exit statuses:

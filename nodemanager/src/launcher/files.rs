@@ -1,5 +1,7 @@
 //! Files in directories a container owns (its work and log dirs), opened without following
-//! a link or waiting on a fifo.
+//! a link or waiting on a fifo. A new container's work dir is made anew (whatever was put at
+//! its place is removed) and written through an `O_NOFOLLOW` descriptor; its stdout/stderr
+//! logs, its stderr tail and `.exitcode` must be regular files with one link.
 
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};

@@ -9,6 +9,8 @@
 //!
 //! The actor's code is split by lifecycle concern, each an `impl Manager` block of its own:
 //! - [`handle`]: the [`Command`]s and the [`NmHandle`] that sends them;
+//! - `auth`: the container-token master keys the RM sent (current and previous), the digests
+//!   of tokens verified at a start, and whose application a bearer token proves;
 //! - `start`: admitting a start request (token, user, environment, devices), localization,
 //!   and starting the process;
 //! - `hold`: held starts (gang launches): holding set-up containers, release, the timeout;

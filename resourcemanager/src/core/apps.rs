@@ -1,4 +1,5 @@
 //! Applications: ids, submission (queue mapping, placement, limits, admission), kill, finishing, retirement of completed applications, and the state-store record (`persist`).
+//! An application's lifetime (YARN's `LIFETIME` timeout) is kept here and enforced by the tick.
 //!
 //! Must not: talk to nodes or AMs directly (containers go through `containers`, attempts through `attempts`).
 

@@ -1,6 +1,7 @@
 //! Elastic gangs' lifecycle: the doubling policy's rounds (every
 //! `spindle.elastic.monitoring-interval-ms`, driven by `tick`), growth handed to the AM as
-//! offers (the members are allocated containers, in `allocatedContainers` too), shrinking
+//! offers (the members are allocated containers, in `allocatedContainers` too; an offer is
+//! told once), shrinking
 //! asked of the AM as demands through the preemption protocol (a notice per member, with a
 //! deadline, honouring the AM's acknowledgement; what is left at the deadline is killed with
 //! -102), and the members the AM gives back. The decisions are the scheduler's

@@ -7,6 +7,9 @@
 //! A change is validated whole first ([`RmCore::plan_labels`] returns the state it would
 //! produce, or the refusal), the driver writes that state to the store, and only then is it
 //! applied ([`RmCore::set_labels`]): durable before visible, nothing half-applied.
+//!
+//! Room a non-exclusive partition lent to the default partition is taken back, by preemption
+//! notices, when the partition's own asks wait (run by the preemption monitor).
 
 use std::collections::{BTreeMap, BTreeSet};
 

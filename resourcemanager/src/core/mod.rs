@@ -3,6 +3,10 @@
 //! every input carries the current time, and every side effect is pushed into an outbox
 //! ([`Effect`]) that the driver executes (the live one writes SQLite and calls NMs; tests
 //! and the simulator just record). The driver owns the one `RmCore` of a running RM.
+//!
+//! Files: a lifecycle is named for its noun (`apps`, `nodes`, `queues`, `preemption`,
+//! `elastic`); the scheduler's view of the same noun is named for that view
+//! (`scheduler::node_index`, `queue_tree`, `victims`, `elastic_policy`).
 
 pub mod model;
 pub mod queue_conf;

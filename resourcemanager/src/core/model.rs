@@ -1,6 +1,12 @@
 //! The RM's domain records: applications, attempts, containers and nodes, as the lifecycle
 //! layer keeps them. REST views are built from these (by the `rest` module), never the other
 //! way round.
+//!
+//! An application's queue is `AppQueue { Leaf(QueuePath), Refused(String) }`; an attempt's life
+//! is `AttemptPhase` (`Scheduled`, `Allocated`, `Launched`, `Running`, `Finishing`, `Ended`),
+//! from which YARN's state, the AM's protocol step and a recovered attempt's deadline are
+//! read, beside its `AmContainer`; a diagnostic carries its `DiagnosticsKind`, so nothing is
+//! decided by reading its text.
 
 use std::collections::{BTreeMap, BTreeSet};
 

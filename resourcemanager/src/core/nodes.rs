@@ -1,4 +1,7 @@
 //! Nodes: the ResourceTracker protocol (register, heartbeat, unregister), reported container states, and losing a node.
+//!
+//! The host lists (`refreshNodes`): a node's drain is `Node.decommissioning`, present exactly
+//! while it is DECOMMISSIONING; the tick ends drains that are empty or past their deadline.
 
 use super::*;
 

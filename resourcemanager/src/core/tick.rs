@@ -1,4 +1,6 @@
 //! Time: everything that happens because time passed (AM and NM liveness, kill deadlines, unregistered AMs, expired allocations, gang timeouts), driven by the caller's clock.
+//! A tick activates a due container-token key, looks at liveness, ends drains, then makes its
+//! decisions (lifetimes, gang timeouts, preemption and elastic rounds, the idle-GPU policy).
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! The typed commands the REST edge sends the driver, in families (each handled by one
+//! The typed commands the REST edge sends the driver, in five families (`App`, `Am`, `Node`,
+//! `Admin`, `Query`; each handled by one
 //! function of the driver), with the name each has in `/metrics` and the span it is handled
 //! in.
 

@@ -2,7 +2,8 @@
 //! [`Command`]s with a oneshot reply; it applies them to the core, executes the core's
 //! effects in order (state-store writes first, so nothing is acknowledged before it is
 //! durable), and only then answers. REST reads ask it for a [`Snapshot`], built lazily: only
-//! when a read comes and the state changed since the last one.
+//! when a read comes and the state changed since the last one. It reports each core call's
+//! time through [`LoopObserver`], which the daemon implements with `/metrics`.
 //!
 //! Must not: name the REST edge (the daemon assembles both), or reach the state store other
 //! than through [`StateStore`].

@@ -28,7 +28,14 @@
 //! `spindle token -issue` (the operator, with the key file); `DELETE` cancels one. A
 //! cancellation is written to the state store (until the token's max date) before it is
 //! answered; the store is the one place that keeps them, and every token-authenticated call
-//! asks the driver whether its token was cancelled.
+//! asks the driver whether its token was cancelled (a call whose check cannot be answered is
+//! refused).
+//!
+//! In `token` mode a submission is pre-checked (`check_submit_acl`): the core answers
+//! `SubmitAccess` for the queue it would place it in, after its mappings; a refusal is 403
+//! before anything is recorded, an unknown queue is left to the scheduler, and a driver error
+//! is that error. `guard_pages` guards the classic pages (`/cluster/...`): in `token` mode they
+//! need a token too.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};

@@ -1,7 +1,12 @@
 //! The RM's HTTP surface: YARN's RM REST API v1 (`cluster`), the ApplicationMasterProtocol
 //! (`am`), the ResourceTracker (`tracker`), Prometheus metrics and the web UI (`web`).
 //! Handlers parse, send a typed command to the driver (or read its snapshot), and map the
-//! answer to YARN's status and body. They hold no state of their own.
+//! answer to YARN's status and body. They hold no cluster state: the only state here is two
+//! edge caches behind a `Mutex`, `groups`' OS group lookups and `node_auth`'s replay nonces.
+//!
+//! Rooms besides those: `cluster::accounting` (usage over a period), `master_key` (the
+//! wrapped key in node-tracker answers), `node_auth`, `schedconf`, `admin`, `groups`,
+//! `auth`, `metrics` and `ui` (the `/ui` single-page app).
 
 mod admin;
 mod am;

@@ -2,14 +2,15 @@
 //! backend can change (SQLite today, [`SqliteStore`]; a coordination service for a standby
 //! RM later) without touching the driver.
 //!
-//! It keeps the applications with their submission contexts and final states, the restart
+//! It keeps the applications with their submission contexts, states, live attempts,
+//! lifetimes and usage, the restart
 //! epoch, the AM-RM token secret, and every accepted capacity-scheduler change, versioned,
 //! written before the client is answered; one usage record per finished application
 //! (its resource-milliseconds per type, for `/accounting`), written when it becomes final
 //! and kept after the application itself is forgotten (`max-completed-applications`); the
 //! node labels and central attributes; and the users' tokens cancelled through
 //! `DELETE /ws/v1/cluster/delegation-token` (sequence number and max date, kept until that
-//! date). The cancelled-token set lives here and only here: the REST edge asks the driver,
+//! date); nothing else. The cancelled-token set lives here and only here: the REST edge asks the driver,
 //! which asks the store.
 //!
 //! Architecture invariant: the driver sees the store only through [`StateStore`], whose

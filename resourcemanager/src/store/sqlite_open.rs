@@ -1,7 +1,9 @@
-//! Opening the SQLite state store: a new one is built whole and renamed into place; an
-//! existing file is checked, without a byte written, before it is used (a zero-byte, foreign
-//! or damaged file, or one with a newer schema, is refused and left as it was); and YARN's
-//! `-format-state-store` deletes one.
+//! Opening the SQLite state store: a new one is created `0600`, built whole beside its path
+//! and renamed into place; an existing file is checked, without a byte written, before it is
+//! used (SQLite header, `store-format` and `schema-version` rows, epoch, AM-RM key,
+//! `quick_check`: a zero-byte, foreign or damaged file, or one with a newer schema, is
+//! refused with a `StoreError` naming the problem and left as it was); and YARN's
+//! `-format-state-store` (`SqliteStore::format`) deletes one.
 
 use std::path::Path;
 

@@ -29,6 +29,9 @@
 //! every worker with its new `RANK`, `WORLD_SIZE`, `MASTER_ADDR`/`MASTER_PORT` (rank 0's
 //! host, a fresh port) and `SPINDLE_RESIZE_COUNT`. A resize costs no restart. Rank 0's
 //! measured throughput (`.spindle-throughput`) goes to the RM with the current size.
+//!
+//! Files: this module (an attempt), `watch.rs` (its heartbeat loop), `resize.rs` (in-place
+//! elastic resizes), `gangs.rs` (the attempt loop and take-over).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

@@ -1,4 +1,6 @@
 //! Applications in the scheduler: admission into a leaf, activation (`max-parallel-apps`, the AM resource limit, YARN's waiting diagnostics), moves, priorities and reconfiguration, and the user and queue limits the pass applies.
+//! The AM limit is YARN's formula over the queue's current limit; waiting applications are
+//! retried before every pass (`activate_waiting`).
 //!
 //! Must not: place containers (the pass does).
 

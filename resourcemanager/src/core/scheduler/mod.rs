@@ -12,6 +12,9 @@
 //! runs after every event (an ask, a node joining or a container ending), so an allocation
 //! never waits for a heartbeat. A leaf, a user or an ask shape that cannot be served is
 //! skipped for the rest of the pass, which bounds a pass's cost on a full cluster.
+//!
+//! The pass serves each labelled partition by the queues' shares of it, then the default
+//! partition, which may borrow non-exclusive partitions' idle room.
 
 mod activation;
 mod asks;

@@ -1,5 +1,6 @@
 //! The node table and its free-capacity index: nodes bucketed by free GPUs, and within a
-//! bucket ordered by free memory, so that a fit is found in a few probes at any cluster size.
+//! bucket ordered by free memory, so that a fit is found in a few probes at any cluster size;
+//! and the holds gangs keep on nodes, with what the holder needs of each node.
 //!
 //! Placement policy: a GPU ask takes the node with the fewest free GPUs that still fits and,
 //! among those, the least free memory (best fit: whole free GPU nodes stay whole). An ask

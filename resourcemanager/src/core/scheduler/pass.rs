@@ -1,4 +1,5 @@
 //! The scheduling pass (`Scheduler::schedule`): pick the most under-served leaf, its next application and ask, a node for it (locality delay, GPU packing), and commit the placement.
+//! A leaf visit (`LeafVisit`) serves one application's gangs, then its plain asks.
 //!
 //! Must not: change an ask or an application's admission except by committing a placement.
 

@@ -6,7 +6,8 @@
 //! priority, a higher `las` level, a user over the user limit). Victims are whole units (a
 //! gang's every live member, or one plain container), chosen where the preemptor's gang will
 //! then be placed: cheapest first by the work they would lose, then pruned to the fewest
-//! that still let the gang fit. The nodes the plan uses are then held for the preemptor.
+//! that still let the gang fit. An elastic gang's members above its minimum are a unit
+//! taken by shrinking, and first. The nodes the plan uses are then held for the preemptor.
 //!
 //! Pure: the lifecycle layer passes the running candidates (it knows containers and
 //! checkpoints) and turns each [`Choice`] into notices, a hold and, at the deadline, kills.
