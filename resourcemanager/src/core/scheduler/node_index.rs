@@ -134,14 +134,7 @@ impl NodeIndex {
     }
 
     fn count_member(&mut self, partition: &str, up: bool) {
-        if up {
-            *self.members.entry(partition.to_string()).or_default() += 1;
-        } else if let Some(c) = self.members.get_mut(partition) {
-            *c = c.saturating_sub(1);
-            if *c == 0 {
-                self.members.remove(partition);
-            }
-        }
+        count(&mut self.members, partition, up);
     }
 
     /// The schedulable total of one partition.
@@ -261,45 +254,41 @@ impl NodeIndex {
         if !n.schedulable {
             return;
         }
-        let (total, used) = (n.total.clone(), n.used.clone());
-        let part = self.partition_total.entry(n.partition.clone()).or_default();
-        if up {
-            part.add_assign(&total);
-        } else {
-            part.sub_assign(&total);
+        // Keys are cloned only when new: partitions and shapes repeat across nodes.
+        if !self.partition_total.contains_key(&n.partition) {
+            self.partition_total
+                .insert(n.partition.clone(), Resource::zero());
         }
-        let shapes = self.shapes.entry(n.partition.clone()).or_default();
-        if up {
-            *shapes.entry(total.clone()).or_default() += 1;
-        } else if let Some(c) = shapes.get_mut(&total) {
-            *c = c.saturating_sub(1);
-            if *c == 0 {
-                shapes.remove(&total);
+        if !self.shapes.contains_key(&n.partition) {
+            self.shapes.insert(n.partition.clone(), BTreeMap::new());
+        }
+        if let Some(part) = self.partition_total.get_mut(&n.partition) {
+            if up {
+                part.add_assign(&n.total);
+            } else {
+                part.sub_assign(&n.total);
             }
         }
+        if let Some(shapes) = self.shapes.get_mut(&n.partition) {
+            count(shapes, &n.total, up);
+        }
         if up {
-            self.cluster.add_assign(&total);
-            self.cluster_used.add_assign(&used);
+            self.cluster.add_assign(&n.total);
+            self.cluster_used.add_assign(&n.used);
             self.schedulable_count += 1;
         } else {
-            self.cluster.sub_assign(&total);
-            self.cluster_used.sub_assign(&used);
+            self.cluster.sub_assign(&n.total);
+            self.cluster_used.sub_assign(&n.used);
             self.schedulable_count = self.schedulable_count.saturating_sub(1);
         }
     }
 
     /// Counts a healthy node's total in or out of `healthy_shapes`, and keeps `largest`.
     fn count_healthy(&mut self, total: &Resource, up: bool) {
+        count(&mut self.healthy_shapes, total, up);
         if up {
-            *self.healthy_shapes.entry(total.clone()).or_default() += 1;
             self.largest = max_each(&self.largest, total);
             return;
-        }
-        if let Some(c) = self.healthy_shapes.get_mut(total) {
-            *c = c.saturating_sub(1);
-            if *c == 0 {
-                self.healthy_shapes.remove(total);
-            }
         }
         // From the distinct shapes, not the nodes: a node leaving costs the shapes.
         self.largest = self
@@ -405,14 +394,24 @@ impl NodeIndex {
         self.count_healthy(&node.total, true);
         self.count_member(&node.partition, true);
         self.by_id.insert(node.id.clone(), slot);
-        self.by_host
-            .entry(node.host.clone())
-            .or_default()
-            .insert(slot);
-        self.by_rack
-            .entry(node.rack.clone())
-            .or_default()
-            .insert(slot);
+        match self.by_host.get_mut(&node.host) {
+            Some(set) => {
+                set.insert(slot);
+            }
+            None => {
+                self.by_host
+                    .insert(node.host.clone(), BTreeSet::from([slot]));
+            }
+        }
+        match self.by_rack.get_mut(&node.rack) {
+            Some(set) => {
+                set.insert(slot);
+            }
+            None => {
+                self.by_rack
+                    .insert(node.rack.clone(), BTreeSet::from([slot]));
+            }
+        }
         if slot == self.slots.len() {
             self.slots.push(Some(node));
         } else {
@@ -832,5 +831,26 @@ impl NodeIndex {
             }
         }
         None
+    }
+}
+
+/// Counts `key` in or out of `map` (a count of 0 leaves it), cloning the key only when new.
+fn count<K, Q>(map: &mut BTreeMap<K, usize>, key: &Q, up: bool)
+where
+    K: Ord + std::borrow::Borrow<Q>,
+    Q: Ord + ToOwned<Owned = K> + ?Sized,
+{
+    match map.get_mut(key) {
+        Some(c) if up => *c += 1,
+        None if up => {
+            map.insert(key.to_owned(), 1);
+        }
+        Some(c) => {
+            *c = c.saturating_sub(1);
+            if *c == 0 {
+                map.remove(key);
+            }
+        }
+        None => {}
     }
 }

@@ -226,6 +226,7 @@ impl Scheduler {
 
     /// One application's turn in a leaf visit: its gangs first (each tried whole, once per
     /// visit), then its plain asks. `None`: go on to the next application.
+    #[inline]
     fn serve_app(
         &mut self,
         visit: &mut LeafVisit<'_>,
@@ -257,7 +258,9 @@ impl Scheduler {
                 return Some(Served::LeafDone);
             }
         }
-        let (waits, candidates) = self.plain_candidates(&app_id, visit);
+        // Built in this frame and lent on: a visit moves no candidate list around.
+        let mut candidates = Candidates::new();
+        let waits = self.plain_candidates(&app_id, visit, &mut candidates);
         let stop = visit.strict.then_some(Served::LeafDone);
         if candidates.is_empty() {
             return if waits { stop } else { None };
@@ -266,7 +269,12 @@ impl Scheduler {
         if visit.blocked_users.contains(visit.leaf, user) {
             return stop;
         }
-        if let Some(served) = self.serve_plain(visit, app_id, candidates) {
+        let user_used = self.tree.queues[visit.leaf]
+            .users
+            .get(user)
+            .map(|u| u.used.clone())
+            .unwrap_or_default();
+        if let Some(served) = self.serve_plain(visit, app_id, &candidates, user_used) {
             return Some(served);
         }
         // Nothing of this application could be placed: without backfill nothing after it
@@ -276,15 +284,16 @@ impl Scheduler {
 
     /// One walk of an application's asks: whether any plain ask waits in this partition,
     /// and those that might be placed now (not of a shape known not to fit, unless local).
+    #[inline]
     fn plain_candidates(
         &self,
         app_id: &ApplicationId,
         visit: &LeafVisit<'_>,
-    ) -> (bool, Candidates) {
+        candidates: &mut Candidates,
+    ) -> bool {
         let mut waits = false;
-        let mut candidates = Candidates::new();
         let Some(a) = self.apps.get(app_id) else {
-            return (waits, candidates);
+            return waits;
         };
         for (k, x) in &a.asks {
             if x.any == 0 || x.gang.is_some() || !same_partition(&x.partition, visit.part) {
@@ -300,37 +309,33 @@ impl Scheduler {
                 candidates.push((*k, cap.clone(), x.is_am));
             }
         }
-        (waits, candidates)
+        waits
     }
 
     /// Places the first of an application's plain candidates that fits somewhere, under its
     /// queues' maxima and its user's limit. `None`: none could be placed in this pass.
+    #[inline]
     fn serve_plain(
         &mut self,
         visit: &mut LeafVisit<'_>,
         app_id: ApplicationId,
-        candidates: Candidates,
+        candidates: &Candidates,
+        user_used: Resource,
     ) -> Option<Served> {
         let leaf = visit.leaf;
-        let user_used = self
-            .apps
-            .get(&app_id)
-            .and_then(|a| self.tree.queues[leaf].users.get(&a.user))
-            .map(|u| u.used.clone())
-            .unwrap_or_default();
         for (key, cap, is_am) in candidates {
-            if visit.failed_shapes.iter().any(|s| s.fits_in(&cap)) {
+            if visit.failed_shapes.iter().any(|s| s.fits_in(cap)) {
                 continue;
             }
             // AM containers were admitted by the AM limit; the user limit governs the rest.
-            let user_ok = is_am
+            let user_ok = *is_am
                 || !visit.part.is_empty()
                 || within(
                     self.conf.calculator,
                     &user_used,
-                    &self.user_limit(leaf, &cap),
+                    &self.user_limit(leaf, cap),
                 );
-            let parts = match self.ask_partitions(visit, &cap, user_ok) {
+            let parts = match self.ask_partitions(visit, cap, user_ok) {
                 Ok(parts) => parts,
                 Err(Some(served)) => return Some(served),
                 // A maximum blocks this shape: the application's next ask may fit.
@@ -343,25 +348,25 @@ impl Scheduler {
                 break;
             }
             self.stats.node_searches += 1;
-            let Some(slot) = self.find_node(&app_id, &key, &parts) else {
+            let Some(slot) = self.find_node(&app_id, key, &parts) else {
                 self.stats.failed_searches += 1;
                 let local = self
                     .apps
                     .get(&app_id)
-                    .and_then(|a| a.asks.get(&key))
+                    .and_then(|a| a.asks.get(key))
                     .is_some_and(|a| a.has_hosts() || a.has_racks());
                 if local {
                     // Its locality relaxes with every miss: a later visit in this pass may
                     // place it, so the pass does not resume past it.
                     visit.passed_over = false;
-                } else if self.shape_failed(visit, cap) {
+                } else if self.shape_failed(visit, cap.clone()) {
                     // No node fits any plain shape: the pass is over (gangs holding nodes
                     // were tried first).
                     return Some(Served::PassDone);
                 }
                 continue;
             };
-            return Some(match self.commit(&app_id, &key, slot) {
+            return Some(match self.commit(&app_id, key, slot) {
                 Some(p) => Served::Placed(vec![p]),
                 None => Served::LeafDone,
             });
@@ -374,6 +379,7 @@ impl Scheduler {
     /// for a default-partition ask also each non-exclusive partition that lends, under the
     /// queue's maxima in it. `Err`: none, because a queue's maximum blocks the shape (the
     /// visit notes it; `Err(Some(PassDone))` when no shape can fit anywhere any more).
+    #[inline]
     fn ask_partitions(
         &self,
         visit: &mut LeafVisit<'_>,
@@ -407,6 +413,7 @@ impl Scheduler {
 
     /// Notes that no node takes `cap` in this pass; whether that leaves no plain shape any
     /// node could take.
+    #[inline]
     fn shape_failed(&self, visit: &mut LeafVisit<'_>, cap: Resource) -> bool {
         visit.failed_shapes.push(cap);
         self.shapes
