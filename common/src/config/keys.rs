@@ -658,6 +658,58 @@ pub const NM_NODE_ATTRIBUTES_PROVIDER_FETCH_TIMEOUT_MS: &str =
     "yarn.nodemanager.node-attributes.provider.fetch-timeout-ms";
 pub const DEFAULT_NM_NODE_ATTRIBUTES_PROVIDER_FETCH_TIMEOUT_MS: u64 = 1_200_000;
 
+/// The decimal text of `v` at compile time, left-aligned, with its length: how
+/// [`DEFAULTS`] spells a typed default without writing its number a second time.
+pub const fn decimal(v: i128) -> ([u8; 40], usize) {
+    let mut rev = [0u8; 40];
+    let mut n = v.unsigned_abs();
+    let mut i = 0;
+    if n == 0 {
+        rev[0] = b'0';
+        i = 1;
+    }
+    while n > 0 {
+        rev[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        i += 1;
+    }
+    let mut out = [0u8; 40];
+    let mut j = 0;
+    if v < 0 {
+        out[0] = b'-';
+        j = 1;
+    }
+    while i > 0 {
+        i -= 1;
+        out[j] = rev[i];
+        j += 1;
+    }
+    (out, j)
+}
+
+/// The text of an integer default constant, made from the constant itself.
+macro_rules! int_text {
+    ($c:expr) => {{
+        const DIGITS: ([u8; 40], usize) = decimal($c as i128);
+        const TEXT: &str = match std::str::from_utf8(DIGITS.0.split_at(DIGITS.1).0) {
+            Ok(t) => t,
+            Err(_) => panic!("decimal digits are ASCII"),
+        };
+        TEXT
+    }};
+}
+
+/// The text of a boolean default constant.
+macro_rules! bool_text {
+    ($c:expr) => {
+        if $c {
+            "true"
+        } else {
+            "false"
+        }
+    };
+}
+
 /// Every default above as the text it would have in a `*-default.xml` file: what a `${key}`
 /// reference to an unset key expands to, and what `docs/configuration.md` lists. Keys with
 /// no default (unset means "none") are absent.
@@ -672,56 +724,143 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     (RM_HOSTNAME, DEFAULT_RM_HOSTNAME),
     (RM_WEBAPP_ADDRESS, DEFAULT_RM_WEBAPP_ADDRESS),
     (RM_SCHEDULER_CLASS, DEFAULT_RM_SCHEDULER_CLASS),
-    (RM_NM_HEARTBEAT_INTERVAL_MS, "1000"),
-    (NM_LIVENESS_EXPIRY_MS, "600000"),
-    (AM_LIVENESS_EXPIRY_MS, "600000"),
-    (RM_CONTAINER_ALLOCATION_EXPIRY_MS, "600000"),
-    (RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS, "86400"),
-    (RM_AM_MAX_ATTEMPTS, "2"),
-    (RM_MAX_COMPLETED_APPLICATIONS, "1000"),
-    (RM_NM_GRACEFUL_DECOMMISSION_TIMEOUT_SECS, "3600"),
+    (
+        RM_NM_HEARTBEAT_INTERVAL_MS,
+        int_text!(DEFAULT_RM_NM_HEARTBEAT_INTERVAL_MS),
+    ),
+    (
+        NM_LIVENESS_EXPIRY_MS,
+        int_text!(DEFAULT_NM_LIVENESS_EXPIRY_MS),
+    ),
+    (
+        AM_LIVENESS_EXPIRY_MS,
+        int_text!(DEFAULT_AM_LIVENESS_EXPIRY_MS),
+    ),
+    (
+        RM_CONTAINER_ALLOCATION_EXPIRY_MS,
+        int_text!(DEFAULT_RM_CONTAINER_ALLOCATION_EXPIRY_MS),
+    ),
+    (
+        RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS,
+        int_text!(DEFAULT_RM_CONTAINER_TOKEN_MASTER_KEY_ROLLING_INTERVAL_SECS),
+    ),
+    (RM_AM_MAX_ATTEMPTS, int_text!(DEFAULT_RM_AM_MAX_ATTEMPTS)),
+    (
+        RM_MAX_COMPLETED_APPLICATIONS,
+        int_text!(DEFAULT_RM_MAX_COMPLETED_APPLICATIONS),
+    ),
+    (
+        RM_NM_GRACEFUL_DECOMMISSION_TIMEOUT_SECS,
+        int_text!(DEFAULT_RM_NM_GRACEFUL_DECOMMISSION_TIMEOUT_SECS),
+    ),
     (
         SPINDLE_RM_STATE_STORE_PATH,
         DEFAULT_SPINDLE_RM_STATE_STORE_PATH,
     ),
-    (RM_SCHEDULER_MONITOR_ENABLE, "false"),
-    (ACL_ENABLE, "false"),
+    (
+        RM_SCHEDULER_MONITOR_ENABLE,
+        bool_text!(DEFAULT_RM_SCHEDULER_MONITOR_ENABLE),
+    ),
+    (ACL_ENABLE, bool_text!(DEFAULT_ACL_ENABLE)),
     (ADMIN_ACL, DEFAULT_ADMIN_ACL),
-    (CLUSTER_MAX_APPLICATION_PRIORITY, "0"),
-    (NODE_LABELS_ENABLED, "false"),
-    (SCHEDULER_MIN_ALLOCATION_MB, "1024"),
-    (SCHEDULER_MAX_ALLOCATION_MB, "8192"),
-    (SCHEDULER_MIN_ALLOCATION_VCORES, "1"),
-    (SCHEDULER_MAX_ALLOCATION_VCORES, "4"),
+    (
+        CLUSTER_MAX_APPLICATION_PRIORITY,
+        int_text!(DEFAULT_CLUSTER_MAX_APPLICATION_PRIORITY),
+    ),
+    (NODE_LABELS_ENABLED, bool_text!(DEFAULT_NODE_LABELS_ENABLED)),
+    (
+        SCHEDULER_MIN_ALLOCATION_MB,
+        int_text!(DEFAULT_SCHEDULER_MIN_ALLOCATION_MB),
+    ),
+    (
+        SCHEDULER_MAX_ALLOCATION_MB,
+        int_text!(DEFAULT_SCHEDULER_MAX_ALLOCATION_MB),
+    ),
+    (
+        SCHEDULER_MIN_ALLOCATION_VCORES,
+        int_text!(DEFAULT_SCHEDULER_MIN_ALLOCATION_VCORES),
+    ),
+    (
+        SCHEDULER_MAX_ALLOCATION_VCORES,
+        int_text!(DEFAULT_SCHEDULER_MAX_ALLOCATION_VCORES),
+    ),
     (CS_RESOURCE_CALCULATOR, DEFAULT_CS_RESOURCE_CALCULATOR),
-    (CS_MAXIMUM_APPLICATIONS, "10000"),
+    (
+        CS_MAXIMUM_APPLICATIONS,
+        int_text!(DEFAULT_CS_MAXIMUM_APPLICATIONS),
+    ),
     (CS_MAXIMUM_AM_RESOURCE_PERCENT, "0.1"),
     (NM_HOSTNAME, DEFAULT_NM_HOSTNAME),
     (NM_WEBAPP_ADDRESS, DEFAULT_NM_WEBAPP_ADDRESS),
     (SPINDLE_NM_RM_ADDRESS, DEFAULT_SPINDLE_NM_RM_ADDRESS),
-    (NM_RESOURCE_MEMORY_MB, "8192"),
-    (NM_RESOURCE_CPU_VCORES, "8"),
-    (NM_DETECT_HARDWARE_CAPABILITIES, "false"),
+    (
+        NM_RESOURCE_MEMORY_MB,
+        int_text!(DEFAULT_NM_RESOURCE_MEMORY_MB),
+    ),
+    (
+        NM_RESOURCE_CPU_VCORES,
+        int_text!(DEFAULT_NM_RESOURCE_CPU_VCORES),
+    ),
+    (
+        NM_DETECT_HARDWARE_CAPABILITIES,
+        bool_text!(DEFAULT_NM_DETECT_HARDWARE_CAPABILITIES),
+    ),
     (NM_RESOURCE_PLUGINS, DEFAULT_NM_RESOURCE_PLUGINS),
     (NM_GPU_ALLOWED_DEVICES, DEFAULT_NM_GPU_ALLOWED_DEVICES),
     (NM_FPGA_ALLOWED_DEVICES, DEFAULT_NM_FPGA_ALLOWED_DEVICES),
     (NM_LOCAL_DIRS, DEFAULT_NM_LOCAL_DIRS),
     (NM_LOG_DIRS, DEFAULT_NM_LOG_DIRS),
     (NM_RECOVERY_DIR, DEFAULT_NM_RECOVERY_DIR),
-    (NM_SLEEP_DELAY_BEFORE_SIGKILL_MS, "250"),
-    (SPINDLE_NM_LAUNCH_HOLD_TIMEOUT_MS, "60000"),
-    (NM_DELETE_DEBUG_DELAY_SEC, "0"),
-    (NM_VMEM_CHECK_ENABLED, "true"),
-    (NM_PMEM_CHECK_ENABLED, "true"),
+    (
+        NM_SLEEP_DELAY_BEFORE_SIGKILL_MS,
+        int_text!(DEFAULT_NM_SLEEP_DELAY_BEFORE_SIGKILL_MS),
+    ),
+    (
+        SPINDLE_NM_LAUNCH_HOLD_TIMEOUT_MS,
+        int_text!(DEFAULT_SPINDLE_NM_LAUNCH_HOLD_TIMEOUT_MS),
+    ),
+    (
+        NM_DELETE_DEBUG_DELAY_SEC,
+        int_text!(DEFAULT_NM_DELETE_DEBUG_DELAY_SEC),
+    ),
+    (
+        NM_VMEM_CHECK_ENABLED,
+        bool_text!(DEFAULT_NM_VMEM_CHECK_ENABLED),
+    ),
+    (
+        NM_PMEM_CHECK_ENABLED,
+        bool_text!(DEFAULT_NM_PMEM_CHECK_ENABLED),
+    ),
     (NM_VMEM_PMEM_RATIO, "2.1"),
-    (NM_CONTAINER_MONITOR_INTERVAL_MS, "3000"),
-    (NM_HEALTH_CHECKER_INTERVAL_MS, "600000"),
-    (NM_HEALTH_CHECKER_SCRIPT_TIMEOUT_MS, "1200000"),
+    (
+        NM_CONTAINER_MONITOR_INTERVAL_MS,
+        int_text!(DEFAULT_NM_CONTAINER_MONITOR_INTERVAL_MS),
+    ),
+    (
+        NM_HEALTH_CHECKER_INTERVAL_MS,
+        int_text!(DEFAULT_NM_HEALTH_CHECKER_INTERVAL_MS),
+    ),
+    (
+        NM_HEALTH_CHECKER_SCRIPT_TIMEOUT_MS,
+        int_text!(DEFAULT_NM_HEALTH_CHECKER_SCRIPT_TIMEOUT_MS),
+    ),
     (NM_CGROUPS_HIERARCHY, DEFAULT_NM_CGROUPS_HIERARCHY),
-    (NM_NODE_LABELS_PROVIDER_FETCH_INTERVAL_MS, "600000"),
-    (NM_NODE_LABELS_PROVIDER_FETCH_TIMEOUT_MS, "1200000"),
-    (NM_NODE_ATTRIBUTES_PROVIDER_FETCH_INTERVAL_MS, "600000"),
-    (NM_NODE_ATTRIBUTES_PROVIDER_FETCH_TIMEOUT_MS, "1200000"),
+    (
+        NM_NODE_LABELS_PROVIDER_FETCH_INTERVAL_MS,
+        int_text!(DEFAULT_NM_NODE_LABELS_PROVIDER_FETCH_INTERVAL_MS),
+    ),
+    (
+        NM_NODE_LABELS_PROVIDER_FETCH_TIMEOUT_MS,
+        int_text!(DEFAULT_NM_NODE_LABELS_PROVIDER_FETCH_TIMEOUT_MS),
+    ),
+    (
+        NM_NODE_ATTRIBUTES_PROVIDER_FETCH_INTERVAL_MS,
+        int_text!(DEFAULT_NM_NODE_ATTRIBUTES_PROVIDER_FETCH_INTERVAL_MS),
+    ),
+    (
+        NM_NODE_ATTRIBUTES_PROVIDER_FETCH_TIMEOUT_MS,
+        int_text!(DEFAULT_NM_NODE_ATTRIBUTES_PROVIDER_FETCH_TIMEOUT_MS),
+    ),
 ];
 
 /// The built-in default of `name`, as text, if it has one.

@@ -1688,3 +1688,28 @@ fn real_hadoop_keys_make_no_noise() {
         .collect();
     assert!(noisy.is_empty(), "{noisy:#?}");
 }
+
+/// A typed default and its text in `DEFAULTS` are one value: the integers' and booleans' text
+/// is made from their constants at compile time; a fraction cannot be, so its text is held to
+/// its constant here.
+#[test]
+fn each_default_text_is_its_typed_constant() {
+    let text = |k: &str| keys::default_of(k).expect("a default");
+    assert_eq!(text(keys::NM_LIVENESS_EXPIRY_MS), "600000");
+    assert_eq!(text(keys::RM_NM_HEARTBEAT_INTERVAL_MS), "1000");
+    assert_eq!(text(keys::CLUSTER_MAX_APPLICATION_PRIORITY), "0");
+    assert_eq!(text(keys::RM_SCHEDULER_MONITOR_ENABLE), "false");
+    assert_eq!(text(keys::NM_VMEM_CHECK_ENABLED), "true");
+    assert_eq!(
+        text(keys::CS_MAXIMUM_AM_RESOURCE_PERCENT).parse::<f64>(),
+        Ok(keys::DEFAULT_CS_MAXIMUM_AM_RESOURCE_PERCENT)
+    );
+    assert_eq!(
+        text(keys::NM_VMEM_PMEM_RATIO).parse::<f64>(),
+        Ok(keys::DEFAULT_NM_VMEM_PMEM_RATIO)
+    );
+    for v in [0i128, 7, 10, 86_400, 1_200_000, -3] {
+        let (d, n) = keys::decimal(v);
+        assert_eq!(std::str::from_utf8(&d[..n]), Ok(v.to_string().as_str()));
+    }
+}
