@@ -129,6 +129,29 @@ impl ClientError {
         matches!(self, Self::Connect { .. })
     }
 
+    /// True when the connection broke under a request the peer had not answered (reset,
+    /// aborted, closed mid-answer): the peer went away, as a crashing RM does. Worth retrying
+    /// for a read; a write may or may not have been applied.
+    pub fn is_peer_gone(&self) -> bool {
+        let Self::Request { cause, .. } = self else {
+            return false;
+        };
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(cause);
+        while let Some(e) = source {
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                use std::io::ErrorKind::*;
+                if matches!(
+                    io.kind(),
+                    ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
+                ) {
+                    return true;
+                }
+            }
+            source = e.source();
+        }
+        false
+    }
+
     /// True when the exception name (e.g. `ApplicationMasterNotRegisteredException`) matches.
     pub fn is_exception(&self, name: &str) -> bool {
         match self {
@@ -140,5 +163,39 @@ impl ClientError {
             } => exception == name || java_class_name.ends_with(name) || message.contains(name),
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::address::RmAddress;
+    use crate::rm_client::RmClient;
+    use spindle_common::ApplicationId;
+    use tokio::io::AsyncReadExt;
+
+    /// An RM killed under a request resets its connection: the client error says the peer
+    /// went away (a status read is retried), while a refused connection stays `is_connect`.
+    #[tokio::test]
+    async fn a_connection_reset_under_a_request_is_the_peer_gone() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf).await;
+            // A zero linger makes the close a reset, as a killed process's socket gives.
+            socket_reset(s);
+        });
+        let rm = RmClient::new(&RmAddress::parse(&addr.to_string()).unwrap()).unwrap();
+        let e = rm.app(&ApplicationId::new(1, 1)).await.unwrap_err();
+        server.await.unwrap();
+        assert!(e.is_peer_gone(), "{e}");
+        assert!(!e.is_connect(), "{e}");
+    }
+
+    #[allow(deprecated)]
+    fn socket_reset(s: tokio::net::TcpStream) {
+        s.set_linger(Some(std::time::Duration::ZERO)).unwrap();
+        drop(s);
     }
 }

@@ -33,7 +33,9 @@ pub(crate) async fn look_at_app(
             *unreachable_since = None;
             Ok(Some(a))
         }
-        Err(e) if e.is_connect() => {
+        // A status read is safe to repeat: an RM that cannot be reached, or that went away
+        // under the request (killed mid-answer), is waited for alike.
+        Err(e) if e.is_connect() || e.is_peer_gone() => {
             let since = *unreachable_since.get_or_insert_with(Instant::now);
             if since.elapsed() > RM_UNREACHABLE_GRACE {
                 return Err(e);
