@@ -430,18 +430,7 @@ pub fn format_node_status(n: &NodeInfo) -> String {
     let _ = writeln!(s, "\tCPU-Capacity : {} vcores", total.vcores);
     let _ = writeln!(s, "\tNode-Labels : {}", labels.join(","));
     let _ = writeln!(s, "\tNode Attributes : {}", node_attributes(n).join(","));
-    let _ = writeln!(
-        s,
-        "\tResource Utilization by Node : PMem:{} MB, VMem:{} MB, VCores:{}",
-        u.node_physical_memory_mb, u.node_virtual_memory_mb, u.node_cpu_usage
-    );
-    let _ = writeln!(
-        s,
-        "\tResource Utilization by Containers : PMem:{} MB, VMem:{} MB, VCores:{}",
-        u.aggregated_containers_physical_memory_mb,
-        u.aggregated_containers_virtual_memory_mb,
-        u.containers_cpu_usage
-    );
+    utilization_lines(&mut s, u);
     // Extended resources (yarn.io/gpu, ...) as YARN's Resource string shows them.
     if total.extended().next().is_some() {
         let _ = writeln!(s, "\tConfigured Resources : {total}");
@@ -582,18 +571,7 @@ pub fn format_node_list(nodes: &[NodeInfo], show_details: bool) -> String {
                 "\tAllocated Resources : {}",
                 n.used_resource.to_resource()
             );
-            let _ = writeln!(
-                s,
-                "\tResource Utilization by Node : PMem:{} MB, VMem:{} MB, VCores:{}",
-                u.node_physical_memory_mb, u.node_virtual_memory_mb, u.node_cpu_usage
-            );
-            let _ = writeln!(
-                s,
-                "\tResource Utilization by Containers : PMem:{} MB, VMem:{} MB, VCores:{}",
-                u.aggregated_containers_physical_memory_mb,
-                u.aggregated_containers_virtual_memory_mb,
-                u.containers_cpu_usage
-            );
+            utilization_lines(&mut s, u);
             let _ = writeln!(s, "\tNode-Labels : {}", labels.join(","));
         }
     }
@@ -690,6 +668,25 @@ pub fn format_queue_status(q: &CapacitySchedulerQueueInfo) -> String {
     let _ = writeln!(o, "\tPreemption : {}", word(preempt));
     let _ = writeln!(o, "\tIntra-queue Preemption : {}", word(intra));
     o
+}
+
+/// A node's two utilization lines, as `yarn node -status` and `-list -showDetails` print them.
+fn utilization_lines(
+    s: &mut String,
+    u: &spindle_common::records::cluster::ResourceUtilizationInfo,
+) {
+    let _ = writeln!(
+        s,
+        "\tResource Utilization by Node : PMem:{} MB, VMem:{} MB, VCores:{}",
+        u.node_physical_memory_mb, u.node_virtual_memory_mb, u.node_cpu_usage
+    );
+    let _ = writeln!(
+        s,
+        "\tResource Utilization by Containers : PMem:{} MB, VMem:{} MB, VCores:{}",
+        u.aggregated_containers_physical_memory_mb,
+        u.aggregated_containers_virtual_memory_mb,
+        u.containers_cpu_usage
+    );
 }
 
 #[cfg(test)]
