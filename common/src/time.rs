@@ -208,6 +208,57 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// A time limit Slurm's way (`--time`): `MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM` or
+/// `D-HH:MM:SS`, as seconds. `0` is refused (Slurm reads it as "no limit"; a Spindle
+/// application without a limit simply has none).
+pub fn parse_slurm_time(text: &str) -> Result<u64, SlurmTimeError> {
+    let t = text.trim();
+    let err = |reason| SlurmTimeError {
+        text: text.to_string(),
+        reason,
+    };
+    let number = |s: &str| -> Result<u64, SlurmTimeError> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(err("each field is a whole number"));
+        }
+        s.parse::<u64>().map_err(|_| err("a field is too large"))
+    };
+    let (days, rest) = match t.split_once('-') {
+        Some((d, rest)) => (Some(number(d)?), rest),
+        None => (None, t),
+    };
+    let fields: Vec<u64> = rest.split(':').map(number).collect::<Result<_, _>>()?;
+    let secs = match (days, fields.as_slice()) {
+        (None, [m]) => m.checked_mul(60),
+        (None, [m, s]) => m.checked_mul(60).and_then(|m| m.checked_add(*s)),
+        (None, [h, m, s]) | (Some(_), [h, m, s]) => h
+            .checked_mul(3600)
+            .and_then(|h| h.checked_add(m.checked_mul(60)?))
+            .and_then(|x| x.checked_add(*s)),
+        (Some(_), [h]) => h.checked_mul(3600),
+        (Some(_), [h, m]) => h
+            .checked_mul(3600)
+            .and_then(|h| h.checked_add(m.checked_mul(60)?)),
+        _ => return Err(err("use MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS")),
+    };
+    let secs = days
+        .map_or(Some(0), |d| d.checked_mul(86_400))
+        .and_then(|d| secs.and_then(|s| s.checked_add(d)))
+        .ok_or_else(|| err("the limit is too large"))?;
+    if secs == 0 {
+        return Err(err("a limit must be above zero"));
+    }
+    Ok(secs)
+}
+
+/// A `--time` value that is not one of Slurm's formats.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid time limit '{text}': {reason}")]
+pub struct SlurmTimeError {
+    pub text: String,
+    pub reason: &'static str,
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -271,6 +322,31 @@ mod tests {
             "tomorrow at noon, please",
         ] {
             assert!(parse_iso8601(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn slurm_time_limits_in_every_format() {
+        assert_eq!(parse_slurm_time("5"), Ok(300));
+        assert_eq!(parse_slurm_time("0:05"), Ok(5));
+        assert_eq!(parse_slurm_time("1:30"), Ok(90));
+        assert_eq!(parse_slurm_time("2:00:00"), Ok(7200));
+        assert_eq!(parse_slurm_time("1-2"), Ok(93_600));
+        assert_eq!(parse_slurm_time("1-2:30"), Ok(95_400));
+        assert_eq!(parse_slurm_time("1-02:30:15"), Ok(95_415));
+        for bad in [
+            "",
+            "0",
+            "a",
+            "1:2:3:4",
+            "1-",
+            "-5",
+            "1-1:2:3:4",
+            "1.5",
+            "99999999999999999999",
+        ] {
+            let e = parse_slurm_time(bad).unwrap_err();
+            assert!(e.to_string().contains("invalid time limit"), "{bad}: {e}");
         }
     }
 }
