@@ -272,6 +272,8 @@ fn setup(spec: &BenchSpec, gang_timeout_ms: u64) -> Setup {
             groups: vec![],
             node_label_expression: None,
             am_node_label_expression: None,
+            lifetime_secs: None,
+            dependencies: Vec::new(),
         };
         if core.submit(id, sub, now).is_err() {
             continue;

@@ -357,6 +357,10 @@ pub const DEFAULT_CS_QUEUE_GPU_IDLE_THRESHOLD_PERCENT: f64 = 5.0;
 /// Priority of an application that names none.
 pub const CS_QUEUE_DEFAULT_APPLICATION_PRIORITY: &str = "default-application-priority";
 pub const DEFAULT_CS_QUEUE_DEFAULT_APPLICATION_PRIORITY: i32 = 0;
+/// Seconds an application of the queue lives when it asks for no lifetime (-1: none).
+pub const CS_QUEUE_DEFAULT_APPLICATION_LIFETIME: &str = "default-application-lifetime";
+/// Seconds an application of the queue lives at most (-1: no maximum).
+pub const CS_QUEUE_MAXIMUM_APPLICATION_LIFETIME: &str = "maximum-application-lifetime";
 /// The queue's priority among its siblings.
 pub const CS_QUEUE_PRIORITY: &str = "priority";
 pub const DEFAULT_CS_QUEUE_PRIORITY: i32 = 0;

@@ -1287,7 +1287,7 @@ mod known_keys {
             "yarn.resourcemanager.webapp.https.address",
             "yarn.nodemanager.resource.percentage-physical-cpu-limit",
             "yarn.scheduler.capacity.schedule-asynchronously.enable",
-            "yarn.scheduler.capacity.root.a.maximum-application-lifetime",
+            "yarn.scheduler.capacity.root.a.reservable",
             "yarn.scheduler.capacity.root.a.leaf-queue-template.capacity",
             "yarn.scheduler.capacity.root.a.accessible-node-labels.x.maximum-am-resource-percent",
         ] {

@@ -306,6 +306,7 @@ impl RmCore {
         if sub.am_launch.commands.iter().all(|c| c.trim().is_empty()) {
             return Err(CoreError::EmptyAmCommand);
         }
+        self.check_dependencies(&id, &sub.dependencies)?;
         let placed = self.place(&id, &sub);
         sub.am_resource = self.normalize_in(&sub.am_resource, placed.as_ref().ok().copied())?;
         let max_prio = self.sched.conf().max_application_priority.max(0);
@@ -366,8 +367,18 @@ impl RmCore {
             }
         };
         app.state = AppState::ACCEPTED;
+        // YARN's LIFETIME, counted from submission, as the queue grants it.
+        let granted = self.sched.tree().queues[leaf]
+            .spec
+            .lifetime
+            .grant(app.sub.lifetime_secs);
+        if let Some(secs) = granted.secs() {
+            let at = now.saturating_add(secs.saturating_mul(1000));
+            app.lifetime = Some(at);
+            self.lifetimes.insert((at, id));
+        }
         self.apps.insert(id, app);
-        self.admit(id, leaf, now);
+        self.admit_or_hold(id, leaf, true, now);
         // The record is written with the attempt counted, before the client is answered.
         self.persist(&id);
         self.run_scheduler(now);
@@ -582,6 +593,10 @@ impl RmCore {
         self.persist(id);
         self.maybe_retire(id, now);
         self.evict_completed();
+        self.held.remove(id);
+        if !self.held.is_empty() {
+            self.release_held(now);
+        }
         self.changed();
     }
 

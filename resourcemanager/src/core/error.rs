@@ -28,6 +28,8 @@ pub enum RefusalClass {
 /// Resources in a variant are boxed: the error travels in every `Result` of the core.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CoreError {
+    #[error("Dependency {0} is not an application the ResourceManager knows (an application cannot depend on itself)")]
+    UnknownDependency(ApplicationId),
     // ------------------------------------------------------------ AM-RM tokens
     #[error("Invalid AMRMToken: {0}")]
     InvalidToken(TokenError),
@@ -231,6 +233,7 @@ impl CoreError {
             | OverMaximumAllocation { .. }
             | DuplicateApp(_)
             | AppIdNotIssued(_)
+            | UnknownDependency(_)
             | UnmanagedAm
             | EmptyAmCommand
             | MoveToUnknownQueue { .. }

@@ -19,6 +19,7 @@ mod attempts;
 mod check;
 mod containers;
 mod deadlines;
+mod dependencies;
 mod elastic;
 mod error;
 mod idle;
@@ -188,6 +189,12 @@ pub struct RmCore {
     /// Applications' `LIFETIME` deadlines, soonest first (see `apps::expire_lifetimes`); an
     /// entry whose application ended or changed its deadline is dropped when it comes due.
     lifetimes: BTreeSet<(u64, ApplicationId)>,
+    /// ACCEPTED applications held out of the scheduler for their dependencies (see
+    /// `dependencies`): looked at again whenever an application ends.
+    held: BTreeSet<ApplicationId>,
+    /// Set by recovery: the next tick looks at the held applications again, once every
+    /// application has been recovered.
+    held_recheck: bool,
     /// Containers allocated but not yet running (ALLOCATED, ACQUIRED), oldest allocation
     /// first: what the allocation expiry looks at (`tick`), without walking every container.
     awaiting_launch: BTreeSet<(u64, ContainerId)>,
@@ -250,6 +257,8 @@ impl RmCore {
             apps: SharedMap::new(),
             completed: BTreeSet::new(),
             lifetimes: BTreeSet::new(),
+            held: BTreeSet::new(),
+            held_recheck: false,
             awaiting_launch: BTreeSet::new(),
             draining: BTreeSet::new(),
             node_liveness: deadlines::Deadlines::default(),

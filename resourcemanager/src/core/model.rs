@@ -42,6 +42,37 @@ pub struct Submission {
     pub node_label_expression: Option<String>,
     /// YARN's `amContainerNodeLabelExpression`: the AM container's partition.
     pub am_node_label_expression: Option<String>,
+    /// YARN's `LIFETIME` timeout asked for, in seconds from submission (capped by the
+    /// queue's maximum; None takes the queue's default).
+    pub lifetime_secs: Option<u64>,
+    /// Applications that must end (or succeed) before this one is admitted.
+    pub dependencies: Vec<Dependency>,
+}
+
+/// Slurm's dependency types: what a named application must have done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DependencyKind {
+    /// `afterany`: ended, however.
+    AfterAny,
+    /// `afterok`: finished and succeeded; any other end fails the dependent application.
+    AfterOk,
+}
+
+impl DependencyKind {
+    /// Slurm's (and the submission body's) spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DependencyKind::AfterAny => "afterany",
+            DependencyKind::AfterOk => "afterok",
+        }
+    }
+}
+
+/// One dependency of a submission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dependency {
+    pub app: ApplicationId,
+    pub kind: DependencyKind,
 }
 
 /// What a container runs (YARN's `ContainerLaunchContext`, in the core's terms): the core
@@ -126,6 +157,8 @@ pub struct QueueView {
     pub users: Vec<UserView>,
     pub ordering: OrderingPolicy,
     pub default_application_priority: i32,
+    /// The queue's application lifetimes (inherited ones included).
+    pub lifetime: super::queue_conf::LifetimeLimits,
     pub priority: i32,
     pub acl_submit: String,
     pub acl_admin: String,
@@ -273,6 +306,8 @@ pub enum DiagnosticsKind {
     Lasting,
     /// The scheduler's reason why the application is not activated yet.
     NotActivated,
+    /// The application is held until the applications it depends on end.
+    Dependency,
     /// A gang of the application waits, or gave up softly.
     Gang,
     /// The application is being killed.

@@ -202,6 +202,8 @@ pub struct QueueSpec {
     pub elastic: ElasticPolicy,
     /// `<qp>.default-application-priority`.
     pub default_application_priority: i32,
+    /// `<qp>.default-application-lifetime` / `maximum-application-lifetime` (inherited).
+    pub lifetime: LifetimeLimits,
     /// `<qp>.priority`: among siblings equally under-served, the higher goes first.
     pub priority: i32,
     /// `<qp>.accessible-node-labels`: None inherits the parent's (root: any).
@@ -308,6 +310,7 @@ impl QueueSpec {
             las: LasSpec::default(),
             elastic: ElasticPolicy::None,
             default_application_priority: 0,
+            lifetime: LifetimeLimits::default(),
             priority: 0,
             accessible_labels: None,
             label_capacities: BTreeMap::new(),
@@ -403,6 +406,50 @@ impl SchedulerConf {
             max_application_priority: 0,
             admin_acl: Acl::everyone(),
             acl_enabled: false,
+        }
+    }
+}
+
+/// A queue's application lifetimes (YARN's `default-application-lifetime` and
+/// `maximum-application-lifetime`, in seconds; unset or -1 means none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LifetimeLimits {
+    pub default_secs: Option<u64>,
+    pub max_secs: Option<u64>,
+}
+
+/// The lifetime an application gets in its queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifetime {
+    /// No lifetime: it runs until it ends.
+    Unlimited,
+    /// What it asked for, or the queue's default when it asked for none.
+    Granted(u64),
+    /// It asked for more than the queue's maximum and got the maximum.
+    Capped { asked: u64, max: u64 },
+}
+
+impl Lifetime {
+    /// The seconds it runs for at most, if any.
+    pub fn secs(self) -> Option<u64> {
+        match self {
+            Lifetime::Unlimited => None,
+            Lifetime::Granted(s) | Lifetime::Capped { max: s, .. } => Some(s),
+        }
+    }
+}
+
+impl LifetimeLimits {
+    /// YARN's rule: a request above the maximum gets the maximum; no request gets the
+    /// default, else the maximum.
+    pub fn grant(&self, asked: Option<u64>) -> Lifetime {
+        match (asked, self.max_secs) {
+            (Some(a), Some(max)) if a > max => Lifetime::Capped { asked: a, max },
+            (Some(a), _) => Lifetime::Granted(a),
+            (None, max) => match self.default_secs.or(max) {
+                Some(s) => Lifetime::Granted(s),
+                None => Lifetime::Unlimited,
+            },
         }
     }
 }

@@ -359,6 +359,7 @@ impl RmCore {
                 users,
                 ordering: q.spec.ordering,
                 default_application_priority: q.spec.default_application_priority,
+                lifetime: q.spec.lifetime,
                 priority: q.spec.priority,
                 acl_submit: tree.acl_string(i, false),
                 acl_admin: tree.acl_string(i, true),

@@ -108,7 +108,9 @@ impl RmCore {
                             "Recovered after a ResourceManager restart; starting a new attempt.",
                         );
                     }
-                    self.admit(id, leaf, now);
+                    // Its dependencies may not be recovered yet: the first tick looks again.
+                    self.held_recheck = true;
+                    self.admit_or_hold(id, leaf, false, now);
                     self.persist(&id);
                 }
                 None => {

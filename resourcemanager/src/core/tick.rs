@@ -20,6 +20,9 @@ impl RmCore {
     pub fn tick_decisions(&mut self, now: u64) {
         self.sched.set_now(now);
         self.expire_lifetimes(now);
+        if std::mem::take(&mut self.held_recheck) {
+            self.release_held(now);
+        }
         self.expire_gangs(now);
         self.sched.refresh_levels();
         self.preemption_tick(now);

@@ -10,7 +10,7 @@ use spindle_common::states::{FinalApplicationStatus, YarnApplicationState};
 use spindle_common::{ApplicationId, ContainerId, NodeId, Resource};
 
 use crate::core::labels::NodeLabels;
-use crate::core::{AppQueue, AppRecord, AttemptRecord, Submission};
+use crate::core::{AppQueue, AppRecord, AttemptRecord, Dependency, DependencyKind, Submission};
 
 #[derive(Serialize, Deserialize)]
 pub(super) struct StoredApp {
@@ -54,6 +54,19 @@ pub(super) struct StoredApp {
     resource_ms: Vec<(String, i64)>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     preempted_ms: Vec<(String, i64)>,
+    /// The lifetime asked for at submission (seconds); absent when none was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lifetime_secs: Option<u64>,
+    /// `afterany`/`afterok` dependencies; absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    dependencies: Vec<StoredDependency>,
+}
+
+/// A dependency as stored: the application and `afterany` or `afterok`.
+#[derive(Serialize, Deserialize)]
+pub(super) struct StoredDependency {
+    app: ApplicationId,
+    after_ok: bool,
 }
 
 /// Node labels and centrally set attributes as stored (one JSON value under the meta key
@@ -134,6 +147,16 @@ pub(super) fn to_stored(r: &AppRecord) -> StoredApp {
         memory_ms: r.memory_ms,
         vcore_ms: r.vcore_ms,
         lifetime: r.lifetime,
+        lifetime_secs: r.sub.lifetime_secs,
+        dependencies: r
+            .sub
+            .dependencies
+            .iter()
+            .map(|d| StoredDependency {
+                app: d.app,
+                after_ok: d.kind == DependencyKind::AfterOk,
+            })
+            .collect(),
         resource_ms: entries_of(&r.usage.resource_ms),
         preempted_ms: entries_of(&r.usage.preempted_ms),
         live_attempt: r.live_attempt.as_ref().map(|a| StoredAttempt {
@@ -179,6 +202,19 @@ pub(super) fn from_stored(s: StoredApp) -> AppRecord {
             groups: Vec::new(),
             node_label_expression: s.node_label_expression,
             am_node_label_expression: s.am_node_label_expression,
+            lifetime_secs: s.lifetime_secs,
+            dependencies: s
+                .dependencies
+                .iter()
+                .map(|d| Dependency {
+                    app: d.app,
+                    kind: if d.after_ok {
+                        DependencyKind::AfterOk
+                    } else {
+                        DependencyKind::AfterAny
+                    },
+                })
+                .collect(),
         },
         queue: AppQueue::recovered(s.queue),
         state: s.state,

@@ -42,6 +42,8 @@ pub(crate) fn record() -> AppRecord {
             groups: vec![],
             node_label_expression: None,
             am_node_label_expression: None,
+            lifetime_secs: None,
+            dependencies: Vec::new(),
         },
         queue: AppQueue::recovered("root.default".into()),
         state: YarnApplicationState::ACCEPTED,

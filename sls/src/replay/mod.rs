@@ -532,6 +532,8 @@ impl<'a> Sim<'a> {
             groups: vec![],
             node_label_expression: None,
             am_node_label_expression: None,
+            lifetime_secs: None,
+            dependencies: Vec::new(),
         };
         let r = self.timed(|c, now| c.submit(id, sub, now));
         let refused = match r {

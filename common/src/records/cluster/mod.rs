@@ -469,6 +469,46 @@ pub struct ApplicationSubmissionContext {
     pub attempt_failures_validity_interval: Option<i64>,
     pub app_node_label_expression: Option<String>,
     pub am_container_node_label_expression: Option<String>,
+    /// YARN's `application-timeouts` (only `LIFETIME`): the RM kills the application this
+    /// many seconds after its submission, capped by its queue's `maximum-application-lifetime`.
+    pub application_timeouts: Option<SubmissionTimeouts>,
+    /// Spindle's extension, Slurm's `--dependency=afterany/afterok`: the RM keeps the
+    /// application ACCEPTED until the named applications end (or succeed).
+    pub dependencies: Option<SubmissionDependencies>,
+}
+
+/// `application-timeouts` of a submission: `{"timeout": [{"type": "LIFETIME", "seconds": 300}]}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SubmissionTimeouts {
+    pub timeout: OneOrMany<SubmissionTimeout>,
+}
+
+/// One timeout of a submission: its type (`LIFETIME`) and length in seconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SubmissionTimeout {
+    #[serde(rename = "type")]
+    pub timeout_type: String,
+    pub seconds: i64,
+}
+
+/// `dependencies` of a submission:
+/// `{"dependency": [{"application-id": "application_1_0001", "type": "afterok"}]}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SubmissionDependencies {
+    pub dependency: OneOrMany<SubmissionDependency>,
+}
+
+/// One dependency: the application it names and Slurm's type, `afterany` (it ended) or
+/// `afterok` (it succeeded).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct SubmissionDependency {
+    pub application_id: String,
+    #[serde(rename = "type")]
+    pub dependency_type: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -58,6 +58,7 @@ pub fn parse_props(props: &CsProps, site: &SiteSettings) -> Result<SchedulerConf
         intra_queue_disable_preemption: false,
         elastic: ElasticPolicy::None,
         gpu_idle: crate::core::queue_conf::GpuIdlePolicy::default(),
+        lifetime: crate::core::queue_conf::LifetimeLimits::default(),
     };
     let root = p.queue("root", &root_ctx, 0, global_am)?;
     if root.children.is_empty() {
@@ -199,6 +200,8 @@ pub(super) struct ParentCtx {
     pub(super) elastic: ElasticPolicy,
     /// The parent's idle-GPU policy (children inherit each of its properties).
     pub(super) gpu_idle: crate::core::queue_conf::GpuIdlePolicy,
+    /// The parent's application lifetimes (children inherit each one they do not set).
+    pub(super) lifetime: crate::core::queue_conf::LifetimeLimits,
 }
 
 pub(super) struct Parser<'a> {

@@ -12,8 +12,8 @@ use spindle_common::config::{keys, value};
 use spindle_common::{QueuePath, Resource};
 
 use crate::core::queue_conf::{
-    AccessibleLabels, Acl, CapacitySpec, ElasticPolicy, LabelCapacity, LasSpec, MaxCapacitySpec,
-    OrderingPolicy, QueueSpec, QueueState,
+    AccessibleLabels, Acl, CapacitySpec, ElasticPolicy, LabelCapacity, LasSpec, LifetimeLimits,
+    MaxCapacitySpec, OrderingPolicy, QueueSpec, QueueState,
 };
 
 use super::capacities::Mode;
@@ -82,6 +82,7 @@ impl Parser<'_> {
             intra_queue_disable_preemption: spec.intra_queue_disable_preemption,
             elastic: spec.elastic,
             gpu_idle: spec.gpu_idle,
+            lifetime: spec.lifetime,
         };
         let mut set_modes = Vec::new();
         for c in &child_names {
@@ -407,6 +408,7 @@ impl Parser<'_> {
         let priority = self
             .i32(path, &key(path, keys::CS_QUEUE_PRIORITY))?
             .unwrap_or(keys::DEFAULT_CS_QUEUE_PRIORITY);
+        let lifetime = self.lifetime(path, parent.lifetime)?;
 
         spec.acl_submit = acl_submit;
         spec.acl_admin = acl_admin;
@@ -419,6 +421,7 @@ impl Parser<'_> {
         spec.elastic = elastic;
         spec.gpu_idle = gpu_idle;
         spec.default_application_priority = default_application_priority;
+        spec.lifetime = lifetime;
         spec.priority = priority;
         Ok(())
     }
@@ -570,6 +573,45 @@ impl Parser<'_> {
             }
         }
         Ok(())
+    }
+
+    /// `default-application-lifetime` and `maximum-application-lifetime`: seconds, each
+    /// inherited when unset, a value of zero or below meaning none; the default may not
+    /// exceed the maximum (YARN refuses that too).
+    fn lifetime(&self, path: &str, inherited: LifetimeLimits) -> Result<LifetimeLimits> {
+        let one = |name: &str, from: Option<u64>| -> Result<Option<u64>> {
+            let k = key(path, name);
+            Ok(match self.props.int(&k).map_err(|e| e.queue(path))? {
+                None => from,
+                Some(n) => u64::try_from(n).ok().filter(|&n| n > 0),
+            })
+        };
+        let limits = LifetimeLimits {
+            default_secs: one(
+                keys::CS_QUEUE_DEFAULT_APPLICATION_LIFETIME,
+                inherited.default_secs,
+            )?,
+            max_secs: one(
+                keys::CS_QUEUE_MAXIMUM_APPLICATION_LIFETIME,
+                inherited.max_secs,
+            )?,
+        };
+        if let (Some(d), Some(m)) = (limits.default_secs, limits.max_secs) {
+            if d > m {
+                let k = key(path, keys::CS_QUEUE_DEFAULT_APPLICATION_LIFETIME);
+                return Err(self
+                    .props
+                    .err(
+                        Rule::LimitRange,
+                        &k,
+                        format!(
+                            "Default lifetime {d} can't exceed maximum lifetime {m} (queue {path})"
+                        ),
+                    )
+                    .queue(path));
+            }
+        }
+        Ok(limits)
     }
 
     fn i32(&self, path: &str, name: &str) -> Result<Option<i32>> {

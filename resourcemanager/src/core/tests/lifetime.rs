@@ -168,3 +168,83 @@ fn the_deadline_survives_a_restart() {
     env2.advance(2_000);
     assert_eq!(env2.app(&app).diagnostics, LIFETIME_EXCEEDED);
 }
+
+/// A core whose only queue `root.q` has the given default and maximum lifetimes.
+fn with_limits(default_secs: Option<u64>, max_secs: Option<u64>) -> TestEnv {
+    use crate::core::queue_conf::{CapacitySpec, LifetimeLimits, QueueSpec};
+    let mut c = CoreConfig::for_tests();
+    let mut root = QueueSpec::new(super::qp("root"), CapacitySpec::Percent(100.0));
+    let mut q = QueueSpec::new(super::qp("root.q"), CapacitySpec::Percent(100.0));
+    q.lifetime = LifetimeLimits {
+        default_secs,
+        max_secs,
+    };
+    root.children = vec![q];
+    c.scheduler.root = root;
+    let mut env = TestEnv::with_conf(c);
+    env.add_node("h1", 1, 8192, 8);
+    env
+}
+
+fn submit_for(env: &mut TestEnv, secs: Option<u64>) -> ApplicationId {
+    let id = env.core.new_application();
+    let mut sub = env.submission("q");
+    sub.lifetime_secs = secs;
+    env.core.submit(id, sub, env.now).expect("submit");
+    env.step();
+    id
+}
+
+#[test]
+fn a_submitted_lifetime_counts_from_submission_and_is_persisted_with_it() {
+    let mut env = with_limits(None, None);
+    let submitted = env.now;
+    let app = submit_for(&mut env, Some(5));
+    assert_eq!(env.app(&app).lifetime, Some(submitted + 5_000));
+    assert!(env.effects.iter().any(|e| matches!(e,
+        Effect::PersistApp(r) if r.id == app && r.lifetime == Some(submitted + 5_000)
+            && r.sub.lifetime_secs == Some(5))));
+    env.advance(4_999);
+    assert!(env.app(&app).killing_since.is_none());
+    env.advance(1);
+    assert_eq!(env.app(&app).diagnostics, LIFETIME_EXCEEDED);
+}
+
+#[test]
+fn the_queue_caps_a_lifetime_above_its_maximum_and_gives_its_default_to_none() {
+    let mut env = with_limits(Some(60), Some(600));
+    let now = env.now;
+    let capped = submit_for(&mut env, Some(3_600));
+    let asked = submit_for(&mut env, Some(30));
+    let none = submit_for(&mut env, None);
+    assert_eq!(env.app(&capped).lifetime, Some(now + 600_000));
+    assert_eq!(env.app(&asked).lifetime, Some(now + 30_000));
+    assert_eq!(env.app(&none).lifetime, Some(now + 60_000));
+    // Without a default, the maximum; without either, unlimited.
+    let mut env = with_limits(None, Some(600));
+    let none = submit_for(&mut env, None);
+    assert_eq!(env.app(&none).lifetime, Some(env.now + 600_000));
+    let mut env = with_limits(None, None);
+    let none = submit_for(&mut env, None);
+    assert_eq!(env.app(&none).lifetime, None);
+}
+
+#[test]
+fn lifetime_limits_grant_as_yarn_does() {
+    use crate::core::queue_conf::{Lifetime, LifetimeLimits};
+    let l = LifetimeLimits {
+        default_secs: Some(10),
+        max_secs: Some(100),
+    };
+    assert_eq!(
+        l.grant(Some(500)),
+        Lifetime::Capped {
+            asked: 500,
+            max: 100
+        }
+    );
+    assert_eq!(l.grant(Some(100)), Lifetime::Granted(100));
+    assert_eq!(l.grant(None), Lifetime::Granted(10));
+    assert_eq!(LifetimeLimits::default().grant(None), Lifetime::Unlimited);
+    assert_eq!(Lifetime::Capped { asked: 5, max: 3 }.secs(), Some(3));
+}

@@ -12,6 +12,7 @@ use super::*;
 mod am_limit;
 mod capacity;
 mod decommission;
+mod dependencies;
 mod elastic;
 mod gang;
 mod idle;
@@ -99,6 +100,8 @@ impl TestEnv {
             groups: vec![],
             node_label_expression: None,
             am_node_label_expression: None,
+            lifetime_secs: None,
+            dependencies: Vec::new(),
         }
     }
 

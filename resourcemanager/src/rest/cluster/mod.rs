@@ -17,7 +17,8 @@ use spindle_common::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, R
 use super::{check_resource, ApiError, AppState, JsonBody, PathParams};
 use crate::core::queue_conf::{CapacitySpec, MaxCapacitySpec};
 use crate::core::{
-    AmProtocol, App, Attempt, KillOutcome, Node, QueueView, RmContainer, Submission,
+    AmProtocol, App, Attempt, Dependency, DependencyKind, KillOutcome, Node, QueueView,
+    RmContainer, Submission,
 };
 use crate::driver::{AdminCommand, AppCommand, QueryCommand, Snapshot};
 

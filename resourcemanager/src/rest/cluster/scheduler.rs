@@ -178,8 +178,8 @@ pub(super) fn queue_info(views: &[QueueView], v: &QueueView) -> CapacitySchedule
             intra_queue_preemption_disabled: true,
             default_priority: v.default_application_priority,
             is_auto_created_leaf_queue: false,
-            max_application_lifetime: -1,
-            default_application_lifetime: -1,
+            max_application_lifetime: v.lifetime.max_secs.map_or(-1, |s| s as i64),
+            default_application_lifetime: v.lifetime.default_secs.map_or(-1, |s| s as i64),
         }
     });
     let queues = (!v.is_leaf).then(|| CapacitySchedulerQueues {

@@ -57,6 +57,8 @@ pub(super) fn submission(
             "max-app-attempts must not be negative, got {attempts}"
         )));
     }
+    let lifetime_secs = lifetime(ctx.application_timeouts)?;
+    let dependencies = dependencies(ctx.dependencies)?;
     let name = ctx
         .application_name
         .filter(|n| !n.is_empty())
@@ -98,8 +100,58 @@ pub(super) fn submission(
             groups: Vec::new(),
             node_label_expression: label_expression(ctx.app_node_label_expression),
             am_node_label_expression: label_expression(ctx.am_container_node_label_expression),
+            lifetime_secs,
+            dependencies,
         },
     ))
+}
+
+/// `application-timeouts`: only `LIFETIME`, a positive number of seconds, at most once.
+fn lifetime(t: Option<SubmissionTimeouts>) -> Result<Option<u64>, ApiError> {
+    let mut secs = None;
+    for t in t.map(|t| t.timeout.0).unwrap_or_default() {
+        if !t.timeout_type.trim().eq_ignore_ascii_case("LIFETIME") {
+            return Err(ApiError::bad_request(format!(
+                "application-timeouts: unknown timeout type '{}'; the only type is LIFETIME",
+                t.timeout_type
+            )));
+        }
+        if t.seconds <= 0 {
+            return Err(ApiError::bad_request(format!(
+                "application-timeouts: LIFETIME must be a positive number of seconds, got {}",
+                t.seconds
+            )));
+        }
+        if secs.replace(t.seconds as u64).is_some() {
+            return Err(ApiError::bad_request(
+                "application-timeouts: LIFETIME is given twice",
+            ));
+        }
+    }
+    Ok(secs)
+}
+
+/// `dependencies`: application ids with `afterany` or `afterok`.
+fn dependencies(d: Option<SubmissionDependencies>) -> Result<Vec<Dependency>, ApiError> {
+    d.map(|d| d.dependency.0)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|d| {
+            let kind = match d.dependency_type.trim().to_ascii_lowercase().as_str() {
+                "afterany" => DependencyKind::AfterAny,
+                "afterok" => DependencyKind::AfterOk,
+                other => {
+                    return Err(ApiError::bad_request(format!(
+                        "dependencies: unknown type '{other}'; use afterany or afterok"
+                    )))
+                }
+            };
+            Ok(Dependency {
+                app: app_id(d.application_id.trim())?,
+                kind,
+            })
+        })
+        .collect()
 }
 
 /// A label expression as given: trimmed, empty meaning none.
