@@ -84,8 +84,6 @@ pub struct FollowOptions {
     pub kind: AppKind,
     /// Stream rank 0's (the first task's) stdout and stderr.
     pub logs: bool,
-    /// Kill the application when it has not finished after this long.
-    pub timeout: Option<Duration>,
 }
 
 /// How following ended.
@@ -169,8 +167,8 @@ async fn kill_interrupted(
     }
 }
 
-/// Follows the application until it reaches a final state (killing it if `opts.timeout`
-/// runs out), printing what the module doc says.
+/// Follows the application until it reaches a final state (its lifetime, if it has one, is
+/// the RM's to enforce), printing what the module doc says.
 pub async fn follow_to_end(
     rm: &RmClient,
     app_id: &spindle_common::ids::ApplicationId,
@@ -192,9 +190,7 @@ pub async fn follow_to_end(
         am: None,
         tail: None,
     };
-    let start = Instant::now();
     let mut unreachable_since: Option<Instant> = None;
-    let mut timed_out = false;
     loop {
         let Some(app) = look_at_app(rm, app_id, &mut unreachable_since, POLL_INTERVAL).await?
         else {
@@ -208,7 +204,6 @@ pub async fn follow_to_end(
                 final_status: app.final_status,
                 diagnostics: app.diagnostics.clone(),
                 am_container_logs: app.am_container_logs.clone().filter(|s| !s.is_empty()),
-                timed_out,
             };
             for l in w.summary().await {
                 out(&l);
@@ -217,19 +212,6 @@ pub async fn follow_to_end(
                 out(&l);
             }
             return Ok(outcome);
-        }
-        if let Some(t) = opts.timeout {
-            if !timed_out && start.elapsed() >= t {
-                out(&format!(
-                    "Reached the client timeout of {} ms; killing application {app_id}",
-                    t.as_millis()
-                ));
-                timed_out = true;
-                if let Err(e) = rm.kill(app_id).await {
-                    // It may have finished meanwhile; the next poll tells.
-                    tracing::warn!(error = %e, "kill after timeout failed");
-                }
-            }
         }
         tokio::time::sleep(POLL_INTERVAL).await;
     }

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use spindle_common::ids::ApplicationId;
 use spindle_common::records::cluster::{
     AmContainerSpec, ApplicationSubmissionContext, CommandsInfo, KeyValue, KeyValues,
-    LocalResourceEntry, LocalResourceInfo, LocalResourcesInfo,
+    LocalResourceEntry, LocalResourceInfo, LocalResourcesInfo, SubmissionDependencies,
+    SubmissionDependency, SubmissionTimeout, SubmissionTimeouts,
 };
 use spindle_common::records::resource::ResourceInfo;
 use spindle_common::resource::Resource;
@@ -36,8 +37,11 @@ pub struct AmLaunch<'a> {
     /// YARN's keep-containers-across-application-attempts: a failed AM's containers keep
     /// running and are handed to the next attempt.
     pub keep_containers: bool,
-    /// Kill the application when it has not finished after this long.
-    pub timeout: Option<Duration>,
+    /// YARN's `LIFETIME`: the RM kills the application this long after its submission
+    /// (whether the client stays or not), capped by its queue's maximum.
+    pub lifetime: Option<Duration>,
+    /// What the RM waits for before it schedules the application.
+    pub dependencies: &'a Dependencies,
     /// The application's node label expression (YARN's `appNodeLabelExpression`): the
     /// partition its containers run in unless an ask names another. The AM keeps the
     /// default (`amContainerNodeLabelExpression` unset).
@@ -51,6 +55,49 @@ pub struct AmLaunch<'a> {
     /// The user's code to ship to the containers ([`crate::ship`]), staged once the
     /// application id is known.
     pub ship: Option<&'a crate::ship::Shipment>,
+}
+
+/// What an application waits for before it is scheduled (Slurm's `--dependency`): the RM
+/// holds it ACCEPTED until every `after_any` application has ended and every `after_ok` one
+/// has succeeded (and fails it when one of those does not).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dependencies {
+    pub after_any: Vec<ApplicationId>,
+    pub after_ok: Vec<ApplicationId>,
+}
+
+impl Dependencies {
+    pub fn is_empty(&self) -> bool {
+        self.after_any.is_empty() && self.after_ok.is_empty()
+    }
+
+    /// The submission body's `dependencies`, None when there are none.
+    pub fn to_wire(&self) -> Option<SubmissionDependencies> {
+        let entry = |kind: &'static str| {
+            move |id: &ApplicationId| SubmissionDependency {
+                application_id: id.to_string(),
+                dependency_type: kind.to_string(),
+            }
+        };
+        let all: Vec<_> = (self.after_any.iter().map(entry("afterany")))
+            .chain(self.after_ok.iter().map(entry("afterok")))
+            .collect();
+        (!all.is_empty()).then(|| SubmissionDependencies {
+            dependency: all.into(),
+        })
+    }
+}
+
+/// The submission body's `application-timeouts` for a lifetime (whole seconds, rounded up;
+/// at least one).
+pub fn lifetime_timeouts(lifetime: Option<Duration>) -> Option<SubmissionTimeouts> {
+    lifetime.map(|l| SubmissionTimeouts {
+        timeout: vec![SubmissionTimeout {
+            timeout_type: "LIFETIME".into(),
+            seconds: i64::try_from(l.as_millis().div_ceil(1000).max(1)).unwrap_or(i64::MAX),
+        }]
+        .into(),
+    })
 }
 
 /// The `application-submission-context` whose AM is `exe`.
@@ -112,6 +159,8 @@ pub fn build_submission(
         attempt_failures_validity_interval: None,
         app_node_label_expression: launch.app_node_label_expression.map(str::to_string),
         am_container_node_label_expression: None,
+        application_timeouts: lifetime_timeouts(launch.lifetime),
+        dependencies: launch.dependencies.to_wire(),
     }
 }
 
@@ -138,7 +187,7 @@ pub async fn run_client(
     out: &mut (dyn FnMut(&str) + Send),
 ) -> Result<DsOutcome, DsClientError> {
     let app_id = submit(rm, launch, exe, out).await?;
-    let end = follow_application(rm, &app_id, POLL_INTERVAL, launch.timeout, out).await;
+    let end = follow_application(rm, &app_id, POLL_INTERVAL, out).await;
     crate::ship::clean_after_end(launch.ship, &app_id);
     Ok(end?)
 }
@@ -194,7 +243,6 @@ pub async fn run_client_watched<I: Future<Output = ()>>(
     let opts = FollowOptions {
         kind: AppKind::of_type(launch.application_type),
         logs: watch.follow,
-        timeout: launch.timeout,
     };
     let end = follow::follow(rm, &app_id, &opts, interrupt, out).await;
     // The staging directory goes with the application (crate::ship).
@@ -244,6 +292,7 @@ async fn submit(
     let mut ctx = build_submission(launch, &app_id, exe);
     // Shipping the user's code (crate::ship): staged for this id, removed if not submitted.
     let staged = crate::ship::stage_for_submission(launch.ship, &app_id, &mut ctx, out)?;
+    let submitted_at = spindle_common::time::now_ms();
     if let Err(e) = rm.submit(&ctx).await {
         crate::ship::unstage(staged.as_ref());
         return Err(e.into());
@@ -254,7 +303,64 @@ async fn submit(
         launch.submitted_detail,
         rm.address()
     ));
+    if let Some(asked) = launch.lifetime {
+        say_lifetime(rm, &app_id, asked, submitted_at, out).await;
+    }
+    for (ids, kind) in [
+        (&launch.dependencies.after_any, "have ended (afterany)"),
+        (&launch.dependencies.after_ok, "have succeeded (afterok)"),
+    ] {
+        if !ids.is_empty() {
+            let names: Vec<String> = ids.iter().map(ToString::to_string).collect();
+            out(&format!(
+                "The ResourceManager holds it until {} {kind}",
+                names.join(", ")
+            ));
+        }
+    }
     Ok(app_id)
+}
+
+/// Says when the RM will kill the application, and whether its queue capped the lifetime.
+async fn say_lifetime(
+    rm: &RmClient,
+    app_id: &ApplicationId,
+    asked: Duration,
+    submitted_at: u64,
+    out: &mut (dyn FnMut(&str) + Send),
+) {
+    use spindle_common::time::{format_slurm_time, parse_iso8601};
+    let asked_secs = asked.as_millis().div_ceil(1000).max(1) as u64;
+    let timeouts = match rm.app_timeouts(app_id).await {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the application's lifetime");
+            return;
+        }
+    };
+    let Some(t) = timeouts.iter().find(|t| t.timeout_type == "LIFETIME") else {
+        return;
+    };
+    let Ok(expiry) = parse_iso8601(&t.expiry_time) else {
+        return;
+    };
+    // The RM counts from its receipt of the submission, a little after `submitted_at`.
+    let granted = expiry.saturating_sub(submitted_at) / 1000;
+    if granted < asked_secs {
+        out(&format!(
+            "Lifetime {} is above its queue's maximum-application-lifetime: the ResourceManager \
+             capped it to {} and kills the application at {}",
+            format_slurm_time(asked_secs),
+            format_slurm_time(granted),
+            t.expiry_time
+        ));
+    } else {
+        out(&format!(
+            "Lifetime {}: the ResourceManager kills the application at {} if it has not ended",
+            format_slurm_time(asked_secs),
+            t.expiry_time
+        ));
+    }
 }
 
 #[cfg(test)]

@@ -251,6 +251,22 @@ pub fn parse_slurm_time(text: &str) -> Result<u64, SlurmTimeError> {
     Ok(secs)
 }
 
+/// Seconds the way Slurm prints a time limit: `HH:MM:SS`, with `D-` in front from a day on.
+pub fn format_slurm_time(secs: u64) -> String {
+    let (d, rest) = (secs / 86_400, secs % 86_400);
+    let hms = format!(
+        "{:02}:{:02}:{:02}",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    );
+    if d > 0 {
+        format!("{d}-{hms}")
+    } else {
+        hms
+    }
+}
+
 /// A `--time` value that is not one of Slurm's formats.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid time limit '{text}': {reason}")]
@@ -261,6 +277,16 @@ pub struct SlurmTimeError {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn slurm_times_print_as_slurm_reads_them() {
+        for secs in [1, 59, 3_600, 86_399, 86_400, 90_061, 1_000_000] {
+            let text = super::format_slurm_time(secs);
+            assert_eq!(super::parse_slurm_time(&text), Ok(secs), "{text}");
+        }
+        assert_eq!(super::format_slurm_time(5), "00:00:05");
+        assert_eq!(super::format_slurm_time(90_061), "1-01:01:01");
+    }
+
     #[test]
     fn times() {
         assert_eq!(super::format_times_utc(0), "Thu Jan 01 00:00:00 +0000 1970");

@@ -11,7 +11,7 @@ use spindle_common::states::{FinalApplicationStatus, YarnApplicationState};
 use super::{DsAmConfig, AM_COMMAND, AM_RESOURCE_KEY, APPLICATION_TYPE};
 use crate::error::ClientError;
 use crate::launch::{self, AmLaunch};
-use crate::rm_client::{KillOutcome, RmClient};
+use crate::rm_client::RmClient;
 
 /// How often the client looks at the application.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
@@ -57,8 +57,10 @@ pub struct DsOptions {
     /// Application priority (higher is more important).
     pub priority: Option<i32>,
     pub master_resources: Resource,
-    /// Kill the application when it has not finished after this long.
-    pub timeout: Option<Duration>,
+    /// YARN's `LIFETIME`, enforced by the RM (see [`AmLaunch::lifetime`]).
+    pub lifetime: Option<Duration>,
+    /// What the RM waits for before it schedules the application.
+    pub dependencies: crate::launch::Dependencies,
     pub max_app_attempts: Option<i32>,
     /// `--files`, `--archives`, `--src-dir`, `--shell_script`: shipped to every container.
     pub ship: crate::ship::Shipment,
@@ -73,7 +75,8 @@ impl DsOptions {
             queue: None,
             priority: None,
             master_resources: Resource::new(512, 1),
-            timeout: None,
+            lifetime: None,
+            dependencies: Default::default(),
             max_app_attempts: None,
             ship: crate::ship::Shipment::default(),
         }
@@ -103,8 +106,6 @@ pub struct DsOutcome {
     pub final_status: FinalApplicationStatus,
     pub diagnostics: String,
     pub am_container_logs: Option<String>,
-    /// The client's `--timeout-ms` ran out and it killed the application.
-    pub timed_out: bool,
 }
 
 impl DsOutcome {
@@ -130,7 +131,8 @@ impl DsOptions {
             master_resources: &self.master_resources,
             max_app_attempts: self.max_app_attempts,
             keep_containers: false,
-            timeout: self.timeout,
+            lifetime: self.lifetime,
+            dependencies: &self.dependencies,
             app_node_label_expression: self.am.node_label_expression.as_deref(),
             asks: vec![("container", &self.am.container_resources)],
             submitted_as: "application",
@@ -161,19 +163,16 @@ pub async fn run_client(
 }
 
 /// Polls the application every `poll` until it reaches a final state, printing each state
-/// change, then the final report. With a `timeout`, kills the application when it runs out.
+/// change, then the final report.
 pub async fn follow_application(
     rm: &RmClient,
     app_id: &ApplicationId,
     poll: Duration,
-    timeout: Option<Duration>,
     out: &mut (dyn FnMut(&str) + Send),
 ) -> Result<DsOutcome, ClientError> {
-    let start = Instant::now();
     let mut last_state: Option<YarnApplicationState> = None;
     let mut sizes = GangSizes::default();
     let mut unreachable_since: Option<Instant> = None;
-    let mut timed_out = false;
     loop {
         let Some(app) = look_at_app(rm, app_id, &mut unreachable_since, poll).await? else {
             continue;
@@ -192,26 +191,11 @@ pub async fn follow_application(
                 final_status: app.final_status,
                 diagnostics: app.diagnostics.clone(),
                 am_container_logs: app.am_container_logs.clone().filter(|s| !s.is_empty()),
-                timed_out,
             };
             for l in final_report(&outcome) {
                 out(&l);
             }
             return Ok(outcome);
-        }
-        if let Some(t) = timeout {
-            if !timed_out && start.elapsed() >= t {
-                out(&format!(
-                    "Reached the client timeout of {} ms; killing application {app_id}",
-                    t.as_millis()
-                ));
-                timed_out = true;
-                match rm.kill(app_id).await {
-                    Ok(KillOutcome::Done) | Ok(KillOutcome::InProgress) => {}
-                    // It may have finished meanwhile; the next poll tells.
-                    Err(e) => tracing::warn!(error = %e, "kill after timeout failed"),
-                }
-            }
         }
         tokio::time::sleep(poll).await;
     }
@@ -387,7 +371,6 @@ mod tests {
             final_status: FinalApplicationStatus::FAILED,
             diagnostics: "1 of 2 containers failed".into(),
             am_container_logs: Some("http://h:1/node/containerlogs/c/u".into()),
-            timed_out: false,
         };
         assert!(!o.succeeded());
         let r = final_report(&o);

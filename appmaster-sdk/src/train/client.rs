@@ -22,8 +22,10 @@ pub struct TrainOptions {
     /// Application priority (higher is more important).
     pub priority: Option<i32>,
     pub master_resources: Resource,
-    /// Kill the application when it has not finished after this long.
-    pub timeout: Option<Duration>,
+    /// YARN's `LIFETIME`, enforced by the RM (see [`AmLaunch::lifetime`]).
+    pub lifetime: Option<Duration>,
+    /// What the RM waits for before it schedules the application.
+    pub dependencies: crate::launch::Dependencies,
     /// AM attempts. Default 2: the application keeps its containers across attempts, so a
     /// second AM takes the running gang over instead of starting the training again
     /// (restarts after a worker failure are the gang's business, `--max-restarts`).
@@ -44,7 +46,8 @@ impl TrainOptions {
             queue: None,
             priority: None,
             master_resources: Resource::new(512, 1),
-            timeout: None,
+            lifetime: None,
+            dependencies: Default::default(),
             max_app_attempts: Some(2),
             ship: crate::ship::Shipment::default(),
             fail_fast_window: None,
@@ -76,7 +79,8 @@ impl TrainOptions {
             master_resources: &self.master_resources,
             max_app_attempts: self.max_app_attempts,
             keep_containers: true,
-            timeout: self.timeout,
+            lifetime: self.lifetime,
+            dependencies: &self.dependencies,
             app_node_label_expression: self.am.node_label_expression.as_deref(),
             asks: vec![("worker", &self.am.worker_resources)],
             submitted_as: "training application",

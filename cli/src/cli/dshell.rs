@@ -49,7 +49,14 @@ usage: spindle distributed-shell --shell-command CMD [options]
   -master_vcores N              AM vcores (default 1)
   -container_priority P         priority of the container requests (default 0)
   -max_app_attempts N           AM attempts
-  -timeout_ms MS                kill the application if it has not finished after MS
+  -time T                       the application's lifetime in Slurm's formats (MM, MM:SS,
+                                HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS): the ResourceManager
+                                kills it T after submission (YARN's LIFETIME), also with
+                                -detach; capped by the queue's maximum-application-lifetime
+  -timeout_ms MS                the same lifetime in milliseconds
+  -after APP[,APP]              start only once these applications have ended (afterany)
+  -after_ok APP[,APP]           start only once these applications have succeeded (afterok);
+                                if one does not, this application fails
   -no_progress_timeout_ms MS    the AM gives up after MS without progress (default 300000)
   -placement_spec SPEC          YARN's placement spec: Tag=N[,Constraint][:Tag=N...], e.g.
                                 zk=3,NOTIN,NODE,zk:hbase=5,IN,RACK,zk; each tag's N containers
@@ -90,7 +97,10 @@ pub const OPTS: &[Opt] = &[
     Opt::one("master_vcores", &[]),
     Opt::one("container_priority", &["shell_cmd_priority"]),
     Opt::one("max_app_attempts", &[]),
+    Opt::one("time", &[]),
     Opt::one("timeout_ms", &["timeout"]),
+    Opt::repeated("after", &[]),
+    Opt::repeated("after_ok", &[]),
     Opt::one("no_progress_timeout_ms", &[]),
     Opt::one("placement_spec", &[]),
     Opt::one("node_label_expression", &[]),
@@ -229,7 +239,8 @@ pub fn options_from(p: &Parsed) -> Result<DsOptions, UsageError> {
             priority: &mut o.priority,
             master_resources: &mut o.master_resources,
             max_app_attempts: Some(&mut o.max_app_attempts),
-            timeout: &mut o.timeout,
+            lifetime: &mut o.lifetime,
+            dependencies: &mut o.dependencies,
         },
     )?;
     o.ship = ship;
@@ -319,7 +330,49 @@ mod tests {
         assert_eq!(o.am.container_priority, 4);
         assert_eq!(o.master_resources, Resource::new(1024, 1));
         assert_eq!(o.app_name, "DistributedShell");
-        assert_eq!(o.timeout, None);
+        assert_eq!(o.lifetime, None);
+        assert!(o.dependencies.is_empty());
+    }
+
+    #[test]
+    fn time_limits_and_dependencies() {
+        let o = options_from(&parsed(&[
+            "-shell_command",
+            "true",
+            "--time",
+            "1-02:03",
+            "--after",
+            "application_1_0001,application_1_0002",
+            "--after-ok",
+            "application_1_0003",
+        ]))
+        .unwrap();
+        assert_eq!(
+            o.lifetime,
+            Some(Duration::from_secs(86_400 + 2 * 3600 + 180))
+        );
+        assert_eq!(
+            o.dependencies.after_any,
+            vec![
+                "application_1_0001".parse().unwrap(),
+                "application_1_0002".parse().unwrap()
+            ]
+        );
+        assert_eq!(
+            o.dependencies.after_ok,
+            vec!["application_1_0003".parse().unwrap()]
+        );
+        for (args, named) in [
+            (vec!["--time", "1:2:3:4"], "HH:MM:SS"),
+            (vec!["--time", "0"], "above zero"),
+            (vec!["--after", "app_1"], "after"),
+            (vec!["--time", "5", "--timeout-ms", "100"], "not both"),
+        ] {
+            let mut all = vec!["-shell_command", "true"];
+            all.extend(args);
+            let e = options_from(&parsed(&all)).unwrap_err().to_string();
+            assert!(e.contains(named), "{e}");
+        }
     }
 
     #[test]
@@ -346,7 +399,7 @@ mod tests {
         assert_eq!(o.queue.as_deref(), Some("a"));
         assert_eq!(o.app_name, "x");
         assert_eq!(o.priority, Some(7));
-        assert_eq!(o.timeout, Some(Duration::from_millis(5000)));
+        assert_eq!(o.lifetime, Some(Duration::from_millis(5000)));
         assert_eq!(o.master_resources, Resource::new(512, 2));
         let o = options_from(&parsed(&[
             "-shell_command",

@@ -12,9 +12,11 @@ use tokio::signal::unix::{signal, SignalKind};
 use super::args::{Parsed, UsageError};
 use super::{rm_client, EXIT_APP_FAILED, EXIT_OK};
 use spindle_appmaster_sdk::amrm::AmRmClient;
+use spindle_appmaster_sdk::launch::Dependencies;
 use spindle_appmaster_sdk::launch::{AmLaunch, ClientEnd, Watch};
 use spindle_appmaster_sdk::nm_client::NmClient;
 use spindle_appmaster_sdk::AmClient;
+use spindle_common::ApplicationId;
 
 pub(super) fn invalid(option: &'static str, value: &str, reason: impl Into<String>) -> UsageError {
     UsageError::Invalid {
@@ -38,7 +40,8 @@ pub(super) struct AppFields<'a> {
     pub master_resources: &'a mut Resource,
     /// `None` for a command without `-max_app_attempts`.
     pub max_app_attempts: Option<&'a mut Option<i32>>,
-    pub timeout: &'a mut Option<Duration>,
+    pub lifetime: &'a mut Option<Duration>,
+    pub dependencies: &'a mut Dependencies,
 }
 
 /// `-appname`, `-queue`, `-priority`, `-master_memory`, `-master_vcores`,
@@ -58,8 +61,44 @@ pub(super) fn app_options(p: &Parsed, o: AppFields<'_>) -> Result<(), UsageError
     if let Some(attempts) = o.max_app_attempts {
         *attempts = p.parse::<i32>("max_app_attempts")?;
     }
-    *o.timeout = p.parse::<u64>("timeout_ms")?.map(Duration::from_millis);
+    *o.lifetime = lifetime(p)?;
+    o.dependencies.after_any = app_ids(p, "after")?;
+    o.dependencies.after_ok = app_ids(p, "after_ok")?;
     Ok(())
+}
+
+/// `--time` (Slurm's formats) or `--timeout-ms`: one lifetime, never zero.
+fn lifetime(p: &Parsed) -> Result<Option<Duration>, UsageError> {
+    let time = match p.value("time") {
+        Some(v) => Some(Duration::from_secs(
+            spindle_common::time::parse_slurm_time(v).map_err(|e| invalid("time", v, e.reason))?,
+        )),
+        None => None,
+    };
+    let ms = p.parse::<u64>("timeout_ms")?.map(Duration::from_millis);
+    match (time, ms) {
+        (Some(_), Some(_)) => Err(UsageError::Other(
+            "give --time or --timeout-ms, not both (they set the same lifetime)".into(),
+        )),
+        (Some(d), None) | (None, Some(d)) if d.is_zero() => Err(UsageError::Other(
+            "a lifetime of zero would kill the application at once; give a positive --time".into(),
+        )),
+        (t, m) => Ok(t.or(m)),
+    }
+}
+
+/// The application ids of a repeatable, comma-separated option.
+fn app_ids(p: &Parsed, option: &'static str) -> Result<Vec<ApplicationId>, UsageError> {
+    let mut out = Vec::new();
+    for v in p.values(option) {
+        for id in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            out.push(
+                id.parse::<ApplicationId>()
+                    .map_err(|e| invalid(option, id, e.to_string()))?,
+            );
+        }
+    }
+    Ok(out)
 }
 
 /// The path of this binary, to ship as the AM.

@@ -74,7 +74,14 @@ there); the gang is then asked for again and resumes from the checkpoint (no res
   --priority P                  application priority
   --master-memory MB            AM memory (default 512)
   --master-vcores N             AM vcores (default 1)
-  --timeout-ms MS               kill the application if it has not finished after MS
+  --time T                      the application's lifetime in Slurm's formats (MM, MM:SS,
+                                HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS): the ResourceManager
+                                kills it T after submission (YARN's LIFETIME), also with
+                                --detach; capped by the queue's maximum-application-lifetime
+  --timeout-ms MS               the same lifetime in milliseconds
+  --after APP[,APP]             start only once these applications have ended (afterany)
+  --after-ok APP[,APP]          start only once these applications have succeeded (afterok);
+                                if one does not, this application fails
   --follow, --no-follow         stream rank 0's stdout and stderr as they are written, each
                                 line prefixed [rank 0 stdout] (default: follow when stdout
                                 is a terminal)
@@ -112,7 +119,10 @@ pub const OPTS: &[Opt] = &[
     Opt::one("priority", &[]),
     Opt::one("master_memory", &[]),
     Opt::one("master_vcores", &[]),
+    Opt::one("time", &[]),
     Opt::one("timeout_ms", &["timeout"]),
+    Opt::repeated("after", &[]),
+    Opt::repeated("after_ok", &[]),
     Opt::flag("follow", &[]),
     Opt::flag("no_follow", &[]),
     Opt::flag("detach", &[]),
@@ -196,7 +206,8 @@ pub fn options_from(p: &Parsed) -> Result<TrainOptions, UsageError> {
             priority: &mut o.priority,
             master_resources: &mut o.master_resources,
             max_app_attempts: None,
-            timeout: &mut o.timeout,
+            lifetime: &mut o.lifetime,
+            dependencies: &mut o.dependencies,
         },
     )?;
     o.ship = shipment_from(p)?;
