@@ -36,7 +36,7 @@ use crate::error::ClientError;
 use crate::http::{build_client, Http};
 use crate::rm_client::RmClient;
 use crate::train::am::{one_line, status_line};
-use crate::train::status::{GangRanks, RankState, RANKS_FILE};
+use crate::train::status::{GangEvent, GangRanks, RankState, RANKS_FILE};
 use crate::train::GANG_ID;
 
 /// How often the application's state is read.
@@ -191,6 +191,7 @@ pub async fn follow_to_end(
         tasks: Vec::new(),
         am: None,
         tail: None,
+        events_seen: None,
     };
     let start = Instant::now();
     let mut unreachable_since: Option<Instant> = None;
@@ -255,6 +256,8 @@ struct Watcher<'a> {
     am: Option<(ApplicationAttemptId, ContainerId, String)>,
     /// The followed logs.
     tail: Option<LogTail>,
+    /// Train: the AM container whose rank file's events were printed, and how many.
+    events_seen: Option<(ContainerId, usize)>,
 }
 
 impl Watcher<'_> {
@@ -301,7 +304,17 @@ impl Watcher<'_> {
             AppKind::Train => {
                 if let Some((_, am, node)) = &self.am {
                     match self.fetch_ranks(node, am).await {
-                        Ok(r) => self.ranks = Some(r),
+                        Ok(r) => {
+                            let seen = match self.events_seen {
+                                Some((c, n)) if c == *am => n,
+                                _ => 0,
+                            };
+                            for l in event_lines(&r.events, seen, app) {
+                                out(&l);
+                            }
+                            self.events_seen = Some((*am, r.events.len().max(seen)));
+                            self.ranks = Some(r);
+                        }
                         Err(e) if e.is_not_found() => {}
                         Err(e) => tracing::debug!(error = %e, "rank file"),
                     }
@@ -527,6 +540,28 @@ impl WaitingReasons {
         self.last = now;
         lines
     }
+}
+
+/// The lines of the gang's events after the first `seen` ([`GangEvent::line`]); a preemption
+/// names the application and queue the RM took the gang for, when its app view says.
+pub fn event_lines(events: &[GangEvent], seen: usize, app: &AppInfo) -> Vec<String> {
+    let by = app
+        .preemption
+        .as_ref()
+        .and_then(|p| p.last_preempted_by.as_ref());
+    events
+        .iter()
+        .skip(seen)
+        .map(|e| match (e, by) {
+            (GangEvent::Preempted { .. }, Some(b)) => format!(
+                "{} (taken for {} in queue {})",
+                e.line(),
+                b.application_id,
+                b.queue
+            ),
+            _ => e.line(),
+        })
+        .collect()
 }
 
 /// `Gang workers: 8 of 12 granted, 8 held, 0 running, 0 exited`; None before anything is
@@ -833,6 +868,7 @@ mod tests {
                 rank(2, RankState::COMPLETE, Some(0)),
             ],
             updated_ms: 1,
+            events: Vec::new(),
         };
         assert_eq!(
             train_progress(Some(&d), Some(3)).as_deref(),
@@ -861,6 +897,43 @@ mod tests {
         let mut ids = ["container_1_0001_01_000010", "container_1_0001_01_000009"];
         ids.sort_by_key(|i| container_order(i));
         assert_eq!(ids[0], "container_1_0001_01_000009");
+    }
+
+    #[test]
+    fn events_are_told_once_and_a_preemption_names_who_took_the_gang() {
+        let events = vec![
+            GangEvent::Restarted {
+                attempt: 2,
+                of: 4,
+                because: "worker rank 1 failed".into(),
+            },
+            GangEvent::Preempted {
+                gang_attempt: 2,
+                checkpoint: Some("ckpt-3 (step 3)".into()),
+            },
+        ];
+        let mut a = app("RUNNING", "", serde_json::json!([]));
+        assert_eq!(
+            event_lines(&events, 0, &a),
+            [
+                "Gang workers restarted: attempt 2 of 4, because worker rank 1 failed",
+                "Gang workers preempted in gang attempt 2; resuming from checkpoint ckpt-3 (step 3)",
+            ]
+        );
+        assert!(event_lines(&events, 2, &a).is_empty());
+        a.preemption = Some(spindle_common::records::cluster::AppPreemptionInfo {
+            preemptions: 1,
+            last_preempted_by: Some(spindle_common::records::cluster::PreemptedBy {
+                application_id: "application_1_0009".into(),
+                queue: "root.prod".into(),
+            }),
+            ..Default::default()
+        });
+        assert_eq!(
+            event_lines(&events, 1, &a),
+            ["Gang workers preempted in gang attempt 2; resuming from checkpoint ckpt-3 (step 3) \
+              (taken for application_1_0009 in queue root.prod)"]
+        );
     }
 
     #[test]
