@@ -242,7 +242,12 @@ pub async fn run_client_watched<I: Future<Output = ()>>(
     }
     let opts = FollowOptions {
         kind: AppKind::of_type(launch.application_type),
-        logs: watch.follow,
+        logs: if watch.follow {
+            follow::Logs::First
+        } else {
+            follow::Logs::Off
+        },
+        tail: None,
     };
     let end = follow::follow(rm, &app_id, &opts, interrupt, out).await;
     // The staging directory goes with the application (crate::ship).

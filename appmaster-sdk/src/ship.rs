@@ -15,7 +15,10 @@
 //! ([`ENV_LOCAL_RESOURCES`], [`ENV_STAGING_DIR`]). The AM removes the staging directory when
 //! it unregisters (success or failure); the client removes it when the submission fails, and
 //! once more when it has followed the application to its end (a killed application's AM
-//! does not unregister).
+//! does not unregister). Whoever ends the application (a `--detach`ed one killed with
+//! `application -kill` too), the NMs that ran its containers remove
+//! `<staging root>/<user>/<application id>` under their configured root when the RM tells
+//! them it is over (`nodemanager::manager`, with the application's local dirs).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -40,10 +43,7 @@ pub const SRC_DIR_KEY: &str = ".";
 /// The packed `--src-dir`'s file name in the staging directory.
 pub const SRC_ARCHIVE_NAME: &str = ".spindle-src.tar.gz";
 
-/// `<system temp dir>/spindle-staging`: readable by every NM of one machine.
-pub fn default_staging_root() -> PathBuf {
-    std::env::temp_dir().join("spindle-staging")
-}
+pub use spindle_common::paths::default_staging_root;
 
 /// What a client ships, and where it stages it.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -2,7 +2,21 @@
 //! and the side that unpacks it (the NM's localization): both must agree on what stays
 //! inside a directory, so the rule is written once.
 
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
+
+/// `<system temp dir>/spindle-staging`: where clients stage shipped code when
+/// `spindle.client.staging-dir` is unset (the SDK's shipping) and where an NM looks for a
+/// finished application's staging directory (readable by every NM of one machine).
+pub fn default_staging_root() -> PathBuf {
+    std::env::temp_dir().join("spindle-staging")
+}
+
+/// `<root>/<user>/<app>`: an application's staging directory, None when `user` is not one
+/// plain path component (so the path stays inside `root`).
+pub fn staging_dir(root: &Path, user: &str, app: &str) -> Option<PathBuf> {
+    let plain = |s: &str| !s.is_empty() && s != "." && s != ".." && !s.contains(['/', '\\', '\0']);
+    (plain(user) && plain(app)).then(|| root.join(user).join(app))
+}
 
 /// Whether relative link `target`, followed from a directory `depth` levels below the root,
 /// stays inside the root (read lexically, as a link is resolved). An absolute target, or
@@ -28,6 +42,23 @@ pub fn link_stays_inside(depth: usize, target: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_staging_dir_stays_under_its_root() {
+        let root = Path::new("/tmp/st");
+        assert_eq!(
+            staging_dir(root, "alice", "application_1_0001"),
+            Some(PathBuf::from("/tmp/st/alice/application_1_0001"))
+        );
+        for user in ["", ".", "..", "a/b"] {
+            assert_eq!(
+                staging_dir(root, user, "application_1_0001"),
+                None,
+                "{user}"
+            );
+        }
+        assert!(default_staging_root().ends_with("spindle-staging"));
+    }
 
     #[test]
     fn links_that_climb_out_or_are_absolute_do_not_stay_inside() {

@@ -140,6 +140,7 @@ fn node_context(conf: &NmConfig, node_id: &NodeId, capacity: &Resource) -> NodeC
         local_dirs: conf.local_dirs.clone(),
         log_dirs: conf.log_dirs.clone(),
         conf_dir: conf.conf_dir.clone(),
+        staging_root: conf.staging_root.clone(),
         inherited_env,
         sigkill_delay: conf.sigkill_delay,
         launch_hold_timeout: conf.launch_hold_timeout,

@@ -508,6 +508,12 @@ pub fn app_preemption(
             step: k.step,
             label: k.label.clone(),
         }),
+        last_preempted_by: p.preempted_by.as_ref().map(|b| {
+            spindle_common::records::cluster::PreemptedBy {
+                application_id: b.app.to_string(),
+                queue: b.queue.clone(),
+            }
+        }),
     })
 }
 

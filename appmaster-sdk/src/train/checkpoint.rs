@@ -43,6 +43,16 @@ pub struct Checkpoint {
     pub label: String,
 }
 
+/// `ckpt-3 (step 3)`, or the label alone without a step.
+impl std::fmt::Display for Checkpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.step {
+            Some(step) => write!(f, "{} (step {step})", self.label),
+            None => f.write_str(&self.label),
+        }
+    }
+}
+
 /// The newest regular file directly in `dir` (not a `.spindle-*` one), with the step of
 /// [`STEP_FILE`]; None when there is none or `dir` cannot be read. Ties in mtime go to the
 /// greater name, so the answer does not depend on the directory's order.
@@ -164,6 +174,18 @@ mod tests {
     use std::time::{Duration, SystemTime};
 
     use super::*;
+
+    #[test]
+    fn a_checkpoint_reads_as_its_label_and_step() {
+        let mut k = Checkpoint {
+            time_ms: 1,
+            step: Some(3),
+            label: "ckpt-3".into(),
+        };
+        assert_eq!(k.to_string(), "ckpt-3 (step 3)");
+        k.step = None;
+        assert_eq!(k.to_string(), "ckpt-3");
+    }
 
     fn touch(dir: &Path, name: &str, secs: u64) {
         let p = dir.join(name);

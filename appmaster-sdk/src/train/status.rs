@@ -21,7 +21,7 @@ use spindle_common::ids::ContainerId;
 use spindle_common::records::am::ContainerStatus;
 use spindle_common::time::now_ms;
 
-use super::RankInfo;
+use super::{RankInfo, GANG_ID};
 
 /// The file's name in the AM container's log directory.
 pub const RANKS_FILE: &str = "spindle-ranks.json";
@@ -57,6 +57,51 @@ pub struct RankStatus {
     pub exit_status: Option<i32>,
 }
 
+/// What happened to the gang that the client announces, each once (in the order it
+/// happened). A resize is not here: the RM's app view tells it (`currentSize`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum GangEvent {
+    /// A worker failed: the gang starts again as gang attempt `attempt` of at most `of`.
+    #[serde(rename_all = "camelCase")]
+    Restarted {
+        attempt: u32,
+        of: u32,
+        because: String,
+    },
+    /// The RM took gang attempt `gang_attempt` back; the workers resume from `checkpoint`
+    /// (the checkpoint directory's newest file and step), if there is one.
+    #[serde(rename_all = "camelCase")]
+    Preempted {
+        gang_attempt: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        checkpoint: Option<String>,
+    },
+}
+
+impl GangEvent {
+    /// The client's line: `Gang workers restarted: attempt 2 of 4, because ...`.
+    pub fn line(&self) -> String {
+        match self {
+            Self::Restarted {
+                attempt,
+                of,
+                because,
+            } => format!("Gang {GANG_ID} restarted: attempt {attempt} of {of}, because {because}"),
+            Self::Preempted {
+                gang_attempt,
+                checkpoint,
+            } => {
+                let from = match checkpoint {
+                    Some(k) => format!("resuming from checkpoint {k}"),
+                    None => "no checkpoint to resume from".to_string(),
+                };
+                format!("Gang {GANG_ID} preempted in gang attempt {gang_attempt}; {from}")
+            }
+        }
+    }
+}
+
 /// The gang's ranks in its current gang attempt.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
@@ -67,6 +112,9 @@ pub struct GangRanks {
     pub ranks: Vec<RankStatus>,
     /// When this version was written (ms since the epoch).
     pub updated_ms: u64,
+    /// Restarts and preemptions so far, oldest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<GangEvent>,
 }
 
 /// How many ranks are in each state.
@@ -205,6 +253,14 @@ pub fn running(gang_attempt: u32, ranks: &[RankInfo]) {
     });
 }
 
+/// Something the client announces happened ([`GangEvent`]).
+pub fn event(e: GangEvent) {
+    update(|d| {
+        d.events.push(e);
+        true
+    });
+}
+
 /// A container ended: its rank, if it is one of the current ranks, is complete.
 pub fn ended(s: &ContainerStatus) {
     update(|d| d.ended(&s.container_id, s.exit_status));
@@ -285,5 +341,38 @@ mod tests {
         assert_eq!(v["ranks"][0]["exitStatus"], 0);
         assert_eq!(v["ranks"][0]["containerId"], "container_1_0001_01_000002");
         assert!(!dir.path().join(TEMP_FILE).exists());
+        assert!(v.get("events").is_none(), "{v}");
+    }
+
+    #[test]
+    fn events_read_back_and_say_what_happened() {
+        let mut d = GangRanks::default();
+        d.events.push(GangEvent::Restarted {
+            attempt: 2,
+            of: 4,
+            because: "worker rank 1 failed: exit 1".into(),
+        });
+        d.events.push(GangEvent::Preempted {
+            gang_attempt: 2,
+            checkpoint: Some("ckpt-3 (step 3)".into()),
+        });
+        let v = serde_json::to_value(&d).expect("JSON");
+        assert_eq!(v["events"][0]["event"], "RESTARTED");
+        assert_eq!(v["events"][1]["gangAttempt"], 2);
+        let back: GangRanks = serde_json::from_value(v).expect("back");
+        assert_eq!(back, d);
+        assert_eq!(
+            d.events[0].line(),
+            "Gang workers restarted: attempt 2 of 4, because worker rank 1 failed: exit 1"
+        );
+        assert_eq!(
+            d.events[1].line(),
+            "Gang workers preempted in gang attempt 2; resuming from checkpoint ckpt-3 (step 3)"
+        );
+        let none = GangEvent::Preempted {
+            gang_attempt: 1,
+            checkpoint: None,
+        };
+        assert!(none.line().ends_with("no checkpoint to resume from"));
     }
 }

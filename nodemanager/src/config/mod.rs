@@ -113,6 +113,10 @@ pub struct NmConfig {
     pub rm_address: String,
     /// The NM's configuration directory, absolute; containers get it as `SPINDLE_CONF_DIR`.
     pub conf_dir: PathBuf,
+    /// Clients' staging root (`spindle.client.staging-dir`, else
+    /// `<temp dir>/spindle-staging`): a finished application's `<root>/<user>/<app>` is
+    /// removed here.
+    pub staging_root: PathBuf,
     /// NM environment variables passed through to containers.
     pub env_whitelist: Vec<String>,
     /// Bytes of stderr quoted in a failed container's diagnostics.
@@ -246,6 +250,10 @@ impl NmConfig {
             recovery_dir,
             rm_address,
             conf_dir: absolute(conf_dir),
+            staging_root: match conf.get(keys::CLIENT_STAGING_DIR)? {
+                Some(v) if !v.trim().is_empty() => absolute(Path::new(v.trim())),
+                _ => spindle_common::paths::default_staging_root(),
+            },
             env_whitelist,
             stderr_tail_bytes,
             plugins,

@@ -71,6 +71,8 @@ pub struct NodeContext {
     pub local_dirs: Vec<PathBuf>,
     pub log_dirs: Vec<PathBuf>,
     pub conf_dir: PathBuf,
+    /// Clients' staging root: a finished application's `<root>/<user>/<app>` goes with it.
+    pub staging_root: PathBuf,
     /// Whitelisted variables of the NM's own environment, captured at start.
     pub inherited_env: BTreeMap<String, String>,
     pub sigkill_delay: Duration,

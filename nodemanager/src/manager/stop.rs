@@ -207,8 +207,15 @@ impl Manager {
                     .join(app.to_string())
             })
             .collect();
+        // The client's staging directory goes too, whoever ended the application (a
+        // detached one killed with `application -kill` has no AM or client to do it).
+        let staging =
+            spindle_common::paths::staging_dir(&self.ctx.staging_root, &a.user, &app.to_string());
         info!(app_id = %app, "application finished here; deleting its local dirs");
         tokio::task::spawn_blocking(move || {
+            if let Some(d) = staging {
+                remove_staging(&d);
+            }
             for d in dirs {
                 if let Err(e) = std::fs::remove_dir_all(&d) {
                     if e.kind() != std::io::ErrorKind::NotFound {
@@ -217,5 +224,30 @@ impl Manager {
                 }
             }
         });
+    }
+}
+
+/// Removes a finished application's staging directory `<root>/<user>/<app>`: only when
+/// `<root>/<user>` is a real directory (not a link someone could point elsewhere); the
+/// directory itself is removed without following links inside it. Gone already is fine.
+fn remove_staging(dir: &std::path::Path) {
+    let parent_is_dir = dir
+        .parent()
+        .and_then(|p| std::fs::symlink_metadata(p).ok())
+        .is_some_and(|m| m.is_dir());
+    if !parent_is_dir {
+        return;
+    }
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => match std::fs::remove_dir_all(dir) {
+            Ok(()) => info!(dir = %dir.display(), "removed the application's staging directory"),
+            Err(e) => {
+                warn!(dir = %dir.display(), error = %e, "cannot remove the staging directory")
+            }
+        },
+        Ok(_) => {
+            warn!(dir = %dir.display(), "the staging directory is not a directory; left alone")
+        }
+        Err(_) => {}
     }
 }

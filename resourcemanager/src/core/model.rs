@@ -225,11 +225,21 @@ pub struct Checkpoint {
     pub label: Option<String>,
 }
 
+/// The application a preemption took containers for, and its queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preemptor {
+    pub app: ApplicationId,
+    /// Its leaf queue's path, as users see it.
+    pub queue: String,
+}
+
 /// An application's preemption record (YARN's `preemptedResource*` figures, plus the work
 /// lost and how long the AM took from notice to exit).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AppPreemption {
     pub checkpoint: Option<Checkpoint>,
+    /// Who the last preemption took its containers for.
+    pub preempted_by: Option<Preemptor>,
     /// Units (whole gangs, or single containers) taken back.
     pub preemptions: u32,
     pub containers: u32,

@@ -304,6 +304,10 @@ impl RmCore {
             return;
         }
         let deadline = now.saturating_add(conf.max_wait_before_kill_ms);
+        let preemptor = self.apps.get(&ch.preemptor).map(|a| Preemptor {
+            app: ch.preemptor,
+            queue: a.queue.to_string(),
+        });
         let mut told: BTreeSet<ApplicationAttemptId> = BTreeSet::new();
         let mut names = Vec::new();
         for i in &ch.victims {
@@ -329,6 +333,7 @@ impl RmCore {
             };
             if shrink.is_none() {
                 app.preemption.preemptions += 1;
+                app.preemption.preempted_by.clone_from(&preemptor);
             }
             if let Some(att) = app.current_attempt() {
                 if told.insert(att.id) {

@@ -1,6 +1,7 @@
 //! The AM from registration to unregistration: gang attempts until one ends the job.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use spindle_common::ids::ContainerId;
 use spindle_common::records::am::Container;
@@ -12,6 +13,8 @@ use crate::amrm::AmRmClient;
 use crate::dshell::am::{finish_and_report, register_fitting, Registered};
 use crate::gang::GangError;
 use crate::nm_client::NmClient;
+use crate::train::checkpoint;
+use crate::train::status::GangEvent;
 use crate::train::{assign_ranks, RankInfo, TrainAmConfig, GANG_ID};
 
 /// Runs the training AM to its end: registers (as `am_host`), runs gang attempts, and
@@ -119,17 +122,33 @@ async fn run_gangs(
             AttemptEnd::Preempted => {
                 // Not a failure: the workers checkpointed and the gang is asked for again.
                 report.preemptions += 1;
+                crate::train::status::event(GangEvent::Preempted {
+                    gang_attempt: report.attempts,
+                    checkpoint: cfg
+                        .checkpoint_dir
+                        .as_deref()
+                        .and_then(|d| checkpoint::latest(Path::new(d)))
+                        .map(|k| k.to_string()),
+                });
                 release(amrm, nm, true, out).await;
             }
-            AttemptEnd::WorkerFailed(d) => {
+            AttemptEnd::WorkerFailed(f) => {
                 failures += 1;
                 let last = failures >= max_attempts;
                 if !last {
-                    out(&format!(
-                        "restarting the gang (attempt {} of at most {}) after: {d}",
+                    let (attempt, of) = (
                         report.attempts + 1,
-                        max_attempts.saturating_add(report.preemptions)
+                        max_attempts.saturating_add(report.preemptions),
+                    );
+                    out(&format!(
+                        "restarting the gang (attempt {attempt} of at most {of}) after: {}",
+                        f.why
                     ));
+                    crate::train::status::event(GangEvent::Restarted {
+                        attempt,
+                        of,
+                        because: f.why.clone(),
+                    });
                 }
                 release(amrm, nm, false, out).await;
                 if last {
@@ -138,9 +157,13 @@ async fn run_gangs(
                         p => format!(", {p} of them preempted"),
                     };
                     report.diagnostics = format!(
-                        "{d}; gave up after {} gang attempt(s){preempted} (--max-restarts {})",
-                        report.attempts, cfg.max_restarts
+                        "{}; gave up after {} gang attempt(s){preempted} (--max-restarts {})",
+                        f.why, report.attempts, cfg.max_restarts
                     );
+                    if let Some(q) = f.stderr {
+                        report.diagnostics.push('\n');
+                        report.diagnostics.push_str(&q);
+                    }
                     break;
                 }
             }

@@ -69,7 +69,7 @@ const FREE_PORT_TRIES: u32 = 3;
 /// How long the NMs hold set-up workers for the release: far beyond the release calls' few
 /// milliseconds, so it only matters if this AM dies between the two phases.
 const HOLD_TIMEOUT: Duration = Duration::from_secs(120);
-/// How many lines of rank 0's stderr a fail-fast diagnostic quotes.
+/// How many lines of the first failed rank's stderr a diagnostic quotes.
 const STDERR_LINES: usize = 10;
 
 /// What the training AM gets besides its [`TrainAmConfig`], from its environment too: the
@@ -131,8 +131,10 @@ pub struct WorkerExit {
 /// Whether a gang attempt must not be restarted: every one of its `workers` failed (`exits`)
 /// with the same positive exit status (a framework status, negative, is not the program's
 /// doing), and either all within `window` of starting, or before any checkpoint was written
-/// (`checkpointed` is `Some(false)`: a checkpoint directory is set and has no file). The
-/// shared exit status if so. A zero window never fails fast.
+/// (`checkpointed` is `Some(false)`: a checkpoint directory is set and has no file). An
+/// attempt with a checkpoint (`Some(true)`) is never stopped: fail-fast is for a job that
+/// cannot even start, and one that checkpointed did; its failures are restarted within
+/// `--max-restarts`. The shared exit status if so. A zero window never fails fast.
 pub fn fail_fast(
     exits: &[WorkerExit],
     workers: u32,
@@ -141,10 +143,7 @@ pub fn fail_fast(
 ) -> Option<i32> {
     let first = exits.first()?;
     let all = exits.len() == workers as usize;
-    let alike = exits.iter().all(|e| e.exit_status == first.exit_status);
-    let early = exits.iter().all(|e| e.after <= window) || checkpointed == Some(false);
-    (!window.is_zero() && all && alike && first.exit_status > 0 && early)
-        .then_some(first.exit_status)
+    (all && may_fail_fast(exits, 0, window, checkpointed)).then_some(first.exit_status)
 }
 
 /// Whether the failures so far may still add up to [`fail_fast`] once the rest of the gang
@@ -158,30 +157,50 @@ fn may_fail_fast(
     let Some(first) = exits.first() else {
         return false;
     };
+    let early = match checkpointed {
+        Some(true) => false,
+        Some(false) => true,
+        None => exits.iter().all(|e| e.after <= window),
+    };
     !window.is_zero()
         && succeeded == 0
         && first.exit_status > 0
         && exits.iter().all(|e| e.exit_status == first.exit_status)
-        && (exits.iter().all(|e| e.after <= window) || checkpointed == Some(false))
+        && early
 }
 
-/// The first [`STDERR_LINES`] lines of a log, indented under the diagnostic.
-pub fn first_lines(log: &str) -> String {
-    let mut lines: Vec<String> = log
-        .lines()
-        .take(STDERR_LINES)
-        .map(|l| {
-            let l = l.trim_end();
-            match l.char_indices().nth(300) {
-                Some((i, _)) => format!("  {}...", &l[..i]),
-                None => format!("  {l}"),
-            }
-        })
-        .collect();
-    if log.lines().nth(STDERR_LINES).is_some() {
+/// The last [`STDERR_LINES`] lines of a log (a traceback ends with its error), indented
+/// under the diagnostic, `  ...` first when lines were left out.
+pub fn last_lines(log: &str) -> String {
+    let all: Vec<&str> = log.lines().collect();
+    let skip = all.len().saturating_sub(STDERR_LINES);
+    let mut lines: Vec<String> = Vec::with_capacity(STDERR_LINES + 1);
+    if skip > 0 {
         lines.push("  ...".into());
     }
+    lines.extend(all[skip..].iter().map(|l| {
+        let l = l.trim_end();
+        match l.char_indices().nth(300) {
+            Some((i, _)) => format!("  {}...", &l[..i]),
+            None => format!("  {l}"),
+        }
+    }));
     lines.join("\n")
+}
+
+/// Why a gang attempt failed: one line, and the excerpt of the stderr of the rank that
+/// failed first, when it was read.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Failure {
+    pub why: String,
+    /// `Last lines of rank 1's stderr (container on node):` and the lines ([`last_lines`]).
+    pub stderr: Option<String>,
+}
+
+impl From<String> for Failure {
+    fn from(why: String) -> Self {
+        Self { why, stderr: None }
+    }
 }
 
 /// How the AM ended.
@@ -202,14 +221,14 @@ enum AttemptEnd {
     /// Every worker (this many) exited 0.
     Succeeded(u32),
     /// A worker failed or could not start: the gang may be restarted.
-    WorkerFailed(String),
+    WorkerFailed(Failure),
     /// The RM took the gang back; its workers were told to checkpoint and have exited.
     Preempted,
     /// The gang was never granted (timed out, refused): asking again the same way will not
     /// help.
     Fatal(String),
     /// Every worker failed alike soon after starting ([`fail_fast`]): a restart would fail
-    /// the same way. The diagnostic quotes rank 0's stderr.
+    /// the same way. The diagnostic quotes the stderr of the rank that failed first.
     FailedFast(String),
 }
 
@@ -356,9 +375,9 @@ impl Attempt<'_> {
                     )))
                 }
                 Err(GangError::Failed { diagnostics, .. }) => {
-                    return Ok(AttemptEnd::WorkerFailed(format!(
-                        "the gang failed before it started: {diagnostics}"
-                    )))
+                    return Ok(AttemptEnd::WorkerFailed(
+                        format!("the gang failed before it started: {diagnostics}").into(),
+                    ))
                 }
                 Err(GangError::Am(e)) => return Err(e),
                 Err(e) => return Ok(AttemptEnd::Fatal(e.to_string())),
@@ -382,10 +401,13 @@ impl Attempt<'_> {
         let port = match self.free_port(&master).await {
             Ok(p) => p,
             Err(e) => {
-                return Ok(AttemptEnd::WorkerFailed(format!(
-                    "cannot get a free port on rank 0's node {}: {e}",
-                    master.node_id
-                )))
+                return Ok(AttemptEnd::WorkerFailed(
+                    format!(
+                        "cannot get a free port on rank 0's node {}: {e}",
+                        master.node_id
+                    )
+                    .into(),
+                ))
             }
         };
         let master_addr = master.node_id.host.clone();
@@ -402,7 +424,7 @@ impl Attempt<'_> {
         }
         super::status::held(self.number, &ranks);
         if let Some(failure) = self.start_all(&ranks, n, &master_addr, port, out).await {
-            return Ok(AttemptEnd::WorkerFailed(failure));
+            return Ok(AttemptEnd::WorkerFailed(failure.into()));
         }
         self.watch(amrm, &ranks, out).await
     }
@@ -437,8 +459,8 @@ impl Attempt<'_> {
             .map(|d| checkpoint::latest(Path::new(d)).is_some())
     }
 
-    /// Why the attempt is not restarted, with the first lines of rank 0's stderr (read from
-    /// its NM's container log).
+    /// Why the attempt is not restarted, with the last lines of the stderr of the rank that
+    /// failed first.
     async fn fail_fast_diagnostic(
         &self,
         status: i32,
@@ -455,38 +477,49 @@ impl Attempt<'_> {
                 self.cfg.checkpoint_dir.as_deref().unwrap_or("")
             )
         };
-        let mut d = format!(
+        let d = format!(
             "all {} workers of gang attempt {} failed with exit status {status} {when}; not \
              restarting the gang, which would fail the same way (fail-fast window {} ms)",
             exits.len(),
             self.number,
             window.as_millis()
         );
-        let Some(r0) = ranks.iter().find(|r| r.rank == 0) else {
-            return d;
-        };
-        let c = &r0.container;
-        match self
-            .nm
-            .container_log(&c.node_http_address, &c.id, "stderr")
-            .await
-        {
-            Ok(log) if !log.trim().is_empty() => d.push_str(&format!(
-                "\nFirst lines of rank 0's stderr ({} on {}):\n{}",
-                c.id,
-                c.node_id,
-                first_lines(&log)
-            )),
-            Ok(_) => d.push_str(&format!(
-                "\nRank 0's stderr ({} on {}) is empty",
-                c.id, c.node_id
-            )),
-            Err(e) => d.push_str(&format!(
-                "\nRank 0's stderr ({} on {}) could not be read: {e}",
-                c.id, c.node_id
-            )),
+        match self.first_failed_stderr(exits, ranks).await {
+            Some(q) => format!("{d}\n{q}"),
+            None => d,
         }
-        d
+    }
+
+    /// The last lines of the stderr of the rank that failed first (`exits` are in the order
+    /// their ends were reported), read from its NM's container log; None without a failure.
+    async fn first_failed_stderr(
+        &self,
+        exits: &[WorkerExit],
+        ranks: &[RankInfo],
+    ) -> Option<String> {
+        let first = exits.first()?;
+        let r = ranks.iter().find(|r| r.rank == first.rank)?;
+        let c = &r.container;
+        let rank = first.rank;
+        Some(
+            match self
+                .nm
+                .container_log(&c.node_http_address, &c.id, "stderr")
+                .await
+            {
+                Ok(log) if !log.trim().is_empty() => format!(
+                    "Last lines of rank {rank}'s stderr ({} on {}):\n{}",
+                    c.id,
+                    c.node_id,
+                    last_lines(&log)
+                ),
+                Ok(_) => format!("Rank {rank}'s stderr ({} on {}) is empty", c.id, c.node_id),
+                Err(e) => format!(
+                    "Rank {rank}'s stderr ({} on {}) could not be read: {e}",
+                    c.id, c.node_id
+                ),
+            },
+        )
     }
 
     async fn free_port(&self, master: &Container) -> Result<u16, crate::ClientError> {
@@ -609,18 +642,22 @@ mod tests {
         assert!(!may_fail_fast(&[exit(0, 1, 40_000)], 0, w, Some(true)));
         assert!(may_fail_fast(&[exit(0, 1, 40_000)], 0, w, Some(false)));
         assert!(!may_fail_fast(&[], 0, w, None));
+        // An attempt that checkpointed is never stopped, however early it failed.
+        assert_eq!(fail_fast(&all, 2, w, Some(true)), None);
+        assert!(!may_fail_fast(&all[..1], 0, w, Some(true)));
     }
 
     #[test]
-    fn the_diagnostic_quotes_the_first_lines() {
+    fn the_diagnostic_quotes_the_last_lines() {
         let log: String = (1..=12).map(|i| format!("line {i}\n")).collect();
-        let q = first_lines(&log);
-        assert!(q.starts_with("  line 1\n  line 2"), "{q}");
-        assert!(q.contains("  line 10\n  ..."), "{q}");
-        assert!(!q.contains("line 11"), "{q}");
-        assert_eq!(first_lines("boom"), "  boom");
+        let q = last_lines(&log);
+        assert!(q.starts_with("  ...\n  line 3\n  line 4"), "{q}");
+        assert!(q.ends_with("  line 12"), "{q}");
+        assert!(!q.contains("line 2\n"), "{q}");
+        assert_eq!(last_lines("boom"), "  boom");
+        assert_eq!(last_lines("a\nb\n"), "  a\n  b");
         let long = "x".repeat(400);
-        assert_eq!(first_lines(&long).len(), 2 + 300 + 3);
+        assert_eq!(last_lines(&long).len(), 2 + 300 + 3);
     }
 
     #[test]

@@ -11,8 +11,8 @@ use spindle_common::states::exit_status;
 use spindle_common::time::now_ms;
 
 use super::{
-    fail_fast, may_fail_fast, status_line, Attempt, AttemptEnd, Preempting, Resize, WorkerExit,
-    RM_UNREACHABLE_LIMIT,
+    fail_fast, may_fail_fast, status_line, Attempt, AttemptEnd, Failure, Preempting, Resize,
+    WorkerExit, RM_UNREACHABLE_LIMIT,
 };
 use crate::am_client::AmError;
 use crate::amrm::{
@@ -382,7 +382,7 @@ impl Attempt<'_> {
                         }
                         continue;
                     }
-                    Err(f) => return Ok(AttemptEnd::WorkerFailed(f)),
+                    Err(f) => return Ok(AttemptEnd::WorkerFailed(f.into())),
                 }
             }
             if w.preempting.is_some() || (w.done.len() as u32) < w.n {
@@ -459,7 +459,10 @@ impl Attempt<'_> {
             let d = self.fail_fast_diagnostic(status, &w.exits, &w.ranks).await;
             return Some(AttemptEnd::FailedFast(d));
         }
-        Some(AttemptEnd::WorkerFailed(f.clone()))
+        Some(AttemptEnd::WorkerFailed(Failure {
+            why: f.clone(),
+            stderr: self.first_failed_stderr(&w.exits, &w.ranks).await,
+        }))
     }
 
     /// The RM's notice names this gang: the marker with the deadline for the workers,

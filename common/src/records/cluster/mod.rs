@@ -276,6 +276,18 @@ pub struct AppPreemptionInfo {
     /// The last checkpoint its AM reported.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_checkpoint: Option<super::am::CheckpointReport>,
+    /// Who the last preemption took its containers for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_preempted_by: Option<PreemptedBy>,
+}
+
+/// The application a preemption took containers for (Spindle's extension).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PreemptedBy {
+    pub application_id: String,
+    /// Its leaf queue's path.
+    pub queue: String,
 }
 
 impl Default for AppInfo {

@@ -25,7 +25,6 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use reqwest::Method;
 use spindle_common::ids::{ApplicationAttemptId, ContainerId};
 use spindle_common::records::am::GangState;
 use spindle_common::records::cluster::{AppAttemptInfo, AppInfo, ContainerReportInfo};
@@ -36,19 +35,18 @@ use crate::error::ClientError;
 use crate::http::{build_client, Http};
 use crate::rm_client::RmClient;
 use crate::train::am::{one_line, status_line};
-use crate::train::status::{GangRanks, RankState, RANKS_FILE};
+use crate::train::status::{GangEvent, GangRanks, RankState, RANKS_FILE};
 use crate::train::GANG_ID;
 
 /// How often the application's state is read.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
+mod tail;
+pub use tail::{tail_window, LogTail, TailFile, MAX_LINE};
+
 /// How often the rank file, the container reports and the followed logs are read.
 pub const DETAIL_INTERVAL: Duration = Duration::from_millis(500);
 /// How long an interrupted client waits for the RM to report the application KILLED.
 pub const KILL_WAIT: Duration = Duration::from_secs(30);
-/// The most bytes of one log file read per look.
-const LOG_CHUNK: u64 = 1 << 20;
-/// The longest unfinished line kept back for its end.
-pub const MAX_LINE: usize = 64 * 1024;
 
 /// Which client follows: what its work is made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +68,7 @@ impl AppKind {
     }
 
     /// What one unit of work is called: `rank` or `task`.
-    fn unit(self) -> &'static str {
+    pub fn unit(self) -> &'static str {
         match self {
             Self::Train => "rank",
             Self::Shell => "task",
@@ -78,12 +76,25 @@ impl AppKind {
     }
 }
 
+/// Whose output is streamed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Logs {
+    /// Nobody's.
+    Off,
+    /// Rank 0's (the first task's): the attached client.
+    First,
+    /// Every rank's (task's), or only this one's (`spindle logs -follow [-rank N]`).
+    Ranks(Option<u32>),
+}
+
 /// How to follow.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FollowOptions {
     pub kind: AppKind,
-    /// Stream rank 0's (the first task's) stdout and stderr.
-    pub logs: bool,
+    /// Whose stdout and stderr to stream.
+    pub logs: Logs,
+    /// Each streamed file starts with its last this many lines (None: from its start).
+    pub tail: Option<usize>,
 }
 
 /// How following ended.
@@ -185,10 +196,9 @@ pub async fn follow_to_end(
         waiting: WaitingReasons::default(),
         progress: None,
         details_at: None,
-        ranks: None,
-        tasks: Vec::new(),
-        am: None,
-        tail: None,
+        work: Work::default(),
+        tails: BTreeMap::new(),
+        events_seen: None,
     };
     let mut unreachable_since: Option<Instant> = None;
     loop {
@@ -229,14 +239,11 @@ struct Watcher<'a> {
     /// The last progress line printed.
     progress: Option<String>,
     details_at: Option<Instant>,
-    /// Train: the AM's last rank file.
-    ranks: Option<GangRanks>,
-    /// Shell: the containers of the current attempt, AM excluded, in id order.
-    tasks: Vec<ContainerReportInfo>,
-    /// The current AM attempt: its id, container and node's web address.
-    am: Option<(ApplicationAttemptId, ContainerId, String)>,
-    /// The followed logs.
-    tail: Option<LogTail>,
+    work: Work,
+    /// The followed logs, by rank (task).
+    tails: BTreeMap<u32, LogTail>,
+    /// Train: the AM container whose rank file's events were printed, and how many.
+    events_seen: Option<(ContainerId, usize)>,
 }
 
 impl Watcher<'_> {
@@ -277,95 +284,72 @@ impl Watcher<'_> {
         app: &AppInfo,
         out: &mut (dyn FnMut(&str) + Send),
     ) -> Result<(), ClientError> {
-        let attempts = self.rm.app_attempts(&self.app_id).await?;
-        self.am = attempts.last().and_then(am_of);
+        self.work
+            .fetch(self.rm, &self.nm, &self.app_id, self.opts.kind)
+            .await?;
+        if let (Some((_, am, _)), Some(r)) = (&self.work.am, &self.work.ranks) {
+            let seen = match self.events_seen {
+                Some((c, n)) if c == *am => n,
+                _ => 0,
+            };
+            for l in event_lines(&r.events, seen, app) {
+                out(&l);
+            }
+            self.events_seen = Some((*am, r.events.len().max(seen)));
+        }
         let progress = match self.opts.kind {
             AppKind::Train => {
-                if let Some((_, am, node)) = &self.am {
-                    match self.fetch_ranks(node, am).await {
-                        Ok(r) => self.ranks = Some(r),
-                        Err(e) if e.is_not_found() => {}
-                        Err(e) => tracing::debug!(error = %e, "rank file"),
-                    }
-                }
                 let wanted = app.gangs.iter().find(|g| g.id == GANG_ID).map(|g| g.size);
-                train_progress(self.ranks.as_ref(), wanted)
+                train_progress(self.work.ranks.as_ref(), wanted)
             }
-            AppKind::Shell => {
-                if let Some((attempt, am, _)) = &self.am {
-                    let mut tasks: Vec<ContainerReportInfo> = self
-                        .rm
-                        .attempt_containers(attempt)
-                        .await?
-                        .into_iter()
-                        .filter(|c| c.container_id != am.to_string())
-                        .collect();
-                    tasks.sort_by_key(|c| container_order(&c.container_id));
-                    self.tasks = tasks;
-                }
-                shell_progress(&self.tasks)
-            }
+            AppKind::Shell => shell_progress(&self.work.tasks),
         };
         if let Some(p) = progress.filter(|p| self.progress.as_ref() != Some(p)) {
             out(&p);
             self.progress = Some(p);
         }
-        if self.opts.logs {
-            self.follow_logs(out).await;
-        }
+        self.follow_logs(out).await;
         Ok(())
     }
 
-    async fn fetch_ranks(&self, node: &str, am: &ContainerId) -> Result<GangRanks, ClientError> {
-        let http = Http::with_client(self.nm.clone(), node);
-        let path = format!("/ws/v1/node/containerlogs/{am}/{RANKS_FILE}");
-        let text = http.get_text(&path).await?;
-        serde_json::from_str(&text).map_err(|e| ClientError::Decode {
-            url: http.url(&path),
-            message: e.to_string(),
-        })
-    }
-
-    /// The container whose logs are followed now: rank 0's, or the first task's.
-    fn followed(&self) -> Option<(ContainerId, String, String)> {
-        match self.opts.kind {
-            AppKind::Train => self.ranks.as_ref().and_then(|d| d.rank0()).map(|r| {
-                (
-                    r.container_id,
-                    r.node_http_address.clone(),
-                    "rank 0".to_string(),
-                )
-            }),
-            AppKind::Shell => self.tasks.first().and_then(|c| {
-                let id = c.container_id.parse().ok()?;
-                Some((id, c.node_http_address.clone(), "task 0".to_string()))
-            }),
-        }
-    }
-
+    /// Polls the followed ranks' logs; a rank now in another container (a new gang
+    /// attempt) first prints what its last container wrote since the last look.
     async fn follow_logs(&mut self, out: &mut (dyn FnMut(&str) + Send)) {
-        let Some((id, node, label)) = self.followed() else {
-            return;
-        };
-        if self.tail.as_ref().is_some_and(|t| t.container != id) {
-            // A new gang attempt: what the last rank 0 wrote since the last look, then on.
-            if let Some(mut old) = self.tail.take() {
-                old.poll(&self.nm, out).await;
-                old.flush(out);
+        let kind = self.opts.kind;
+        for u in self.work.units(kind, self.opts.logs) {
+            if self
+                .tails
+                .get(&u.index)
+                .is_some_and(|t| t.container != u.container)
+            {
+                if let Some(mut old) = self.tails.remove(&u.index) {
+                    old.poll(&self.nm, out).await;
+                    old.flush(out);
+                }
             }
+            let tail = self.tails.entry(u.index).or_insert_with(|| {
+                let label = format!("{} {}", kind.unit(), u.index);
+                out(&format!(
+                    "Following {label}: container {} on {}",
+                    u.container, u.node_http_address
+                ));
+                LogTail::new(
+                    u.container,
+                    u.node_http_address.clone(),
+                    label,
+                    &STREAMS,
+                    self.opts.tail,
+                )
+            });
+            tail.poll(&self.nm, out).await;
         }
-        let tail = self.tail.get_or_insert_with(|| {
-            out(&format!("Following {label}: container {id} on {node}"));
-            LogTail::new(id, node, label)
-        });
-        tail.poll(&self.nm, out).await;
     }
 
     /// The exit summary: each rank (task) with its container, node, state and exit status,
     /// the RM's report of each container winning over the rank file's.
     async fn summary(&mut self) -> Vec<String> {
         let mut lines = Vec::new();
-        if let Some(mut t) = self.tail.take() {
+        for (_, mut t) in std::mem::take(&mut self.tails) {
             let mut rest = Vec::new();
             t.poll(&self.nm, &mut |l: &str| rest.push(l.to_string()))
                 .await;
@@ -374,7 +358,7 @@ impl Watcher<'_> {
         }
         let reports = self.all_containers().await;
         let rows: Vec<SummaryRow> = match self.opts.kind {
-            AppKind::Train => match &self.ranks {
+            AppKind::Train => match &self.work.ranks {
                 Some(d) => d
                     .ranks
                     .iter()
@@ -398,6 +382,7 @@ impl Watcher<'_> {
                 None => Vec::new(),
             },
             AppKind::Shell => self
+                .work
                 .tasks
                 .iter()
                 .enumerate()
@@ -413,7 +398,7 @@ impl Watcher<'_> {
                 })
                 .collect(),
         };
-        let title = match (self.opts.kind, &self.ranks) {
+        let title = match (self.opts.kind, &self.work.ranks) {
             (AppKind::Train, Some(d)) => format!("Ranks of gang attempt {}:", d.gang_attempt),
             (AppKind::Train, None) => "Ranks: none was started".to_string(),
             (AppKind::Shell, _) if rows.is_empty() => "Tasks: none was started".to_string(),
@@ -445,6 +430,156 @@ impl Watcher<'_> {
         }
         by_id
     }
+}
+
+/// The files streamed of each followed container.
+pub const STREAMS: [&str; 2] = ["stdout", "stderr"];
+
+/// What the client knows of the application's work.
+#[derive(Debug, Default)]
+pub struct Work {
+    /// The current AM attempt: its id, container and node's web address.
+    pub am: Option<(ApplicationAttemptId, ContainerId, String)>,
+    /// Train: the AM's last rank file.
+    pub ranks: Option<GangRanks>,
+    /// Shell: the containers of the current attempt, AM excluded, in id order.
+    pub tasks: Vec<ContainerReportInfo>,
+}
+
+/// A rank (task) whose logs can be read: its index, container and NM web address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unit {
+    pub index: u32,
+    pub container: ContainerId,
+    pub node_http_address: String,
+}
+
+impl Work {
+    /// Reads the current AM attempt, then the training AM's rank file through its NM (kept
+    /// as it was while the new AM has written none) or the shell's containers.
+    pub async fn fetch(
+        &mut self,
+        rm: &RmClient,
+        nm: &reqwest::Client,
+        app_id: &spindle_common::ids::ApplicationId,
+        kind: AppKind,
+    ) -> Result<(), ClientError> {
+        let attempts = rm.app_attempts(app_id).await?;
+        self.am = attempts.last().and_then(am_of);
+        let Some((attempt, am, node)) = &self.am else {
+            return Ok(());
+        };
+        match kind {
+            AppKind::Train => match fetch_ranks(nm, node, am).await {
+                Ok(r) => self.ranks = Some(r),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => tracing::debug!(error = %e, "rank file"),
+            },
+            AppKind::Shell => {
+                let mut tasks: Vec<ContainerReportInfo> = rm
+                    .attempt_containers(attempt)
+                    .await?
+                    .into_iter()
+                    .filter(|c| c.container_id != am.to_string())
+                    .collect();
+                tasks.sort_by_key(|c| container_order(&c.container_id));
+                self.tasks = tasks;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every rank (task) known now, in order.
+    pub fn all_units(&self, kind: AppKind) -> Vec<Unit> {
+        match kind {
+            AppKind::Train => self
+                .ranks
+                .iter()
+                .flat_map(|d| &d.ranks)
+                .map(|r| Unit {
+                    index: r.rank,
+                    container: r.container_id,
+                    node_http_address: r.node_http_address.clone(),
+                })
+                .collect(),
+            AppKind::Shell => self
+                .tasks
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| {
+                    Some(Unit {
+                        index: i as u32,
+                        container: c.container_id.parse().ok()?,
+                        node_http_address: c.node_http_address.clone(),
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// The ranks (tasks) whose logs `logs` follows.
+    pub fn units(&self, kind: AppKind, logs: Logs) -> Vec<Unit> {
+        let mut all = self.all_units(kind);
+        match logs {
+            Logs::Off => Vec::new(),
+            Logs::First => {
+                all.retain(|u| u.index == 0);
+                all
+            }
+            Logs::Ranks(None) => all,
+            Logs::Ranks(Some(n)) => {
+                all.retain(|u| u.index == n);
+                all
+            }
+        }
+    }
+}
+
+impl Work {
+    /// The work as it is now ([`Work::fetch`] once).
+    pub async fn read(
+        rm: &RmClient,
+        app_id: &spindle_common::ids::ApplicationId,
+        kind: AppKind,
+    ) -> Result<Self, ClientError> {
+        let mut w = Self::default();
+        w.fetch(rm, &build_client()?, app_id, kind).await?;
+        Ok(w)
+    }
+}
+
+/// Prints `files` of each of `units` once, `[rank 1 stdout] line`: from its start, or its
+/// last `tail` lines (`spindle logs -rank N -tail N` without `-follow`).
+pub async fn print_units(
+    units: &[Unit],
+    kind: AppKind,
+    files: &[&str],
+    tail: Option<usize>,
+    out: &mut (dyn FnMut(&str) + Send),
+) -> Result<(), ClientError> {
+    let nm = build_client()?;
+    for u in units {
+        let label = format!("{} {}", kind.unit(), u.index);
+        let mut t = LogTail::new(u.container, u.node_http_address.clone(), label, files, tail);
+        t.poll(&nm, out).await;
+        t.flush(out);
+    }
+    Ok(())
+}
+
+/// The training AM's rank file ([`RANKS_FILE`]), read from its container's logs.
+async fn fetch_ranks(
+    nm: &reqwest::Client,
+    node: &str,
+    am: &ContainerId,
+) -> Result<GangRanks, ClientError> {
+    let http = Http::with_client(nm.clone(), node);
+    let path = format!("/ws/v1/node/containerlogs/{am}/{RANKS_FILE}");
+    let text = http.get_text(&path).await?;
+    serde_json::from_str(&text).map_err(|e| ClientError::Decode {
+        url: http.url(&path),
+        message: e.to_string(),
+    })
 }
 
 /// The attempt's id, AM container and node web address, when the RM has them.
@@ -509,6 +644,28 @@ impl WaitingReasons {
         self.last = now;
         lines
     }
+}
+
+/// The lines of the gang's events after the first `seen` ([`GangEvent::line`]); a preemption
+/// names the application and queue the RM took the gang for, when its app view says.
+pub fn event_lines(events: &[GangEvent], seen: usize, app: &AppInfo) -> Vec<String> {
+    let by = app
+        .preemption
+        .as_ref()
+        .and_then(|p| p.last_preempted_by.as_ref());
+    events
+        .iter()
+        .skip(seen)
+        .map(|e| match (e, by) {
+            (GangEvent::Preempted { .. }, Some(b)) => format!(
+                "{} (taken for {} in queue {})",
+                e.line(),
+                b.application_id,
+                b.queue
+            ),
+            _ => e.line(),
+        })
+        .collect()
 }
 
 /// `Gang workers: 8 of 12 granted, 8 held, 0 running, 0 exited`; None before anything is
@@ -626,120 +783,6 @@ pub fn summary_table(kind: AppKind, rows: &[SummaryRow]) -> Vec<String> {
         .collect()
 }
 
-/// One followed log file: the bytes printed so far and an unfinished last line.
-#[derive(Debug)]
-pub struct TailFile {
-    pub name: &'static str,
-    /// Bytes of the file already read.
-    pub offset: u64,
-    partial: Vec<u8>,
-}
-
-impl TailFile {
-    pub fn new(name: &'static str) -> Self {
-        Self {
-            name,
-            offset: 0,
-            partial: Vec::new(),
-        }
-    }
-
-    /// Takes newly read bytes; returns the lines they complete (without their newline). An
-    /// unfinished line longer than [`MAX_LINE`] bytes is given out as it is.
-    pub fn take(&mut self, bytes: &[u8]) -> Vec<String> {
-        self.offset += bytes.len() as u64;
-        self.partial.extend_from_slice(bytes);
-        let mut lines: Vec<String> = match self.partial.iter().rposition(|b| *b == b'\n') {
-            Some(last) => {
-                let rest = self.partial.split_off(last + 1);
-                let done = std::mem::replace(&mut self.partial, rest);
-                done[..done.len() - 1]
-                    .split(|b| *b == b'\n')
-                    .map(|l| {
-                        String::from_utf8_lossy(l.strip_suffix(b"\r").unwrap_or(l)).into_owned()
-                    })
-                    .collect()
-            }
-            None => Vec::new(),
-        };
-        if self.partial.len() > MAX_LINE {
-            lines.extend(self.rest());
-        }
-        lines
-    }
-
-    /// The unfinished last line, if any (at the end of the output).
-    pub fn rest(&mut self) -> Option<String> {
-        (!self.partial.is_empty())
-            .then(|| String::from_utf8_lossy(&std::mem::take(&mut self.partial)).into_owned())
-    }
-}
-
-/// A followed container's stdout and stderr.
-struct LogTail {
-    container: ContainerId,
-    node: String,
-    label: String,
-    files: [TailFile; 2],
-}
-
-impl LogTail {
-    fn new(container: ContainerId, node: String, label: String) -> Self {
-        Self {
-            container,
-            node,
-            label,
-            files: [TailFile::new("stdout"), TailFile::new("stderr")],
-        }
-    }
-
-    /// Prints the lines written since the last look, `[rank 0 stdout] line`.
-    async fn poll(&mut self, client: &reqwest::Client, out: &mut (dyn FnMut(&str) + Send)) {
-        let http = Http::with_client(client.clone(), &self.node);
-        for f in &mut self.files {
-            loop {
-                let path = format!(
-                    "/ws/v1/node/containerlogs/{}/{}?start={}&end={}",
-                    self.container,
-                    f.name,
-                    f.offset,
-                    f.offset + LOG_CHUNK
-                );
-                let (rb, url) = http.request(Method::GET, &path);
-                let bytes = match http.send_ok(rb, &url).await {
-                    Ok(resp) => match resp.bytes().await {
-                        Ok(b) => b,
-                        Err(e) => {
-                            tracing::debug!(%url, error = %e, "log read");
-                            break;
-                        }
-                    },
-                    // Not written yet, or the NM is away for a moment: the next look tells.
-                    Err(e) => {
-                        tracing::debug!(%url, error = %e, "log read");
-                        break;
-                    }
-                };
-                for l in f.take(&bytes) {
-                    out(&format!("[{} {}] {l}", self.label, f.name));
-                }
-                if (bytes.len() as u64) < LOG_CHUNK {
-                    break;
-                }
-            }
-        }
-    }
-
-    /// Prints what is left of unfinished lines.
-    fn flush(&mut self, out: &mut (dyn FnMut(&str) + Send)) {
-        for f in &mut self.files {
-            if let Some(l) = f.rest() {
-                out(&format!("[{} {}] {l}", self.label, f.name));
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -815,6 +858,7 @@ mod tests {
                 rank(2, RankState::COMPLETE, Some(0)),
             ],
             updated_ms: 1,
+            events: Vec::new(),
         };
         assert_eq!(
             train_progress(Some(&d), Some(3)).as_deref(),
@@ -846,22 +890,40 @@ mod tests {
     }
 
     #[test]
-    fn lines_are_cut_where_they_end() {
-        let mut f = TailFile::new("stdout");
-        assert!(f.take(b"hel").is_empty());
-        assert_eq!(f.take(b"lo\nwor"), ["hello"]);
-        assert_eq!(f.take(b"ld\r\n\nlast"), ["world", ""]);
-        assert_eq!(f.offset, 18);
-        assert_eq!(f.rest().as_deref(), Some("last"));
-        assert_eq!(f.rest(), None);
-        // A character split between two reads is whole in its line.
-        let e = "é".as_bytes();
-        assert!(f.take(&e[..1]).is_empty());
-        assert_eq!(f.take(&[&e[1..], b"\n"].concat()), ["é"]);
-        // A line without end is not kept back for ever.
-        let long = vec![b'x'; MAX_LINE + 1];
-        assert_eq!(f.take(&long), [String::from_utf8(long).unwrap()]);
-        assert_eq!(f.rest(), None);
+    fn events_are_told_once_and_a_preemption_names_who_took_the_gang() {
+        let events = vec![
+            GangEvent::Restarted {
+                attempt: 2,
+                of: 4,
+                because: "worker rank 1 failed".into(),
+            },
+            GangEvent::Preempted {
+                gang_attempt: 2,
+                checkpoint: Some("ckpt-3 (step 3)".into()),
+            },
+        ];
+        let mut a = app("RUNNING", "", serde_json::json!([]));
+        assert_eq!(
+            event_lines(&events, 0, &a),
+            [
+                "Gang workers restarted: attempt 2 of 4, because worker rank 1 failed",
+                "Gang workers preempted in gang attempt 2; resuming from checkpoint ckpt-3 (step 3)",
+            ]
+        );
+        assert!(event_lines(&events, 2, &a).is_empty());
+        a.preemption = Some(spindle_common::records::cluster::AppPreemptionInfo {
+            preemptions: 1,
+            last_preempted_by: Some(spindle_common::records::cluster::PreemptedBy {
+                application_id: "application_1_0009".into(),
+                queue: "root.prod".into(),
+            }),
+            ..Default::default()
+        });
+        assert_eq!(
+            event_lines(&events, 1, &a),
+            ["Gang workers preempted in gang attempt 2; resuming from checkpoint ckpt-3 (step 3) \
+              (taken for application_1_0009 in queue root.prod)"]
+        );
     }
 
     #[test]
