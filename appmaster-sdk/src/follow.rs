@@ -15,8 +15,10 @@
 //! - with `logs`, rank 0's (the distributed shell's first container's) `stdout` and
 //!   `stderr` as they are written, each line prefixed `[rank 0 stdout] `, read from the NM
 //!   with `?start=` the bytes already printed;
-//! - at the end, each rank's (container's) container, node, state and exit status, then the
-//!   final report.
+//! - for a sweep, its trials (running, succeeded, failed, waiting) from the sweep AM's trials
+//!   file ([`crate::sweep::status`]), read as the rank file is;
+//! - at the end, each rank's (container's) container, node, state and exit status (for a
+//!   sweep, the table of trials), then the final report.
 //!
 //! Nothing here reads a log message to decide anything: ranks and their containers come
 //! from the AM's JSON rank file, states and exits from the RM's container reports.
@@ -35,6 +37,7 @@ use crate::dshell::client::{final_report, look_at_app, DsOutcome, GangSizes};
 use crate::error::ClientError;
 use crate::http::{build_client, Http};
 use crate::rm_client::RmClient;
+use crate::sweep::status::{self as sweep_status, SweepTrials, TRIALS_FILE};
 use crate::train::am::{one_line, status_line};
 use crate::train::status::{GangRanks, RankState, RANKS_FILE};
 use crate::train::GANG_ID;
@@ -57,15 +60,17 @@ pub enum AppKind {
     Train,
     /// The distributed shell: containers from the RM's reports, numbered in id order.
     Shell,
+    /// A sweep: trials from the sweep AM's trials file ([`crate::sweep::status`]).
+    Sweep,
 }
 
 impl AppKind {
     /// By YARN application type; anything but a training job is followed as the shell is.
     pub fn of_type(application_type: &str) -> Self {
-        if application_type == crate::train::APPLICATION_TYPE {
-            Self::Train
-        } else {
-            Self::Shell
+        match application_type {
+            crate::train::APPLICATION_TYPE => Self::Train,
+            crate::sweep::APPLICATION_TYPE => Self::Sweep,
+            _ => Self::Shell,
         }
     }
 
@@ -74,6 +79,7 @@ impl AppKind {
         match self {
             Self::Train => "rank",
             Self::Shell => "task",
+            Self::Sweep => "trial",
         }
     }
 }
@@ -188,6 +194,7 @@ pub async fn follow_to_end(
         progress: None,
         details_at: None,
         ranks: None,
+        trials: None,
         tasks: Vec::new(),
         am: None,
         tail: None,
@@ -249,6 +256,8 @@ struct Watcher<'a> {
     details_at: Option<Instant>,
     /// Train: the AM's last rank file.
     ranks: Option<GangRanks>,
+    /// Sweep: the AM's last trials file.
+    trials: Option<SweepTrials>,
     /// Shell: the containers of the current attempt, AM excluded, in id order.
     tasks: Vec<ContainerReportInfo>,
     /// The current AM attempt: its id, container and node's web address.
@@ -299,12 +308,8 @@ impl Watcher<'_> {
         self.am = attempts.last().and_then(am_of);
         let progress = match self.opts.kind {
             AppKind::Train => {
-                if let Some((_, am, node)) = &self.am {
-                    match self.fetch_ranks(node, am).await {
-                        Ok(r) => self.ranks = Some(r),
-                        Err(e) if e.is_not_found() => {}
-                        Err(e) => tracing::debug!(error = %e, "rank file"),
-                    }
+                if let Some(r) = self.fetch_am_file(RANKS_FILE).await {
+                    self.ranks = Some(r);
                 }
                 let wanted = app.gangs.iter().find(|g| g.id == GANG_ID).map(|g| g.size);
                 train_progress(self.ranks.as_ref(), wanted)
@@ -323,6 +328,12 @@ impl Watcher<'_> {
                 }
                 shell_progress(&self.tasks)
             }
+            AppKind::Sweep => {
+                if let Some(t) = self.fetch_am_file(TRIALS_FILE).await {
+                    self.trials = Some(t);
+                }
+                self.trials.as_ref().and_then(sweep_status::progress_line)
+            }
         };
         if let Some(p) = progress.filter(|p| self.progress.as_ref() != Some(p)) {
             out(&p);
@@ -334,14 +345,27 @@ impl Watcher<'_> {
         Ok(())
     }
 
-    async fn fetch_ranks(&self, node: &str, am: &ContainerId) -> Result<GangRanks, ClientError> {
+    /// One of the AM's JSON files for its client (the rank file, the trials file), read
+    /// through the NM's log REST of the AM container; None while it is not there (yet).
+    async fn fetch_am_file<T: serde::de::DeserializeOwned>(&self, file: &str) -> Option<T> {
+        let (_, am, node) = self.am.as_ref()?;
         let http = Http::with_client(self.nm.clone(), node);
-        let path = format!("/ws/v1/node/containerlogs/{am}/{RANKS_FILE}");
-        let text = http.get_text(&path).await?;
-        serde_json::from_str(&text).map_err(|e| ClientError::Decode {
-            url: http.url(&path),
-            message: e.to_string(),
-        })
+        let path = format!("/ws/v1/node/containerlogs/{am}/{file}");
+        let r = match http.get_text(&path).await {
+            Ok(text) => serde_json::from_str(&text).map_err(|e| ClientError::Decode {
+                url: http.url(&path),
+                message: e.to_string(),
+            }),
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(doc) => Some(doc),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => {
+                tracing::debug!(error = %e, "{file}");
+                None
+            }
+        }
     }
 
     /// The container whose logs are followed now: rank 0's, or the first task's.
@@ -358,6 +382,8 @@ impl Watcher<'_> {
                 let id = c.container_id.parse().ok()?;
                 Some((id, c.node_http_address.clone(), "task 0".to_string()))
             }),
+            // Trials run side by side: their output is in their own logs.
+            AppKind::Sweep => None,
         }
     }
 
@@ -390,6 +416,9 @@ impl Watcher<'_> {
             t.flush(&mut |l: &str| rest.push(l.to_string()));
             lines.extend(rest);
         }
+        if self.opts.kind == AppKind::Sweep {
+            return self.sweep_summary(lines).await;
+        }
         let reports = self.all_containers().await;
         let rows: Vec<SummaryRow> = match self.opts.kind {
             AppKind::Train => match &self.ranks {
@@ -415,7 +444,7 @@ impl Watcher<'_> {
                     .collect(),
                 None => Vec::new(),
             },
-            AppKind::Shell => self
+            AppKind::Shell | AppKind::Sweep => self
                 .tasks
                 .iter()
                 .enumerate()
@@ -435,10 +464,25 @@ impl Watcher<'_> {
             (AppKind::Train, Some(d)) => format!("Ranks of gang attempt {}:", d.gang_attempt),
             (AppKind::Train, None) => "Ranks: none was started".to_string(),
             (AppKind::Shell, _) if rows.is_empty() => "Tasks: none was started".to_string(),
-            (AppKind::Shell, _) => "Tasks:".to_string(),
+            (AppKind::Shell | AppKind::Sweep, _) => "Tasks:".to_string(),
         };
         lines.push(title);
         lines.extend(summary_table(self.opts.kind, &rows));
+        lines
+    }
+
+    /// The sweep's closing table, from the AM's last trials file.
+    async fn sweep_summary(&mut self, mut lines: Vec<String>) -> Vec<String> {
+        if let Some(t) = self.fetch_am_file(TRIALS_FILE).await {
+            self.trials = Some(t);
+        }
+        match &self.trials {
+            Some(t) if !t.trials.is_empty() => {
+                lines.push("Trials:".into());
+                lines.extend(sweep_status::table(t));
+            }
+            _ => lines.push("Trials: none was started".into()),
+        }
         lines
     }
 
@@ -613,26 +657,32 @@ pub fn summary_table(kind: AppKind, rows: &[SummaryRow]) -> Vec<String> {
         "STATE".to_string(),
         "EXIT-STATUS".to_string(),
     ];
-    let body: Vec<[String; 5]> = rows
-        .iter()
-        .map(|r| {
-            [
-                r.index.to_string(),
-                r.container.clone(),
-                r.node.clone(),
-                r.state.clone(),
-                r.exit.map_or_else(|| "-".to_string(), exit_text),
-            ]
-        })
-        .collect();
-    let mut width = [0usize; 5];
-    for row in std::iter::once(&head).chain(body.iter()) {
-        for (w, cell) in width.iter_mut().zip(row.iter()) {
-            *w = (*w).max(cell.len());
+    let mut table = vec![head.to_vec()];
+    table.extend(rows.iter().map(|r| {
+        vec![
+            r.index.to_string(),
+            r.container.clone(),
+            r.node.clone(),
+            r.state.clone(),
+            r.exit.map_or_else(|| "-".to_string(), exit_text),
+        ]
+    }));
+    aligned(&table)
+}
+
+/// Rows of cells as lines indented by two spaces, each column as wide as its widest cell,
+/// two spaces between columns, no trailing blanks.
+pub fn aligned(rows: &[Vec<String>]) -> Vec<String> {
+    let mut width: Vec<usize> = Vec::new();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if width.len() <= i {
+                width.push(0);
+            }
+            width[i] = width[i].max(cell.chars().count());
         }
     }
-    std::iter::once(&head)
-        .chain(body.iter())
+    rows.iter()
         .map(|row| {
             let cells: Vec<String> = row
                 .iter()
