@@ -16,7 +16,11 @@
 //!   distributed-training launcher: a gang of workers with torchrun's rank environment;
 //!   `train::am` the AM, `train::status` its rank file `spindle-ranks.json`, a file between
 //!   the AM and its own client, not a daemon protocol);
-//! - [`launch`]: what those two clients share, submitting this binary as the AM and
+//! - [`sweep`]: hyperparameter sweeps and Slurm job arrays (client and AM): trials in
+//!   containers asked for one by one, at most K at once, each given back as its trial ends,
+//!   failed trials retried; `sweep::status` its trials file `spindle-trials.json` for the
+//!   client's table; it shares the distributed shell's configuration and heartbeat loop;
+//! - [`launch`]: what those clients share, submitting this binary as the AM and
 //!   following the application to its end ([`follow`]: waiting reasons, progress, rank 0's
 //!   output, the exit summary; Ctrl-C kills the application);
 //! - [`placement`]: YARN distributed shell's `--placement_spec` text (allocation tags and
@@ -51,6 +55,7 @@ pub mod nm_client;
 pub mod placement;
 pub mod rm_client;
 pub mod ship;
+pub mod sweep;
 pub mod tls;
 pub mod train;
 pub mod user_token;

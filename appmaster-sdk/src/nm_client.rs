@@ -647,6 +647,20 @@ impl NmClient {
         Ok(parse_log_files(&v))
     }
 
+    /// The last `bytes` bytes of a container's log file as text (YARN's `?size=-N`).
+    pub async fn container_log_tail(
+        &self,
+        node_http_address: &str,
+        id: &ContainerId,
+        file: &str,
+        bytes: u64,
+    ) -> Result<String, ClientError> {
+        let file = urlencoding::encode(file);
+        self.at(node_http_address)
+            .get_text(&format!("{NODE}/containerlogs/{id}/{file}?size=-{bytes}"))
+            .await
+    }
+
     /// `GET /ws/v1/node/containerlogs/{id}/{file}` as text.
     pub async fn container_log(
         &self,

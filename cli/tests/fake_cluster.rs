@@ -880,3 +880,119 @@ async fn train_cli_refuses_bad_usage_and_the_am_needs_its_environment() {
     assert_eq!(code, 1);
     assert!(err.contains("SPINDLE_TRAIN_WORKERS"), "{err}");
 }
+
+async fn run_sweep_am(
+    fake: Fake,
+    cfg: spindle_appmaster_sdk::sweep::SweepAmConfig,
+) -> (
+    Shared,
+    spindle_appmaster_sdk::sweep::SweepReport,
+    Vec<String>,
+) {
+    let (shared, addr) = serve(fake).await;
+    let mut amrm = AmRmClient::new(AmClient::new(am_env(&addr, TOKEN)).unwrap());
+    let nm = NmClient::new().unwrap();
+    let mut lines = Vec::new();
+    let shipped = spindle_appmaster_sdk::ship::Shipped::default();
+    let r = tokio::time::timeout(
+        Duration::from_secs(30),
+        spindle_appmaster_sdk::sweep::run_am_with(
+            &cfg,
+            &shipped,
+            &mut amrm,
+            &nm,
+            "127.0.0.1",
+            &mut |l| lines.push(l.to_string()),
+        ),
+    )
+    .await
+    .expect("the AM finished in time")
+    .expect("the AM ran");
+    (shared, r, lines)
+}
+
+fn sweep_config(values: &str, retries: u32) -> spindle_appmaster_sdk::sweep::SweepAmConfig {
+    use spindle_appmaster_sdk::sweep::{grid, parse_param, SweepAmConfig};
+    let trials = grid(&[parse_param(&format!("lr={values}")).unwrap()]).unwrap();
+    SweepAmConfig {
+        shell: ds_config(trials.len() as u32),
+        trials,
+        array: false,
+        parallel: 2,
+        max_trial_retries: retries,
+    }
+}
+
+#[tokio::test]
+async fn sweep_am_runs_every_trial_at_most_k_at_once_and_retries_a_failure() {
+    use spindle_appmaster_sdk::sweep::status::TrialState;
+    // Trial 1's first attempt (the second container started) exits 3.
+    let fake = Fake {
+        exit_codes: VecDeque::from([0, 3]),
+        ..Default::default()
+    };
+    let (shared, report, lines) = run_sweep_am(fake, sweep_config("1,2,3,4,5", 1)).await;
+    assert_eq!(
+        report.final_status,
+        FinalApplicationStatus::SUCCEEDED,
+        "{lines:#?}"
+    );
+    let f = shared.lock().unwrap();
+    assert_eq!(f.started.len(), 6, "5 trials and one retry");
+    // Never more than 2 containers wanted at once: the asks are incremental, never a gang.
+    let any: Vec<i32> = f
+        .asks
+        .iter()
+        .filter(|a| a.resource_name == "*")
+        .map(|a| a.num_containers)
+        .collect();
+    assert!(any.iter().all(|&n| n <= 2), "{any:?}");
+    assert_eq!(any.first(), Some(&2), "{any:?}");
+    assert!(f.asks.iter().all(|a| a.gang.is_none()));
+    // Each trial saw its id and parameter; the retry its attempt number.
+    let env = |i: usize, k: &str| f.started[i].1.environment.get(k).cloned();
+    assert_eq!(env(0, "SPINDLE_TRIAL_ID").as_deref(), Some("0"));
+    assert_eq!(env(0, "SWEEP_LR").as_deref(), Some("1"));
+    assert_eq!(env(0, "GREETING").as_deref(), Some("hi"));
+    let retry = (0..6)
+        .find(|&i| env(i, "SPINDLE_TRIAL_ATTEMPT").as_deref() == Some("2"))
+        .expect("a second attempt");
+    assert_eq!(env(retry, "SPINDLE_TRIAL_ID").as_deref(), Some("1"));
+    let t = &report.trials.trials;
+    assert!(t.iter().all(|t| t.state == TrialState::SUCCEEDED), "{t:?}");
+    assert_eq!(t[1].attempts, 2);
+    assert_eq!(t[1].exit_status, Some(0));
+    let last = t[1].last_line.as_deref().unwrap_or_default();
+    assert!(last.starts_with("stdout of container_"), "{t:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("trial 1 (lr=2) failed; running it again")),
+        "{lines:#?}"
+    );
+    let table = lines
+        .iter()
+        .position(|l| l == "Trials:")
+        .expect("the table");
+    assert!(lines[table + 1].contains("TRIAL  PARAMETERS"), "{lines:#?}");
+    assert!(lines[table + 3].contains("lr=2"), "{lines:#?}");
+}
+
+#[tokio::test]
+async fn sweep_am_fails_naming_the_trial_that_failed_for_good() {
+    let fake = Fake {
+        exit_codes: VecDeque::from([0, 3, 3]),
+        ..Default::default()
+    };
+    let (shared, report, lines) = run_sweep_am(fake, sweep_config("1,2", 1)).await;
+    assert_eq!(
+        report.final_status,
+        FinalApplicationStatus::FAILED,
+        "{lines:#?}"
+    );
+    let want = "1 of 2 trials failed: trial 1 (lr=2) exit status 3 after 2 attempts";
+    assert_eq!(report.diagnostics, want);
+    let f = shared.lock().unwrap();
+    assert_eq!(f.finished.as_ref().unwrap().diagnostics, want);
+    assert_eq!(f.started.len(), 3);
+}

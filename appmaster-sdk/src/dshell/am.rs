@@ -123,7 +123,7 @@ struct Shell<'a> {
     asks: Vec<Ask>,
     /// The ask each running container was granted for.
     ask_of: BTreeMap<ContainerId, usize>,
-    launched: mpsc::UnboundedSender<(ContainerId, Result<(), ClientError>)>,
+    launched: mpsc::UnboundedSender<Launched>,
     /// Granted and started (or starting), not yet completed.
     running: BTreeMap<ContainerId, Container>,
     /// Given back to the RM (extra, or failed to start): their completions are not ours.
@@ -133,10 +133,6 @@ struct Shell<'a> {
     retried: u32,
     /// Granted, start call not answered yet.
     starting: BTreeSet<ContainerId>,
-    /// The last heartbeat failed.
-    heartbeat_failing: bool,
-    /// Last time something happened, or the AM was not waiting on the cluster.
-    last_progress: Instant,
 }
 
 impl Shell<'_> {
@@ -170,10 +166,6 @@ impl Shell<'_> {
         self.asks.iter().map(|a| a.total).sum()
     }
 
-    fn done(&self) -> bool {
-        self.completed() >= self.total()
-    }
-
     fn launch_context(&self) -> ContainerLaunchContext {
         ContainerLaunchContext {
             commands: vec![self.cfg.shell_command.clone()],
@@ -182,15 +174,12 @@ impl Shell<'_> {
         }
     }
 
-    fn on_events(
+    fn take_events(
         &mut self,
         ev: AllocationEvents,
         amrm: &mut AmRmClient,
         out: &mut (dyn FnMut(&str) + Send),
     ) -> Result<(), AmError> {
-        if !ev.is_empty() {
-            self.last_progress = Instant::now();
-        }
         for c in ev.allocated {
             let ask = self.ask_for(&c).filter(|&i| self.wanted(i));
             let Some(ask) = ask else {
@@ -263,7 +252,6 @@ impl Shell<'_> {
         amrm: &mut AmRmClient,
         out: &mut (dyn FnMut(&str) + Send),
     ) {
-        self.last_progress = Instant::now();
         self.starting.remove(&id);
         match r {
             Ok(()) => {
@@ -290,12 +278,21 @@ impl Shell<'_> {
     }
 
     async fn stop_running(&self, out: &mut (dyn FnMut(&str) + Send)) {
-        for (id, c) in &self.running {
-            self.nm.remember(c);
-            match self.nm.stop_container(&c.node_http_address, id).await {
-                Ok(()) => out(&format!("container {id} stopped")),
-                Err(e) => out(&format!("container {id} could not be stopped: {e}")),
-            }
+        stop_containers(self.nm, self.running.values(), out).await;
+    }
+}
+
+/// Stops each of `containers` on its NM (an AM giving up), saying how it went.
+pub(crate) async fn stop_containers(
+    nm: &NmClient,
+    containers: impl IntoIterator<Item = &Container>,
+    out: &mut (dyn FnMut(&str) + Send),
+) {
+    for c in containers {
+        nm.remember(c);
+        match nm.stop_container(&c.node_http_address, &c.id).await {
+            Ok(()) => out(&format!("container {} stopped", c.id)),
+            Err(e) => out(&format!("container {} could not be stopped: {e}", c.id)),
         }
     }
 }
@@ -372,11 +369,9 @@ async fn run_shell(
         failed: 0,
         retried: 0,
         starting: BTreeSet::new(),
-        heartbeat_failing: false,
-        last_progress: Instant::now(),
     };
     shell.ask_all(amrm, total, out)?;
-    let stop = shell.run(amrm, &mut rx, out).await?;
+    let stop = drive(&mut shell, amrm, &mut rx, cfg.no_progress_timeout, out).await?;
 
     report.succeeded = shell.succeeded;
     report.failed = shell.failed;
@@ -411,8 +406,8 @@ async fn run_shell(
     Ok(report)
 }
 
-/// Why the shell's loop stopped.
-enum Stop {
+/// Why an AM's heartbeat loop ([`drive`]) stopped.
+pub(crate) enum Stop {
     /// Every container is accounted for.
     Done,
     /// Waited on the cluster this long without anything happening.
@@ -457,62 +452,124 @@ impl Shell<'_> {
         }
         Ok(())
     }
+}
 
-    /// Heartbeats, taking launch results between heartbeats, until every container is
-    /// accounted for or the AM gives up.
-    async fn run(
+/// What [`drive`] runs: the state of a ready AM whose work is containers it asks for one
+/// by one (the distributed shell's, the sweep's), and the messages its own tasks send back
+/// between heartbeats (container starts answered, logs read).
+pub(crate) trait Driven {
+    type Msg;
+    /// Every container is accounted for.
+    fn done(&self) -> bool;
+    /// Some container start is not answered yet (the AM waits on an NM).
+    fn starting(&self) -> bool;
+    fn on_message(
         &mut self,
+        msg: Self::Msg,
         amrm: &mut AmRmClient,
-        rx: &mut mpsc::UnboundedReceiver<(ContainerId, Result<(), ClientError>)>,
         out: &mut (dyn FnMut(&str) + Send),
-    ) -> Result<Stop, AmError> {
-        while !self.done() {
-            // The clock runs only while waiting on the cluster: for grants, for NMs to answer
-            // a start, or for the RM to answer heartbeats. Running commands are never timed
-            // out.
-            let waiting = amrm.outstanding_requests() > 0
-                || !self.starting.is_empty()
-                || self.heartbeat_failing;
-            if !waiting {
-                self.last_progress = Instant::now();
-            }
-            let idle = self.last_progress.elapsed();
-            if idle >= self.cfg.no_progress_timeout {
-                return Ok(Stop::GaveUp(idle));
-            }
-            // Take launch results until the heartbeat is due; never cancel an allocate call,
-            // whose answer may carry containers.
-            let due = tokio::time::Instant::now() + amrm.next_interval();
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep_until(due) => break,
-                    Some((id, r)) = rx.recv() => self.on_launched(id, r, amrm, out),
+    ) -> Result<(), AmError>;
+    fn on_events(
+        &mut self,
+        ev: AllocationEvents,
+        amrm: &mut AmRmClient,
+        out: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<(), AmError>;
+}
+
+/// Heartbeats, taking the AM's messages between heartbeats, until `d` is done or the AM gives
+/// up: after `no_progress_timeout` of waiting on the cluster (for grants, for NMs to answer a
+/// start, or for the RM to answer heartbeats) with nothing happening. Running containers
+/// are never timed out.
+pub(crate) async fn drive<D: Driven>(
+    d: &mut D,
+    amrm: &mut AmRmClient,
+    rx: &mut mpsc::UnboundedReceiver<D::Msg>,
+    no_progress_timeout: Duration,
+    out: &mut (dyn FnMut(&str) + Send),
+) -> Result<Stop, AmError> {
+    let mut last_progress = Instant::now();
+    let mut heartbeat_failing = false;
+    while !d.done() {
+        let waiting = amrm.outstanding_requests() > 0 || d.starting() || heartbeat_failing;
+        if !waiting {
+            last_progress = Instant::now();
+        }
+        let idle = last_progress.elapsed();
+        if idle >= no_progress_timeout {
+            return Ok(Stop::GaveUp(idle));
+        }
+        // Take messages until the heartbeat is due; never cancel an allocate call, whose
+        // answer may carry containers.
+        let due = tokio::time::Instant::now() + amrm.next_interval();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(due) => break,
+                Some(m) = rx.recv() => {
+                    last_progress = Instant::now();
+                    d.on_message(m, amrm, out)?;
                 }
-            }
-            match amrm.poll().await {
-                Ok(ev) => {
-                    self.heartbeat_failing = false;
-                    self.on_events(ev, amrm, out)?
-                }
-                // The RM refused the asks themselves (an unknown label, a constraint that can
-                // never hold): asking again cannot help.
-                Err(AmError::Client(e)) if e.status() == Some(400) => {
-                    let why = e
-                        .remote_exception()
-                        .map_or_else(|| e.to_string(), |r| r.message);
-                    return Ok(Stop::Refused(format!(
-                        "the ResourceManager refused the container requests: {why}"
-                    )));
-                }
-                Err(AmError::Client(e)) => {
-                    self.heartbeat_failing = true;
-                    tracing::warn!(error = %e, "heartbeat failed; retrying");
-                    tokio::time::sleep(crate::amrm::MAX_INTERVAL).await;
-                }
-                Err(e) => return Err(e),
             }
         }
-        Ok(Stop::Done)
+        match amrm.poll().await {
+            Ok(ev) => {
+                heartbeat_failing = false;
+                if !ev.is_empty() {
+                    last_progress = Instant::now();
+                }
+                d.on_events(ev, amrm, out)?
+            }
+            // The RM refused the asks themselves (an unknown label, a constraint that can
+            // never hold): asking again cannot help.
+            Err(AmError::Client(e)) if e.status() == Some(400) => {
+                let why = e
+                    .remote_exception()
+                    .map_or_else(|| e.to_string(), |r| r.message);
+                return Ok(Stop::Refused(format!(
+                    "the ResourceManager refused the container requests: {why}"
+                )));
+            }
+            Err(AmError::Client(e)) => {
+                heartbeat_failing = true;
+                tracing::warn!(error = %e, "heartbeat failed; retrying");
+                tokio::time::sleep(crate::amrm::MAX_INTERVAL).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Stop::Done)
+}
+
+type Launched = (ContainerId, Result<(), ClientError>);
+
+impl Driven for Shell<'_> {
+    type Msg = Launched;
+
+    fn done(&self) -> bool {
+        self.completed() >= self.total()
+    }
+
+    fn starting(&self) -> bool {
+        !self.starting.is_empty()
+    }
+
+    fn on_message(
+        &mut self,
+        (id, r): Launched,
+        amrm: &mut AmRmClient,
+        out: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<(), AmError> {
+        self.on_launched(id, r, amrm, out);
+        Ok(())
+    }
+
+    fn on_events(
+        &mut self,
+        ev: AllocationEvents,
+        amrm: &mut AmRmClient,
+        out: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<(), AmError> {
+        self.take_events(ev, amrm, out)
     }
 }
 

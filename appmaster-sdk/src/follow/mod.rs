@@ -15,8 +15,10 @@
 //! - with `logs`, rank 0's (the distributed shell's first container's) `stdout` and
 //!   `stderr` as they are written, each line prefixed `[rank 0 stdout] `, read from the NM
 //!   with `?start=` the bytes already printed;
-//! - at the end, each rank's (container's) container, node, state and exit status, then the
-//!   final report.
+//! - for a sweep, its trials (running, succeeded, failed, waiting) from the sweep AM's trials
+//!   file ([`crate::sweep::status`]), read as the rank file is;
+//! - at the end, each rank's (container's) container, node, state and exit status (for a
+//!   sweep, the table of trials), then the final report.
 //!
 //! Nothing here reads a log message to decide anything: ranks and their containers come
 //! from the AM's JSON rank file, states and exits from the RM's container reports.
@@ -34,6 +36,7 @@ use crate::dshell::client::{final_report, look_at_app, DsOutcome, GangSizes};
 use crate::error::ClientError;
 use crate::http::{build_client, Http};
 use crate::rm_client::RmClient;
+use crate::sweep::status::{self as sweep_status, SweepTrials, TRIALS_FILE};
 use crate::train::am::{one_line, status_line};
 use crate::train::status::{GangEvent, GangRanks, RankState, RANKS_FILE};
 use crate::train::GANG_ID;
@@ -55,15 +58,17 @@ pub enum AppKind {
     Train,
     /// The distributed shell: containers from the RM's reports, numbered in id order.
     Shell,
+    /// A sweep: trials from the sweep AM's trials file ([`crate::sweep::status`]).
+    Sweep,
 }
 
 impl AppKind {
     /// By YARN application type; anything but a training job is followed as the shell is.
     pub fn of_type(application_type: &str) -> Self {
-        if application_type == crate::train::APPLICATION_TYPE {
-            Self::Train
-        } else {
-            Self::Shell
+        match application_type {
+            crate::train::APPLICATION_TYPE => Self::Train,
+            crate::sweep::APPLICATION_TYPE => Self::Sweep,
+            _ => Self::Shell,
         }
     }
 
@@ -72,6 +77,7 @@ impl AppKind {
         match self {
             Self::Train => "rank",
             Self::Shell => "task",
+            Self::Sweep => "trial",
         }
     }
 }
@@ -303,6 +309,11 @@ impl Watcher<'_> {
                 train_progress(self.work.ranks.as_ref(), wanted)
             }
             AppKind::Shell => shell_progress(&self.work.tasks),
+            AppKind::Sweep => self
+                .work
+                .trials
+                .as_ref()
+                .and_then(sweep_status::progress_line),
         };
         if let Some(p) = progress.filter(|p| self.progress.as_ref() != Some(p)) {
             out(&p);
@@ -356,6 +367,9 @@ impl Watcher<'_> {
             t.flush(&mut |l: &str| rest.push(l.to_string()));
             lines.extend(rest);
         }
+        if self.opts.kind == AppKind::Sweep {
+            return self.sweep_summary(lines).await;
+        }
         let reports = self.all_containers().await;
         let rows: Vec<SummaryRow> = match self.opts.kind {
             AppKind::Train => match &self.work.ranks {
@@ -381,7 +395,7 @@ impl Watcher<'_> {
                     .collect(),
                 None => Vec::new(),
             },
-            AppKind::Shell => self
+            AppKind::Shell | AppKind::Sweep => self
                 .work
                 .tasks
                 .iter()
@@ -402,10 +416,29 @@ impl Watcher<'_> {
             (AppKind::Train, Some(d)) => format!("Ranks of gang attempt {}:", d.gang_attempt),
             (AppKind::Train, None) => "Ranks: none was started".to_string(),
             (AppKind::Shell, _) if rows.is_empty() => "Tasks: none was started".to_string(),
-            (AppKind::Shell, _) => "Tasks:".to_string(),
+            (AppKind::Shell | AppKind::Sweep, _) => "Tasks:".to_string(),
         };
         lines.push(title);
         lines.extend(summary_table(self.opts.kind, &rows));
+        lines
+    }
+
+    /// The sweep's closing table, from the AM's last trials file.
+    async fn sweep_summary(&mut self, mut lines: Vec<String>) -> Vec<String> {
+        if let Err(e) = self
+            .work
+            .fetch(self.rm, &self.nm, &self.app_id, AppKind::Sweep)
+            .await
+        {
+            tracing::debug!(error = %e, "trials for the summary");
+        }
+        match &self.work.trials {
+            Some(t) if !t.trials.is_empty() => {
+                lines.push("Trials:".into());
+                lines.extend(sweep_status::table(t));
+            }
+            _ => lines.push("Trials: none was started".into()),
+        }
         lines
     }
 
@@ -444,6 +477,8 @@ pub struct Work {
     pub ranks: Option<GangRanks>,
     /// Shell: the containers of the current attempt, AM excluded, in id order.
     pub tasks: Vec<ContainerReportInfo>,
+    /// Sweep: the AM's last trials file.
+    pub trials: Option<SweepTrials>,
 }
 
 /// A rank (task) whose logs can be read: its index, container and NM web address.
@@ -455,8 +490,9 @@ pub struct Unit {
 }
 
 impl Work {
-    /// Reads the current AM attempt, then the training AM's rank file through its NM (kept
-    /// as it was while the new AM has written none) or the shell's containers.
+    /// Reads the current AM attempt, then the training AM's rank file or the sweep AM's
+    /// trials file through its NM (each kept as it was while the new AM has written none),
+    /// or the shell's containers.
     pub async fn fetch(
         &mut self,
         rm: &RmClient,
@@ -470,11 +506,16 @@ impl Work {
             return Ok(());
         };
         match kind {
-            AppKind::Train => match fetch_ranks(nm, node, am).await {
-                Ok(r) => self.ranks = Some(r),
-                Err(e) if e.is_not_found() => {}
-                Err(e) => tracing::debug!(error = %e, "rank file"),
-            },
+            AppKind::Train => {
+                if let Some(r) = fetch_am_file(nm, node, am, RANKS_FILE).await {
+                    self.ranks = Some(r);
+                }
+            }
+            AppKind::Sweep => {
+                if let Some(t) = fetch_am_file(nm, node, am, TRIALS_FILE).await {
+                    self.trials = Some(t);
+                }
+            }
             AppKind::Shell => {
                 let mut tasks: Vec<ContainerReportInfo> = rm
                     .attempt_containers(attempt)
@@ -514,6 +555,8 @@ impl Work {
                     })
                 })
                 .collect(),
+            // Trials run side by side, each with its own logs (`spindle logs`).
+            AppKind::Sweep => Vec::new(),
         }
     }
 
@@ -567,19 +610,31 @@ pub async fn print_units(
     Ok(())
 }
 
-/// The training AM's rank file ([`RANKS_FILE`]), read from its container's logs.
-async fn fetch_ranks(
+/// One of the AM's JSON files for its client (the rank file, the trials file), read through
+/// the NM's log REST of the AM container; None while it is not there (yet) or unreadable.
+async fn fetch_am_file<T: serde::de::DeserializeOwned>(
     nm: &reqwest::Client,
     node: &str,
     am: &ContainerId,
-) -> Result<GangRanks, ClientError> {
+    file: &str,
+) -> Option<T> {
     let http = Http::with_client(nm.clone(), node);
-    let path = format!("/ws/v1/node/containerlogs/{am}/{RANKS_FILE}");
-    let text = http.get_text(&path).await?;
-    serde_json::from_str(&text).map_err(|e| ClientError::Decode {
-        url: http.url(&path),
-        message: e.to_string(),
-    })
+    let path = format!("/ws/v1/node/containerlogs/{am}/{file}");
+    let r = match http.get_text(&path).await {
+        Ok(text) => serde_json::from_str(&text).map_err(|e| ClientError::Decode {
+            url: http.url(&path),
+            message: e.to_string(),
+        }),
+        Err(e) => Err(e),
+    };
+    match r {
+        Ok(doc) => Some(doc),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => {
+            tracing::debug!(error = %e, "{file}");
+            None
+        }
+    }
 }
 
 /// The attempt's id, AM container and node web address, when the RM has them.
@@ -752,26 +807,32 @@ pub fn summary_table(kind: AppKind, rows: &[SummaryRow]) -> Vec<String> {
         "STATE".to_string(),
         "EXIT-STATUS".to_string(),
     ];
-    let body: Vec<[String; 5]> = rows
-        .iter()
-        .map(|r| {
-            [
-                r.index.to_string(),
-                r.container.clone(),
-                r.node.clone(),
-                r.state.clone(),
-                r.exit.map_or_else(|| "-".to_string(), exit_text),
-            ]
-        })
-        .collect();
-    let mut width = [0usize; 5];
-    for row in std::iter::once(&head).chain(body.iter()) {
-        for (w, cell) in width.iter_mut().zip(row.iter()) {
-            *w = (*w).max(cell.len());
+    let mut table = vec![head.to_vec()];
+    table.extend(rows.iter().map(|r| {
+        vec![
+            r.index.to_string(),
+            r.container.clone(),
+            r.node.clone(),
+            r.state.clone(),
+            r.exit.map_or_else(|| "-".to_string(), exit_text),
+        ]
+    }));
+    aligned(&table)
+}
+
+/// Rows of cells as lines indented by two spaces, each column as wide as its widest cell,
+/// two spaces between columns, no trailing blanks.
+pub fn aligned(rows: &[Vec<String>]) -> Vec<String> {
+    let mut width: Vec<usize> = Vec::new();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if width.len() <= i {
+                width.push(0);
+            }
+            width[i] = width[i].max(cell.chars().count());
         }
     }
-    std::iter::once(&head)
-        .chain(body.iter())
+    rows.iter()
         .map(|row| {
             let cells: Vec<String> = row
                 .iter()

@@ -186,10 +186,34 @@ impl GangRanks {
 
 /// Writes `doc` to `dir/`[`RANKS_FILE`] atomically (a temporary file, then a rename).
 pub fn write(dir: &Path, doc: &GangRanks) -> std::io::Result<()> {
+    write_atomically(dir, RANKS_FILE, TEMP_FILE, doc)
+}
+
+/// Writes `doc` as JSON to `dir/name` atomically: to `dir/temp` first, then renamed, so that
+/// a reader sees one whole version or the one before (the AMs' files for their clients).
+pub(crate) fn write_atomically<T: Serialize>(
+    dir: &Path,
+    name: &str,
+    temp: &str,
+    doc: &T,
+) -> std::io::Result<()> {
     let text = serde_json::to_vec_pretty(doc).map_err(std::io::Error::other)?;
-    let tmp = dir.join(TEMP_FILE);
+    let tmp = dir.join(temp);
     std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, dir.join(RANKS_FILE))
+    std::fs::rename(&tmp, dir.join(name))
+}
+
+/// The AM container's log directory (the first of `LOG_DIRS`), where its files for the
+/// client go; None outside a container.
+pub(crate) fn am_log_dir() -> Option<PathBuf> {
+    std::env::var(spindle_common::env::LOG_DIRS)
+        .ok()
+        .and_then(|v| {
+            v.split(',')
+                .map(str::trim)
+                .find(|d| !d.is_empty())
+                .map(PathBuf::from)
+        })
 }
 
 /// The AM's account and where it is written.
@@ -203,16 +227,8 @@ struct Board {
 fn board() -> &'static Mutex<Board> {
     static BOARD: OnceLock<Mutex<Board>> = OnceLock::new();
     BOARD.get_or_init(|| {
-        let dir = std::env::var(spindle_common::env::LOG_DIRS)
-            .ok()
-            .and_then(|v| {
-                v.split(',')
-                    .map(str::trim)
-                    .find(|d| !d.is_empty())
-                    .map(PathBuf::from)
-            });
         Mutex::new(Board {
-            dir,
+            dir: am_log_dir(),
             doc: GangRanks::default(),
             warned: false,
         })

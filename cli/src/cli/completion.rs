@@ -10,8 +10,8 @@ use super::args::{Arity, Opt, UsageError};
 use super::token;
 use super::{
     accounting, application, applicationattempt, cluster, clustersecret, container, dshell, logs,
-    minicluster, node, nodeattributes, queue, rmadmin, schedulerconf, sls, top, train, usage_error,
-    EXIT_OK,
+    minicluster, node, nodeattributes, queue, rmadmin, schedulerconf, sls, sweep, top, train,
+    usage_error, EXIT_OK,
 };
 
 pub const USAGE: &str = "\
@@ -125,6 +125,12 @@ pub const COMMANDS: &[Command] = &[
         true,
     ),
     cmd("train", "run N workers as one gang", train::OPTS, true),
+    cmd(
+        "sweep",
+        "run a command per trial of a grid or job array",
+        sweep::OPTS,
+        true,
+    ),
     cmd(
         "token",
         "mint, fetch, cancel or print users' tokens (token authentication)",

@@ -20,7 +20,7 @@ use spindle_appmaster_sdk::dshell::{
     SHELL_SCRIPT_NAME,
 };
 use spindle_appmaster_sdk::placement;
-use spindle_appmaster_sdk::ship::Shipped;
+use spindle_appmaster_sdk::ship::{Shipment, Shipped};
 
 pub const USAGE: &str = "\
 usage: spindle distributed-shell --shell-command CMD [options]
@@ -132,10 +132,9 @@ pub(crate) fn over_defaults(list: &str) -> Result<Resource, String> {
     Ok(r)
 }
 
-/// Builds the options from parsed arguments. A `-shell_script` is shipped as
-/// `ExecScript.sh` and run with bash, as YARN's distributed shell does.
-pub fn options_from(p: &Parsed) -> Result<DsOptions, UsageError> {
-    let mut ship = shipment_from(p)?;
+/// The command of `-shell_command CMD` or `-shell_script FILE` (shipped as `ExecScript.sh`
+/// and run with bash, as YARN's distributed shell does), with `-shell_args` appended.
+pub(crate) fn shell_command_from(p: &Parsed, ship: &mut Shipment) -> Result<String, UsageError> {
     let mut command = match (p.value("shell_command"), p.value("shell_script")) {
         (Some(_), Some(f)) => {
             return Err(invalid(
@@ -162,6 +161,45 @@ pub fn options_from(p: &Parsed) -> Result<DsOptions, UsageError> {
     if command.trim().is_empty() {
         return Err(UsageError::Other("the shell command is empty".into()));
     }
+    Ok(command)
+}
+
+/// Every `K=V` of a repeatable environment option (`-shell_env`, `--env`).
+pub(crate) fn env_from(
+    p: &Parsed,
+    option: &'static str,
+) -> Result<BTreeMap<String, String>, UsageError> {
+    let mut env = BTreeMap::new();
+    for kv in p.values(option) {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| invalid(option, kv, "expected K=V"))?;
+        if k.trim().is_empty() {
+            return Err(invalid(option, kv, "empty variable name"));
+        }
+        env.insert(k.trim().to_string(), v.to_string());
+    }
+    Ok(env)
+}
+
+/// The check before submission that a `--shell_script` exists.
+pub(crate) fn check_shell_script(p: &Parsed) -> anyhow::Result<()> {
+    if let Some(f) = p.value("shell_script") {
+        if !std::path::Path::new(f).is_file() {
+            return Err(spindle_appmaster_sdk::ship::ShipError::NotFound {
+                option: "--shell_script",
+                path: f.to_string(),
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// Builds the options from parsed arguments.
+pub fn options_from(p: &Parsed) -> Result<DsOptions, UsageError> {
+    let mut ship = shipment_from(p)?;
+    let command = shell_command_from(p, &mut ship)?;
     // Parsed here, before anything is submitted, so that a mistake is named at once.
     let placement = match p.value("placement_spec") {
         Some(v) => placement::parse(v).map_err(|e| invalid("placement_spec", v, e.to_string()))?,
@@ -207,16 +245,7 @@ pub fn options_from(p: &Parsed) -> Result<DsOptions, UsageError> {
             "memory-mb and vcores must both be positive",
         ));
     }
-    let mut shell_env = BTreeMap::new();
-    for kv in p.values("shell_env") {
-        let (k, v) = kv
-            .split_once('=')
-            .ok_or_else(|| invalid("shell_env", kv, "expected K=V"))?;
-        if k.trim().is_empty() {
-            return Err(invalid("shell_env", kv, "empty variable name"));
-        }
-        shell_env.insert(k.trim().to_string(), v.to_string());
-    }
+    let shell_env = env_from(p, "shell_env")?;
     let no_progress_timeout = p
         .parse::<u64>("no_progress_timeout_ms")?
         .map(Duration::from_millis)
@@ -252,15 +281,7 @@ pub async fn run_client_cmd(args: Vec<String>) -> anyhow::Result<u8> {
         return Ok(EXIT_OK);
     };
     let mut opts = options_from(&p).map_err(|e| usage_error(e, USAGE))?;
-    if let Some(f) = p.value("shell_script") {
-        if !std::path::Path::new(f).is_file() {
-            return Err(spindle_appmaster_sdk::ship::ShipError::NotFound {
-                option: "--shell_script",
-                path: f.to_string(),
-            }
-            .into());
-        }
-    }
+    check_shell_script(&p)?;
     let words: Vec<String> = opts
         .am
         .shell_command

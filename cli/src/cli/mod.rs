@@ -1,8 +1,8 @@
 //! The `spindle` command line, modelled on `yarn`: `application`, `applicationattempt`,
 //! `container`, `node`, `queue`, `top`, `rmadmin`, `schedulerconf`, `nodeattributes`,
 //! `cluster`, `cluster-secret`, `token`, `accounting`, `logs`, `distributed-shell`, `train`,
-//! `minicluster`, `bench`, `sls`, `completion` (and the hidden `distributed-shell-am` and
-//! `train-am`), one file each; YARN's output layouts are in [`format`].
+//! `sweep`, `minicluster`, `bench`, `sls`, `completion` (and the hidden `distributed-shell-am`,
+//! `train-am` and `sweep-am`), one file each; YARN's output layouts are in [`format`].
 //!
 //! This module is the binary's edge: commands report with `anyhow` and context, print
 //! user-facing output on stdout and errors on stderr, and map outcomes to exit statuses:
@@ -39,6 +39,7 @@ pub mod queue;
 pub mod rmadmin;
 pub mod schedulerconf;
 pub mod sls;
+pub mod sweep;
 pub mod token;
 pub mod top;
 pub mod train;
@@ -92,6 +93,8 @@ defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the
   logs               -applicationId APPID [-containerId CID] [-log_files F1,F2]
   distributed-shell  run a shell command in N containers (see `spindle distributed-shell -help`)
   train              run N workers as one gang with torchrun's rank environment (`spindle train -help`)
+  sweep              run a command once per trial of a grid (--param) or Slurm job array
+                     (--array 0-31%4), at most K at once (`spindle sweep -help`)
   minicluster        start a resourcemanager and N nodemanagers on this machine
   cluster-secret     -generate FILE | -check FILE: the secret the RM and NMs share to
                      authenticate node registrations and heartbeats
@@ -133,6 +136,8 @@ pub async fn run(args: Vec<String>) -> u8 {
         "distributed-shell-am" => dshell::run_am_cmd(rest).await,
         "train" => train::run_client_cmd(rest).await,
         "train-am" => train::run_am_cmd(rest).await,
+        "sweep" => sweep::run_client_cmd(rest).await,
+        "sweep-am" => sweep::run_am_cmd(rest).await,
         "minicluster" => minicluster::run(rest).await,
         "bench" => bench::run(rest).await,
         "sls" => sls::run(rest).await,
@@ -217,7 +222,10 @@ pub fn rm_client(p: &Parsed) -> anyhow::Result<RmClient> {
 /// stderr is its log file, else `warn`).
 pub fn init_tracing(args: &[String]) {
     let default = match args.first().map(String::as_str) {
-        Some("distributed-shell-am") | Some("train-am") | Some("minicluster") => "info",
+        Some("distributed-shell-am")
+        | Some("train-am")
+        | Some("sweep-am")
+        | Some("minicluster") => "info",
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

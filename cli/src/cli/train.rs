@@ -8,7 +8,7 @@ use anyhow::Context;
 use spindle_common::states::FinalApplicationStatus;
 
 use super::args::{Opt, Parsed, UsageError};
-use super::dshell::over_defaults;
+use super::dshell::{env_from, over_defaults};
 use super::launch::{
     am_clients, app_options, exit_status, ignore_am_args, invalid, run_client, AppFields,
 };
@@ -168,16 +168,7 @@ pub fn options_from(p: &Parsed) -> Result<TrainOptions, UsageError> {
             "no worker command given: put it after --, e.g. -- python train.py".into(),
         ));
     }
-    let mut worker_env = BTreeMap::new();
-    for kv in p.values("env") {
-        let (k, v) = kv
-            .split_once('=')
-            .ok_or_else(|| invalid("env", kv, "expected K=V"))?;
-        if k.trim().is_empty() {
-            return Err(invalid("env", kv, "empty variable name"));
-        }
-        worker_env.insert(k.trim().to_string(), v.to_string());
-    }
+    let worker_env = env_from(p, "env")?;
     let gang_timeout = match p.parse::<u64>("gang_timeout_ms")? {
         Some(0) | None => None,
         Some(ms) => Some(Duration::from_millis(ms)),
@@ -262,7 +253,7 @@ pub(crate) fn prepare_shipment(
 }
 
 /// An optional text value, trimmed; given but empty is a mistake.
-fn text_option(p: &Parsed, name: &'static str) -> Result<Option<String>, UsageError> {
+pub(crate) fn text_option(p: &Parsed, name: &'static str) -> Result<Option<String>, UsageError> {
     match p.value(name).map(str::trim) {
         Some("") => Err(invalid(name, "", "empty")),
         Some(v) => Ok(Some(v.to_string())),
