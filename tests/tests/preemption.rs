@@ -377,6 +377,23 @@ fn a_gang_preempted_for_another_queue_checkpoints_and_resumes_where_it_left_off(
     );
     assert!(!am.contains("killed at its deadline"), "{am}");
     assert!(!am.contains("restarting the gang"), "{am}");
+    // The attached client announced it: by whom, and from which checkpoint it resumes.
+    assert_eq!(
+        p["lastPreemptedBy"]["applicationId"],
+        b_app.as_str(),
+        "{view}"
+    );
+    let queue = p["lastPreemptedBy"]["queue"].as_str().unwrap_or_default();
+    assert!(queue.ends_with('b'), "{view}");
+    let client = a.log_text();
+    assert!(
+        client.contains("Gang workers preempted in gang attempt 1; resuming from checkpoint"),
+        "{client}"
+    );
+    assert!(
+        client.contains(&format!("(taken for {b_app} in queue {queue})")),
+        "{client}"
+    );
 
     // Each worker: SIGTERM'd in attempt 1 with the marker there, resumed in attempt 2
     // exactly where it stopped, STEPS steps in all: what an unpreempted run counts.
