@@ -36,8 +36,8 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use spindle_system_tests::{app_id_in, bin_dir};
 
-/// The README sections whose ```sh blocks are the quick start.
-const QUICK_START: &[&str] = &["Quick start", "Using a cluster"];
+/// The README sections whose ```sh blocks are the quick start (and the Slurm rows).
+const QUICK_START: &[&str] = &["Quick start", "Using a cluster", "Coming from Slurm"];
 /// The most one command may take (a training gang waits for its nodes' heartbeats).
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(240);
 /// How long the background minicluster may take to print its address.
