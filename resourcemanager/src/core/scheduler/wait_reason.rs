@@ -97,7 +97,7 @@ impl fmt::Display for WaitReason {
                 max_pct,
             } => write!(
                 f,
-                "its queue {queue} is at its maximum ({used_pct:.0}% used of its {max_pct:.0}% of the cluster) and must first drain"
+                "its queue {queue} has no room for it under its maximum: it uses {used_pct:.0}% of the cluster, at most {max_pct:.0}%, and must first drain"
             ),
             WaitReason::Full {
                 scope,
