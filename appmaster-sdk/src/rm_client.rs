@@ -357,11 +357,11 @@ impl RmClient {
     }
 
     /// `POST /refresh-queues` (`rmadmin -refreshQueues`): the RM re-reads
-    /// `capacity-scheduler.xml`. Answers the configuration version now in effect.
-    pub async fn refresh_queues(&self) -> Result<u64, ClientError> {
+    /// `capacity-scheduler.xml`. Answers the configuration version now in effect, what
+    /// changed and the unknown keys the RM ignored.
+    pub async fn refresh_queues(&self) -> Result<ConfigVersionInfo, ClientError> {
         let (resp, url) = self.admin_post::<()>("/refresh-queues", &[], None).await?;
-        let b: ConfigVersionInfo = decode(resp, &url).await?;
-        Ok(b.version_id)
+        decode(resp, &url).await
     }
 
     /// `POST /refresh-nodes` (`rmadmin -refreshNodes [-g [timeout]]`): the RM re-reads its

@@ -178,7 +178,7 @@ fn queues_are_refreshed_and_mutated_while_applications_run() {
         "{text}"
     );
     assert!(
-        text.contains("\tCapacity : 70.00%") && text.contains("\tState : RUNNING"),
+        text.contains("\tCapacity (% of parent) : 70.00%") && text.contains("\tState : RUNNING"),
         "{text}"
     );
     let out = c.spindle(&["queue", "-status", "nosuch"]);

@@ -7,8 +7,9 @@
 //! decommissions, at once or gracefully, the nodes they now keep out) and `-getGroups
 //! [USER...]` (`user : group1 group2`, as the RM resolves them).
 //!
-//! As RMAdminCLI: success prints nothing; the RM's refusal is `<command>: <message>` on
-//! stderr with exit status 255 (YARN's -1).
+//! As RMAdminCLI, the RM's refusal is `<command>: <message>` on stderr with exit status 255
+//! (YARN's -1); success prints nothing, but `-refreshQueues`, which prints each property
+//! that changed (`old -> new`) and, on stderr, each unknown key the RM ignored.
 
 use std::time::{Duration, Instant};
 
@@ -461,6 +462,22 @@ pub fn remote_message(e: &ClientError) -> String {
     }
 }
 
+/// What a successful `-refreshQueues` prints: each changed property, or that nothing did.
+fn refresh_report(done: &spindle_common::records::cluster::ConfigVersionInfo) -> String {
+    if done.changes.is_empty() {
+        return "Queues refreshed: no property changed.\n".to_string();
+    }
+    let mut s = format!(
+        "Queues refreshed ({} propert{} changed):\n",
+        done.changes.len(),
+        if done.changes.len() == 1 { "y" } else { "ies" }
+    );
+    for c in &done.changes {
+        s.push_str(&format!("  {c}\n"));
+    }
+    s
+}
+
 pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
     let Some(p) = parse_or_usage(&args, OPTS, USAGE)? else {
         return Ok(EXIT_OK);
@@ -468,8 +485,11 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
     let cmd = command_from(&p).map_err(|e| usage_error(e, USAGE))?;
     let rm = rm_client(&p)?;
     let result = match &cmd {
-        AdminCommand::RefreshQueues => rm.refresh_queues().await.map(|version| {
-            tracing::debug!(version, "queues refreshed");
+        AdminCommand::RefreshQueues => rm.refresh_queues().await.map(|done| {
+            print!("{}", refresh_report(&done));
+            for w in &done.warnings {
+                eprintln!("warning: {w}");
+            }
         }),
         AdminCommand::AddLabels(labels) => rm.add_node_labels(labels).await,
         AdminCommand::RemoveLabels(labels) => rm.remove_node_labels(labels).await,

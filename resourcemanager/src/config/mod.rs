@@ -54,6 +54,11 @@ pub enum RmConfigError {
     #[error(transparent)]
     Http(#[from] spindle_rest_edge::serve::HttpConfigError),
     /// `yarn.node-labels.configuration-type` is neither `centralized` nor `distributed`.
+    /// `refreshQueues`: capacity-scheduler properties whose names are near misses of known
+    /// ones (`root.prod.maximum-capacty`), each with its file, line and the closest known
+    /// key. Nothing is applied.
+    #[error("{}", near_misses_text(.0))]
+    NearMissKeys(Vec<UnknownKey>),
     #[error("{place}property '{name}': expected centralized or distributed, got '{value}'")]
     BadLabelConfigurationType {
         place: Place,
@@ -347,18 +352,51 @@ impl RmConfig {
     }
 
     /// The capacity-scheduler properties as the files say now (`refreshQueues`). Reads the
-    /// configuration directory: call it off the driver task. Unknown keys in the files are
-    /// logged as warnings, as at start.
-    pub fn reload_scheduler_props(&self) -> Result<CsProps, RmConfigError> {
+    /// configuration directory: call it off the driver task. A capacity-scheduler key that
+    /// is a near miss of a known one refuses the whole reload
+    /// ([`RmConfigError::NearMissKeys`]); the other unknown keys are logged, as at start,
+    /// and returned for the caller to tell whoever asked.
+    pub fn reload_scheduler_props(&self) -> Result<Reloaded, RmConfigError> {
         match &self.conf_dir {
             Some(dir) => {
                 let conf = load_conf(dir, &self.overrides)?;
-                warn_unknown_keys(&conf.unknown_keys());
-                Ok(CsProps::from_conf(&conf)?)
+                let (near, warnings) = split_near_misses(conf.unknown_keys());
+                if !near.is_empty() {
+                    return Err(RmConfigError::NearMissKeys(near));
+                }
+                warn_unknown_keys(&warnings);
+                Ok(Reloaded {
+                    props: CsProps::from_conf(&conf)?,
+                    warnings,
+                })
             }
-            None => Ok(self.scheduler_props.clone()),
+            None => Ok(Reloaded {
+                props: self.scheduler_props.clone(),
+                warnings: Vec::new(),
+            }),
         }
     }
+}
+
+/// What `refreshQueues` read: the properties, and the unknown keys that are not near misses
+/// (warnings for whoever asked).
+#[derive(Debug, Clone)]
+pub struct Reloaded {
+    pub props: CsProps,
+    pub warnings: Vec<UnknownKey>,
+}
+
+/// The unknown keys a reload refuses (capacity-scheduler keys with a close known key: a
+/// typo of a queue property or a global one), and the rest.
+pub fn split_near_misses(unknown: Vec<UnknownKey>) -> (Vec<UnknownKey>, Vec<UnknownKey>) {
+    unknown.into_iter().partition(|k| {
+        k.suggestion.is_some() && k.name.starts_with(keys::CAPACITY_SCHEDULER_PREFIX)
+    })
+}
+
+fn near_misses_text(keys: &[UnknownKey]) -> String {
+    let each: Vec<String> = keys.iter().map(ToString::to_string).collect();
+    format!("nothing applied: {}", each.join("; "))
 }
 
 /// Logs each unknown key as a warning naming the file, the line, the key and the closest

@@ -343,7 +343,7 @@ fn load_remembers_the_dir_and_overrides_for_refresh() {
         "<configuration><property><name>yarn.scheduler.capacity.root.queues</name><value>a,b</value></property></configuration>",
     )
     .unwrap();
-    let props = rm.reload_scheduler_props().unwrap();
+    let props = rm.reload_scheduler_props().unwrap().props;
     assert_eq!(
         props.get("yarn.scheduler.capacity.root.queues"),
         Some("a,b")
@@ -355,7 +355,10 @@ fn load_remembers_the_dir_and_overrides_for_refresh() {
     );
     // In memory: a refresh re-applies what the RM started with.
     let mem = RmConfig::from_conf(&Configuration::new()).unwrap();
-    assert_eq!(mem.reload_scheduler_props().unwrap(), mem.scheduler_props);
+    assert_eq!(
+        mem.reload_scheduler_props().unwrap().props,
+        mem.scheduler_props
+    );
 }
 
 #[test]
@@ -413,5 +416,46 @@ fn preemption_properties_are_yarns_and_read_with_their_defaults() {
             intra_queue: true,
             min_runtime_ms: 0,
         }
+    );
+}
+
+#[test]
+fn a_reload_refuses_near_misses_of_capacity_keys_and_warns_of_the_rest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("capacity-scheduler.xml"),
+        "<configuration>\n  <property>\n    <name>yarn.scheduler.capacity.root.queues</name>\n    <value>default</value>\n  </property>\n  <property>\n    <name>yarn.scheduler.capacity.root.default.capacity</name>\n    <value>100</value>\n  </property>\n  <property>\n    <name>yarn.scheduler.capacity.root.default.maximum-capacty</name>\n    <value>50</value>\n  </property>\n  <property>\n    <name>spindle.something.nobody.reads</name>\n    <value>1</value>\n  </property>\n</configuration>\n",
+    )
+    .expect("write");
+    let conf = RmConfig::load(dir.path(), &[]).expect("the RM starts: unknown keys warn");
+    let file = dir.path().join("capacity-scheduler.xml");
+    match conf.reload_scheduler_props() {
+        Err(RmConfigError::NearMissKeys(keys)) => {
+            assert_eq!(keys.len(), 1, "{keys:?}");
+            assert_eq!(
+                keys[0].to_string(),
+                format!(
+                    "{}:10: unknown key 'yarn.scheduler.capacity.root.default.maximum-capacty'; did you mean 'yarn.scheduler.capacity.root.default.maximum-capacity'?",
+                    file.display()
+                )
+            );
+        }
+        other => panic!("expected a refusal: {other:?}"),
+    }
+    let fixed = std::fs::read_to_string(&file)
+        .expect("read")
+        .replace("maximum-capacty", "maximum-capacity");
+    std::fs::write(&file, fixed).expect("write");
+    let r = conf.reload_scheduler_props().expect("applied");
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    assert_eq!(r.warnings[0].name, "spindle.something.nobody.reads");
+    assert_eq!(r.warnings[0].source.line, 14);
+    assert_eq!(
+        conf.scheduler_props.changes_to(&r.props),
+        [
+            "root.default.maximum-capacity: added (50)",
+            // The RM started with the typo (a start only warns): the refresh drops it.
+            "root.default.maximum-capacty: removed (was 50)"
+        ]
     );
 }

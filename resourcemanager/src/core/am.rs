@@ -416,8 +416,11 @@ impl RmCore {
         Ok(reply)
     }
 
-    /// The application's diagnostics name its first waiting gang and why it waits.
+    /// The application's diagnostics name its first waiting gang and why it waits; else,
+    /// when a plain ask of it waits for queue room, why (read at each allocate, never by a
+    /// scheduling pass).
     fn gang_diagnostics(&mut self, app_id: &ApplicationId, gangs: &[GangView]) {
+        let ask_reason = self.sched.ask_room_reason(app_id, self.monitor_acts());
         let Some(a) = self.apps.get_mut(app_id) else {
             return;
         };
@@ -431,8 +434,20 @@ impl RmCore {
                 DiagnosticsKind::Gang,
                 format!("Gang {} is waiting: {}", w.id, w.diagnostics),
             );
-        } else {
-            a.clear_diagnostics(DiagnosticsKind::Gang);
+            return;
+        }
+        a.clear_diagnostics(DiagnosticsKind::Gang);
+        match ask_reason {
+            Some(r)
+                if a.diagnostics.is_empty() || a.diagnostics_kind == DiagnosticsKind::AskWaits =>
+            {
+                a.set_diagnostics(
+                    DiagnosticsKind::AskWaits,
+                    format!("A container request is waiting: {r}"),
+                );
+            }
+            Some(_) => {}
+            None => a.clear_diagnostics(DiagnosticsKind::AskWaits),
         }
     }
 
@@ -471,13 +486,14 @@ impl RmCore {
         let Some(a) = self.sched.app(app) else {
             return vec![];
         };
+        let monitor = self.monitor_acts();
         a.gangs
             .iter()
             .map(|(id, g)| GangView {
                 id: id.clone(),
                 phase: g.phase,
                 size: g.size,
-                diagnostics: g.diagnostics.clone(),
+                diagnostics: self.sched.gang_diagnostics(app, id, monitor),
                 reserved_nodes: g.reserved.clone(),
                 failed_containers: g.failed.clone(),
                 current_size: g.elastic.as_ref().map_or(0, |_| g.members.len() as u32),

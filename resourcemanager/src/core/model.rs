@@ -320,6 +320,8 @@ pub enum DiagnosticsKind {
     Dependency,
     /// A gang of the application waits, or gave up softly.
     Gang,
+    /// A plain ask of the application waits for room under its queues' maxima.
+    AskWaits,
     /// The application is being killed.
     Killed,
     /// Containers of the application hold idle GPUs past their queue's timeout.

@@ -111,6 +111,12 @@ impl RmCore {
         &self.preemption
     }
 
+    /// Whether the preemption monitor takes room back (on, and not only observing): what a
+    /// waiting ask's reason tells.
+    pub(super) fn monitor_acts(&self) -> bool {
+        self.conf.preemption.enabled && !self.conf.preemption.observe_only
+    }
+
     /// Kills what reached its kill time, then, once per monitoring interval, a round.
     pub(super) fn preemption_tick(&mut self, now: u64) {
         let due: Vec<ContainerId> = self

@@ -32,7 +32,11 @@ impl RmCore {
     }
 
     fn expire_gangs(&mut self, now: u64) {
-        for (app, id, hard, diag) in self.sched.expire_gangs(now, self.conf.gang_timeout_ms) {
+        let monitor = self.monitor_acts();
+        let expired = self
+            .sched
+            .expire_gangs(now, self.conf.gang_timeout_ms, monitor);
+        for (app, id, hard, diag) in expired {
             if hard {
                 let msg =
                     format!("Application {app} failed: its gang's hard timeout passed: {diag}");

@@ -121,20 +121,28 @@ async fn refresh(st: &AppState, caller: Caller) -> Result<Json<ConfigVersionInfo
     let who = caller.clone();
     st.driver.call(|r| QueryCommand::CheckAdmin(who, r)).await?;
     let conf = st.info.conf.clone();
-    let props = tokio::task::spawn_blocking(move || conf.reload_scheduler_props())
+    let reloaded = tokio::task::spawn_blocking(move || conf.reload_scheduler_props())
         .await
         .map_err(|e| ApiError::new(ExceptionKind::Internal, format!("reload failed: {e}")))?
         .map_err(|e| ApiError::bad_request(format!("Failed to re-init queues : {e}")))?;
+    let who = caller.clone();
+    let (_, before) = st
+        .driver
+        .call(|r| QueryCommand::GetSchedulerConf(who, r))
+        .await?;
+    let changes = before.changes_to(&reloaded.props);
     let version = st
         .driver
         .call(|r| AdminCommand::RefreshQueues {
-            props: Box::new(props),
+            props: Box::new(reloaded.props),
             caller,
             reply: r,
         })
         .await?;
     Ok(Json(ConfigVersionInfo {
         version_id: version,
+        changes,
+        warnings: reloaded.warnings.iter().map(ToString::to_string).collect(),
     }))
 }
 
@@ -161,6 +169,7 @@ async fn version(
         .await?;
     Ok(Json(ConfigVersionInfo {
         version_id: version,
+        ..Default::default()
     }))
 }
 

@@ -494,35 +494,54 @@ pub fn ascii_table(title: &str, headers: &[&str], rows: &[Vec<String>]) -> Strin
     out
 }
 
-/// `yarn queue -list all` output: QueueCLI's table of queues.
+/// The names of a queue's capacity figures, each with what it is a percent of: YARN's
+/// relative `capacity` and `maxCapacity` (of the parent), `usedCapacity` (of the queue's
+/// own guarantee, so above 100% when it borrows) and the absolute ones (of the cluster).
+/// `queue -list` and `queue -status` print the same names.
+const CAPACITY_NAMES: [&str; 6] = [
+    "Capacity (% of parent)",
+    "Current Capacity (% of guarantee)",
+    "Maximum Capacity (% of parent)",
+    "Absolute Capacity (% of cluster)",
+    "Absolute Used Capacity (% of cluster)",
+    "Absolute Maximum Capacity (% of cluster)",
+];
+
+/// A queue's figures in [`CAPACITY_NAMES`]' order.
+fn capacity_values(q: &CapacitySchedulerQueueInfo) -> [f64; 6] {
+    [
+        q.capacity,
+        q.used_capacity,
+        q.max_capacity,
+        q.absolute_capacity,
+        q.absolute_used_capacity,
+        q.absolute_max_capacity,
+    ]
+}
+
+/// `yarn queue -list all` output: QueueCLI's table of queues, its capacity columns named
+/// with what each is a percent of.
 pub fn format_queue_list(queues: &[&CapacitySchedulerQueueInfo]) -> String {
     let rows: Vec<Vec<String>> = queues
         .iter()
         .map(|q| {
-            vec![
-                q.queue_name.clone(),
-                q.queue_path.clone(),
-                q.state.clone(),
-                format!("{}%", java_two_decimals(q.capacity)),
-                format!("{}%", java_two_decimals(q.used_capacity)),
-                format!("{}%", java_two_decimals(q.max_capacity)),
-                java_two_decimals(q.weight),
-                q.max_parallel_apps.to_string(),
-            ]
+            let mut row = vec![q.queue_name.clone(), q.queue_path.clone(), q.state.clone()];
+            row.extend(
+                capacity_values(q)
+                    .iter()
+                    .map(|v| format!("{}%", java_two_decimals(*v))),
+            );
+            row.push(java_two_decimals(q.weight));
+            row.push(q.max_parallel_apps.to_string());
+            row
         })
         .collect();
+    let mut headers = vec!["Queue Name", "Queue Path", "State"];
+    headers.extend(CAPACITY_NAMES);
+    headers.extend(["Weight", "Maximum Parallel Apps"]);
     ascii_table(
         &format!("{} queues were found", queues.len()),
-        &[
-            "Queue Name",
-            "Queue Path",
-            "State",
-            "Capacity",
-            "Current Capacity",
-            "Maximum Capacity",
-            "Weight",
-            "Maximum Parallel Apps",
-        ],
+        &headers,
         &rows,
     )
 }
@@ -629,25 +648,17 @@ pub fn java_two_decimals(v: f64) -> String {
 }
 
 /// `yarn queue -status` output (QueueCLI's `Queue Information :` block). The figures are
-/// the REST view's percents: capacity and maximum of the parent, current capacity as used
-/// over guaranteed.
+/// the REST view's percents, each named with what it is a percent of
+/// ([`CAPACITY_NAMES`]).
 pub fn format_queue_status(q: &CapacitySchedulerQueueInfo) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "Queue Information : ");
     let _ = writeln!(o, "Queue Name : {}", q.queue_name);
     let _ = writeln!(o, "Queue Path : {}", q.queue_path);
     let _ = writeln!(o, "\tState : {}", q.state);
-    let _ = writeln!(o, "\tCapacity : {}%", java_two_decimals(q.capacity));
-    let _ = writeln!(
-        o,
-        "\tCurrent Capacity : {}%",
-        java_two_decimals(q.used_capacity)
-    );
-    let _ = writeln!(
-        o,
-        "\tMaximum Capacity : {}%",
-        java_two_decimals(q.max_capacity)
-    );
+    for (name, v) in CAPACITY_NAMES.iter().zip(capacity_values(q)) {
+        let _ = writeln!(o, "\t{name} : {}%", java_two_decimals(v));
+    }
     let _ = writeln!(o, "\tWeight : {}", java_two_decimals(q.weight));
     let _ = writeln!(o, "\tMaximum Parallel Apps : {}", q.max_parallel_apps);
     let label = q

@@ -174,7 +174,8 @@ fn queue_status_like_queue_cli() {
     assert_eq!(java_two_decimals(-0.5), "-.50");
     let q: CapacitySchedulerQueueInfo = serde_json::from_value(serde_json::json!({
         "queueName": "a", "queuePath": "root.a", "state": "RUNNING", "capacity": 70.0,
-        "usedCapacity": 12.5, "maxCapacity": 100.0, "weight": -1.0,
+        "usedCapacity": 200.0, "maxCapacity": 100.0, "weight": -1.0,
+        "absoluteCapacity": 35.0, "absoluteUsedCapacity": 70.0, "absoluteMaxCapacity": 50.0,
         "maxParallelApps": 2147483647, "nodeLabels": ["*"],
         "type": "capacitySchedulerLeafQueueInfo", "preemptionDisabled": true,
         "intraQueuePreemptionDisabled": true
@@ -182,7 +183,7 @@ fn queue_status_like_queue_cli() {
     .unwrap();
     assert_eq!(
             format_queue_status(&q),
-            "Queue Information : \nQueue Name : a\nQueue Path : root.a\n\tState : RUNNING\n\tCapacity : 70.00%\n\tCurrent Capacity : 12.50%\n\tMaximum Capacity : 100.00%\n\tWeight : -1.00\n\tMaximum Parallel Apps : 2147483647\n\tDefault Node Label expression : <DEFAULT_PARTITION>\n\tAccessible Node Labels : *\n\tPreemption : disabled\n\tIntra-queue Preemption : disabled\n"
+            "Queue Information : \nQueue Name : a\nQueue Path : root.a\n\tState : RUNNING\n\tCapacity (% of parent) : 70.00%\n\tCurrent Capacity (% of guarantee) : 200.00%\n\tMaximum Capacity (% of parent) : 100.00%\n\tAbsolute Capacity (% of cluster) : 35.00%\n\tAbsolute Used Capacity (% of cluster) : 70.00%\n\tAbsolute Maximum Capacity (% of cluster) : 50.00%\n\tWeight : -1.00\n\tMaximum Parallel Apps : 2147483647\n\tDefault Node Label expression : <DEFAULT_PARTITION>\n\tAccessible Node Labels : *\n\tPreemption : disabled\n\tIntra-queue Preemption : disabled\n"
         );
 }
 
@@ -366,9 +367,12 @@ fn queue_table_matches_formatting_cli_utils() {
             "Queue Name",
             "Queue Path",
             "State",
-            "Capacity",
-            "Current Capacity",
-            "Maximum Capacity",
+            "Capacity (% of parent)",
+            "Current Capacity (% of guarantee)",
+            "Maximum Capacity (% of parent)",
+            "Absolute Capacity (% of cluster)",
+            "Absolute Used Capacity (% of cluster)",
+            "Absolute Maximum Capacity (% of cluster)",
             "Weight",
             "Maximum Parallel Apps"
         ]
@@ -382,6 +386,9 @@ fn queue_table_matches_formatting_cli_utils() {
             "70.00%",
             ".00%",
             "100.00%",
+            ".00%",
+            ".00%",
+            ".00%",
             "-1.00",
             "2147483647"
         ]

@@ -332,11 +332,19 @@ pub struct ConfItem {
     pub value: String,
 }
 
-/// `GET /scheduler-conf/version`: `{"versionID":3}`.
+/// `GET /scheduler-conf/version`: `{"versionID":3}`. Spindle's answer to
+/// `POST /refresh-queues` adds what changed and the unknown keys it ignored (absent when
+/// empty).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ConfigVersionInfo {
     #[serde(rename = "versionID")]
     pub version_id: u64,
+    /// `queue.property: old -> new`, one a changed property.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<String>,
+    /// `file:line: unknown key '...'`, one an unknown key that was ignored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// `GET /queues/{queue}/access`: YARN's `RMQueueAclInfo`, root unwrapped.

@@ -126,6 +126,23 @@ impl CsProps {
         self.0.iter().map(|(k, v)| (k.as_str(), v.value.as_str()))
     }
 
+    /// What changes from `self` to `new`, one line a property in name order (the
+    /// `yarn.scheduler.capacity.` prefix left off): `root.prod.maximum-capacity: 100 -> 50`,
+    /// `root.c.capacity: added (20)`, `root.c.capacity: removed (was 20)`.
+    pub fn changes_to(&self, new: &CsProps) -> Vec<String> {
+        let short = |k: &str| k.strip_prefix(PREFIX).unwrap_or(k).to_string();
+        let names: BTreeSet<&String> = self.0.keys().chain(new.0.keys()).collect();
+        names
+            .into_iter()
+            .filter_map(|k| match (self.get(k), new.get(k)) {
+                (Some(a), Some(b)) if a != b => Some(format!("{}: {a} -> {b}", short(k))),
+                (None, Some(b)) => Some(format!("{}: added ({b})", short(k))),
+                (Some(a), None) => Some(format!("{}: removed (was {a})", short(k))),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The same values with their origins forgotten, to compare two sets by content.
     pub fn values(&self) -> BTreeMap<String, String> {
         self.pairs()

@@ -427,21 +427,24 @@ impl Scheduler {
         l
     }
 
-    /// The first queue from `leaf` up whose maximum `ask` would exceed, or None if it fits.
+    /// The first queue from `leaf` up whose maximum `ask` would exceed beside what waiting
+    /// gangs hold there (less `own_hold`, a gang's own and its followers' holds), or None if
+    /// it fits: the one test plain asks, gangs and the reasons they wait all make.
     pub(super) fn queue_blocking(
         &self,
         leaf: QueueIdx,
         ask: &Resource,
         part: &str,
+        own_hold: Option<&Resource>,
     ) -> Option<QueueIdx> {
         let calc = self.conf.calculator;
         self.tree.path_up(leaf).find(|q| {
             let queue = &self.tree.queues[*q];
             let (_, maximum) = queue.limits_in(part);
-            let held = if part.is_empty() {
-                self.held(*q)
-            } else {
-                Resource::zero()
+            let held = match (part.is_empty(), own_hold) {
+                (false, _) => Resource::zero(),
+                (true, None) => self.held(*q),
+                (true, Some(own)) => self.held(*q).minus(own).clamp_non_negative(),
             };
             !within(calc, &queue.used_in(part).plus(&held).plus(ask), &maximum)
         })

@@ -135,6 +135,10 @@ pub struct Gang {
     pub missed_at: Option<u64>,
     /// Members the last plan on free room placed (for the reason it waits).
     pub last_fit: usize,
+    /// What the gang needs, when its last turn found no room for it under a maximum on its
+    /// queue path (the typed reason, [`super::wait_reason::WaitReason`], is made from it
+    /// when read).
+    pub short_of_room: Option<Resource>,
     /// An elastic gang's sizing state, from its first grant on.
     pub elastic: Option<super::elastic_policy::Elastic>,
     /// A waiting elastic gang of a `doubling` leaf: the size the policy admitted it at.
@@ -156,6 +160,7 @@ impl Gang {
             changed: false,
             missed_at: None,
             last_fit: 0,
+            short_of_room: None,
             elastic: None,
             admitted: None,
         }
@@ -579,11 +584,13 @@ impl Scheduler {
     }
 
     /// Ends every waiting gang older than its timeout: soft ones withdraw their asks and
-    /// turn TIMED_OUT; hard ones are returned for the caller to fail their application.
+    /// turn TIMED_OUT; hard ones are returned for the caller to fail their application
+    /// (`monitor`: the preemption monitor acts, for the reason given).
     pub fn expire_gangs(
         &mut self,
         now: u64,
         default_timeout_ms: u64,
+        monitor: bool,
     ) -> Vec<(ApplicationId, String, bool, String)> {
         let mut expired = Vec::new();
         for (app, a) in &self.apps {
@@ -594,7 +601,10 @@ impl Scheduler {
                     default_timeout_ms
                 };
                 if g.phase.is_waiting() && now.saturating_sub(g.since) > t {
-                    let diag = format!("gang {id} timed out after {t} ms: {}", g.diagnostics);
+                    let diag = format!(
+                        "gang {id} timed out after {t} ms: {}",
+                        self.gang_diagnostics(app, id, monitor)
+                    );
                     expired.push((*app, id.clone(), g.params.hard, diag));
                 }
             }

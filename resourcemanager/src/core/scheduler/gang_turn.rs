@@ -181,6 +181,21 @@ impl Scheduler {
         Some((units, g.params.clone()))
     }
 
+    /// What this gang holds, and what gangs behind it in the leaf hold (they give way).
+    pub(super) fn gang_own_hold(
+        &self,
+        app_id: &ApplicationId,
+        id: &str,
+        leaf: QueueIdx,
+    ) -> Resource {
+        self.apps
+            .get(app_id)
+            .and_then(|a| a.gangs.get(id))
+            .map(|g| g.reserved_need.clone())
+            .unwrap_or_default()
+            .plus(&self.held_behind(app_id, id, leaf))
+    }
+
     /// Placing now needs room under every maximum on the gang's path (its own hold aside);
     /// holding nodes for it needs only that it could ever fit there, since the hold then
     /// keeps the queue's other work from growing into the room it needs. Holds are kept in
@@ -193,29 +208,12 @@ impl Scheduler {
         part: &str,
         need: &Resource,
     ) -> QueueRoom {
-        // What this gang holds, and what gangs behind it in the leaf hold (they give way).
-        let own_reserved = self
-            .apps
-            .get(app_id)
-            .and_then(|a| a.gangs.get(id))
-            .map(|g| g.reserved_need.clone())
-            .unwrap_or_default()
-            .plus(&self.held_behind(app_id, id, leaf));
+        let own_reserved = self.gang_own_hold(app_id, id, leaf);
+        let fits_now = self
+            .queue_blocking(leaf, need, part, Some(&own_reserved))
+            .is_none();
         let calc = self.conf.calculator;
         let path: Vec<QueueIdx> = self.tree.path_up(leaf).collect();
-        let fits_now = path.iter().all(|q| {
-            let queue = &self.tree.queues[*q];
-            let others_hold = if part.is_empty() {
-                self.held(*q).minus(&own_reserved).clamp_non_negative()
-            } else {
-                Resource::zero()
-            };
-            within(
-                calc,
-                &queue.used_in(part).plus(&others_hold).plus(need),
-                &queue.limits_in(part).1,
-            )
-        });
         let blocked = path.iter().copied().find(|q| {
             let queue = &self.tree.queues[*q];
             let reserved = if part.is_empty() {
@@ -258,6 +256,7 @@ impl Scheduler {
             if g.phase == GangPhase::Reserved {
                 g.phase = GangPhase::Pending;
             }
+            g.short_of_room = None;
             g.diagnostics = diag;
             g.size = members as u32;
             g.missed_at = Some(epoch);
@@ -304,6 +303,7 @@ impl Scheduler {
             g.members.clear();
             g.failed.clear();
             g.diagnostics.clear();
+            g.short_of_room = None;
             g.changed = true;
         }
         out
@@ -343,10 +343,8 @@ impl Scheduler {
                     m.units.len(),
                 ));
             }
-            if !m.fits_now {
-                g.diagnostics
-                    .push_str("; its queue must first drain below its maximum");
-            }
+            // Which queue is full and who holds it is worked out when the reason is read.
+            g.short_of_room = (!m.fits_now).then(|| m.need.clone());
         }
         let epoch = self.nodes.room_epoch();
         self.gang_missed_at(app_id, id, epoch);

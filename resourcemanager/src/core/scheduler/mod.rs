@@ -30,6 +30,7 @@ pub mod placement;
 pub mod queue_tree;
 pub mod topology;
 pub mod victims;
+pub mod wait_reason;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;

@@ -387,14 +387,14 @@ impl Scheduler {
         user_ok: bool,
     ) -> Result<SmallVec<[String; 2]>, Option<Served>> {
         let (leaf, part) = (visit.leaf, visit.part);
-        let blocking = self.queue_blocking(leaf, cap, part);
+        let blocking = self.queue_blocking(leaf, cap, part, None);
         let mut parts: SmallVec<[String; 2]> = SmallVec::new();
         if blocking.is_none() && user_ok {
             parts.push(part.to_string());
         }
         if part.is_empty() {
             for (l, _) in self.labels.iter().filter(|(_, exclusive)| !**exclusive) {
-                if self.queue_blocking(leaf, cap, l).is_none() {
+                if self.queue_blocking(leaf, cap, l, None).is_none() {
                     parts.push(l.clone());
                 }
             }

@@ -24,6 +24,7 @@ mod recovery;
 mod topology;
 mod updates;
 mod usage;
+mod wait_reason;
 
 /// A queue path from a test's literal.
 pub(crate) fn qp(path: impl AsRef<str>) -> spindle_common::QueuePath {

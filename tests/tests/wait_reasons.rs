@@ -1,0 +1,135 @@
+//! System test: a waiting job's reason names the real cause, on the real binaries. One NM
+//! with 4 fake GPUs; queues `research` (50%, maximum 100%) and `prod` (50%, maximum 50%),
+//! the preemption monitor off. A detached `research` job takes all 4 GPUs; a detached `prod`
+//! job of 2 GPUs then waits, though prod uses none of its maximum: its reason (in
+//! `application -status` and the REST app's diagnostics) says the root is full, that
+//! `root.research` holds it 50 points above its guarantee, and that the monitor is off, not
+//! that prod must drain. `queue -list` names what each capacity figure is a percent of.
+//! Both applications are killed at the end; the daemons by pid (the `Cluster`'s drop) and
+//! the temp dirs removed.
+
+use std::time::Duration;
+
+use spindle_system_tests::{app_id_in, cs_xml, fake_gpus, wait_until, Cluster, ClusterOpts};
+
+const GPU: &str = "yarn.io/gpu";
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Submits a detached `spindle train` of one worker with `gpus` GPUs into `queue`.
+fn submit(c: &Cluster, queue: &str, gpus: u32) -> String {
+    let res = format!("{GPU}={gpus},vcores=1,memory-mb=256");
+    let out = c.spindle_within(
+        &[
+            "train",
+            "--workers",
+            "1",
+            "--worker-resources",
+            &res,
+            "--queue",
+            queue,
+            "--appname",
+            queue,
+            "--gang-timeout-ms",
+            "300000",
+            "--detach",
+            "--",
+            "sleep",
+            "300",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    app_id_in(&text(&out.stdout)).expect("the application id")
+}
+
+#[test]
+fn a_prod_ask_behind_a_full_root_names_root_research() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let gpus = fake_gpus(scratch.path(), 4);
+    let queues = cs_xml(&[
+        (
+            "resource-calculator",
+            "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator",
+        ),
+        ("maximum-am-resource-percent", "0.5"),
+        ("root.queues", "research,prod"),
+        ("root.research.capacity", "50"),
+        ("root.research.maximum-capacity", "100"),
+        ("root.research.user-limit-factor", "2"),
+        ("root.prod.capacity", "50"),
+        ("root.prod.maximum-capacity", "50"),
+    ]);
+    let c = Cluster::start_with_files(
+        ClusterOpts {
+            nodes: 1,
+            rm_props: vec![("yarn.resource-types".into(), GPU.into())],
+            nm_props: vec![
+                ("yarn.nodemanager.resource-plugins".into(), GPU.into()),
+                (
+                    "yarn.nodemanager.resource-plugins.gpu.path-to-discovery-executables".into(),
+                    gpus.display().to_string(),
+                ),
+                ("yarn.nodemanager.resource.cpu-vcores".into(), "8".into()),
+            ],
+        },
+        &[("capacity-scheduler.xml", &queues)],
+    );
+    let research = submit(&c, "research", 4);
+    wait_until("research's job to run", Duration::from_secs(60), || {
+        let a = c.app(&research);
+        (a["state"] == "RUNNING" && a["runningContainers"].as_i64() == Some(2)).then_some(())
+    });
+    let prod = submit(&c, "prod", 2);
+    let want =
+        "root is full: root.research uses 100% of the cluster, 50 points above its 50% guarantee";
+    let status = wait_until("prod's reason", Duration::from_secs(60), || {
+        let out = c.spindle(&["application", "-status", &prod]);
+        let s = text(&out.stdout);
+        if !s.contains(want) {
+            eprintln!("---- prod's status, not yet ----\n{s}");
+        }
+        s.contains(want).then_some(s)
+    });
+    assert!(status.contains("the preemption monitor is off"), "{status}");
+    assert!(!status.contains("must first drain"), "{status}");
+    let diag = c.app(&prod)["diagnostics"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(diag.contains("root.research"), "{diag}");
+
+    // queue -list: each figure says what it is a percent of; research's current capacity
+    // (of its guarantee) is 200%, its absolute use (of the cluster) 100%.
+    let out = c.spindle(&["queue", "-list"]);
+    let list = text(&out.stdout);
+    for name in [
+        "Capacity (% of parent)",
+        "Current Capacity (% of guarantee)",
+        "Absolute Used Capacity (% of cluster)",
+    ] {
+        assert!(list.contains(name), "{name}: {list}");
+    }
+    let row = list
+        .lines()
+        .find(|l| l.contains(" root.research "))
+        .expect("research's row");
+    let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+    assert_eq!(
+        cells[4]
+            .trim_end_matches('%')
+            .parse::<f64>()
+            .ok()
+            .map(|v| v >= 200.0),
+        Some(true),
+        "{row}"
+    );
+    assert_eq!(cells[7], "100.00%", "{row}");
+
+    for id in [&prod, &research] {
+        let out = c.spindle(&["application", "-kill", id]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+}
