@@ -1,7 +1,8 @@
 //! System test: a typo in `capacity-scheduler.xml` reaches the typist, on the real
 //! binaries. `rmadmin -refreshQueues` of a file with `root.b.maximum-capacty` is refused
 //! (exit 255) naming the file, the line and `maximum-capacity`, and the queues stay as they
-//! were (`queue -list` before and after); the corrected file is applied and the command
+//! were (`queue -list` before and after); so is a property of a queue no `.queues` list
+//! declares (`root.bb.maximum-capacity`, naming root.b); the corrected file is applied and the command
 //! prints what changed (`old -> new`). Every process is killed by pid when the test ends
 //! (the `Cluster`'s drop) and the temp dir removed.
 
@@ -46,6 +47,21 @@ fn a_misspelt_queue_property_is_refused_and_a_good_refresh_says_what_changed() {
     );
     assert!(err.contains(&want), "{err}");
     assert!(err.contains("nothing applied"), "{err}");
+    assert_eq!(
+        list(),
+        before,
+        "the queues changed though the refresh was refused"
+    );
+
+    // A property of a queue no `.queues` list declares: refused too, naming the queue.
+    std::fs::write(&file, queues("root.bb.maximum-capacity", "50")).expect("edit");
+    let out = c.spindle_as("admin", &["rmadmin", "-refreshQueues"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(255), "{err}");
+    assert!(
+        err.contains("names queue root.bb, which no '.queues' list declares; did you mean root.b?"),
+        "{err}"
+    );
     assert_eq!(
         list(),
         before,

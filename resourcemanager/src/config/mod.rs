@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod capacity;
 pub mod hosts;
+pub mod stray;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -53,12 +54,17 @@ pub enum RmConfigError {
     /// The HTTP serve loop's limits or TLS settings (`spindle.http.*`, `yarn.http.policy`).
     #[error(transparent)]
     Http(#[from] spindle_rest_edge::serve::HttpConfigError),
-    /// `yarn.node-labels.configuration-type` is neither `centralized` nor `distributed`.
     /// `refreshQueues`: capacity-scheduler properties whose names are near misses of known
     /// ones (`root.prod.maximum-capacty`), each with its file, line and the closest known
     /// key. Nothing is applied.
     #[error("{}", near_misses_text(.0))]
     NearMissKeys(Vec<UnknownKey>),
+    /// `refreshQueues`: per-queue properties of queues no `.queues` list declares
+    /// (`root.prdo.capacity`), each with its file, line and the closest declared queue.
+    /// Nothing is applied.
+    #[error("{}", stray_keys_text(.0))]
+    QueueNotInTree(Vec<stray::StrayQueueKey>),
+    /// `yarn.node-labels.configuration-type` is neither `centralized` nor `distributed`.
     #[error("{place}property '{name}': expected centralized or distributed, got '{value}'")]
     BadLabelConfigurationType {
         place: Place,
@@ -354,7 +360,8 @@ impl RmConfig {
     /// The capacity-scheduler properties as the files say now (`refreshQueues`). Reads the
     /// configuration directory: call it off the driver task. A capacity-scheduler key that
     /// is a near miss of a known one refuses the whole reload
-    /// ([`RmConfigError::NearMissKeys`]); the other unknown keys are logged, as at start,
+    /// ([`RmConfigError::NearMissKeys`]), as does a property of a queue outside the tree
+    /// ([`RmConfigError::QueueNotInTree`]); the other unknown keys are logged, as at start,
     /// and returned for the caller to tell whoever asked.
     pub fn reload_scheduler_props(&self) -> Result<Reloaded, RmConfigError> {
         match &self.conf_dir {
@@ -363,6 +370,10 @@ impl RmConfig {
                 let (near, warnings) = split_near_misses(conf.unknown_keys());
                 if !near.is_empty() {
                     return Err(RmConfigError::NearMissKeys(near));
+                }
+                let stray = stray::stray_queue_keys(&conf);
+                if !stray.is_empty() {
+                    return Err(RmConfigError::QueueNotInTree(stray));
                 }
                 warn_unknown_keys(&warnings);
                 Ok(Reloaded {
@@ -395,6 +406,15 @@ pub fn split_near_misses(unknown: Vec<UnknownKey>) -> (Vec<UnknownKey>, Vec<Unkn
 }
 
 fn near_misses_text(keys: &[UnknownKey]) -> String {
+    nothing_applied(keys)
+}
+
+fn stray_keys_text(keys: &[stray::StrayQueueKey]) -> String {
+    nothing_applied(keys)
+}
+
+/// `nothing applied: ` and each refused key's own words, `; ` between them.
+fn nothing_applied<T: std::fmt::Display>(keys: &[T]) -> String {
     let each: Vec<String> = keys.iter().map(ToString::to_string).collect();
     format!("nothing applied: {}", each.join("; "))
 }
