@@ -68,7 +68,8 @@ usage: spindle COMMAND [options]
 
 Client commands (each takes --rm-address HOST:PORT and --conf-dir DIR; the RM address
 defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the conf dir):
-  application        -list [-appStates S1,S2|ALL] [-appTypes T] [-appTags t] | -status APPID
+  application        -list [-appStates S1,S2|ALL] [-appTypes T] [-appTags t] [-queue Q]
+                     [-user U] | -status APPID
                      | -kill APPID | -movetoqueue APPID -queue Q | -changeQueue Q -appId APPID
                      | -updatePriority P -appId APPID | -updateLifetime SECONDS -appId APPID
   applicationattempt -list APPID | -status ATTEMPTID
