@@ -471,7 +471,12 @@ async fn live(
                 data = d;
                 note = None;
             }
-            Err(e) => note = Some(format!("{e:#} (showing the last figures)")),
+            Err(e) => {
+                note = Some(format!(
+                    "{} (showing the last figures)",
+                    super::error_text(&e)
+                ))
+            }
         }
     }
     super::out(&format!("{CLEAR}{HOME}"));
