@@ -108,7 +108,6 @@ fn the_cli_lists_gpus_filters_by_queue_and_user_and_refuses_before_taking_an_id(
     // alice's GPU container runs: the list says it holds one GPU.
     let list = wait_until("alice's application to hold its GPU", T, || {
         let out = ok(&c, &["application", "-list"]);
-        eprintln!("{out}");
         rows(&out)
             .iter()
             .any(|r| r[0] == alice && r.get(9).map(String::as_str) == Some("1"))

@@ -363,11 +363,15 @@ const CLEAR_BELOW: &str = "\x1b[J";
 const REVERSE: &str = "\x1b[7m";
 const RESET: &str = "\x1b[0m";
 
+/// The line of a frame with the applications' header: after the eight summary lines
+/// (TopCLI's six and the two GPU lines) and a blank one.
+const APPS_HEADER_LINE: usize = 9;
+
 fn draw(lines: &[String], note: Option<&str>) {
     let mut s = String::from(HOME);
     for (i, l) in lines.iter().enumerate() {
         s.push_str(CLEAR_LINE);
-        if i == 7 {
+        if i == APPS_HEADER_LINE {
             // The applications' header, in reverse video as TopCLI draws it.
             s.push_str(REVERSE);
             s.push_str(l);
