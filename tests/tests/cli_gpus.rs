@@ -136,13 +136,19 @@ fn the_cli_lists_gpus_filters_by_queue_and_user_and_refuses_before_taking_an_id(
             .map(|r| r[0].clone())
             .collect()
     };
-    assert_eq!(only(&["-queue", "a", "-user", "alice"]), [alice.clone()]);
-    assert_eq!(only(&["-queue", "root.b", "-user", "bob"]), [bob.clone()]);
+    assert_eq!(
+        only(&["-queue", "a", "-user", "alice"]),
+        vec![alice.clone()]
+    );
+    assert_eq!(
+        only(&["-queue", "root.b", "-user", "bob"]),
+        vec![bob.clone()]
+    );
     assert!(only(&["-queue", "a", "-user", "bob"]).is_empty());
-    assert_eq!(only(&["-user", "bob"]), [bob.clone()]);
+    assert_eq!(only(&["-user", "bob"]), vec![bob.clone()]);
     assert_eq!(
         only(&["--queue", "a", "--app-states", "RUNNING"]),
-        [alice.clone()]
+        vec![alice.clone()]
     );
 
     // -status: GPU time and local ISO 8601 times, no epoch milliseconds.

@@ -301,7 +301,8 @@ fn yarn_client_commands_against_a_running_distributed_shell() {
             "State",
             "Host",
             "Node Http Address",
-            "LOG-URL"
+            "LOG-URL",
+            "GPUS"
         ]
     );
     assert_eq!(cells(lines[2])[0], am, "sorted, the AM first");
