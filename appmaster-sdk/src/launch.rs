@@ -7,9 +7,9 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use spindle_common::ids::ApplicationId;
 use spindle_common::records::cluster::{
-    AmContainerSpec, ApplicationSubmissionContext, CommandsInfo, KeyValue, KeyValues,
-    LocalResourceEntry, LocalResourceInfo, LocalResourcesInfo, SubmissionDependencies,
-    SubmissionDependency, SubmissionTimeout, SubmissionTimeouts,
+    AmContainerSpec, ApplicationSubmissionContext, CapacitySchedulerQueueInfo, CommandsInfo,
+    KeyValue, KeyValues, LocalResourceEntry, LocalResourceInfo, LocalResourcesInfo,
+    SubmissionDependencies, SubmissionDependency, SubmissionTimeout, SubmissionTimeouts,
 };
 use spindle_common::records::resource::ResourceInfo;
 use spindle_common::resource::Resource;
@@ -280,6 +280,63 @@ async fn accepted_state(
     }
 }
 
+/// What can be checked before asking for an application id, so that a refusal burns none:
+/// the queue is a leaf of the RM's tree, the asks fit its maximum container. When the RM's
+/// scheduler view cannot be read, the RM's own checks (after new-application) stand.
+async fn precheck(rm: &RmClient, launch: &AmLaunch<'_>) -> Result<(), DsClientError> {
+    let info = match rm.scheduler().await {
+        Ok(i) => i,
+        Err(e) => {
+            tracing::debug!(error = %e, "no scheduler view for the pre-submission checks");
+            return Ok(());
+        }
+    };
+    let queues: Vec<&CapacitySchedulerQueueInfo> = info
+        .queues
+        .iter()
+        .flat_map(|qs| qs.queue.0.iter())
+        .flat_map(|q| q.walk())
+        .collect();
+    if let Some(asked) = launch.queue.map(str::trim) {
+        known_leaf(asked, &queues, info.queues.is_some())?;
+    }
+    let max = info.maximum_allocation.to_resource();
+    for (what, asked) in &launch.asks {
+        check_fits(what, asked, &max)?;
+    }
+    check_fits("application master", launch.master_resources, &max)
+}
+
+/// `asked` names a leaf queue (by name or full path) among `queues`; queues that create
+/// their children on demand accept any name below them. `have_tree`: the RM listed queues.
+fn known_leaf(
+    asked: &str,
+    queues: &[&CapacitySchedulerQueueInfo],
+    have_tree: bool,
+) -> Result<(), DsClientError> {
+    let auto_parent = queues
+        .iter()
+        .any(|q| q.leaf.is_none() && q.auto_create_child_queue_enabled);
+    if !have_tree || auto_parent {
+        return Ok(());
+    }
+    let leaves: Vec<&CapacitySchedulerQueueInfo> = queues
+        .iter()
+        .copied()
+        .filter(|q| q.leaf.is_some())
+        .collect();
+    if leaves
+        .iter()
+        .any(|q| q.queue_name == asked || q.queue_path == asked)
+    {
+        return Ok(());
+    }
+    Err(DsClientError::UnknownQueue {
+        queue: asked.to_string(),
+        leaves: leaves.iter().map(|q| q.queue_path.clone()).collect(),
+    })
+}
+
 /// Checks the asks against the cluster's maximum container, submits, and says so.
 async fn submit(
     rm: &RmClient,
@@ -287,6 +344,7 @@ async fn submit(
     exe: &Path,
     out: &mut (dyn FnMut(&str) + Send),
 ) -> Result<ApplicationId, DsClientError> {
+    precheck(rm, launch).await?;
     let new_app = rm.new_application().await?;
     let app_id = new_app.application_id;
     let max = new_app.maximum_resource_capability.to_resource();

@@ -494,21 +494,25 @@ async fn attempts_containers_nodes_and_queues_in_yarns_layout() {
     assert_eq!(
         lines[1],
         format!(
-            "{:>30}\t{:>20}\t{:>20}\t{:>20}\t{:>20}\t{:>20}\t{:>35}",
+            "{:>30}\t{:>20}\t{:>20}\t{:>20}\t{:>20}\t{:>20}\t{:>35}\t{:>5}",
             "Container-Id",
             "Start Time",
             "Finish Time",
             "State",
             "Host",
             "Node Http Address",
-            "LOG-URL"
+            "LOG-URL",
+            "GPUS"
         )
     );
     // Sorted by id: the AM first.
     assert!(lines[2].trim_start().starts_with(AM), "{out}");
     let cols: Vec<&str> = lines[3].split('\t').map(str::trim).collect();
     assert_eq!(cols[0], WORKER);
-    assert_eq!(cols[1], "Thu Mar 07 12:34:56 +0000 2024");
+    assert_eq!(
+        cols[1],
+        spindle_common::localtime::format_local(1_709_814_896_789)
+    );
     assert_eq!(cols[2], "N/A");
     assert_eq!(cols[3], "RUNNING");
     assert_eq!(cols[4], "h:1");
@@ -516,7 +520,7 @@ async fn attempts_containers_nodes_and_queues_in_yarns_layout() {
 
     let (code, out, err) = spindle(&addr, &["container", "-status", WORKER]).await;
     assert_eq!(code, 0, "{err}");
-    assert!(out.starts_with(&format!("Container Report : \n\tContainer-Id : {WORKER}\n\tStart-Time : 1709814896789\n\tFinish-Time : 0\n\tState : RUNNING\n\tExecution-Type : GUARANTEED\n")), "{out}");
+    assert!(out.starts_with(&format!("Container Report : \n\tContainer-Id : {WORKER}\n\tStart-Time : {}\n\tFinish-Time : N/A\n\tState : RUNNING\n\tExecution-Type : GUARANTEED\n", spindle_common::localtime::format_local(1_709_814_896_789))), "{out}");
     // The attempt is read from the container id.
     assert_eq!(
         calls(&rec)[0].0,
@@ -619,7 +623,7 @@ async fn top_prints_one_frame_when_stdout_is_not_a_terminal() {
     let (code, out, err) = spindle(&addr, &["top", "-delay", "1"]).await;
     assert_eq!(code, 0, "{err}");
     let lines: Vec<&str> = out.lines().collect();
-    assert!(lines[0].starts_with("YARN top - "), "{out}");
+    assert!(lines[0].starts_with("Spindle top - "), "{out}");
     assert!(
         lines[0].ends_with(" 1 active users, queue(s): root"),
         "{out}"
@@ -639,19 +643,24 @@ async fn top_prints_one_frame_when_stdout_is_not_a_terminal() {
     );
     assert_eq!(
         lines[5],
+        "Queue(s) GPUs: 0 used, 0 free, 0 reserved of 0 total"
+    );
+    assert_eq!(lines[6], "Queue(s) GPUs held by queue: default 0");
+    assert_eq!(
+        lines[7],
         "Queue(s) Containers: 2 allocated, 0 pending, 0 reserved"
     );
-    assert_eq!(lines[6], "");
+    assert_eq!(lines[8], "");
     assert!(
-        lines[7].trim_start().starts_with("APPLICATIONID USER"),
+        lines[9].trim_start().starts_with("APPLICATIONID USER"),
         "{out}"
     );
-    let cols: Vec<&str> = lines[8].split_whitespace().collect();
+    let cols: Vec<&str> = lines[10].split_whitespace().collect();
     assert_eq!(
         &cols[..6],
         [APP, "alice", "distributedshell", "default", "3", "2"]
     );
-    assert_eq!(lines.len(), 9);
+    assert_eq!(lines.len(), 11);
     // Running and accepted applications were asked for.
     assert!(calls(&rec)
         .iter()
@@ -756,7 +765,7 @@ async fn top_refreshes_on_a_terminal_and_quits_on_q() {
     let frames = |p: &std::path::Path| {
         std::fs::read_to_string(p)
             .unwrap_or_default()
-            .matches("YARN top - ")
+            .matches("Spindle top - ")
             .count()
     };
     let start = std::time::Instant::now();
@@ -793,7 +802,7 @@ async fn top_refreshes_on_a_terminal_and_quits_on_q() {
     let text = std::fs::read_to_string(&out_path).unwrap();
     // Drawn in place (cursor home, lines cleared), the header in reverse video, and the
     // screen cleared on the way out.
-    assert!(text.contains("\x1b[H\x1b[2KYARN top - "), "{text:?}");
+    assert!(text.contains("\x1b[H\x1b[2KSpindle top - "), "{text:?}");
     assert!(text.contains("\x1b[7m"), "{text:?}");
     assert!(text.contains(APP), "{text:?}");
     assert!(text.ends_with("\x1b[2J\x1b[H"), "{text:?}");

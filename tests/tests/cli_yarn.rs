@@ -162,7 +162,11 @@ fn yarn_client_commands_against_a_running_distributed_shell() {
             "State",
             "Final-State",
             "Progress",
-            "Tracking-URL"
+            "Tracking-URL",
+            "GPUS",
+            "GPU-HOURS",
+            "GPU-UTIL",
+            "REASON"
         ]
     );
     let out = ok(&c, &["application", "-list", "-appTags", "cli-yarn"]);
@@ -297,7 +301,8 @@ fn yarn_client_commands_against_a_running_distributed_shell() {
             "State",
             "Host",
             "Node Http Address",
-            "LOG-URL"
+            "LOG-URL",
+            "GPUS"
         ]
     );
     assert_eq!(cells(lines[2])[0], am, "sorted, the AM first");
@@ -349,7 +354,7 @@ fn yarn_client_commands_against_a_running_distributed_shell() {
     // the distributed shell (3 containers) first.
     let out = ok(&c, &["top"]);
     let lines: Vec<&str> = out.lines().collect();
-    assert!(lines[0].starts_with("YARN top - "), "{out}");
+    assert!(lines[0].starts_with("Spindle top - "), "{out}");
     assert_eq!(
         lines[1],
         "NodeManager(s): 2 total, 2 active, 0 unhealthy, 0 decommissioned, 0 lost, 0 rebooted"
@@ -358,16 +363,17 @@ fn yarn_client_commands_against_a_running_distributed_shell() {
         lines[2].starts_with("Queue(s) Applications: 2 running, "),
         "{out}"
     );
+    assert!(lines[5].starts_with("Queue(s) GPUs: "), "{out}");
     assert!(
-        lines[7].trim_start().starts_with("APPLICATIONID USER"),
+        lines[9].trim_start().starts_with("APPLICATIONID USER"),
         "{out}"
     );
     assert!(
-        lines[8].trim_start().starts_with(&format!("{app} ")),
+        lines[10].trim_start().starts_with(&format!("{app} ")),
         "{out}"
     );
     assert!(
-        lines[9].trim_start().starts_with(&format!("{tagged} ")),
+        lines[11].trim_start().starts_with(&format!("{tagged} ")),
         "{out}"
     );
 

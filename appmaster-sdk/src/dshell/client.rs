@@ -96,6 +96,17 @@ pub enum DsClientError {
     /// What `--files`, `--archives`, `--src-dir` or `--shell_script` name cannot be shipped.
     #[error(transparent)]
     Ship(#[from] crate::ship::ShipError),
+    /// The queue is not a leaf queue of the RM's tree (checked before asking for an id).
+    #[error("unknown queue '{queue}': the leaf queues are {}", leaves.join(", "))]
+    UnknownQueue { queue: String, leaves: Vec<String> },
+}
+
+impl DsClientError {
+    /// Whether the client refused the submission itself (nothing ran): too large an ask,
+    /// an unknown queue, files that cannot be shipped.
+    pub fn is_client_refusal(&self) -> bool {
+        !matches!(self, Self::Client(_))
+    }
 }
 
 /// How the application ended.

@@ -54,7 +54,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // One line, as the operators' scripts expect.
-            eprintln!("error: {}", format!("{e:#}").replace('\n', " "));
+            eprintln!("error: {}", spindle::cli::error_text(&e).replace('\n', " "));
             ExitCode::from(1)
         }
     }

@@ -86,7 +86,7 @@ fn main() -> ExitCode {
     match rt.block_on(serve(args, conf)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", spindle::cli::error_text(&e));
             ExitCode::from(1)
         }
     }

@@ -5,15 +5,19 @@
 use anyhow::Context;
 use spindle_common::records::cluster::{AccountingGroup, AccountingInfo};
 
-use super::args::{Opt, UsageError};
+use spindle_common::localtime::{format_local, parse_local};
+
+use super::args::{Opt, Parsed, UsageError};
 use super::{parse_or_usage, rm_client, usage_error, EXIT_OK};
 
 pub const USAGE: &str = "\
 usage: spindle accounting [-from T] [-to T] [-groupBy queue|user|application]
                           [--rm-address HOST:PORT] [--conf-dir DIR]
-  -from T      start of the period: ms since the epoch or ISO 8601
-               (2026-11-01T00:00:00.000Z); default 24 hours before -to
-  -to T        end of the period; default now
+  -from T      start of the period: a date (2026-11-28, local midnight), a local date
+               and time (2026-11-28T14:05[:09]), ISO 8601 with a zone
+               (2026-11-28T14:05:09+01:00, ...Z) or ms since the epoch; default 24 hours
+               before -to
+  -to T        end of the period, in the same forms; default now
   -groupBy G   queue (full path; default), user or application
 
 Finished applications come from the RM's state store (kept after the RM forgets them);
@@ -79,8 +83,10 @@ pub fn format_report(r: &AccountingInfo) -> String {
     let mut out = String::new();
     out.push_str(&format!("{rule}\n"));
     out.push_str(&format!(
-        "Cluster usage by {} {} - {} ({} - {})\n",
-        r.group_by, r.from_time, r.to_time, r.from, r.to
+        "Cluster usage by {} {} - {}\n",
+        r.group_by,
+        format_local(r.from),
+        format_local(r.to)
     ));
     out.push_str("Usage reported in hours; memory in GB-hours\n");
     out.push_str(&format!("{rule}\n"));
@@ -93,6 +99,25 @@ pub fn format_report(r: &AccountingInfo) -> String {
         out.push('\n');
     }
     out
+}
+
+/// `-from`/`-to` as ms since the epoch, read here (dates and local times included) so that
+/// the RM gets one unambiguous form.
+fn period_end(p: &Parsed, option: &'static str) -> anyhow::Result<Option<String>> {
+    p.value(option)
+        .map(|v| {
+            parse_local(v).map(|ms| ms.to_string()).map_err(|e| {
+                usage_error(
+                    UsageError::Invalid {
+                        option,
+                        value: v.to_string(),
+                        reason: e.to_string(),
+                    },
+                    USAGE,
+                )
+            })
+        })
+        .transpose()
 }
 
 pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
@@ -110,9 +135,11 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
             ));
         }
     }
+    let from = period_end(&p, "from")?;
+    let to = period_end(&p, "to")?;
     let rm = rm_client(&p)?;
     let r = rm
-        .accounting(p.value("from"), p.value("to"), group_by)
+        .accounting(from.as_deref(), to.as_deref(), group_by)
         .await
         .with_context(|| format!("cannot read the accounting report at {}", rm.address()))?;
     say_raw!("{}", format_report(&r));
@@ -135,7 +162,7 @@ mod tests {
             apps,
         };
         let r = AccountingInfo {
-            from: 0,
+            from: 1,
             to: 3_600_000,
             from_time: "1970-01-01T00:00:00.000+0000".into(),
             to_time: "1970-01-01T01:00:00.000+0000".into(),
@@ -145,8 +172,14 @@ mod tests {
         };
         let out = format_report(&r);
         let lines: Vec<&str> = out.lines().collect();
-        assert!(lines[1]
-            .contains("by user 1970-01-01T00:00:00.000+0000 - 1970-01-01T01:00:00.000+0000"));
+        assert_eq!(
+            lines[1],
+            format!(
+                "Cluster usage by user {} - {}",
+                format_local(1),
+                format_local(3_600_000)
+            )
+        );
         assert_eq!(
             lines[4].split_whitespace().collect::<Vec<_>>(),
             [

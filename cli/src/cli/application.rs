@@ -19,6 +19,12 @@ usage: spindle application <command> [--rm-address HOST:PORT] [--conf-dir DIR]
     -appStates S1,S2|ALL         only these states (ALL: every state)
     -appTypes T1,T2              only these application types
     -appTags t1,t2               only applications with any of these tags
+    -queue Q                     only applications in queue Q (leaf name or full path;
+                                 as YARN, unfinished ones only)
+    -user U                      only applications of user U
+                                 Columns after YARN's: GPUS (held now, +N still asked for),
+                                 GPU-HOURS, GPU-UTIL (mean over the GPUs held, as last
+                                 sampled) and REASON (why a waiting application waits)
   -status APPID                  print the application report
   -kill APPID [APPID...]         kill applications
   -movetoqueue APPID -queue Q    move an application to another queue
@@ -36,6 +42,7 @@ pub const OPTS: &[Opt] = &[
     Opt::one("kill", &[]),
     Opt::one("movetoqueue", &[]),
     Opt::one("queue", &[]),
+    Opt::one("user", &[]),
     Opt::one("changeQueue", &[]),
     Opt::one("appId", &["applicationId"]),
     Opt::one("updatePriority", &[]),
@@ -53,6 +60,31 @@ pub struct ListRequest {
     pub types: Vec<String>,
     /// As given (trimmed), sorted; the RM compares them without case.
     pub tags: Vec<String>,
+    /// `-queue`: a leaf name or a full path.
+    pub queue: Option<String>,
+    /// `-user`.
+    pub user: Option<String>,
+}
+
+impl ListRequest {
+    /// Whether `a` is one the request asks for (the RM filters already; this keeps the
+    /// output right against any RM).
+    pub fn matches(&self, a: &AppInfo) -> bool {
+        let any_of = |set: &[String], v: &str| {
+            set.is_empty() || set.iter().any(|t| t.eq_ignore_ascii_case(v.trim()))
+        };
+        self.states.contains(&a.state)
+            && any_of(&self.types, &a.application_type)
+            && (self.tags.is_empty()
+                || a.application_tags
+                    .split(',')
+                    .any(|have| any_of(&self.tags, have)))
+            && self
+                .queue
+                .as_deref()
+                .is_none_or(|q| q == a.queue || q.rsplit('.').next() == Some(a.queue.as_str()))
+            && self.user.as_deref().is_none_or(|u| u == a.user)
+    }
 }
 
 /// `-appStates`/`-appTypes` as YARN reads them: states case-insensitive, `ALL` for every
@@ -100,10 +132,18 @@ pub fn list_request(p: &Parsed) -> Result<ListRequest, String> {
         .collect();
     tags.sort();
     tags.dedup();
+    let given = |k: &str| {
+        p.value(k)
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
     Ok(ListRequest {
         states,
         types,
         tags,
+        queue: given("queue"),
+        user: given("user"),
     })
 }
 
@@ -196,25 +236,15 @@ async fn list(rm: &RmClient, req: &ListRequest) -> anyhow::Result<u8> {
         states: req.states.clone(),
         application_types: req.types.clone(),
         application_tags: req.tags.clone(),
+        queue: req.queue.clone(),
+        user: req.user.clone(),
         ..Default::default()
     };
     let mut apps = rm
         .apps(&filter)
         .await
         .with_context(|| format!("cannot list applications at {}", rm.address()))?;
-    // The RM filters already; filtering again keeps the output right against any RM.
-    apps.retain(|a| {
-        req.states.contains(&a.state)
-            && (req.types.is_empty()
-                || req
-                    .types
-                    .iter()
-                    .any(|t| t.eq_ignore_ascii_case(&a.application_type)))
-            && (req.tags.is_empty()
-                || a.application_tags
-                    .split(',')
-                    .any(|have| req.tags.iter().any(|t| t.eq_ignore_ascii_case(have.trim()))))
-    });
+    apps.retain(|a| req.matches(a));
     say_raw!(
         "{}",
         format_app_list(&apps, &req.types, &req.states, &req.tags)
@@ -440,6 +470,28 @@ mod tests {
             e.starts_with("The application state RUNING is invalid."),
             "{e}"
         );
+    }
+
+    #[test]
+    fn queue_and_user_filter_the_list() {
+        let r = list_request(&parsed(&["-list", "-queue", "root.prod", "-user", "alice"])).unwrap();
+        assert_eq!(r.queue.as_deref(), Some("root.prod"));
+        assert_eq!(r.user.as_deref(), Some("alice"));
+        let app = |queue: &str, user: &str| AppInfo {
+            queue: queue.into(),
+            user: user.into(),
+            state: YarnApplicationState::RUNNING,
+            ..Default::default()
+        };
+        assert!(r.matches(&app("prod", "alice")));
+        assert!(!r.matches(&app("research", "alice")));
+        assert!(!r.matches(&app("prod", "bob")));
+        let r = list_request(&parsed(&["-list", "--queue", "prod"])).unwrap();
+        assert!(r.matches(&app("prod", "bob")));
+        assert!(!r.matches(&app("default", "bob")));
+        let r = list_request(&parsed(&["-list"])).unwrap();
+        assert!(r.queue.is_none() && r.user.is_none());
+        assert!(r.matches(&app("default", "bob")));
     }
 
     #[test]

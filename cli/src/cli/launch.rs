@@ -211,7 +211,7 @@ pub(super) async fn run_client(
             std::future::pending::<()>().await;
         }
     };
-    let end = spindle_appmaster_sdk::launch::run_client_watched(
+    let end = match spindle_appmaster_sdk::launch::run_client_watched(
         &rm,
         launch,
         &exe,
@@ -220,7 +220,15 @@ pub(super) async fn run_client(
         &mut |l| say!("{l}"),
     )
     .await
-    .with_context(|| format!("{what} against {} failed", rm.address()))?;
+    {
+        Ok(end) => end,
+        // Refused here, before the RM ran anything: the application did not succeed (2).
+        Err(e) if e.is_client_refusal() => {
+            eprintln!("error: {what} not submitted: {e}");
+            return Ok(EXIT_APP_FAILED);
+        }
+        Err(e) => return Err(e).with_context(|| format!("{what} against {} failed", rm.address())),
+    };
     Ok(match end {
         ClientEnd::Finished(outcome) => exit_status(outcome.succeeded()),
         ClientEnd::Detached { app_id, state } => {

@@ -186,6 +186,28 @@ impl WorkDir {
     }
 }
 
+/// Which configuration directory the daemons read, and why that one: `--conf-dir`,
+/// `$SPINDLE_CONF_DIR` or `./conf` in the current directory; or that there is none.
+pub fn conf_dir_line(opts: &MiniClusterOptions) -> String {
+    let why = if opts.conf_dir.is_some() {
+        "--conf-dir"
+    } else if std::env::var_os(spindle_common::env::CONF_DIR).is_some() {
+        "$SPINDLE_CONF_DIR"
+    } else {
+        "./conf in the current directory, the default; --conf-dir DIR or $SPINDLE_CONF_DIR \
+         choose another"
+    };
+    let asked = spindle_common::config::Configuration::resolve_conf_dir(opts.conf_dir.as_deref());
+    match opts.existing_conf_dir() {
+        Some(dir) => format!("Configuration directory: {} (from {why})", dir.display()),
+        None => format!(
+            "Configuration directory: none ({} from {why} does not exist): the daemons get an \
+             empty one in the work dir",
+            asked.display()
+        ),
+    }
+}
+
 /// Whether `python3` (which runs the fake `nvidia-smi`) is on `PATH`.
 fn python3_on_path() -> bool {
     use std::os::unix::fs::PermissionsExt;
@@ -220,6 +242,8 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
             );
         }
     }
+    // Said before the start, so that a start the configuration breaks names it too.
+    say!("{}", conf_dir_line(&opts));
     let given = opts.work_dir.is_some();
     let work = WorkDir::new(opts.work_dir.as_deref(), p.has("keep-work-dir"))?;
     opts.work_dir = Some(work.path.clone());
@@ -248,7 +272,7 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
         cluster.work_dir.display(),
         work.fate(given)
     );
-    say!("Configuration: {}", cluster.conf_dir.display());
+    say!("Configuration in use: {}", cluster.conf_dir.display());
     say!(
         "Cluster secret (spindle.cluster.secret-file, node registrations and heartbeats are signed with it): {}",
         cluster.cluster_secret.display()
@@ -298,7 +322,7 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
                 code = EXIT_APP_FAILED;
             }
             Err(e) => {
-                eprintln!("error: demo failed: {e:#}");
+                eprintln!("error: demo failed: {}", super::error_text(&e));
                 code = EXIT_APP_FAILED;
             }
         }
@@ -529,6 +553,28 @@ mod tests {
             .chain(super::super::COMMON_OPTS.iter())
             .copied()
             .collect()
+    }
+
+    #[test]
+    fn the_configuration_directory_is_named_with_where_it_came_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = MiniClusterOptions {
+            conf_dir: Some(dir.path().to_path_buf()),
+            ..Default::default()
+        };
+        let line = conf_dir_line(&opts);
+        assert!(line.starts_with("Configuration directory: /"), "{line}");
+        assert!(line.ends_with("(from --conf-dir)"), "{line}");
+        let opts = MiniClusterOptions {
+            conf_dir: Some(dir.path().join("nosuch")),
+            ..Default::default()
+        };
+        let line = conf_dir_line(&opts);
+        assert!(
+            line.starts_with("Configuration directory: none (")
+                && line.contains("nosuch from --conf-dir does not exist"),
+            "{line}"
+        );
     }
 
     fn words(a: &[&str]) -> Vec<String> {

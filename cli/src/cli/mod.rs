@@ -69,7 +69,8 @@ usage: spindle COMMAND [options]
 
 Client commands (each takes --rm-address HOST:PORT and --conf-dir DIR; the RM address
 defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the conf dir):
-  application        -list [-appStates S1,S2|ALL] [-appTypes T] [-appTags t] | -status APPID
+  application        -list [-appStates S1,S2|ALL] [-appTypes T] [-appTags t] [-queue Q]
+                     [-user U] | -status APPID
                      | -kill APPID | -movetoqueue APPID -queue Q | -changeQueue Q -appId APPID
                      | -updatePriority P -appId APPID | -updateLifetime SECONDS -appId APPID
   applicationattempt -list APPID | -status ATTEMPTID
@@ -161,10 +162,29 @@ pub async fn run(args: Vec<String>) -> u8 {
                 eprintln!("error: {}\n\n{}", u.error, u.usage);
                 return EXIT_USAGE;
             }
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             EXIT_ERROR
         }
     }
+}
+
+/// An error and its causes on one line, `outer: cause: cause`, each cause once. Many error
+/// types write their source into their own message (`"the configuration: {0}"`) and also
+/// return it as `source()`, so `{:#}` (which appends every source) printed such a cause two
+/// or three times; a cause whose text the line already holds is left out here.
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 /// Writes to stdout; a closed or broken stdout is not worth failing (or panicking) for.
@@ -235,4 +255,48 @@ pub fn init_tracing(args: &[String]) {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cluster secret file /tmp/s: cannot read it: {source}")]
+    struct Inner {
+        source: std::io::Error,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("property 'spindle.cluster.secret-file': {source}")]
+    struct Middle {
+        #[source]
+        source: Inner,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    enum Outer {
+        #[error("the configuration: {0}")]
+        Config(#[from] Middle),
+    }
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let e = anyhow::Error::from(Outer::from(Middle {
+            source: Inner { source: io },
+        }))
+        .context("cannot start the simulator");
+        // `{:#}` repeats what the messages already say.
+        assert_eq!(format!("{e:#}").matches("no such file").count(), 4);
+        assert_eq!(
+            error_text(&e),
+            "cannot start the simulator: the configuration: property 'spindle.cluster.secret-file': cluster secret file /tmp/s: cannot read it: no such file"
+        );
+        // Causes a message does not repeat are all kept.
+        let e = anyhow::anyhow!("disk full")
+            .context("cannot write x")
+            .context("cannot save");
+        assert_eq!(error_text(&e), "cannot save: cannot write x: disk full");
+    }
 }

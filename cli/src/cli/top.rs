@@ -1,17 +1,20 @@
-//! `spindle top`, as `yarn top`: a live view of the cluster's figures and its applications,
-//! sorted by what they hold (containers, then memory, then vcores), refreshed every
+//! `spindle top`, as `yarn top`: a live view of the cluster's figures (GPUs too) and its
+//! applications, sorted by what they hold (GPUs, then containers, then memory, then
+//! vcores), refreshed every
 //! `-delay` seconds (3 by default) until `q` or Ctrl-C. When stdout is not a terminal, one
 //! frame is printed and the command exits (that is how scripts and tests read it).
 //!
 //! The frame is [`frame`], a pure function of what the RM answered; the loop only fetches,
 //! draws and reads keys.
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::time::Duration;
 
 use anyhow::Context;
 use spindle_appmaster_sdk::rm_client::{AppsFilter, RmClient};
 use spindle_common::records::cluster::{AppInfo, ClusterMetrics};
+use spindle_common::resource::GPU;
 use spindle_common::states::YarnApplicationState;
 use spindle_common::time::{now_ms, UtcTime};
 
@@ -21,8 +24,9 @@ use super::{parse_or_usage, rm_client, usage_error, EXIT_OK};
 pub const USAGE: &str = "\
 usage: spindle top [-delay SECONDS] [-queues Q1,Q2] [-users U1,U2] [-types T1,T2]
                    [-cols N] [-rows N] [--rm-address HOST:PORT] [--conf-dir DIR]
-  A live view of the cluster (NodeManagers, applications, memory, vcores, containers) and
-  of its running and accepted applications, the ones holding the most first. Press q (or
+  A live view of the cluster (NodeManagers, applications, memory, vcores, GPUs used, free
+  and reserved of the total, the GPUs each queue's applications hold, containers) and of
+  its running and accepted applications, the ones holding the most GPUs first. Press q (or
   Ctrl-C) to quit. When stdout is not a terminal, prints one frame and exits.
   -delay SECONDS   refresh period (default 3)
   -queues Q1,Q2    only applications in these queues
@@ -83,7 +87,7 @@ fn duration(ms: u64) -> String {
 }
 
 /// TopCLI's columns: header and `%Ns` width (negative: left-aligned; 0: as is).
-const COLUMNS: [(&str, i32); 16] = [
+const COLUMNS: [(&str, i32); 17] = [
     ("APPLICATIONID", 31),
     ("USER", -10),
     ("TYPE", 10),
@@ -95,6 +99,7 @@ const COLUMNS: [(&str, i32); 16] = [
     ("RVCORES", 7),
     ("MEM", 7),
     ("RMEM", 7),
+    ("GPUS", 5),
     ("VCORESECS", 10),
     ("MEMSECS", 10),
     ("%PROGR", 6),
@@ -130,6 +135,7 @@ pub fn visible_apps<'a>(apps: &'a [AppInfo], o: &FrameOpts) -> Vec<&'a AppInfo> 
         .collect();
     let held = |a: &AppInfo| {
         (
+            a.allocated_gpus.max(0),
             a.running_containers.max(0),
             a.allocated_mb.max(0),
             a.allocated_v_cores.max(0),
@@ -162,7 +168,7 @@ pub fn frame(d: &TopData, o: &FrameOpts) -> Vec<String> {
     let gb = |mb: i64| mb.max(0) / 1024;
     let mut out = vec![
         format!(
-            "YARN top - {:02}:{:02}:{:02}+00:00, up {days}d, {hours}:{minutes}, {} active users, queue(s): {queues}",
+            "Spindle top - {:02}:{:02}:{:02}+00:00, up {days}d, {hours}:{minutes}, {} active users, queue(s): {queues}",
             t.hour,
             t.minute,
             t.second,
@@ -195,6 +201,8 @@ pub fn frame(d: &TopData, o: &FrameOpts) -> Vec<String> {
             m.pending_virtual_cores,
             m.reserved_virtual_cores
         ),
+        gpu_line(m),
+        queue_gpus_line(&apps),
         format!(
             "Queue(s) Containers: {} allocated, {} pending, {} reserved",
             m.containers_allocated, m.containers_pending, m.containers_reserved
@@ -203,8 +211,8 @@ pub fn frame(d: &TopData, o: &FrameOpts) -> Vec<String> {
     ];
     let header: Vec<String> = COLUMNS.iter().map(|(h, _)| h.to_string()).collect();
     out.push(row(&header));
-    // TopCLI keeps 9 lines for the header block and the prompt.
-    let room = o.rows.map_or(usize::MAX, |r| r.saturating_sub(9));
+    // TopCLI keeps 9 lines for the header block and the prompt; the GPU lines take 2 more.
+    let room = o.rows.map_or(usize::MAX, |r| r.saturating_sub(11));
     for a in apps.into_iter().take(room) {
         let cells = [
             a.id.clone(),
@@ -218,6 +226,7 @@ pub fn frame(d: &TopData, o: &FrameOpts) -> Vec<String> {
             a.reserved_v_cores.max(0).to_string(),
             format!("{}G", gb(a.allocated_mb)),
             format!("{}G", gb(a.reserved_mb)),
+            a.allocated_gpus.max(0).to_string(),
             a.vcore_seconds.to_string(),
             (a.memory_seconds / 1024).to_string(),
             format!("{:.2}", a.progress),
@@ -227,6 +236,35 @@ pub fn frame(d: &TopData, o: &FrameOpts) -> Vec<String> {
         out.push(row(&cells));
     }
     out.into_iter().map(|l| limit(l, o.cols)).collect()
+}
+
+/// The cluster's GPUs: used, free and reserved (held on nodes for waiting gangs) of total.
+fn gpu_line(m: &ClusterMetrics) -> String {
+    let gpus = |r: &spindle_common::records::resource::ResourceInfo| r.to_resource().get(GPU);
+    let total = gpus(&m.total_cluster_resources_across_partition);
+    let used = gpus(&m.total_used_resources_across_partition);
+    let reserved = gpus(&m.total_reserved_resources_across_partition);
+    format!(
+        "Queue(s) GPUs: {used} used, {} free, {reserved} reserved of {total} total",
+        (total - used - reserved).max(0)
+    )
+}
+
+/// The GPUs each queue's listed applications hold, the most first (ties by name).
+fn queue_gpus_line(apps: &[&AppInfo]) -> String {
+    let mut by_queue: BTreeMap<&str, i64> = BTreeMap::new();
+    for a in apps {
+        *by_queue.entry(a.queue.as_str()).or_default() += a.allocated_gpus.max(0);
+    }
+    let mut v: Vec<(&str, i64)> = by_queue.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    let cells: Vec<String> = v.iter().map(|(q, n)| format!("{q} {n}")).collect();
+    let list = if cells.is_empty() {
+        "none".to_string()
+    } else {
+        cells.join(", ")
+    };
+    format!("Queue(s) GPUs held by queue: {list}")
 }
 
 fn frame_opts(p: &Parsed, tty: bool) -> Result<FrameOpts, UsageError> {
@@ -325,11 +363,15 @@ const CLEAR_BELOW: &str = "\x1b[J";
 const REVERSE: &str = "\x1b[7m";
 const RESET: &str = "\x1b[0m";
 
+/// The line of a frame with the applications' header: after the eight summary lines
+/// (TopCLI's six and the two GPU lines) and a blank one.
+const APPS_HEADER_LINE: usize = 9;
+
 fn draw(lines: &[String], note: Option<&str>) {
     let mut s = String::from(HOME);
     for (i, l) in lines.iter().enumerate() {
         s.push_str(CLEAR_LINE);
-        if i == 7 {
+        if i == APPS_HEADER_LINE {
             // The applications' header, in reverse video as TopCLI draws it.
             s.push_str(REVERSE);
             s.push_str(l);
@@ -433,7 +475,12 @@ async fn live(
                 data = d;
                 note = None;
             }
-            Err(e) => note = Some(format!("{e:#} (showing the last figures)")),
+            Err(e) => {
+                note = Some(format!(
+                    "{} (showing the last figures)",
+                    super::error_text(&e)
+                ))
+            }
         }
     }
     super::out(&format!("{CLEAR}{HOME}"));
@@ -443,6 +490,7 @@ async fn live(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use spindle_common::resource::Resource;
 
     fn app(id: &str, user: &str, cont: i64, mb: i64) -> AppInfo {
         AppInfo {
@@ -479,15 +527,27 @@ mod tests {
                 available_virtual_cores: 10,
                 allocated_virtual_cores: 6,
                 containers_allocated: 6,
+                total_cluster_resources_across_partition: (&Resource::new(0, 0).with(GPU, 8))
+                    .into(),
+                total_used_resources_across_partition: (&Resource::new(0, 0).with(GPU, 3)).into(),
+                total_reserved_resources_across_partition: (&Resource::new(0, 0).with(GPU, 1))
+                    .into(),
                 ..Default::default()
             },
             apps: vec![
-                app("application_1_0001", "alice", 1, 1024),
-                app("application_1_0002", "bob", 5, 5120),
+                AppInfo {
+                    allocated_gpus: 2,
+                    queue: "prod".into(),
+                    ..app("application_1_0001", "alice", 1, 1024)
+                },
+                AppInfo {
+                    allocated_gpus: 1,
+                    ..app("application_1_0002", "bob", 5, 5120)
+                },
             ],
         };
         let f = frame(&d, &FrameOpts::default());
-        assert!(f[0].starts_with("YARN top - "), "{}", f[0]);
+        assert!(f[0].starts_with("Spindle top - "), "{}", f[0]);
         assert!(
             f[0].ends_with(", up 1d, 1:1, 2 active users, queue(s): root"),
             "{}",
@@ -509,21 +569,23 @@ mod tests {
             f[4],
             "Queue(s) VCores: 10 available, 6 allocated, 0 pending, 0 reserved"
         );
-        assert_eq!(
-            f[5],
-            "Queue(s) Containers: 6 allocated, 0 pending, 0 reserved"
-        );
-        assert_eq!(f[6], "");
+        assert_eq!(f[5], "Queue(s) GPUs: 3 used, 4 free, 1 reserved of 8 total");
+        assert_eq!(f[6], "Queue(s) GPUs held by queue: prod 2, default 1");
         assert_eq!(
             f[7],
+            "Queue(s) Containers: 6 allocated, 0 pending, 0 reserved"
+        );
+        assert_eq!(f[8], "");
+        assert_eq!(
+            f[9],
             format!(
-                "{:>31} {:<10} {:>10} {:>10} {:>5} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>10} {:>10} {:>6} {:>10} NAME",
+                "{:>31} {:<10} {:>10} {:>10} {:>5} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>5} {:>10} {:>10} {:>6} {:>10} NAME",
                 "APPLICATIONID", "USER", "TYPE", "QUEUE", "PRIOR", "#CONT", "#RCONT", "VCORES",
-                "RVCORES", "MEM", "RMEM", "VCORESECS", "MEMSECS", "%PROGR", "TIME"
+                "RVCORES", "MEM", "RMEM", "GPUS", "VCORESECS", "MEMSECS", "%PROGR", "TIME"
             )
         );
-        // bob holds more: first.
-        let cols: Vec<&str> = f[8].split_whitespace().collect();
+        // alice holds more GPUs: first, though bob holds more containers.
+        let cols: Vec<&str> = f[11].split_whitespace().collect();
         assert_eq!(
             cols,
             [
@@ -538,6 +600,7 @@ mod tests {
                 "0",
                 "5G",
                 "0G",
+                "1",
                 "7",
                 "4",
                 "12.50",
@@ -545,8 +608,8 @@ mod tests {
                 "job"
             ]
         );
-        assert!(f[9].trim_start().starts_with("application_1_0001 "));
-        assert_eq!(f.len(), 10);
+        assert!(f[10].trim_start().starts_with("application_1_0001 "));
+        assert_eq!(f.len(), 12);
         // Filters, a height and a width.
         let o = FrameOpts {
             users: vec!["alice".into()],
@@ -554,16 +617,16 @@ mod tests {
             ..Default::default()
         };
         let f = frame(&d, &o);
-        assert_eq!(f.len(), 9);
+        assert_eq!(f.len(), 11);
         assert!(f.iter().all(|l| l.chars().count() <= 40));
         let o = FrameOpts {
-            rows: Some(10),
+            rows: Some(12),
             ..Default::default()
         };
         assert_eq!(
             frame(&d, &o).len(),
-            9,
-            "one application row fits in 10 rows"
+            11,
+            "one application row fits in 12 rows"
         );
     }
 }

@@ -3,11 +3,15 @@
 
 use std::fmt::Write as _;
 
+use spindle_common::localtime::format_local;
 use spindle_common::records::cluster::{
     AppAttemptInfo, AppInfo, CapacitySchedulerQueueInfo, ContainerReportInfo, NodeInfo,
 };
+use spindle_common::resource::GPU;
 use spindle_common::states::{NodeState, YarnApplicationState};
-use spindle_common::time::{format_times, UtcTime};
+use spindle_common::time::UtcTime;
+
+pub mod gpus;
 
 /// Java's `DecimalFormat("###.##%")` of a REST progress given in percent (0..=100).
 pub fn format_progress(percent: f32) -> String {
@@ -24,9 +28,10 @@ fn right(width: usize, s: &str) -> String {
     format!("{s:>width$}")
 }
 
-/// YARN's `APPLICATIONS_PATTERN`, `%30s\t%20s\t%20s\t%10s\t%10s\t%18s\t%18s\t%15s\t%35s`.
-fn app_row(cols: [&str; 9]) -> String {
-    const W: [usize; 9] = [30, 20, 20, 10, 10, 18, 18, 15, 35];
+/// YARN's `APPLICATIONS_PATTERN`, `%30s\t%20s\t%20s\t%10s\t%10s\t%18s\t%18s\t%15s\t%35s`,
+/// then Spindle's GPUS, GPU-HOURS, GPU-UTIL and REASON (as is, last: it may be long).
+fn app_row(cols: [&str; 13]) -> String {
+    const W: [usize; 13] = [30, 20, 20, 10, 10, 18, 18, 15, 35, 8, 10, 8, 0];
     let cells: Vec<String> = cols.iter().zip(W).map(|(c, w)| right(w, c)).collect();
     cells.join("\t")
 }
@@ -66,12 +71,18 @@ pub fn format_app_list(
             "Final-State",
             "Progress",
             "Tracking-URL",
+            "GPUS",
+            "GPU-HOURS",
+            "GPU-UTIL",
+            "REASON",
         ])
     );
     for a in apps {
         let state = a.state.to_string();
         let final_status = a.final_status.to_string();
         let progress = format_progress(a.progress);
+        let (gpus, hours) = (gpus::gpus_cell(a), gpus::gpu_hours(a));
+        let (util, reason) = (gpus::gpu_util_cell(a), gpus::reason_cell(a));
         let _ = writeln!(
             s,
             "{}",
@@ -85,6 +96,10 @@ pub fn format_app_list(
                 &final_status,
                 &progress,
                 tracking_url(a),
+                &gpus,
+                &hours,
+                &util,
+                &reason,
             ])
         );
     }
@@ -123,8 +138,9 @@ pub fn format_app_report(a: &AppInfo) -> String {
     line("User", &a.user);
     line("Queue", &a.queue);
     line("Application Priority", &a.priority);
-    line("Start-Time", &a.started_time);
-    line("Finish-Time", &a.finished_time);
+    line("Start-Time", &format_local(a.started_time));
+    line("Launch-Time", &format_local(a.launch_time));
+    line("Finish-Time", &format_local(a.finished_time));
     line("Progress", &format_progress(a.progress));
     line("State", &a.state);
     line("Final-State", &a.final_status);
@@ -145,6 +161,9 @@ pub fn format_app_report(a: &AppInfo) -> String {
             a.preempted_memory_seconds, a.preempted_vcore_seconds
         ),
     );
+    for (k, v) in gpus::report_lines(a) {
+        line(k, &v);
+    }
     if let Some(p) = &a.preemption {
         // Spindle's lines, only for an application preemption touched (YARN prints none).
         line(
@@ -171,7 +190,7 @@ pub fn format_app_report(a: &AppInfo) -> String {
             );
         }
         if let Some(k) = &p.last_checkpoint {
-            let mut v = format!("{}", k.time);
+            let mut v = format_local(k.time);
             if let Some(step) = k.step {
                 v.push_str(&format!(", step {step}"));
             }
@@ -203,10 +222,20 @@ pub fn format_app_report(a: &AppInfo) -> String {
         let _ = writeln!(
             s,
             "\tTimeoutType : {}\tExpiryTime : {}\tRemainingTime : {}seconds",
-            t.timeout_type, t.expiry_time, t.remaining_time_in_seconds
+            t.timeout_type,
+            local_expiry(&t.expiry_time),
+            t.remaining_time_in_seconds
         );
     }
     format!("Application Report : \n{s}")
+}
+
+/// A timeout's `expiryTime` (the RM's ISO 8601 in UTC) in local time; `UNLIMITED` and
+/// what is not a time as given.
+fn local_expiry(t: &str) -> String {
+    spindle_common::time::parse_iso8601(t)
+        .map(format_local)
+        .unwrap_or_else(|_| t.to_string())
 }
 
 /// YARN's `APPLICATION_ATTEMPTS_PATTERN`, `%30s\t%20s\t%35s\t%35s`.
@@ -292,9 +321,9 @@ pub fn format_attempt_report(a: &AppAttemptInfo, ctx: &AttemptContext) -> String
     )
 }
 
-/// YARN's `CONTAINER_PATTERN`, `%30s\t%20s\t%20s\t%20s\t%20s\t%20s\t%35s`.
-fn container_row(cols: [&str; 7]) -> String {
-    const W: [usize; 7] = [30, 20, 20, 20, 20, 20, 35];
+/// YARN's `CONTAINER_PATTERN`, `%30s\t%20s\t%20s\t%20s\t%20s\t%20s\t%35s`, then GPUS.
+fn container_row(cols: [&str; 8]) -> String {
+    const W: [usize; 8] = [30, 20, 20, 20, 20, 20, 35, 5];
     let cells: Vec<String> = cols.iter().zip(W).map(|(c, w)| right(w, c)).collect();
     cells.join("\t")
 }
@@ -322,20 +351,23 @@ pub fn format_container_list(containers: &[ContainerReportInfo]) -> String {
             "Host",
             "Node Http Address",
             "LOG-URL",
+            "GPUS",
         ])
     );
     for c in containers {
+        let gpus = c.allocated_resources.get(GPU).copied().unwrap_or(0);
         let _ = writeln!(
             s,
             "{}",
             container_row([
                 &c.container_id,
-                &format_times(c.started_time),
-                &format_times(c.finished_time),
+                &format_local(c.started_time),
+                &format_local(c.finished_time),
                 &c.container_state,
                 or_na(&c.assigned_node_id),
                 or_na(&c.node_http_address),
                 &c.log_url,
+                &gpus.to_string(),
             ])
         );
     }
@@ -347,8 +379,8 @@ pub fn format_container_report(c: &ContainerReportInfo) -> String {
     format!(
         "Container Report : \n\tContainer-Id : {}\n\tStart-Time : {}\n\tFinish-Time : {}\n\tState : {}\n\tExecution-Type : GUARANTEED\n\tLOG-URL : {}\n\tHost : {}\n\tNodeHttpAddress : {}\n\tExit-Status : {}\n\tDiagnostics : {}\n",
         c.container_id,
-        c.started_time,
-        c.finished_time,
+        format_local(c.started_time),
+        format_local(c.finished_time),
         c.container_state,
         c.log_url,
         or_na(&c.assigned_node_id),
@@ -546,9 +578,10 @@ pub fn format_queue_list(queues: &[&CapacitySchedulerQueueInfo]) -> String {
     )
 }
 
-/// YARN's `NODES_PATTERN`, `%16s\t%15s\t%17s\t%28s`.
-fn node_row(cols: [&str; 4]) -> String {
-    const W: [usize; 4] = [16, 15, 17, 28];
+/// YARN's `NODES_PATTERN`, `%16s\t%15s\t%17s\t%28s`, then GPUS (used/total) and
+/// GPU-MODEL.
+fn node_row(cols: [&str; 6]) -> String {
+    const W: [usize; 6] = [16, 15, 17, 28, 10, 0];
     let cells: Vec<String> = cols.iter().zip(W).map(|(c, w)| right(w, c)).collect();
     cells.join("\t")
 }
@@ -565,15 +598,26 @@ pub fn format_node_list(nodes: &[NodeInfo], show_details: bool) -> String {
             "Node-State",
             "Node-Http-Address",
             "Number-of-Running-Containers",
+            "GPUS",
+            "GPU-MODEL",
         ])
     );
     for n in nodes {
         let state = n.state.to_string();
         let count = n.num_containers.to_string();
+        let (used, total) = gpus::node_gpus(n);
+        let model = gpus::node_gpu_model(n).unwrap_or_else(|| "-".into());
         let _ = writeln!(
             s,
             "{}",
-            node_row([&n.id, &state, &n.node_http_address, &count])
+            node_row([
+                &n.id,
+                &state,
+                &n.node_http_address,
+                &count,
+                &format!("{used}/{total}"),
+                &model
+            ])
         );
         if show_details {
             let u = &n.resource_utilization;
@@ -594,6 +638,9 @@ pub fn format_node_list(nodes: &[NodeInfo], show_details: bool) -> String {
             let _ = writeln!(s, "\tNode-Labels : {}", labels.join(","));
         }
     }
+    // sinfo's habit: free GPUs per partition.
+    let _ = writeln!(s);
+    s.push_str(&gpus::partition_summary(nodes));
     s
 }
 

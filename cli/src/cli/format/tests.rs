@@ -1,6 +1,7 @@
 use spindle_common::states::FinalApplicationStatus;
 
 use super::*;
+use spindle_common::localtime::format_local;
 
 fn app() -> AppInfo {
     AppInfo {
@@ -49,7 +50,7 @@ fn app_list_matches_yarn() {
     assert_eq!(
         lines[1],
         format!(
-            "{:>30}\t{:>20}\t{:>20}\t{:>10}\t{:>10}\t{:>18}\t{:>18}\t{:>15}\t{:>35}",
+            "{:>30}\t{:>20}\t{:>20}\t{:>10}\t{:>10}\t{:>18}\t{:>18}\t{:>15}\t{:>35}\t{:>8}\t{:>10}\t{:>8}\t{}",
             "Application-Id",
             "Application-Name",
             "Application-Type",
@@ -58,7 +59,11 @@ fn app_list_matches_yarn() {
             "State",
             "Final-State",
             "Progress",
-            "Tracking-URL"
+            "Tracking-URL",
+            "GPUS",
+            "GPU-HOURS",
+            "GPU-UTIL",
+            "REASON"
         )
     );
     let cols: Vec<&str> = lines[2].split('\t').map(str::trim).collect();
@@ -73,7 +78,11 @@ fn app_list_matches_yarn() {
             "RUNNING",
             "UNDEFINED",
             "12.5%",
-            "http://h:8088/proxy/application_1_0001/"
+            "http://h:8088/proxy/application_1_0001/",
+            "0",
+            "0.00",
+            "-",
+            "-"
         ]
     );
     let out = format_app_list(
@@ -130,13 +139,13 @@ fn node_list_matches_yarn() {
     assert_eq!(lines[0], "Total Nodes:1");
     assert_eq!(
         lines[1],
-        "         Node-Id\t     Node-State\tNode-Http-Address\tNumber-of-Running-Containers"
+        "         Node-Id\t     Node-State\tNode-Http-Address\tNumber-of-Running-Containers\t      GPUS\tGPU-MODEL"
     );
     assert_eq!(
         lines[2],
         format!(
-            "{:>16}\t{:>15}\t{:>17}\t{:>28}",
-            "127.0.0.1:40001", "RUNNING", "127.0.0.1:40001", "3"
+            "{:>16}\t{:>15}\t{:>17}\t{:>28}\t{:>10}\t{}",
+            "127.0.0.1:40001", "RUNNING", "127.0.0.1:40001", "3", "0/0", "-"
         )
     );
     assert_eq!(node_states(false, &[]), vec![NodeState::RUNNING]);
@@ -242,6 +251,7 @@ fn container_list_and_report_match_application_cli() {
         node_http_address: "http://h:2".into(),
         log_url: "http://h:2/node/containerlogs/container_1_0001_01_000002/alice".into(),
         container_exit_status: 0,
+        allocated_resources: [(GPU.to_string(), 2)].into_iter().collect(),
         ..Default::default()
     };
     let out = format_container_list(std::slice::from_ref(&c));
@@ -250,14 +260,15 @@ fn container_list_and_report_match_application_cli() {
     assert_eq!(
         lines[1],
         format!(
-            "{:>30}\t{:>20}\t{:>20}\t{:>20}\t{:>20}\t{:>20}\t{:>35}",
+            "{:>30}\t{:>20}\t{:>20}\t{:>20}\t{:>20}\t{:>20}\t{:>35}\t{:>5}",
             "Container-Id",
             "Start Time",
             "Finish Time",
             "State",
             "Host",
             "Node Http Address",
-            "LOG-URL"
+            "LOG-URL",
+            "GPUS"
         )
     );
     let cols: Vec<&str> = lines[2].split('\t').map(str::trim).collect();
@@ -265,12 +276,13 @@ fn container_list_and_report_match_application_cli() {
         cols,
         [
             "container_1_0001_01_000002",
-            "Thu Mar 07 12:34:56 +0000 2024",
+            format_local(1_709_814_896_789).as_str(),
             "N/A",
             "RUNNING",
             "h:1",
             "http://h:2",
-            "http://h:2/node/containerlogs/container_1_0001_01_000002/alice"
+            "http://h:2/node/containerlogs/container_1_0001_01_000002/alice",
+            "2"
         ]
     );
     let r = format_container_report(&c);
@@ -279,7 +291,10 @@ fn container_list_and_report_match_application_cli() {
         .skip(1)
         .filter_map(|l| l.trim_start().split(" : ").next())
         .collect();
-    assert!(r.starts_with("Container Report : \n\tContainer-Id : container_1_0001_01_000002\n\tStart-Time : 1709814896789\n"));
+    assert!(r.starts_with(&format!(
+        "Container Report : \n\tContainer-Id : container_1_0001_01_000002\n\tStart-Time : {}\n\tFinish-Time : N/A\n",
+        format_local(1_709_814_896_789)
+    )));
     assert_eq!(
         keys,
         [
@@ -395,4 +410,190 @@ fn queue_table_matches_formatting_cli_utils() {
     );
     // Cells are centred: "a" in a column as wide as "Queue Name".
     assert!(lines[6].starts_with("|     a      |"), "{}", lines[6]);
+}
+
+fn gpu_node(id: &str, label: &str, used: i64, total: i64, model: &str) -> NodeInfo {
+    use spindle_common::resource::Resource;
+    NodeInfo {
+        id: id.into(),
+        state: NodeState::RUNNING,
+        node_http_address: id.into(),
+        node_labels: if label.is_empty() {
+            vec![]
+        } else {
+            vec![label.into()]
+        },
+        used_resource: (&Resource::new(1024, 1).with(GPU, used)).into(),
+        total_resource: (&Resource::new(8192, 8).with(GPU, total)).into(),
+        node_attributes_info: serde_json::json!({"nodeAttributeInfo": [
+            {"prefix": "nm.yarn.io", "name": "gpu-model", "type": "STRING", "value": model},
+            {"prefix": "nm.yarn.io", "name": "gpu-count", "type": "STRING", "value": "4"}
+        ]}),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn app_list_shows_gpus_and_why_a_waiting_application_waits() {
+    use spindle_common::records::am::{GangState, GangStatus};
+    use spindle_common::records::cluster::{ResourceSecondsEntry, ResourceSecondsMap};
+    let running = AppInfo {
+        allocated_gpus: 4,
+        gpu_utilization: Some(63.4),
+        resource_seconds_map: ResourceSecondsMap {
+            entry: vec![ResourceSecondsEntry {
+                key: GPU.into(),
+                value: 9000,
+            }]
+            .into(),
+        },
+        ..app()
+    };
+    let waiting = AppInfo {
+        id: "application_1_0002".into(),
+        state: YarnApplicationState::ACCEPTED,
+        pending_gpus: 8,
+        diagnostics: "Gang g0 is waiting: needs 8 GPUs on at most 1 node\nmore".into(),
+        ..app()
+    };
+    let gang_waits = AppInfo {
+        id: "application_1_0003".into(),
+        allocated_gpus: 1,
+        pending_gpus: 2,
+        gangs: vec![GangStatus {
+            id: "g1".into(),
+            state: GangState::RESERVED,
+            diagnostics: "reserved nodes a".into(),
+            ..Default::default()
+        }],
+        ..app()
+    };
+    let done = AppInfo {
+        id: "application_1_0004".into(),
+        state: YarnApplicationState::FINISHED,
+        allocated_gpus: -1,
+        diagnostics: "it ended".into(),
+        ..app()
+    };
+    let out = format_app_list(&[running, waiting, gang_waits, done], &[], &[], &[]);
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .skip(2)
+        .map(|l| l.split('\t').map(str::trim).skip(9).collect())
+        .collect();
+    assert_eq!(rows[0], ["4", "2.50", "63%", "-"]);
+    assert_eq!(
+        rows[1],
+        [
+            "0+8",
+            "0.00",
+            "-",
+            "Gang g0 is waiting: needs 8 GPUs on at most 1 node"
+        ]
+    );
+    assert_eq!(
+        rows[2],
+        ["1+2", "0.00", "-", "Gang g1 is waiting: reserved nodes a"]
+    );
+    assert_eq!(rows[3], ["-", "0.00", "-", "-"]);
+}
+
+#[test]
+fn app_report_shows_gpu_time_and_local_times() {
+    use spindle_common::records::am::CheckpointReport;
+    use spindle_common::records::cluster::{
+        AppPreemptionInfo, AppTimeoutInfo, AppTimeoutsInfo, ResourceSecondsEntry,
+        ResourceSecondsMap,
+    };
+    let a = AppInfo {
+        started_time: 1_795_871_109_000,
+        launch_time: 1_795_871_110_000,
+        gpu_utilization: Some(42.25),
+        idle_gpu_seconds: Some(120),
+        resource_seconds_map: ResourceSecondsMap {
+            entry: vec![ResourceSecondsEntry {
+                key: GPU.into(),
+                value: 7200,
+            }]
+            .into(),
+        },
+        timeouts: Some(AppTimeoutsInfo {
+            timeout: vec![AppTimeoutInfo {
+                timeout_type: "LIFETIME".into(),
+                expiry_time: "2026-11-28T14:05:09.000+0000".into(),
+                remaining_time_in_seconds: 60,
+            }],
+        }),
+        preemption: Some(AppPreemptionInfo {
+            last_checkpoint: Some(CheckpointReport {
+                time: 1_795_871_111_000,
+                step: Some(300),
+                label: None,
+            }),
+            ..Default::default()
+        }),
+        ..app()
+    };
+    let r = format_app_report(&a);
+    let has = |l: &str| r.lines().any(|x| x == l);
+    assert!(has(&format!(
+        "\tStart-Time : {}",
+        format_local(1_795_871_109_000)
+    )));
+    assert!(has(&format!(
+        "\tLaunch-Time : {}",
+        format_local(1_795_871_110_000)
+    )));
+    assert!(has("\tFinish-Time : N/A"), "{r}");
+    assert!(has("\tGPU-Seconds : 7200 (2.00 GPU-hours)"), "{r}");
+    assert!(
+        has("\tGPU Utilization : 42.2% (mean over the GPUs it holds)"),
+        "{r}"
+    );
+    assert!(has("\tIdle GPU Time : 120 GPU-seconds"), "{r}");
+    assert!(has(&format!(
+        "\tLast Checkpoint : {}, step 300",
+        format_local(1_795_871_111_000)
+    )));
+    let expiry =
+        format_local(spindle_common::time::parse_iso8601("2026-11-28T14:05:09.000+0000").unwrap());
+    assert!(r.contains(&format!("\tExpiryTime : {expiry}\t")), "{r}");
+    // No epoch milliseconds anywhere.
+    assert!(!r.contains("1795871"), "{r}");
+    let r = format_app_report(&app());
+    assert!(
+        r.contains("\tGPU Utilization : N/A (no GPU of it sampled)\n"),
+        "{r}"
+    );
+    assert!(
+        r.contains("\tIdle GPU Time : N/A (no GPU of it sampled)\n"),
+        "{r}"
+    );
+}
+
+#[test]
+fn node_list_shows_gpus_models_and_free_gpus_per_partition() {
+    let nodes = [
+        gpu_node("a:1", "", 3, 4, "H100"),
+        gpu_node("b:1", "", 0, 4, "H100"),
+        gpu_node("c:1", "a100", 2, 8, "A100"),
+    ];
+    let out = format_node_list(&nodes, false);
+    let lines: Vec<&str> = out.lines().collect();
+    let cells = |l: &str| -> Vec<String> { l.split('\t').map(|c| c.trim().to_string()).collect() };
+    assert_eq!(cells(lines[2])[4..], ["3/4", "H100"]);
+    assert_eq!(cells(lines[4])[4..], ["2/8", "A100"]);
+    assert_eq!(lines[5], "");
+    let summary: Vec<Vec<&str>> = lines[6..]
+        .iter()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            vec!["PARTITION", "NODES", "GPUS(FREE/TOTAL)"],
+            vec!["<DEFAULT_PARTITION>", "2", "5/8"],
+            vec!["a100", "1", "6/8"],
+        ]
+    );
 }

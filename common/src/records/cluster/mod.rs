@@ -186,6 +186,12 @@ pub struct AppInfo {
     /// GPU of the application was ever sampled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_gpu_seconds: Option<u64>,
+    /// Spindle's extension: the GPUs (`yarn.io/gpu`) its running containers hold now, as
+    /// `allocatedMB` counts memory (-1 once it ended).
+    pub allocated_gpus: i64,
+    /// Spindle's extension: the GPUs its outstanding asks (gangs included) still want (0 once
+    /// it ended).
+    pub pending_gpus: i64,
 }
 
 /// YARN's `Map<String, Long>` of resource-seconds as JAXB writes it:
@@ -342,6 +348,8 @@ impl Default for AppInfo {
             preempted_resource_seconds_map: ResourceSecondsMap::default(),
             gpu_utilization: None,
             idle_gpu_seconds: None,
+            allocated_gpus: 0,
+            pending_gpus: 0,
         }
     }
 }

@@ -153,6 +153,16 @@ pub(in crate::rest) fn app_info(
         }),
         gpu_utilization: s.app_gpu.get(&a.id).and_then(|g| g.utilization),
         idle_gpu_seconds: s.app_gpu.get(&a.id).map(|g| g.idle_gpu_ms / 1000),
+        allocated_gpus: if final_ { -1 } else { used.get(GPU) },
+        pending_gpus: if final_ {
+            0
+        } else {
+            s.app_asks.get(&a.id).map_or(0, |asks| {
+                asks.iter()
+                    .map(|(_, ask)| ask.capability.get(GPU) * i64::from(ask.any))
+                    .sum()
+            })
+        },
         resource_seconds_map: seconds_map(&usage.resource_ms),
         preempted_resource_seconds_map: seconds_map(&usage.preempted_ms),
         ..Default::default()
