@@ -228,12 +228,13 @@ fn yarn_client_commands_against_a_running_distributed_shell() {
     assert!(out.contains("to cluster max priority"), "{out}");
     assert_eq!(c.app(&app)["priority"], 10);
 
-    // Lifetime: an hour from now, in the REST view and the report.
+    // Lifetime: the client's --timeout_ms 600000 is the RM's LIFETIME (ten minutes from
+    // submission); then an hour from now, in the REST view and the report.
     let (_, v) = c.get(&format!("/ws/v1/cluster/apps/{app}/timeouts"));
-    assert_eq!(
-        v["timeouts"]["timeout"][0]["expiryTime"], "UNLIMITED",
-        "{v}"
-    );
+    let t = &v["timeouts"]["timeout"][0];
+    assert_ne!(t["expiryTime"], "UNLIMITED", "{v}");
+    let left = t["remainingTimeInSeconds"].as_i64().unwrap_or(-1);
+    assert!((500..=600).contains(&left), "{v}");
     let out = ok(
         &c,
         &["application", "-updateLifetime", "3600", "-appId", &app],

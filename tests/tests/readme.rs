@@ -469,8 +469,8 @@ fn every_quick_start_command_runs_as_written() {
 
 #[test]
 fn the_extraction_reads_blocks_continuations_and_placeholders() {
-    let readme = "# T\n\n## Quick start\n\ntext\n\n```sh\na \\\n    b\n# comment\n\nc\n```\n\n```xml\n<x/>\n```\n\n## Using a cluster\n\n```sh\nd <ts>\n```\n\n## Other\n\n```sh\nnot run\n```\n";
-    assert_eq!(quick_start_commands(readme), ["a b", "c", "d <ts>"]);
+    let readme = "# T\n\n## Quick start\n\ntext\n\n```sh\na \\\n    b\n# comment\n\nc\n```\n\n```xml\n<x/>\n```\n\n## Using a cluster\n\n```sh\nd <ts>\n```\n\n## Other\n\n```sh\nnot run\n```\n\n## Coming from Slurm\n\n| a | table |\n\n```sh\ne\n```\n";
+    assert_eq!(quick_start_commands(readme), ["a b", "c", "d <ts>", "e"]);
     assert_eq!(
         placeholder("spindle -status application_<ts>_0001"),
         Some("<ts>")

@@ -169,7 +169,7 @@ fn a_queue_at_its_own_maximum_is_told_so() {
     assert_eq!(queue, "root.prod");
     assert!(
         r.to_string()
-            .contains("its queue root.prod is at its maximum"),
+            .contains("its queue root.prod has no room for it under its maximum: it uses 25% of the cluster, at most 50%"),
         "{r}"
     );
 }
