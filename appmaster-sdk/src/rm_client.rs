@@ -528,18 +528,21 @@ impl RmClient {
     }
 
     /// `PUT /scheduler-conf`: applies a `sched-conf` mutation (a refusal is a `Remote`
-    /// error whose message names queue, property and rule).
+    /// error whose message names queue, property and rule). Answers the RM's text: YARN's
+    /// sentence, then a `changed: ` line per property changed and a `warning: ` line per
+    /// key Spindle stores without reading.
     pub async fn update_scheduler_conf(
         &self,
         update: &SchedConfUpdateInfo,
-    ) -> Result<(), ClientError> {
+    ) -> Result<String, ClientError> {
         let (rb, url) = self
             .http
             .request(Method::PUT, &Self::path("/scheduler-conf"));
-        self.http
+        let resp = self
+            .http
             .send_ok(rb.query(&self.user_query()).json(update), &url)
             .await?;
-        Ok(())
+        Ok(resp.text().await.unwrap_or_default())
     }
 
     /// `POST /scheduler-conf/validate`: the properties the mutation would produce.

@@ -66,14 +66,33 @@ fn config_mistakes_are_named() {
         "{}",
         text(&out.stderr)
     );
-    // ... the right one is applied and shows in -getconf.
+    // ... the right one is applied, says what changed and warns of a key it stores without
+    // reading; it shows in -getconf.
     let out = c.spindle_as(
         "admin",
-        &["schedulerconf", "-update", "root.b:maximum-capacity=50"],
+        &[
+            "schedulerconf",
+            "-update",
+            "root.b:maximum-capacity=50,reservable=true",
+        ],
     );
-    assert_eq!(
-        (out.status.code(), text(&out.stdout).as_str()),
-        (Some(0), "Configuration changed successfully.\n"),
+    let b_max = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        b_max.starts_with("Configuration changed successfully.\n"),
+        "{b_max}"
+    );
+    assert!(
+        b_max.contains("  root.b.maximum-capacity: ") && b_max.contains(" -> 50"),
+        "{b_max}"
+    );
+    assert!(
+        b_max.contains("  root.b.reservable: added (true)"),
+        "{b_max}"
+    );
+    assert!(
+        text(&out.stderr)
+            .contains("warning: 'root.b.reservable' is a YARN property Spindle does not read"),
         "{}",
         text(&out.stderr)
     );

@@ -303,8 +303,15 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
             }
         },
         SchedConfCommand::Update(info) => match rm.update_scheduler_conf(&info).await {
-            Ok(()) => {
+            Ok(text) => {
                 say!("Configuration changed successfully.");
+                for line in text.lines() {
+                    if let Some(c) = line.strip_prefix("changed: ") {
+                        say!("  {c}");
+                    } else if let Some(w) = line.strip_prefix("warning: ") {
+                        eprintln!("warning: {w}");
+                    }
+                }
                 Ok(EXIT_OK)
             }
             Err(e) => {

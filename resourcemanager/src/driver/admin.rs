@@ -4,7 +4,7 @@
 
 use tracing::{error, info, warn};
 
-use super::command::{AdminCommand, QueryCommand};
+use super::command::{AdminCommand, Mutated, QueryCommand};
 use super::{Driver, Durability, RmError};
 use crate::config::capacity::{self, CsProps, SchedConfMutation};
 use crate::core::queue_conf::SchedulerConf;
@@ -156,16 +156,25 @@ impl Driver {
         caller: &Caller,
         dry_run: bool,
         now: u64,
-    ) -> Result<(u64, CsProps), RmError> {
+    ) -> Result<Mutated, RmError> {
         let new_props = capacity::apply_mutation(&self.sched.props, m)?;
+        let changes = self.sched.props.changes_to(&new_props);
         if dry_run {
             let conf = self.check_scheduler_props(&new_props)?;
             self.core.check_reconfigure(&conf)?;
-            return Ok((self.sched.version, new_props));
+            return Ok(Mutated {
+                version: self.sched.version,
+                props: new_props,
+                changes,
+            });
         }
         let version =
             self.apply_scheduler_props(new_props, SchedConfSource::Mutation, caller, now)?;
-        Ok((version, self.sched.props.clone()))
+        Ok(Mutated {
+            version,
+            props: self.sched.props.clone(),
+            changes,
+        })
     }
 
     /// Parses `props` and checks the move from the running tree (everything but the

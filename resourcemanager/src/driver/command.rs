@@ -142,7 +142,7 @@ pub enum AdminCommand {
         mutation: Box<SchedConfMutation>,
         caller: Caller,
         dry_run: bool,
-        reply: Reply<(u64, CsProps)>,
+        reply: Reply<Mutated>,
     },
     /// `DELETE /delegation-token`: a user token cancelled (its sequence number and max
     /// date), written to the state store so a restarted RM still refuses it.
@@ -367,4 +367,14 @@ impl Command {
             Command::Snapshot(_) => tracing::Span::none(),
         }
     }
+}
+
+/// What a scheduler-configuration mutation did (or, in a dry run, would do): the version
+/// then live, the whole property set, and one line per property changed
+/// (`root.a.capacity: 50 -> 60`, see `CsProps::changes_to`).
+#[derive(Debug, Clone)]
+pub struct Mutated {
+    pub version: u64,
+    pub props: CsProps,
+    pub changes: Vec<String>,
 }

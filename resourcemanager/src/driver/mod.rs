@@ -32,7 +32,7 @@ use crate::core::{CoreError, Effect, RmCore};
 use crate::store::{StateStore, StoreError};
 
 pub use command::{
-    AdminCommand, AmCommand, AppCommand, Command, HeartbeatAnswer, NodeBeat, NodeCommand,
+    AdminCommand, AmCommand, AppCommand, Command, HeartbeatAnswer, Mutated, NodeBeat, NodeCommand,
     NodeRegistered, QueryCommand, Reply, SelfReport, SelfReportRefusals,
 };
 pub use snapshot::{NodePlacement, Snapshot};

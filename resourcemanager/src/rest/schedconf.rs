@@ -231,27 +231,39 @@ async fn put_sched_conf(
 ) -> Result<Response, ApiError> {
     let caller = st.caller(&q).await;
     let user = caller.user.clone();
+    let mut warnings = Vec::new();
     let r = match mutation(body) {
-        Ok(m) => st
-            .driver
-            .call(|r| AdminCommand::MutateSchedulerConf {
-                mutation: Box::new(m),
-                caller,
-                dry_run: false,
-                reply: r,
-            })
-            .await
-            .map_err(ApiError::from),
+        Ok(m) => {
+            warnings = m.ignored_keys();
+            st.driver
+                .call(|r| AdminCommand::MutateSchedulerConf {
+                    mutation: Box::new(m),
+                    caller,
+                    dry_run: false,
+                    reply: r,
+                })
+                .await
+                .map_err(ApiError::from)
+        }
         Err(e) => Err(e),
     };
     if let Err(e) = &r {
         audit_failure(&user, remote_ip(&ext), AUDIT_UPDATE_SCHED_CONF, e);
     }
-    r?;
+    let done = r?;
+    // YARN's sentence first (what its clients look for), then what changed and the
+    // warnings, a line each (a Spindle extension of the text).
+    let mut text = MUTATION_APPLIED.to_string();
+    for c in &done.changes {
+        text.push_str(&format!("\nchanged: {c}"));
+    }
+    for w in &warnings {
+        text.push_str(&format!("\nwarning: {w}"));
+    }
     Ok((
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        MUTATION_APPLIED,
+        text,
     )
         .into_response())
 }
@@ -274,7 +286,7 @@ async fn validate(
         })
         .await;
     match r {
-        Ok((_, props)) => Ok(Json(conf_info(&props))),
+        Ok(m) => Ok(Json(conf_info(&m.props))),
         Err(RmError::SchedulerConf(e)) => {
             Err(ApiError::bad_request(format!("{VALIDATION_FAILED} {e}")))
         }

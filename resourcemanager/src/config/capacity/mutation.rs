@@ -35,6 +35,34 @@ pub struct SchedConfMutation {
 }
 
 impl SchedConfMutation {
+    /// The keys it sets that are YARN's but not read by Spindle (stored, without effect):
+    /// warnings for whoever sent it.
+    pub fn ignored_keys(&self) -> Vec<String> {
+        let queue_keys = self
+            .add_queues
+            .iter()
+            .chain(&self.update_queues)
+            .flat_map(|q| {
+                q.params
+                    .iter()
+                    .map(move |(k, _)| (q.queue.trim(), k.trim()))
+            })
+            .filter(|(_, k)| known::queue_property_status(k) == KeyStatus::Ignored)
+            .map(|(q, k)| format!("{q}.{k}"));
+        let global = self
+            .global
+            .iter()
+            .map(|(k, _)| k.trim())
+            .filter(|k| known::key_status(k) == KeyStatus::Ignored)
+            .map(str::to_string);
+        queue_keys
+            .chain(global)
+            .map(|k| {
+                format!("'{k}' is a YARN property Spindle does not read: stored, without effect")
+            })
+            .collect()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.remove_queues.is_empty()
             && self.add_queues.is_empty()
