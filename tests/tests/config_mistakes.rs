@@ -83,7 +83,7 @@ fn config_mistakes_are_named() {
         "{b_max}"
     );
     assert!(
-        b_max.contains("  root.b.maximum-capacity: ") && b_max.contains(" -> 50"),
+        b_max.contains("  root.b.maximum-capacity: added (50)"),
         "{b_max}"
     );
     assert!(
