@@ -133,3 +133,75 @@ fn a_prod_ask_behind_a_full_root_names_root_research() {
         assert!(out.status.success(), "{}", text(&out.stderr));
     }
 }
+
+/// Submits a detached distributed shell into `queue`: an AM and `n` containers of 1024 MB.
+fn submit_shell(c: &Cluster, queue: &str, n: u32) -> String {
+    let n = n.to_string();
+    let out = c.spindle_within(
+        &[
+            "distributed-shell",
+            "-num_containers",
+            &n,
+            "-container_resources",
+            "memory-mb=1024,vcores=1",
+            "-master_memory",
+            "1024",
+            "-shell_command",
+            "sleep 300",
+            "-queue",
+            queue,
+            "--detach",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    app_id_in(&text(&out.stdout)).expect("the application id")
+}
+
+/// A plain application whose AM container cannot be placed because research fills the root
+/// is told so too (the reason is the AM's, in the REST diagnostics and the list's REASON).
+#[test]
+fn a_waiting_am_container_names_the_queue_that_fills_the_root() {
+    let queues = cs_xml(&[
+        ("maximum-am-resource-percent", "1.0"),
+        ("root.queues", "research,prod"),
+        ("root.research.capacity", "50"),
+        ("root.research.maximum-capacity", "100"),
+        ("root.research.user-limit-factor", "2"),
+        ("root.prod.capacity", "50"),
+        ("root.prod.maximum-capacity", "50"),
+    ]);
+    let c = Cluster::start_with_files(
+        ClusterOpts {
+            nodes: 1,
+            rm_props: vec![],
+            nm_props: vec![
+                ("yarn.nodemanager.resource.memory-mb".into(), "4096".into()),
+                ("yarn.nodemanager.resource.cpu-vcores".into(), "8".into()),
+            ],
+        },
+        &[("capacity-scheduler.xml", &queues)],
+    );
+    let research = submit_shell(&c, "research", 3);
+    wait_until("research to fill the node", Duration::from_secs(60), || {
+        let a = c.app(&research);
+        (a["allocatedMB"].as_i64() == Some(4096)).then_some(())
+    });
+    let prod = submit_shell(&c, "prod", 1);
+    let diag = wait_until("prod's AM reason", Duration::from_secs(30), || {
+        let d = c.app(&prod)["diagnostics"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        d.contains("root.research").then_some(d)
+    });
+    assert!(
+        diag.starts_with("Its AM container waits: root is full"),
+        "{diag}"
+    );
+    assert!(!diag.contains("must first drain"), "{diag}");
+    for id in [&prod, &research] {
+        let out = c.spindle(&["application", "-kill", id]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+}

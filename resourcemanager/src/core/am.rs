@@ -420,7 +420,9 @@ impl RmCore {
     /// when a plain ask of it waits for queue room, why (read at each allocate, never by a
     /// scheduling pass).
     fn gang_diagnostics(&mut self, app_id: &ApplicationId, gangs: &[GangView]) {
-        let ask_reason = self.sched.ask_room_reason(app_id, self.monitor_acts());
+        let ask_reason = self
+            .sched
+            .ask_room_reason(app_id, false, self.monitor_acts());
         let Some(a) = self.apps.get_mut(app_id) else {
             return;
         };
@@ -482,6 +484,14 @@ impl RmCore {
     }
 
     /// Every gang of an application, as its AM hears of them.
+    /// Why an application's AM container waits, when a full queue above it is the cause
+    /// (worked out when read, for the REST view; the pass never builds it).
+    pub fn am_wait_reason(&self, app: &ApplicationId) -> Option<String> {
+        self.sched
+            .ask_room_reason(app, true, self.monitor_acts())
+            .map(|r| format!("Its AM container waits: {r}"))
+    }
+
     pub fn gang_statuses(&self, app: &ApplicationId) -> Vec<GangView> {
         let Some(a) = self.sched.app(app) else {
             return vec![];

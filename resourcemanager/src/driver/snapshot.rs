@@ -28,6 +28,8 @@ pub struct Snapshot {
     pub app_usage: BTreeMap<ApplicationId, Resource>,
     /// (total, used) per schedulable node.
     pub node_usage: BTreeMap<NodeId, (Resource, Resource)>,
+    /// Why an application's AM container waits, for those whose AM ask has no queue room.
+    pub am_waits: BTreeMap<ApplicationId, String>,
     /// Gangs per application (Spindle's `gangs` extension of the app view).
     pub app_gangs: BTreeMap<ApplicationId, Vec<spindle_common::records::am::GangStatus>>,
     /// Outstanding asks per application, for `resourceRequests`.
@@ -110,6 +112,13 @@ impl Snapshot {
                 .iter()
                 .filter(|(_, a)| !a.gangs.is_empty())
                 .map(|(k, _)| (*k, wire::all(core.gang_statuses(k))))
+                .collect(),
+            am_waits: core
+                .scheduler()
+                .apps()
+                .iter()
+                .filter(|(_, a)| a.asks.values().any(|x| x.is_am && x.any > 0))
+                .filter_map(|(k, _)| Some((*k, core.am_wait_reason(k)?)))
                 .collect(),
             app_asks: core
                 .scheduler()

@@ -183,18 +183,20 @@ impl Scheduler {
         self.room_reason(a.queue, &g.params.partition, need, &own_hold, monitor)
     }
 
-    /// Why the first pending plain ask of an application (no gang's, not its AM's, by
-    /// request priority) has no room under its queues' maxima, if that is why it waits.
+    /// Why the first pending plain ask of an application (no gang's; its AM's when `am`,
+    /// else the others, by request priority) has no room under its queues' maxima, if that
+    /// is why it waits.
     pub fn ask_room_reason(
         &self,
         app: &spindle_common::ApplicationId,
+        am: bool,
         monitor: bool,
     ) -> Option<WaitReason> {
         let a = self.apps.get(app)?;
         let ask = a
             .asks
             .values()
-            .find(|x| x.any > 0 && x.gang.is_none() && !x.is_am)?;
+            .find(|x| x.any > 0 && x.gang.is_none() && x.is_am == am)?;
         self.room_reason(
             a.queue,
             &ask.partition,

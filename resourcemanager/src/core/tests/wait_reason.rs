@@ -178,7 +178,7 @@ fn a_queue_at_its_own_maximum_is_told_so() {
 fn a_full_parent_names_the_sibling_below_it_and_a_plain_ask_gets_the_same_reason() {
     let mut s = sched(50.0, true);
     fill(&mut s, 4, 1, false);
-    let r = s.ask_room_reason(&app(2), false).expect("a reason");
+    let r = s.ask_room_reason(&app(2), false, false).expect("a reason");
     let WaitReason::Full { scope, holders, .. } = &r else {
         panic!("{r:?}")
     };
@@ -198,5 +198,5 @@ fn an_ask_with_room_has_no_room_reason() {
     let research = s.tree().leaf("research").expect("research");
     s.add_app(app(1), research, "r", 0, 1, Resource::new(128, 1));
     s.charge(&app(1), &NodeId::new("n1", 1), &gpus(1));
-    assert_eq!(s.ask_room_reason(&app(1), true), None);
+    assert_eq!(s.ask_room_reason(&app(1), false, true), None);
 }

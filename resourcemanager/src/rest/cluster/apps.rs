@@ -104,7 +104,11 @@ pub(in crate::rest) fn app_info(
         progress: if final_ { 100.0 } else { a.progress },
         tracking_ui: tracking_ui.into(),
         tracking_url: Some(tracking_url),
-        diagnostics: a.diagnostics.clone(),
+        // An application whose AM container waits for queue room says which queues hold it.
+        diagnostics: match s.am_waits.get(&a.id) {
+            Some(why) if a.diagnostics.is_empty() => why.clone(),
+            _ => a.diagnostics.clone(),
+        },
         cluster_id: s.cluster_ts,
         application_type: a.sub.application_type.clone(),
         application_tags: a.sub.tags.join(","),
