@@ -64,6 +64,17 @@ pub const COMMON_OPTS: [Opt; 3] = [
     Opt::flag("help", &["h"]),
 ];
 
+/// A command's arguments parsed with its options and the common ones, as `run` parses
+/// them (for the commands' unit tests).
+#[cfg(test)]
+pub(crate) fn parse_with_common(
+    opts: &[Opt],
+    a: &[&str],
+) -> Result<args::Parsed, args::UsageError> {
+    let all: Vec<Opt> = opts.iter().chain(COMMON_OPTS.iter()).copied().collect();
+    args::parse(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &all)
+}
+
 const USAGE: &str = "\
 usage: spindle COMMAND [options]
 

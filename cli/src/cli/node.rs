@@ -104,16 +104,10 @@ async fn status(rm: &RmClient, id: &str) -> anyhow::Result<u8> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::args::parse;
     use super::*;
 
     fn parsed(a: &[&str]) -> Parsed {
-        let all: Vec<Opt> = OPTS
-            .iter()
-            .chain(super::super::COMMON_OPTS.iter())
-            .copied()
-            .collect();
-        parse(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &all).unwrap()
+        super::super::parse_with_common(OPTS, a).expect("parses")
     }
 
     #[test]

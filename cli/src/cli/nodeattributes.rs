@@ -371,7 +371,6 @@ mod tests {
 
     use spindle_common::records::labels::NodeToAttributeValue;
 
-    use super::super::args::parse;
     use super::*;
 
     fn attr(name: &str, value: &str) -> NodeAttributeInfo {
@@ -449,12 +448,7 @@ mod tests {
     }
 
     fn parsed(a: &[&str]) -> Parsed {
-        let all: Vec<Opt> = OPTS
-            .iter()
-            .chain(super::super::COMMON_OPTS.iter())
-            .copied()
-            .collect();
-        parse(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &all).expect("parses")
+        super::super::parse_with_common(OPTS, a).expect("parses")
     }
 
     #[test]

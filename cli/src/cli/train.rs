@@ -340,16 +340,10 @@ mod tests {
     use spindle_common::records::am::GangPlacement;
     use spindle_common::resource::Resource;
 
-    use super::super::args::parse;
     use super::*;
 
     fn parsed(a: &[&str]) -> Result<Parsed, UsageError> {
-        let all: Vec<Opt> = OPTS
-            .iter()
-            .chain(super::super::COMMON_OPTS.iter())
-            .copied()
-            .collect();
-        parse(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &all)
+        super::super::parse_with_common(OPTS, a)
     }
 
     #[test]
