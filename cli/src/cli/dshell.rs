@@ -74,8 +74,9 @@ usage: spindle distributed-shell --shell-command CMD [options]
   --rm-address HOST:PORT, --conf-dir DIR
 The client prints why the application waits (once per change), its containers' progress,
 and at the end each container's node, state and exit status.
-Exit status 0 only if the application FINISHED with SUCCEEDED, 2 if it did not, 130 if
-interrupted (the application is killed).";
+Exit status 0 only if the application FINISHED with SUCCEEDED, 2 if it did not or was
+refused before submission (unknown queue, too large; no application id is used), 130 if
+interrupted (the application is killed), 255 for a usage error.";
 
 pub const OPTS: &[Opt] = &[
     Opt::one("num_containers", &[]),

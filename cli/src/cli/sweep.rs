@@ -81,8 +81,8 @@ with --array, SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_COUNT, _MIN, _MAX and SLURM_
 The client prints the trials' progress and, at the end, a table of trials: id, parameters,
 state, exit status, attempts, duration and the last line of its stdout.
 Exit status 0 only if every trial succeeded (the application FINISHED with SUCCEEDED), 2 if
-not (the diagnostic names the failed trials), 130 if interrupted (the application is
-killed).";
+not (the diagnostic names the failed trials) or refused before submission, 130 if
+interrupted (the application is killed), 255 for a usage error.";
 
 pub const OPTS: &[Opt] = &[
     Opt::repeated("param", &[]),

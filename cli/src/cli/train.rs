@@ -66,9 +66,9 @@ there); the gang is then asked for again and resumes from the checkpoint (no res
                                 NM reads (default: spindle.client.staging-dir, else
                                 <temp dir>/spindle-staging); removed with the application
   --fail-fast-window-ms MS      when every worker fails with the same exit status within MS
-                                of starting (or before any checkpoint), the application fails
-                                at once with rank 0's stderr instead of restarting (default
-                                30000; 0: always restart)
+                                of starting and no checkpoint exists, the application fails
+                                at once, quoting the stderr of the rank that failed first,
+                                instead of restarting (default 30000; 0: always restart)
   --queue Q                     queue to submit to
   --appname NAME                application name (default spindle-train)
   --priority P                  application priority
@@ -91,8 +91,9 @@ there); the gang is then asked for again and resumes from the checkpoint (no res
   --rm-address HOST:PORT, --conf-dir DIR
 The client prints why the gang waits (once per change), its progress (granted, held,
 running), and at the end each rank's container, node, state and exit status.
-Exit status 0 only if the application FINISHED with SUCCEEDED, 2 if it did not, 130 if
-interrupted (the application is killed).";
+Exit status 0 only if the application FINISHED with SUCCEEDED, 2 if it did not or was
+refused before submission (unknown queue, too large; no application id is used), 130 if
+interrupted (the application is killed), 255 for a usage error.";
 
 pub const OPTS: &[Opt] = &[
     Opt::one("workers", &["num_workers", "nproc"]),
