@@ -265,9 +265,13 @@ async fn schedulerconf_against_a_real_rm() {
         &addr,
     )
     .await;
+    // YARN's line, then what changed, a property a line (root.b stays at 30).
     assert_eq!(
         (code, out.as_str()),
-        (0, "Configuration changed successfully.\n"),
+        (
+            0,
+            "Configuration changed successfully.\n  root.a.capacity: 70 -> 60\n  root.c.capacity: added (10)\n  root.c.maximum-capacity: added (20)\n  root.queues: a,b -> a,b,c\n"
+        ),
         "{err}"
     );
     let (code, out, err) = spindle(&["schedulerconf", "-getconf"], &addr).await;

@@ -227,7 +227,11 @@ async fn scheduler_view_mutations_refresh_and_restart() {
         )
         .await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(body, "Configuration change successfully applied.");
+    // YARN's sentence, then what changed (Spindle's lines).
+    assert_eq!(
+        body,
+        "Configuration change successfully applied.\nchanged: root.a.capacity: 70 -> 60\nchanged: root.c.capacity: added (10)\nchanged: root.queues: a,b -> a,b,c"
+    );
     assert_eq!(rm.version("dr.who").await, 1);
     let after_add = rm.queues().await;
     assert_eq!(
