@@ -205,3 +205,67 @@ fn a_waiting_am_container_names_the_queue_that_fills_the_root() {
         assert!(out.status.success(), "{}", text(&out.stderr));
     }
 }
+
+/// Two nodes of 4 GPUs, 3 taken on each: the queue has room for a 2-GPU container but no
+/// node does. The waiting application's REASON in `application -list` says so (Slurm's
+/// `Resources`), not `-`.
+#[test]
+fn an_ask_no_node_has_room_for_says_so_in_the_list() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let gpus = fake_gpus(scratch.path(), 4);
+    let c = Cluster::start_with_files(
+        ClusterOpts {
+            nodes: 2,
+            rm_props: vec![("yarn.resource-types".into(), GPU.into())],
+            nm_props: vec![
+                ("yarn.nodemanager.resource-plugins".into(), GPU.into()),
+                (
+                    "yarn.nodemanager.resource-plugins.gpu.path-to-discovery-executables".into(),
+                    gpus.display().to_string(),
+                ),
+                ("yarn.nodemanager.resource.cpu-vcores".into(), "8".into()),
+            ],
+        },
+        &[(
+            "capacity-scheduler.xml",
+            &cs_xml(&[("maximum-am-resource-percent", "1.0")]),
+        )],
+    );
+    c.wait_nodes_running(2);
+    let big: Vec<String> = (0..2).map(|_| submit(&c, "default", 3)).collect();
+    wait_until("both 3-GPU jobs to run", Duration::from_secs(60), || {
+        big.iter()
+            .all(|id| c.app(id)["runningContainers"].as_i64() == Some(2))
+            .then_some(())
+    });
+    let out = c.spindle_within(
+        &[
+            "distributed-shell",
+            "-num_containers",
+            "1",
+            "-container_resources",
+            "memory-mb=256,vcores=1,yarn.io/gpu=2",
+            "-shell_command",
+            "sleep 300",
+            "--detach",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let small = app_id_in(&text(&out.stdout)).expect("the application id");
+    let row = wait_until("the 2-GPU ask's reason", Duration::from_secs(60), || {
+        let list = text(&c.spindle(&["application", "-list"]).stdout);
+        list.lines()
+            .find(|l| l.starts_with(&small) || l.trim_start().starts_with(&small))
+            .filter(|l| l.contains("no node has 2 GPUs"))
+            .map(str::to_string)
+    });
+    assert!(
+        row.contains("it waits for running containers to end"),
+        "{row}"
+    );
+    for id in big.iter().chain([&small]) {
+        let out = c.spindle(&["application", "-kill", id]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+}

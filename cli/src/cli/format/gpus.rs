@@ -49,7 +49,9 @@ pub fn reason_cell(a: &AppInfo) -> String {
         .gangs
         .iter()
         .any(|g| matches!(g.state, GangState::PENDING | GangState::RESERVED));
-    if !(not_started || gang_waits) {
+    // A running application whose GPU asks wait says why too (its AM's allocate wrote it).
+    let asks_wait = a.pending_gpus > 0 && !a.diagnostics.trim().is_empty();
+    if !(not_started || gang_waits || asks_wait) {
         return "-".into();
     }
     let first = a.diagnostics.lines().map(str::trim).find(|l| !l.is_empty());

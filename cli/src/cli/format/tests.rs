@@ -475,7 +475,19 @@ fn app_list_shows_gpus_and_why_a_waiting_application_waits() {
         diagnostics: "it ended".into(),
         ..app()
     };
-    let out = format_app_list(&[running, waiting, gang_waits, done], &[], &[], &[]);
+    let asks_wait = AppInfo {
+        id: "application_1_0005".into(),
+        allocated_gpus: 1,
+        pending_gpus: 2,
+        diagnostics: "no node has 2 GPUs and 256 MB free now: it waits".into(),
+        ..app()
+    };
+    let out = format_app_list(
+        &[running, waiting, gang_waits, done, asks_wait],
+        &[],
+        &[],
+        &[],
+    );
     let rows: Vec<Vec<&str>> = out
         .lines()
         .skip(2)
@@ -496,6 +508,16 @@ fn app_list_shows_gpus_and_why_a_waiting_application_waits() {
         ["1+2", "0.00", "-", "Gang g1 is waiting: reserved nodes a"]
     );
     assert_eq!(rows[3], ["-", "0.00", "-", "-"]);
+    // Running, with GPU asks that wait: the reason the AM's allocate wrote.
+    assert_eq!(
+        rows[4],
+        [
+            "1+2",
+            "0.00",
+            "-",
+            "no node has 2 GPUs and 256 MB free now: it waits"
+        ]
+    );
 }
 
 #[test]

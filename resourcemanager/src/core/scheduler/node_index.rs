@@ -120,6 +120,16 @@ impl NodeIndex {
         self.buckets.get(partition).and_then(|v| v.get(b))
     }
 
+    /// Whether any indexed node of `partition` has `gpus` GPUs and `mem` MB free (other
+    /// types not looked at). Not counted as probes: it answers a reason, not a placement.
+    pub fn has_room_for(&self, partition: &str, gpus: i64, mem: i64) -> bool {
+        let g = gpus.clamp(0, MAX_BUCKET as i64) as usize;
+        (g..=MAX_BUCKET).any(|b| {
+            self.bucket(partition, b)
+                .is_some_and(|set| set.range((mem, 0)..).next().is_some())
+        })
+    }
+
     /// The distinct totals of one partition's schedulable nodes, each with its node count.
     pub fn partition_shapes(&self, partition: &str) -> impl Iterator<Item = (&Resource, usize)> {
         self.shapes

@@ -21,6 +21,9 @@ pub enum WaitReason {
         used_pct: f64,
         max_pct: f64,
     },
+    /// The queues have room, but no node of the partition has the ask's GPUs and memory
+    /// free now (Slurm's `Resources`).
+    NoNodeRoom { need: Resource, partition: String },
     /// A parent, the root or a partition is full of other queues' work.
     Full {
         scope: FullScope,
@@ -91,6 +94,23 @@ impl fmt::Display for FullScope {
 impl fmt::Display for WaitReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            WaitReason::NoNodeRoom { need, partition } => {
+                let gpus = need.get(spindle_common::resource::GPU);
+                let what = if gpus > 0 {
+                    format!("{gpus} GPUs and {} MB", need.memory_mb)
+                } else {
+                    format!("{} MB", need.memory_mb)
+                };
+                let where_ = if partition.is_empty() {
+                    String::new()
+                } else {
+                    format!(" of partition {partition}")
+                };
+                write!(
+                    f,
+                    "no node{where_} has {what} free now: it waits for running containers to end"
+                )
+            }
             WaitReason::QueueAtMaximum {
                 queue,
                 used_pct,
@@ -197,13 +217,21 @@ impl Scheduler {
             .asks
             .values()
             .find(|x| x.any > 0 && x.gang.is_none() && x.is_am == am)?;
-        self.room_reason(
-            a.queue,
-            &ask.partition,
-            &ask.capability,
-            &Resource::zero(),
-            monitor,
-        )
+        let need = &ask.capability;
+        self.room_reason(a.queue, &ask.partition, need, &Resource::zero(), monitor)
+            .or_else(|| {
+                let fits = self.nodes().has_room_for(
+                    &ask.partition,
+                    need.get(spindle_common::resource::GPU),
+                    need.memory_mb,
+                );
+                (!fits && self.nodes().partition_nodes(&ask.partition) > 0).then(|| {
+                    WaitReason::NoNodeRoom {
+                        need: need.clone(),
+                        partition: ask.partition.clone(),
+                    }
+                })
+            })
     }
 
     /// Why an ask of `need` for `leaf` in `part` waits for queue room, when a queue on its

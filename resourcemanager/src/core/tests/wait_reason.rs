@@ -200,3 +200,35 @@ fn an_ask_with_room_has_no_room_reason() {
     s.charge(&app(1), &NodeId::new("n1", 1), &gpus(1));
     assert_eq!(s.ask_room_reason(&app(1), false, true), None);
 }
+
+#[test]
+fn an_ask_no_node_has_room_for_is_told_so_when_the_queues_have_room() {
+    // Two nodes of 4 GPUs, research holding 2 on each: 4 GPUs free in the cluster (room for
+    // prod's queues), but no node has 3 free.
+    let mut s = sched(100.0, false);
+    s.add_node(
+        NodeId::new("n2", 1),
+        "/r1".into(),
+        Resource::new(65536, 32).with(GPU, 4),
+        Resource::zero(),
+    );
+    let research = s.tree().leaf("research").expect("research");
+    let prod = s.tree().leaf("prod").expect("prod");
+    s.add_app(app(1), research, "r", 0, 1, Resource::new(128, 1));
+    for n in ["n1", "n2"] {
+        s.charge(&app(1), &NodeId::new(n, 1), &gpus(2));
+    }
+    s.add_app(app(2), prod, "p", 0, 2, Resource::new(128, 1));
+    let key = AskKey {
+        priority: 1,
+        allocation_request_id: 1,
+    };
+    s.set_ask(&app(2), key, Ask::new(gpus(3), 1));
+    assert!(s.schedule().is_empty(), "no node fits 3 GPUs");
+    let r = s.ask_room_reason(&app(2), false, true).expect("a reason");
+    assert!(matches!(r, WaitReason::NoNodeRoom { .. }), "{r:?}");
+    assert_eq!(
+        r.to_string(),
+        "no node has 3 GPUs and 1024 MB free now: it waits for running containers to end"
+    );
+}
