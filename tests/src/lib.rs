@@ -175,6 +175,26 @@ pub struct ClusterOpts {
     pub nm_props: Vec<(String, String)>,
 }
 
+impl ClusterOpts {
+    /// `nodes` NMs with the fake GPUs of `discovery` (see [`fake_gpus`]) and 8 vcores each,
+    /// `yarn.io/gpu` a resource type of the RM.
+    pub fn with_fake_gpus(nodes: usize, discovery: &Path) -> Self {
+        const GPU: &str = "yarn.io/gpu";
+        ClusterOpts {
+            nodes,
+            rm_props: vec![("yarn.resource-types".into(), GPU.into())],
+            nm_props: vec![
+                ("yarn.nodemanager.resource-plugins".into(), GPU.into()),
+                (
+                    "yarn.nodemanager.resource-plugins.gpu.path-to-discovery-executables".into(),
+                    discovery.display().to_string(),
+                ),
+                ("yarn.nodemanager.resource.cpu-vcores".into(), "8".into()),
+            ],
+        }
+    }
+}
+
 fn read_addr(path: &Path, d: &mut Daemon) -> String {
     wait_until(
         &format!("{} to listen ({})", d.name, d.log.display()),

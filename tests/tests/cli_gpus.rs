@@ -16,7 +16,6 @@ use spindle_system_tests::{
 };
 
 const T: Duration = Duration::from_secs(60);
-const GPU: &str = "yarn.io/gpu";
 
 /// `spindle ARGS` as `user`; (exit status, stdout, stderr).
 fn spindle_as(c: &Cluster, user: &str, args: &[&str]) -> (i32, String, String) {
@@ -88,18 +87,7 @@ fn the_cli_lists_gpus_filters_by_queue_and_user_and_refuses_before_taking_an_id(
     let scratch = tempfile::tempdir().expect("tempdir");
     let gpus = fake_gpus_in(scratch.path(), "gpus", "FAKE_GPU_COUNT=4\n");
     let c = Cluster::start_with_files(
-        ClusterOpts {
-            nodes: 1,
-            rm_props: vec![("yarn.resource-types".into(), GPU.into())],
-            nm_props: vec![
-                ("yarn.nodemanager.resource-plugins".into(), GPU.into()),
-                (
-                    "yarn.nodemanager.resource-plugins.gpu.path-to-discovery-executables".into(),
-                    gpus.display().to_string(),
-                ),
-                ("yarn.nodemanager.resource.cpu-vcores".into(), "8".into()),
-            ],
-        },
+        ClusterOpts::with_fake_gpus(1, &gpus),
         &[("capacity-scheduler.xml", &cs)],
     );
 

@@ -63,18 +63,7 @@ fn a_prod_ask_behind_a_full_root_names_root_research() {
         ("root.prod.maximum-capacity", "50"),
     ]);
     let c = Cluster::start_with_files(
-        ClusterOpts {
-            nodes: 1,
-            rm_props: vec![("yarn.resource-types".into(), GPU.into())],
-            nm_props: vec![
-                ("yarn.nodemanager.resource-plugins".into(), GPU.into()),
-                (
-                    "yarn.nodemanager.resource-plugins.gpu.path-to-discovery-executables".into(),
-                    gpus.display().to_string(),
-                ),
-                ("yarn.nodemanager.resource.cpu-vcores".into(), "8".into()),
-            ],
-        },
+        ClusterOpts::with_fake_gpus(1, &gpus),
         &[("capacity-scheduler.xml", &queues)],
     );
     let research = submit(&c, "research", 4);
@@ -214,18 +203,7 @@ fn an_ask_no_node_has_room_for_says_so_in_the_list() {
     let scratch = tempfile::tempdir().expect("tempdir");
     let gpus = fake_gpus(scratch.path(), 4);
     let c = Cluster::start_with_files(
-        ClusterOpts {
-            nodes: 2,
-            rm_props: vec![("yarn.resource-types".into(), GPU.into())],
-            nm_props: vec![
-                ("yarn.nodemanager.resource-plugins".into(), GPU.into()),
-                (
-                    "yarn.nodemanager.resource-plugins.gpu.path-to-discovery-executables".into(),
-                    gpus.display().to_string(),
-                ),
-                ("yarn.nodemanager.resource.cpu-vcores".into(), "8".into()),
-            ],
-        },
+        ClusterOpts::with_fake_gpus(2, &gpus),
         &[(
             "capacity-scheduler.xml",
             &cs_xml(&[("maximum-am-resource-percent", "1.0")]),
