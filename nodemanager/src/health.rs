@@ -158,25 +158,22 @@ pub fn spawn(
 
 /// One run of the health script: Some(why) if it says the node is unhealthy.
 pub async fn run_script(path: &Path, opts: &[String], timeout: Duration) -> Option<String> {
-    let mut cmd = tokio::process::Command::new(path);
-    cmd.args(opts)
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    let out = match tokio::time::timeout(timeout, cmd.output()).await {
-        Err(_) => {
+    let out = match crate::plugins::exec::run(path, opts, timeout).await {
+        Err(crate::plugins::exec::ExecError::Timeout { .. }) => {
             return Some(format!(
                 "Node health script {} timed out after {} ms",
                 path.display(),
                 timeout.as_millis()
             ))
         }
-        Ok(Err(e)) => {
+        Err(crate::plugins::exec::ExecError::Spawn { source: e, .. }) => {
             return Some(format!(
                 "Node health script {} could not run: {e}",
                 path.display()
             ))
         }
-        Ok(Ok(out)) => out,
+        Err(e) => return Some(format!("Node health script {} failed: {e}", path.display())),
+        Ok(out) => out,
     };
     let text = String::from_utf8_lossy(&out.stdout);
     let errors: Vec<&str> = text

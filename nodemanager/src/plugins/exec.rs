@@ -86,16 +86,39 @@ async fn read_capped<R: AsyncRead + Unpin>(r: Option<R>, max: usize) -> (Vec<u8>
     (kept, over)
 }
 
+/// Spawns `cmd`, trying again for a short while when the executable is "busy" (ETXTBSY):
+/// a file just written (a tool being reinstalled, a script a test wrote) stays busy while any
+/// process forked at that moment still holds its write descriptor, until that child execs.
+async fn spawn_when_not_busy(cmd: &mut Command) -> std::io::Result<tokio::process::Child> {
+    const TRIES: u32 = 8;
+    let mut pause = Duration::from_millis(5);
+    for _ in 1..TRIES {
+        match cmd.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            other => return other,
+        }
+    }
+    cmd.spawn()
+}
+
 /// Runs `path args...` in its own process group with a null stdin, waits at most `timeout`.
-pub async fn run(path: &Path, args: &[&str], timeout: Duration) -> Result<ExecOutput, ExecError> {
-    let mut child = Command::new(path)
-        .args(args)
+pub async fn run<S: AsRef<std::ffi::OsStr>>(
+    path: &Path,
+    args: &[S],
+    timeout: Duration,
+) -> Result<ExecOutput, ExecError> {
+    let mut cmd = Command::new(path);
+    cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
+        .kill_on_drop(true);
+    let mut child = spawn_when_not_busy(&mut cmd)
+        .await
         .map_err(|source| ExecError::Spawn {
             path: path.to_path_buf(),
             source,
@@ -183,7 +206,7 @@ mod tests {
         assert_eq!(o.describe_status(), "exit status 3");
         assert_eq!(o.stderr_line(), "bad thing x");
         assert!(matches!(
-            run(&d.path().join("missing"), &[], Duration::from_secs(1)).await,
+            run::<&str>(&d.path().join("missing"), &[], Duration::from_secs(1)).await,
             Err(ExecError::Spawn { .. })
         ));
     }
@@ -198,7 +221,9 @@ mod tests {
             &format!("sleep 30 & echo $! > {}; wait", pidfile.display()),
         );
         let t = Instant::now();
-        let e = run(&p, &[], Duration::from_millis(300)).await.unwrap_err();
+        let e = run::<&str>(&p, &[], Duration::from_millis(300))
+            .await
+            .unwrap_err();
         assert!(matches!(e, ExecError::Timeout { .. }), "{e}");
         assert!(t.elapsed() < Duration::from_secs(5));
         let pid: i32 = std::fs::read_to_string(&pidfile)
