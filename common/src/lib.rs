@@ -12,6 +12,7 @@ pub mod cluster_secret;
 pub mod config;
 pub mod env;
 pub mod ids;
+pub mod image_ref;
 pub mod localtime;
 pub mod net;
 pub mod paths;

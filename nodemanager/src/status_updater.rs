@@ -254,6 +254,7 @@ impl StatusUpdater {
                 container_statuses: reports,
                 node_attributes: now.attributes.clone(),
                 node_labels: now.labels.clone(),
+                node_images: None,
             };
             let failure = match self
                 .post::<_, RegisterNodeManagerResponse>(REGISTER_PATH, &req)
@@ -419,6 +420,7 @@ impl StatusUpdater {
             },
             node_labels: changes.labels,
             node_attributes: changes.attributes,
+            node_images: None,
             last_known_container_token_master_key: self.key_id.map(MasterKey::id_only),
         };
         self.post(HEARTBEAT_PATH, &req).await.map(Some)

@@ -309,6 +309,7 @@ fn app_asks(spec: &BenchSpec, i: usize) -> Vec<AskUpdate> {
     let constrained = spec.constrained && i % 2 == 1;
     (0..3u64)
         .map(|k| AskUpdate {
+            image: None,
             label: None,
             tags: if constrained {
                 vec![format!("t{k}")]
@@ -503,6 +504,7 @@ pub fn run_gangs(spec: &BenchSpec) -> GangBenchResult {
     let mut rng = Rng(spec.seed | 1);
     let sizes = [1u32, 2, 4, 8, 16, 32];
     let gang_ask = |size: u32, round: u64| AskUpdate {
+        image: None,
         label: None,
         tags: Vec::new(),
         constraint: None,
@@ -524,6 +526,7 @@ pub fn run_gangs(spec: &BenchSpec) -> GangBenchResult {
         )),
     };
     let cpu_ask = AskUpdate {
+        image: None,
         label: None,
         tags: Vec::new(),
         constraint: None,

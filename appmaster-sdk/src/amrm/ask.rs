@@ -29,6 +29,9 @@ pub struct ContainerRequest {
     pub allocation_tags: Vec<String>,
     /// Where the container may go: tags (IN, NOTIN, CARDINALITY) and node attributes.
     pub placement_constraint: Option<PlacementConstraintInfo>,
+    /// Spindle's extension: the container image the container will run in (set the same
+    /// image in its launch context). Nodes already holding it are preferred.
+    pub image: Option<String>,
 }
 
 impl ContainerRequest {
@@ -44,7 +47,13 @@ impl ContainerRequest {
             gang: None,
             allocation_tags: Vec::new(),
             placement_constraint: None,
+            image: None,
         }
+    }
+    /// The image the container runs in: nodes already holding it are preferred.
+    pub fn image(mut self, image: impl Into<String>) -> Self {
+        self.image = Some(image.into());
+        self
     }
     pub fn allocation_tags(mut self, tags: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.allocation_tags = tags.into_iter().map(Into::into).collect();
@@ -169,6 +178,7 @@ struct AskEntry {
     gang: Option<GangSpec>,
     allocation_tags: Vec<String>,
     placement_constraint: Option<PlacementConstraintInfo>,
+    image: Option<String>,
 }
 
 /// The client side of the desired-state ask table.
@@ -239,6 +249,7 @@ impl AskTable {
                 gang: req.gang.clone(),
                 allocation_tags: req.allocation_tags.clone(),
                 placement_constraint: req.placement_constraint.clone(),
+                image: req.image.clone(),
             });
             if e.num_containers == 0 {
                 e.capability = req.capability.clone();
@@ -247,6 +258,7 @@ impl AskTable {
                 e.gang = req.gang.clone();
                 e.allocation_tags = req.allocation_tags.clone();
                 e.placement_constraint = req.placement_constraint.clone();
+                e.image = req.image.clone();
             }
             e.num_containers += 1;
         }
@@ -344,6 +356,7 @@ impl AskTable {
                 gang: e.gang.clone(),
                 allocation_tags: e.allocation_tags.clone(),
                 placement_constraint: e.placement_constraint.clone(),
+                image: e.image.clone(),
             })
             .collect()
     }

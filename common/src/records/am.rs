@@ -55,6 +55,11 @@ pub struct ResourceRequest {
     /// checked with the node's label, attributes and tags, for gang members too.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub placement_constraint: Option<super::labels::PlacementConstraintInfo>,
+    /// Spindle's extension: the container image the containers will run in (what the
+    /// launch context's `YARN_CONTAINER_RUNTIME_RUNC_IMAGE` names). Nodes that already hold
+    /// it are preferred among those that fit; never a reason to wait.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 /// How a gang wants to be placed and how long it may wait.
@@ -259,6 +264,7 @@ impl Default for ResourceRequest {
             gang: None,
             allocation_tags: Vec::new(),
             placement_constraint: None,
+            image: None,
         }
     }
 }

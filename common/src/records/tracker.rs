@@ -40,6 +40,25 @@ pub struct RegisterNodeManagerRequest {
     /// partition; absent when the NM does not provide labels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_labels: Option<Vec<String>>,
+    /// Spindle's extension: the container images in the NM's cache (absent: it runs no
+    /// image containers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_images: Option<Vec<NodeImageInfo>>,
+}
+
+/// Spindle's extension: one container image a node holds, as the NM reports it (register,
+/// and heartbeats when the cache changed) and the RM shows it (`images` of a node).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeImageInfo {
+    /// The references it was pulled as (`registry/repo:tag`).
+    #[serde(default)]
+    pub names: Vec<String>,
+    /// Its manifest digest (`sha256:...`).
+    pub digest: String,
+    /// Bytes its unpacked layers take on the node.
+    #[serde(default)]
+    pub size_bytes: u64,
 }
 
 pub use crate::resource::GPU_MODEL_ATTRIBUTE;
@@ -115,6 +134,9 @@ pub struct NodeHeartbeatRequest {
     /// The NM's `nm.yarn.io/` attributes when they changed since the last report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_attributes: Option<std::collections::BTreeMap<String, String>>,
+    /// The NM's cached container images when they changed since the last report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_images: Option<Vec<NodeImageInfo>>,
     /// YARN's `lastKnownContainerTokenMasterKey`: the id of the newest container-token
     /// master key the NM holds (`keyId` only; never the key). The RM sends its newest key in
     /// the answer when the ids differ (or this is absent).

@@ -18,6 +18,9 @@ pub struct AskUpdate {
     /// Its containers' allocation tags.
     pub tags: Vec<String>,
     pub constraint: Option<scheduler::placement::Constraint>,
+    /// The container image its containers run in (canonical, as the edge normalized it):
+    /// nodes that already hold it are preferred among those that fit.
+    pub image: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -339,10 +342,13 @@ impl RmCore {
             ask.partition = part.clone();
             ask.tags = a.tags.clone();
             ask.constraint = a.constraint.clone();
+            ask.image = a.image.clone();
             if let Some((gid, request)) = &a.gang {
-                let params = request
-                    .clone()
-                    .with_ask(part, a.tags.clone(), a.constraint.clone());
+                let mut params =
+                    request
+                        .clone()
+                        .with_ask(part, a.tags.clone(), a.constraint.clone());
+                params.image = a.image.clone();
                 let running_elastic = self
                     .sched
                     .gang(app_id, gid)

@@ -176,6 +176,8 @@ pub enum CoreError {
     CentralizedLabels,
     #[error("attribute {name} has a bad prefix: centrally set attributes are rm.yarn.io/ (or bare names), NodeManagers report nm.yarn.io/")]
     BadAttributePrefix { name: String },
+    #[error("the node reports {count} container images; at most {max} are taken")]
+    TooManyNodeImages { count: usize, max: usize },
     #[error("attribute name `{0}` is invalid: it must start with a letter or digit and contain only letters, digits, '-', '_' and '.'")]
     InvalidAttributeName(String),
     #[error("node {node} has no attribute {name}")]
@@ -252,6 +254,7 @@ impl CoreError {
             | DistributedLabels
             | CentralizedLabels
             | BadAttributePrefix { .. }
+            | TooManyNodeImages { .. }
             | InvalidAttributeName(_)
             | UnknownAttribute { .. }
             | QueueNamesUnknownLabel { .. }

@@ -23,6 +23,7 @@ mod dependencies;
 mod elastic;
 mod error;
 mod idle;
+pub mod images;
 mod keys;
 pub mod labels;
 mod nodes;

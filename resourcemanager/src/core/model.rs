@@ -597,6 +597,8 @@ pub struct Node {
     pub cpu_usage: f32,
     /// Attributes the NM reported (`nm.yarn.io/gpu-model`, ...).
     pub attributes: BTreeMap<String, String>,
+    /// The container images its NM last said it holds.
+    pub images: Vec<super::images::NodeImage>,
     /// A graceful decommission's drain: `Some` exactly while `state` is DECOMMISSIONING.
     pub decommissioning: Option<Decommissioning>,
 }

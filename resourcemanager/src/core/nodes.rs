@@ -215,6 +215,7 @@ impl RmCore {
             mem_used_physical_mb: 0,
             cpu_usage: 0.0,
             attributes: reg.attributes.clone(),
+            images: Vec::new(),
             decommissioning: drain,
         };
         let node = Node {
@@ -279,6 +280,7 @@ impl RmCore {
             mem_used_physical_mb: 0,
             cpu_usage: 0.0,
             attributes: reg.attributes,
+            images: Vec::new(),
             decommissioning: None,
         };
         self.nodes.insert(id, node);

@@ -194,11 +194,13 @@ pub enum QueryCommand {
 pub struct SelfReport {
     pub labels: Option<Vec<String>>,
     pub attributes: Option<BTreeMap<String, String>>,
+    /// The container images in its cache, when they changed.
+    pub images: Option<Vec<crate::core::images::NodeImage>>,
 }
 
 impl SelfReport {
     pub fn is_empty(&self) -> bool {
-        self.labels.is_none() && self.attributes.is_none()
+        self.labels.is_none() && self.attributes.is_none() && self.images.is_none()
     }
 }
 
@@ -207,6 +209,7 @@ impl SelfReport {
 pub struct SelfReportRefusals {
     pub labels: Option<CoreError>,
     pub attributes: Option<CoreError>,
+    pub images: Option<CoreError>,
 }
 
 /// One NM heartbeat as the driver applies it.

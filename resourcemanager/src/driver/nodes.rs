@@ -103,10 +103,17 @@ impl Driver {
         let attributes = says
             .attributes
             .and_then(|a| self.core.report_node_attributes(node, a).err());
-        if let Some(why) = labels.as_ref().or(attributes.as_ref()) {
-            warn!(node_id = %node, "refused the node's own labels or attributes: {why}");
+        let images = says
+            .images
+            .and_then(|i| self.core.report_node_images(node, i).err());
+        if let Some(why) = labels.as_ref().or(attributes.as_ref()).or(images.as_ref()) {
+            warn!(node_id = %node, "refused what the node says of itself: {why}");
         }
         self.core.run_after_change(now);
-        SelfReportRefusals { labels, attributes }
+        SelfReportRefusals {
+            labels,
+            attributes,
+            images,
+        }
     }
 }

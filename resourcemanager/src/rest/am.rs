@@ -117,6 +117,11 @@ async fn allocate(
         let capability = a.capability.to_resource();
         check_resource("capability", &capability)?;
         asks.push(AskUpdate {
+            image: a
+                .image
+                .map(|i| spindle_common::image_ref::ImageRef::parse(&i).map(|r| r.placement_key()))
+                .transpose()
+                .map_err(|e| ApiError::bad_request(e.to_string()))?,
             priority: a.priority,
             allocation_request_id: a.allocation_request_id,
             resource_name: a.resource_name,

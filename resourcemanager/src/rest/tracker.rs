@@ -79,6 +79,7 @@ async fn register(
     let says = SelfReport {
         labels,
         attributes: (!foreign.is_empty()).then_some(foreign),
+        images: node_images(req.node_images),
     };
     let r = st
         .driver
@@ -131,6 +132,7 @@ async fn heartbeat(
         says: SelfReport {
             labels: req.node_labels,
             attributes: req.node_attributes,
+            images: node_images(req.node_images),
         },
     };
     let last_known_key = req.last_known_container_token_master_key;
@@ -219,13 +221,42 @@ fn gpu_uses(
 }
 
 /// The refusals of what the NM said of itself, for `diagnosticsMessage`.
+/// The NM's images as the core keeps them: names normalized as asks' images are (a name
+/// that is no image reference is dropped), digests only when they are `sha256:<hex>`.
+fn node_images(list: Option<Vec<NodeImageInfo>>) -> Option<Vec<crate::core::images::NodeImage>> {
+    use spindle_common::image_ref::ImageRef;
+    let digest_ok = |d: &str| {
+        d.strip_prefix("sha256:")
+            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    let list = list?;
+    Some(
+        list.into_iter()
+            .map(|i| crate::core::images::NodeImage {
+                names: i
+                    .names
+                    .iter()
+                    .filter_map(|n| ImageRef::parse(n).ok())
+                    .map(|r| r.to_string())
+                    .collect(),
+                digest: Some(i.digest).filter(|d| digest_ok(d)).unwrap_or_default(),
+                size_bytes: i.size_bytes,
+            })
+            .collect(),
+    )
+}
+
 fn diagnostics(refused: &SelfReportRefusals) -> String {
-    [refused.labels.as_ref(), refused.attributes.as_ref()]
-        .into_iter()
-        .flatten()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
+    [
+        refused.labels.as_ref(),
+        refused.attributes.as_ref(),
+        refused.images.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .map(ToString::to_string)
+    .collect::<Vec<_>>()
+    .join("; ")
 }
 
 async fn unregister(

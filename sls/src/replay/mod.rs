@@ -654,6 +654,7 @@ impl<'a> Sim<'a> {
             // An elastic gang: one ask for its maximum, granted at least its minimum.
             let Some(t) = job.tasks.first() else { return };
             let ask = AskUpdate {
+                image: None,
                 label: None,
                 tags: Vec::new(),
                 constraint: None,
@@ -688,6 +689,7 @@ impl<'a> Sim<'a> {
             })
             .filter(|(_, _, n)| *n > 0)
             .map(|(g, t, n)| AskUpdate {
+                image: None,
                 label: None,
                 tags: Vec::new(),
                 constraint: None,

@@ -717,6 +717,9 @@ pub struct NodeInfo {
     /// seconds (absent otherwise, and when it has none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decommissioning_timeout: Option<i64>,
+    /// Spindle's extension: the container images the node holds.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<crate::records::tracker::NodeImageInfo>,
 }
 
 impl Default for NodeInfo {
@@ -749,6 +752,7 @@ impl Default for NodeInfo {
             total_resource: Default::default(),
             node_attributes_info: serde_json::json!({}),
             decommissioning_timeout: None,
+            images: Vec::new(),
         }
     }
 }

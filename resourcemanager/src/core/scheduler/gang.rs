@@ -81,6 +81,7 @@ impl GangRequest {
             partition,
             tags,
             constraint,
+            image: None,
         }
     }
 }
@@ -110,6 +111,8 @@ pub struct GangParams {
     pub tags: Vec<String>,
     /// Where every member may go (checked node by node, with the tags already there).
     pub constraint: Option<super::placement::Constraint>,
+    /// The members' container image: a plan on nodes that hold it is tried first.
+    pub image: Option<String>,
 }
 
 /// A gang's life in the scheduler.
@@ -223,10 +226,18 @@ pub fn plan(
         }
         _ => params,
     };
-    match &params.domain {
-        Some(d) => super::topology::plan_in_domain(nodes, units, params, d, cap, &eligible),
-        None => plan_models(nodes, units, params, cap, &eligible),
+    let plan_on = |allowed: &dyn Fn(usize) -> bool| match &params.domain {
+        Some(d) => super::topology::plan_in_domain(nodes, units, params, d, cap, allowed),
+        None => plan_models(nodes, units, params, cap, allowed),
+    };
+    // The whole gang on nodes already holding its image, when it fits there.
+    if let Some(image) = params.image.as_deref() {
+        let holding = |s: usize| nodes.holds_image(s, image) && eligible(s);
+        if let p @ Plan::Fits(_) = plan_on(&holding) {
+            return p;
+        }
     }
+    plan_on(&eligible)
 }
 
 /// [`plan`] without a topology domain: the gang's GPU-model constraints, then its policy.

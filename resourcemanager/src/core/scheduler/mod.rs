@@ -23,6 +23,7 @@ pub mod elastic_policy;
 pub mod feasible;
 pub mod gang;
 mod gang_turn;
+mod image_holders;
 mod las;
 pub mod node_index;
 mod pass;
@@ -71,6 +72,8 @@ pub struct Ask {
     pub tags: Vec<String>,
     /// Where its containers may go besides room and partition.
     pub constraint: Option<placement::Constraint>,
+    /// The container image its containers run in: nodes holding it are tried first.
+    pub image: Option<String>,
 }
 
 impl Ask {
@@ -87,6 +90,7 @@ impl Ask {
             partition: String::new(),
             tags: Vec::new(),
             constraint: None,
+            image: None,
         }
     }
     fn has_hosts(&self) -> bool {
@@ -292,6 +296,11 @@ impl Scheduler {
 
     pub fn set_node_attributes(&mut self, id: &NodeId, attributes: BTreeMap<String, String>) {
         self.nodes.set_attributes(id, attributes);
+    }
+
+    /// The container images a node holds (names and digests): asks naming one prefer it.
+    pub fn set_node_images(&mut self, id: &NodeId, images: BTreeSet<String>) {
+        self.nodes.set_images(id, images);
     }
 
     /// The cluster's label set (name to exclusivity); nodes' partitions must be in it.

@@ -59,6 +59,8 @@ pub struct NodeIndex {
     by_id: BTreeMap<NodeId, usize>,
     by_host: BTreeMap<String, BTreeSet<usize>>,
     by_rack: BTreeMap<String, BTreeSet<usize>>,
+    /// The container images each node holds.
+    images: super::image_holders::ImageHolders,
     /// Per partition: nodes by free GPUs, then free memory.
     buckets: BTreeMap<String, Vec<BTreeSet<(i64, usize)>>>,
     /// Per partition: the totals of its schedulable nodes.
@@ -456,6 +458,7 @@ impl NodeIndex {
                 self.by_rack.remove(&node.rack);
             }
         }
+        self.images.forget(slot);
         self.free_slots.push(slot);
         Some(node)
     }
@@ -670,6 +673,33 @@ impl NodeIndex {
         {
             n.attributes = attributes;
         }
+    }
+
+    /// The container images the node holds (its NM's last report): a preference for asks
+    /// naming one of them. Room does not change, so neither does the room epoch.
+    pub fn set_images(&mut self, id: &NodeId, images: BTreeSet<String>) {
+        if let Some(slot) = self.slot(id) {
+            self.images.set(slot, images);
+        }
+    }
+
+    /// Whether the node in `slot` holds `image`.
+    pub fn holds_image(&self, slot: usize, image: &str) -> bool {
+        self.images.holds(slot, image)
+    }
+
+    /// A node holding `image` that fits `ask` and passes `also` (at most `PROBES * 4` of
+    /// the holders looked at, in slot order).
+    pub fn find_holding(
+        &self,
+        image: &str,
+        ask: &Resource,
+        also: &dyn Fn(&SchedNode) -> bool,
+    ) -> Option<usize> {
+        self.images
+            .holders(image)
+            .take(PROBES * 4)
+            .find(|s| self.fits(*s, ask) && self.get(*s).is_some_and(also))
     }
 
     pub fn set_gpu_model(&mut self, id: &NodeId, model: Option<String>) {

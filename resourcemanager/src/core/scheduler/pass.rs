@@ -459,7 +459,12 @@ impl Scheduler {
                 .find_map(|p| nodes.find_any(cap, p, probes, &also))
         };
         if !ask.has_hosts() && !ask.has_racks() {
-            return anywhere();
+            // A node already holding the image first (a preference: never a wait).
+            let holding = ask
+                .image
+                .as_deref()
+                .and_then(|i| nodes.find_holding(i, cap, &also));
+            return holding.or_else(anywhere);
         }
         let hosts = ask.hosts.iter().filter(|(_, c)| **c > 0).map(|(h, _)| h);
         if let Some(s) = self.nodes.find_on_hosts(hosts, cap, &also) {

@@ -262,6 +262,7 @@ fn gang_ask(n: u32, cap: Resource, elastic: Option<(u32, u32)>) -> AskUpdate {
         });
     }
     AskUpdate {
+        image: None,
         label: None,
         tags: Vec::new(),
         constraint: None,

@@ -254,6 +254,7 @@ fn fifo_serves_priority_then_submission_and_fair_shares() {
                 &ams[&id],
                 0,
                 vec![AskUpdate {
+                    image: None,
                     label: None,
                     tags: Vec::new(),
                     constraint: None,
@@ -707,6 +708,7 @@ fn delay_scheduling_waits_for_the_host_then_relaxes() {
     let ams = start_ams(&mut env);
     // Fill h2, then ask for 1 container on h2 (full): the ask waits 3 + 2 opportunities.
     let h2_fill = AskUpdate {
+        image: None,
         label: None,
         tags: Vec::new(),
         constraint: None,
@@ -719,6 +721,7 @@ fn delay_scheduling_waits_for_the_host_then_relaxes() {
         gang: None,
     };
     let star = AskUpdate {
+        image: None,
         label: None,
         tags: Vec::new(),
         constraint: None,
@@ -741,6 +744,7 @@ fn delay_scheduling_waits_for_the_host_then_relaxes() {
         "h2 is full now"
     );
     let want_h2 = AskUpdate {
+        image: None,
         label: None,
         tags: Vec::new(),
         constraint: None,
@@ -753,6 +757,7 @@ fn delay_scheduling_waits_for_the_host_then_relaxes() {
         gang: None,
     };
     let star2 = AskUpdate {
+        image: None,
         label: None,
         tags: Vec::new(),
         constraint: None,
@@ -801,6 +806,7 @@ fn per_queue_maximum_allocation_refuses_bigger_asks() {
     let app = submit_as(&mut env, "small", "u");
     let ams = start_ams(&mut env);
     let big = AskUpdate {
+        image: None,
         label: None,
         tags: Vec::new(),
         constraint: None,

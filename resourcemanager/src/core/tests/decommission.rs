@@ -511,6 +511,7 @@ proptest! {
                     if let Some(att) = att {
                         let _ = env.core.am_register(&att, "h".into(), 0, String::new(), env.now);
                         let ask = AskUpdate {
+                            image: None,
                             label: None,
                             tags: Vec::new(),
                             constraint: None,

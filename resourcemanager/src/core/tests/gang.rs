@@ -387,6 +387,7 @@ fn the_timeout_reaches_the_am_and_a_hard_one_fails_the_application() {
             .am_register(&att, "h".into(), 0, String::new(), env.now)
             .expect("register");
         let gang = AskUpdate {
+            image: None,
             label: None,
             tags: Vec::new(),
             constraint: None,
@@ -460,6 +461,7 @@ fn a_failed_member_is_reported_with_its_gang() {
         .am_register(&att, "h".into(), 0, String::new(), env.now)
         .expect("register");
     let gang = AskUpdate {
+        image: None,
         label: None,
         tags: Vec::new(),
         constraint: None,

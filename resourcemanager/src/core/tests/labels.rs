@@ -71,6 +71,7 @@ fn ask(
 ) -> Result<AllocateReply, CoreError> {
     let att = c.att(app);
     let a = AskUpdate {
+        image: None,
         label: label.map(str::to_string),
         tags: tags.iter().map(|t| t.to_string()).collect(),
         constraint,
@@ -202,6 +203,7 @@ fn per_label_queue_capacities_share_a_partition() {
     let att_a = c.att(&a);
     let att_b = c.att(&b);
     let mk = |n| AskUpdate {
+        image: None,
         label: Some("h100".into()),
         tags: vec![],
         constraint: None,
@@ -342,6 +344,7 @@ fn a_gang_is_planned_whole_inside_its_partition_and_constraint() {
     let app = c.start("a", "u", 0);
     let att = c.att(&app);
     let gang = |n: u32| AskUpdate {
+        image: None,
         label: Some("h100".into()),
         tags: vec!["worker".into()],
         constraint: Some(Constraint::And(vec![

@@ -16,6 +16,7 @@ mod dependencies;
 mod elastic;
 mod gang;
 mod idle;
+mod images;
 mod keys;
 mod labels;
 mod lifetime;
@@ -174,6 +175,7 @@ impl TestEnv {
                 att,
                 0,
                 vec![AskUpdate {
+                    image: None,
                     label: None,
                     tags: Vec::new(),
                     constraint: None,
@@ -411,6 +413,7 @@ fn oversized_asks_are_refused_and_change_nothing() {
             &att,
             0,
             vec![AskUpdate {
+                image: None,
                 label: None,
                 tags: Vec::new(),
                 constraint: None,
@@ -459,6 +462,7 @@ fn absurd_resource_values_are_refused_not_overflowed() {
         .am_register(&att, "h".into(), 0, String::new(), env.now)
         .expect("register");
     let huge = AskUpdate {
+        image: None,
         label: None,
         tags: Vec::new(),
         constraint: None,
@@ -574,7 +578,7 @@ proptest! {
                             let att = env.core.apps()[app].current_attempt().map(|x| x.id);
                             if let Some(att) = att {
                                 let _ = env.core.am_register(&att, "h".into(), 0, String::new(), env.now);
-                                let r = env.core.am_allocate(&att, 0, vec![AskUpdate { label: None, tags: Vec::new(), constraint: None, priority: 1, allocation_request_id: 0, resource_name: "*".into(), capability: Resource::new(*m, 1), num_containers: *n, relax_locality: true, gang: None }], vec![], 0.0, env.now);
+                                let r = env.core.am_allocate(&att, 0, vec![AskUpdate { image: None, label: None, tags: Vec::new(), constraint: None, priority: 1, allocation_request_id: 0, resource_name: "*".into(), capability: Resource::new(*m, 1), num_containers: *n, relax_locality: true, gang: None }], vec![], 0.0, env.now);
                                 if let Ok(r) = r { trace.push(format!("{:?}", r.allocated.iter().map(|c| c.id.to_string()).collect::<Vec<_>>())); }
                                 env.step();
                             }

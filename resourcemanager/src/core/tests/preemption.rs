@@ -125,6 +125,7 @@ impl Cluster {
     ) -> AllocateReply {
         let att = self.att(app);
         let ask = AskUpdate {
+            image: None,
             label: None,
             tags: Vec::new(),
             constraint: None,

@@ -445,6 +445,7 @@ fn apply(
                     .core
                     .am_register(&att, "h".into(), 0, String::new(), env.now);
                 let ask = AskUpdate {
+                    image: None,
                     label: None,
                     tags: Vec::new(),
                     constraint: None,
@@ -691,6 +692,7 @@ fn kept_containers_survive_a_failed_am_and_an_rm_restart() {
 /// A gang of 12 x 1024 MB: more than the one 8 GB node the tests' cluster has.
 fn big_gang() -> AskUpdate {
     AskUpdate {
+        image: None,
         label: None,
         tags: Vec::new(),
         constraint: None,
@@ -1237,6 +1239,7 @@ impl Sim {
             }
             World::Ask(a, n) => {
                 let ask = AskUpdate {
+                    image: None,
                     label: None,
                     tags: Vec::new(),
                     constraint: None,

@@ -15,6 +15,7 @@ fn one_queue() -> Cluster {
 /// A plain container of 4096 MB / 2 vcores (and `gpus` GPUs).
 fn plain(c: &mut Cluster, att: &ApplicationAttemptId, gpus: i64) -> ContainerId {
     let ask = AskUpdate {
+        image: None,
         label: None,
         tags: Vec::new(),
         constraint: None,
@@ -109,6 +110,7 @@ fn an_increase_waits_for_room_on_its_node_and_comes_in_a_later_answer() {
     let first = plain(&mut c, &att, 0);
     // The node (65536 MB) is nearly full: a second container takes most of it.
     let ask = AskUpdate {
+        image: None,
         label: None,
         tags: Vec::new(),
         constraint: None,

@@ -56,6 +56,15 @@ pub(in crate::rest) fn node_info(s: &Snapshot, n: &Node) -> NodeInfo {
             .decommissioning
             .and_then(|d| d.timeout_secs)
             .map(|t| i64::try_from(t).unwrap_or(i64::MAX)),
+        images: n
+            .images
+            .iter()
+            .map(|i| spindle_common::records::tracker::NodeImageInfo {
+                names: i.names.clone(),
+                digest: i.digest.clone(),
+                size_bytes: i.size_bytes,
+            })
+            .collect(),
         ..Default::default()
     }
 }
