@@ -55,6 +55,15 @@ impl ContainerRequest {
         self.image = Some(image.into());
         self
     }
+    /// The image a launch environment asks for (YARN's `YARN_CONTAINER_RUNTIME_*`
+    /// variables), if any and well formed: what the RM prefers nodes by.
+    pub fn image_of_env(mut self, env: &BTreeMap<String, String>) -> Self {
+        use spindle_common::runtime_request::ImageRequest;
+        if let Ok(Some(r)) = ImageRequest::from_env(env) {
+            self.image = Some(r.image.to_string());
+        }
+        self
+    }
     pub fn allocation_tags(mut self, tags: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.allocation_tags = tags.into_iter().map(Into::into).collect();
         self

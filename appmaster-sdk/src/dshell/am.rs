@@ -85,7 +85,8 @@ struct Ask {
 /// The asks `cfg` makes.
 fn asks(cfg: &DsAmConfig) -> Vec<Ask> {
     let base = || {
-        let r = ContainerRequest::new(cfg.container_resources.clone(), cfg.container_priority);
+        let r = ContainerRequest::new(cfg.container_resources.clone(), cfg.container_priority)
+            .image_of_env(&cfg.shell_env);
         match &cfg.node_label_expression {
             Some(e) => r.node_label_expression(e.clone()),
             None => r,

@@ -64,6 +64,8 @@ pub struct GangRequest {
     /// A topology level all members must share a domain of (`rack`, or a node attribute's
     /// name), and whether that is required or only preferred.
     pub domain: Option<(String, bool)>,
+    /// The container image the members run in: nodes holding it are preferred.
+    pub image: Option<String>,
 }
 
 /// How an elastic gang may be sized: the RM grants it at least `min` members whole, then
@@ -147,6 +149,7 @@ impl GangRequest {
             gpu_model: None,
             elastic: None,
             domain: None,
+            image: None,
         }
     }
 
@@ -172,6 +175,12 @@ impl GangRequest {
     /// Only nodes whose GPUs are of this model (`nvidia-smi`'s product name).
     pub fn gpu_model(mut self, model: impl Into<String>) -> Self {
         self.gpu_model = Some(model.into());
+        self
+    }
+    /// The image the members run in (set it in their launch contexts too): the RM prefers
+    /// nodes that already hold it when the gang fits there.
+    pub fn image(mut self, image: impl Into<String>) -> Self {
+        self.image = Some(image.into());
         self
     }
     pub fn placement(mut self, placement: GangPlacement) -> Self {
@@ -313,6 +322,7 @@ impl GangRequest {
                     .allocation_request_id(m.allocation_request_id)
                     .gang(spec.clone());
                 r.node_label_expression = m.node_label_expression.clone();
+                r.image = self.image.clone();
                 out.push(r);
             }
         }

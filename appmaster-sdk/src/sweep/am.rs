@@ -424,7 +424,8 @@ async fn run_sweep(
             trials: doc,
         });
     }
-    let mut request = ContainerRequest::new(resources.clone(), cfg.shell.container_priority);
+    let mut request = ContainerRequest::new(resources.clone(), cfg.shell.container_priority)
+        .image_of_env(&cfg.shell.shell_env);
     if let Some(e) = &cfg.shell.node_label_expression {
         request = request.node_label_expression(e.clone());
     }

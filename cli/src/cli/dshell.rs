@@ -5,8 +5,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Context;
+use spindle_common::image_ref::ImageRef;
 use spindle_common::records::resource::parse_resource_list;
 use spindle_common::resource::Resource;
+use spindle_common::runtime_request::{ImageRequest, MountSpec, RuntimeKind};
 use spindle_common::states::FinalApplicationStatus;
 
 use super::args::{Opt, Parsed, UsageError};
@@ -39,6 +41,11 @@ usage: spindle distributed-shell --shell-command CMD [options]
   --archives X.tgz,...          unpack each .tar/.tar.gz/.tgz into a directory of its name
                                 in every container's working directory
   --src-dir DIR                 pack DIR and unpack it in every container's working directory
+  --image IMG                   run every container in this image (registry/repo:tag,
+                                repo@sha256:..., oci:/dir); the NodeManager pulls and caches
+                                it; nodes that hold it already are preferred
+  --mount SRC:DST[:ro|rw]       bind a node directory into the image (repeatable; the node
+                                must allow SRC); needs --image
   --staging-dir DIR             where the client stages what it ships, on a file system every
                                 NM reads (default: spindle.client.staging-dir, else
                                 <temp dir>/spindle-staging); removed with the application
@@ -88,6 +95,8 @@ pub const OPTS: &[Opt] = &[
     Opt::repeated("shell_args", &[]),
     Opt::repeated("shell_env", &[]),
     Opt::one("src_dir", &[]),
+    Opt::one("image", &[]),
+    Opt::repeated("mount", &[]),
     Opt::repeated("files", &[]),
     Opt::repeated("archives", &[]),
     Opt::one("staging_dir", &[]),
@@ -165,11 +174,55 @@ pub(crate) fn shell_command_from(p: &Parsed, ship: &mut Shipment) -> Result<Stri
     Ok(command)
 }
 
-/// Every `K=V` of a repeatable environment option (`-shell_env`, `--env`).
+/// The containers' environment: every `K=V` of a repeatable environment option
+/// (`-shell_env`, `--env`), and YARN's runtime variables for `--image` and `--mount`.
 pub(crate) fn env_from(
     p: &Parsed,
     option: &'static str,
 ) -> Result<BTreeMap<String, String>, UsageError> {
+    let mut env = plain_env(p, option)?;
+    let Some(image) = image_request(p)? else {
+        return Ok(env);
+    };
+    for (k, v) in image.to_env() {
+        if env.contains_key(&k) {
+            return Err(invalid(
+                option,
+                &k,
+                "--image sets this variable: give --image or the variable, not both",
+            ));
+        }
+        env.insert(k, v);
+    }
+    Ok(env)
+}
+
+/// `--image IMG` with its `--mount SRC:DST[:ro|rw]`s, checked as the NodeManager will.
+fn image_request(p: &Parsed) -> Result<Option<ImageRequest>, UsageError> {
+    let mounts = p
+        .values("mount")
+        .iter()
+        .map(|m| MountSpec::parse(m).map_err(|e| invalid("mount", m, e.to_string())))
+        .collect::<Result<Vec<_>, _>>()?;
+    let Some(v) = p.value("image") else {
+        if let Some(m) = p.values("mount").first() {
+            return Err(invalid(
+                "mount",
+                m,
+                "--mount needs --image (it binds into the image's file system)",
+            ));
+        }
+        return Ok(None);
+    };
+    let image = ImageRef::parse(v).map_err(|e| invalid("image", v, e.to_string()))?;
+    Ok(Some(ImageRequest {
+        kind: RuntimeKind::Runc,
+        image,
+        mounts,
+    }))
+}
+
+fn plain_env(p: &Parsed, option: &'static str) -> Result<BTreeMap<String, String>, UsageError> {
     let mut env = BTreeMap::new();
     for kv in p.values(option) {
         let (k, v) = kv
@@ -315,6 +368,49 @@ mod tests {
 
     fn parsed(a: &[&str]) -> Parsed {
         super::super::parse_with_common(OPTS, a).expect("parses")
+    }
+
+    #[test]
+    fn image_and_mounts_become_yarns_runtime_variables() {
+        let o = options_from(&parsed(&[
+            "--shell-command",
+            "cat /etc/os-release",
+            "--image",
+            "127.0.0.1:5000/busybox:1",
+            "--mount",
+            "/data:/data:ro",
+        ]))
+        .unwrap();
+        let env = &o.am.shell_env;
+        assert_eq!(env["YARN_CONTAINER_RUNTIME_TYPE"], "runc");
+        assert_eq!(
+            env["YARN_CONTAINER_RUNTIME_RUNC_IMAGE"],
+            "127.0.0.1:5000/busybox:1"
+        );
+        assert_eq!(env["YARN_CONTAINER_RUNTIME_RUNC_MOUNTS"], "/data:/data:ro");
+        let err = |a: &[&str]| options_from(&parsed(a)).unwrap_err().to_string();
+        let e = err(&["--shell-command", "x", "--image", "Bad Image"]);
+        assert!(e.contains("image") && e.contains("Bad Image"), "{e}");
+        let e = err(&["--shell-command", "x", "--mount", "/a:/b"]);
+        assert!(e.contains("needs --image"), "{e}");
+        let e = err(&[
+            "--shell-command",
+            "x",
+            "--image",
+            "busybox",
+            "--mount",
+            "a:/b",
+        ]);
+        assert!(e.contains("absolute"), "{e}");
+        let e = err(&[
+            "--shell-command",
+            "x",
+            "--image",
+            "busybox",
+            "-shell_env",
+            "YARN_CONTAINER_RUNTIME_TYPE=docker",
+        ]);
+        assert!(e.contains("not both"), "{e}");
     }
 
     #[test]

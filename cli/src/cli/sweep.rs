@@ -47,6 +47,11 @@ with --array, SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_COUNT, _MIN, _MAX and SLURM_
                                 -shell_command
   -shell_args ARG               appended to the command (repeatable)
   -shell_env K=V                environment of every trial (repeatable)
+  --image IMG                   run every trial in this image (registry/repo:tag,
+                                repo@sha256:..., oci:/dir); the NodeManager pulls and caches
+                                it; nodes that hold it already are preferred
+  --mount SRC:DST[:ro|rw]       bind a node directory into the image (repeatable; the node
+                                must allow SRC); needs --image
   --files A,B                   copy these files into every trial's working directory
                                 (FILE#NAME renames one)
   --archives X.tgz,...          unpack each .tar/.tar.gz/.tgz into a directory of its name
@@ -96,6 +101,8 @@ pub const OPTS: &[Opt] = &[
     Opt::repeated("shell_args", &[]),
     Opt::repeated("shell_env", &["env"]),
     Opt::one("src_dir", &[]),
+    Opt::one("image", &[]),
+    Opt::repeated("mount", &[]),
     Opt::repeated("files", &[]),
     Opt::repeated("archives", &[]),
     Opt::one("staging_dir", &[]),

@@ -58,6 +58,11 @@ there); the gang is then asked for again and resumes from the checkpoint (no res
   --env K=V                     worker environment (repeatable)
   --src-dir DIR                 pack DIR (tar.gz) and unpack it in every worker's working
                                 directory, so that a relative `python3 train.py` is found
+  --image IMG                   run every worker in this image (registry/repo:tag,
+                                repo@sha256:..., oci:/dir); the NodeManager pulls and caches
+                                it; nodes that hold it already are preferred
+  --mount SRC:DST[:ro|rw]       bind a node directory into the image (repeatable; the node
+                                must allow SRC); needs --image
   --files A,B                   copy these files into every worker's working directory
                                 (FILE#NAME renames one)
   --archives X.tgz,...          unpack each .tar/.tar.gz/.tgz into a directory of its name
@@ -111,6 +116,8 @@ pub const OPTS: &[Opt] = &[
     Opt::one("checkpoint_dir", &[]),
     Opt::repeated("env", &["worker_env"]),
     Opt::one("src_dir", &[]),
+    Opt::one("image", &[]),
+    Opt::repeated("mount", &[]),
     Opt::repeated("files", &[]),
     Opt::repeated("archives", &[]),
     Opt::one("staging_dir", &[]),
