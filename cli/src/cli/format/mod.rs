@@ -468,7 +468,38 @@ pub fn format_node_status(n: &NodeInfo) -> String {
         let _ = writeln!(s, "\tConfigured Resources : {total}");
         let _ = writeln!(s, "\tAllocated Resources : {used}");
     }
+    // Spindle's: the container images in the node's cache.
+    if !n.images.is_empty() {
+        let _ = writeln!(s, "\tCached Images : {}", n.images.len());
+        for i in &n.images {
+            let short = i.digest.get(..19).unwrap_or(&i.digest);
+            let names = if i.names.is_empty() {
+                "<no name>".to_string()
+            } else {
+                i.names.join(", ")
+            };
+            let _ = writeln!(s, "\t\t{names} ({short}, {})", human_bytes(i.size_bytes));
+        }
+    }
     s
+}
+
+/// `1.2 GB`, `512.0 MB`, `900 B`: decimal units, as registries and `docker images` show.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
+    if n < 1000 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1000.0;
+    let mut unit = UNITS[0];
+    for u in &UNITS[1..] {
+        if v < 1000.0 {
+            break;
+        }
+        v /= 1000.0;
+        unit = u;
+    }
+    format!("{v:.1} {unit}")
 }
 
 /// Hadoop's `FormattingCLIUtils`: an ASCII table with a centred title, a header between

@@ -342,6 +342,25 @@ fn node_status_matches_node_cli() {
     assert!(lines.contains(&"\tNode Attributes : nm.yarn.io/gpu-model(STRING)=A100"));
     assert!(lines[lines.len() - 2].starts_with("\tResource Utilization by Node : PMem:"));
     assert_eq!(format_health_time(0), "Thu 01/Jan/70 12:00:00:00UTC");
+    assert!(!r.contains("Cached Images"));
+}
+
+#[test]
+fn node_status_lists_cached_images() {
+    let d = format!("sha256:{}", "ab".repeat(32));
+    let n: NodeInfo = serde_json::from_value(serde_json::json!({
+        "id": "h:1", "state": "RUNNING",
+        "images": [{"names": ["127.0.0.1:5000/busybox:1"], "digest": d, "sizeBytes": 1_234_567}],
+    }))
+    .unwrap();
+    let r = format_node_status(&n);
+    assert!(r.contains("\tCached Images : 1\n"), "{r}");
+    assert!(
+        r.contains("\t\t127.0.0.1:5000/busybox:1 (sha256:abababababab, 1.2 MB)"),
+        "{r}"
+    );
+    assert_eq!(human_bytes(999), "999 B");
+    assert_eq!(human_bytes(9_800_000_000), "9.8 GB");
 }
 
 #[test]
