@@ -263,6 +263,23 @@ impl RmClient {
         decode(resp, &url).await
     }
 
+    /// `POST /images/prefetch` (Spindle's): `nodes` (every RUNNING node when empty) pull
+    /// `image` ahead of jobs; the answer names the image as nodes will and the nodes asked.
+    pub async fn prefetch_image(
+        &self,
+        image: &str,
+        nodes: &[String],
+    ) -> Result<spindle_common::records::cluster::ImagePrefetchInfo, ClientError> {
+        let body = spindle_common::records::cluster::ImagePrefetchRequest {
+            image: image.to_string(),
+            nodes: nodes.to_vec(),
+        };
+        let (resp, url) = self
+            .admin_post("/images/prefetch", &[], Some(&body))
+            .await?;
+        decode(resp, &url).await
+    }
+
     /// `POST /apps`; YARN answers 202 with a `Location` header naming the new app, which is
     /// returned.
     pub async fn submit(&self, ctx: &ApplicationSubmissionContext) -> Result<String, ClientError> {

@@ -421,6 +421,7 @@ impl StatusUpdater {
             node_labels: changes.labels,
             node_attributes: changes.attributes,
             node_images: None,
+            node_image_pull_failures: Vec::new(),
             last_known_container_token_master_key: self.key_id.map(MasterKey::id_only),
         };
         self.post(HEARTBEAT_PATH, &req).await.map(Some)

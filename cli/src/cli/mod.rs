@@ -30,6 +30,7 @@ pub mod completion;
 pub mod container;
 pub mod dshell;
 pub mod format;
+pub mod image;
 pub mod launch;
 pub mod logs;
 pub mod minicluster;
@@ -102,6 +103,8 @@ defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the
   cluster            -lnl (--list-node-labels) | -lna (--list-node-attributes)
   token              -newKey FILE | -issue -user USER [-validity 7d] | -fetch | -cancel
                      | -print: users' tokens for an RM with hadoop.http.authentication.type=token
+  image              -list | -prefetch IMAGE [-nodes N1,N2]: container images on the nodes,
+                     and pulling one ahead of jobs (`spindle image -help`)
   logs               -applicationId APPID [-containerId CID] [-log_files F1,F2]
   distributed-shell  run a shell command in N containers (see `spindle distributed-shell -help`)
   train              run N workers as one gang with torchrun's rank environment (`spindle train -help`)
@@ -137,6 +140,7 @@ pub async fn run(args: Vec<String>) -> u8 {
         "accounting" | "-accounting" => accounting::run(rest).await,
         "completion" => completion::run(rest).await,
         "node" | "-node" => node::run(rest).await,
+        "image" | "-image" => image::run(rest).await,
         "queue" | "-queue" => queue::run(rest).await,
         "rmadmin" | "-rmadmin" => rmadmin::run(rest).await,
         "schedulerconf" | "-schedulerconf" => schedulerconf::run(rest).await,

@@ -46,6 +46,17 @@ pub struct RegisterNodeManagerRequest {
     pub node_images: Option<Vec<NodeImageInfo>>,
 }
 
+/// Spindle's extension: a pull that failed on a node (`time` is set by the RM when it
+/// shows it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImagePullFailureInfo {
+    pub image: String,
+    pub reason: String,
+    #[serde(default)]
+    pub time: u64,
+}
+
 /// Spindle's extension: one container image a node holds, as the NM reports it (register,
 /// and heartbeats when the cache changed) and the RM shows it (`images` of a node).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,6 +148,10 @@ pub struct NodeHeartbeatRequest {
     /// The NM's cached container images when they changed since the last report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_images: Option<Vec<NodeImageInfo>>,
+    /// Spindle's extension: pulls that failed since the last report (prefetches, or a
+    /// container's image).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_image_pull_failures: Vec<ImagePullFailureInfo>,
     /// YARN's `lastKnownContainerTokenMasterKey`: the id of the newest container-token
     /// master key the NM holds (`keyId` only; never the key). The RM sends its newest key in
     /// the answer when the ids differ (or this is absent).
@@ -321,6 +336,9 @@ pub struct NodeHeartbeatResponse {
         alias = "areNodeAttributesAcceptedByRm"
     )]
     pub are_node_attributes_accepted_by_rm: bool,
+    /// Spindle's extension: images to pull ahead of jobs (`spindle image -prefetch`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images_to_prefetch: Vec<String>,
 }
 
 /// `POST /ws/v1/node-tracker/unregister`: a NodeManager stopping for good (YARN's

@@ -178,6 +178,10 @@ pub enum CoreError {
     BadAttributePrefix { name: String },
     #[error("the node reports {count} container images; at most {max} are taken")]
     TooManyNodeImages { count: usize, max: usize },
+    #[error("node {node} is {state}: only RUNNING nodes pull images")]
+    NodeNotRunning { node: String, state: String },
+    #[error("no RUNNING node to pull the image on")]
+    NoNodeToPrefetch,
     #[error("attribute name `{0}` is invalid: it must start with a letter or digit and contain only letters, digits, '-', '_' and '.'")]
     InvalidAttributeName(String),
     #[error("node {node} has no attribute {name}")]
@@ -255,6 +259,8 @@ impl CoreError {
             | CentralizedLabels
             | BadAttributePrefix { .. }
             | TooManyNodeImages { .. }
+            | NodeNotRunning { .. }
+            | NoNodeToPrefetch
             | InvalidAttributeName(_)
             | UnknownAttribute { .. }
             | QueueNamesUnknownLabel { .. }

@@ -599,6 +599,10 @@ pub struct Node {
     pub attributes: BTreeMap<String, String>,
     /// The container images its NM last said it holds.
     pub images: Vec<super::images::NodeImage>,
+    /// Images asked to be pulled ahead of jobs, for its next heartbeat answer.
+    pub to_prefetch: BTreeSet<String>,
+    /// The last pulls that failed on it (at most [`super::images::MAX_PULL_FAILURES`]).
+    pub pull_failures: Vec<super::images::PullFailure>,
     /// A graceful decommission's drain: `Some` exactly while `state` is DECOMMISSIONING.
     pub decommissioning: Option<Decommissioning>,
 }

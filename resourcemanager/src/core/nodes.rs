@@ -216,6 +216,8 @@ impl RmCore {
             cpu_usage: 0.0,
             attributes: reg.attributes.clone(),
             images: Vec::new(),
+            to_prefetch: BTreeSet::new(),
+            pull_failures: Vec::new(),
             decommissioning: drain,
         };
         let node = Node {
@@ -281,6 +283,8 @@ impl RmCore {
             cpu_usage: 0.0,
             attributes: reg.attributes,
             images: Vec::new(),
+            to_prefetch: BTreeSet::new(),
+            pull_failures: Vec::new(),
             decommissioning: None,
         };
         self.nodes.insert(id, node);

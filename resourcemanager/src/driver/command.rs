@@ -111,6 +111,13 @@ pub enum NodeCommand {
         reply: Reply<HeartbeatAnswer>,
     },
     Unregister(NodeId, Reply<()>),
+    /// `spindle image -prefetch`: nodes (all RUNNING ones when empty) pull an image (its
+    /// normalized reference) ahead of jobs; answered with the nodes asked.
+    Prefetch {
+        image: String,
+        nodes: Vec<NodeId>,
+        reply: Reply<Result<Vec<NodeId>, CoreError>>,
+    },
 }
 
 /// Administrators' changes.
@@ -196,11 +203,16 @@ pub struct SelfReport {
     pub attributes: Option<BTreeMap<String, String>>,
     /// The container images in its cache, when they changed.
     pub images: Option<Vec<crate::core::images::NodeImage>>,
+    /// Pulls that failed since its last report.
+    pub pull_failures: Vec<crate::core::images::PullFailure>,
 }
 
 impl SelfReport {
     pub fn is_empty(&self) -> bool {
-        self.labels.is_none() && self.attributes.is_none() && self.images.is_none()
+        self.labels.is_none()
+            && self.attributes.is_none()
+            && self.images.is_none()
+            && self.pull_failures.is_empty()
     }
 }
 
@@ -232,6 +244,8 @@ pub struct HeartbeatAnswer {
     /// GPU samples the core did not take.
     pub ignored_gpu: Vec<IgnoredGpuUse>,
     pub refused: SelfReportRefusals,
+    /// Images the node is asked to pull (`spindle image -prefetch`), once.
+    pub images_to_prefetch: Vec<String>,
 }
 
 pub struct NodeRegistered {
@@ -287,6 +301,7 @@ impl Command {
                 NodeCommand::Register { .. } => "register_node",
                 NodeCommand::Heartbeat { .. } => "node_heartbeat",
                 NodeCommand::Unregister(..) => "unregister_node",
+                NodeCommand::Prefetch { .. } => "prefetch_image",
             },
             Command::Admin(c) => match c {
                 AdminCommand::ChangeLabels { .. } => "change_labels",
@@ -351,6 +366,7 @@ impl Command {
                     info_span!("node_heartbeat", node_id = %beat.node)
                 }
                 NodeCommand::Unregister(node, _) => info_span!("unregister_node", node_id = %node),
+                NodeCommand::Prefetch { image, .. } => info_span!("prefetch_image", image = %image),
             },
             Command::Admin(c) => match c {
                 AdminCommand::ChangeLabels { .. } => info_span!("change_labels"),

@@ -26,6 +26,17 @@ impl Driver {
                 let r = self.heartbeat(*beat, now);
                 self.settle_and_reply(Ok(r), Durability::Logged, reply);
             }
+            NodeCommand::Prefetch {
+                image,
+                nodes,
+                reply,
+            } => {
+                let r = self.core.prefetch_image(&image, &nodes);
+                if let Ok(targets) = &r {
+                    info!(image = %image, nodes = targets.len(), "image prefetch asked");
+                }
+                self.settle_and_reply(Ok(r), Durability::Logged, reply);
+            }
             NodeCommand::Unregister(node, reply) => {
                 self.core.unregister_node(&node, now);
                 info!(node_id = %node, "node unregistered (SHUTDOWN)");
@@ -88,6 +99,7 @@ impl Driver {
             container_key: self.core.newest_container_key().clone(),
             ignored_gpu,
             refused,
+            images_to_prefetch: self.core.take_prefetch(&node),
         }
     }
 
@@ -106,6 +118,10 @@ impl Driver {
         let images = says
             .images
             .and_then(|i| self.core.report_node_images(node, i).err());
+        if !says.pull_failures.is_empty() {
+            self.core
+                .report_pull_failures(node, says.pull_failures, now);
+        }
         if let Some(why) = labels.as_ref().or(attributes.as_ref()).or(images.as_ref()) {
             warn!(node_id = %node, "refused what the node says of itself: {why}");
         }

@@ -80,6 +80,7 @@ async fn register(
         labels,
         attributes: (!foreign.is_empty()).then_some(foreign),
         images: node_images(req.node_images),
+        pull_failures: Vec::new(),
     };
     let r = st
         .driver
@@ -133,6 +134,7 @@ async fn heartbeat(
             labels: req.node_labels,
             attributes: req.node_attributes,
             images: node_images(req.node_images),
+            pull_failures: pull_failures(req.node_image_pull_failures),
         },
     };
     let last_known_key = req.last_known_container_token_master_key;
@@ -174,6 +176,7 @@ async fn heartbeat(
         )?,
         are_node_labels_accepted_by_rm: refused.labels.is_none(),
         are_node_attributes_accepted_by_rm: refused.attributes.is_none(),
+        images_to_prefetch: answer.images_to_prefetch,
         diagnostics_message: [r.diagnostics, diagnostics(&refused)]
             .into_iter()
             .filter(|d| !d.is_empty())
@@ -244,6 +247,25 @@ fn node_images(list: Option<Vec<NodeImageInfo>>) -> Option<Vec<crate::core::imag
             })
             .collect(),
     )
+}
+
+/// Most failures taken from one heartbeat, and most characters of a reason kept.
+const MAX_PULL_FAILURES_PER_BEAT: usize = 16;
+const MAX_REASON_CHARS: usize = 500;
+
+/// Failed pulls as the core keeps them (bounded; `at` is set by the core's clock).
+fn pull_failures(list: Vec<ImagePullFailureInfo>) -> Vec<crate::core::images::PullFailure> {
+    list.into_iter()
+        .take(MAX_PULL_FAILURES_PER_BEAT)
+        .filter_map(|f| {
+            let image = spindle_common::image_ref::ImageRef::parse(&f.image).ok()?;
+            Some(crate::core::images::PullFailure {
+                image: image.to_string(),
+                reason: f.reason.chars().take(MAX_REASON_CHARS).collect(),
+                at: 0,
+            })
+        })
+        .collect()
 }
 
 fn diagnostics(refused: &SelfReportRefusals) -> String {

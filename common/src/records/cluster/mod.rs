@@ -9,8 +9,10 @@ use crate::ids::ApplicationId;
 use crate::states::{FinalApplicationStatus, NodeState, YarnApplicationState};
 
 // /scheduler, /scheduler-conf and /queues/{queue}/access.
+mod images;
 mod scheduler;
 
+pub use images::*;
 pub use scheduler::*;
 
 // ---------------------------------------------------------------------------------------
@@ -720,6 +722,9 @@ pub struct NodeInfo {
     /// Spindle's extension: the container images the node holds.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<crate::records::tracker::NodeImageInfo>,
+    /// Spindle's extension: the node's last failed image pulls.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_failures: Vec<crate::records::tracker::ImagePullFailureInfo>,
 }
 
 impl Default for NodeInfo {
@@ -753,6 +758,7 @@ impl Default for NodeInfo {
             node_attributes_info: serde_json::json!({}),
             decommissioning_timeout: None,
             images: Vec::new(),
+            image_pull_failures: Vec::new(),
         }
     }
 }

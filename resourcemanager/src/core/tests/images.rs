@@ -151,3 +151,49 @@ fn a_new_report_replaces_the_old_and_too_many_are_refused() {
         Err(CoreError::TooManyNodeImages { .. })
     ));
 }
+
+#[test]
+fn a_prefetch_rides_one_heartbeat_and_failures_are_kept_until_the_image_arrives() {
+    let mut c = cluster();
+    let (n0, n1) = (c.nodes[0].clone(), c.nodes[1].clone());
+    let all = c.env.core.prefetch_image(IMG, &[]).unwrap();
+    assert_eq!(all.len(), 6);
+    assert_eq!(c.env.core.take_prefetch(&n0), vec![IMG.to_string()]);
+    assert!(c.env.core.take_prefetch(&n0).is_empty(), "handed over once");
+    let unknown = spindle_common::NodeId::new("nowhere", 1);
+    assert!(matches!(
+        c.env.core.prefetch_image(IMG, &[unknown]),
+        Err(CoreError::UnknownNode(_))
+    ));
+    let failure = |i: usize| crate::core::images::PullFailure {
+        image: format!("{IMG}{i}"),
+        reason: "not found".into(),
+        at: 0,
+    };
+    c.env
+        .core
+        .report_pull_failures(&n1, (0..40).map(failure).collect(), 7);
+    let n = &c.env.core.nodes()[&n1];
+    assert_eq!(
+        n.pull_failures.len(),
+        crate::core::images::MAX_PULL_FAILURES
+    );
+    assert_eq!(n.pull_failures.last().map(|f| f.at), Some(7));
+    // Asking again forgets that image's failure; holding it does too.
+    let last = format!("{IMG}39");
+    c.env.core.prefetch_image(&last, &[n1.clone()]).unwrap();
+    assert!(c.env.core.nodes()[&n1]
+        .pull_failures
+        .iter()
+        .all(|f| f.image != last));
+    let held = NodeImage {
+        names: vec![format!("{IMG}38")],
+        ..image('f')
+    };
+    c.env.core.report_node_images(&n1, vec![held]).unwrap();
+    let n = &c.env.core.nodes()[&n1];
+    assert!(n
+        .pull_failures
+        .iter()
+        .all(|f| f.image != format!("{IMG}38")));
+}

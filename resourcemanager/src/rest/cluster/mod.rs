@@ -25,6 +25,7 @@ use crate::driver::{AdminCommand, AppCommand, QueryCommand, Snapshot};
 mod accounting;
 mod apps;
 mod attempts;
+mod images;
 mod labels;
 mod nodes;
 mod scheduler;
@@ -85,6 +86,7 @@ pub(super) fn routes() -> Router<AppState> {
             "/ws/v1/cluster/node-attributes-mapping",
             post(node_attributes_mapping),
         )
+        .route("/ws/v1/cluster/images/prefetch", post(images::prefetch))
         .route("/ws/v1/cluster/apps", get(apps).post(submit))
         .route("/ws/v1/cluster/apps/new-application", post(new_application))
         .route("/ws/v1/cluster/apps/{appid}", get(app))

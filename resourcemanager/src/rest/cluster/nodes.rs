@@ -65,6 +65,15 @@ pub(in crate::rest) fn node_info(s: &Snapshot, n: &Node) -> NodeInfo {
                 size_bytes: i.size_bytes,
             })
             .collect(),
+        image_pull_failures: n
+            .pull_failures
+            .iter()
+            .map(|f| spindle_common::records::tracker::ImagePullFailureInfo {
+                image: f.image.clone(),
+                reason: f.reason.clone(),
+                time: f.at,
+            })
+            .collect(),
         ..Default::default()
     }
 }
