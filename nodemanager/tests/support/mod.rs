@@ -95,6 +95,7 @@ async fn register(
         rm_version: "fake".into(),
         are_node_labels_accepted_by_rm: st.refuse_labels.is_none(),
         are_node_attributes_accepted_by_rm: true,
+        images_to_prefetch: Vec::new(),
     })
 }
 
