@@ -95,7 +95,6 @@ async fn register(
         rm_version: "fake".into(),
         are_node_labels_accepted_by_rm: st.refuse_labels.is_none(),
         are_node_attributes_accepted_by_rm: true,
-        images_to_prefetch: Vec::new(),
     })
 }
 
@@ -127,6 +126,7 @@ async fn heartbeat(
         diagnostics_message: st.refuse_labels.clone().unwrap_or_default(),
         are_node_labels_accepted_by_rm: st.refuse_labels.is_none(),
         are_node_attributes_accepted_by_rm: true,
+        images_to_prefetch: Vec::new(),
     })
 }
 
