@@ -304,6 +304,21 @@ impl Cache {
         Ok(())
     }
 
+    /// Removes layers a failed pull committed that no record names and no other pull
+    /// reserves (the failed pull's own reservation is still held: one).
+    pub(crate) fn discard_unreferenced(&self, layers: &[Digest]) {
+        let st = self.lock();
+        for l in layers {
+            let named = st
+                .images
+                .values()
+                .any(|r| r.layers.iter().any(|x| &x.digest == l));
+            if !named && st.reserved.get(l).copied().unwrap_or(0) <= 1 {
+                remove_any(&self.layer_dir(l));
+            }
+        }
+    }
+
     fn write_record(&self, rec: &ImageRecord) -> Result<(), ImageError> {
         let tmp = self.tmp_path("record");
         let bytes = serde_json::to_vec_pretty(rec)
@@ -431,7 +446,3 @@ impl Drop for Reservation<'_> {
         }
     }
 }
-
-#[cfg(test)]
-#[path = "cache_tests.rs"]
-mod tests;

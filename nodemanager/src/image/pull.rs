@@ -185,12 +185,30 @@ impl Pull<'_> {
             .commit(&tmp_manifest, &self.cache.blob_path(&manifest_digest))?;
 
         let mut layers = Vec::with_capacity(image.layers.len());
+        let mut fresh = Vec::new();
+        let mut fresh_bytes = 0u64;
         for (i, layer) in image.layers.iter().enumerate() {
-            let bytes = self.layer(layer, parsed.diff_ids.get(i)).await?;
-            layers.push(LayerRecord {
-                digest: layer.digest.clone(),
-                bytes,
+            let step = self.layer(layer, parsed.diff_ids.get(i)).await;
+            // Unpacked sizes are known only now (the descriptors' are compressed): the
+            // new layers must still fit beside the images in use.
+            let step = step.and_then(|(bytes, new)| {
+                if new {
+                    fresh.push(layer.digest.clone());
+                    fresh_bytes += bytes;
+                    self.cache.check_room(fresh_bytes)?;
+                }
+                Ok(bytes)
             });
+            match step {
+                Ok(bytes) => layers.push(LayerRecord {
+                    digest: layer.digest.clone(),
+                    bytes,
+                }),
+                Err(e) => {
+                    self.cache.discard_unreferenced(&fresh);
+                    return Err(e);
+                }
+            }
         }
         self.cache.insert(ImageRecord {
             manifest: manifest_digest.clone(),
@@ -262,11 +280,16 @@ impl Pull<'_> {
         result
     }
 
-    /// Makes sure the layer is unpacked in the cache; its bytes.
-    async fn layer(&self, layer: &Blob, diff_id: Option<&Digest>) -> Result<u64, ImageError> {
+    /// Makes sure the layer is unpacked in the cache; its bytes, and whether this pull
+    /// unpacked it.
+    async fn layer(
+        &self,
+        layer: &Blob,
+        diff_id: Option<&Digest>,
+    ) -> Result<(u64, bool), ImageError> {
         let dest = self.cache.layer_dir(&layer.digest);
         if dest.is_dir() {
-            return Ok(self.cache.layer_bytes(&layer.digest).unwrap_or(0));
+            return Ok((self.cache.layer_bytes(&layer.digest).unwrap_or(0), false));
         }
         let blob = self.fetch(layer, BlobKind::Layer).await?;
         let tmp_dir = self.cache.tmp_path("layer");
@@ -293,7 +316,7 @@ impl Pull<'_> {
         match checked {
             Ok(bytes) => {
                 self.cache.commit(&tmp_dir, &dest)?;
-                Ok(bytes)
+                Ok((bytes, true))
             }
             Err(e) => {
                 remove_quietly(&tmp_dir);
