@@ -362,7 +362,7 @@ async fn a_refused_credential_is_named() {
     )
     .unwrap();
     let r: ImageRef = format!("{host}/spindle/busybox:1").parse().unwrap();
-    let s = store(tmp.path(), "cache", &[host.clone()], Some(auth));
+    let s = store(tmp.path(), "cache", std::slice::from_ref(&host), Some(auth));
     let e = s.ensure(&r, &quiet).await.unwrap_err();
     assert!(
         matches!(e, ImageError::CredentialsRefused { status: 401, .. }),

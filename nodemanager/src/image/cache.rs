@@ -422,7 +422,7 @@ impl Cache {
                 in_use: st.pins.contains_key(&r.manifest),
             })
             .collect();
-        v.sort_by(|a, b| b.last_used.cmp(&a.last_used));
+        v.sort_by_key(|c| std::cmp::Reverse(c.last_used));
         v
     }
 }

@@ -82,7 +82,7 @@ impl LayoutSource {
     pub(crate) async fn manifest(&self, digest: Option<&Digest>) -> Result<Vec<u8>, ImageError> {
         let digest = match digest {
             Some(d) => d.clone(),
-            None => self.from_index()?,
+            None => self.tagged_manifest()?,
         };
         let path = self.blob_path(&digest);
         let bytes = read_small(&path).map_err(|e| match e {
@@ -104,7 +104,7 @@ impl LayoutSource {
         Ok(bytes)
     }
 
-    fn from_index(&self) -> Result<Digest, ImageError> {
+    fn tagged_manifest(&self) -> Result<Digest, ImageError> {
         let path = self.dir.join("index.json");
         let bytes = read_small(&path).map_err(|e| match e {
             ReadSmall::Io(e) => self.not_found(format!("{}: {e}", path.display())),

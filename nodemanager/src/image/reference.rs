@@ -335,7 +335,8 @@ mod tests {
     #[test]
     fn bad_references_are_named() {
         use ReferenceError as E;
-        let cases: Vec<(&str, fn(&E) -> bool)> = vec![
+        type Check = fn(&E) -> bool;
+        let cases: Vec<(&str, Check)> = vec![
             ("", |e| matches!(e, E::Empty)),
             ("Busybox", |e| matches!(e, E::BadRepository { .. })),
             ("a//b", |e| matches!(e, E::BadRepository { .. })),
