@@ -21,6 +21,7 @@ pub mod cgroups;
 pub mod config;
 pub mod containers;
 pub mod health;
+pub mod image;
 pub mod isolation;
 pub mod launcher;
 pub mod logs;

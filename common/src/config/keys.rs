@@ -597,6 +597,22 @@ pub const SPINDLE_NM_LCE_BANNED_USERS: &str =
     "spindle.nodemanager.linux-container-executor.banned-users";
 pub const DEFAULT_SPINDLE_NM_LCE_BANNED_USERS: &str = "yarn,hdfs,mapred,bin";
 
+// ---- The NM's image store (issue 28): pulls, cache, credentials.
+/// Where pulled images live: blobs, one unpacked directory per layer, a record per image.
+/// Unset: `<first of yarn.nodemanager.local-dirs>/images`.
+pub const SPINDLE_NM_OCI_CACHE_DIR: &str = "spindle.nodemanager.runtime.oci.cache-dir";
+/// Above this size, least-recently-used images no container uses are evicted (a size:
+/// bytes, or with k/m/g/t suffixes).
+pub const SPINDLE_NM_OCI_CACHE_MAX_BYTES: &str = "spindle.nodemanager.runtime.oci.cache-max-bytes";
+pub const DEFAULT_SPINDLE_NM_OCI_CACHE_MAX_BYTES: u64 = 50 << 30;
+/// Registries (`host:port`, comma-separated) pulled from over plain HTTP; every other
+/// registry is HTTPS only.
+pub const SPINDLE_NM_OCI_INSECURE_REGISTRIES: &str =
+    "spindle.nodemanager.runtime.oci.insecure-registries";
+/// A Docker-style `config.json` (its `auths` map) with registry credentials. Unset:
+/// anonymous pulls.
+pub const SPINDLE_NM_OCI_AUTH_FILE: &str = "spindle.nodemanager.runtime.oci.auth-file";
+
 /// YARN 3's name for [`NM_HEALTH_CHECKER_SCRIPT_TIMEOUT_MS`]; when set it wins, and when
 /// unset the older key (and its default) applies.
 pub const NM_HEALTH_CHECKER_TIMEOUT_MS: &str = "yarn.nodemanager.health-checker.timeout-ms";
@@ -814,6 +830,10 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     (NM_FPGA_ALLOWED_DEVICES, DEFAULT_NM_FPGA_ALLOWED_DEVICES),
     (NM_LOCAL_DIRS, DEFAULT_NM_LOCAL_DIRS),
     (NM_LOG_DIRS, DEFAULT_NM_LOG_DIRS),
+    (
+        SPINDLE_NM_OCI_CACHE_MAX_BYTES,
+        int_text!(DEFAULT_SPINDLE_NM_OCI_CACHE_MAX_BYTES),
+    ),
     (NM_RECOVERY_DIR, DEFAULT_NM_RECOVERY_DIR),
     (
         NM_SLEEP_DELAY_BEFORE_SIGKILL_MS,

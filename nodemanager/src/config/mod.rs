@@ -12,6 +12,7 @@
 //! - [`resources`]: the device plugins' settings and `node-resources.xml`'s extended types;
 //! - [`executor`]: cgroups and the memory watcher, and who containers run as;
 //! - [`health`]: the health script and the disk checker;
+//! - [`image`]: the image store (`spindle.nodemanager.runtime.oci.*`);
 //! - [`node_labels`]: the distributed node label and attribute providers;
 //! - [`validate`]: the checks and conversions those share.
 //!
@@ -36,6 +37,7 @@ use crate::runas::RunAs;
 mod error;
 mod executor;
 mod health;
+mod image;
 mod node_labels;
 mod resources;
 mod validate;
@@ -46,6 +48,7 @@ mod tests;
 pub use error::NmConfigError;
 use executor::{isolation_config, run_as_config};
 use health::health_config;
+use image::image_store_config;
 use node_labels::node_labels_config;
 use resources::{node_resource_types, resource_plugins};
 pub use resources::{
@@ -140,6 +143,9 @@ pub struct NmConfig {
     /// The cluster secret (`spindle.cluster.secret-file`) every node-tracker call is signed
     /// with; `None`: unset, calls go unsigned (an RM with the key set refuses them).
     pub cluster_secret: Option<spindle_common::cluster_secret::ClusterSecret>,
+    /// The image store: cache, size limit, insecure registries, credentials (see
+    /// [`crate::image`]).
+    pub images: crate::image::ImageStoreConfig,
 }
 
 impl NmConfig {
@@ -237,6 +243,7 @@ impl NmConfig {
             keys::DEFAULT_NM_LOG_RETAIN_SECONDS,
         )?;
         let log_retain = u64::try_from(retain).ok().map(Duration::from_secs);
+        let images = image_store_config(conf, &local_dirs)?;
 
         Ok(Self {
             webapp_address,
@@ -264,6 +271,7 @@ impl NmConfig {
             node_labels,
             http: spindle_rest_edge::serve::HttpServerConfig::from_conf(conf)?,
             cluster_secret: cluster_secret(conf)?,
+            images,
         })
     }
 }
