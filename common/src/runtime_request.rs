@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
-use crate::image_ref::{ImageRef, ImageRefError};
+use crate::image_ref::{ImageRef, ReferenceError};
 
 pub const ENV_RUNTIME_TYPE: &str = "YARN_CONTAINER_RUNTIME_TYPE";
 pub const ENV_RUNC_IMAGE: &str = "YARN_CONTAINER_RUNTIME_RUNC_IMAGE";
@@ -66,7 +66,7 @@ pub enum RuntimeRequestError {
     #[error("{var}: {source}")]
     BadImage {
         var: &'static str,
-        source: ImageRefError,
+        source: ReferenceError,
     },
     #[error("{var} is set but {ENV_RUNTIME_TYPE} is not {kind}: set both, or neither")]
     Stray {

@@ -3,8 +3,9 @@
 //! `lowerdir`s by the OCI executor.
 //!
 //! Split by noun:
-//! - [`reference`]: [`ImageRef`] parsing (Docker's defaults; `oci:`/`oci-archive:`);
-//! - [`digest`]: sha256 digests and hashing;
+//! - [`reference`], [`digest`]: [`ImageRef`] parsing (Docker's defaults;
+//!   `oci:`/`oci-archive:`) and sha256 digests, from `spindle_common::image_ref`, shared
+//!   with the client and the RM;
 //! - [`manifest`]: index, manifest and image config documents, media types, platform;
 //! - [`auth`]: credentials from a Docker `config.json`;
 //! - [`registry`]: the OCI distribution protocol (`oci-client`), errors by type;
@@ -23,13 +24,13 @@ use std::path::PathBuf;
 
 pub mod auth;
 pub mod cache;
-pub mod digest;
+pub use spindle_common::image_ref::digest;
 pub mod error;
 mod layout;
 pub mod manifest;
 pub mod progress;
 mod pull;
-pub mod reference;
+pub use spindle_common::image_ref as reference;
 mod registry;
 pub mod store;
 pub mod unpack;

@@ -181,7 +181,10 @@ fn a_prefetch_rides_one_heartbeat_and_failures_are_kept_until_the_image_arrives(
     assert_eq!(n.pull_failures.last().map(|f| f.at), Some(7));
     // Asking again forgets that image's failure; holding it does too.
     let last = format!("{IMG}39");
-    c.env.core.prefetch_image(&last, std::slice::from_ref(&n1)).unwrap();
+    c.env
+        .core
+        .prefetch_image(&last, std::slice::from_ref(&n1))
+        .unwrap();
     assert!(c.env.core.nodes()[&n1]
         .pull_failures
         .iter()

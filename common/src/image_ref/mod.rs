@@ -5,13 +5,18 @@
 //! OCI archive `oci-archive:/path.tar[:tag]`.
 //!
 //! Parsing only: nothing here touches the network or the disk. The canonical text
-//! ([`fmt::Display`]) is the name the cache records the image under.
+//! ([`fmt::Display`]) is the name the cache records the image under, the name NodeManagers
+//! report to the RM, and what the RM matches asks' images against ([`ImageRef::placement_key`]).
+//! One parser for the client (`--image`), the RM (placement by image) and the NodeManager
+//! (pulls), so that all three agree on what two names mean.
 
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use super::digest::Digest;
+pub mod digest;
+
+pub use digest::Digest;
 
 /// The registry a reference without one names (Docker's default).
 pub const DEFAULT_REGISTRY: &str = "docker.io";
@@ -74,6 +79,22 @@ pub enum ImageRef {
 }
 
 impl ImageRef {
+    /// Parses and normalizes a reference (the same as `str::parse`).
+    pub fn parse(s: &str) -> Result<Self, ReferenceError> {
+        s.parse()
+    }
+
+    /// What the RM matches a node's images by: the manifest digest when the reference pins
+    /// one, else the normalized name.
+    pub fn placement_key(&self) -> String {
+        match self {
+            ImageRef::Registry(RegistryRef {
+                digest: Some(d), ..
+            }) => d.to_string(),
+            other => other.to_string(),
+        }
+    }
+
     /// The registry's `host[:port]` for a registry reference.
     pub fn registry(&self) -> Option<&str> {
         match self {
@@ -283,6 +304,13 @@ mod tests {
         assert_eq!(r.tag.as_deref(), Some("v2"));
         let r = reg("localhost/x");
         assert_eq!(r.registry, "localhost");
+        let hex = "a".repeat(64);
+        let pinned = ImageRef::parse(&format!("127.0.0.1:5000/a/b@sha256:{hex}")).unwrap();
+        assert_eq!(pinned.placement_key(), format!("sha256:{hex}"));
+        assert_eq!(
+            ImageRef::parse("busybox").unwrap().placement_key(),
+            "docker.io/library/busybox:latest"
+        );
     }
 
     #[test]
