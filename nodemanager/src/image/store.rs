@@ -217,14 +217,23 @@ async fn wait(
         ..
     } = flight;
     tokio::pin!(result);
+    let mut last_said = None;
     loop {
         tokio::select! {
-            r = &mut result => return r,
+            r = &mut result => {
+                // The pull's last word (Done) may not have been said yet: say it first.
+                let p = rx.borrow_and_update().clone();
+                if last_said != Some(p.phase) {
+                    progress(&p);
+                }
+                return r;
+            }
             changed = rx.changed() => {
                 if changed.is_err() {
                     return result.await;
                 }
                 let p = rx.borrow_and_update().clone();
+                last_said = Some(p.phase);
                 progress(&p);
             }
         }
