@@ -124,8 +124,9 @@ pub use localize::{
     resource_source, resource_target, unpack_archive, unpack_reader, ArchiveError, ArchiveFormat,
     SourceError, SourceKind, UserReader, WORK_DIR_KEY,
 };
+pub(crate) use process::Leader;
 pub use process::{proc_start_ticks, Enforcement, ProcessExecutor, EXIT_CODE_FILE};
-pub use spawn::{Gate, GATE_ABANDONED_EXIT};
+pub use spawn::{Gate, PrivateMounts, GATE_ABANDONED_EXIT};
 
 /// How often a re-adopted container (not the NM's child) is checked for life.
 pub const ADOPTED_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
@@ -184,6 +185,9 @@ pub enum LaunchError {
     /// The container's cgroups could not be made: it is not run unconfined.
     #[error("cannot isolate the container: {0}")]
     Isolation(#[from] CgroupError),
+    /// An OCI container's request was refused, or its image or bundle could not be had.
+    #[error(transparent)]
+    Oci(#[from] crate::oci::OciError),
 }
 
 impl LaunchError {
@@ -191,8 +195,20 @@ impl LaunchError {
     pub fn is_localization(&self) -> bool {
         matches!(
             self,
-            Self::Localization(_) | Self::Source(_) | Self::Io { .. }
+            Self::Localization(_)
+                | Self::Source(_)
+                | Self::Io { .. }
+                | Self::Oci(crate::oci::OciError::Image { .. })
         )
+    }
+
+    /// The exit code a container that failed this way reports (7 for a refused runtime
+    /// request, YARN's shape); None: no process ran, no code.
+    pub fn exit_status(&self) -> Option<i32> {
+        match self {
+            Self::Oci(e) => e.exit_status(),
+            _ => None,
+        }
     }
 }
 

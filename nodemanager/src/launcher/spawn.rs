@@ -46,6 +46,48 @@ pub(super) struct ChildSpec<'a> {
     pub gate: Option<&'a Gate>,
     /// Drop to this account (groups, gid, uid) after joining the cgroups, before `exec`.
     pub run_as: Option<&'a crate::runas::Credentials>,
+    /// Enter a private mount namespace and mount there (after `chdir`, so relative paths
+    /// are relative to `dir`): what the process and its children see, and nobody else; the
+    /// mounts end with the namespace's last process.
+    pub mounts: Option<&'a PrivateMounts>,
+}
+
+/// Mounts made in a child's own mount namespace (the OCI runtime's leader: its container's
+/// root file system, and no cgroup2 mount on a hybrid node, which crun refuses to work with).
+#[derive(Debug, Default)]
+pub struct PrivateMounts {
+    /// Detached (`umount2(MNT_DETACH)`) if mounted; a path that is not a mount point is fine.
+    detach: Vec<CString>,
+    /// `mount(source, target, fstype, 0, data)`, in order.
+    mounts: Vec<[CString; 4]>,
+}
+
+impl PrivateMounts {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Unmounts `path` in the namespace if it is mounted there.
+    pub fn detach(mut self, path: &Path) -> io::Result<Self> {
+        self.detach
+            .push(cstr(path.as_os_str().as_bytes(), "a mount point")?);
+        Ok(self)
+    }
+    /// Mounts a file system of `fstype` on `target` (relative to the child's directory).
+    pub fn mount(
+        mut self,
+        source: &str,
+        target: &Path,
+        fstype: &str,
+        data: &str,
+    ) -> io::Result<Self> {
+        self.mounts.push([
+            cstr(source.as_bytes(), "a mount source")?,
+            cstr(target.as_os_str().as_bytes(), "a mount point")?,
+            cstr(fstype.as_bytes(), "a file system type")?,
+            cstr(data.as_bytes(), "mount options")?,
+        ]);
+        Ok(self)
+    }
 }
 
 /// Where a child waits before its `exec`: the NM writes one byte to let it go; if the write
@@ -103,7 +145,7 @@ impl std::fmt::Debug for Gate {
 }
 
 /// The steps of the child's setup, as reported through the setup pipe.
-const STAGES: [&str; 7] = [
+const STAGES: [&str; 9] = [
     "start a new session (setsid)",
     "join its cgroups",
     "redirect its standard streams",
@@ -111,6 +153,8 @@ const STAGES: [&str; 7] = [
     "reset its signal mask",
     "wait at its launch gate",
     "switch to its user",
+    "enter a private mount namespace",
+    "mount its container's root file system",
 ];
 
 fn cstr(bytes: &[u8], what: &str) -> io::Result<CString> {
@@ -188,6 +232,7 @@ pub(super) fn fork_exec(spec: &ChildSpec<'_>) -> io::Result<i32> {
         },
         setup: setup_w.as_raw_fd(),
         exec_failed: exec_failed.as_bytes(),
+        mounts: spec.mounts,
     };
     // SAFETY: in the child, `Child::run` makes only async-signal-safe calls on data made
     // above, which the fork copied and nothing frees, and never returns.
@@ -260,6 +305,7 @@ struct Child<'a> {
     gate: Option<RawFd>,
     setup: RawFd,
     exec_failed: &'a [u8],
+    mounts: Option<&'a PrivateMounts>,
 }
 
 /// The descriptor a held child reads its gate from.
@@ -331,6 +377,34 @@ impl Child<'_> {
             }
             if libc::chdir(self.dir.as_ptr()) != 0 {
                 self.fail(3);
+            }
+            if let Some(m) = self.mounts {
+                if libc::unshare(libc::CLONE_NEWNS) != 0
+                    || libc::mount(
+                        std::ptr::null(),
+                        c"/".as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_REC | libc::MS_PRIVATE,
+                        std::ptr::null(),
+                    ) != 0
+                {
+                    self.fail(7);
+                }
+                for p in &m.detach {
+                    libc::umount2(p.as_ptr(), libc::MNT_DETACH);
+                }
+                for [source, target, fstype, data] in &m.mounts {
+                    if libc::mount(
+                        source.as_ptr(),
+                        target.as_ptr(),
+                        fstype.as_ptr(),
+                        0,
+                        data.as_ptr().cast(),
+                    ) != 0
+                    {
+                        self.fail(8);
+                    }
+                }
             }
             // After the cgroups (root's to write) and before anything of the user's runs; the
             // order matters: groups and gid while still root, uid last.
@@ -501,6 +575,7 @@ mod tests {
             cgroup_procs: &[],
             gate,
             run_as: None,
+            mounts: None,
         })?;
         Ok((pid, out))
     }
@@ -584,6 +659,7 @@ mod tests {
             cgroup_procs: &[],
             gate: None,
             run_as: None,
+            mounts: None,
         })
         .unwrap_err();
         assert!(e.to_string().contains("enter its work directory"), "{e}");
@@ -617,6 +693,7 @@ mod tests {
             cgroup_procs: &[],
             gate: None,
             run_as: Some(&nobody),
+            mounts: None,
         })
         .unwrap();
         assert_eq!(wait(pid).await.unwrap().code(), Some(0));
