@@ -124,8 +124,8 @@ pub use localize::{
     resource_source, resource_target, unpack_archive, unpack_reader, ArchiveError, ArchiveFormat,
     SourceError, SourceKind, UserReader, WORK_DIR_KEY,
 };
-pub(crate) use process::Leader;
 pub use process::{proc_start_ticks, Enforcement, ProcessExecutor, EXIT_CODE_FILE};
+pub(crate) use process::{signal_group, Leader};
 pub use spawn::{Gate, PrivateMounts, GATE_ABANDONED_EXIT};
 
 /// How often a re-adopted container (not the NM's child) is checked for life.

@@ -186,6 +186,17 @@ fn stderr(s: &LaunchSpec) -> String {
     std::fs::read_to_string(s.stderr_path().unwrap()).unwrap_or_default()
 }
 
+/// Waits (bounded) until the container's command printed `up`.
+async fn wait_for_start(s: &LaunchSpec) {
+    for _ in 0..300 {
+        if stdout(s).contains("up") {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("never ran: {}", stderr(s));
+}
+
 /// Nothing of the test's node is mounted on the host, its bundles and runtime state are gone.
 fn assert_nothing_left(base: &Path, ex: &OciExecutor, s: &LaunchSpec) {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
@@ -448,13 +459,7 @@ async fn a_stop_reaches_the_command_and_nothing_stays_mounted() {
     let ex = node.executor(node.policy());
     let s = spec(&node.base, 7, "echo up; sleep 300", &[]);
     let p = start(&ex, &s);
-    for _ in 0..300 {
-        if stdout(&s).contains("up") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(stdout(&s).contains("up"), "never ran: {}", stderr(&s));
+    wait_for_start(&s).await;
     ex.signal(&p.handle, StopSignal::Term).unwrap();
     let exit = wait_exit(p).await;
     assert_eq!(exit, ProcessExit::Code(143), "stderr: {}", stderr(&s));
@@ -465,4 +470,43 @@ async fn a_stop_reaches_the_command_and_nothing_stays_mounted() {
         "143"
     );
     assert_nothing_left(&node.base, &ex, &s);
+}
+
+#[tokio::test]
+async fn a_readopted_container_is_cleaned_up_when_it_ends_and_reclaim_removes_strays() {
+    let test = "a_readopted_container_is_cleaned_up_when_it_ends_and_reclaim_removes_strays";
+    let Some(node) = Node::new(test) else {
+        return;
+    };
+    let first = node.executor(node.policy());
+    let s = spec(&node.base, 8, "echo up; sleep 300", &[]);
+    let p = start(&first, &s);
+    wait_for_start(&s).await;
+    // The first NM dies: nobody waits on its leader any more.
+    let handle = p.handle.clone();
+    drop(p);
+    // A stray bundle of a container no NM re-adopts.
+    let stray = first.bundle_dir("container_1700000000000_0099_01_000099");
+    std::fs::create_dir_all(stray.join("upper")).unwrap();
+    let second = node.executor(node.policy());
+    second.reclaim(&[s.container_id]);
+    assert!(!stray.exists(), "reclaim removes a stray bundle");
+    assert!(
+        second.bundle_dir(&s.container_id.to_string()).exists(),
+        "a live one stays"
+    );
+    let adoptee = spindle_nodemanager::launcher::Adoptee {
+        id: s.container_id,
+        work_dir: &s.work_dir,
+        memory_mb: 256,
+    };
+    let spindle_nodemanager::launcher::Reattached::Running(exit) =
+        second.reattach(&handle, &adoptee)
+    else {
+        panic!("the container still runs");
+    };
+    second.signal(&handle, StopSignal::Term).unwrap();
+    let exit = tokio::time::timeout(END, exit).await.expect("ended");
+    assert_eq!(exit, ProcessExit::Code(143), "its wrapper's recorded code");
+    assert_nothing_left(&node.base, &second, &s);
 }

@@ -472,24 +472,9 @@ impl ContainerExecutor for ProcessExecutor {
     }
 
     fn signal(&self, handle: &ExecHandle, signal: StopSignal) -> Result<(), LaunchError> {
-        let Some((pgid, _)) = handle.as_process_group() else {
-            return Ok(());
-        };
-        if pgid <= 1 {
-            // Never signal "every process" (0, -1) or init, whatever the store says.
-            return Ok(());
-        }
-        let sig = match signal {
-            StopSignal::Term => Signal::SIGTERM,
-            StopSignal::Kill => Signal::SIGKILL,
-            StopSignal::Quit => Signal::SIGQUIT,
-        };
-        match killpg(Pid::from_raw(pgid), sig) {
-            Ok(()) | Err(Errno::ESRCH) => Ok(()),
-            Err(source) => Err(LaunchError::Signal {
-                handle: handle.clone(),
-                source,
-            }),
+        match handle.as_process_group() {
+            Some((pgid, _)) => signal_group(pgid, signal, handle),
+            None => Ok(()),
         }
     }
 
@@ -553,6 +538,31 @@ impl ContainerExecutor for ProcessExecutor {
         if let Some(cg) = self.cgroups() {
             cg.shutdown();
         }
+    }
+}
+
+/// Signals the process group `pgid` (of the container `handle` names); one that no longer
+/// exists is not an error.
+pub(crate) fn signal_group(
+    pgid: i32,
+    signal: StopSignal,
+    handle: &ExecHandle,
+) -> Result<(), LaunchError> {
+    if pgid <= 1 {
+        // Never signal "every process" (0, -1) or init, whatever the store says.
+        return Ok(());
+    }
+    let sig = match signal {
+        StopSignal::Term => Signal::SIGTERM,
+        StopSignal::Kill => Signal::SIGKILL,
+        StopSignal::Quit => Signal::SIGQUIT,
+    };
+    match killpg(Pid::from_raw(pgid), sig) {
+        Ok(()) | Err(Errno::ESRCH) => Ok(()),
+        Err(source) => Err(LaunchError::Signal {
+            handle: handle.clone(),
+            source,
+        }),
     }
 }
 

@@ -7,9 +7,6 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use nix::errno::Errno;
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
 use spindle_common::ids::ContainerId;
 use tracing::{info, warn};
 
@@ -18,8 +15,8 @@ use super::{ImagePin, ImageSource, OciError, RuntimePolicy, RuntimeRequest};
 use crate::containers::ProcessExit;
 use crate::isolation::IsolationSpec;
 use crate::launcher::{
-    Adoptee, ContainerExecutor, ExecHandle, LaunchError, LaunchSpec, Leader, PrivateMounts,
-    ProcessExecutor, Reattached, StartedProcess, StopSignal,
+    signal_group, Adoptee, ContainerExecutor, ExecHandle, LaunchError, LaunchSpec, Leader,
+    PrivateMounts, ProcessExecutor, Reattached, StartedProcess, StopSignal,
 };
 
 /// A prepared OCI container, between `prepare` and `start`.
@@ -287,20 +284,9 @@ impl ContainerExecutor for OciExecutor {
         else {
             return Ok(());
         };
-        let Some(init) = self.container_init(runtime_id, leader) else {
-            return Ok(());
-        };
-        let sig = match signal {
-            StopSignal::Term => Signal::SIGTERM,
-            StopSignal::Kill => Signal::SIGKILL,
-            StopSignal::Quit => Signal::SIGQUIT,
-        };
-        match killpg(Pid::from_raw(init), sig) {
-            Ok(()) | Err(Errno::ESRCH) => Ok(()),
-            Err(source) => Err(LaunchError::Signal {
-                handle: handle.clone(),
-                source,
-            }),
+        match self.container_init(runtime_id, leader) {
+            Some(init) => signal_group(init, signal, handle),
+            None => Ok(()),
         }
     }
 
