@@ -243,6 +243,11 @@ pub trait ContainerExecutor: Send + Sync + 'static {
     /// With `hold`, the process is set up (cgroups, logs, session) but held before its
     /// `exec` until [`StartedProcess::gate`] is opened; dropping the gate ends it unrun.
     fn start(&self, spec: &LaunchSpec, hold: bool) -> Result<StartedProcess, LaunchError>;
+    /// A prepared container will not be started (stopped while it was localized): drops
+    /// what `prepare` made for its start beyond its directories (an OCI bundle). Blocking.
+    fn discard(&self, id: &ContainerId) {
+        let _ = id;
+    }
     /// Signals every process of the container `handle` names. One that no longer exists is
     /// not an error.
     fn signal(&self, handle: &ExecHandle, signal: StopSignal) -> Result<(), LaunchError>;

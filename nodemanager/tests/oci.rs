@@ -205,12 +205,12 @@ fn assert_nothing_left(base: &Path, ex: &OciExecutor, s: &LaunchSpec) {
         !mountinfo.lines().any(|l| l.contains(needle.as_ref())),
         "mounts left under {needle}:\n{mountinfo}"
     );
-    let id = s.container_id.to_string();
-    assert!(!ex.bundle_dir(&id).exists(), "bundle left");
-    assert!(
-        !base.join("local/nmPrivate/oci/state").join(&id).exists(),
-        "runtime state left"
-    );
+    assert_eq!(ex.runtime_id_of(&s.container_id), None, "bundle left");
+    let state = base.join("local/nmPrivate/oci/state");
+    let left: Vec<_> = std::fs::read_dir(&state)
+        .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "runtime state left: {left:?}");
 }
 
 #[tokio::test]
@@ -486,13 +486,13 @@ async fn a_readopted_container_is_cleaned_up_when_it_ends_and_reclaim_removes_st
     let handle = p.handle.clone();
     drop(p);
     // A stray bundle of a container no NM re-adopts.
-    let stray = first.bundle_dir("container_1700000000000_0099_01_000099");
+    let stray = first.bundle_dir("container_1700000000000_0099_01_000099.1");
     std::fs::create_dir_all(stray.join("upper")).unwrap();
     let second = node.executor(node.policy());
     second.reclaim(&[s.container_id]);
     assert!(!stray.exists(), "reclaim removes a stray bundle");
     assert!(
-        second.bundle_dir(&s.container_id.to_string()).exists(),
+        second.runtime_id_of(&s.container_id).is_some(),
         "a live one stays"
     );
     let adoptee = spindle_nodemanager::launcher::Adoptee {
@@ -509,4 +509,21 @@ async fn a_readopted_container_is_cleaned_up_when_it_ends_and_reclaim_removes_st
     let exit = tokio::time::timeout(END, exit).await.expect("ended");
     assert_eq!(exit, ProcessExit::Code(143), "its wrapper's recorded code");
     assert_nothing_left(&node.base, &second, &s);
+}
+
+#[tokio::test]
+async fn a_prepared_container_that_never_starts_leaves_no_bundle() {
+    let test = "a_prepared_container_that_never_starts_leaves_no_bundle";
+    let Some(node) = Node::new(test) else {
+        return;
+    };
+    let ex = node.executor(node.policy());
+    let s = spec(&node.base, 9, "true", &[]);
+    ex.prepare(&s).expect("prepare");
+    assert!(
+        ex.runtime_id_of(&s.container_id).is_some(),
+        "a bundle was written"
+    );
+    ex.discard(&s.container_id);
+    assert_nothing_left(&node.base, &ex, &s);
 }

@@ -303,6 +303,8 @@ impl Manager {
         }
         if !self.table.may_start(&id) {
             debug!("container was stopped while localizing; not starting it");
+            let executor = Arc::clone(&self.executor);
+            tokio::task::spawn_blocking(move || executor.discard(&id));
             self.hold_settled(
                 id,
                 Some("the container was stopped before it started".into()),

@@ -21,6 +21,9 @@ use crate::launcher::{
 
 /// A prepared OCI container, between `prepare` and `start`.
 struct Prepared {
+    /// `<container id>.<ms>`: a re-initialized container gets a new bundle and runtime name,
+    /// so the old one's clean-up never touches the new one.
+    runtime_id: String,
     mounts: PrivateMounts,
     pin: Option<ImagePin>,
 }
@@ -63,6 +66,17 @@ impl OciExecutor {
         &self.process
     }
 
+    /// The runtime name (and bundle) of `id`'s latest start, if it has one on disk.
+    pub fn runtime_id_of(&self, id: &ContainerId) -> Option<String> {
+        let prefix = format!("{id}.");
+        std::fs::read_dir(self.root.join("bundles"))
+            .ok()?
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| n.starts_with(&prefix))
+            .max()
+    }
+
     /// Where the bundle of the container the runtime names `runtime_id` is.
     pub fn bundle_dir(&self, runtime_id: &str) -> PathBuf {
         self.root.join("bundles").join(runtime_id)
@@ -100,7 +114,7 @@ impl OciExecutor {
                 image: request.image.clone(),
                 source,
             })?;
-        let runtime_id = spec.container_id.to_string();
+        let runtime_id = format!("{}.{}", spec.container_id, spindle_common::time::now_ms());
         let dir = self.bundle_dir(&runtime_id);
         let input = BundleInput {
             spec,
@@ -120,6 +134,7 @@ impl OciExecutor {
         self.prepared().insert(
             spec.container_id,
             Prepared {
+                runtime_id,
                 mounts,
                 pin: rootfs.pin,
             },
@@ -134,7 +149,7 @@ impl OciExecutor {
         hold: bool,
     ) -> Result<StartedProcess, LaunchError> {
         let binary = self.binary()?.to_path_buf();
-        let runtime_id = spec.container_id.to_string();
+        let runtime_id = prepared.runtime_id;
         let dir = self.bundle_dir(&runtime_id);
         let state = self.state_dir();
         let argv: Vec<&OsStr> = vec![
@@ -277,6 +292,13 @@ impl ContainerExecutor for OciExecutor {
         }
     }
 
+    fn discard(&self, id: &ContainerId) {
+        let prepared = self.prepared().remove(id);
+        if let Some(p) = prepared {
+            self.cleanup(&p.runtime_id);
+        }
+    }
+
     fn signal(&self, handle: &ExecHandle, signal: StopSignal) -> Result<(), LaunchError> {
         self.process.signal(handle, signal)?;
         let (Some(runtime_id), Some((leader, _))) =
@@ -320,7 +342,8 @@ impl ContainerExecutor for OciExecutor {
         let mut n = 0;
         for e in rd.flatten() {
             if let Some(name) = e.file_name().to_str() {
-                if !keep.iter().any(|k| k == name) {
+                let id = name.split('.').next().unwrap_or(name);
+                if !keep.iter().any(|k| k == id) {
                     self.cleanup(name);
                     n += 1;
                 }

@@ -20,8 +20,9 @@
 //! even with its cgroup manager disabled). The overlay is therefore never on the host: it
 //! ends with the container's last process, also after an NM `kill -9`.
 //!
-//! The bundle (`<first local dir>/nmPrivate/oci/bundles/<container id>/`, root's, `0700`) is
-//! written by the NM in Rust ([`bundle`]): the command under `/bin/sh` (bash inside the image
+//! The bundle (`<first local dir>/nmPrivate/oci/bundles/<runtime id>/`, root's, `0700`) is
+//! written by the NM in Rust (`<container id>.<ms>`, new for every start, so a
+//! re-initialization's bundle is never the old process's) ([`bundle`]): the command under `/bin/sh` (bash inside the image
 //! where it has one), as the application's user (a passwd and group entry added when the
 //! image lacks one), YARN's environment (the image's `Env` where YARN sets no such name; the
 //! image's `PATH`), cwd = the work dir mounted at its own path, the application's local dirs
