@@ -110,6 +110,7 @@ mod command;
 mod files;
 mod handle;
 mod localize;
+mod mounts;
 mod process;
 mod spawn;
 mod watch;

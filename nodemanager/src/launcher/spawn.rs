@@ -29,6 +29,8 @@ use std::process::ExitStatus;
 
 use nix::libc;
 
+pub use super::mounts::PrivateMounts;
+
 /// What one child needs; borrowed, as it lives only until the fork.
 pub(super) struct ChildSpec<'a> {
     /// The program to exec: a path, already resolved (no `PATH` search in the child).
@@ -50,44 +52,6 @@ pub(super) struct ChildSpec<'a> {
     /// are relative to `dir`): what the process and its children see, and nobody else; the
     /// mounts end with the namespace's last process.
     pub mounts: Option<&'a PrivateMounts>,
-}
-
-/// Mounts made in a child's own mount namespace (the OCI runtime's leader: its container's
-/// root file system, and no cgroup2 mount on a hybrid node, which crun refuses to work with).
-#[derive(Debug, Default)]
-pub struct PrivateMounts {
-    /// Detached (`umount2(MNT_DETACH)`) if mounted; a path that is not a mount point is fine.
-    detach: Vec<CString>,
-    /// `mount(source, target, fstype, 0, data)`, in order.
-    mounts: Vec<[CString; 4]>,
-}
-
-impl PrivateMounts {
-    pub fn new() -> Self {
-        Self::default()
-    }
-    /// Unmounts `path` in the namespace if it is mounted there.
-    pub fn detach(mut self, path: &Path) -> io::Result<Self> {
-        self.detach
-            .push(cstr(path.as_os_str().as_bytes(), "a mount point")?);
-        Ok(self)
-    }
-    /// Mounts a file system of `fstype` on `target` (relative to the child's directory).
-    pub fn mount(
-        mut self,
-        source: &str,
-        target: &Path,
-        fstype: &str,
-        data: &str,
-    ) -> io::Result<Self> {
-        self.mounts.push([
-            cstr(source.as_bytes(), "a mount source")?,
-            cstr(target.as_os_str().as_bytes(), "a mount point")?,
-            cstr(fstype.as_bytes(), "a file system type")?,
-            cstr(data.as_bytes(), "mount options")?,
-        ]);
-        Ok(self)
-    }
 }
 
 /// Where a child waits before its `exec`: the NM writes one byte to let it go; if the write
@@ -157,7 +121,7 @@ const STAGES: [&str; 9] = [
     "mount its container's root file system",
 ];
 
-fn cstr(bytes: &[u8], what: &str) -> io::Result<CString> {
+pub(super) fn cstr(bytes: &[u8], what: &str) -> io::Result<CString> {
     CString::new(bytes).map_err(|_| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
