@@ -84,7 +84,8 @@
 //! business alone (`launcher/process.rs`), so another executor (an OCI runtime) can name its
 //! containers its own way without touching the lifecycle.
 //!
-//! Files: `process.rs` ([`ProcessExecutor`]), `spawn.rs` (fork and exec), `watch.rs` (the
+//! Files: `process.rs` ([`ProcessExecutor`]), `spawn.rs` (fork and exec), `mounts.rs` (a
+//! child's private mounts, for the OCI executor's leader, [`crate::oci`]), `watch.rs` (the
 //! memory watch and teardown of one container), `localize.rs` (local resources),
 //! `command.rs` (the command line), `files.rs` (files in a container's directories),
 //! `handle.rs` ([`ExecHandle`]).
