@@ -28,3 +28,20 @@ pub const CONF_DIR: &str = "SPINDLE_CONF_DIR";
 /// GPUs granted to the container.
 pub const CUDA_VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
 pub const NVIDIA_VISIBLE_DEVICES: &str = "NVIDIA_VISIBLE_DEVICES";
+/// YARN's container runtime request (set by an AM in the launch context): `default`,
+/// `runc` or `docker` (the last two both run an OCI image under the NM's OCI runtime).
+pub const YARN_CONTAINER_RUNTIME_TYPE: &str = "YARN_CONTAINER_RUNTIME_TYPE";
+/// The image of a `runc` container.
+pub const YARN_CONTAINER_RUNTIME_RUNC_IMAGE: &str = "YARN_CONTAINER_RUNTIME_RUNC_IMAGE";
+/// A `runc` container's mounts: `src:dst[:ro|rw]`, comma-separated.
+pub const YARN_CONTAINER_RUNTIME_RUNC_MOUNTS: &str = "YARN_CONTAINER_RUNTIME_RUNC_MOUNTS";
+/// The image of a `docker` container (no Docker daemon: the same OCI runtime runs it).
+pub const YARN_CONTAINER_RUNTIME_DOCKER_IMAGE: &str = "YARN_CONTAINER_RUNTIME_DOCKER_IMAGE";
+/// A `docker` container's mounts, as for `runc`.
+pub const YARN_CONTAINER_RUNTIME_DOCKER_MOUNTS: &str = "YARN_CONTAINER_RUNTIME_DOCKER_MOUNTS";
+/// `true` asks for a privileged container (refused unless the node allows them).
+pub const YARN_CONTAINER_RUNTIME_DOCKER_RUN_PRIVILEGED_CONTAINER: &str =
+    "YARN_CONTAINER_RUNTIME_DOCKER_RUN_PRIVILEGED_CONTAINER";
+/// The `runc` spelling of the privileged request.
+pub const YARN_CONTAINER_RUNTIME_RUNC_RUN_PRIVILEGED_CONTAINER: &str =
+    "YARN_CONTAINER_RUNTIME_RUNC_RUN_PRIVILEGED_CONTAINER";

@@ -84,7 +84,8 @@
 //! business alone (`launcher/process.rs`), so another executor (an OCI runtime) can name its
 //! containers its own way without touching the lifecycle.
 //!
-//! Files: `process.rs` ([`ProcessExecutor`]), `spawn.rs` (fork and exec), `watch.rs` (the
+//! Files: `process.rs` ([`ProcessExecutor`]), `spawn.rs` (fork and exec), `mounts.rs` (a
+//! child's private mounts, for the OCI executor's leader, [`crate::oci`]), `watch.rs` (the
 //! memory watch and teardown of one container), `localize.rs` (local resources),
 //! `command.rs` (the command line), `files.rs` (files in a container's directories),
 //! `handle.rs` ([`ExecHandle`]).
@@ -110,6 +111,7 @@ mod command;
 mod files;
 mod handle;
 mod localize;
+mod mounts;
 mod process;
 mod spawn;
 mod watch;
@@ -125,7 +127,8 @@ pub use localize::{
     SourceError, SourceKind, UserReader, WORK_DIR_KEY,
 };
 pub use process::{proc_start_ticks, Enforcement, ProcessExecutor, EXIT_CODE_FILE};
-pub use spawn::{Gate, GATE_ABANDONED_EXIT};
+pub(crate) use process::{signal_group, Leader};
+pub use spawn::{Gate, PrivateMounts, GATE_ABANDONED_EXIT};
 
 /// How often a re-adopted container (not the NM's child) is checked for life.
 pub const ADOPTED_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
@@ -184,6 +187,9 @@ pub enum LaunchError {
     /// The container's cgroups could not be made: it is not run unconfined.
     #[error("cannot isolate the container: {0}")]
     Isolation(#[from] CgroupError),
+    /// An OCI container's request was refused, or its image or bundle could not be had.
+    #[error(transparent)]
+    Oci(#[from] crate::oci::OciError),
 }
 
 impl LaunchError {
@@ -191,8 +197,20 @@ impl LaunchError {
     pub fn is_localization(&self) -> bool {
         matches!(
             self,
-            Self::Localization(_) | Self::Source(_) | Self::Io { .. }
+            Self::Localization(_)
+                | Self::Source(_)
+                | Self::Io { .. }
+                | Self::Oci(crate::oci::OciError::Image { .. })
         )
+    }
+
+    /// The exit code a container that failed this way reports (7 for a refused runtime
+    /// request, YARN's shape); None: no process ran, no code.
+    pub fn exit_status(&self) -> Option<i32> {
+        match self {
+            Self::Oci(e) => e.exit_status(),
+            _ => None,
+        }
     }
 }
 
@@ -227,6 +245,11 @@ pub trait ContainerExecutor: Send + Sync + 'static {
     /// With `hold`, the process is set up (cgroups, logs, session) but held before its
     /// `exec` until [`StartedProcess::gate`] is opened; dropping the gate ends it unrun.
     fn start(&self, spec: &LaunchSpec, hold: bool) -> Result<StartedProcess, LaunchError>;
+    /// A prepared container will not be started (stopped while it was localized): drops
+    /// what `prepare` made for its start beyond its directories (an OCI bundle). Blocking.
+    fn discard(&self, id: &ContainerId) {
+        let _ = id;
+    }
     /// Signals every process of the container `handle` names. One that no longer exists is
     /// not an error.
     fn signal(&self, handle: &ExecHandle, signal: StopSignal) -> Result<(), LaunchError>;

@@ -28,6 +28,7 @@ pub mod logs;
 pub mod manager;
 pub mod metrics;
 pub mod node_labels;
+pub mod oci;
 pub mod plugins;
 pub mod rest;
 pub mod rest_auth;
@@ -93,12 +94,17 @@ pub async fn run(
     // GPU/FPGA discovery (bounded by the discovery timeout; never fails the NM).
     let plugins = Plugins::from_config(&conf.plugins).await;
     // cgroups where the node has them, else the process-tree watcher (warns once).
-    let executor = Arc::new(ProcessExecutor::for_node(
-        &conf.isolation,
-        conf.local_dirs
-            .first()
-            .map(PathBuf::as_path)
-            .unwrap_or(Path::new("/")),
+    // Image containers go to the OCI runtime, whose leader the process executor runs.
+    let first_local = conf
+        .local_dirs
+        .first()
+        .map(PathBuf::as_path)
+        .unwrap_or(Path::new("/"));
+    let executor = Arc::new(oci::OciExecutor::new(
+        ProcessExecutor::for_node(&conf.isolation, first_local),
+        conf.runtime.clone(),
+        Arc::new(oci::NoImages),
+        first_local,
     ));
     run_with(listener, conf, executor, plugins, shutdown).await
 }

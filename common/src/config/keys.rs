@@ -574,6 +574,27 @@ pub const DEFAULT_NM_CGROUPS_STRICT_RESOURCE_USAGE: bool = false;
 /// pid space.
 pub const SPINDLE_NM_CONTAINER_PIDS_LIMIT: &str = "spindle.nodemanager.container.pids-limit";
 pub const DEFAULT_SPINDLE_NM_CONTAINER_PIDS_LIMIT: u64 = 4096;
+/// The container runtimes the NM allows (YARN: `default`, `docker`, `runc`), comma-separated.
+pub const NM_RUNTIME_ALLOWED_RUNTIMES: &str = "yarn.nodemanager.runtime.linux.allowed-runtimes";
+pub const DEFAULT_NM_RUNTIME_ALLOWED_RUNTIMES: &str = "default";
+/// The OCI runtime binary (a path or a name in `PATH`); empty: `crun` in `PATH`, else `runc`.
+pub const SPINDLE_NM_RUNTIME_OCI_BINARY: &str = "spindle.nodemanager.runtime.oci.binary";
+/// Host directories (and what is below them) an AM may mount read-only into a container.
+pub const NM_RUNC_ALLOWED_RO_MOUNTS: &str = "yarn.nodemanager.runtime.linux.runc.allowed-ro-mounts";
+/// Host directories an AM may mount read-write (read-only too).
+pub const NM_RUNC_ALLOWED_RW_MOUNTS: &str = "yarn.nodemanager.runtime.linux.runc.allowed-rw-mounts";
+/// Mounts every OCI container gets read-only (`src:dst` or `path`, comma-separated).
+pub const NM_RUNC_DEFAULT_RO_MOUNTS: &str = "yarn.nodemanager.runtime.linux.runc.default-ro-mounts";
+/// Mounts every OCI container gets read-write.
+pub const NM_RUNC_DEFAULT_RW_MOUNTS: &str = "yarn.nodemanager.runtime.linux.runc.default-rw-mounts";
+/// Whether an AM may ask for a privileged OCI container.
+pub const NM_RUNC_PRIVILEGED_ALLOWED: &str =
+    "yarn.nodemanager.runtime.linux.runc.privileged-containers.allowed";
+pub const DEFAULT_NM_RUNC_PRIVILEGED_ALLOWED: bool = false;
+/// Where CDI specifications are read from (comma-separated directories, JSON files).
+pub const SPINDLE_NM_RUNTIME_OCI_CDI_SPEC_DIRS: &str =
+    "spindle.nodemanager.runtime.oci.cdi-spec-dirs";
+pub const DEFAULT_SPINDLE_NM_RUNTIME_OCI_CDI_SPEC_DIRS: &str = "/etc/cdi,/var/run/cdi";
 /// `auto`, `v1` (devices.deny) or `ebpf` (a cgroup2 device program).
 pub const SPINDLE_NM_CGROUPS_DEVICE_ISOLATION: &str =
     "spindle.nodemanager.cgroups.device-isolation";
@@ -869,6 +890,14 @@ pub const DEFAULTS: &[(&str, &str)] = &[
         int_text!(DEFAULT_NM_HEALTH_CHECKER_SCRIPT_TIMEOUT_MS),
     ),
     (NM_CGROUPS_HIERARCHY, DEFAULT_NM_CGROUPS_HIERARCHY),
+    (
+        NM_RUNTIME_ALLOWED_RUNTIMES,
+        DEFAULT_NM_RUNTIME_ALLOWED_RUNTIMES,
+    ),
+    (
+        SPINDLE_NM_RUNTIME_OCI_CDI_SPEC_DIRS,
+        DEFAULT_SPINDLE_NM_RUNTIME_OCI_CDI_SPEC_DIRS,
+    ),
     (
         NM_NODE_LABELS_PROVIDER_FETCH_INTERVAL_MS,
         int_text!(DEFAULT_NM_NODE_LABELS_PROVIDER_FETCH_INTERVAL_MS),

@@ -125,6 +125,13 @@ pub enum NmConfigError {
         expected: String,
         value: String,
     },
+    #[error("{at}: property '{name}': invalid value '{value}': {reason}")]
+    BadRuntimeSetting {
+        at: String,
+        name: &'static str,
+        value: String,
+        reason: String,
+    },
     #[error("{at}: property '{name}': expected a local user to run containers as, got '{value}' ({reason})")]
     BadRunAsUser {
         at: String,

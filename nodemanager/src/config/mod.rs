@@ -40,6 +40,7 @@ mod health;
 mod image;
 mod node_labels;
 mod resources;
+mod runtime;
 mod validate;
 
 #[cfg(test)]
@@ -55,6 +56,7 @@ pub use resources::{
     parse_allowed_fpgas, parse_allowed_gpus, AllowedFpgas, AllowedGpus, FpgaPluginConfig,
     GpuPluginConfig, ResourcePluginsConfig,
 };
+use runtime::runtime_policy;
 pub use validate::connectable;
 use validate::{absolute, at, check_address, dirs, valid_env_name, valid_hostname};
 
@@ -128,6 +130,8 @@ pub struct NmConfig {
     pub plugins: ResourcePluginsConfig,
     /// cgroups and the memory watcher (see [`isolation_config`]).
     pub isolation: IsolationConfig,
+    /// Which container runtimes run here and how (`yarn.nodemanager.runtime.linux.*`).
+    pub runtime: crate::oci::RuntimePolicy,
     /// Who containers run as (see [`crate::runas`]).
     pub run_as: RunAs,
     /// The node's health script and disk checks (see [`crate::health`]).
@@ -236,6 +240,7 @@ impl NmConfig {
         let plugins = resource_plugins(conf)?;
         let isolation = isolation_config(conf)?;
         let run_as = run_as_config(conf)?;
+        let runtime = runtime_policy(conf)?;
         let health = health_config(conf)?;
         let node_labels = node_labels_config(conf)?;
         let retain = conf.get_i64(
@@ -265,6 +270,7 @@ impl NmConfig {
             stderr_tail_bytes,
             plugins,
             isolation,
+            runtime,
             run_as,
             health,
             log_retain,

@@ -672,3 +672,32 @@ fn unknown_keys_are_logged_with_the_closest_known_key() {
         "{logs:#?}"
     );
 }
+
+#[test]
+fn runtime_policy_is_read_with_yarns_names() {
+    use crate::oci::{MountMode, RuntimeKind};
+    let c = NmConfig::from_configuration(&Configuration::new(), Path::new("c")).unwrap();
+    assert_eq!(c.runtime.allowed, [RuntimeKind::Default].into());
+    assert!(!c.runtime.privileged_allowed);
+    let c = NmConfig::from_configuration(
+        &conf(&[
+            (keys::NM_RUNTIME_ALLOWED_RUNTIMES, "default, runc,docker"),
+            (keys::NM_RUNC_ALLOWED_RO_MOUNTS, "/,/no/such/dir"),
+            (keys::NM_RUNC_DEFAULT_RO_MOUNTS, "/etc/ssl:/etc/ssl"),
+            (keys::NM_RUNC_PRIVILEGED_ALLOWED, "true"),
+        ]),
+        Path::new("c"),
+    )
+    .unwrap();
+    assert_eq!(c.runtime.allowed.len(), 3);
+    assert_eq!(c.runtime.allowed_ro, vec![std::path::PathBuf::from("/")]);
+    assert_eq!(c.runtime.default_mounts[0].mode, MountMode::ReadOnly);
+    assert!(c.runtime.privileged_allowed);
+    for (k, v) in [
+        (keys::NM_RUNTIME_ALLOWED_RUNTIMES, "default,lxc"),
+        (keys::NM_RUNC_DEFAULT_RW_MOUNTS, "relative:/x"),
+    ] {
+        let e = NmConfig::from_configuration(&conf(&[(k, v)]), Path::new("c")).unwrap_err();
+        assert!(e.to_string().contains(k), "{e}");
+    }
+}

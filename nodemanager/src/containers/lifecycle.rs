@@ -64,6 +64,7 @@ impl ContainerTable {
         &mut self,
         id: &ContainerId,
         localization: bool,
+        exit_status: Option<i32>,
         diag: String,
         now_ms: u64,
     ) -> Option<Outcome> {
@@ -76,7 +77,7 @@ impl ContainerTable {
         } else {
             End::Failed
         };
-        c.complete(end, None, diag, now_ms);
+        c.complete(end, exit_status, diag, now_ms);
         Some(Outcome::Failed)
     }
 

@@ -190,7 +190,7 @@ fn localization_failures_never_ran() {
     let a = cid(1, 1);
     t.insert(container(a)).unwrap();
     assert_eq!(
-        t.launch_failed(&a, true, "no such file".into(), 3),
+        t.launch_failed(&a, true, None, "no such file".into(), 3),
         Some(Outcome::Failed)
     );
     let c = t.get(&a).unwrap();

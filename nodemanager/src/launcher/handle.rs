@@ -26,6 +26,15 @@ enum Repr {
         #[serde(default)]
         start_ticks: Option<u64>,
     },
+    /// A container of the OCI executor (`crate::oci`): its leader is the runtime (`crun
+    /// run`), a process group as above; `runtime_id` is the container's name in the runtime.
+    #[serde(rename_all = "camelCase")]
+    OciContainer {
+        pid: i32,
+        #[serde(default)]
+        start_ticks: Option<u64>,
+        runtime_id: String,
+    },
 }
 
 impl ExecHandle {
@@ -34,11 +43,31 @@ impl ExecHandle {
         Self(Repr::ProcessGroup { pid, start_ticks })
     }
 
-    /// The leader's pid and start time of a process-group handle: for the process executor
-    /// and its tests only, never for the container lifecycle.
+    /// An OCI container whose leader (the runtime) is `pid`, named `runtime_id` in the runtime.
+    pub fn oci_container(pid: i32, start_ticks: Option<u64>, runtime_id: String) -> Self {
+        Self(Repr::OciContainer {
+            pid,
+            start_ticks,
+            runtime_id,
+        })
+    }
+
+    /// The leader's pid and start time of a process-group handle (an OCI container's leader
+    /// is one too): for the executors and their tests only, never for the container lifecycle.
     pub fn as_process_group(&self) -> Option<(i32, Option<u64>)> {
         match self.0 {
-            Repr::ProcessGroup { pid, start_ticks } => Some((pid, start_ticks)),
+            Repr::ProcessGroup { pid, start_ticks }
+            | Repr::OciContainer {
+                pid, start_ticks, ..
+            } => Some((pid, start_ticks)),
+        }
+    }
+
+    /// The runtime's name of an OCI container; None for a plain process group.
+    pub fn oci_runtime_id(&self) -> Option<&str> {
+        match &self.0 {
+            Repr::OciContainer { runtime_id, .. } => Some(runtime_id),
+            Repr::ProcessGroup { .. } => None,
         }
     }
 }
@@ -47,6 +76,12 @@ impl fmt::Display for ExecHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
             Repr::ProcessGroup { pid, .. } => write!(f, "process group {pid}"),
+            Repr::OciContainer {
+                pid, runtime_id, ..
+            } => write!(
+                f,
+                "OCI container {runtime_id} (runtime process group {pid})"
+            ),
         }
     }
 }
@@ -66,5 +101,19 @@ mod tests {
         assert_eq!(serde_json::from_value::<ExecHandle>(v).unwrap(), h);
         assert_eq!(h.to_string(), "process group 42");
         assert_eq!(h.as_process_group(), Some((42, Some(7))));
+        assert_eq!(h.oci_runtime_id(), None);
+    }
+
+    #[test]
+    fn an_oci_container_round_trips_in_its_stored_form() {
+        let h = ExecHandle::oci_container(42, Some(7), "container_1_0001_01_000002".into());
+        let v = serde_json::to_value(&h).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"ociContainer": {"pid": 42, "startTicks": 7, "runtimeId": "container_1_0001_01_000002"}})
+        );
+        assert_eq!(serde_json::from_value::<ExecHandle>(v).unwrap(), h);
+        assert_eq!(h.as_process_group(), Some((42, Some(7))));
+        assert_eq!(h.oci_runtime_id(), Some("container_1_0001_01_000002"));
     }
 }

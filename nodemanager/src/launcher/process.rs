@@ -2,6 +2,7 @@
 //! wrapper, the fork and the enforcement). The only place that turns an [`ExecHandle`] into
 //! a pid to signal or to check for life.
 
+use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::Read;
@@ -35,6 +36,18 @@ pub const EXIT_CODE_FILE: &str = ".exitcode";
 
 const WRAPPER: &str =
     r#"trap : TERM INT HUP; "$BASH" -c "$1"; rc=$?; printf '%s\n' "$rc" > .exitcode; exit "$rc""#;
+
+/// What a container's leader process runs, where and as whom (see
+/// [`ProcessExecutor::start_leader`]).
+pub(crate) struct Leader<'a> {
+    pub program: &'a Path,
+    /// argv, `argv[0]` included.
+    pub argv: &'a [&'a OsStr],
+    pub env: &'a BTreeMap<String, String>,
+    pub dir: &'a Path,
+    pub run_as: Option<&'a crate::runas::Credentials>,
+    pub mounts: Option<&'a spawn::PrivateMounts>,
+}
 
 /// How container limits are enforced on this node.
 #[derive(Debug, Clone)]
@@ -196,8 +209,109 @@ impl ProcessExecutor {
         text.trim().parse().ok()
     }
 
+    /// Forks a container's leader into the container's cgroups, with its logs as stdout
+    /// and stderr, and watches it: the process executor's own start, and the OCI executor's
+    /// (whose leader is the runtime, `crun run`). The handle names the leader's process group.
+    pub(crate) fn start_leader(
+        &self,
+        spec: &LaunchSpec,
+        leader: &Leader<'_>,
+        hold: bool,
+    ) -> Result<StartedProcess, LaunchError> {
+        let (Some(out_path), Some(err_path)) = (spec.stdout_path(), spec.stderr_path()) else {
+            return Err(LaunchError::Localization("no log directory".into()));
+        };
+        let stdout = open_log(&out_path)?;
+        let stderr = open_log(&err_path)?;
+        if let Some(c) = &spec.run_as {
+            for (f, p) in [(&stdout, &out_path), (&stderr, &err_path)] {
+                std::os::unix::fs::fchown(f, Some(c.uid), Some(c.gid))
+                    .map_err(io_err("give to the container's user", p))?;
+            }
+        }
+        let gate = if hold {
+            Some(spawn::Gate::new().map_err(LaunchError::Spawn)?)
+        } else {
+            None
+        };
+        let cgroups = self.cgroups().cloned();
+        let placement = match &cgroups {
+            Some(cg) => Some(cg.create(&spec.container_id, &spec.isolation)?),
+            None => None,
+        };
+        let fds = placement.as_ref().map(|p| p.fds()).unwrap_or_default();
+        let spawned = spawn::fork_exec(&spawn::ChildSpec {
+            program: leader.program,
+            argv: leader.argv,
+            env: leader.env,
+            dir: leader.dir,
+            stdout: &stdout,
+            stderr: &stderr,
+            cgroup_procs: &fds,
+            gate: gate.as_ref(),
+            run_as: leader.run_as,
+            mounts: leader.mounts,
+        });
+        // The child has joined its cgroups: the parent's descriptors can go.
+        drop(placement);
+        let pid = match spawned {
+            Ok(pid) => pid,
+            Err(e) => {
+                if let Some(cg) = &cgroups {
+                    if let Err(e) = cg.destroy(&spec.container_id) {
+                        warn!(error = %e, "cannot remove the cgroups of a container that did not start");
+                    }
+                }
+                return Err(LaunchError::Spawn(e));
+            }
+        };
+        let mut gate = gate;
+        if let Some(g) = gate.as_mut() {
+            g.forked();
+        }
+        let start_ticks = proc_start_ticks(pid);
+        let limit_mb = Arc::new(AtomicI64::new(spec.isolation.memory_mb));
+        self.limits
+            .lock()
+            .expect("the watched-limits lock is never poisoned")
+            .insert(spec.container_id, Arc::clone(&limit_mb));
+        let watch = Watch {
+            enforcement: self.enforcement.clone(),
+            id: spec.container_id,
+            pid,
+            limit_mb,
+            registry: Arc::clone(&self.limits),
+        };
+        let exit = Box::pin(async move {
+            let mut killed: Option<String> = None;
+            let mut wait = std::pin::pin!(spawn::wait(pid));
+            let status = match watch.interval() {
+                None => wait.await,
+                Some(every) => {
+                    let mut tick = tokio::time::interval(every);
+                    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    tick.tick().await;
+                    loop {
+                        tokio::select! {
+                            st = &mut wait => break st,
+                            _ = tick.tick(), if killed.is_none() => {
+                                killed = watch.check().await;
+                            }
+                        }
+                    }
+                }
+            };
+            watch.finish(process_exit(status), killed).await
+        });
+        Ok(StartedProcess {
+            handle: ExecHandle::process_group(pid, start_ticks),
+            exit,
+            gate,
+        })
+    }
+
     /// How a container that ended unwatched ended: the code its wrapper recorded, or unknown.
-    fn recorded_exit(&self, work_dir: &Path) -> ProcessExit {
+    pub(crate) fn recorded_exit(&self, work_dir: &Path) -> ProcessExit {
         match self.recorded_exit_code(work_dir) {
             Some(code) => ProcessExit::Code(code),
             None => ProcessExit::Unknown(
@@ -311,17 +425,6 @@ impl ContainerExecutor for ProcessExecutor {
 
     #[tracing::instrument(name = "launch", skip_all, fields(container_id = %spec.container_id, app_id = %spec.container_id.application_id()))]
     fn start(&self, spec: &LaunchSpec, hold: bool) -> Result<StartedProcess, LaunchError> {
-        let (Some(out_path), Some(err_path)) = (spec.stdout_path(), spec.stderr_path()) else {
-            return Err(LaunchError::Localization("no log directory".into()));
-        };
-        let stdout = open_log(&out_path)?;
-        let stderr = open_log(&err_path)?;
-        if let Some(c) = &spec.run_as {
-            for (f, p) in [(&stdout, &out_path), (&stderr, &err_path)] {
-                std::os::unix::fs::fchown(f, Some(c.uid), Some(c.gid))
-                    .map_err(io_err("give to the container's user", p))?;
-            }
-        }
         // A plain command (one program, literal arguments) is exec'd directly: bash would do
         // the same in the end, and skipping the wrapper's two bash start-ups matters when a
         // node starts many containers at once (gang start skew). Anything with shell syntax
@@ -354,105 +457,24 @@ impl ContainerExecutor for ProcessExecutor {
                     ],
                 ),
             };
-        let gate = if hold {
-            Some(spawn::Gate::new().map_err(LaunchError::Spawn)?)
-        } else {
-            None
-        };
-        let cgroups = self.cgroups().cloned();
-        let placement = match &cgroups {
-            Some(cg) => Some(cg.create(&spec.container_id, &spec.isolation)?),
-            None => None,
-        };
-        let fds = placement.as_ref().map(|p| p.fds()).unwrap_or_default();
-        let spawned = spawn::fork_exec(&spawn::ChildSpec {
-            program: &program,
-            argv: &argv,
-            env: &spec.env,
-            dir: &spec.work_dir,
-            stdout: &stdout,
-            stderr: &stderr,
-            cgroup_procs: &fds,
-            gate: gate.as_ref(),
-            run_as: spec.run_as.as_ref(),
-        });
-        // The child has joined its cgroups: the parent's descriptors can go.
-        drop(placement);
-        let pid = match spawned {
-            Ok(pid) => pid,
-            Err(e) => {
-                if let Some(cg) = &cgroups {
-                    if let Err(e) = cg.destroy(&spec.container_id) {
-                        warn!(error = %e, "cannot remove the cgroups of a container that did not start");
-                    }
-                }
-                return Err(LaunchError::Spawn(e));
-            }
-        };
-        let mut gate = gate;
-        if let Some(g) = gate.as_mut() {
-            g.forked();
-        }
-        let start_ticks = proc_start_ticks(pid);
-        let limit_mb = Arc::new(AtomicI64::new(spec.isolation.memory_mb));
-        self.limits
-            .lock()
-            .expect("the watched-limits lock is never poisoned")
-            .insert(spec.container_id, Arc::clone(&limit_mb));
-        let watch = Watch {
-            enforcement: self.enforcement.clone(),
-            id: spec.container_id,
-            pid,
-            limit_mb,
-            registry: Arc::clone(&self.limits),
-        };
-        let exit = Box::pin(async move {
-            let mut killed: Option<String> = None;
-            let mut wait = std::pin::pin!(spawn::wait(pid));
-            let status = match watch.interval() {
-                None => wait.await,
-                Some(every) => {
-                    let mut tick = tokio::time::interval(every);
-                    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                    tick.tick().await;
-                    loop {
-                        tokio::select! {
-                            st = &mut wait => break st,
-                            _ = tick.tick(), if killed.is_none() => {
-                                killed = watch.check().await;
-                            }
-                        }
-                    }
-                }
-            };
-            watch.finish(process_exit(status), killed).await
-        });
-        Ok(StartedProcess {
-            handle: ExecHandle::process_group(pid, start_ticks),
-            exit,
-            gate,
-        })
+        self.start_leader(
+            spec,
+            &Leader {
+                program: &program,
+                argv: &argv,
+                env: &spec.env,
+                dir: &spec.work_dir,
+                run_as: spec.run_as.as_ref(),
+                mounts: None,
+            },
+            hold,
+        )
     }
 
     fn signal(&self, handle: &ExecHandle, signal: StopSignal) -> Result<(), LaunchError> {
-        let Some((pgid, _)) = handle.as_process_group() else {
-            return Ok(());
-        };
-        if pgid <= 1 {
-            // Never signal "every process" (0, -1) or init, whatever the store says.
-            return Ok(());
-        }
-        let sig = match signal {
-            StopSignal::Term => Signal::SIGTERM,
-            StopSignal::Kill => Signal::SIGKILL,
-            StopSignal::Quit => Signal::SIGQUIT,
-        };
-        match killpg(Pid::from_raw(pgid), sig) {
-            Ok(()) | Err(Errno::ESRCH) => Ok(()),
-            Err(source) => Err(LaunchError::Signal {
-                handle: handle.clone(),
-                source,
-            }),
+        match handle.as_process_group() {
+            Some((pgid, _)) => signal_group(pgid, signal, handle),
+            None => Ok(()),
         }
     }
 
@@ -516,6 +538,31 @@ impl ContainerExecutor for ProcessExecutor {
         if let Some(cg) = self.cgroups() {
             cg.shutdown();
         }
+    }
+}
+
+/// Signals the process group `pgid` (of the container `handle` names); one that no longer
+/// exists is not an error.
+pub(crate) fn signal_group(
+    pgid: i32,
+    signal: StopSignal,
+    handle: &ExecHandle,
+) -> Result<(), LaunchError> {
+    if pgid <= 1 {
+        // Never signal "every process" (0, -1) or init, whatever the store says.
+        return Ok(());
+    }
+    let sig = match signal {
+        StopSignal::Term => Signal::SIGTERM,
+        StopSignal::Kill => Signal::SIGKILL,
+        StopSignal::Quit => Signal::SIGQUIT,
+    };
+    match killpg(Pid::from_raw(pgid), sig) {
+        Ok(()) | Err(Errno::ESRCH) => Ok(()),
+        Err(source) => Err(LaunchError::Signal {
+            handle: handle.clone(),
+            source,
+        }),
     }
 }
 

@@ -29,6 +29,8 @@ use std::process::ExitStatus;
 
 use nix::libc;
 
+pub use super::mounts::PrivateMounts;
+
 /// What one child needs; borrowed, as it lives only until the fork.
 pub(super) struct ChildSpec<'a> {
     /// The program to exec: a path, already resolved (no `PATH` search in the child).
@@ -46,6 +48,10 @@ pub(super) struct ChildSpec<'a> {
     pub gate: Option<&'a Gate>,
     /// Drop to this account (groups, gid, uid) after joining the cgroups, before `exec`.
     pub run_as: Option<&'a crate::runas::Credentials>,
+    /// Enter a private mount namespace and mount there (after `chdir`, so relative paths
+    /// are relative to `dir`): what the process and its children see, and nobody else; the
+    /// mounts end with the namespace's last process.
+    pub mounts: Option<&'a PrivateMounts>,
 }
 
 /// Where a child waits before its `exec`: the NM writes one byte to let it go; if the write
@@ -103,7 +109,7 @@ impl std::fmt::Debug for Gate {
 }
 
 /// The steps of the child's setup, as reported through the setup pipe.
-const STAGES: [&str; 7] = [
+const STAGES: [&str; 9] = [
     "start a new session (setsid)",
     "join its cgroups",
     "redirect its standard streams",
@@ -111,9 +117,11 @@ const STAGES: [&str; 7] = [
     "reset its signal mask",
     "wait at its launch gate",
     "switch to its user",
+    "enter a private mount namespace",
+    "mount its container's root file system",
 ];
 
-fn cstr(bytes: &[u8], what: &str) -> io::Result<CString> {
+pub(super) fn cstr(bytes: &[u8], what: &str) -> io::Result<CString> {
     CString::new(bytes).map_err(|_| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -188,6 +196,7 @@ pub(super) fn fork_exec(spec: &ChildSpec<'_>) -> io::Result<i32> {
         },
         setup: setup_w.as_raw_fd(),
         exec_failed: exec_failed.as_bytes(),
+        mounts: spec.mounts,
     };
     // SAFETY: in the child, `Child::run` makes only async-signal-safe calls on data made
     // above, which the fork copied and nothing frees, and never returns.
@@ -260,6 +269,7 @@ struct Child<'a> {
     gate: Option<RawFd>,
     setup: RawFd,
     exec_failed: &'a [u8],
+    mounts: Option<&'a PrivateMounts>,
 }
 
 /// The descriptor a held child reads its gate from.
@@ -331,6 +341,34 @@ impl Child<'_> {
             }
             if libc::chdir(self.dir.as_ptr()) != 0 {
                 self.fail(3);
+            }
+            if let Some(m) = self.mounts {
+                if libc::unshare(libc::CLONE_NEWNS) != 0
+                    || libc::mount(
+                        std::ptr::null(),
+                        c"/".as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_REC | libc::MS_PRIVATE,
+                        std::ptr::null(),
+                    ) != 0
+                {
+                    self.fail(7);
+                }
+                for p in &m.detach {
+                    libc::umount2(p.as_ptr(), libc::MNT_DETACH);
+                }
+                for [source, target, fstype, data] in &m.mounts {
+                    if libc::mount(
+                        source.as_ptr(),
+                        target.as_ptr(),
+                        fstype.as_ptr(),
+                        0,
+                        data.as_ptr().cast(),
+                    ) != 0
+                    {
+                        self.fail(8);
+                    }
+                }
             }
             // After the cgroups (root's to write) and before anything of the user's runs; the
             // order matters: groups and gid while still root, uid last.
@@ -501,6 +539,7 @@ mod tests {
             cgroup_procs: &[],
             gate,
             run_as: None,
+            mounts: None,
         })?;
         Ok((pid, out))
     }
@@ -584,6 +623,7 @@ mod tests {
             cgroup_procs: &[],
             gate: None,
             run_as: None,
+            mounts: None,
         })
         .unwrap_err();
         assert!(e.to_string().contains("enter its work directory"), "{e}");
@@ -617,6 +657,7 @@ mod tests {
             cgroup_procs: &[],
             gate: None,
             run_as: Some(&nobody),
+            mounts: None,
         })
         .unwrap();
         assert_eq!(wait(pid).await.unwrap().code(), Some(0));

@@ -130,7 +130,7 @@ pub enum Command {
     },
     Localized {
         id: ContainerId,
-        result: Result<(), (bool, String)>,
+        result: Result<(), LaunchFailure>,
     },
     Exited {
         id: ContainerId,
@@ -285,4 +285,14 @@ impl NmHandle {
     pub async fn shutdown(&self) -> Result<(), Unavailable> {
         self.ask(|reply| Command::Shutdown { reply }).await
     }
+}
+
+/// Why a container could not be localized or prepared.
+#[derive(Debug, Clone)]
+pub struct LaunchFailure {
+    /// A localization failure (`LOCALIZATION_FAILED`), else a launch failure.
+    pub localization: bool,
+    /// The exit code to report (7 for a refused runtime request), if any.
+    pub exit_status: Option<i32>,
+    pub diagnostics: String,
 }

@@ -20,6 +20,7 @@ use spindle_common::records::node::{
 use spindle_common::token::{verify_container_token, ContainerTokenIdentifier};
 use tracing::{debug, info, warn, Instrument};
 
+use super::handle::LaunchFailure;
 use super::{span, Command, Manager};
 use crate::containers::Container;
 use crate::launcher::{expand_placeholders, LaunchSpec};
@@ -179,8 +180,16 @@ impl Manager {
                 let result =
                     match tokio::task::spawn_blocking(move || executor.prepare(&spec)).await {
                         Ok(Ok(())) => Ok(()),
-                        Ok(Err(e)) => Err((e.is_localization(), e.to_string())),
-                        Err(e) => Err((true, format!("localization task failed: {e}"))),
+                        Ok(Err(e)) => Err(LaunchFailure {
+                            localization: e.is_localization(),
+                            exit_status: e.exit_status(),
+                            diagnostics: e.to_string(),
+                        }),
+                        Err(e) => Err(LaunchFailure {
+                            localization: true,
+                            exit_status: None,
+                            diagnostics: format!("localization task failed: {e}"),
+                        }),
                     };
                 let _ = tx.send(Command::Localized { id, result }).await;
             }
@@ -273,23 +282,29 @@ impl Manager {
     pub(super) fn localized(
         &mut self,
         id: ContainerId,
-        result: Result<(), (bool, String)>,
+        result: Result<(), LaunchFailure>,
         now: u64,
     ) {
         let _g = span(&id).entered();
         let Some(spec) = self.pending.remove(&id) else {
             return;
         };
-        if let Err((localization, diag)) = result {
+        if let Err(f) = result {
+            let diag = f.diagnostics;
             warn!(%diag, "localization failed");
             self.hold_settled(id, Some(diag.clone()));
-            if let Some(o) = self.table.launch_failed(&id, localization, diag, now) {
+            if let Some(o) = self
+                .table
+                .launch_failed(&id, f.localization, f.exit_status, diag, now)
+            {
                 self.completed(id, o, true);
             }
             return;
         }
         if !self.table.may_start(&id) {
             debug!("container was stopped while localizing; not starting it");
+            let executor = Arc::clone(&self.executor);
+            tokio::task::spawn_blocking(move || executor.discard(&id));
             self.hold_settled(
                 id,
                 Some("the container was stopped before it started".into()),
@@ -320,10 +335,13 @@ impl Manager {
             Err(e) => {
                 warn!(error = %e, "container failed to start");
                 self.hold_settled(id, Some(e.to_string()));
-                if let Some(o) =
-                    self.table
-                        .launch_failed(&id, e.is_localization(), e.to_string(), now)
-                {
+                if let Some(o) = self.table.launch_failed(
+                    &id,
+                    e.is_localization(),
+                    e.exit_status(),
+                    e.to_string(),
+                    now,
+                ) {
                     self.completed(id, o, true);
                 }
             }

@@ -33,6 +33,8 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+pub(crate) mod cgroups;
+
 pub(crate) const WAIT: Duration = Duration::from_secs(15);
 
 #[derive(Default)]
