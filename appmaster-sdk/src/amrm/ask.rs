@@ -58,9 +58,8 @@ impl ContainerRequest {
     /// The image a launch environment asks for (YARN's `YARN_CONTAINER_RUNTIME_*`
     /// variables), if any and well formed: what the RM prefers nodes by.
     pub fn image_of_env(mut self, env: &BTreeMap<String, String>) -> Self {
-        use spindle_common::runtime_request::ImageRequest;
-        if let Ok(Some(r)) = ImageRequest::from_env(env) {
-            self.image = Some(r.image.to_string());
+        if let Some(i) = spindle_common::runtime_request::requested_image(env) {
+            self.image = Some(i);
         }
         self
     }

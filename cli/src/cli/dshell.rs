@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Context;
+use spindle_common::env;
 use spindle_common::image_ref::ImageRef;
 use spindle_common::records::resource::parse_resource_list;
 use spindle_common::resource::Resource;
-use spindle_common::runtime_request::{ImageRequest, MountSpec, RuntimeKind};
+use spindle_common::runtime_request::{parse_mounts, MountMode, RuntimeKind, RuntimeRequest};
 use spindle_common::states::FinalApplicationStatus;
 
 use super::args::{Opt, Parsed, UsageError};
@@ -44,8 +45,8 @@ usage: spindle distributed-shell --shell-command CMD [options]
   --image IMG                   run every container in this image (registry/repo:tag,
                                 repo@sha256:..., oci:/dir); the NodeManager pulls and caches
                                 it; nodes that hold it already are preferred
-  --mount SRC:DST[:ro|rw]       bind a node directory into the image (repeatable; the node
-                                must allow SRC); needs --image
+  --mount SRC:DST[:ro|rw]       bind a node directory into the image, read-only unless :rw
+                                (repeatable; the node must allow SRC); needs --image
   --staging-dir DIR             where the client stages what it ships, on a file system every
                                 NM reads (default: spindle.client.staging-dir, else
                                 <temp dir>/spindle-staging); removed with the application
@@ -197,13 +198,17 @@ pub(crate) fn env_from(
     Ok(env)
 }
 
-/// `--image IMG` with its `--mount SRC:DST[:ro|rw]`s, checked as the NodeManager will.
-fn image_request(p: &Parsed) -> Result<Option<ImageRequest>, UsageError> {
-    let mounts = p
-        .values("mount")
-        .iter()
-        .map(|m| MountSpec::parse(m).map_err(|e| invalid("mount", m, e.to_string())))
-        .collect::<Result<Vec<_>, _>>()?;
+/// `--image IMG` with its `--mount SRC:DST[:ro|rw]`s (read-only without a mode), checked
+/// as the NodeManager will.
+fn image_request(p: &Parsed) -> Result<Option<RuntimeRequest>, UsageError> {
+    let var = env::YARN_CONTAINER_RUNTIME_RUNC_MOUNTS;
+    let mut mounts = Vec::new();
+    for m in p.values("mount") {
+        mounts.extend(
+            parse_mounts(m, var, MountMode::ReadOnly)
+                .map_err(|e| invalid("mount", m, e.to_string()))?,
+        );
+    }
     let Some(v) = p.value("image") else {
         if let Some(m) = p.values("mount").first() {
             return Err(invalid(
@@ -215,10 +220,11 @@ fn image_request(p: &Parsed) -> Result<Option<ImageRequest>, UsageError> {
         return Ok(None);
     };
     let image = ImageRef::parse(v).map_err(|e| invalid("image", v, e.to_string()))?;
-    Ok(Some(ImageRequest {
+    Ok(Some(RuntimeRequest {
         kind: RuntimeKind::Runc,
-        image,
+        image: Some(image.to_string()),
         mounts,
+        privileged: false,
     }))
 }
 

@@ -50,8 +50,8 @@ with --array, SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_COUNT, _MIN, _MAX and SLURM_
   --image IMG                   run every trial in this image (registry/repo:tag,
                                 repo@sha256:..., oci:/dir); the NodeManager pulls and caches
                                 it; nodes that hold it already are preferred
-  --mount SRC:DST[:ro|rw]       bind a node directory into the image (repeatable; the node
-                                must allow SRC); needs --image
+  --mount SRC:DST[:ro|rw]       bind a node directory into the image, read-only unless :rw
+                                (repeatable; the node must allow SRC); needs --image
   --files A,B                   copy these files into every trial's working directory
                                 (FILE#NAME renames one)
   --archives X.tgz,...          unpack each .tar/.tar.gz/.tgz into a directory of its name

@@ -61,8 +61,8 @@ there); the gang is then asked for again and resumes from the checkpoint (no res
   --image IMG                   run every worker in this image (registry/repo:tag,
                                 repo@sha256:..., oci:/dir); the NodeManager pulls and caches
                                 it; nodes that hold it already are preferred
-  --mount SRC:DST[:ro|rw]       bind a node directory into the image (repeatable; the node
-                                must allow SRC); needs --image
+  --mount SRC:DST[:ro|rw]       bind a node directory into the image, read-only unless :rw
+                                (repeatable; the node must allow SRC); needs --image
   --files A,B                   copy these files into every worker's working directory
                                 (FILE#NAME renames one)
   --archives X.tgz,...          unpack each .tar/.tar.gz/.tgz into a directory of its name

@@ -101,6 +101,7 @@ impl OciExecutor {
 
     fn prepare_oci(&self, spec: &LaunchSpec) -> Result<(), LaunchError> {
         let request = RuntimeRequest::from_env(&spec.env)
+            .map_err(super::RuntimeRefusal::from)
             .and_then(|r| self.policy.admit(r))
             .map_err(OciError::from)?;
         self.process.prepare(spec)?;

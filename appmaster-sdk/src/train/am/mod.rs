@@ -309,10 +309,9 @@ impl Attempt<'_> {
         let mut req = req
             .placement(self.cfg.placement)
             .max_nodes(self.cfg.max_nodes);
-        if let Ok(Some(image)) =
-            spindle_common::runtime_request::ImageRequest::from_env(&self.cfg.worker_env)
+        if let Some(image) = spindle_common::runtime_request::requested_image(&self.cfg.worker_env)
         {
-            req = req.image(image.image.to_string());
+            req = req.image(image);
         }
         if let Some(t) = self.cfg.gang_timeout {
             req = req.timeout(t);
