@@ -118,6 +118,7 @@ mod watch;
 
 pub use command::{expand_placeholders, plain_argv};
 use files::io_err;
+pub(crate) use files::open_log;
 pub use files::{file_tail, open_plain_file};
 pub use handle::ExecHandle;
 #[cfg(test)]

@@ -78,6 +78,8 @@ pub enum NmError {
     Server(std::io::Error),
     #[error("containers are configured to run as {0} (LinuxContainerExecutor), which needs the NodeManager to run as root")]
     RunAsNeedsRoot(String),
+    #[error("cannot open the image cache (spindle.nodemanager.runtime.oci.cache-dir): {0}")]
+    Images(#[from] image::ImageError),
 }
 
 /// Runs a NodeManager on `listener` until `shutdown` resolves or the RM says SHUTDOWN.
@@ -100,21 +102,48 @@ pub async fn run(
         .first()
         .map(PathBuf::as_path)
         .unwrap_or(Path::new("/"));
+    // The image store, where the node allows image containers at all.
+    let images = if conf.runtime.allows_images() {
+        let store = image::ImageStore::open(conf.images.clone())?;
+        Some(Arc::new(image::node::NodeImages::new(
+            store,
+            &conf.images.local_image_dirs,
+            tokio::runtime::Handle::current(),
+        )))
+    } else {
+        None
+    };
+    let source: Arc<dyn oci::ImageSource> = match &images {
+        Some(i) => Arc::clone(i) as Arc<dyn oci::ImageSource>,
+        None => Arc::new(oci::NoImages),
+    };
     let executor = Arc::new(oci::OciExecutor::new(
         ProcessExecutor::for_node(&conf.isolation, first_local),
         conf.runtime.clone(),
-        Arc::new(oci::NoImages),
+        source,
         first_local,
     ));
-    run_with(listener, conf, executor, plugins, shutdown).await
+    run_with_images(listener, conf, executor, plugins, images, shutdown).await
 }
 
-/// [`run`] with a chosen executor and resource plugins.
+/// [`run`] with a chosen executor and resource plugins, and no image store.
 pub async fn run_with(
     listener: TcpListener,
     conf: NmConfig,
     executor: Arc<dyn ContainerExecutor>,
     plugins: Plugins,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), NmError> {
+    run_with_images(listener, conf, executor, plugins, None, shutdown).await
+}
+
+/// [`run_with`] with the node's image store (reported in heartbeats, prefetched into).
+pub async fn run_with_images(
+    listener: TcpListener,
+    conf: NmConfig,
+    executor: Arc<dyn ContainerExecutor>,
+    plugins: Plugins,
+    images: Option<Arc<image::node::NodeImages>>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), NmError> {
     let port = listener.local_addr().map_err(NmError::LocalAddr)?.port();
@@ -130,7 +159,7 @@ pub async fn run_with(
         return Err(NmError::RunAsNeedsRoot(who));
     }
     let span = info_span!("nodemanager", node_id = %node_id);
-    serve(listener, conf, node_id, executor, plugins, shutdown)
+    serve(listener, conf, node_id, executor, plugins, images, shutdown)
         .instrument(span)
         .await
 }
@@ -194,6 +223,7 @@ async fn serve(
     node_id: NodeId,
     executor: Arc<dyn ContainerExecutor>,
     plugins: Plugins,
+    images: Option<Arc<image::node::NodeImages>>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), NmError> {
     let (store, records) = if conf.recovery_enabled {
@@ -263,6 +293,7 @@ async fn serve(
     .with_attributes(attributes)
     .with_node_descriptor(descriptor)
     .with_cluster_secret(conf.cluster_secret.clone())
+    .with_images(images)
     .with_tls(&conf.http.client)?;
     let updater_task = tokio::spawn(updater.run().in_current_span());
 

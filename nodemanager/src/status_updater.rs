@@ -27,7 +27,7 @@ use spindle_common::cluster_secret::{random_nonce, ClusterSecret};
 use spindle_common::ids::NodeId;
 use spindle_common::records::resource::ResourceInfo;
 use spindle_common::records::tracker::{
-    MasterKey, NodeAction, NodeHeartbeatRequest, NodeHeartbeatResponse, NodeStatus,
+    MasterKey, NodeAction, NodeHeartbeatRequest, NodeHeartbeatResponse, NodeImageInfo, NodeStatus,
     RegisterNodeManagerRequest, RegisterNodeManagerResponse,
 };
 use spindle_common::resource::Resource;
@@ -35,6 +35,7 @@ use spindle_common::time::now_ms;
 use tokio::sync::{oneshot, watch, Notify};
 use tracing::{debug, error, info, warn};
 
+use crate::image::node::NodeImages;
 use crate::manager::{until_stopped, NmHandle};
 use crate::node_labels::NodeDescriptorView;
 use crate::plugins::HealthView;
@@ -89,6 +90,8 @@ pub struct StatusUpdater {
     /// The id of the newest container-token master key the RM sent (YARN's
     /// `lastKnownContainerTokenMasterKey`, sent back in every heartbeat).
     key_id: Option<u32>,
+    /// The node's image store: its images reported, the RM's prefetches pulled into it.
+    images: Option<Arc<NodeImages>>,
 }
 
 /// The labels and attributes of one report.
@@ -96,6 +99,8 @@ pub struct StatusUpdater {
 struct Reported {
     labels: Option<Vec<String>>,
     attributes: BTreeMap<String, String>,
+    /// The images in the node's cache (None: no image store).
+    images: Option<Vec<NodeImageInfo>>,
 }
 
 /// What a heartbeat carries beyond the node status: values changed since the last report.
@@ -103,6 +108,7 @@ struct Reported {
 struct Changes {
     labels: Option<Vec<String>>,
     attributes: Option<BTreeMap<String, String>>,
+    images: Option<Vec<NodeImageInfo>>,
 }
 
 enum Next {
@@ -141,6 +147,7 @@ impl StatusUpdater {
             sent: Reported::default(),
             cluster_secret: None,
             key_id: None,
+            images: None,
         })
     }
 
@@ -155,6 +162,12 @@ impl StatusUpdater {
             .timeout(Duration::from_secs(10));
         self.client = with_roots(builder, tls)?.build()?;
         Ok(self)
+    }
+
+    /// The node's image store (reported in heartbeats, prefetched into).
+    pub fn with_images(mut self, images: Option<Arc<NodeImages>>) -> Self {
+        self.images = images;
+        self
     }
 
     /// Signs every register and heartbeat with the cluster secret.
@@ -191,6 +204,7 @@ impl StatusUpdater {
         Reported {
             labels: d.labels(),
             attributes,
+            images: self.images.as_ref().map(|i| i.report()),
         }
     }
 
@@ -202,6 +216,9 @@ impl StatusUpdater {
                 .then(|| now.labels.clone())
                 .flatten(),
             attributes: (now.attributes != self.sent.attributes).then(|| now.attributes.clone()),
+            images: (now.images != self.sent.images)
+                .then(|| now.images.clone())
+                .flatten(),
         };
         (now, changes)
     }
@@ -254,7 +271,7 @@ impl StatusUpdater {
                 container_statuses: reports,
                 node_attributes: now.attributes.clone(),
                 node_labels: now.labels.clone(),
-                node_images: None,
+                node_images: now.images.clone(),
             };
             let failure = match self
                 .post::<_, RegisterNodeManagerResponse>(REGISTER_PATH, &req)
@@ -273,6 +290,7 @@ impl StatusUpdater {
                             labels: now.labels.clone(),
                             attributes: (!now.attributes.is_empty())
                                 .then(|| now.attributes.clone()),
+                            images: now.images.clone(),
                         };
                         Self::check_accepted(
                             &sent,
@@ -369,6 +387,9 @@ impl StatusUpdater {
                     return Next::Stop;
                 }
                 NodeAction::NORMAL => {
+                    if let Some(i) = &self.images {
+                        i.prefetch(resp.images_to_prefetch);
+                    }
                     if self
                         .handle
                         .heartbeat_answered(
@@ -420,8 +441,12 @@ impl StatusUpdater {
             },
             node_labels: changes.labels,
             node_attributes: changes.attributes,
-            node_images: None,
-            node_image_pull_failures: Vec::new(),
+            node_images: changes.images,
+            node_image_pull_failures: self
+                .images
+                .as_ref()
+                .map(|i| i.take_failures())
+                .unwrap_or_default(),
             last_known_container_token_master_key: self.key_id.map(MasterKey::id_only),
         };
         self.post(HEARTBEAT_PATH, &req).await.map(Some)

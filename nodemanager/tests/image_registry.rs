@@ -9,179 +9,17 @@
 //!
 //! Skipped with a printed reason when a tool is missing; under CI=true that is a failure.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use spindle_nodemanager::image::{
     BlobKind, ImageError, ImageRef, ImageStore, ImageStoreConfig, PullPhase, PullProgress,
 };
-
-const TOOLS: &[&str] = &[
-    "/usr/bin/docker-registry",
-    "/usr/bin/umoci",
-    "/usr/bin/skopeo",
-    "/bin/busybox",
-];
-
-fn tools_present() -> bool {
-    let missing: Vec<_> = TOOLS.iter().filter(|t| !Path::new(t).exists()).collect();
-    if missing.is_empty() {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "CI must have {missing:?} (.ci/run installs them)"
-    );
-    eprintln!("SKIP image_registry: missing {missing:?}");
-    false
-}
-
-fn run(cmd: &mut Command) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// An OCI layout at `<dir>/layout` with the image tagged `1`: busybox and an os-release.
-fn build_image(dir: &Path) -> PathBuf {
-    let layout = dir.join("layout");
-    let bundle = dir.join("bundle");
-    let image = format!("{}:1", layout.display());
-    let rootless = !nix::unistd::geteuid().is_root();
-    run(Command::new("umoci")
-        .arg("init")
-        .arg("--layout")
-        .arg(&layout));
-    run(Command::new("umoci").args(["new", "--image", &image]));
-    let mut unpack = Command::new("umoci");
-    unpack.arg("unpack");
-    if rootless {
-        unpack.arg("--rootless");
-    }
-    run(unpack.args(["--image", &image]).arg(&bundle));
-    let rootfs = bundle.join("rootfs");
-    std::fs::create_dir_all(rootfs.join("bin")).unwrap();
-    std::fs::create_dir_all(rootfs.join("etc")).unwrap();
-    std::fs::copy("/bin/busybox", rootfs.join("bin/busybox")).unwrap();
-    std::os::unix::fs::symlink("busybox", rootfs.join("bin/sh")).unwrap();
-    std::fs::write(
-        rootfs.join("etc/os-release"),
-        "ID=spindle-test\nNAME=\"Spindle image-store test\"\n",
-    )
-    .unwrap();
-    run(Command::new("umoci")
-        .args(["repack", "--image", &image])
-        .arg(&bundle));
-    run(Command::new("umoci").args([
-        "config",
-        "--image",
-        &image,
-        "--config.env",
-        "PATH=/bin",
-        "--config.cmd",
-        "/bin/sh",
-    ]));
-    layout
-}
-
-/// A `docker-registry` of the test's own, killed by pid on drop.
-struct Registry {
-    child: Child,
-    port: u16,
-    storage: PathBuf,
-}
-
-impl Registry {
-    fn start(dir: &Path) -> Registry {
-        let port = free_port();
-        let storage = dir.join("storage");
-        let config = dir.join("registry.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
-                storage.display()
-            ),
-        )
-        .unwrap();
-        let child = Command::new("/usr/bin/docker-registry")
-            .arg("serve")
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let reg = Registry {
-            child,
-            port,
-            storage,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "docker-registry did not come up on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        reg
-    }
-
-    fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    fn push(&self, layout: &Path, dir: &Path, repo: &str) {
-        let policy = dir.join("policy.json");
-        std::fs::write(
-            &policy,
-            r#"{"default":[{"type":"insecureAcceptAnything"}]}"#,
-        )
-        .unwrap();
-        run(Command::new("skopeo")
-            .arg("--policy")
-            .arg(&policy)
-            .args(["copy", "--dest-tls-verify=false"])
-            .arg(format!("oci:{}:1", layout.display()))
-            .arg(format!("docker://{}/{repo}", self.host())));
-    }
-
-    fn blob_data(&self, hex: &str) -> PathBuf {
-        self.storage
-            .join("docker/registry/v2/blobs/sha256")
-            .join(&hex[..2])
-            .join(hex)
-            .join("data")
-    }
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use spindle_test_support::images::{build_image, free_port, tools_present, Registry};
 
 fn store(dir: &Path, name: &str, insecure: &[String], auth_file: Option<PathBuf>) -> ImageStore {
     ImageStore::open(ImageStoreConfig {
+        local_image_dirs: Vec::new(),
         cache_dir: dir.join(name),
         max_bytes: 1 << 30,
         insecure_registries: insecure.to_vec(),
@@ -202,7 +40,7 @@ fn os_release(h: &spindle_nodemanager::image::ImageHandle) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pulls_through_a_local_registry() {
-    if !tools_present() {
+    if !tools_present("image_registry") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -36,14 +36,19 @@ struct OneImage {
 }
 
 impl ImageSource for OneImage {
-    fn rootfs(&self, image: &str, _: &ContainerId) -> Result<RootfsLayers, ImageError> {
+    fn rootfs(
+        &self,
+        image: &str,
+        _: &ContainerId,
+        _: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<RootfsLayers, ImageError> {
         if image != IMAGE {
             return Err(format!("no image '{image}'").into());
         }
         Ok(RootfsLayers {
             layers: vec![self.layer.clone()],
             config: ImageConfig {
-                env: vec![("IMAGE_VAR".into(), "from-image".into())],
+                env: vec!["IMAGE_VAR=from-image".into()],
                 ..Default::default()
             },
             pin: None,

@@ -8,4 +8,5 @@
 #![forbid(unsafe_code)]
 
 pub mod contract;
+pub mod images;
 pub mod require;

@@ -633,6 +633,10 @@ pub const SPINDLE_NM_OCI_INSECURE_REGISTRIES: &str =
 /// A Docker-style `config.json` (its `auths` map) with registry credentials. Unset:
 /// anonymous pulls.
 pub const SPINDLE_NM_OCI_AUTH_FILE: &str = "spindle.nodemanager.runtime.oci.auth-file";
+/// Directories (comma-separated) under which an application master may name a local image
+/// (`oci:/dir`, `oci-archive:/file.tar`); none by default, since the NM reads them as root.
+pub const SPINDLE_NM_OCI_LOCAL_IMAGE_DIRS: &str =
+    "spindle.nodemanager.runtime.oci.local-image-dirs";
 
 /// YARN 3's name for [`NM_HEALTH_CHECKER_SCRIPT_TIMEOUT_MS`]; when set it wins, and when
 /// unset the older key (and its default) applies.

@@ -68,11 +68,17 @@ pub(super) fn image_store_config(
         }
         None => None,
     };
+    let local_image_dirs = conf
+        .get_strings(keys::SPINDLE_NM_OCI_LOCAL_IMAGE_DIRS)?
+        .iter()
+        .map(|d| absolute(Path::new(d.trim())))
+        .collect();
     Ok(ImageStoreConfig {
         cache_dir,
         max_bytes,
         insecure_registries,
         auth_file,
+        local_image_dirs,
     })
 }
 

@@ -28,6 +28,7 @@ pub use spindle_common::image_ref::digest;
 pub mod error;
 mod layout;
 pub mod manifest;
+pub mod node;
 pub mod progress;
 mod pull;
 pub use spindle_common::image_ref as reference;
@@ -54,6 +55,8 @@ pub struct ImageStoreConfig {
     pub insecure_registries: Vec<String>,
     /// `auth-file`: a Docker `config.json` with registry credentials.
     pub auth_file: Option<PathBuf>,
+    /// `local-image-dirs`: where local images (`oci:`, `oci-archive:`) may be named from.
+    pub local_image_dirs: Vec<PathBuf>,
 }
 
 #[cfg(test)]

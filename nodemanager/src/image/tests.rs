@@ -135,6 +135,7 @@ impl Env {
     }
     fn config(&self, max_bytes: u64) -> ImageStoreConfig {
         ImageStoreConfig {
+            local_image_dirs: Vec::new(),
             cache_dir: self.tmp.path().join("cache"),
             max_bytes,
             insecure_registries: vec![],

@@ -78,7 +78,7 @@ pub(super) fn open_work_dir(work_dir: &Path, fresh: bool) -> Result<fs::File, La
 /// so the file is opened without following a link (`O_NOFOLLOW`, `O_NONBLOCK` so a fifo
 /// cannot hang the NM) and must be a regular file with one link: a log replaced by a link
 /// to another file (before a re-initialization, say) is never written or given away.
-pub(super) fn open_log(path: &Path) -> Result<fs::File, LaunchError> {
+pub(crate) fn open_log(path: &Path) -> Result<fs::File, LaunchError> {
     use std::os::unix::fs::OpenOptionsExt;
     let f = fs::OpenOptions::new()
         .create(true)

@@ -216,10 +216,16 @@ fn shell_words(words: &[String]) -> String {
 
 fn environment(input: &BundleInput<'_>, cdi_env: &[(String, String)]) -> Vec<String> {
     let mut env: BTreeMap<String, String> = input.spec.env.clone();
-    for (k, v) in &input.rootfs.config.env {
+    for (k, v) in input
+        .rootfs
+        .config
+        .env
+        .iter()
+        .filter_map(|e| e.split_once('='))
+    {
         // The image's PATH is the image's; otherwise YARN's environment wins.
         if k == "PATH" || !env.contains_key(k) {
-            env.insert(k.clone(), v.clone());
+            env.insert(k.to_string(), v.to_string());
         }
     }
     for (k, v) in cdi_env {

@@ -108,9 +108,21 @@ impl OciExecutor {
         let Some(request) = request else {
             return Ok(());
         };
+        // A pull's progress goes to the container's stderr log (`spindle logs -follow`).
+        let log = spec
+            .stderr_path()
+            .and_then(|p| crate::launcher::open_log(&p).ok())
+            .map(std::sync::Mutex::new);
+        let say = |line: &str| {
+            if let Some(f) = &log {
+                use std::io::Write;
+                let mut f = f.lock().unwrap_or_else(|e| e.into_inner());
+                let _ = writeln!(f, "spindle: {line}");
+            }
+        };
         let rootfs = self
             .images
-            .rootfs(&request.image, &spec.container_id)
+            .rootfs(&request.image, &spec.container_id, &say)
             .map_err(|source| OciError::Image {
                 image: request.image.clone(),
                 source,

@@ -62,18 +62,10 @@ pub use executor::OciExecutor;
 pub use policy::{find_runtime_binary, RuntimePolicy};
 pub use request::{BindMount, MountMode, OciRequest, RuntimeKind, RuntimeRefusal, RuntimeRequest};
 
-/// The parts of an image's configuration a container uses.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ImageConfig {
-    /// `Env`, in order.
-    pub env: Vec<(String, String)>,
-    /// `Entrypoint` and `Cmd`: run only when the launch context has no command.
-    pub entrypoint: Vec<String>,
-    pub cmd: Vec<String>,
-    /// Not used: YARN runs a container as the application's user, in its work dir.
-    pub user: Option<String>,
-    pub working_dir: Option<String>,
-}
+/// The parts of an image's configuration a container uses (its `Env`; `Entrypoint`, `Cmd`,
+/// `User` and `WorkingDir` are not: YARN runs the launch command as the application's user in
+/// its work dir). The image store's own type.
+pub use crate::image::ImageConfig;
 
 /// Something the image store keeps alive while a container uses an image (its layers are not
 /// evicted until it is dropped).
@@ -102,8 +94,14 @@ pub type ImageError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Where the OCI executor gets an image's layers: the node's image store.
 pub trait ImageSource: Send + Sync + 'static {
-    /// The layers of `image` for `container`; may pull. Blocking.
-    fn rootfs(&self, image: &str, container: &ContainerId) -> Result<RootfsLayers, ImageError>;
+    /// The layers of `image` for `container`; may pull, telling `say` how it goes (lines
+    /// for the container's log). Blocking.
+    fn rootfs(
+        &self,
+        image: &str,
+        container: &ContainerId,
+        say: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<RootfsLayers, ImageError>;
 }
 
 /// No image store on this node: every image is refused.
@@ -111,7 +109,12 @@ pub trait ImageSource: Send + Sync + 'static {
 pub struct NoImages;
 
 impl ImageSource for NoImages {
-    fn rootfs(&self, image: &str, _: &ContainerId) -> Result<RootfsLayers, ImageError> {
+    fn rootfs(
+        &self,
+        image: &str,
+        _: &ContainerId,
+        _: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<RootfsLayers, ImageError> {
         Err(format!("this NodeManager has no image store to provide '{image}'").into())
     }
 }

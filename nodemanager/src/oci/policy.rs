@@ -42,6 +42,15 @@ impl Default for RuntimePolicy {
     }
 }
 
+impl RuntimePolicy {
+    /// Whether the node runs image containers at all (`runc` or `docker` allowed).
+    pub fn allows_images(&self) -> bool {
+        self.allowed
+            .iter()
+            .any(|k| matches!(k, RuntimeKind::Runc | RuntimeKind::Docker))
+    }
+}
+
 /// Finds the runtime binary: `configured` (a path, or a name in `PATH`), else `crun` in
 /// `PATH`, else `runc`.
 pub fn find_runtime_binary(configured: Option<&str>) -> Result<PathBuf, String> {
