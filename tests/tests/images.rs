@@ -1,0 +1,264 @@
+//! Jobs in their own container images, on the real binaries (issue 28), offline: a
+//! `docker-registry` of the test's own on 127.0.0.1 holds an image the test builds
+//! (busybox-static and an `/etc/os-release` of its own, packed with `umoci`, pushed with
+//! `skopeo`), and NMs allow the `runc` runtime (crun) with that registry as insecure.
+//!
+//! - `distributed-shell --image` runs its containers in the image: they print the image's
+//!   os-release, not the host's; the first pull's progress is in the container's log; the
+//!   node then reports the image (`node -status`, `image -list`), and a second application's
+//!   container pulls nothing.
+//! - A disallowed mount and an unreachable registry each fail the container with their
+//!   reason.
+//! - `image -prefetch -nodes` pulls the image on one of two nodes, and a job asking for the
+//!   image lands there, although a job naming no image goes to the other (larger) one.
+//!
+//! Needs root (overlay mounts, crun) and the Debian packages `.ci/run` installs: skipped with
+//! the reason outside CI, failed under `CI=true`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use spindle_system_tests::{app_id_in, Cluster, ClusterOpts};
+use spindle_test_support::images::{build_image, free_port, tools_present, Registry};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn ready(test: &str) -> bool {
+    if spindle_test_support::require::root(test, "image containers mount overlays and run crun")
+        .is_none()
+    {
+        return false;
+    }
+    if !Path::new("/usr/bin/crun").exists() {
+        spindle_test_support::require::skip(test, "crun is not installed");
+        return false;
+    }
+    tools_present(test)
+}
+
+fn nm_props(registry: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut p = vec![
+        (
+            "yarn.nodemanager.runtime.linux.allowed-runtimes".to_string(),
+            "default,runc".to_string(),
+        ),
+        (
+            "spindle.nodemanager.runtime.oci.insecure-registries".to_string(),
+            registry.to_string(),
+        ),
+    ];
+    p.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    p
+}
+
+/// Runs `distributed-shell` with `args` to its end; its stdout and the application id.
+fn dshell(c: &Cluster, args: &[&str]) -> (String, String) {
+    let mut all = vec!["distributed-shell", "--no-follow"];
+    all.extend_from_slice(args);
+    let out = c.spindle_within(&all, LIMIT);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = app_id_in(&text).unwrap_or_else(|| panic!("no application id in:\n{text}"));
+    (text, id)
+}
+
+/// Each container's (node http address, id) of an application, AM excluded.
+fn task_containers(c: &Cluster, app: &str) -> Vec<(String, String, Value)> {
+    c.containers_of(app)
+        .into_iter()
+        .filter(|x| !x["containerId"].as_str().unwrap_or("").ends_with("_000001"))
+        .map(|x| {
+            (
+                x["nodeHttpAddress"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                x["containerId"].as_str().unwrap_or_default().to_string(),
+                x,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_shell_runs_in_its_image_pulled_once_per_node() {
+    if !ready("a_shell_runs_in_its_image_pulled_once_per_node") {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let layout = build_image(tmp.path());
+    let registry = Registry::start(tmp.path());
+    registry.push(&layout, tmp.path(), "spindle/busybox:1");
+    let image = format!("{}/spindle/busybox:1", registry.host());
+    let allowed = tmp.path().join("data");
+    std::fs::create_dir_all(&allowed).expect("data dir");
+    std::fs::write(allowed.join("hello"), "from the node\n").expect("data file");
+    let c = Cluster::start(ClusterOpts {
+        nodes: 1,
+        nm_props: nm_props(
+            &registry.host(),
+            &[(
+                "yarn.nodemanager.runtime.linux.runc.allowed-ro-mounts",
+                &allowed.display().to_string(),
+            )],
+        ),
+        ..Default::default()
+    });
+
+    // Two containers at once: one pull (single-flight), both see the image's os-release
+    // and the allowed mount.
+    let mount = format!("{}:/data:ro", allowed.display());
+    let (text, app) = dshell(
+        &c,
+        &[
+            "--shell-command",
+            "cat /etc/os-release /data/hello",
+            "-num_containers",
+            "2",
+            "--image",
+            &image,
+            "--mount",
+            &mount,
+        ],
+    );
+    assert!(text.contains("SUCCEEDED"), "{text}");
+    let tasks = task_containers(&c, &app);
+    assert_eq!(tasks.len(), 2, "{tasks:?}");
+    let mut pulled_lines = 0;
+    for (node, id, _) in &tasks {
+        let out = c.container_log(node, id, "stdout");
+        assert!(out.contains("ID=spindle-test"), "{id}: {out}");
+        assert!(out.contains("from the node"), "{id}: {out}");
+        let host = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
+        let host_id = host
+            .lines()
+            .find(|l| l.starts_with("ID="))
+            .unwrap_or("ID=?");
+        assert!(
+            !out.contains(host_id),
+            "{id} saw the host's {host_id}: {out}"
+        );
+        let err = c.container_log(node, id, "stderr");
+        pulled_lines += err.lines().filter(|l| l.contains("pulled ")).count();
+    }
+    assert!(
+        pulled_lines >= 1,
+        "no pull progress in either container's log"
+    );
+
+    // The node reports the image; a second application pulls nothing.
+    let status = c.spindle_within(&["node", "-status", &c.nm_addrs[0]], LIMIT);
+    let status = String::from_utf8_lossy(&status.stdout).to_string();
+    assert!(status.contains("Cached Images : 1"), "{status}");
+    assert!(status.contains(&image), "{status}");
+    let list = c.spindle_within(&["image", "-list"], LIMIT);
+    let list = String::from_utf8_lossy(&list.stdout).to_string();
+    assert!(
+        list.contains(&image) && list.contains(&c.nm_addrs[0]),
+        "{list}"
+    );
+    let (text, again) = dshell(
+        &c,
+        &["--shell-command", "cat /etc/os-release", "--image", &image],
+    );
+    assert!(text.contains("SUCCEEDED"), "{text}");
+    for (node, id, _) in task_containers(&c, &again) {
+        let err = c.container_log(&node, &id, "stderr");
+        assert!(!err.contains("pulling"), "{id} pulled again: {err}");
+    }
+
+    // A mount outside the allow-list, and an unreachable registry: each fails with its reason.
+    let (text, bad_mount) = dshell(
+        &c,
+        &[
+            "--shell-command",
+            "true",
+            "--image",
+            &image,
+            "--mount",
+            "/etc:/hostetc",
+        ],
+    );
+    assert!(!text.contains("SUCCEEDED"), "{text}");
+    let diag = task_containers(&c, &bad_mount)
+        .into_iter()
+        .map(|(_, _, x)| {
+            x["diagnosticsInfo"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join(" | ");
+    assert!(diag.contains("allowed"), "{diag}");
+    let nowhere = format!("127.0.0.1:{}/spindle/busybox:1", free_port());
+    let (text, unreachable) = dshell(&c, &["--shell-command", "true", "--image", &nowhere]);
+    assert!(!text.contains("SUCCEEDED"), "{text}");
+    let diag = task_containers(&c, &unreachable)
+        .into_iter()
+        .map(|(_, _, x)| {
+            x["diagnosticsInfo"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join(" | ");
+    assert!(diag.contains("cannot get image"), "{diag}");
+}
+
+#[test]
+fn a_job_prefers_the_node_that_holds_its_image() {
+    if !ready("a_job_prefers_the_node_that_holds_its_image") {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let layout = build_image(tmp.path());
+    let registry = Registry::start(tmp.path());
+    registry.push(&layout, tmp.path(), "spindle/busybox:1");
+    let image = format!("{}/spindle/busybox:1", registry.host());
+    // Two nodes, the second twice as large, where the scheduler puts a container that names
+    // no image (the node with the most room); the image is pulled on the first only.
+    let mut c = Cluster::start(ClusterOpts {
+        nodes: 1,
+        nm_props: nm_props(&registry.host(), &[]),
+        ..Default::default()
+    });
+    c.add_nm(&nm_props(
+        &registry.host(),
+        &[("yarn.nodemanager.resource.memory-mb", "8192")],
+    ));
+    c.wait_nodes_running(2);
+    let target = c.nm_addrs[0].clone();
+    let (text, plain) = dshell(&c, &["--shell-command", "true"]);
+    assert!(text.contains("SUCCEEDED"), "{text}");
+    assert_eq!(
+        task_containers(&c, &plain)[0].2["nodeId"],
+        c.nm_addrs[1].as_str(),
+        "without an image the task goes to the larger node"
+    );
+    let out = c.spindle_within(&["image", "-prefetch", &image, "-nodes", &target], LIMIT);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("1 of 1 node(s) hold"), "{text}");
+    for _ in 0..3 {
+        let (text, app) = dshell(&c, &["--shell-command", "true", "--image", &image]);
+        assert!(text.contains("SUCCEEDED"), "{text}");
+        let tasks = task_containers(&c, &app);
+        assert!(
+            tasks.iter().all(|(_, _, x)| x["nodeId"] == target.as_str()),
+            "expected every task on {target}: {tasks:?}"
+        );
+    }
+    // A bad reference is refused before anything is asked of a node.
+    let out = c.spindle_within(&["image", "-prefetch", "Not An Image"], LIMIT);
+    assert_eq!(out.status.code(), Some(255), "{out:?}");
+}
