@@ -156,6 +156,8 @@ pub struct Cluster {
     pub rm_addr: String,
     pub nms: Vec<Daemon>,
     pub nm_addrs: Vec<String>,
+    /// Each NM's command line, to start it again ([`Cluster::restart_nm_after`]).
+    pub nm_args: Vec<Vec<String>>,
     pub http: reqwest::blocking::Client,
     pub conf_dir: PathBuf,
     /// The RM's command line, to start it again on the same state store
@@ -299,6 +301,7 @@ impl Cluster {
             rm_addr,
             nms: vec![],
             nm_addrs: vec![],
+            nm_args: vec![],
             http,
             conf_dir,
             rm_args,
@@ -385,7 +388,40 @@ impl Cluster {
         let addr = read_addr(&d.join("address"), &mut nm);
         self.nms.push(nm);
         self.nm_addrs.push(addr);
+        self.nm_args.push(args);
         i
+    }
+
+    /// Stops NM `i` with `sig` (SIGKILL: a crash; its containers, in sessions of their own,
+    /// live on) and starts it again on the same address and directories, so that with
+    /// `yarn.nodemanager.recovery.enabled` it re-adopts them.
+    pub fn restart_nm_after(&mut self, i: usize, sig: Signal) {
+        self.nms[i].signal(sig);
+        wait_until("the NM to exit", Duration::from_secs(15), || {
+            (!self.nms[i].is_running()).then_some(())
+        });
+        let addr = self.nm_addrs[i].clone();
+        let args: Vec<String> = self.nm_args[i]
+            .iter()
+            .map(|a| {
+                if a == "yarn.nodemanager.webapp.address=127.0.0.1:0" {
+                    format!("yarn.nodemanager.webapp.address={addr}")
+                } else {
+                    a.clone()
+                }
+            })
+            .collect();
+        let d = self.dir.path().join(format!("nm{i}"));
+        let _ = std::fs::remove_file(d.join("address"));
+        let mut nm = spawn(
+            &format!("nodemanager{i}"),
+            &bin("nodemanager"),
+            &args,
+            self.dir.path().join(format!("nm{i}-restarted.log")),
+            &[],
+        );
+        read_addr(&d.join("address"), &mut nm);
+        self.nms[i] = nm;
     }
 
     /// Stops the RM (SIGTERM, then SIGKILL after 10 s) and starts a new one with the same

@@ -9,6 +9,10 @@
 //!   container pulls nothing.
 //! - A disallowed mount and an unreachable registry each fail the container with their
 //!   reason.
+//! - A `train --image` gang of 4 all-reduces its ranks in the image (the node lends its C
+//!   library and the worker binary through allowed read-only mounts).
+//! - An NM killed with SIGKILL and started again re-adopts a running image container, which
+//!   then ends well; nothing of it is left mounted, and its bundle is removed.
 //! - `image -prefetch -nodes` pulls the image on one of two nodes, and a job asking for the
 //!   image lands there, although a job naming no image goes to the other (larger) one.
 //!
@@ -261,4 +265,154 @@ fn a_job_prefers_the_node_that_holds_its_image() {
     // A bad reference is refused before anything is asked of a node.
     let out = c.spindle_within(&["image", "-prefetch", "Not An Image"], LIMIT);
     assert_eq!(out.status.code(), Some(255), "{out:?}");
+}
+
+#[test]
+fn a_training_gang_all_reduces_inside_the_image() {
+    if !ready("a_training_gang_all_reduces_inside_the_image") {
+        return;
+    }
+    const WORKERS: u64 = 4;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let layout = build_image(tmp.path());
+    let registry = Registry::start(tmp.path());
+    registry.push(&layout, tmp.path(), "spindle/busybox:1");
+    let image = format!("{}/spindle/busybox:1", registry.host());
+    let reports = tmp.path().join("reports");
+    std::fs::create_dir_all(&reports).expect("reports dir");
+    // The image has no C library: the node lends its own, and the worker binary, read-only.
+    let bin_dir = spindle_system_tests::bin_dir().display().to_string();
+    let ro = format!("/lib,/lib64,{bin_dir}");
+    let gpus = spindle_system_tests::fake_gpus(tmp.path(), 2);
+    let mut opts = ClusterOpts::with_fake_gpus(2, &gpus);
+    opts.nm_props.extend(nm_props(
+        &registry.host(),
+        &[
+            ("yarn.nodemanager.runtime.linux.runc.allowed-ro-mounts", &ro),
+            (
+                "yarn.nodemanager.runtime.linux.runc.allowed-rw-mounts",
+                &reports.display().to_string(),
+            ),
+        ],
+    ));
+    let c = Cluster::start(opts);
+    let worker = spindle_system_tests::bin("allreduce_worker")
+        .display()
+        .to_string();
+    let report_env = format!("ALLREDUCE_REPORT_DIR={}", reports.display());
+    let rw = format!("{0}:{0}:rw", reports.display());
+    let bins = format!("{bin_dir}:{bin_dir}:ro");
+    let out = c.spindle_within(
+        &[
+            "train",
+            "--workers",
+            "4",
+            "--worker-resources",
+            "yarn.io/gpu=1,vcores=1,memory-mb=256",
+            "--gang-timeout-ms",
+            "60000",
+            "--image",
+            &image,
+            "--mount",
+            "/lib:/lib:ro",
+            "--mount",
+            "/lib64:/lib64:ro",
+            "--mount",
+            &bins,
+            "--mount",
+            &rw,
+            "--env",
+            &report_env,
+            "--",
+            &worker,
+        ],
+        LIMIT,
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    if !out.status.success() {
+        c.dump_logs();
+    }
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sum = WORKERS * (WORKERS - 1) / 2;
+    for rank in 0..WORKERS {
+        let p = reports.join(format!("attempt-1-rank-{rank}.txt"));
+        let report = std::fs::read_to_string(&p).unwrap_or_default();
+        assert!(
+            report.contains(&format!("rank {rank} of {WORKERS}: allreduce sum {sum}")),
+            "rank {rank}: {report}"
+        );
+    }
+    // They ran in the image: it has no bash, which the executor says in each worker's log.
+    let app = app_id_in(&text).expect("application id");
+    let tasks = task_containers(&c, &app);
+    assert_eq!(tasks.len() as u64, WORKERS, "{tasks:?}");
+    for (node, id, _) in tasks {
+        let err = c.container_log(&node, &id, "stderr");
+        assert!(err.contains("the image has no bash"), "{id}: {err}");
+    }
+}
+
+#[test]
+fn a_killed_nodemanager_readopts_a_running_image_container() {
+    if !ready("a_killed_nodemanager_readopts_a_running_image_container") {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let layout = build_image(tmp.path());
+    let registry = Registry::start(tmp.path());
+    registry.push(&layout, tmp.path(), "spindle/busybox:1");
+    let image = format!("{}/spindle/busybox:1", registry.host());
+    let mut c = Cluster::start(ClusterOpts {
+        nodes: 1,
+        nm_props: nm_props(
+            &registry.host(),
+            &[("yarn.nodemanager.recovery.enabled", "true")],
+        ),
+        ..Default::default()
+    });
+    let out = c.spindle_within(
+        &[
+            "distributed-shell",
+            "--detach",
+            "--shell-command",
+            "echo up; sleep 6; cat /etc/os-release",
+            "--image",
+            &image,
+        ],
+        LIMIT,
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let app = app_id_in(&text).unwrap_or_else(|| panic!("{text}"));
+    spindle_system_tests::wait_until("the task to run", LIMIT, || {
+        let t = task_containers(&c, &app);
+        let (node, id, _) = t.first()?;
+        c.container_log(node, id, "stdout")
+            .contains("up")
+            .then_some(())
+    });
+    c.restart_nm_after(0, nix::sys::signal::Signal::SIGKILL);
+    let end = c.wait_app_state(&app, &["FINISHED", "FAILED", "KILLED"], LIMIT);
+    assert_eq!(end["finalStatus"], "SUCCEEDED", "{end}");
+    let (node, id, _) = task_containers(&c, &app).remove(0);
+    let out = c.container_log(&node, &id, "stdout");
+    assert!(out.contains("ID=spindle-test"), "{out}");
+    // Nothing of it is left: no mount naming the node's directories, no bundle, no runtime
+    // state.
+    let nm_dir = c.dir.path().join("nm0");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    assert!(
+        !mounts.contains(&nm_dir.display().to_string()),
+        "left mounted:\n{mounts}"
+    );
+    let oci = nm_dir.join("local/nmPrivate/oci");
+    spindle_system_tests::wait_until("the bundle to go", Duration::from_secs(20), || {
+        let left: Vec<_> = std::fs::read_dir(oci.join("bundles"))
+            .map(|d| d.filter_map(Result::ok).collect())
+            .unwrap_or_default();
+        left.is_empty().then_some(())
+    });
 }
