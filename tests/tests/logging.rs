@@ -110,6 +110,7 @@ fn json_cluster() -> Cluster {
         rm_addr,
         nms: vec![nm],
         nm_addrs: vec![nm_addr],
+        nm_args: vec![],
         http: reqwest::blocking::Client::builder()
             .timeout(Duration::from_secs(10))
             .build()
