@@ -53,7 +53,8 @@ there); the gang is then asked for again and resumes from the checkpoint (no res
                                 RM's spindle.scheduler.gang.timeout-ms)
   --max-restarts K              gang restarts after a worker failure (default 3;
                                 preemptions do not count)
-  --checkpoint-dir DIR          given to every worker as SPINDLE_CHECKPOINT_DIR; its newest
+  --checkpoint-dir DIR          given to every worker as SPINDLE_CHECKPOINT_DIR (with --image
+                                also mounted read-write at its path); its newest
                                 file is reported to the RM as the job's checkpoint
   --env K=V                     worker environment (repeatable)
   --src-dir DIR                 pack DIR (tar.gz) and unpack it in every worker's working
@@ -136,6 +137,37 @@ pub const OPTS: &[Opt] = &[
     Opt::flag("detach", &[]),
 ];
 
+/// An image job's checkpoints must outlive its containers: `--checkpoint-dir DIR` with
+/// `--image` also binds DIR read-write at the same path (the nodes must allow it in
+/// `yarn.nodemanager.runtime.linux.runc.allowed-rw-mounts`).
+fn with_checkpoint_mount(
+    env: &mut std::collections::BTreeMap<String, String>,
+    dir: &str,
+) -> Result<(), UsageError> {
+    use spindle_common::runtime_request::{BindMount, MountMode, RuntimeRequest};
+    let Ok(Some(mut request)) = RuntimeRequest::from_env(env) else {
+        return Ok(());
+    };
+    let path = std::path::PathBuf::from(dir.trim());
+    if !path.is_absolute() {
+        return Err(invalid(
+            "checkpoint_dir",
+            dir,
+            "with --image it is mounted into the image: give an absolute path",
+        ));
+    }
+    if request.mounts.iter().any(|m| m.destination == path) {
+        return Ok(());
+    }
+    request.mounts.push(BindMount {
+        source: path.clone(),
+        destination: path,
+        mode: MountMode::ReadWrite,
+    });
+    env.extend(request.to_env());
+    Ok(())
+}
+
 /// The options of `spindle train` (the command is the positional words, after `--`).
 pub fn options_from(p: &Parsed) -> Result<TrainOptions, UsageError> {
     let elastic = elastic_from(p)?;
@@ -176,7 +208,10 @@ pub fn options_from(p: &Parsed) -> Result<TrainOptions, UsageError> {
             "no worker command given: put it after --, e.g. -- python train.py".into(),
         ));
     }
-    let worker_env = env_from(p, "env")?;
+    let mut worker_env = env_from(p, "env")?;
+    if let Some(dir) = p.value("checkpoint_dir") {
+        with_checkpoint_mount(&mut worker_env, dir)?;
+    }
     let gang_timeout = match p.parse::<u64>("gang_timeout_ms")? {
         Some(0) | None => None,
         Some(ms) => Some(Duration::from_millis(ms)),
@@ -397,6 +432,63 @@ mod tests {
         .expect("parses");
         let o = options_from(&p).expect("good options");
         assert_eq!((o.am.node_label_expression, o.am.gpu_model), (None, None));
+    }
+
+    #[test]
+    fn an_image_job_s_checkpoint_dir_is_mounted_read_write() {
+        let p = parsed(&[
+            "--workers",
+            "2",
+            "--worker-resources",
+            "vcores=1",
+            "--checkpoint-dir",
+            "/ckpt/run1",
+            "--image",
+            "busybox",
+            "--mount",
+            "/data:/data",
+            "--",
+            "x",
+        ])
+        .expect("parses");
+        let o = options_from(&p).expect("good options");
+        assert_eq!(
+            o.am.worker_env["YARN_CONTAINER_RUNTIME_RUNC_MOUNTS"],
+            "/data:/data:ro,/ckpt/run1:/ckpt/run1:rw"
+        );
+        let p = parsed(&[
+            "--workers",
+            "2",
+            "--worker-resources",
+            "vcores=1",
+            "--checkpoint-dir",
+            "/ckpt",
+            "--",
+            "x",
+        ])
+        .unwrap();
+        let o = options_from(&p).expect("no image: no mount");
+        assert!(!o
+            .am
+            .worker_env
+            .contains_key("YARN_CONTAINER_RUNTIME_RUNC_MOUNTS"));
+        let p = parsed(&[
+            "--workers",
+            "2",
+            "--worker-resources",
+            "vcores=1",
+            "--checkpoint-dir",
+            "ckpt",
+            "--image",
+            "busybox",
+            "--",
+            "x",
+        ])
+        .unwrap();
+        assert!(
+            options_from(&p).is_err(),
+            "a relative checkpoint dir with an image"
+        );
     }
 
     #[test]
