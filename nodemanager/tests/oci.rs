@@ -35,6 +35,10 @@ struct OneImage {
     layer: PathBuf,
 }
 
+/// The one image's digest, and how often a re-adopting executor pinned it again.
+const DIGEST: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000001";
+static REPINS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 impl ImageSource for OneImage {
     fn rootfs(
         &self,
@@ -52,6 +56,14 @@ impl ImageSource for OneImage {
                 ..Default::default()
             },
             pin: None,
+            digest: Some(DIGEST.into()),
+        })
+    }
+
+    fn repin(&self, digest: &str) -> Option<spindle_nodemanager::oci::ImagePin> {
+        (digest == DIGEST).then(|| {
+            REPINS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::new(()) as spindle_nodemanager::oci::ImagePin
         })
     }
 }
@@ -510,6 +522,11 @@ async fn a_readopted_container_is_cleaned_up_when_it_ends_and_reclaim_removes_st
     else {
         panic!("the container still runs");
     };
+    assert_eq!(
+        REPINS.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the re-adopted container's image is pinned again"
+    );
     second.signal(&handle, StopSignal::Term).unwrap();
     let exit = tokio::time::timeout(END, exit).await.expect("ended");
     assert_eq!(exit, ProcessExit::Code(143), "its wrapper's recorded code");

@@ -180,7 +180,14 @@ impl ImageSource for NodeImages {
         Ok(RootfsLayers {
             layers: handle.layers().to_vec(),
             config: handle.config().clone(),
+            digest: Some(handle.digest().to_string()),
             pin: Some(Box::new(handle)),
         })
+    }
+
+    fn repin(&self, digest: &str) -> Option<crate::oci::ImagePin> {
+        let digest = digest.parse().ok()?;
+        let handle = self.store.pin(&digest).ok()?;
+        Some(Box::new(handle))
     }
 }

@@ -19,6 +19,9 @@ use crate::launcher::{
     PrivateMounts, ProcessExecutor, Reattached, StartedProcess, StopSignal,
 };
 
+/// The file in a bundle naming its image's manifest digest.
+const IMAGE_DIGEST_FILE: &str = "image-digest";
+
 /// A prepared OCI container, between `prepare` and `start`.
 struct Prepared {
     /// `<container id>.<ms>`: a re-initialized container gets a new bundle and runtime name,
@@ -143,6 +146,10 @@ impl OciExecutor {
                 return Err(e.into());
             }
         };
+        if let Some(d) = &rootfs.digest {
+            // Read back by `reattach` after an NM restart, to pin the image again.
+            let _ = std::fs::write(dir.join(IMAGE_DIGEST_FILE), d);
+        }
         info!(image = %request.image, layers = rootfs.layers.len(), bundle = %dir.display(), "OCI bundle written");
         self.prepared().insert(
             spec.container_id,
@@ -337,9 +344,15 @@ impl ContainerExecutor for OciExecutor {
             }
             Reattached::Running(fut) => {
                 let cleaner = self.cleaner();
+                // Its image stays pinned while it runs, as before the restart.
+                let pin =
+                    std::fs::read_to_string(self.bundle_dir(&runtime_id).join(IMAGE_DIGEST_FILE))
+                        .ok()
+                        .and_then(|d| self.images.repin(d.trim()));
                 Reattached::Running(Box::pin(async move {
                     let exit: ProcessExit = fut.await;
                     let _ = tokio::task::spawn_blocking(move || cleaner.cleanup(&runtime_id)).await;
+                    drop(pin);
                     exit
                 }))
             }

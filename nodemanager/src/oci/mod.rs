@@ -77,6 +77,9 @@ pub struct RootfsLayers {
     pub layers: Vec<PathBuf>,
     pub config: ImageConfig,
     pub pin: Option<ImagePin>,
+    /// The image's manifest digest (`sha256:...`), kept in the bundle so that an NM restarted
+    /// under a running container pins its image again ([`ImageSource::repin`]).
+    pub digest: Option<String>,
 }
 
 impl std::fmt::Debug for RootfsLayers {
@@ -102,6 +105,13 @@ pub trait ImageSource: Send + Sync + 'static {
         container: &ContainerId,
         say: &(dyn Fn(&str) + Send + Sync),
     ) -> Result<RootfsLayers, ImageError>;
+
+    /// Pins again the cached image of `digest` for a container re-adopted after an NM
+    /// restart (so it is not evicted under it); None when it is not cached. Never pulls.
+    fn repin(&self, digest: &str) -> Option<ImagePin> {
+        let _ = digest;
+        None
+    }
 }
 
 /// No image store on this node: every image is refused.
