@@ -279,6 +279,12 @@ pub trait ContainerExecutor: Send + Sync + 'static {
     }
     /// The NM is stopping: removes what the executor made for itself (empty cgroup dirs).
     fn shutdown(&self) {}
+    /// What a container not yet running is waiting for, for its diagnostics (an image
+    /// pull's progress); None when there is nothing to say.
+    fn progress(&self, id: &ContainerId) -> Option<String> {
+        let _ = id;
+        None
+    }
 }
 
 /// What recovery knows of a container it re-attaches to.

@@ -43,6 +43,8 @@ pub struct NodeImages {
     local_dirs: Vec<PathBuf>,
     runtime: tokio::runtime::Handle,
     failures: Mutex<Vec<ImagePullFailureInfo>>,
+    /// The last progress line of each container whose image is being pulled.
+    pulling: Mutex<std::collections::HashMap<ContainerId, String>>,
 }
 
 impl NodeImages {
@@ -58,6 +60,7 @@ impl NodeImages {
             local_dirs,
             runtime,
             failures: Mutex::new(Vec::new()),
+            pulling: Mutex::new(std::collections::HashMap::new()),
         }
     }
 
@@ -165,24 +168,41 @@ impl ImageSource for NodeImages {
     fn rootfs(
         &self,
         image: &str,
-        _container: &ContainerId,
+        container: &ContainerId,
         say: &(dyn Fn(&str) + Send + Sync),
     ) -> Result<RootfsLayers, ImageError> {
         let last = Mutex::new((None::<PullPhase>, Instant::now()));
         let progress = |p: &PullProgress| {
+            self.pulling
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(*container, p.to_string());
             let mut l = last.lock().unwrap_or_else(|e| e.into_inner());
             if l.0 != Some(p.phase) || l.1.elapsed() >= PROGRESS_EVERY {
                 *l = (Some(p.phase), Instant::now());
                 say(&p.to_string());
             }
         };
-        let handle = self.runtime.block_on(self.ensure(image, &progress))?;
+        let result = self.runtime.block_on(self.ensure(image, &progress));
+        self.pulling
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(container);
+        let handle = result?;
         Ok(RootfsLayers {
             layers: handle.layers().to_vec(),
             config: handle.config().clone(),
             digest: Some(handle.digest().to_string()),
             pin: Some(Box::new(handle)),
         })
+    }
+
+    fn progress(&self, container: &ContainerId) -> Option<String> {
+        self.pulling
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(container)
+            .cloned()
     }
 
     fn repin(&self, digest: &str) -> Option<crate::oci::ImagePin> {

@@ -284,7 +284,18 @@ impl Manager {
                 let _ = reply.send(self.authorize(&token));
             }
             Command::Reports { reply } => {
-                let _ = reply.send(self.table.reports());
+                let mut reports = self.table.reports();
+                // A container still starting says what it waits for (an image pull).
+                for r in reports
+                    .iter_mut()
+                    .filter(|r| r.status.state != spindle_common::states::ContainerState::COMPLETE)
+                    .filter(|r| r.status.diagnostics.is_empty())
+                {
+                    if let Some(p) = self.executor.progress(&r.status.container_id) {
+                        r.status.diagnostics = p;
+                    }
+                }
+                let _ = reply.send(reports);
             }
             Command::HeartbeatAnswered {
                 containers_to_cleanup,

@@ -332,6 +332,10 @@ impl ContainerExecutor for OciExecutor {
         }
     }
 
+    fn progress(&self, id: &ContainerId) -> Option<String> {
+        self.images.progress(id)
+    }
+
     fn reattach(&self, handle: &ExecHandle, adoptee: &Adoptee<'_>) -> Reattached {
         let found = self.process.reattach(handle, adoptee);
         let Some(runtime_id) = handle.oci_runtime_id().map(str::to_string) else {

@@ -112,6 +112,13 @@ pub trait ImageSource: Send + Sync + 'static {
         let _ = digest;
         None
     }
+
+    /// How `container`'s pull stands while [`ImageSource::rootfs`] pulls for it (`pulling
+    /// IMAGE: 1.2 of 9.8 MB`), for its diagnostics; None otherwise.
+    fn progress(&self, container: &ContainerId) -> Option<String> {
+        let _ = container;
+        None
+    }
 }
 
 /// No image store on this node: every image is refused.

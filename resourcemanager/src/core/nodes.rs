@@ -595,6 +595,18 @@ impl RmCore {
                     match known {
                         true => {
                             still_running.insert(r.id);
+                            // What a starting container waits for (an image pull), as its NM
+                            // says it; only a change is written.
+                            if !r.diagnostics.is_empty() {
+                                if let Some(c) = self
+                                    .containers
+                                    .get_mut(&r.id)
+                                    .filter(|c| c.diagnostics != r.diagnostics)
+                                {
+                                    c.diagnostics = r.diagnostics.clone();
+                                    self.changed();
+                                }
+                            }
                             if let Some(c) = self
                                 .containers
                                 .get_mut(&r.id)

@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 
 use spindle_common::resource::GPU;
-use spindle_common::{ApplicationId, Resource};
+use spindle_common::{ApplicationId, ContainerId, Resource};
 
 use super::preemption::{conf, leaf, Cluster};
+use super::TestEnv;
 use crate::core::images::{NodeImage, MAX_NODE_IMAGES};
 use crate::core::scheduler::gang::GangRequest;
 use crate::core::*;
@@ -199,4 +200,45 @@ fn a_prefetch_rides_one_heartbeat_and_failures_are_kept_until_the_image_arrives(
         .pull_failures
         .iter()
         .all(|f| f.image != format!("{IMG}38")));
+}
+
+#[test]
+fn a_starting_container_shows_what_its_nm_says_it_waits_for() {
+    let mut c = cluster();
+    let app = c.start("a", "u", 0);
+    ask(&mut c, &app, 1, 1, IMG, false);
+    let id = *c
+        .env
+        .core
+        .containers()
+        .iter()
+        .find(|(_, x)| x.is_live() && !x.is_am && x.id.application_id() == app)
+        .expect("a task")
+        .0;
+    let node = c.env.core.containers()[&id].node.clone();
+    let line = format!("pulling {IMG}: 1.2 of 9.8 MB");
+    // Every live container of the node is reported (one left out would be lost).
+    let beat = |c: &mut Cluster, diag: &str| {
+        let live: Vec<ContainerId> = c.env.core.nodes()[&node]
+            .containers
+            .iter()
+            .copied()
+            .collect();
+        let reports = live
+            .into_iter()
+            .map(|x| {
+                let mut r = TestEnv::running(x);
+                if x == id {
+                    r.diagnostics = diag.to_string();
+                }
+                r
+            })
+            .collect();
+        c.env.heartbeat(&node, reports);
+    };
+    beat(&mut c, &line);
+    assert_eq!(c.env.core.containers()[&id].diagnostics, line);
+    // A report without a word leaves it.
+    beat(&mut c, "");
+    assert_eq!(c.env.core.containers()[&id].diagnostics, line);
 }
