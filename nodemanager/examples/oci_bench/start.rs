@@ -113,6 +113,8 @@ impl Podman {
             path(dir.join("podman/run")),
             arg("--tmpdir"),
             path(dir.join("podman/tmp")),
+            arg("--network-config-dir"),
+            path(dir.join("podman/networks")),
             arg("--storage-driver=overlay"),
             arg("--cgroup-manager=cgroupfs"),
             arg("--events-backend=file"),
@@ -272,6 +274,10 @@ pub(crate) fn run(dir: &Path, args: &Args) -> Result<String, String> {
         .build()
         .map_err(|e| format!("runtime: {e}"))?;
     let ex = executor(dir, &rt)?;
+    // The one host path podman writes outside its storage here: rootful netavark's run
+    // directory, removed again when podman made it (only while it is empty).
+    let netavark_run = Path::new("/run/containers/networks");
+    let made_run_dir = !netavark_run.parent().is_some_and(Path::exists);
     let mut podman = if args.podman {
         Podman::new(dir, &layout)
     } else {
@@ -280,6 +286,10 @@ pub(crate) fn run(dir: &Path, args: &Args) -> Result<String, String> {
     let times = rounds(dir, args.starts, &ex, &mut podman, &image, &rt);
     if let Ok(p) = &podman {
         p.remove();
+    }
+    if made_run_dir {
+        let _ = std::fs::remove_dir(netavark_run);
+        let _ = netavark_run.parent().map(std::fs::remove_dir);
     }
     ex.shutdown();
     let t = times?;
