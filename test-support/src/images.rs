@@ -49,23 +49,27 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// `umoci unpack` of `image` (`layout:tag`) into the bundle `bundle` (rootless when not root).
+fn unpack(image: &str, bundle: &Path) {
+    let mut cmd = Command::new("umoci");
+    cmd.arg("unpack");
+    if !nix::unistd::geteuid().is_root() {
+        cmd.arg("--rootless");
+    }
+    run(cmd.args(["--image", image]).arg(bundle));
+}
+
 /// An OCI layout at `<dir>/layout` with the image tagged `1`: busybox and an os-release.
 pub fn build_image(dir: &Path) -> PathBuf {
     let layout = dir.join("layout");
     let bundle = dir.join("bundle");
     let image = format!("{}:1", layout.display());
-    let rootless = !nix::unistd::geteuid().is_root();
     run(Command::new("umoci")
         .arg("init")
         .arg("--layout")
         .arg(&layout));
     run(Command::new("umoci").args(["new", "--image", &image]));
-    let mut unpack = Command::new("umoci");
-    unpack.arg("unpack");
-    if rootless {
-        unpack.arg("--rootless");
-    }
-    run(unpack.args(["--image", &image]).arg(&bundle));
+    unpack(&image, &bundle);
     let rootfs = bundle.join("rootfs");
     std::fs::create_dir_all(rootfs.join("bin")).unwrap();
     std::fs::create_dir_all(rootfs.join("etc")).unwrap();
@@ -89,6 +93,37 @@ pub fn build_image(dir: &Path) -> PathBuf {
         "/bin/sh",
     ]));
     layout
+}
+
+/// Adds `layers` layers on top of the layout's image tagged `1`: `fill(i, rootfs)` writes the
+/// i-th layer's files into the image's unpacked root file system and `umoci repack` records
+/// what changed as a new layer. The unpacked copy (under `dir`) and the blobs no longer
+/// referenced are removed at the end.
+pub fn add_layers(dir: &Path, layout: &Path, layers: usize, mut fill: impl FnMut(usize, &Path)) {
+    let bundle = dir.join("add-layers-bundle");
+    let image = format!("{}:1", layout.display());
+    unpack(&image, &bundle);
+    for i in 0..layers {
+        fill(i, &bundle.join("rootfs"));
+        run(Command::new("umoci")
+            .args(["repack", "--refresh-bundle", "--image", &image])
+            .arg(&bundle));
+    }
+    std::fs::remove_dir_all(&bundle).unwrap();
+    run(Command::new("umoci").arg("gc").arg("--layout").arg(layout));
+}
+
+/// `skopeo` with a policy (in `dir`) that accepts any image: the registry is the test's own.
+pub fn skopeo(dir: &Path) -> Command {
+    let policy = dir.join("policy.json");
+    std::fs::write(
+        &policy,
+        r#"{"default":[{"type":"insecureAcceptAnything"}]}"#,
+    )
+    .unwrap();
+    let mut cmd = Command::new("skopeo");
+    cmd.arg("--policy").arg(policy);
+    cmd
 }
 
 /// A `docker-registry` of the test's own, killed by pid on drop.
@@ -143,15 +178,7 @@ impl Registry {
 
     /// Pushes the layout's image tagged `1` as `repo` (`name:tag`).
     pub fn push(&self, layout: &Path, dir: &Path, repo: &str) {
-        let policy = dir.join("policy.json");
-        std::fs::write(
-            &policy,
-            r#"{"default":[{"type":"insecureAcceptAnything"}]}"#,
-        )
-        .unwrap();
-        run(Command::new("skopeo")
-            .arg("--policy")
-            .arg(&policy)
+        run(skopeo(dir)
             .args(["copy", "--dest-tls-verify=false"])
             .arg(format!("oci:{}:1", layout.display()))
             .arg(format!("docker://{}/{repo}", self.host())));
