@@ -9,6 +9,9 @@
 //!   container pulls nothing.
 //! - A disallowed mount and an unreachable registry each fail the container with their
 //!   reason.
+//! - A container granted one of two fake GPUs (device nodes the test makes, a CDI spec naming
+//!   them, with a hook) sees only that one and the spec's environment, and the hook never
+//!   runs; a container over its memory limit is killed with -104, as a process is.
 //! - A `train --image` gang of 4 all-reduces its ranks in the image (the node lends its C
 //!   library and the worker binary through allowed read-only mounts).
 //! - An NM killed with SIGKILL and started again re-adopts a running image container, which
@@ -415,4 +418,95 @@ fn a_killed_nodemanager_readopts_a_running_image_container() {
             .unwrap_or_default();
         left.is_empty().then_some(())
     });
+}
+
+#[test]
+fn a_granted_gpu_is_the_only_one_inside_and_the_memory_limit_holds() {
+    let test = "a_granted_gpu_is_the_only_one_inside_and_the_memory_limit_holds";
+    if !ready(test) {
+        return;
+    }
+    use nix::sys::stat::{makedev, mknod, Mode, SFlag};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let layout = build_image(tmp.path());
+    let registry = Registry::start(tmp.path());
+    registry.push(&layout, tmp.path(), "spindle/busybox:1");
+    let image = format!("{}/spindle/busybox:1", registry.host());
+    // Two fake GPUs (minors 0 and 1): device nodes the test makes, and a CDI spec naming
+    // them (with a hook, which must never run).
+    let dev = tmp.path().join("dev");
+    std::fs::create_dir_all(&dev).expect("dev dir");
+    let mut devices = Vec::new();
+    for minor in 0..2u32 {
+        let p = dev.join(format!("nvidia{minor}"));
+        if let Err(e) = mknod(
+            &p,
+            SFlag::S_IFCHR,
+            Mode::from_bits_truncate(0o666),
+            makedev(195, minor.into()),
+        ) {
+            spindle_test_support::require::skip(test, format_args!("cannot mknod: {e}"));
+            return;
+        }
+        devices.push(serde_json::json!({
+            "name": format!("gpu{minor}"),
+            "containerEdits": {"deviceNodes": [{"path": format!("/dev/nvidia{minor}"), "hostPath": p}]}
+        }));
+    }
+    let cdi = tmp.path().join("cdi");
+    std::fs::create_dir_all(&cdi).expect("cdi dir");
+    let hook_ran = tmp.path().join("hook-ran");
+    let spec = serde_json::json!({
+        "cdiVersion": "0.6.0", "kind": "nvidia.com/gpu", "devices": devices,
+        "containerEdits": {"env": ["FROM_CDI=1"], "hooks": [{"hookName": "createContainer",
+            "path": "/usr/bin/touch", "args": ["touch", hook_ran.display().to_string()]}]}
+    });
+    std::fs::write(cdi.join("nvidia.json"), spec.to_string()).expect("cdi spec");
+    let gpus = spindle_system_tests::fake_gpus(tmp.path(), 2);
+    let mut opts = ClusterOpts::with_fake_gpus(1, &gpus);
+    opts.nm_props.extend(nm_props(
+        &registry.host(),
+        &[(
+            "spindle.nodemanager.runtime.oci.cdi-spec-dirs",
+            &cdi.display().to_string(),
+        )],
+    ));
+    let c = Cluster::start(opts);
+    let (text, app) = dshell(
+        &c,
+        &[
+            "--shell-command",
+            r#"ls /dev | grep nvidia; echo "gpus=$CUDA_VISIBLE_DEVICES cdi=$FROM_CDI""#,
+            "--container-resources",
+            "yarn.io/gpu=1,memory-mb=256,vcores=1",
+            "--image",
+            &image,
+        ],
+    );
+    assert!(text.contains("SUCCEEDED"), "{text}");
+    let (node, id, _) = task_containers(&c, &app).remove(0);
+    let out = c.container_log(&node, &id, "stdout");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "one device and the environment: {out}");
+    let (device, env) = (lines[0], lines[1]);
+    let minor = device.trim_start_matches("nvidia");
+    assert!(minor == "0" || minor == "1", "{out}");
+    assert_eq!(env, format!("gpus={minor} cdi=1"), "{out}");
+    assert!(!hook_ran.exists(), "a CDI hook ran");
+
+    // Over its memory limit, a container in an image is killed as a process one is (-104).
+    let (text, oom) = dshell(
+        &c,
+        &[
+            "--shell-command",
+            "dd if=/dev/zero of=/dev/null bs=400M count=1",
+            "--container-resources",
+            "memory-mb=128,vcores=1",
+            "--image",
+            &image,
+        ],
+    );
+    assert!(!text.contains("SUCCEEDED"), "{text}");
+    let (_, _, x) = task_containers(&c, &oom).remove(0);
+    assert_eq!(x["containerExitStatus"], -104, "{x}");
 }
