@@ -526,17 +526,11 @@ pub fn run_gangs(spec: &BenchSpec) -> GangBenchResult {
         )),
     };
     let cpu_ask = AskUpdate {
-        image: None,
-        label: None,
-        tags: Vec::new(),
-        constraint: None,
         priority: 2,
         allocation_request_id: 2,
-        resource_name: "*".into(),
         capability: Resource::new(16 * 1024, 4),
-        num_containers: 20,
-        relax_locality: true,
         gang: None,
+        ..gang_ask(20, 0)
     };
     let mut gangs_asked = 0u64;
     let mut placed = 0u64;
