@@ -12,6 +12,8 @@
 //! - A container granted one of two fake GPUs (device nodes the test makes, a CDI spec naming
 //!   them, with a hook) sees only that one and the spec's environment, and the hook never
 //!   runs; a container over its memory limit is killed with -104, as a process is.
+//! - Under a pids limit of 32 a container in an image cannot fork 80 processes; a layer
+//!   corrupted in the registry's storage fails a node's pull with the digest mismatch named.
 //! - A `train --image` gang of 4 all-reduces its ranks in the image (the node lends its C
 //!   library and the worker binary through allowed read-only mounts).
 //! - An NM killed with SIGKILL and started again re-adopts a running image container, which
@@ -509,4 +511,99 @@ fn a_granted_gpu_is_the_only_one_inside_and_the_memory_limit_holds() {
     assert!(!text.contains("SUCCEEDED"), "{text}");
     let (_, _, x) = task_containers(&c, &oom).remove(0);
     assert_eq!(x["containerExitStatus"], -104, "{x}");
+}
+
+#[test]
+fn a_corrupted_layer_is_a_digest_mismatch_and_a_fork_bomb_is_bounded() {
+    let test = "a_corrupted_layer_is_a_digest_mismatch_and_a_fork_bomb_is_bounded";
+    if !ready(test) {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let layout = build_image(tmp.path());
+    let registry = Registry::start(tmp.path());
+    registry.push(&layout, tmp.path(), "spindle/busybox:1");
+    let image = format!("{}/spindle/busybox:1", registry.host());
+    let c = Cluster::start(ClusterOpts {
+        nodes: 1,
+        nm_props: nm_props(
+            &registry.host(),
+            &[("spindle.nodemanager.container.pids-limit", "32")],
+        ),
+        ..Default::default()
+    });
+    // At most 32 processes: not all 80 background sleeps can be forked.
+    let (_, bomb) = dshell(
+        &c,
+        &[
+            "--shell-command",
+            "for i in $(seq 1 80); do sleep 3 & done; echo forked-all",
+            "--image",
+            &image,
+        ],
+    );
+    let (node, id, _) = task_containers(&c, &bomb).remove(0);
+    let err = c.container_log(&node, &id, "stderr");
+    let out = c.container_log(&node, &id, "stdout");
+    assert!(err.contains("fork"), "no fork was refused: {err}\n{out}");
+    assert!(!out.contains("forked-all"), "{out}");
+
+    // Corrupt the image's top layer in the registry's storage: a node that pulls it now fails
+    // the container with the digest mismatch named.
+    let index: Value = serde_json::from_str(
+        &std::fs::read_to_string(layout.join("index.json")).expect("index.json"),
+    )
+    .expect("index");
+    let manifest_hex = index["manifests"][0]["digest"]
+        .as_str()
+        .and_then(|d| d.strip_prefix("sha256:"))
+        .expect("manifest digest")
+        .to_string();
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(layout.join("blobs/sha256").join(&manifest_hex))
+            .expect("manifest"),
+    )
+    .expect("manifest json");
+    let layers = manifest["layers"].as_array().expect("layers");
+    let hex = layers[layers.len() - 1]["digest"]
+        .as_str()
+        .and_then(|d| d.strip_prefix("sha256:"))
+        .expect("layer digest")
+        .to_string();
+    let data = registry.blob_data(&hex);
+    let mut bytes = std::fs::read(&data).expect("the layer blob");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&data, bytes).expect("corrupt it");
+    // A node of its own, whose cache is empty.
+    drop(c);
+    let c = Cluster::start(ClusterOpts {
+        nodes: 1,
+        nm_props: nm_props(&registry.host(), &[]),
+        ..Default::default()
+    });
+    let broken = image.clone();
+    let (text, app) = dshell(
+        &c,
+        &[
+            "--shell-command",
+            "true",
+            "--image",
+            &broken,
+            "-num_containers",
+            "2",
+        ],
+    );
+    assert!(!text.contains("SUCCEEDED"), "{text}");
+    let diag = task_containers(&c, &app)
+        .into_iter()
+        .map(|(_, _, x)| {
+            x["diagnosticsInfo"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join(" | ");
+    assert!(diag.contains("digest"), "{diag}");
 }
