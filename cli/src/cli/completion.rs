@@ -9,8 +9,8 @@
 use super::args::{Arity, Opt, UsageError};
 use super::token;
 use super::{
-    accounting, application, applicationattempt, cluster, clustersecret, container, dshell, logs,
-    minicluster, node, nodeattributes, queue, rmadmin, schedulerconf, sls, sweep, top, train,
+    accounting, application, applicationattempt, cluster, clustersecret, container, dshell, image,
+    logs, minicluster, node, nodeattributes, queue, rmadmin, schedulerconf, sls, sweep, top, train,
     usage_error, EXIT_OK,
 };
 
@@ -73,6 +73,12 @@ pub const COMMANDS: &[Command] = &[
         "node",
         "list nodes or print a node's report",
         node::OPTS,
+        true,
+    ),
+    cmd(
+        "image",
+        "container images on the nodes, or pull one ahead of jobs",
+        image::OPTS,
         true,
     ),
     cmd(
