@@ -3,11 +3,13 @@
 //! the node lacks are fetched through a [`BlobWriter`], which checks each blob's size and
 //! sha256 before it is used and removes it when they are wrong; layers are unpacked
 //! ([`super::unpack`]) on a blocking thread into `tmp/` and checked against the config's
-//! diff ids before they are renamed into the cache.
+//! diff ids before they are renamed into the cache. Up to [`PARALLEL_LAYERS`] layers are
+//! in flight at once, so later layers download while an earlier one unpacks.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use futures::stream::{FuturesOrdered, StreamExt};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
@@ -19,6 +21,10 @@ use super::manifest::{self, Blob, Document, ImageManifest, MAX_DOCUMENT_BYTES};
 use super::progress::{PullPhase, PullProgress};
 use super::registry::RegistrySource;
 use super::unpack::unpack_layer;
+
+/// How many layers one pull fetches and unpacks at a time: the next layers download while
+/// one unpacks (on a blocking thread), each streamed to its own file in `tmp/`.
+const PARALLEL_LAYERS: usize = 3;
 
 /// Where an image's blobs come from.
 pub(crate) enum Source {
@@ -146,13 +152,20 @@ impl Pull<'_> {
     /// Runs the pull; the image's manifest digest on success.
     pub(crate) async fn run(self) -> Result<Digest, ImageError> {
         let (manifest_digest, manifest_bytes, image) = self.resolve().await?;
-        let layer_digests: Vec<Digest> = image.layers.iter().map(|l| l.digest.clone()).collect();
+        let mut layer_digests: Vec<Digest> =
+            image.layers.iter().map(|l| l.digest.clone()).collect();
+        // Once each: a failed pull discards the layers only it reserves.
+        layer_digests.sort();
+        layer_digests.dedup();
         let _reservation = self.cache.reserve(&layer_digests);
-        let missing: Vec<&Blob> = image
+        let mut missing: Vec<&Blob> = image
             .layers
             .iter()
             .filter(|l| !self.cache.layer_dir(&l.digest).is_dir())
             .collect();
+        // A layer named twice is fetched once.
+        missing.sort_by(|a, b| a.digest.cmp(&b.digest));
+        missing.dedup_by(|a, b| a.digest == b.digest);
         let needed: u64 = missing.iter().map(|l| l.size).sum();
         self.cache.check_room(needed)?;
         self.progress.send_modify(|p| {
@@ -184,11 +197,52 @@ impl Pull<'_> {
         self.cache
             .commit(&tmp_manifest, &self.cache.blob_path(&manifest_digest))?;
 
-        let mut layers = Vec::with_capacity(image.layers.len());
-        let mut fresh = Vec::new();
-        let mut fresh_bytes = 0u64;
-        for (i, layer) in image.layers.iter().enumerate() {
-            let step = self.layer(layer, parsed.diff_ids.get(i)).await;
+        let layers = self.layers(&image.layers, &parsed.diff_ids).await?;
+        self.cache.insert(ImageRecord {
+            manifest: manifest_digest.clone(),
+            names: vec![self.name.clone()],
+            config_digest: image.config.digest.clone(),
+            config: parsed.config,
+            layers,
+            last_used_ms: 0,
+        })?;
+        self.progress.send_modify(|p| p.phase = PullPhase::Done);
+        Ok(manifest_digest)
+    }
+
+    /// Makes sure every layer is unpacked in the cache, lowest first: up to
+    /// [`PARALLEL_LAYERS`] layers at a time are fetched and unpacked, their results taken in
+    /// order. A layer named again later in the list waits for its first occurrence. On an
+    /// error no further layer starts, those already started finish, and the layers this
+    /// pull committed that no image names are removed; the error of the lowest failed layer
+    /// is returned.
+    async fn layers(
+        &self,
+        layers: &[Blob],
+        diff_ids: &[Digest],
+    ) -> Result<Vec<LayerRecord>, ImageError> {
+        let first = |i: usize| !layers[..i].iter().any(|l| l.digest == layers[i].digest);
+        let mut starts = (0..layers.len())
+            .filter(|&i| first(i))
+            .map(|i| self.layer(&layers[i], diff_ids.get(i)));
+        let mut running: FuturesOrdered<_> = starts.by_ref().take(PARALLEL_LAYERS).collect();
+        let mut records = Vec::with_capacity(layers.len());
+        let (mut fresh, mut fresh_bytes) = (Vec::new(), 0u64);
+        let mut failed = None;
+        for (i, layer) in layers.iter().enumerate() {
+            let step = if first(i) {
+                let Some(step) = running.next().await else {
+                    break;
+                };
+                if failed.is_none() {
+                    running.extend(starts.next());
+                }
+                step
+            } else if failed.is_none() {
+                self.layer(layer, diff_ids.get(i)).await
+            } else {
+                continue;
+            };
             // Unpacked sizes are known only now (the descriptors' are compressed): the
             // new layers must still fit beside the images in use.
             let step = step.and_then(|(bytes, new)| {
@@ -200,26 +254,22 @@ impl Pull<'_> {
                 Ok(bytes)
             });
             match step {
-                Ok(bytes) => layers.push(LayerRecord {
+                Ok(bytes) => records.push(LayerRecord {
                     digest: layer.digest.clone(),
                     bytes,
                 }),
                 Err(e) => {
-                    self.cache.discard_unreferenced(&fresh);
-                    return Err(e);
+                    failed.get_or_insert(e);
                 }
             }
         }
-        self.cache.insert(ImageRecord {
-            manifest: manifest_digest.clone(),
-            names: vec![self.name.clone()],
-            config_digest: image.config.digest.clone(),
-            config: parsed.config,
-            layers,
-            last_used_ms: 0,
-        })?;
-        self.progress.send_modify(|p| p.phase = PullPhase::Done);
-        Ok(manifest_digest)
+        match failed {
+            None => Ok(records),
+            Some(e) => {
+                self.cache.discard_unreferenced(&fresh);
+                Err(e)
+            }
+        }
     }
 
     /// The image manifest (through an index's linux/amd64 entry), its digest and bytes.

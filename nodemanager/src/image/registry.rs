@@ -11,6 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use futures::StreamExt;
+use oci_client::client::BlobResponse;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
 use oci_client::manifest::OciDescriptor;
@@ -103,11 +104,21 @@ impl RegistrySource {
         self.client
             .store_auth_if_needed(self.reference.resolve_registry(), &self.auth)
             .await;
-        let mut stream = self
-            .client
-            .pull_blob_stream(&self.reference, &desc)
-            .await
-            .map_err(|e| self.error(e))?;
+        // The whole blob asked for as a range: a 206 answer is streamed as it comes and the
+        // `BlobWriter` (which every blob goes through) is its one size and sha256 check; a
+        // 200 (a registry that ignores ranges) is also checked by the client as it streams.
+        // An empty blob has no range to ask for.
+        let mut stream = if blob.size == 0 {
+            self.client.pull_blob_stream(&self.reference, &desc).await
+        } else {
+            self.client
+                .pull_blob_stream_partial(&self.reference, &desc, 0, Some(blob.size))
+                .await
+                .map(|r| match r {
+                    BlobResponse::Full(s) | BlobResponse::Partial(s) => s,
+                })
+        }
+        .map_err(|e| self.error(e))?;
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| self.stream_error(e, out))?;
             out.write(&chunk).await?;

@@ -258,6 +258,76 @@ async fn a_corrupt_blob_is_a_digest_mismatch_and_is_not_kept() {
     assert!(store.cached().is_empty());
 }
 
+/// Five layers, the fourth the same blob as the second: fetched and unpacked several at a
+/// time, they are still stacked in the manifest's order and the repeated one is fetched once.
+const FIVE_LAYERS: [&[(&str, &[u8])]; 5] = [
+    &[("f", b"0"), ("a", b"a")],
+    &[("g", b"same")],
+    &[("f", b"2")],
+    &[("g", b"same")],
+    &[("h", b"4")],
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn layers_pulled_together_stack_in_order_and_a_repeated_one_is_fetched_once() {
+    let env = Env::new();
+    let (_, digests) = write_layout(&env.layout(), "1", &FIVE_LAYERS, false);
+    assert_eq!(digests[1], digests[3]);
+    let store = env.store(GIB);
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let h = store
+        .ensure(&env.r("1"), &move |p: &PullProgress| {
+            s2.lock().unwrap().push(p.clone())
+        })
+        .await
+        .unwrap();
+    let dirs: Vec<PathBuf> = digests
+        .iter()
+        .map(|d| env.tmp.path().join("cache/layers").join(d.hex()))
+        .collect();
+    assert_eq!(h.layers(), dirs.as_slice());
+    assert_eq!(read_in_layers(&h, "f").unwrap(), b"2");
+    assert_eq!(read_in_layers(&h, "a").unwrap(), b"a");
+    assert_eq!(read_in_layers(&h, "h").unwrap(), b"4");
+    assert_eq!(
+        store.blobs_fetched(),
+        5,
+        "the config and four distinct layers"
+    );
+    let last = seen.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(last.phase, PullPhase::Done);
+    assert_eq!(last.done_bytes, last.total_bytes);
+    let cache = env.tmp.path().join("cache");
+    assert_eq!(std::fs::read_dir(cache.join("layers")).unwrap().count(), 4);
+    assert_eq!(std::fs::read_dir(cache.join("tmp")).unwrap().count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_layer_among_several_fails_the_pull_and_keeps_no_layer() {
+    let env = Env::new();
+    let (_, digests) = write_layout(&env.layout(), "1", &FIVE_LAYERS, false);
+    let blob = env.layout().join("blobs/sha256").join(digests[2].hex());
+    let mut bytes = std::fs::read(&blob).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&blob, bytes).unwrap();
+    let store = env.store(GIB);
+    let e = store.ensure(&env.r("1"), &quiet).await.unwrap_err();
+    match &e {
+        ImageError::DigestMismatch {
+            kind: BlobKind::Layer,
+            expected,
+            ..
+        } => assert_eq!(expected, &digests[2].to_string()),
+        other => panic!("{other}"),
+    }
+    let cache = env.tmp.path().join("cache");
+    assert_eq!(std::fs::read_dir(cache.join("layers")).unwrap().count(), 0);
+    assert_eq!(std::fs::read_dir(cache.join("tmp")).unwrap().count(), 0);
+    assert!(store.cached().is_empty());
+}
+
 #[tokio::test]
 async fn missing_tag_and_bad_layout_are_not_found() {
     let env = Env::new();
