@@ -93,16 +93,37 @@ fn task_containers(c: &Cluster, app: &str) -> Vec<(String, String, Value)> {
         .collect()
 }
 
+/// A registry of the test's own holding the test image as `spindle/busybox:1`, the image's
+/// reference, and the OCI layout it was pushed from.
+fn image_registry(dir: &Path) -> (Registry, String, std::path::PathBuf) {
+    let layout = build_image(dir);
+    let registry = Registry::start(dir);
+    registry.push(&layout, dir, "spindle/busybox:1");
+    let image = format!("{}/spindle/busybox:1", registry.host());
+    (registry, image, layout)
+}
+
+/// The diagnostics of an application's task containers, joined.
+fn diagnostics(c: &Cluster, app: &str) -> String {
+    task_containers(c, app)
+        .into_iter()
+        .map(|(_, _, x)| {
+            x["diagnosticsInfo"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
 #[test]
 fn a_shell_runs_in_its_image_pulled_once_per_node() {
     if !ready("a_shell_runs_in_its_image_pulled_once_per_node") {
         return;
     }
     let tmp = tempfile::tempdir().expect("tmp");
-    let layout = build_image(tmp.path());
-    let registry = Registry::start(tmp.path());
-    registry.push(&layout, tmp.path(), "spindle/busybox:1");
-    let image = format!("{}/spindle/busybox:1", registry.host());
+    let (registry, image, _) = image_registry(tmp.path());
     let allowed = tmp.path().join("data");
     std::fs::create_dir_all(&allowed).expect("data dir");
     std::fs::write(allowed.join("hello"), "from the node\n").expect("data file");
@@ -193,30 +214,12 @@ fn a_shell_runs_in_its_image_pulled_once_per_node() {
         ],
     );
     assert!(!text.contains("SUCCEEDED"), "{text}");
-    let diag = task_containers(&c, &bad_mount)
-        .into_iter()
-        .map(|(_, _, x)| {
-            x["diagnosticsInfo"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string()
-        })
-        .collect::<Vec<_>>()
-        .join(" | ");
+    let diag = diagnostics(&c, &bad_mount);
     assert!(diag.contains("allowed"), "{diag}");
     let nowhere = format!("127.0.0.1:{}/spindle/busybox:1", free_port());
     let (text, unreachable) = dshell(&c, &["--shell-command", "true", "--image", &nowhere]);
     assert!(!text.contains("SUCCEEDED"), "{text}");
-    let diag = task_containers(&c, &unreachable)
-        .into_iter()
-        .map(|(_, _, x)| {
-            x["diagnosticsInfo"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string()
-        })
-        .collect::<Vec<_>>()
-        .join(" | ");
+    let diag = diagnostics(&c, &unreachable);
     assert!(diag.contains("cannot get image"), "{diag}");
 }
 
@@ -226,10 +229,7 @@ fn a_job_prefers_the_node_that_holds_its_image() {
         return;
     }
     let tmp = tempfile::tempdir().expect("tmp");
-    let layout = build_image(tmp.path());
-    let registry = Registry::start(tmp.path());
-    registry.push(&layout, tmp.path(), "spindle/busybox:1");
-    let image = format!("{}/spindle/busybox:1", registry.host());
+    let (registry, image, _) = image_registry(tmp.path());
     // Two nodes, the second twice as large, where the scheduler puts a container that names
     // no image (the node with the most room); the image is pulled on the first only.
     let mut c = Cluster::start(ClusterOpts {
@@ -279,10 +279,7 @@ fn a_training_gang_all_reduces_inside_the_image() {
     }
     const WORKERS: u64 = 4;
     let tmp = tempfile::tempdir().expect("tmp");
-    let layout = build_image(tmp.path());
-    let registry = Registry::start(tmp.path());
-    registry.push(&layout, tmp.path(), "spindle/busybox:1");
-    let image = format!("{}/spindle/busybox:1", registry.host());
+    let (registry, image, _) = image_registry(tmp.path());
     let reports = tmp.path().join("reports");
     std::fs::create_dir_all(&reports).expect("reports dir");
     // The image has no C library: the node lends its own, and the worker binary, read-only.
@@ -367,10 +364,7 @@ fn a_killed_nodemanager_readopts_a_running_image_container() {
         return;
     }
     let tmp = tempfile::tempdir().expect("tmp");
-    let layout = build_image(tmp.path());
-    let registry = Registry::start(tmp.path());
-    registry.push(&layout, tmp.path(), "spindle/busybox:1");
-    let image = format!("{}/spindle/busybox:1", registry.host());
+    let (registry, image, _) = image_registry(tmp.path());
     let mut c = Cluster::start(ClusterOpts {
         nodes: 1,
         nm_props: nm_props(
@@ -430,10 +424,7 @@ fn a_granted_gpu_is_the_only_one_inside_and_the_memory_limit_holds() {
     }
     use nix::sys::stat::{makedev, mknod, Mode, SFlag};
     let tmp = tempfile::tempdir().expect("tmp");
-    let layout = build_image(tmp.path());
-    let registry = Registry::start(tmp.path());
-    registry.push(&layout, tmp.path(), "spindle/busybox:1");
-    let image = format!("{}/spindle/busybox:1", registry.host());
+    let (registry, image, _) = image_registry(tmp.path());
     // Two fake GPUs (minors 0 and 1): device nodes the test makes, and a CDI spec naming
     // them (with a hook, which must never run).
     let dev = tmp.path().join("dev");
@@ -520,10 +511,7 @@ fn a_corrupted_layer_is_a_digest_mismatch_and_a_fork_bomb_is_bounded() {
         return;
     }
     let tmp = tempfile::tempdir().expect("tmp");
-    let layout = build_image(tmp.path());
-    let registry = Registry::start(tmp.path());
-    registry.push(&layout, tmp.path(), "spindle/busybox:1");
-    let image = format!("{}/spindle/busybox:1", registry.host());
+    let (registry, image, layout) = image_registry(tmp.path());
     let c = Cluster::start(ClusterOpts {
         nodes: 1,
         nm_props: nm_props(
@@ -595,15 +583,6 @@ fn a_corrupted_layer_is_a_digest_mismatch_and_a_fork_bomb_is_bounded() {
         ],
     );
     assert!(!text.contains("SUCCEEDED"), "{text}");
-    let diag = task_containers(&c, &app)
-        .into_iter()
-        .map(|(_, _, x)| {
-            x["diagnosticsInfo"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string()
-        })
-        .collect::<Vec<_>>()
-        .join(" | ");
+    let diag = diagnostics(&c, &app);
     assert!(diag.contains("digest"), "{diag}");
 }
