@@ -8,6 +8,12 @@
 
 #![forbid(unsafe_code)]
 
+pub mod conf;
+pub mod hosts;
+pub mod rest;
+
+pub use rest::{DshellSpec, Rm};
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -86,19 +92,25 @@ pub fn spawn(
     log: PathBuf,
     env: &[(&str, String)],
 ) -> Daemon {
-    let out = std::fs::File::create(&log).expect("log file");
-    let err = out.try_clone().expect("log clone");
     let mut cmd = Command::new(bin);
-    cmd.args(args)
-        .stdout(Stdio::from(out))
-        .stderr(Stdio::from(err))
-        .stdin(Stdio::null());
+    cmd.args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }
+    spawn_command(name, cmd, log)
+}
+
+/// Spawns `cmd` (whose program ends by `exec`ing the daemon, so its pid is the daemon's),
+/// stderr and stdout to `log`, stdin empty.
+pub fn spawn_command(name: &str, mut cmd: Command, log: PathBuf) -> Daemon {
+    let out = std::fs::File::create(&log).expect("log file");
+    let err = out.try_clone().expect("log clone");
+    cmd.stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
+        .stdin(Stdio::null());
     let child = cmd
         .spawn()
-        .unwrap_or_else(|e| panic!("spawning {}: {e}", bin.display()));
+        .unwrap_or_else(|e| panic!("spawning {:?}: {e}", cmd.get_program()));
     Daemon {
         name: name.to_string(),
         child,
@@ -197,7 +209,9 @@ impl ClusterOpts {
     }
 }
 
-fn read_addr(path: &Path, d: &mut Daemon) -> String {
+/// The address `d` wrote to `path` (its `--address-file`), waited for; panics with its log
+/// if it exits first.
+pub fn read_addr(path: &Path, d: &mut Daemon) -> String {
     wait_until(
         &format!("{} to listen ({})", d.name, d.log.display()),
         Duration::from_secs(20),
@@ -240,52 +254,14 @@ impl Cluster {
         }
         let http = http.build().expect("client");
         let dir = tempfile::tempdir().expect("tempdir");
-        let conf_dir = dir.path().join("conf");
-        std::fs::create_dir_all(&conf_dir).expect("conf dir");
-        // An empty yarn-site.xml: every default is YARN's, and -D overrides the rest.
-        std::fs::write(
-            conf_dir.join("yarn-site.xml"),
-            "<configuration></configuration>\n",
-        )
-        .expect("write conf");
-        for (name, content) in files {
-            assert!(
-                !name.contains('/'),
-                "conf files are plain names in the conf dir: {name}"
-            );
-            std::fs::write(conf_dir.join(name), content).expect("write conf file");
-        }
+        let conf_dir = conf::write_conf_dir(&dir.path().join("conf"), files);
         let rm_dir = dir.path().join("rm");
         std::fs::create_dir_all(&rm_dir).expect("rm dir");
         // Every cluster authenticates its NMs (a test may set the key empty to turn it off).
         let secret = dir.path().join("cluster-secret");
         write_cluster_secret(&secret);
-        let mut args = vec!["--conf-dir".to_string(), conf_dir.display().to_string()];
-        let mut rm_props = vec![
-            (
-                CLUSTER_SECRET_FILE.to_string(),
-                secret.display().to_string(),
-            ),
-            (
-                "yarn.resourcemanager.webapp.address".to_string(),
-                "127.0.0.1:0".to_string(),
-            ),
-            (
-                "spindle.resourcemanager.state-store.path".to_string(),
-                rm_dir.join("rmstore.sqlite").display().to_string(),
-            ),
-            (
-                "yarn.scheduler.minimum-allocation-mb".to_string(),
-                "128".to_string(),
-            ),
-        ];
-        rm_props.extend(opts.rm_props.clone());
-        for (k, v) in &rm_props {
-            args.push("-D".into());
-            args.push(format!("{k}={v}"));
-        }
-        args.push("--address-file".into());
-        args.push(rm_dir.join("address").display().to_string());
+        let props = conf::rm_props(&secret, "127.0.0.1", &rm_dir, &opts.rm_props);
+        let args = conf::daemon_args(&conf_dir, &props, &rm_dir.join("address"));
         let mut rm = spawn(
             "resourcemanager",
             &bin("resourcemanager"),
@@ -320,64 +296,10 @@ impl Cluster {
         let i = self.nms.len();
         let d = self.dir.path().join(format!("nm{i}"));
         std::fs::create_dir_all(&d).expect("nm dir");
-        let mut all = vec![
-            (
-                "yarn.nodemanager.webapp.address".to_string(),
-                "127.0.0.1:0".to_string(),
-            ),
-            (
-                "yarn.resourcemanager.webapp.address".to_string(),
-                self.rm_addr.clone(),
-            ),
-            (
-                "spindle.nodemanager.rm-address".to_string(),
-                self.rm_addr.clone(),
-            ),
-            (
-                "yarn.nodemanager.local-dirs".to_string(),
-                d.join("local").display().to_string(),
-            ),
-            (
-                "yarn.nodemanager.log-dirs".to_string(),
-                d.join("logs").display().to_string(),
-            ),
-            (
-                "yarn.nodemanager.recovery.dir".to_string(),
-                d.join("recovery").display().to_string(),
-            ),
-            (
-                "yarn.nodemanager.resource.memory-mb".to_string(),
-                "4096".to_string(),
-            ),
-            (
-                "yarn.nodemanager.resource.cpu-vcores".to_string(),
-                "4".to_string(),
-            ),
-            // System tests must not depend on how full the host's disk is.
-            (
-                "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage"
-                    .to_string(),
-                "100".to_string(),
-            ),
-        ];
         let secret = self.cluster_secret();
-        if secret.exists() {
-            all.push((
-                CLUSTER_SECRET_FILE.to_string(),
-                secret.display().to_string(),
-            ));
-        }
-        all.extend(props.iter().cloned());
-        let mut args = vec![
-            "--conf-dir".to_string(),
-            self.conf_dir.display().to_string(),
-        ];
-        for (k, v) in &all {
-            args.push("-D".into());
-            args.push(format!("{k}={v}"));
-        }
-        args.push("--address-file".into());
-        args.push(d.join("address").display().to_string());
+        let secret = secret.exists().then_some(secret.as_path());
+        let all = conf::nm_props("127.0.0.1", &self.rm_addr, &d, secret, props);
+        let args = conf::daemon_args(&self.conf_dir, &all, &d.join("address"));
         let mut nm = spawn(
             &format!("nodemanager{i}"),
             &bin("nodemanager"),
@@ -478,14 +400,20 @@ impl Cluster {
         self.dir.path().join("cluster-secret")
     }
 
+    /// The RM's REST API, as [`rest::Rm`] drives it.
+    pub fn rest(&self) -> Rm<'_> {
+        Rm {
+            http: &self.http,
+            base: format!("{}://{}", self.scheme, self.rm_addr),
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
-        format!("{}://{}{path}", self.scheme, self.rm_addr)
+        self.rest().url(path)
     }
 
     pub fn get(&self, path: &str) -> (u16, Value) {
-        let r = self.http.get(self.url(path)).send().expect("GET");
-        let s = r.status().as_u16();
-        (s, r.json().unwrap_or(Value::Null))
+        self.rest().get(path)
     }
 
     pub fn send(
@@ -494,24 +422,11 @@ impl Cluster {
         path: &str,
         body: &Value,
     ) -> (u16, Value, Option<String>) {
-        let r = self
-            .http
-            .request(method, self.url(path))
-            .json(body)
-            .send()
-            .expect("send");
-        let s = r.status().as_u16();
-        let loc = r
-            .headers()
-            .get("location")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        (s, r.json().unwrap_or(Value::Null), loc)
+        self.rest().send(method, path, body)
     }
 
-    /// Submits, as a YARN REST client would (`new-application`, then `POST /apps` as
-    /// `user` when one is named), a distributed shell `name` into `queue` whose one worker
-    /// (256 MB, 1 vcore) runs `command`; returns its id once the RM accepted it (202).
+    /// [`Rm::submit_dshell`]: a distributed shell `name` into `queue` (as `user` when one is
+    /// named) whose one worker (256 MB, 1 vcore) runs `command`; its id once accepted.
     pub fn submit_dshell(
         &self,
         name: &str,
@@ -519,89 +434,29 @@ impl Cluster {
         user: Option<&str>,
         command: &str,
     ) -> String {
-        let (s, v, _) = self.send(
-            reqwest::Method::POST,
-            "/ws/v1/cluster/apps/new-application",
-            &serde_json::json!({}),
-        );
-        assert_eq!(s, 200, "{v}");
-        let id = v["application-id"].as_str().expect("id").to_string();
-        let ctx = serde_json::json!({
-            "application-id": id,
-            "application-name": name,
-            "application-type": "DISTRIBUTEDSHELL",
-            "queue": queue,
-            "max-app-attempts": 1,
-            "am-container-spec": {
-                "local-resources": {"entry": [{"key": "spindle", "value": {
-                    "resource": format!("file://{}", bin("spindle").display()), "type": "FILE", "visibility": "APPLICATION"}}]},
-                "environment": {"entry": [
-                    {"key": "DISTRIBUTEDSHELL_NUM_CONTAINERS", "value": "1"},
-                    {"key": "DISTRIBUTEDSHELL_CONTAINER_RESOURCES", "value": "memory-mb=256,vcores=1"},
-                    {"key": "DISTRIBUTEDSHELL_SHELL_COMMAND", "value": command}
-                ]},
-                "commands": {"command": "./spindle distributed-shell-am"}
-            },
-            "resource": {"memory": 256, "vCores": 1}
-        });
-        let path = match user {
-            Some(u) => format!("/ws/v1/cluster/apps?user.name={u}"),
-            None => "/ws/v1/cluster/apps".to_string(),
-        };
-        let (s, v, _) = self.send(reqwest::Method::POST, &path, &ctx);
-        assert_eq!(s, 202, "{v}");
-        id
+        self.rest().submit_dshell(name, queue, user, command)
     }
 
     pub fn running_nodes(&self) -> usize {
-        let (_, v) = self.get("/ws/v1/cluster/nodes?states=RUNNING");
-        v["nodes"]["node"].as_array().map(Vec::len).unwrap_or(0)
+        self.rest().running_nodes()
     }
 
     pub fn wait_nodes_running(&self, n: usize) {
-        wait_until(
-            &format!("{n} RUNNING nodes"),
-            Duration::from_secs(20),
-            || (self.running_nodes() >= n).then_some(()),
-        );
+        self.rest().wait_nodes_running(n)
     }
 
     /// Every container the RM lists for every attempt of `app`, AM first.
     pub fn containers_of(&self, app: &str) -> Vec<Value> {
-        let (_, atts) = self.get(&format!("/ws/v1/cluster/apps/{app}/appattempts"));
-        let mut out = vec![];
-        for a in atts["appAttempts"]["appAttempt"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-        {
-            let att = a["appAttemptId"].as_str().unwrap_or_default().to_string();
-            let (_, cs) = self.get(&format!(
-                "/ws/v1/cluster/apps/{app}/appattempts/{att}/containers"
-            ));
-            out.extend(
-                cs["containers"]["container"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default(),
-            );
-        }
-        out
+        self.rest().containers_of(app)
     }
 
     pub fn app(&self, id: &str) -> Value {
-        self.get(&format!("/ws/v1/cluster/apps/{id}")).1["app"].clone()
+        self.rest().app(id)
     }
 
     /// Waits until the app reaches one of `states`; returns the app object.
     pub fn wait_app_state(&self, id: &str, states: &[&str], timeout: Duration) -> Value {
-        wait_until(&format!("{id} to reach {states:?}"), timeout, || {
-            let a = self.app(id);
-            a["state"]
-                .as_str()
-                .filter(|s| states.contains(s))
-                .map(|_| a.clone())
-        })
+        self.rest().wait_app_state(id, states, timeout)
     }
 
     /// Runs the `spindle` CLI against this cluster.
@@ -777,27 +632,11 @@ impl Cluster {
     /// The text of a container's log file (`stdout`, `stderr`) from its NM; empty if the NM
     /// does not answer.
     pub fn container_log(&self, nm_http: &str, container_id: &str, file: &str) -> String {
-        self.http
-            .get(format!(
-                "http://{}/ws/v1/node/containerlogs/{container_id}/{file}",
-                nm_http.trim_start_matches("http://")
-            ))
-            .send()
-            .and_then(|r| r.text())
-            .unwrap_or_default()
+        self.rest().container_log(nm_http, container_id, file)
     }
 
     /// The AM container's `stdout` of the application's first attempt (empty if unknown).
     pub fn am_stdout(&self, app_id: &str) -> String {
-        let (_, atts) = self.get(&format!("/ws/v1/cluster/apps/{app_id}/appattempts"));
-        let Some(a) = atts["appAttempts"]["appAttempt"]
-            .as_array()
-            .and_then(|a| a.first().cloned())
-        else {
-            return String::new();
-        };
-        let cid = a["containerId"].as_str().unwrap_or_default();
-        let node = a["nodeHttpAddress"].as_str().unwrap_or_default();
-        self.container_log(node, cid, "stdout")
+        self.rest().am_stdout(app_id, 1)
     }
 }
