@@ -320,7 +320,7 @@ fn an_am_cut_off_past_the_am_expiry_fails_its_attempt_and_the_next_starts_on_ano
     let Some(c) = hosts(
         test,
         HostsOpts {
-            nms: 2,
+            nms: 3,
             rm_props: props(&[
                 ("yarn.am.liveness-monitor.expiry-interval-ms", "4000"),
                 ("yarn.nm.liveness-monitor.expiry-interval-ms", "60000"),
@@ -330,13 +330,16 @@ fn an_am_cut_off_past_the_am_expiry_fails_its_attempt_and_the_next_starts_on_ano
     ) else {
         return;
     };
-    // Attempt 1's worker runs until stopped; attempt 2's ends at once. The AM fills most of
-    // a node, so the next one cannot land beside the first while the first is held.
+    // Attempt 1's worker runs until stopped; attempt 2's ends at once. The AM and the worker
+    // fill most of a node each, so nothing of attempt 2 can land on the cut-off host while
+    // attempt 1's AM is held there (the RM still sees that node RUNNING: a container it
+    // placed there could not be started).
     let mut spec = DshellSpec::new(
         "cut-off-am",
         "case \"$CONTAINER_ID\" in *_01_0*) exec sleep 7214;; esac; echo attempt 2",
     );
     spec.am_mb = 2560;
+    spec.worker_resources = "memory-mb=2560,vcores=1";
     spec.max_attempts = 2;
     let app = c.rest().submit_dshell_spec(&spec);
     wait_until("attempt 1's worker RUNNING", LIMIT, || {
