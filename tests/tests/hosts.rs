@@ -209,8 +209,13 @@ fn a_node_cut_off_past_the_expiry_is_lost_its_gang_restarts_elsewhere_and_its_wo
         .wait_app_state(&app, &["FINISHED", "FAILED", "KILLED"], LIMIT);
     assert_eq!(a["finalStatus"], "SUCCEEDED", "{a}\n{}", c.logs());
     let am = c.rest().am_stdout(&app, 1);
-    assert!(am.contains("restarting the gang"), "{am}");
-    assert!(am.contains("-100") || am.contains("lost"), "{am}");
+    let told =
+        format!("with exit status -100 (ABORTED): Container released on a *lost* node {node}");
+    assert!(am.contains(&told), "{am}");
+    assert!(
+        am.contains("restarting the gang (attempt 2 of at most 2)"),
+        "{am}"
+    );
     let before: Vec<&Value> = first.iter().map(|w| &w["containerId"]).collect();
     let second: Vec<Value> = workers(&c, &app)
         .into_iter()

@@ -133,7 +133,7 @@ impl Hosts {
             .prefix("hosts-")
             .tempdir_in(&root)
             .expect("tempdir");
-        let mut net = Net::new();
+        let mut net = Net::create();
         let mut host = |name: &str, octet: u8| {
             let d = dir.path().join("hosts").join(name);
             std::fs::create_dir_all(&d).expect("host dir");

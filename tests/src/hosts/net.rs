@@ -66,7 +66,7 @@ impl Net {
     /// A switch namespace with bridge `br0`, up, at `<subnet>.254/24`, where the subnet is
     /// `10.213.<x>` with `x` from the pid and a counter (each switch is a network of its
     /// own, so subnets could not collide anyway; the variety keeps logs apart).
-    pub fn new() -> Net {
+    pub fn create() -> Net {
         static N: AtomicU32 = AtomicU32::new(0);
         let n = N.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
