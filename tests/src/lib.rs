@@ -3,6 +3,11 @@
 //! them over HTTP, and kill every process they started (by pid) when the test ends, even
 //! when it panics.
 //!
+//! [`Cluster`] runs every daemon on 127.0.0.1 with one file system; [`hosts::Hosts`] runs the
+//! RM and each NM as a separate host (own network, host name, `/tmp` and directories) for
+//! partition tests. Both write their daemons' configuration with [`conf`] and drive the RM
+//! through [`rest::Rm`].
+//!
 //! The binaries are found next to the test executable's `target/<profile>/` directory; the
 //! test command builds them first (`cargo build --workspace --bins`).
 

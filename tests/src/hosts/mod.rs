@@ -71,7 +71,8 @@ pub fn available() -> Result<(), Unavailable> {
             return Err(Unavailable::MissingTool(tool));
         }
     }
-    let probe = format!("sp{}-probe", std::process::id());
+    let (pid, n) = net::unique();
+    let probe = format!("sp{pid}-{n}-probe");
     net::ip(&["netns", "add", &probe]).map_err(Unavailable::NoNetns)?;
     let _ = net::ip(&["netns", "del", &probe]);
     Ok(())

@@ -14,6 +14,13 @@ use std::fs::File;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+/// This process's pid and a number no other call in it gets: what makes a namespace's name
+/// unique among parallel tests.
+pub fn unique() -> (u32, u32) {
+    static N: AtomicU32 = AtomicU32::new(0);
+    (std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
 /// Where `ip netns add` puts a namespace's handle.
 pub fn netns_path(netns: &str) -> String {
     format!("/run/netns/{netns}")
@@ -67,9 +74,7 @@ impl Net {
     /// `10.213.<x>` with `x` from the pid and a counter (each switch is a network of its
     /// own, so subnets could not collide anyway; the variety keeps logs apart).
     pub fn create() -> Net {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let pid = std::process::id();
+        let (pid, n) = unique();
         let prefix = format!("sp{pid}-{n}");
         let subnet = format!("10.213.{}", (pid + n) % 250 + 1);
         let switch = format!("{prefix}-sw");
