@@ -518,7 +518,7 @@ pub fn worker_env(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::HashMap;
 
     use spindle_common::ids::{ApplicationAttemptId, ApplicationId, ContainerId};
@@ -690,7 +690,7 @@ mod tests {
         assert_eq!(c.command_line(), r#"exec sh -c 'echo $X '\''q'\''' ''"#);
     }
 
-    fn container(seq: u64, node: &str) -> Container {
+    pub(crate) fn container(seq: u64, node: &str) -> Container {
         let att = ApplicationAttemptId::new(ApplicationId::new(1, 1), 1);
         Container {
             id: ContainerId::new(att, 0, seq),

@@ -111,6 +111,8 @@ async fn run_gangs(
                 break;
             }
             AttemptEnd::Fatal(d) => {
+                // Whatever was granted (a gang whose checkpoint directory check failed).
+                release(amrm, nm, true, out).await;
                 report.diagnostics = d;
                 break;
             }

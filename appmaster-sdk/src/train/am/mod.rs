@@ -56,6 +56,7 @@ use crate::gang::{GangError, GangMember, GangRequest};
 use crate::nm_client::NmClient;
 use crate::ship::Shipped;
 
+pub mod dir_check;
 mod gangs;
 mod resize;
 mod watch;
@@ -427,10 +428,43 @@ impl Attempt<'_> {
             }
         }
         super::status::held(self.number, &ranks);
-        if let Some(failure) = self.start_all(&ranks, n, &master_addr, port, out).await {
+        let started = match cfg.checkpoint_dir.as_deref() {
+            Some(dir) => match self
+                .start_checked(Path::new(dir), &ranks, n, &master_addr, port, out)
+                .await
+            {
+                Ok(started) => started,
+                Err(e) => return Ok(AttemptEnd::Fatal(e.to_string())),
+            },
+            None => self.start_all(&ranks, n, &master_addr, port, out).await,
+        };
+        if let Some(failure) = started {
             return Ok(AttemptEnd::WorkerFailed(failure.into()));
         }
         self.watch(amrm, &ranks, out).await
+    }
+
+    /// Re-initializes the containers of `ranks` with their worker commands at size `n`, all
+    /// at once; each one's outcome.
+    pub(super) async fn reinit_workers<'r>(
+        &self,
+        ranks: impl Iterator<Item = &'r RankInfo>,
+        n: u32,
+        master_addr: &str,
+        port: u16,
+    ) -> Vec<(&'r RankInfo, Result<(), crate::ClientError>)> {
+        futures::future::join_all(ranks.map(|r| {
+            let ctx = self.worker_ctx(r, n, master_addr, port);
+            async move {
+                let c = &r.container;
+                let res = self
+                    .nm
+                    .reinitialize_container(&c.node_http_address, &c.id, ctx, None)
+                    .await;
+                (r, res.map(|_| ()))
+            }
+        }))
+        .await
     }
 
     /// One worker's launch context at this size.
@@ -551,14 +585,28 @@ impl Attempt<'_> {
         port: u16,
         out: &mut (dyn FnMut(&str) + Send),
     ) -> Option<String> {
+        let ctxs = ranks
+            .iter()
+            .map(|r| self.worker_ctx(r, n, master_addr, port))
+            .collect();
+        self.launch(ranks, ctxs, "started", out).await
+    }
+
+    /// Starts the containers of `ranks` together, each with its context of `ctxs` (in the
+    /// same order), held then released at once; each success told as `worker rank R <done>
+    /// in container ...`. Returns the first failure, if any.
+    async fn launch(
+        &self,
+        ranks: &[RankInfo],
+        ctxs: Vec<ContainerLaunchContext>,
+        done: &str,
+        out: &mut (dyn FnMut(&str) + Send),
+    ) -> Option<String> {
+        let n = ranks.len();
         let members: Vec<(Container, ContainerLaunchContext)> = ranks
             .iter()
-            .map(|r| {
-                (
-                    r.container.clone(),
-                    self.worker_ctx(r, n, master_addr, port),
-                )
-            })
+            .map(|r| r.container.clone())
+            .zip(ctxs)
             .collect();
         let hold = LaunchHold {
             timeout_ms: Some(HOLD_TIMEOUT.as_millis() as u64),
@@ -571,7 +619,7 @@ impl Attempt<'_> {
             let c = &r.container;
             match outcome.get(&c.id) {
                 Some(Ok(())) => out(&format!(
-                    "worker rank {} started in container {} on node {} (local rank {} of {})",
+                    "worker rank {} {done} in container {} on node {} (local rank {} of {})",
                     r.rank, c.id, c.node_id, r.local_rank, r.local_world_size
                 )),
                 Some(Err(e)) => {

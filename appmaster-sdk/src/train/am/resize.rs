@@ -208,21 +208,13 @@ impl Attempt<'_> {
             self.resizes.get()
         ));
         let joining_ids: BTreeSet<ContainerId> = plan.joining.iter().map(|c| c.id).collect();
-        let restarts = futures::future::join_all(
+        let restarts = self.reinit_workers(
             new_ranks
                 .iter()
-                .filter(|r| !joining_ids.contains(&r.container.id))
-                .map(|r| {
-                    let ctx = self.worker_ctx(r, to, &master_addr, port);
-                    async move {
-                        let c = &r.container;
-                        let res = self
-                            .nm
-                            .reinitialize_container(&c.node_http_address, &c.id, ctx, None)
-                            .await;
-                        (r, res.map(|_| ()))
-                    }
-                }),
+                .filter(|r| !joining_ids.contains(&r.container.id)),
+            to,
+            &master_addr,
+            port,
         );
         let fresh: Vec<RankInfo> = new_ranks
             .iter()
