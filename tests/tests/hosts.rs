@@ -12,9 +12,14 @@
 //! - an AM cut off past `yarn.am.liveness-monitor.expiry-interval-ms` has its attempt failed
 //!   and a new attempt starts on another host; the old AM is stopped once its host returns.
 //!
+//! - item 3: a `spindle train --checkpoint-dir` on a path each host has privately fails
+//!   before any rank starts, naming the nodes that do not see the AM's directory; on a
+//!   directory every host mounts (the harness's shared directory) the job runs.
+//!
 //! Root only (network and mount namespaces): skipped with the reason outside CI, a failure
 //! under `CI=true`.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -400,4 +405,139 @@ fn an_am_cut_off_past_the_am_expiry_fails_its_attempt_and_the_next_starts_on_ano
                 .then_some(())
         },
     );
+}
+
+/// The worker of the checkpoint directory tests: says it started (stdout) and writes a file
+/// into the checkpoint directory.
+const CKPT_WORKER: &str =
+    "echo RANK-PROCESS-STARTED $RANK; hostname > \"$SPINDLE_CHECKPOINT_DIR/rank-$RANK\"";
+
+/// `spindle train` of two workers, each filling most of a node (so on hosts of their own),
+/// with `--checkpoint-dir dir`; attached, its output.
+fn train_with_checkpoint_dir(c: &Hosts, dir: &Path) -> std::process::Output {
+    c.spindle_within(
+        &[
+            "train",
+            "--workers",
+            "2",
+            "--worker-resources",
+            "memory-mb=2560,vcores=1",
+            "--max-restarts",
+            "2",
+            "--checkpoint-dir",
+            dir.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            CKPT_WORKER,
+        ],
+        LIMIT,
+    )
+}
+
+#[test]
+fn a_checkpoint_dir_private_to_each_host_fails_before_any_rank_starts_naming_the_nodes() {
+    let test = "a_checkpoint_dir_private_to_each_host_fails_before_any_rank_starts";
+    let Some(c) = hosts(
+        test,
+        HostsOpts {
+            nms: 3,
+            ..Default::default()
+        },
+    ) else {
+        return;
+    };
+    // Under each host's private /tmp: the AM makes it on its own host, no other has it.
+    let dir = Path::new("/tmp/ckpt-private");
+    let o = train_with_checkpoint_dir(&c, dir);
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}\n{}", c.logs());
+    let app = app_id_in(&t).expect("an application id");
+    let a = c.rest().app(&app);
+    assert_eq!(a["finalStatus"], "FAILED", "{a}");
+    let diag = a["diagnostics"].as_str().unwrap_or_default().to_string();
+    assert!(
+        diag.contains("checkpoint directory /tmp/ckpt-private is not shared"),
+        "{diag}"
+    );
+    assert!(diag.contains("not a node-local disk"), "{diag}");
+    // Every worker's node away from the AM's host is named, as having no such directory;
+    // the AM's own node (it made the directory there) is not.
+    let am_node = c.rest().attempts_of(&app)[0]["nodeId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let ws = workers(&c, &app);
+    assert_eq!(ws.len(), 2, "{ws:?}");
+    let mut named = 0;
+    for w in &ws {
+        let node = w["nodeId"].as_str().unwrap_or_default();
+        if node == am_node {
+            assert!(!diag.contains(&format!("{node} (")), "{node}: {diag}");
+        } else {
+            assert!(
+                diag.contains(&format!("{node} (no such directory)")),
+                "{node}: {diag}"
+            );
+            named += 1;
+        }
+    }
+    assert!(named >= 1, "a worker away from the AM: {ws:?}");
+    // Not restarted (--max-restarts 2): another gang would fail the same way.
+    let am = c.rest().am_stdout(&app, 1);
+    assert!(!am.contains("restarting the gang"), "{am}");
+    // No rank process ran: neither worker's stdout has its line, the AM started none.
+    for w in &ws {
+        let out = c.rest().container_log(
+            w["nodeHttpAddress"].as_str().unwrap_or_default(),
+            w["containerId"].as_str().unwrap_or_default(),
+            "stdout",
+        );
+        assert!(!out.contains("RANK-PROCESS-STARTED"), "{out}");
+    }
+    assert!(!am.contains("started in container"), "{am}");
+}
+
+#[test]
+fn a_checkpoint_dir_every_host_mounts_passes_the_check_and_the_job_runs() {
+    let test = "a_checkpoint_dir_every_host_mounts_passes_the_check_and_the_job_runs";
+    let dir = Path::new("/tmp/ckpt-shared");
+    let Some(c) = hosts(
+        test,
+        HostsOpts {
+            nms: 3,
+            shared: vec![dir.to_path_buf()],
+            ..Default::default()
+        },
+    ) else {
+        return;
+    };
+    let o = train_with_checkpoint_dir(&c, dir);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}\n{}", c.logs());
+    let app = app_id_in(&t).expect("an application id");
+    let am = c.rest().am_stdout(&app, 1);
+    assert!(
+        am.contains("all 2 node(s) see the checkpoint directory /tmp/ckpt-shared"),
+        "{am}"
+    );
+    // Each rank wrote from its own host into the one shared directory; the check left
+    // nothing behind.
+    let source = c.shared_source(dir).expect("the shared directory");
+    let mut hosts_seen: Vec<String> = (0..2)
+        .map(|r| {
+            std::fs::read_to_string(source.join(format!("rank-{r}")))
+                .unwrap_or_else(|e| panic!("rank-{r}: {e}\n{am}"))
+                .trim()
+                .to_string()
+        })
+        .collect();
+    hosts_seen.dedup();
+    assert_eq!(hosts_seen.len(), 2, "two hosts: {hosts_seen:?}");
+    let left: Vec<String> = std::fs::read_dir(source)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(".spindle-check-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }

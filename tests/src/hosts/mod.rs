@@ -24,10 +24,15 @@
 //! the namespaces (and with them the veths and the bridge), then the directory; the mount
 //! namespaces end with their processes.
 //!
+//! A directory every host shares on purpose (a site's NFS export or parallel file system)
+//! is asked for with [`HostsOpts::shared`]: one directory on the test's side
+//! ([`Hosts::shared_source`]) bind-mounted into every host at the same path.
+//!
 //! Root only: [`available`] says why not, for the test to skip (or fail under `CI=true`).
 
 pub mod net;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -79,13 +84,16 @@ pub fn available() -> Result<(), Unavailable> {
 }
 
 /// What to start: `nms` NodeManager hosts, extra `-D` properties for the RM and the NMs,
-/// and extra files of the configuration directory.
+/// extra files of the configuration directory, and the paths (absolute) at which every host
+/// sees one shared directory each, as a shared file system mounted on every machine (under
+/// `/tmp` too: mounted over the host's private `/tmp`).
 #[derive(Default, Clone)]
 pub struct HostsOpts {
     pub nms: usize,
     pub rm_props: Props,
     pub nm_props: Props,
     pub files: Vec<(String, String)>,
+    pub shared: Vec<PathBuf>,
 }
 
 /// A host of the cluster.
@@ -100,13 +108,16 @@ pub struct Host {
 
 /// The set-up each host runs in its new mount and UTS namespaces before `exec`ing the
 /// daemon: `$1` host name, `$2` the cluster's hosts file, `$3` how many directories to
-/// hide, those directories, then the daemon's command line.
+/// hide, those directories, how many shared directories, each one's source and path, then
+/// the daemon's command line.
 const HOST_INIT: &str = r#"set -e
 echo "$1" > /proc/sys/kernel/hostname
 mount -t tmpfs -o mode=1777,size=512m host-tmp /tmp
 mount --bind "$2" /etc/hosts
 k="$3"; shift 3
 while [ "$k" -gt 0 ]; do mount -t tmpfs -o ro,size=4k,mode=0555 other-host "$1"; shift; k=$((k-1)); done
+k="$1"; shift
+while [ "$k" -gt 0 ]; do mkdir -p "$2"; mount --bind "$1" "$2"; shift 2; k=$((k-1)); done
 exec "$@""#;
 
 /// The RM host and NodeManager hosts, started and waited for (every NM RUNNING).
@@ -122,6 +133,8 @@ pub struct Hosts {
     pub conf_dir: PathBuf,
     /// A client living on the switch (the test's vantage point).
     pub http: reqwest::blocking::Client,
+    /// Each shared directory: its path on every host, and its source on the test's side.
+    pub shared: Vec<(PathBuf, PathBuf)>,
     net: Net,
     pub dir: tempfile::TempDir,
 }
@@ -144,6 +157,24 @@ impl Hosts {
                 dir: d,
             }
         };
+        let shared: Vec<(PathBuf, PathBuf)> = opts
+            .shared
+            .iter()
+            .enumerate()
+            .map(|(i, at)| {
+                assert!(
+                    at.is_absolute(),
+                    "a shared directory's path: {}",
+                    at.display()
+                );
+                let source = dir.path().join("shared").join(i.to_string());
+                std::fs::create_dir_all(&source).expect("shared dir");
+                // Writable by every user, as a shared scratch file system.
+                std::fs::set_permissions(&source, std::fs::Permissions::from_mode(0o1777))
+                    .expect("shared dir mode");
+                (at.clone(), source)
+            })
+            .collect();
         let rm_host = host("rm", 1);
         let nm_hosts: Vec<Host> = (0..opts.nms)
             .map(|i| host(&format!("nm{i}"), 10 + i as u8))
@@ -174,7 +205,10 @@ impl Hosts {
         let props = conf::rm_props(&secret, &rm_host.link.ip, &rm_dir, &opts.rm_props);
         let args = conf::daemon_args(&conf_dir, &props, &rm_dir.join("address"));
         std::fs::create_dir_all(&rm_dir).expect("rm dir");
-        let mut rm = start_on(dir.path(), &rm_host, &all, "resourcemanager", &args);
+        let on = |h: &Host, program: &str, args: &[String]| {
+            start_on(dir.path(), h, &all, &shared, program, args)
+        };
+        let mut rm = on(&rm_host, "resourcemanager", &args);
         let rm_addr = read_addr(&rm_dir.join("address"), &mut rm);
         let mut nms = vec![];
         let mut nm_addrs = vec![];
@@ -183,7 +217,7 @@ impl Hosts {
             std::fs::create_dir_all(&d).expect("nm dir");
             let props = conf::nm_props(&h.link.ip, &rm_addr, &d, Some(&secret), &opts.nm_props);
             let args = conf::daemon_args(&conf_dir, &props, &d.join("address"));
-            let mut nm = start_on(dir.path(), h, &all, "nodemanager", &args);
+            let mut nm = on(h, "nodemanager", &args);
             nm_addrs.push(read_addr(&d.join("address"), &mut nm));
             nms.push(nm);
         }
@@ -196,6 +230,7 @@ impl Hosts {
             nm_hosts,
             conf_dir,
             http,
+            shared,
             net,
             dir,
         };
@@ -260,6 +295,14 @@ impl Hosts {
         output_within(cmd, timeout)
     }
 
+    /// The source, on the test's side, of the shared directory every host sees at `at`.
+    pub fn shared_source(&self, at: &Path) -> Option<&Path> {
+        self.shared
+            .iter()
+            .find(|(p, _)| p == at)
+            .map(|(_, s)| s.as_path())
+    }
+
     /// Every daemon's log, for a failure's message.
     pub fn logs(&self) -> String {
         let mut s = format!("---- rm ----\n{}", self.rm.log_text());
@@ -271,8 +314,16 @@ impl Hosts {
 }
 
 /// Starts `program` (a binary of this build) with `args` on host `h`, the directories of
-/// the other hosts of `all` hidden; logs to `<dir>/<host>.log`.
-fn start_on(dir: &Path, h: &Host, all: &[Host], program: &str, args: &[String]) -> Daemon {
+/// the other hosts of `all` hidden and the `shared` directories (path, source) mounted;
+/// logs to `<dir>/<host>.log`.
+fn start_on(
+    dir: &Path,
+    h: &Host,
+    all: &[Host],
+    shared: &[(PathBuf, PathBuf)],
+    program: &str,
+    args: &[String],
+) -> Daemon {
     let hidden: Vec<&Path> = all
         .iter()
         .filter(|o| o.name != h.name)
@@ -293,6 +344,8 @@ fn start_on(dir: &Path, h: &Host, all: &[Host], program: &str, args: &[String]) 
         .arg(dir.join("etc-hosts"))
         .arg(hidden.len().to_string())
         .args(hidden)
+        .arg(shared.len().to_string())
+        .args(shared.iter().flat_map(|(at, source)| [source, at]))
         .arg(bin(program))
         .args(args);
     spawn_command(
