@@ -4,7 +4,8 @@
 //! `MASTER_ADDR:MASTER_PORT` and all-reduce their ranks. This proves the environment
 //! contract end to end (ranks, local ranks, world size, a working master port, one distinct
 //! GPU per worker). The second case kills one worker of the first gang attempt and checks
-//! that the AM restarts the whole gang, which then completes.
+//! that the AM restarts the whole gang, which then completes, its checkpoint directory
+//! checked on every node before each attempt's ranks start.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -276,10 +277,18 @@ fn killing_a_worker_restarts_the_gang_which_then_completes() {
         format!("ALLREDUCE_REPORT_DIR={}", reports.display()),
         format!("ALLREDUCE_HANG_DIR={}", hang.display()),
     ];
-    let args: Vec<String> = train_args(&worker, &env)
+    let mut args: Vec<String> = train_args(&worker, &env)
         .into_iter()
         .map(str::to_string)
         .collect();
+    // With a checkpoint directory (one machine: every node sees it), checked before each
+    // gang attempt's ranks start.
+    let ckpt = scratch.path().join("ckpt");
+    let at = args.iter().position(|a| a == "--").expect("--");
+    args.splice(
+        at..at,
+        ["--checkpoint-dir".to_string(), ckpt.display().to_string()],
+    );
     let mut client = spawn(
         "spindle train",
         &bin("spindle"),
@@ -342,6 +351,19 @@ fn killing_a_worker_restarts_the_gang_which_then_completes() {
     ] {
         assert!(am.contains(want), "AM stdout lacks {want:?}:\n{am}");
     }
+    // The checkpoint directory was checked on the 4 nodes before each attempt's ranks ran,
+    // and the check left nothing in it.
+    let checked = format!(
+        "all 4 node(s) see the checkpoint directory {}",
+        ckpt.display()
+    );
+    assert_eq!(am.matches(&checked).count(), 2, "{am}");
+    let left: Vec<_> = std::fs::read_dir(&ckpt)
+        .expect("the AM made the directory")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(".spindle-check-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     // The AM stopped every parked worker of attempt 1 (nobody is left behind).
     let left: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
     assert!(left.is_empty(), "attempt-1 workers still running: {left:?}");
