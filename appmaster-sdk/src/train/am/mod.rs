@@ -30,18 +30,18 @@
 //! host, a fresh port) and `SPINDLE_RESIZE_COUNT`. A resize costs no restart. Rank 0's
 //! measured throughput (`.spindle-throughput`) goes to the RM with the current size.
 //!
-//! Files: this module (an attempt), `watch.rs` (its heartbeat loop), `resize.rs` (in-place
-//! elastic resizes), `gangs.rs` (the attempt loop and take-over).
+//! Files: this module (an attempt), `start.rs` (starting its containers), `dir_check.rs`
+//! (the checkpoint directory checked before the ranks start), `watch.rs` (its heartbeat
+//! loop), `resize.rs` (in-place elastic resizes), `gangs.rs` (the attempt loop and
+//! take-over).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use std::path::Path;
 
-use spindle_common::ids::ContainerId;
-use spindle_common::records::am::{Container, GangState, GangStatus};
+use spindle_common::records::am::{GangState, GangStatus};
 use spindle_common::records::node::ContainerLaunchContext as Ctx;
-use spindle_common::records::node::{ContainerLaunchContext, LaunchHold};
 use spindle_common::states::FinalApplicationStatus;
 
 use super::checkpoint;
@@ -59,6 +59,7 @@ use crate::ship::Shipped;
 pub mod dir_check;
 mod gangs;
 mod resize;
+mod start;
 mod watch;
 
 pub use gangs::{one_line, run_am, run_am_with};
@@ -444,29 +445,6 @@ impl Attempt<'_> {
         self.watch(amrm, &ranks, out).await
     }
 
-    /// Re-initializes the containers of `ranks` with their worker commands at size `n`, all
-    /// at once; each one's outcome.
-    pub(super) async fn reinit_workers<'r>(
-        &self,
-        ranks: impl Iterator<Item = &'r RankInfo>,
-        n: u32,
-        master_addr: &str,
-        port: u16,
-    ) -> Vec<(&'r RankInfo, Result<(), crate::ClientError>)> {
-        futures::future::join_all(ranks.map(|r| {
-            let ctx = self.worker_ctx(r, n, master_addr, port);
-            async move {
-                let c = &r.container;
-                let res = self
-                    .nm
-                    .reinitialize_container(&c.node_http_address, &c.id, ctx, None)
-                    .await;
-                (r, res.map(|_| ()))
-            }
-        }))
-        .await
-    }
-
     /// One worker's launch context at this size.
     fn worker_ctx(&self, r: &RankInfo, n: u32, master_addr: &str, port: u16) -> Ctx {
         let mut environment = worker_env(self.cfg, r, n, master_addr, port, self.number);
@@ -558,96 +536,6 @@ impl Attempt<'_> {
                 ),
             },
         )
-    }
-
-    async fn free_port(&self, master: &Container) -> Result<u16, crate::ClientError> {
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            match self.nm.free_port(&master.node_http_address).await {
-                Ok(p) => return Ok(p),
-                Err(e) if tries >= FREE_PORT_TRIES => return Err(e),
-                Err(e) => {
-                    tracing::warn!(node = %master.node_id, error = %e, "free port; retrying");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        }
-    }
-
-    /// Starts every worker together ([`NmClient::start_gang`]): every node sets its workers up
-    /// and holds them, then all are released at once. Returns the first failure, if any.
-    async fn start_all(
-        &self,
-        ranks: &[RankInfo],
-        n: u32,
-        master_addr: &str,
-        port: u16,
-        out: &mut (dyn FnMut(&str) + Send),
-    ) -> Option<String> {
-        let ctxs = ranks
-            .iter()
-            .map(|r| self.worker_ctx(r, n, master_addr, port))
-            .collect();
-        self.launch(ranks, ctxs, "started", out).await
-    }
-
-    /// Starts the containers of `ranks` together, each with its context of `ctxs` (in the
-    /// same order), held then released at once; each success told as `worker rank R <done>
-    /// in container ...`. Returns the first failure, if any.
-    async fn launch(
-        &self,
-        ranks: &[RankInfo],
-        ctxs: Vec<ContainerLaunchContext>,
-        done: &str,
-        out: &mut (dyn FnMut(&str) + Send),
-    ) -> Option<String> {
-        let n = ranks.len();
-        let members: Vec<(Container, ContainerLaunchContext)> = ranks
-            .iter()
-            .map(|r| r.container.clone())
-            .zip(ctxs)
-            .collect();
-        let hold = LaunchHold {
-            timeout_ms: Some(HOLD_TIMEOUT.as_millis() as u64),
-        };
-        let launch = self.nm.start_gang(members, hold).await;
-        let outcome: BTreeMap<ContainerId, Result<(), crate::ClientError>> =
-            launch.outcome.into_iter().collect();
-        let mut failure = None;
-        for r in ranks {
-            let c = &r.container;
-            match outcome.get(&c.id) {
-                Some(Ok(())) => out(&format!(
-                    "worker rank {} {done} in container {} on node {} (local rank {} of {})",
-                    r.rank, c.id, c.node_id, r.local_rank, r.local_world_size
-                )),
-                Some(Err(e)) => {
-                    let l = format!(
-                        "worker rank {} could not be started in container {} on node {}: {e}",
-                        r.rank, c.id, c.node_id
-                    );
-                    out(&l);
-                    failure.get_or_insert(l);
-                }
-                None => {
-                    let l = format!(
-                        "worker rank {} got no start answer from {}",
-                        r.rank, c.node_id
-                    );
-                    out(&l);
-                    failure.get_or_insert(l);
-                }
-            }
-        }
-        if failure.is_none() {
-            out(&format!(
-                "all {n} workers set up and held in {:.1} ms; all start calls answered in {:.1} ms",
-                launch.held_in.as_secs_f64() * 1e3,
-                launch.released_in.unwrap_or_default().as_secs_f64() * 1e3
-            ));
-        }
-        failure
     }
 }
 
