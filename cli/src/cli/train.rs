@@ -55,7 +55,10 @@ there); the gang is then asked for again and resumes from the checkpoint (no res
                                 preemptions do not count)
   --checkpoint-dir DIR          given to every worker as SPINDLE_CHECKPOINT_DIR (with --image
                                 also mounted read-write at its path); its newest
-                                file is reported to the RM as the job's checkpoint
+                                file is reported to the RM as the job's checkpoint.
+                                One directory every node mounts at the same path
+                                (NFS, a parallel file system), never a local disk:
+                                checked on every node before the ranks start
   --env K=V                     worker environment (repeatable)
   --src-dir DIR                 pack DIR (tar.gz) and unpack it in every worker's working
                                 directory, so that a relative `python3 train.py` is found
