@@ -77,8 +77,8 @@ fn assert_within(over: Vec<String>) {
 
 const PLAIN_FILL: Ceilings = &[
     ("passes", 160),
-    ("leaves_served", 5021),
-    ("apps_visited", 5351),
+    ("leaves_served", 3366),
+    ("apps_visited", 3368),
     ("node_searches", 3251),
     ("gang_plans", 0),
     ("partitions_walked", 164),
@@ -92,8 +92,8 @@ const PLAIN_FILL: Ceilings = &[
 ];
 const PLAIN_STEADY: Ceilings = &[
     ("passes", 3030),
-    ("leaves_served", 19554),
-    ("apps_visited", 22004),
+    ("leaves_served", 15332),
+    ("apps_visited", 17232),
     ("node_searches", 1183),
     ("gang_plans", 0),
     ("partitions_walked", 3091),
@@ -118,8 +118,8 @@ fn scheduler_plain() {
 
 const CONSTRAINED_FILL: Ceilings = &[
     ("passes", 160),
-    ("leaves_served", 5027),
-    ("apps_visited", 5174),
+    ("leaves_served", 3373),
+    ("apps_visited", 3374),
     ("node_searches", 3258),
     ("gang_plans", 0),
     ("partitions_walked", 164),
@@ -133,12 +133,12 @@ const CONSTRAINED_FILL: Ceilings = &[
 ];
 const CONSTRAINED_STEADY: Ceilings = &[
     ("passes", 3030),
-    ("leaves_served", 26477),
-    ("apps_visited", 30896),
-    ("node_searches", 3251),
+    ("leaves_served", 19467),
+    ("apps_visited", 22206),
+    ("node_searches", 3035),
     ("gang_plans", 0),
     ("partitions_walked", 3091),
-    ("node_probes", 4348),
+    ("node_probes", 4003),
     ("node_index_walked", 0),
     ("holds_examined", 0),
     ("apps_walked", 0),
@@ -161,12 +161,12 @@ fn scheduler_constrained() {
 
 const PREEMPTION_FILL: Ceilings = &[
     ("passes", 1306),
-    ("leaves_served", 10122),
-    ("apps_visited", 14529),
-    ("node_searches", 5215),
+    ("leaves_served", 5438),
+    ("apps_visited", 5454),
+    ("node_searches", 4150),
     ("gang_plans", 0),
     ("partitions_walked", 1306),
-    ("node_probes", 72366),
+    ("node_probes", 4214),
     ("node_index_walked", 0),
     ("holds_examined", 0),
     ("apps_walked", 0),
@@ -177,11 +177,11 @@ const PREEMPTION_FILL: Ceilings = &[
 const PREEMPTION_STEADY: Ceilings = &[
     ("passes", 3091),
     ("leaves_served", 6569),
-    ("apps_visited", 18898),
-    ("node_searches", 12282),
+    ("apps_visited", 17027),
+    ("node_searches", 10425),
     ("gang_plans", 0),
     ("partitions_walked", 3091),
-    ("node_probes", 784105),
+    ("node_probes", 611093),
     ("node_index_walked", 0),
     ("holds_examined", 0),
     ("apps_walked", 0),

@@ -34,6 +34,10 @@ impl Scheduler {
             self.count_shape(&o.capability, o.any, false);
         }
         self.refresh_order(app);
+        // Asking anew may make it servable: the walk must not resume past it.
+        if let Some((k, leaf)) = self.apps.get(app).and_then(|a| Some((a.order?, a.queue))) {
+            self.resumes.reopen(leaf, &(k.0, k.1, *app));
+        }
     }
 
     pub fn ask(&self, app: &ApplicationId, key: &AskKey) -> Option<&Ask> {
@@ -100,9 +104,7 @@ impl Scheduler {
         }
         if let Some(k) = key {
             let entry = (k.0, k.1, *id);
-            if self.resume.get(&leaf).is_some_and(|r| entry <= *r) {
-                self.resume.remove(&leaf);
-            }
+            self.resumes.reopen(leaf, &entry);
             self.tree.queues[leaf].schedulable.insert(entry);
         }
         app.order = key;
@@ -124,6 +126,8 @@ impl Scheduler {
             *e = e.saturating_sub(1);
             if *e == 0 {
                 self.active_users.remove(&k);
+                // One user fewer shares the leaf: the others' limits rise.
+                self.resumes.limit_moved(leaf);
             }
         }
     }
@@ -231,6 +235,8 @@ impl Scheduler {
         }
         let u = self.tree.queues[leaf].users.entry(user).or_default();
         if up {
+            // A user limit grows with its leaf's usage beyond the guarantee.
+            self.resumes.limit_moved(leaf);
             u.used.add_assign(r);
         } else {
             u.used.sub_assign(r);

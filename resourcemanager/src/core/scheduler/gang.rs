@@ -746,6 +746,10 @@ impl Scheduler {
         let Some(g) = a.gangs.get_mut(id) else { return };
         g.reserved.clear();
         let need = std::mem::take(&mut g.reserved_need);
+        if !need.is_zero() {
+            // What the gang held against its queues' maxima is theirs again.
+            self.nodes.room_changed();
+        }
         for q in self.tree.path_up(leaf).collect::<Vec<_>>() {
             self.tree.queues[q].reserved.sub_assign(&need);
         }

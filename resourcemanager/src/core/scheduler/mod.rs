@@ -29,6 +29,7 @@ pub mod node_index;
 mod pass;
 pub mod placement;
 pub mod queue_tree;
+mod resume;
 pub mod topology;
 pub mod victims;
 pub mod wait_reason;
@@ -156,14 +157,10 @@ pub struct Scheduler {
     shapes: BTreeMap<Resource, u64>,
     /// Plans of waiting gangs this pass may still make (`gang.max-plans-per-pass`).
     gang_plans_left: u32,
-    /// Within one partition's share of a pass: per leaf, the last application of the run
-    /// from the leaf's start that the pass found it cannot serve. Nothing a pass does
-    /// makes such an application servable (room only shrinks, usage only grows, shapes and
-    /// users only fail), so the leaf's next visit resumes after it instead of walking the
-    /// same applications again. Dropped when room grows (`room_epoch`: a gang's hold given
-    /// up) or when an application's new order key lands at or before it.
-    resume: BTreeMap<QueueIdx, (i64, u64, ApplicationId)>,
-    resume_epoch: u64,
+    /// Per partition and leaf, where the leaf's next visit starts: after the applications
+    /// the scheduler found it cannot serve, kept across passes while nothing that could
+    /// make them servable happened (see `resume`).
+    resumes: resume::Resumes,
     /// Work counters of the passes so far (for benchmarks and diagnosis).
     pub stats: PassStats,
     /// The caller's clock, as last told ([`Scheduler::set_now`]).
@@ -223,8 +220,7 @@ impl Scheduler {
             active_users: BTreeMap::new(),
             shapes: BTreeMap::new(),
             gang_plans_left: 0,
-            resume: BTreeMap::new(),
-            resume_epoch: 0,
+            resumes: resume::Resumes::default(),
             stats: PassStats::default(),
             now: 0,
             las_cross: BTreeSet::new(),
@@ -378,6 +374,12 @@ impl Scheduler {
     pub fn set_draining(&mut self, id: &NodeId, draining: bool) {
         self.nodes.set_draining(id, draining);
         self.recompute();
+    }
+
+    /// Forgets where leaves' walks resume (see `resume`): the next pass walks everything.
+    #[cfg(test)]
+    pub(crate) fn forget_resumes(&mut self) {
+        self.resumes.forget();
     }
 
     fn recompute(&mut self) {

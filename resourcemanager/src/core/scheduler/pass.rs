@@ -3,6 +3,7 @@
 //!
 //! Must not: change an ask or an application's admission except by committing a placement.
 
+use super::resume::RunWhy;
 use super::*;
 use smallvec::SmallVec;
 
@@ -28,9 +29,13 @@ pub(super) struct LeafVisit<'a> {
     over_max: Vec<Resource>,
     /// Shapes no node takes in this pass.
     failed_shapes: &'a mut Vec<Resource>,
+    /// Whether every wanted shape was known not to fit when the pass began.
+    full: bool,
     blocked_users: &'a mut BlockedUsers,
     /// Whether every application walked so far in this visit was passed over.
     passed_over: bool,
+    /// Why they were, as far as resuming after them in a later pass goes.
+    why: RunWhy,
 }
 
 pub(super) struct BlockedUsers(BTreeMap<QueueIdx, BTreeSet<String>>);
@@ -83,14 +88,29 @@ impl Scheduler {
         partitions.push(String::new());
         for part in partitions {
             self.stats.partitions_walked += 1;
-            self.resume.clear();
-            self.resume_epoch = self.nodes.room_epoch();
+            let epoch = self.nodes.room_epoch();
+            let mut failed_shapes = self.resumes.begin(&part, epoch);
+            // Every wanted shape already failed at this epoch: the first application that
+            // can only wait ends the pass, as its failed search would have.
+            let full = !failed_shapes.is_empty()
+                && self
+                    .shapes
+                    .keys()
+                    .all(|s| failed_shapes.iter().any(|f| f.fits_in(s)));
             let mut excluded = vec![false; self.tree.queues.len()];
-            let mut failed_shapes: Vec<Resource> = Vec::new();
+            // Leaves whose every waiting application is known not servable sit out.
+            let queues = &self.tree.queues;
+            for leaf in self
+                .resumes
+                .walked(&part, |l| queues[l].schedulable.last().copied())
+            {
+                excluded[leaf] = true;
+            }
             let mut blocked_users = BlockedUsers::new();
             while let Some(leaf) = self.pick_leaf(&mut excluded, &part) {
                 self.stats.leaves_served += 1;
-                match self.serve_leaf(leaf, &part, &mut failed_shapes, &mut blocked_users) {
+                let shapes = (&mut failed_shapes, full);
+                match self.serve_leaf(leaf, &part, shapes, &mut blocked_users) {
                     Served::Placed(p) => {
                         self.stats.placements += p.len() as u64;
                         out.extend(p)
@@ -99,6 +119,7 @@ impl Scheduler {
                     Served::PassDone => break,
                 }
             }
+            self.resumes.end(&part, epoch, failed_shapes);
         }
         out
     }
@@ -176,7 +197,7 @@ impl Scheduler {
         &mut self,
         leaf: QueueIdx,
         part: &str,
-        failed_shapes: &mut Vec<Resource>,
+        (failed_shapes, full): (&mut Vec<Resource>, bool),
         blocked_users: &mut BlockedUsers,
     ) -> Served {
         let mut visit = LeafVisit {
@@ -186,22 +207,21 @@ impl Scheduler {
             strict: !self.tree.queues[leaf].spec.backfill,
             over_max: Vec::new(),
             failed_shapes,
+            full,
             blocked_users,
             passed_over: true,
+            why: RunWhy::default(),
         };
         // Gang ids are the application's own: two applications may both have a "g1".
         let mut tried_gangs: BTreeSet<(ApplicationId, String)> = BTreeSet::new();
-        if self.resume_epoch != self.nodes.room_epoch() {
-            self.resume.clear();
-            self.resume_epoch = self.nodes.room_epoch();
-        }
-        // Resume after the applications this pass already found it cannot serve.
-        let mut cursor: Option<(i64, u64, ApplicationId)> = self.resume.get(&leaf).copied();
+        // Resume after the applications found not servable (in this pass, or in earlier
+        // ones while nothing happened that could change that).
+        let mut cursor = self.resumes.get(part, leaf, self.nodes.room_epoch());
         loop {
             // The application the previous round of this loop passed over (it did not
             // return): while all before it were passed over too, resume after it next time.
             if let (true, Some(c)) = (visit.passed_over && !visit.strict, cursor) {
-                self.resume.insert(leaf, c);
+                self.resumes.extend(part, leaf, c, visit.why);
             }
             let next = {
                 let set = &self.tree.queues[leaf].schedulable;
@@ -237,6 +257,8 @@ impl Scheduler {
         let epoch = self.nodes.room_epoch();
         let a = self.apps.get(&app_id)?;
         if a.asks.values().any(|x| x.gang.is_some()) {
+            // A gang waits on timeouts, holds and budgets too: not resumed past next pass.
+            visit.why.passing = true;
             let asked = |id: &str| a.asks.values().any(|x| x.gang.as_deref() == Some(id));
             let gangs: Vec<String> = a
                 .gangs
@@ -263,10 +285,14 @@ impl Scheduler {
         let waits = self.plain_candidates(&app_id, visit, &mut candidates);
         let stop = visit.strict.then_some(Served::LeafDone);
         if candidates.is_empty() {
+            if waits && visit.full {
+                return Some(Served::PassDone);
+            }
             return if waits { stop } else { None };
         }
         let user = self.apps.get(&app_id).map(|a| a.user.as_str())?;
         if visit.blocked_users.contains(visit.leaf, user) {
+            visit.why.user_limited = true;
             return stop;
         }
         let user_used = self.tree.queues[visit.leaf]
@@ -342,6 +368,7 @@ impl Scheduler {
                 Err(None) => continue,
             };
             if parts.is_empty() {
+                visit.why.user_limited = true;
                 if let Some(a) = self.apps.get(&app_id) {
                     visit.blocked_users.insert(leaf, &a.user);
                 }
@@ -350,11 +377,13 @@ impl Scheduler {
             self.stats.node_searches += 1;
             let Some(slot) = self.find_node(&app_id, key, &parts) else {
                 self.stats.failed_searches += 1;
-                let local = self
-                    .apps
-                    .get(&app_id)
-                    .and_then(|a| a.asks.get(key))
-                    .is_some_and(|a| a.has_hosts() || a.has_racks());
+                let ask = self.apps.get(&app_id).and_then(|a| a.asks.get(key));
+                let local = ask.is_some_and(|a| a.has_hosts() || a.has_racks());
+                if ask.is_some_and(|a| a.constraint.is_some()) {
+                    // Another application's placement may satisfy a constraint, and its
+                    // search looks at a bounded number of nodes.
+                    visit.why.passing = true;
+                }
                 if local {
                     // Its locality relaxes with every miss: a later visit in this pass may
                     // place it, so the pass does not resume past it.
