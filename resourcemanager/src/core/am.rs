@@ -157,6 +157,7 @@ impl RmCore {
             app.launch_time = now;
         }
         let queue = app.queue.to_string();
+        self.watch_app(attempt.application_id);
         self.persist(&attempt.application_id);
         self.changed();
         Ok((self.max_allocation(), queue))
@@ -561,6 +562,7 @@ impl RmCore {
         }
         att.phase = AttemptPhase::Finishing { at: now };
         let app_id = attempt.application_id;
+        self.watch_app(app_id);
         let mut killing = false;
         if let Some(app) = self.apps.get_mut(&app_id) {
             if !tracking_url.is_empty() {

@@ -482,6 +482,7 @@ impl RmCore {
             if app.diagnostics_kind != DiagnosticsKind::Killed {
                 app.set_diagnostics(DiagnosticsKind::Killed, diagnostic);
             }
+            self.watch_app(*id);
             self.sched.clear_asks(id);
             let live: Vec<ContainerId> = self.live_containers_of_app(id);
             for c in live {

@@ -160,6 +160,7 @@ impl RmCore {
                         att.last_heard = now;
                     }
                 }
+                self.watch_app(app_id);
             }
             Err(diag) => {
                 let diag = format!("Error launching {attempt_id}. Got exception: {diag}");

@@ -24,6 +24,17 @@ impl RmCore {
                 ));
             }
         }
+        for app in self.sched.apps().keys().filter_map(|id| self.apps.get(id)) {
+            if let Some(due) = self.app_due(app) {
+                if self.am_watch.get(&app.id).is_none_or(|t| t > due) {
+                    return Err(format!(
+                        "application {} has something due at {due} but is watched at {:?}",
+                        app.id,
+                        self.am_watch.get(&app.id)
+                    ));
+                }
+            }
+        }
         let mut running: BTreeMap<NodeId, BTreeSet<ContainerId>> = BTreeMap::new();
         for c in self
             .containers

@@ -206,6 +206,12 @@ pub struct RmCore {
     /// looks only at nodes whose recorded time is older than the expiry, and puts a node
     /// that did beat since back at its newest time (YARN's liveness monitor, per node).
     node_liveness: deadlines::Deadlines<NodeId>,
+    /// Applications by the earliest time something may come due for them (`tick::app_due`:
+    /// their AM's liveness, a recovered AM's report deadline, an unregistered AM's exit
+    /// grace, a kill to finish). The tick looks only at those due, and puts one whose AM was
+    /// heard since back at its newest deadline; each change that may bring a deadline
+    /// closer arms it (`watch_app`).
+    am_watch: deadlines::Deadlines<ApplicationId>,
     /// Per node, its RUNNING containers: what a heartbeat that no longer reports one must
     /// find, without looking up every container the node holds.
     running_on: BTreeMap<NodeId, BTreeSet<ContainerId>>,
@@ -263,6 +269,7 @@ impl RmCore {
             awaiting_launch: BTreeSet::new(),
             draining: BTreeSet::new(),
             node_liveness: deadlines::Deadlines::default(),
+            am_watch: deadlines::Deadlines::default(),
             running_on: BTreeMap::new(),
             nodes: SharedMap::new(),
             containers: SharedMap::new(),

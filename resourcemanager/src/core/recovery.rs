@@ -91,6 +91,7 @@ impl RmCore {
             self.completed.insert((app.finish_time, id));
         }
         self.apps.insert(id, app);
+        self.watch_app(id);
         if unfinished {
             match leaf {
                 Some(leaf) if live => {
@@ -167,6 +168,7 @@ impl RmCore {
                     *report_by = None;
                 }
             }
+            self.watch_app(attempt.application_id);
             let diag = format!(
                 "ApplicationMaster container {c} of {attempt} was not reported by its \
                  NodeManager {node} when it registered again after the ResourceManager's restart"
@@ -249,6 +251,7 @@ impl RmCore {
         let is_am = att.am_container() == Some(r.id);
         if let (true, AttemptPhase::Launched { report_by }) = (is_am, &mut att.phase) {
             *report_by = None;
+            self.watch_app(app_id);
         }
         self.running_on
             .entry(node.clone())

@@ -54,6 +54,45 @@ impl RmCore {
         }
     }
 
+    /// The earliest time something may come due for `app` in the tick: its AM timing out,
+    /// a recovered AM's report deadline, an unregistered AM's exit grace passing, or (at
+    /// once) a kill to finish. `None`: nothing until its state changes.
+    pub(super) fn app_due(&self, app: &App) -> Option<u64> {
+        let mut due: Option<u64> = None;
+        let mut at = |t: u64| due = Some(due.map_or(t, |d| d.min(t)));
+        if app.killing_since.is_some() {
+            at(0);
+        }
+        let att = app.current_attempt()?;
+        if !app.state.is_final() {
+            if let Some(t) = att.awaiting_am_until() {
+                at(t.saturating_add(1));
+            }
+            if matches!(
+                att.phase,
+                AttemptPhase::Launched { report_by: None } | AttemptPhase::Running
+            ) {
+                at(att
+                    .last_heard
+                    .saturating_add(self.conf.am_expiry_ms)
+                    .saturating_add(1));
+            }
+        }
+        if let (Some(t), Some(c)) = (att.unregistered_at(), att.am_container()) {
+            if self.containers.get(&c).is_some_and(RmContainer::is_live) {
+                at(t.saturating_add(AM_EXIT_GRACE_MS).saturating_add(1));
+            }
+        }
+        due
+    }
+
+    /// Arms (or re-arms) `id` in the tick's watch at [`Self::app_due`].
+    pub(super) fn watch_app(&mut self, id: ApplicationId) {
+        if let Some(t) = self.apps.get(&id).and_then(|a| self.app_due(a)) {
+            self.am_watch.set(id, t);
+        }
+    }
+
     fn tick_liveness(&mut self, now: u64) {
         // Only nodes whose recorded heartbeat is older than the expiry are looked at; one
         // that beat since goes back in at its last heartbeat, an inactive one leaves.
@@ -79,10 +118,17 @@ impl RmCore {
         let mut am_linger = Vec::new();
         let mut killing = Vec::new();
         let mut am_unreported = Vec::new();
-        // Only applications the scheduler still holds can have anything pending (a retired
-        // one is final with no live container): the finished ones kept for history are not
-        // walked on every tick.
-        for app in self.sched.apps().keys().filter_map(|id| self.apps.get(id)) {
+        // Only applications something may have come due for are looked at, and of those
+        // only the ones the scheduler still holds (a retired one is final with no live
+        // container).
+        let due: Vec<ApplicationId> = self
+            .am_watch
+            .take_until(now)
+            .into_iter()
+            .map(|(_, id)| id)
+            .filter(|id| self.sched.apps().contains_key(id))
+            .collect();
+        for app in due.iter().filter_map(|id| self.apps.get(id)) {
             if app.killing_since.is_some() {
                 killing.push(app.id);
             }
@@ -152,6 +198,9 @@ impl RmCore {
         }
         for a in killing {
             self.try_finish_kill(&a, now);
+        }
+        for id in due {
+            self.watch_app(id);
         }
         // Only containers not yet running can expire: the oldest allocations first, and
         // the walk stops at the first that has not expired.
