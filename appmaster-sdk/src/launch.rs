@@ -354,7 +354,7 @@ async fn submit(
     check_fits("application master", launch.master_resources, &max)?;
     let mut ctx = build_submission(launch, &app_id, exe);
     // Shipping the user's code (crate::ship): staged for this id, removed if not submitted.
-    let staged = crate::ship::stage_for_submission(launch.ship, &app_id, &mut ctx, out)?;
+    let staged = crate::ship::stage_for_submission(launch.ship, &app_id, &mut ctx, rm, out).await?;
     let submitted_at = spindle_common::time::now_ms();
     if let Err(e) = rm.submit(&ctx).await {
         crate::ship::unstage(staged.as_ref());

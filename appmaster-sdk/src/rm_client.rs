@@ -21,6 +21,8 @@ use crate::address::{current_user, RmAddress};
 use crate::error::ClientError;
 use crate::http::{decode, Http};
 
+mod blobs;
+
 const CLUSTER: &str = "/ws/v1/cluster";
 
 /// Filters of `GET /apps`, named as YARN's query parameters. Empty fields are not sent.

@@ -1,11 +1,16 @@
 //! Shipping the user's code to the containers (`--files`, `--archives`, `--src-dir`, the
 //! distributed shell's `--shell_script`).
 //!
-//! Spindle has no distributed file system: the client copies what it ships into a staging
-//! directory `<staging>/<user>/<application id>/` on a file system every NM can read (the
-//! yarn-site property [`STAGING_DIR_PROPERTY`], `--staging-dir`, by default
-//! `<system temp dir>/spindle-staging`, which works on one machine and on the minicluster),
-//! and names each copy a local resource of every worker container. The NM localizes them
+//! Spindle has no distributed file system. By default the client uploads what it ships to
+//! the RM's blob store (`upload`: each file hashed, asked for by digest first, sent only when
+//! the RM does not hold it for the caller, streamed from disk; the packed `--src-dir` is
+//! written to a temp file of the client's and removed once sent) and names each one a local
+//! resource `spindle-rm:///blobs/sha256:<hex>` the NMs download from the RM and verify.
+//! A site with a file system every NM reads sets the yarn-site property
+//! [`STAGING_DIR_PROPERTY`] (or the client passes `--staging-dir`): then the client copies
+//! what it ships into `<staging>/<user>/<application id>/` there and names each copy a
+//! `file://` resource, as before. "Configured" means set and not empty; unset, the RM route
+//! is taken ([`resolve_staging_root`] answers `None`). The NM localizes either
 //! (`nodemanager::launcher::localize`): a FILE is copied into the container's working
 //! directory under its name, an ARCHIVE (`.tar`, `.tar.gz`, `.tgz`) unpacked into a directory
 //! of that name, and the packed `--src-dir` unpacked into the working directory itself (the
@@ -29,6 +34,8 @@ use std::path::{Component, Path, PathBuf};
 use spindle_common::ids::ApplicationId;
 use spindle_common::paths::link_stays_inside;
 use spindle_common::records::cluster::{ApplicationSubmissionContext, KeyValue, LocalResourceInfo};
+
+mod upload;
 
 /// The AM environment entry carrying the workers' local resources, a JSON object of
 /// key -> YARN `LocalResource` (`resource`, `type`, `visibility`, `size`, `timestamp`).
@@ -54,8 +61,9 @@ pub struct Shipment {
     pub archives: Vec<(String, PathBuf)>,
     /// `--src-dir`: packed and unpacked into the working directory itself.
     pub src_dir: Option<PathBuf>,
-    /// The staging root (`<root>/<user>/<application id>/`).
-    pub staging_root: PathBuf,
+    /// A shared staging root (`<root>/<user>/<application id>/`); `None`: uploaded to the
+    /// RM's blob store.
+    pub staging_root: Option<PathBuf>,
     pub user: String,
 }
 
@@ -85,14 +93,28 @@ pub enum ShipError {
     Pack { path: String, source: io::Error },
     #[error("cannot read {STAGING_DIR_PROPERTY}: {0}")]
     Config(Box<crate::address::AddressError>),
+    #[error("cannot read {path} to send it: {source}")]
+    Read { path: String, source: io::Error },
+    #[error("cannot send {name} to the ResourceManager: {source}")]
+    Upload {
+        name: String,
+        source: Box<crate::error::ClientError>,
+    },
+    #[error("the ResourceManager stored {name} as {got}, but the client hashed {sent}")]
+    Stored {
+        name: String,
+        sent: String,
+        got: String,
+    },
 }
 
-/// The staging root: `--staging-dir`, else [`STAGING_DIR_PROPERTY`] in the configuration
-/// directory's yarn-site.xml, else [`default_staging_root`]; made absolute.
+/// The shared staging root: `--staging-dir`, else [`STAGING_DIR_PROPERTY`] in the
+/// configuration directory's yarn-site.xml (set and not empty), made absolute; `None` when
+/// neither names one: shipped files go through the RM's blob store.
 pub fn resolve_staging_root(
     flag: Option<&str>,
     conf_dir: Option<&Path>,
-) -> Result<PathBuf, ShipError> {
+) -> Result<Option<PathBuf>, ShipError> {
     let given = match flag.filter(|f| !f.trim().is_empty()) {
         Some(f) => Some(f.to_string()),
         None => {
@@ -109,11 +131,15 @@ pub fn resolve_staging_root(
                 .filter(|v| !v.trim().is_empty())
         }
     };
-    let root = given.map_or_else(default_staging_root, |g| PathBuf::from(g.trim()));
-    std::path::absolute(&root).map_err(|source| ShipError::Staging {
-        path: root.display().to_string(),
-        source,
-    })
+    let Some(root) = given.map(|g| PathBuf::from(g.trim())) else {
+        return Ok(None);
+    };
+    std::path::absolute(&root)
+        .map(Some)
+        .map_err(|source| ShipError::Staging {
+            path: root.display().to_string(),
+            source,
+        })
 }
 
 /// `--files a,b#c` / `--archives x.tgz#data`: (name, path) pairs.
@@ -153,11 +179,12 @@ pub fn is_supported_archive(path: &Path) -> bool {
     n.ends_with(".tar") || n.ends_with(".tar.gz") || n.ends_with(".tgz")
 }
 
-/// What was staged for one application.
+/// What was staged (or uploaded) for one application.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Staged {
-    /// `<root>/<user>/<application id>`.
-    pub dir: PathBuf,
+    /// `<root>/<user>/<application id>` in a shared staging root; `None` when uploaded to
+    /// the RM (which removes what no application uses).
+    pub dir: Option<PathBuf>,
     /// Every worker's local resources.
     pub resources: BTreeMap<String, LocalResourceInfo>,
     /// Symbolic links of `--src-dir` left out because they point outside it.
@@ -165,10 +192,11 @@ pub struct Staged {
 }
 
 impl Shipment {
-    /// A shipment staged under `root` (else the default) for the current user.
+    /// A shipment staged under the shared `staging_root`, or (`None`) uploaded to the RM,
+    /// for the current user.
     pub fn new(staging_root: Option<PathBuf>) -> Self {
         Self {
-            staging_root: staging_root.unwrap_or_else(default_staging_root),
+            staging_root,
             user: crate::current_user(),
             ..Default::default()
         }
@@ -229,10 +257,9 @@ impl Shipment {
     }
 
     fn root(&self) -> PathBuf {
-        if self.staging_root.as_os_str().is_empty() {
-            default_staging_root()
-        } else {
-            self.staging_root.clone()
+        match &self.staging_root {
+            Some(r) if !r.as_os_str().is_empty() => r.clone(),
+            _ => default_staging_root(),
         }
     }
 
@@ -262,7 +289,7 @@ impl Shipment {
         }
         fs::create_dir_all(dir).map_err(staging(dir))?;
         let mut staged = Staged {
-            dir: dir.to_path_buf(),
+            dir: Some(dir.to_path_buf()),
             ..Default::default()
         };
         for (kind, list) in [("FILE", &self.files), ("ARCHIVE", &self.archives)] {
@@ -367,18 +394,19 @@ pub fn pack_dir(src: &Path, to: &Path) -> io::Result<Vec<String>> {
 impl Staged {
     /// The AM environment entries that carry this staging to the AM.
     pub fn env(&self) -> Vec<(String, String)> {
-        vec![
-            (
-                ENV_LOCAL_RESOURCES.into(),
-                serde_json::to_string(&self.resources).unwrap_or_else(|_| "{}".into()),
-            ),
-            (ENV_STAGING_DIR.into(), self.dir.display().to_string()),
-        ]
+        let mut env = vec![(
+            ENV_LOCAL_RESOURCES.into(),
+            serde_json::to_string(&self.resources).unwrap_or_else(|_| "{}".into()),
+        )];
+        if let Some(dir) = &self.dir {
+            env.push((ENV_STAGING_DIR.into(), dir.display().to_string()));
+        }
+        env
     }
 
-    /// Removes the staging directory (gone already is fine).
+    /// Removes the staging directory (gone already, or none, is fine).
     pub fn remove(&self) -> io::Result<()> {
-        remove_dir(&self.dir)
+        self.dir.as_deref().map_or(Ok(()), remove_dir)
     }
 }
 
@@ -390,18 +418,22 @@ fn remove_dir(dir: &Path) -> io::Result<()> {
 }
 
 /// The launcher's step between the application id and the submission: stages `ship` (when
-/// something is shipped) for `app_id` and hands it to the AM in `ctx`'s environment, saying
-/// what was staged.
-pub fn stage_for_submission(
+/// something is shipped) for `app_id` (into the shared staging root, else uploaded to the RM
+/// `rm`) and hands it to the AM in `ctx`'s environment, saying what was done.
+pub async fn stage_for_submission(
     ship: Option<&Shipment>,
     app_id: &ApplicationId,
     ctx: &mut ApplicationSubmissionContext,
+    rm: &crate::rm_client::RmClient,
     out: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Option<Staged>, ShipError> {
     let Some(ship) = ship.filter(|s| !s.is_empty()) else {
         return Ok(None);
     };
-    let staged = ship.stage(app_id)?;
+    let staged = match &ship.staging_root {
+        Some(_) => ship.stage(app_id)?,
+        None => upload::upload(ship, app_id, rm, out).await?,
+    };
     let env = ctx
         .am_container_spec
         .environment
@@ -412,22 +444,24 @@ pub fn stage_for_submission(
             .into_iter()
             .map(|(key, value)| KeyValue { key, value }),
     );
-    let names: Vec<&str> = staged
-        .resources
-        .keys()
-        .map(|k| {
-            if k == SRC_DIR_KEY {
-                "the --src-dir"
-            } else {
-                k.as_str()
-            }
-        })
-        .collect();
-    out(&format!(
-        "Staged {} for the containers in {}",
-        names.join(", "),
-        staged.dir.display()
-    ));
+    if let Some(dir) = &staged.dir {
+        let names: Vec<&str> = staged
+            .resources
+            .keys()
+            .map(|k| {
+                if k == SRC_DIR_KEY {
+                    "the --src-dir"
+                } else {
+                    k.as_str()
+                }
+            })
+            .collect();
+        out(&format!(
+            "Staged {} for the containers in {}",
+            names.join(", "),
+            dir.display()
+        ));
+    }
     for l in &staged.skipped_links {
         out(&format!(
             "warning: --src-dir: left out the symbolic link {l}: it points outside the directory"
@@ -440,7 +474,7 @@ pub fn stage_for_submission(
 pub fn unstage(staged: Option<&Staged>) {
     if let Some(s) = staged {
         if let Err(e) = s.remove() {
-            tracing::warn!(dir = %s.dir.display(), error = %e, "cannot remove the staging directory");
+            tracing::warn!(dir = ?s.dir, error = %e, "cannot remove the staging directory");
         }
     }
 }
@@ -448,7 +482,7 @@ pub fn unstage(staged: Option<&Staged>) {
 /// After the client saw the application end: removes its staging directory if the AM did
 /// not (a killed application's AM never unregisters).
 pub fn clean_after_end(ship: Option<&Shipment>, app_id: &ApplicationId) {
-    if let Some(s) = ship.filter(|s| !s.is_empty()) {
+    if let Some(s) = ship.filter(|s| !s.is_empty() && s.staging_root.is_some()) {
         let _ = remove_dir(&s.dir_for(app_id));
     }
 }
@@ -582,16 +616,20 @@ mod tests {
         s.src_dir = Some(src.clone());
         let app: ApplicationId = "application_7_0003".parse().unwrap();
         let st = s.stage(&app).unwrap();
-        assert_eq!(st.dir, d.path().join("staging/alice/application_7_0003"));
+        assert_eq!(
+            st.dir.as_deref(),
+            Some(d.path().join("staging/alice/application_7_0003").as_path())
+        );
+        let st_dir = st.dir.clone().unwrap();
         let keys: Vec<&str> = st.resources.keys().map(String::as_str).collect();
         assert_eq!(keys, [".", "conf.yaml", "data.tgz"]);
         assert_eq!(st.resources["."].kind, "ARCHIVE");
         assert_eq!(st.resources["conf.yaml"].kind, "FILE");
         assert_eq!(st.skipped_links, ["out -> /etc/passwd"]);
-        assert!(st.dir.join("conf.yaml").is_file());
+        assert!(st_dir.join("conf.yaml").is_file());
         // The packed directory holds the code at its root, links inside kept.
         let gz =
-            flate2::read::GzDecoder::new(fs::File::open(st.dir.join(SRC_ARCHIVE_NAME)).unwrap());
+            flate2::read::GzDecoder::new(fs::File::open(st_dir.join(SRC_ARCHIVE_NAME)).unwrap());
         let mut names: Vec<(String, u32)> = tar::Archive::new(gz)
             .entries()
             .unwrap()
@@ -612,7 +650,7 @@ mod tests {
         let back = Shipped::from_lookup(app, |k| env.get(k).cloned()).unwrap();
         assert_eq!(back.resources, st.resources);
         assert!(back.clean_up().unwrap().starts_with("removed"));
-        assert!(!st.dir.exists());
+        assert!(!st_dir.exists());
         // Not this application's directory: refused, so the AM removes nothing else.
         let other: ApplicationId = "application_7_0004".parse().unwrap();
         assert!(matches!(

@@ -18,6 +18,7 @@ pub mod net;
 pub mod paths;
 pub mod records;
 pub mod resource;
+pub mod resource_url;
 pub mod runtime_request;
 pub mod states;
 pub mod time;

@@ -108,11 +108,13 @@ use crate::containers::ProcessExit;
 use crate::isolation::IsolationSpec;
 
 mod command;
+pub mod fetch;
 mod files;
 mod handle;
 mod localize;
 mod mounts;
 mod process;
+mod remote;
 mod spawn;
 mod watch;
 
@@ -154,6 +156,9 @@ pub struct LaunchSpec {
     pub isolation: crate::isolation::IsolationSpec,
     /// The account the process runs as; None: the NM's own ([`crate::runas`]).
     pub run_as: Option<crate::runas::Credentials>,
+    /// A container token of the container's application, signed by the NM's current
+    /// container-token master key: what blobs of the RM's blob store are fetched with.
+    pub fetch_token: Option<String>,
 }
 
 impl LaunchSpec {
@@ -173,6 +178,10 @@ pub enum LaunchError {
     /// A local resource's source could not be read as the container's user.
     #[error(transparent)]
     Source(#[from] SourceError),
+    /// A remote resource (an RM blob, an HTTP(S) URL) could not be fetched, or its size or
+    /// digest was not the expected one.
+    #[error(transparent)]
+    Fetch(Box<fetch::FetchError>),
     #[error("cannot {what} {path}: {source}")]
     Io {
         what: &'static str,
@@ -200,6 +209,7 @@ impl LaunchError {
             self,
             Self::Localization(_)
                 | Self::Source(_)
+                | Self::Fetch(_)
                 | Self::Io { .. }
                 | Self::Oci(crate::oci::OciError::Image { .. })
         )

@@ -80,6 +80,8 @@ pub enum NmError {
     RunAsNeedsRoot(String),
     #[error("cannot open the image cache (spindle.nodemanager.runtime.oci.cache-dir): {0}")]
     Images(#[from] image::ImageError),
+    #[error("cannot build the HTTP client that fetches remote local resources: {0}")]
+    Fetcher(reqwest::Error),
 }
 
 /// Runs a NodeManager on `listener` until `shutdown` resolves or the RM says SHUTDOWN.
@@ -117,8 +119,16 @@ pub async fn run(
         Some(i) => Arc::clone(i) as Arc<dyn oci::ImageSource>,
         None => Arc::new(oci::NoImages),
     };
+    // Remote local resources (RM blobs, HTTP(S) URLs) are fetched from the RM this NM
+    // reports to, with the same TLS roots as its heartbeats.
+    let fetcher = launcher::fetch::Fetcher::new(
+        conf.http.client.base_url(&conf.rm_address),
+        &conf.http.client,
+        tokio::runtime::Handle::current(),
+    )
+    .map_err(NmError::Fetcher)?;
     let executor = Arc::new(oci::OciExecutor::new(
-        ProcessExecutor::for_node(&conf.isolation, first_local),
+        ProcessExecutor::for_node(&conf.isolation, first_local).with_fetcher(fetcher),
         conf.runtime.clone(),
         source,
         first_local,

@@ -54,6 +54,7 @@ fn spec(base: &Path, id: ContainerId, command: &str, isolation: IsolationSpec) -
         local_resources: BTreeMap::new(),
         isolation,
         run_as: None,
+        fetch_token: None,
     }
 }
 

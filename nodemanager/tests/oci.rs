@@ -182,6 +182,7 @@ fn spec(base: &Path, n: u64, command: &str, env: &[(&str, &str)]) -> LaunchSpec 
             ..Default::default()
         },
         run_as: Some(nobody()),
+        fetch_token: None,
     }
 }
 

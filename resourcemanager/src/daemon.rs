@@ -12,11 +12,14 @@ use spindle_common::token::ContainerKey;
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
+use crate::blobs::{AppEnd, BlobStore};
 use crate::config::capacity::{self, CsProps};
 use crate::config::RmConfig;
 use crate::core::queue_conf::SchedulerConf;
 use crate::core::RmCore;
-use crate::driver::{self, DriverHandle, DriverParts, LoopObserver, SchedConfState};
+use crate::driver::{
+    self, DriverHandle, DriverParts, LoopObserver, SchedConfState, WeakDriverHandle,
+};
 use crate::rest::{self, RmMetrics};
 use crate::store::{Recovered, SchedConfSource, SqliteStore, StateStore};
 
@@ -67,6 +70,10 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
     let cluster_ts = now_ms();
     let (core, sched) = recovered_core(&conf, &store, recovered, addr, cluster_ts)?;
     let metrics = Arc::new(RmMetrics::new());
+    let blobs = Arc::new(
+        BlobStore::open(conf.blobs.clone())
+            .with_context(|| format!("opening the blob store in {}", conf.blobs.dir.display()))?,
+    );
     let parts = DriverParts {
         core,
         store: Box::new(store),
@@ -76,6 +83,11 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
         container_key_rolling: Duration::from_millis(conf.container_key_rolling_ms),
     };
     let handle = driver::spawn(parts, metrics.clone());
+    tokio::spawn(clean_blobs(
+        blobs.clone(),
+        handle.downgrade(),
+        metrics.clone(),
+    ));
     let info = rest::RmInfo {
         cluster_ts,
         started_on: cluster_ts,
@@ -83,6 +95,7 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
         store_path: conf.store_path.display().to_string(),
         conf: Arc::new(conf),
         metrics,
+        blobs,
     };
     let http_conf = info.conf.http.clone();
     let router = rest::router(handle.clone(), info);
@@ -94,6 +107,43 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
         })
     });
     Ok((RunningRm { addr, handle }, serve))
+}
+
+/// Every `cleaner-interval-ms`, removes the blobs whose applications ended a retention
+/// period ago, as the driver's snapshot tells where each application stands; ends with the
+/// driver.
+async fn clean_blobs(blobs: Arc<BlobStore>, driver: WeakDriverHandle, metrics: Arc<RmMetrics>) {
+    let mut every = tokio::time::interval(blobs.config().cleaner_interval);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let Some(handle) = driver.upgrade() else {
+            return;
+        };
+        let snapshot = handle.snapshot().await;
+        drop(handle);
+        let store = blobs.clone();
+        let swept = tokio::task::spawn_blocking(move || {
+            store.sweep(now_ms(), |id| match snapshot.apps.get(id) {
+                None => AppEnd::Unknown,
+                Some(a) if a.state.is_final() => AppEnd::Ended(a.finish_time),
+                Some(_) => AppEnd::Live,
+            })
+        })
+        .await;
+        match swept {
+            Ok(Ok(removed)) if !removed.is_empty() => {
+                metrics.blobs_removed(removed.len() as u64);
+                info!(
+                    count = removed.len(),
+                    "blob store: removed blobs no application uses"
+                );
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => warn!("blob store: the cleaner failed: {e}"),
+            Err(e) => warn!("blob store: the cleaner task failed: {e}"),
+        }
+    }
 }
 
 /// The core as the state store left it: the scheduler configuration (the stored one when

@@ -25,7 +25,14 @@ fn src_dir() -> PathBuf {
 }
 
 /// Sample values for the path parameters only the RM's paths use (see `contract::fill`).
-const SAMPLES: &[(&str, &str)] = &[("queue", "default"), ("type", "LIFETIME")];
+const SAMPLES: &[(&str, &str)] = &[
+    ("queue", "default"),
+    ("type", "LIFETIME"),
+    (
+        "digest",
+        "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    ),
+];
 
 async fn send(http: &reqwest::Client, base: &str, method: &str, path: &str) -> Answer {
     let m = reqwest::Method::from_bytes(method.to_ascii_uppercase().as_bytes()).expect("method");

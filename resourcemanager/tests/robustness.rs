@@ -314,6 +314,9 @@ async fn every_rm_operation_survives_hostile_requests() {
             "queue" => "default".into(),
             "user" => "alice".into(),
             "type" => "LIFETIME".into(),
+            "digest" => {
+                "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855".into()
+            }
             other => panic!("no sample for path parameter {{{other}}}: add one"),
         }
     };

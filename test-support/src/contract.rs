@@ -23,7 +23,7 @@ use serde_json::Value;
 pub mod robust;
 
 /// The HTTP methods the spec and the routers use, as spec keys and axum method functions.
-pub const METHODS: &[&str] = &["get", "put", "post", "delete", "patch"];
+pub const METHODS: &[&str] = &["get", "head", "put", "post", "delete", "patch"];
 
 /// A path no daemon routes: a request for it shows what the router's fallback 404 looks like.
 pub const PROBE_PATH: &str = "/__spindle_openapi_contract__/no/such/path";

@@ -47,9 +47,9 @@ usage: spindle distributed-shell --shell-command CMD [options]
                                 it; nodes that hold it already are preferred
   --mount SRC:DST[:ro|rw]       bind a node directory into the image, read-only unless :rw
                                 (repeatable; the node must allow SRC); needs --image
-  --staging-dir DIR             where the client stages what it ships, on a file system every
-                                NM reads (default: spindle.client.staging-dir, else
-                                <temp dir>/spindle-staging); removed with the application
+  --staging-dir DIR             stage what is shipped in DIR, on a file system every NM
+                                reads (default: spindle.client.staging-dir; unset: it is
+                                uploaded to the ResourceManager, which NMs download from)
   -queue Q                      queue to submit to
   -appname NAME                 application name (default DistributedShell)
   -priority P                   application priority

@@ -57,9 +57,9 @@ with --array, SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_COUNT, _MIN, _MAX and SLURM_
   --archives X.tgz,...          unpack each .tar/.tar.gz/.tgz into a directory of its name
                                 in every trial's working directory
   --src-dir DIR                 pack DIR and unpack it in every trial's working directory
-  --staging-dir DIR             where the client stages what it ships, on a file system every
-                                NM reads (default: spindle.client.staging-dir, else
-                                <temp dir>/spindle-staging); removed with the application
+  --staging-dir DIR             stage what is shipped in DIR, on a file system every NM
+                                reads (default: spindle.client.staging-dir; unset: it is
+                                uploaded to the ResourceManager, which NMs download from)
   -queue Q                      queue to submit to
   -appname NAME                 application name (default spindle-sweep)
   -priority P                   application priority

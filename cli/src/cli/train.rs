@@ -71,9 +71,9 @@ there); the gang is then asked for again and resumes from the checkpoint (no res
                                 (FILE#NAME renames one)
   --archives X.tgz,...          unpack each .tar/.tar.gz/.tgz into a directory of its name
                                 in every worker's working directory (X.tgz#NAME renames it)
-  --staging-dir DIR             where the client stages what it ships, on a file system every
-                                NM reads (default: spindle.client.staging-dir, else
-                                <temp dir>/spindle-staging); removed with the application
+  --staging-dir DIR             stage what is shipped in DIR, on a file system every NM
+                                reads (default: spindle.client.staging-dir; unset: it is
+                                uploaded to the ResourceManager, which NMs download from)
   --fail-fast-window-ms MS      when every worker fails with the same exit status within MS
                                 of starting and no checkpoint exists, the application fails
                                 at once, quoting the stderr of the rank that failed first,

@@ -72,8 +72,10 @@ pub const RM_HOSTNAME: &str = "yarn.resourcemanager.hostname";
 pub const DEFAULT_RM_HOSTNAME: &str = "0.0.0.0";
 /// Address (`host:port`) the RM serves its REST API and web UI on; every Spindle protocol
 /// to the RM (client, AM, NM) goes through it.
-/// Clients (`spindle train`, `distributed-shell`): where shipped code is staged, on a file
-/// system every NM reads (unset: `<system temp dir>/spindle-staging`).
+/// Clients (`spindle train`, `distributed-shell`): a directory on a file system every NM
+/// reads (NFS, a parallel file system) where shipped code is staged and read by the NMs as
+/// `file://` resources. Unset (the default): shipped code is uploaded to the RM's blob
+/// store and the NMs download it from the RM ([`SPINDLE_RM_BLOB_STORE_DIR`]).
 pub const CLIENT_STAGING_DIR: &str = "spindle.client.staging-dir";
 /// Both daemons: how they write their log lines to stderr, `text` (one human line per event)
 /// or `json` (one JSON object per line, the enclosing spans' fields such as `app_id` flattened
@@ -134,6 +136,30 @@ pub const DEFAULT_RM_CLUSTER_ID: &str = "spindle";
 pub const SPINDLE_RM_STATE_STORE_PATH: &str = "spindle.resourcemanager.state-store.path";
 pub const DEFAULT_SPINDLE_RM_STATE_STORE_PATH: &str =
     "${hadoop.tmp.dir}/yarn/system/rmstore.sqlite";
+/// Directory of the RM's blob store: the files clients ship (`--files`, `--archives`,
+/// `--src-dir`) uploaded to the RM, one file per SHA-256, with `blobs.sqlite` recording who
+/// uploaded each and which applications use it. Unset: `blobs` next to the state store
+/// ([`SPINDLE_RM_STATE_STORE_PATH`]'s directory). Created 0700.
+pub const SPINDLE_RM_BLOB_STORE_DIR: &str = "spindle.resourcemanager.blob-store.dir";
+/// The largest file the blob store accepts, in bytes (an upload above it is refused with
+/// 413 naming this key).
+pub const SPINDLE_RM_BLOB_STORE_MAX_FILE_BYTES: &str =
+    "spindle.resourcemanager.blob-store.max-file-bytes";
+pub const DEFAULT_SPINDLE_RM_BLOB_STORE_MAX_FILE_BYTES: u64 = 4 << 30;
+/// The most bytes the blob store keeps for one user (the blobs they uploaded, each counted
+/// once), in bytes; an upload that would pass it is refused with 413 naming this key.
+pub const SPINDLE_RM_BLOB_STORE_MAX_USER_BYTES: &str =
+    "spindle.resourcemanager.blob-store.max-user-bytes";
+pub const DEFAULT_SPINDLE_RM_BLOB_STORE_MAX_USER_BYTES: u64 = 20 << 30;
+/// How long a blob is kept after the last application using it ended (or, for one never
+/// used by a submitted application, after its last upload or claim), in ms.
+pub const SPINDLE_RM_BLOB_STORE_RETENTION_MS: &str =
+    "spindle.resourcemanager.blob-store.retention-ms";
+pub const DEFAULT_SPINDLE_RM_BLOB_STORE_RETENTION_MS: u64 = 3_600_000;
+/// How often the RM looks for blobs to remove, in ms.
+pub const SPINDLE_RM_BLOB_STORE_CLEANER_INTERVAL_MS: &str =
+    "spindle.resourcemanager.blob-store.cleaner-interval-ms";
+pub const DEFAULT_SPINDLE_RM_BLOB_STORE_CLEANER_INTERVAL_MS: u64 = 60_000;
 /// Older spelling of [`SPINDLE_RM_STATE_STORE_PATH`] (not a Hadoop key); read only when the
 /// `spindle.*` key is unset.
 pub const RM_STORE_PATH: &str = "yarn.resourcemanager.store.path";
@@ -801,6 +827,22 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     (
         SPINDLE_RM_STATE_STORE_PATH,
         DEFAULT_SPINDLE_RM_STATE_STORE_PATH,
+    ),
+    (
+        SPINDLE_RM_BLOB_STORE_MAX_FILE_BYTES,
+        int_text!(DEFAULT_SPINDLE_RM_BLOB_STORE_MAX_FILE_BYTES),
+    ),
+    (
+        SPINDLE_RM_BLOB_STORE_MAX_USER_BYTES,
+        int_text!(DEFAULT_SPINDLE_RM_BLOB_STORE_MAX_USER_BYTES),
+    ),
+    (
+        SPINDLE_RM_BLOB_STORE_RETENTION_MS,
+        int_text!(DEFAULT_SPINDLE_RM_BLOB_STORE_RETENTION_MS),
+    ),
+    (
+        SPINDLE_RM_BLOB_STORE_CLEANER_INTERVAL_MS,
+        int_text!(DEFAULT_SPINDLE_RM_BLOB_STORE_CLEANER_INTERVAL_MS),
     ),
     (
         RM_SCHEDULER_MONITOR_ENABLE,

@@ -36,6 +36,8 @@ pub enum ExceptionKind {
     /// 409: an AM called allocate or finish without (or before re-) registering, e.g.
     /// after an RM restart; YARN's AMRMClient registers again and resends its asks.
     AmNotRegistered,
+    /// 413: a request body above a configured limit (the blob store's file or user limit).
+    PayloadTooLarge,
     /// 500
     Internal,
     /// 503: YARN's fallback for anything unmapped, and what a stopping RM answers.
@@ -51,6 +53,7 @@ impl ExceptionKind {
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::Conflict | Self::AmNotRegistered => 409,
+            Self::PayloadTooLarge => 413,
             Self::Internal => 500,
             Self::ServiceUnavailable => 503,
         }
@@ -65,6 +68,7 @@ impl ExceptionKind {
             Self::MethodNotAllowed => "WebApplicationException",
             Self::Conflict => "YarnException",
             Self::AmNotRegistered => "ApplicationMasterNotRegisteredException",
+            Self::PayloadTooLarge => "YarnException",
             Self::Internal => "YarnRuntimeException",
             Self::ServiceUnavailable => "YarnException",
         }
@@ -81,6 +85,7 @@ impl ExceptionKind {
             Self::AmNotRegistered => {
                 "org.apache.hadoop.yarn.exceptions.ApplicationMasterNotRegisteredException"
             }
+            Self::PayloadTooLarge => "org.apache.hadoop.yarn.exceptions.YarnException",
             Self::Internal => "org.apache.hadoop.yarn.exceptions.YarnRuntimeException",
             Self::ServiceUnavailable => "org.apache.hadoop.yarn.exceptions.YarnException",
         }

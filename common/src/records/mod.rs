@@ -11,6 +11,7 @@
 pub mod admin;
 pub mod am;
 pub mod auth;
+pub mod blob;
 pub mod cluster;
 pub mod exception;
 pub mod labels;

@@ -55,6 +55,7 @@ fn spec(dir: &Path, seq: usize, image: Option<&str>) -> LaunchSpec {
         local_resources: BTreeMap::new(),
         isolation: IsolationSpec::default(),
         run_as: None,
+        fetch_token: None,
     }
 }
 

@@ -133,6 +133,7 @@ fn launch_spec(base: &Path, id: ContainerId) -> LaunchSpec {
         local_resources: BTreeMap::new(),
         isolation: gpu_container(),
         run_as: None,
+        fetch_token: None,
     }
 }
 

@@ -488,7 +488,7 @@ fn work_dir_of<'a>(dst: &'a Path, key: &str) -> &'a Path {
 
 /// No directory of `key` below the work dir (which a re-initialized container's user owns)
 /// may be a link: the NM would write through it.
-fn no_links_above(work_dir: &Path, key: &str) -> Result<(), LaunchError> {
+pub(super) fn no_links_above(work_dir: &Path, key: &str) -> Result<(), LaunchError> {
     let rel = Path::new(key);
     let mut at = work_dir.to_path_buf();
     let parents = rel.components().count().saturating_sub(1);
@@ -507,7 +507,11 @@ fn no_links_above(work_dir: &Path, key: &str) -> Result<(), LaunchError> {
 /// Writes `from` into a new file `dst` (0755 when the user may execute the source, else
 /// 0644), never following a link already at `dst` (an existing entry that is not a directory
 /// is removed first).
-fn write_new_file(from: &mut impl Read, dst: &Path, executable: bool) -> Result<(), LaunchError> {
+pub(super) fn write_new_file(
+    from: &mut impl Read,
+    dst: &Path,
+    executable: bool,
+) -> Result<(), LaunchError> {
     if let Some(parent) = dst.parent() {
         fs::create_dir_all(parent).map_err(io_err("create directory", parent))?;
     }

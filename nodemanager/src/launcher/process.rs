@@ -21,7 +21,7 @@ use tracing::{info, warn};
 
 use super::command::plain_argv;
 use super::files::{open_log, open_plain_file, open_work_dir};
-use super::localize::localize_as;
+use super::remote::{localize_resource, Remotes};
 use super::watch::{teardown, Watch, WatchedLimits};
 use super::{
     io_err, spawn, Adoptee, ContainerExecutor, ExecHandle, LaunchError, LaunchSpec, Reattached,
@@ -72,6 +72,8 @@ pub struct ProcessExecutor {
     /// The memory limit (MB) each watched container is held to, shared with its [`Watch`]
     /// so that a container update changes it live.
     limits: WatchedLimits,
+    /// Fetches remote local resources (RM blobs, HTTP(S) URLs); None: they are refused.
+    fetcher: Option<Arc<super::fetch::Fetcher>>,
 }
 
 impl Default for ProcessExecutor {
@@ -94,7 +96,14 @@ impl ProcessExecutor {
             bash,
             enforcement: Enforcement::None,
             limits: WatchedLimits::default(),
+            fetcher: None,
         }
+    }
+
+    /// This executor, fetching remote local resources with `fetcher`.
+    pub fn with_fetcher(mut self, fetcher: super::fetch::Fetcher) -> Self {
+        self.fetcher = Some(Arc::new(fetcher));
+        self
     }
 
     /// An executor that enforces limits as `enforcement` says.
@@ -404,8 +413,13 @@ impl ContainerExecutor for ProcessExecutor {
             }
             _ => spec.work_dir.clone(),
         };
+        let remotes = Remotes {
+            fetcher: self.fetcher.as_deref(),
+            token: spec.fetch_token.as_deref(),
+            scratch: spec.app_local_dirs.first().unwrap_or(&spec.work_dir),
+        };
         for (key, res) in &spec.local_resources {
-            localize_as(&root, key, res, spec.run_as.as_ref())?;
+            localize_resource(&root, key, res, spec.run_as.as_ref(), remotes)?;
         }
         drop(held);
         if let Some(c) = &spec.run_as {

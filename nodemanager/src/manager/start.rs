@@ -276,6 +276,10 @@ impl Manager {
             isolation: crate::isolation::IsolationSpec::for_resource(&ident.resource.to_resource())
                 .with_node_policy(&self.ctx.isolation),
             run_as: None,
+            fetch_token: self
+                .keys
+                .current()
+                .map(|k| spindle_common::token::issue_container_token(k, ident)),
         }
     }
 

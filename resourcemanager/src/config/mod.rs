@@ -4,6 +4,7 @@
 //! (`capacity-scheduler.xml`) is [`capacity`].
 
 pub mod auth;
+pub mod blobs;
 pub mod capacity;
 pub mod hosts;
 pub mod stray;
@@ -263,6 +264,8 @@ pub struct RmConfig {
     pub cluster_secret: Option<spindle_common::cluster_secret::ClusterSecret>,
     /// `yarn.resourcemanager.container-tokens.master-key-rolling-interval-secs`, in ms.
     pub container_key_rolling_ms: u64,
+    /// Where shipped files live and their limits (`spindle.resourcemanager.blob-store.*`).
+    pub blobs: blobs::BlobStoreConfig,
 }
 
 impl RmConfig {
@@ -330,6 +333,7 @@ impl RmConfig {
             rm_hostname: conf
                 .get_nonempty(keys::RM_HOSTNAME)?
                 .filter(|h| !spindle_common::net::is_wildcard(h)),
+            blobs: blobs::BlobStoreConfig::from_conf(conf, Path::new(&store_path))?,
             store_path: PathBuf::from(store_path),
             cluster_id: conf.get_string(keys::RM_CLUSTER_ID, keys::DEFAULT_RM_CLUSTER_ID)?,
             core,

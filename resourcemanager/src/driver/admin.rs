@@ -143,6 +143,18 @@ impl Driver {
                 let r = self.store.is_user_token_cancelled(seq, now);
                 self.settle_and_reply(r.map_err(RmError::from), Durability::Logged, reply);
             }
+            QueryCommand::OpenContainerToken { token, reply } => {
+                use spindle_common::token::{open_container_token, ContainerKeys, TokenError};
+                // A key rolled but not yet active is one NMs already hold and sign with.
+                let r = match open_container_token(self.core.container_keys(), &token) {
+                    Err(TokenError::UnknownMasterKey { .. }) => open_container_token(
+                        &ContainerKeys::new(self.core.newest_container_key().clone()),
+                        &token,
+                    ),
+                    r => r,
+                };
+                self.settle_and_reply(Ok(r), Durability::Logged, reply);
+            }
         }
     }
 }

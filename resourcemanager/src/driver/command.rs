@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use spindle_common::states::FinalApplicationStatus;
-use spindle_common::token::ContainerKey;
+use spindle_common::token::{ContainerKey, ContainerTokenIdentifier, TokenError};
 use spindle_common::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId, Resource};
 use tokio::sync::oneshot;
 
@@ -193,6 +193,13 @@ pub enum QueryCommand {
     },
     /// Whether a user token was cancelled (the state store is the one place that knows).
     UserTokenCancelled { seq: u64, reply: Reply<bool> },
+    /// An NM's download from the blob store: the identifier of a container token whose
+    /// signature one of the RM's container-token master keys verifies (expiry not checked:
+    /// the token proves its application, as for an NM's stop calls).
+    OpenContainerToken {
+        token: String,
+        reply: Reply<Result<ContainerTokenIdentifier, TokenError>>,
+    },
 }
 
 /// What an NM says of itself: its partition (distributed configuration) and its
@@ -317,6 +324,7 @@ impl Command {
                 QueryCommand::GetSchedulerConf(..) => "get_scheduler_conf",
                 QueryCommand::Accounting { .. } => "accounting",
                 QueryCommand::UserTokenCancelled { .. } => "user_token_cancelled",
+                QueryCommand::OpenContainerToken { .. } => "open_container_token",
             },
             Command::Snapshot(_) => "snapshot",
         }
@@ -382,6 +390,7 @@ impl Command {
                 | QueryCommand::GetSchedulerConf(..) => info_span!("check_access"),
                 QueryCommand::Accounting { .. } => info_span!("accounting"),
                 QueryCommand::UserTokenCancelled { .. } => info_span!("user_token_cancelled"),
+                QueryCommand::OpenContainerToken { .. } => info_span!("open_container_token"),
             },
             Command::Snapshot(_) => tracing::Span::none(),
         }

@@ -66,7 +66,32 @@ pub struct DriverHandle {
     snapshot: watch::Receiver<Arc<Snapshot>>,
 }
 
+/// A handle that does not keep the driver running (its task ends when the last
+/// [`DriverHandle`] is dropped): for background tasks such as the blob cleaner.
+#[derive(Clone)]
+pub struct WeakDriverHandle {
+    tx: mpsc::WeakSender<Command>,
+    snapshot: watch::Receiver<Arc<Snapshot>>,
+}
+
+impl WeakDriverHandle {
+    /// The handle, while the driver runs.
+    pub fn upgrade(&self) -> Option<DriverHandle> {
+        Some(DriverHandle {
+            tx: self.tx.upgrade()?,
+            snapshot: self.snapshot.clone(),
+        })
+    }
+}
+
 impl DriverHandle {
+    pub fn downgrade(&self) -> WeakDriverHandle {
+        WeakDriverHandle {
+            tx: self.tx.downgrade(),
+            snapshot: self.snapshot.clone(),
+        }
+    }
+
     /// A snapshot as of this call: it queues behind every command sent before it, so a
     /// client reads its own writes. Falls back to the last one published if the driver is
     /// gone.

@@ -25,8 +25,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use prometheus::{
-    Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 use spindle_common::resource::{GPU, MEMORY_MB, VCORES};
 
@@ -55,6 +55,50 @@ pub struct RmMetrics {
     http: HistogramVec,
     core_calls: HistogramVec,
     gang_wait: Histogram,
+    blobs: BlobCounters,
+}
+
+/// The blob store's event counters (`spindle_rm_blob_*`).
+struct BlobCounters {
+    uploaded_bytes: IntCounter,
+    uploads: IntCounter,
+    skipped: IntCounter,
+    downloaded_bytes: IntCounter,
+    removed: IntCounter,
+}
+
+impl BlobCounters {
+    fn new(registry: &Registry) -> Self {
+        let c = |name: &str, help: &str| {
+            let c = IntCounter::new(name, help).expect("valid counter");
+            registry
+                .register(Box::new(c.clone()))
+                .expect("unique metric names");
+            c
+        };
+        Self {
+            uploaded_bytes: c(
+                "spindle_rm_blob_uploaded_bytes_total",
+                "Bytes clients uploaded to the blob store (shipped files, whether new or already stored).",
+            ),
+            uploads: c(
+                "spindle_rm_blob_uploads_total",
+                "Uploads that stored a new blob.",
+            ),
+            skipped: c(
+                "spindle_rm_blob_uploads_skipped_total",
+                "Shipped files a client did not upload because the blob store held their digest for the caller already.",
+            ),
+            downloaded_bytes: c(
+                "spindle_rm_blob_downloaded_bytes_total",
+                "Bytes of blobs served to NodeManagers and clients.",
+            ),
+            removed: c(
+                "spindle_rm_blobs_removed_total",
+                "Blobs the cleaner removed (no live application used them and their retention had passed).",
+            ),
+        }
+    }
 }
 
 impl std::fmt::Debug for RmMetrics {
@@ -111,6 +155,7 @@ impl RmMetrics {
             .buckets(GANG_WAIT_BUCKETS.to_vec()),
         )
         .expect("valid histogram");
+        let blobs = BlobCounters::new(&registry);
         for c in [
             Box::new(http.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(core_calls.clone()),
@@ -123,7 +168,34 @@ impl RmMetrics {
             http,
             core_calls,
             gang_wait,
+            blobs,
         }
+    }
+
+    /// A new blob of `bytes` was stored.
+    pub fn blob_uploaded(&self, bytes: u64) {
+        self.blobs.uploads.inc();
+        self.blobs.uploaded_bytes.inc_by(bytes);
+    }
+
+    /// `bytes` were uploaded for a digest already stored (a new holder proving it).
+    pub fn blob_received(&self, bytes: u64) {
+        self.blobs.uploaded_bytes.inc_by(bytes);
+    }
+
+    /// A client's claim found the digest held: nothing was uploaded.
+    pub fn blob_upload_skipped(&self) {
+        self.blobs.skipped.inc();
+    }
+
+    /// A blob of `bytes` is being served.
+    pub fn blob_downloaded(&self, bytes: u64) {
+        self.blobs.downloaded_bytes.inc_by(bytes);
+    }
+
+    /// The cleaner removed `n` blobs.
+    pub fn blobs_removed(&self, n: u64) {
+        self.blobs.removed.inc_by(n);
     }
 
     /// One core call the driver made (`call` is a fixed name, never user input).

@@ -11,6 +11,7 @@
 mod admin;
 mod am;
 mod auth;
+mod blobs;
 mod cluster;
 mod groups;
 mod master_key;
@@ -44,6 +45,8 @@ pub struct RmInfo {
     pub conf: Arc<RmConfig>,
     /// The `/metrics` event series the router's middleware and the driver record.
     pub metrics: Arc<RmMetrics>,
+    /// The files clients ship (`crate::blobs`).
+    pub blobs: Arc<crate::blobs::BlobStore>,
 }
 
 #[derive(Clone)]
@@ -53,6 +56,7 @@ pub(crate) struct AppState {
     pub groups: Arc<groups::Groups>,
     /// How cluster callers are authenticated.
     pub auth: Arc<auth::Auth>,
+    pub blobs: Arc<crate::blobs::BlobStore>,
 }
 
 impl AppState {
@@ -71,11 +75,13 @@ pub fn router(driver: DriverHandle, info: RmInfo) -> Router {
     let request_metrics = info.metrics.clone();
     let node_auth = node_auth::NodeAuth::from_conf(&info.conf);
     let auth = Arc::new(auth::Auth::new(&info.conf.auth));
+    let blobs = info.blobs.clone();
     let state = AppState {
         driver,
         info,
         groups,
         auth,
+        blobs,
     };
     // Every cluster call is authenticated (and its refusals audited); the AM, node-tracker,
     // metrics and web routes have their own rules.
@@ -84,6 +90,7 @@ pub fn router(driver: DriverHandle, info: RmInfo) -> Router {
         .merge(schedconf::routes())
         .merge(admin::routes())
         .merge(auth::routes())
+        .merge(blobs::cluster_routes())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,
@@ -91,6 +98,7 @@ pub fn router(driver: DriverHandle, info: RmInfo) -> Router {
     Router::new()
         .merge(cluster)
         .merge(am::routes())
+        .merge(blobs::localizer_routes())
         .merge(tracker::routes(node_auth))
         .merge(metrics::routes())
         .merge(web::routes().layer(axum::middleware::from_fn_with_state(

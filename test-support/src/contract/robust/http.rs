@@ -90,8 +90,9 @@ fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
-/// Parses a whole response; None if it is incomplete.
-fn parse_response(buf: &[u8]) -> Option<Resp> {
+/// Parses a whole response; None if it is incomplete. The answer to a HEAD request has no
+/// body whatever its `Content-Length` says (RFC 9110, 9.3.2).
+fn parse_response(buf: &[u8], head_request: bool) -> Option<Resp> {
     let end = buf.windows(4).position(|w| w == b"\r\n\r\n")?;
     let head = String::from_utf8_lossy(&buf[..end]);
     let rest = &buf[end + 4..];
@@ -110,7 +111,9 @@ fn parse_response(buf: &[u8]) -> Option<Resp> {
             _ => {}
         }
     }
-    let body = if chunked {
+    let body = if head_request {
+        Vec::new()
+    } else if chunked {
         dechunk(rest)?
     } else if let Some(n) = length {
         rest.get(..n)?.to_vec()
@@ -193,7 +196,7 @@ pub fn send(addr: SocketAddr, r: &Req) -> Result<Resp, String> {
             let _ = stream.shutdown(Shutdown::Both);
             return hang();
         };
-        match parse_response(&buf) {
+        match parse_response(&buf, r.method.eq_ignore_ascii_case("HEAD")) {
             Some(resp) => Ok(resp),
             None => Err(format!(
                 "connection closed without a whole answer (read: {read:?}, write: {wrote:?}, {} bytes: {:?})",
