@@ -18,6 +18,7 @@
 //!
 //! Must not: decide whether an application can be served (the pass does).
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 use spindle_common::{ApplicationId, Resource};
@@ -68,7 +69,7 @@ pub(super) struct Resumes {
     parts: BTreeMap<String, PartitionRuns>,
     /// Per leaf: how often something raised its user limit (its usage grew, or one of its
     /// users left).
-    limit_moves: BTreeMap<QueueIdx, u64>,
+    limit_moves: Vec<u64>,
 }
 
 impl Resumes {
@@ -93,7 +94,7 @@ impl Resumes {
         }
         let moves = &self.limit_moves;
         p.leaves.retain(|leaf, r| {
-            let limit_rose = moves.get(leaf).copied().unwrap_or(0) != r.limit_moves;
+            let limit_rose = moves.get(leaf.0).copied().unwrap_or(0) != r.limit_moves;
             !(r.why.passing || r.why.user_limited && limit_rose)
         });
         std::mem::take(&mut p.failed_shapes)
@@ -137,25 +138,25 @@ impl Resumes {
     /// The run of `leaf` in `part` now ends at `cursor`; `why` says why its newest
     /// applications were passed over (added to what the run already carried).
     pub(super) fn extend(&mut self, part: &str, leaf: QueueIdx, cursor: OrderEntry, why: RunWhy) {
-        let moves = self.limit_moves.get(&leaf).copied().unwrap_or(0);
         let Some(p) = self.parts.get_mut(part) else {
             return;
         };
-        // A run extended keeps the moves it began with: a limit that rose since then may
-        // have let its first applications through.
-        let run = match p.leaves.get(&leaf) {
-            Some(r) => Run {
-                cursor,
-                why: r.why.and(why),
-                limit_moves: r.limit_moves,
-            },
-            None => Run {
-                cursor,
-                why,
-                limit_moves: moves,
-            },
-        };
-        p.leaves.insert(leaf, run);
+        match p.leaves.entry(leaf) {
+            // A run extended keeps the moves it began with: a limit that rose since then may
+            // have let its first applications through.
+            Entry::Occupied(mut e) => {
+                let r = e.get_mut();
+                r.cursor = cursor;
+                r.why = r.why.and(why);
+            }
+            Entry::Vacant(e) => {
+                e.insert(Run {
+                    cursor,
+                    why,
+                    limit_moves: self.limit_moves.get(leaf.0).copied().unwrap_or(0),
+                });
+            }
+        }
     }
 
     /// An application of `leaf` at `entry` asks anew or was re-ordered: a run through it
@@ -178,6 +179,9 @@ impl Resumes {
     /// Something raised `leaf`'s user limit (its usage grew, or a user left): a run a user
     /// limit stopped is walked again from the next pass.
     pub(super) fn limit_moved(&mut self, leaf: QueueIdx) {
-        *self.limit_moves.entry(leaf).or_insert(0) += 1;
+        if self.limit_moves.len() <= leaf.0 {
+            self.limit_moves.resize(leaf.0 + 1, 0);
+        }
+        self.limit_moves[leaf] += 1;
     }
 }
