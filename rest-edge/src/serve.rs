@@ -1,17 +1,21 @@
 //! The HTTP serve loop both daemons use: accepts on a [`TcpListener`], serves an axum
 //! [`Router`] over HTTP/1.1 (hyper's connection builder), and bounds what a caller can hold:
 //!
-//! - at most `spindle.http.max-connections` open connections; past it a new connection is
-//!   closed at once (accept never blocks, so the listener's queue never fills with callers
-//!   who would wait for nothing);
-//! - at most `spindle.http.max-connections-per-peer` from one IP address;
+//! - at most `spindle.http.max-connections` open connections, and at most
+//!   `spindle.http.max-connections-per-peer` from one IP address; a new connection past a cap
+//!   is not reset: it waits for a place (bounded, with a deadline) while the oldest idle
+//!   connection in the cap's scope is asked to close ([`admission`] has the rules);
+//! - near the open-file limit (`RLIMIT_NOFILE`, read at each accept, less
+//!   `spindle.http.reserved-file-descriptors`) every new connection has the connection idle
+//!   the longest closed, so idle connections never cost a request its descriptor;
 //! - a connection that has not sent a whole request head within
 //!   `spindle.http.header-read-timeout-ms` (from its start, or from the first byte of a later
 //!   request on a kept-alive connection; a TLS handshake counts in the same time) is closed;
 //! - a kept-alive connection idle (no request in flight, no byte either way) for
 //!   `spindle.http.idle-timeout-ms` is closed;
-//! - an accept error (`EMFILE`: out of file descriptors) never ends the loop: it waits a
-//!   moment and accepts again, logging once per burst.
+//! - an accept error (`EMFILE`: out of file descriptors) never ends the loop: it closes idle
+//!   connections to free descriptors (or, with none idle, waits a moment) and accepts again,
+//!   logging once per burst; the connections waiting in the listener's backlog are kept.
 //!
 //! With `yarn.http.policy` `HTTPS_ONLY` every connection is TLS (rustls, the certificate and
 //! key of `spindle.ssl.server.certificate-file` / `private-key-file`, loaded and checked
@@ -25,16 +29,17 @@
 //!
 //! Must not: know either daemon's routes or state.
 
-use std::collections::HashMap;
+mod admission;
+mod track;
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -45,18 +50,25 @@ use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use spindle_common::config::{keys, ConfigError, Configuration};
 use spindle_common::tls::{place, ClientTls, HttpPolicy, TlsConfError};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
+
+use admission::{Admission, Caps, Entry, Refusal, Scope, Slot};
 use tokio::time::Instant;
 use tower::ServiceExt;
 use tracing::{debug, info, warn};
+use track::{Expiry, Track, TrackedIo};
 
 /// How long the loop waits after an accept error that is not the caller's (out of file
 /// descriptors or memory) before accepting again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// At most one WARN line per this period for each kind of turned-away connection.
 const WARN_EVERY: Duration = Duration::from_secs(10);
+/// How often a waiting connection asks again for an idle one to close.
+const EVICT_RETRY: Duration = Duration::from_millis(250);
+/// How many idle connections one `EMFILE` at accept closes.
+const SHED_ON_EMFILE: usize = 8;
 
 /// The limits of the serve loop (see the module doc), and its TLS identity under
 /// `HTTPS_ONLY`.
@@ -66,6 +78,12 @@ pub struct HttpServerConfig {
     pub max_connections_per_peer: usize,
     pub header_read_timeout: Duration,
     pub idle_timeout: Duration,
+    /// Most connections of one peer waiting for a place at once.
+    pub max_queued_connections_per_peer: usize,
+    /// How long a connection may wait for a place.
+    pub connection_queue_timeout: Duration,
+    /// Descriptors left to the rest of the daemon under the open-file limit.
+    pub reserved_file_descriptors: u64,
     /// `Some` exactly when `yarn.http.policy` is `HTTPS_ONLY`.
     pub tls: Option<ServerTls>,
     /// What the daemon's own HTTP client (RM to NM, NM to RM) dials and trusts: the same
@@ -185,6 +203,12 @@ impl Default for HttpServerConfig {
             max_connections_per_peer: keys::DEFAULT_HTTP_MAX_CONNECTIONS_PER_PEER as usize,
             header_read_timeout: Duration::from_millis(keys::DEFAULT_HTTP_HEADER_READ_TIMEOUT_MS),
             idle_timeout: Duration::from_millis(keys::DEFAULT_HTTP_IDLE_TIMEOUT_MS),
+            max_queued_connections_per_peer: keys::DEFAULT_HTTP_MAX_QUEUED_CONNECTIONS_PER_PEER
+                as usize,
+            connection_queue_timeout: Duration::from_millis(
+                keys::DEFAULT_HTTP_CONNECTION_QUEUE_TIMEOUT_MS,
+            ),
+            reserved_file_descriptors: keys::DEFAULT_HTTP_RESERVED_FILE_DESCRIPTORS,
             tls: None,
             client: ClientTls::default(),
         }
@@ -261,6 +285,18 @@ impl HttpServerConfig {
                 keys::HTTP_IDLE_TIMEOUT_MS,
                 keys::DEFAULT_HTTP_IDLE_TIMEOUT_MS,
             )?),
+            max_queued_connections_per_peer: positive(
+                keys::HTTP_MAX_QUEUED_CONNECTIONS_PER_PEER,
+                keys::DEFAULT_HTTP_MAX_QUEUED_CONNECTIONS_PER_PEER,
+            )? as usize,
+            connection_queue_timeout: Duration::from_millis(positive(
+                keys::HTTP_CONNECTION_QUEUE_TIMEOUT_MS,
+                keys::DEFAULT_HTTP_CONNECTION_QUEUE_TIMEOUT_MS,
+            )?),
+            reserved_file_descriptors: conf.get_u64(
+                keys::HTTP_RESERVED_FILE_DESCRIPTORS,
+                keys::DEFAULT_HTTP_RESERVED_FILE_DESCRIPTORS,
+            )?,
             tls: match HttpPolicy::from_conf(conf)? {
                 HttpPolicy::HttpOnly => None,
                 HttpPolicy::HttpsOnly => {
@@ -303,12 +339,14 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
 ) -> io::Result<()> {
     let shared = Arc::new(Shared {
+        admission: Admission::new(Caps {
+            total: conf.max_connections,
+            per_peer: conf.max_connections_per_peer,
+            queued_per_peer: conf.max_queued_connections_per_peer,
+        }),
         conf,
-        open: AtomicUsize::new(0),
-        per_peer: Mutex::new(HashMap::new()),
-        drained: Notify::new(),
-        over_total: RateLimited::default(),
-        over_peer: RateLimited::default(),
+        refused: RateLimited::default(),
+        evicted: RateLimited::default(),
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::pin!(shutdown);
@@ -337,43 +375,40 @@ pub async fn serve(
                 if failing == 0 {
                     warn!(
                         error = %e,
-                        "cannot accept connections (out of file descriptors?); retrying every {} ms",
+                        "cannot accept connections (out of file descriptors?); closing idle connections, or retrying every {} ms",
                         ACCEPT_BACKOFF.as_millis()
                     );
                 }
                 failing += 1;
+                // Out of descriptors: idle connections make room for those in the backlog.
+                let shed = (0..SHED_ON_EMFILE)
+                    .take_while(|_| shared.evict(Scope::All, Pressure::AcceptFailed))
+                    .count();
+                let pause = if shed > 0 {
+                    Duration::from_millis(5)
+                } else {
+                    ACCEPT_BACKOFF
+                };
                 tokio::select! {
                     biased;
                     _ = &mut shutdown => break,
-                    _ = tokio::time::sleep(ACCEPT_BACKOFF) => continue,
+                    _ = tokio::time::sleep(pause) => continue,
                 }
             }
         };
-        let Some(slot) = Slot::admit(&shared, peer.ip()) else {
-            // Dropped here: closed at once, before a byte is read.
-            drop(stream);
-            continue;
-        };
+        shared.make_room_for_descriptors();
         let _ = stream.set_nodelay(true);
         tokio::spawn(connection(
             stream,
             peer,
             router.clone(),
-            slot,
+            Arc::clone(&shared),
             stop_rx.clone(),
         ));
     }
     drop(listener);
     let _ = stop_tx.send(true);
-    loop {
-        let drained = shared.drained.notified();
-        tokio::pin!(drained);
-        drained.as_mut().enable();
-        if shared.open.load(Ordering::Acquire) == 0 {
-            break;
-        }
-        drained.await;
-    }
+    shared.admission.drained().await;
     Ok(())
 }
 
@@ -388,15 +423,136 @@ fn is_per_connection(e: &io::Error) -> bool {
     )
 }
 
+/// The open-file soft limit now (`RLIMIT_NOFILE`; `None` when it cannot be read).
+fn open_file_limit() -> Option<u64> {
+    use nix::sys::resource::{getrlimit, Resource};
+    getrlimit(Resource::RLIMIT_NOFILE)
+        .ok()
+        .map(|(soft, _)| soft)
+}
+
 /// What every connection of one serve loop shares.
 struct Shared {
     conf: HttpServerConfig,
-    open: AtomicUsize,
-    per_peer: Mutex<HashMap<IpAddr, usize>>,
-    /// Woken when the last connection closes.
-    drained: Notify,
-    over_total: RateLimited,
-    over_peer: RateLimited,
+    admission: Arc<Admission>,
+    refused: RateLimited,
+    evicted: RateLimited,
+}
+
+/// Why an idle connection is asked to close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pressure {
+    /// A new connection from this peer waits: the peer holds its cap.
+    PeerCap(std::net::IpAddr, usize),
+    /// A new connection waits: the total cap is reached.
+    TotalCap(usize),
+    /// This many connections are held, near the open-file limit.
+    FileLimit { held: usize, limit: u64 },
+    /// Accepting failed for want of descriptors.
+    AcceptFailed,
+}
+
+impl std::fmt::Display for Pressure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::PeerCap(peer, max) => write!(
+                f,
+                "a new connection from {peer} waits: it holds {max} open, the limit per peer (spindle.http.max-connections-per-peer)"
+            ),
+            Self::TotalCap(max) => write!(
+                f,
+                "a new connection waits: {max} are open, the limit (spindle.http.max-connections)"
+            ),
+            Self::FileLimit { held, limit } => write!(
+                f,
+                "{held} connections are held and the open-file limit (RLIMIT_NOFILE) is {limit}, less spindle.http.reserved-file-descriptors"
+            ),
+            Self::AcceptFailed => write!(f, "accepting failed: out of file descriptors"),
+        }
+    }
+}
+
+impl Shared {
+    /// Asks the connection idle the longest in `scope` to close; whether one was asked.
+    fn evict(&self, scope: Scope, why: Pressure) -> bool {
+        let Some((victim, idle)) = self.admission.evict_one(scope) else {
+            return false;
+        };
+        if let Some(unlogged) = self.evicted.should_log() {
+            warn!(
+                peer = %victim,
+                "closing the connection from {victim} idle for {} ms to make room: {why}; {unlogged} more closed so since the last such line",
+                idle.as_millis()
+            );
+        }
+        true
+    }
+
+    /// Near the open-file limit, has the connection idle the longest closed for the one just
+    /// accepted.
+    fn make_room_for_descriptors(&self) {
+        let Some(limit) = open_file_limit() else {
+            return;
+        };
+        let held = self.admission.held() + 1;
+        if held as u64 + self.conf.reserved_file_descriptors >= limit {
+            self.evict(Scope::All, Pressure::FileLimit { held, limit });
+        }
+    }
+
+    fn pressure(&self, scope: Scope) -> Pressure {
+        match scope {
+            Scope::Peer(peer) => Pressure::PeerCap(peer, self.conf.max_connections_per_peer),
+            Scope::All => Pressure::TotalCap(self.conf.max_connections),
+        }
+    }
+
+    /// A place for a new connection from `peer`: at once, or after waiting (asking idle
+    /// connections to close meanwhile), or a refusal.
+    async fn admit(
+        &self,
+        peer: SocketAddr,
+        track: &Arc<Track>,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Result<Slot, Refusal> {
+        let (mut ticket, scope) = match self.admission.enter(peer.ip(), track)? {
+            Entry::Admitted(slot) => return Ok(slot),
+            Entry::Queued(ticket, scope) => (ticket, scope),
+        };
+        debug!(peer = %peer, "a new connection waits for a place");
+        self.evict(scope, self.pressure(scope));
+        let since = Instant::now();
+        let deadline = since + self.conf.connection_queue_timeout;
+        enum Woken {
+            Granted,
+            Retry,
+            Timeout,
+            Stop,
+        }
+        loop {
+            let woken = tokio::select! {
+                biased;
+                _ = ticket.granted() => Woken::Granted,
+                _ = stop.wait_for(|s| *s) => Woken::Stop,
+                _ = tokio::time::sleep_until(deadline) => Woken::Timeout,
+                _ = tokio::time::sleep(EVICT_RETRY) => Woken::Retry,
+            };
+            match woken {
+                Woken::Granted => return Ok(ticket.into_slot()),
+                Woken::Stop => return Err(Refusal::ShuttingDown),
+                Woken::Timeout => {
+                    return Err(Refusal::Timeout {
+                        waited: since.elapsed(),
+                    })
+                }
+                Woken::Retry => {
+                    if let Some(scope) = self.admission.scope_for(peer.ip()) {
+                        self.evict(scope, self.pressure(scope));
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A WARN at most once per [`WARN_EVERY`], counting the events it did not log.
@@ -424,250 +580,40 @@ impl RateLimited {
     }
 }
 
-/// One admitted connection's place under the caps; given back when dropped.
-struct Slot {
-    shared: Arc<Shared>,
-    peer: IpAddr,
-}
-
-impl Slot {
-    /// Takes a place for a connection from `peer`, or says (rate-limited) why there is none.
-    fn admit(shared: &Arc<Shared>, peer: IpAddr) -> Option<Slot> {
-        let max = shared.conf.max_connections;
-        let open = shared.open.fetch_add(1, Ordering::AcqRel);
-        if open >= max {
-            shared.open.fetch_sub(1, Ordering::AcqRel);
-            if let Some(unlogged) = shared.over_total.should_log() {
-                warn!(
-                    peer = %peer,
-                    open,
-                    "closing a new connection from {peer}: {open} connections are open, the limit (spindle.http.max-connections) is {max}; {unlogged} more turned away since the last such line"
-                );
-            }
-            return None;
-        }
-        let per_peer_max = shared.conf.max_connections_per_peer;
-        let mut per_peer = shared.per_peer.lock().unwrap_or_else(|p| p.into_inner());
-        let n = per_peer.entry(peer).or_insert(0);
-        if *n >= per_peer_max {
-            let held = *n;
-            drop(per_peer);
-            shared.open.fetch_sub(1, Ordering::AcqRel);
-            if let Some(unlogged) = shared.over_peer.should_log() {
-                warn!(
-                    peer = %peer,
-                    open = held,
-                    "closing a new connection from {peer}: it has {held} open, the limit per peer (spindle.http.max-connections-per-peer) is {per_peer_max}; {unlogged} more turned away since the last such line"
-                );
-            }
-            return None;
-        }
-        *n += 1;
-        Some(Slot {
-            shared: Arc::clone(shared),
-            peer,
-        })
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        {
-            let mut per_peer = self
-                .shared
-                .per_peer
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            if let Some(n) = per_peer.get_mut(&self.peer) {
-                *n -= 1;
-                if *n == 0 {
-                    per_peer.remove(&self.peer);
-                }
-            }
-        }
-        if self.shared.open.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.shared.drained.notify_waiters();
-        }
-    }
-}
-
-/// Where one connection stands, for its header-read and idle deadlines.
-struct Track {
-    state: Mutex<TrackState>,
-    /// Woken when a request starts or ends (the deadline moves).
-    changed: Notify,
-}
-
-struct TrackState {
-    started: Instant,
-    /// Requests whose answer is not yet complete.
-    in_flight: usize,
-    /// Requests whose head arrived.
-    served: u64,
-    /// The first byte of a request head not yet complete, on a kept-alive connection.
-    head_since: Option<Instant>,
-    /// The last byte read or written.
-    last_activity: Instant,
-}
-
-/// Why a connection was closed by its deadline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Expiry {
-    HeaderRead,
-    Idle,
-}
-
-impl Track {
-    fn new() -> Self {
-        let now = Instant::now();
-        Self {
-            state: Mutex::new(TrackState {
-                started: now,
-                in_flight: 0,
-                served: 0,
-                head_since: None,
-                last_activity: now,
-            }),
-            changed: Notify::new(),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, TrackState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn on_read(&self) {
-        let now = Instant::now();
-        let mut s = self.lock();
-        s.last_activity = now;
-        if s.in_flight == 0 && s.served > 0 && s.head_since.is_none() {
-            s.head_since = Some(now);
-        }
-    }
-
-    fn on_write(&self) {
-        self.lock().last_activity = Instant::now();
-    }
-
-    fn request_started(self: &Arc<Self>) -> InFlight {
-        {
-            let mut s = self.lock();
-            s.in_flight += 1;
-            s.served += 1;
-            s.head_since = None;
-            s.last_activity = Instant::now();
-        }
-        self.changed.notify_one();
-        InFlight(Arc::clone(self))
-    }
-
-    /// When this connection is closed unless something happens first, and why; `None` while
-    /// a request is in flight.
-    fn deadline(&self, conf: &HttpServerConfig) -> Option<(Instant, Expiry)> {
-        let s = self.lock();
-        if s.in_flight > 0 {
-            None
-        } else if s.served == 0 {
-            Some((s.started + conf.header_read_timeout, Expiry::HeaderRead))
-        } else if let Some(t) = s.head_since {
-            Some((t + conf.header_read_timeout, Expiry::HeaderRead))
-        } else {
-            Some((s.last_activity + conf.idle_timeout, Expiry::Idle))
-        }
-    }
-}
-
-/// A request in flight; its end moves the connection's deadline.
-struct InFlight(Arc<Track>);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        {
-            let mut s = self.0.lock();
-            s.in_flight -= 1;
-            s.last_activity = Instant::now();
-        }
-        self.0.changed.notify_one();
-    }
-}
-
-/// The connection's byte stream, noting every read and write in its [`Track`].
-struct TrackedIo<I> {
-    inner: I,
-    track: Arc<Track>,
-}
-
-impl<I: AsyncRead + Unpin> AsyncRead for TrackedIo<I> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.track.on_read();
-        }
-        r
-    }
-}
-
-impl<I: AsyncWrite + Unpin> AsyncWrite for TrackedIo<I> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            self.track.on_write();
-        }
-        r
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            self.track.on_write();
-        }
-        r
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-/// Serves one connection (after its TLS handshake, which must end within the header-read
-/// timeout) until it ends, its deadline passes, or (after shutdown) its last request is
-/// answered.
+/// Serves one connection once it has a place (after its TLS handshake, which must end
+/// within the header-read timeout) until it ends, its deadline passes, it is closed idle to
+/// make room, or (after shutdown) its last request is answered.
 async fn connection(
     stream: TcpStream,
     peer: SocketAddr,
     router: Router,
-    slot: Slot,
-    stop: watch::Receiver<bool>,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
 ) {
-    let conf = &slot.shared.conf;
     let track = Arc::new(Track::new());
+    let slot = match shared.admit(peer, &track, &mut stop).await {
+        Ok(slot) => slot,
+        Err(refusal) => {
+            if refusal != Refusal::ShuttingDown {
+                if let Some(unlogged) = shared.refused.should_log() {
+                    warn!(
+                        peer = %peer,
+                        "closing a new connection from {}: {refusal}; {unlogged} more turned away since the last such line",
+                        peer.ip()
+                    );
+                }
+            }
+            return;
+        }
+    };
+    let conf = &shared.conf;
+    let fd = stream.as_raw_fd();
     match &conf.tls {
-        None => http(stream, peer, router, conf, track, stop).await,
+        None => http(stream, fd, peer, router, conf, track, stop).await,
         Some(tls) => {
             let by = Instant::now() + conf.header_read_timeout;
             match tokio::time::timeout_at(by, tls.acceptor.accept(stream)).await {
-                Ok(Ok(s)) => http(s, peer, router, conf, track, stop).await,
+                Ok(Ok(s)) => http(s, fd, peer, router, conf, track, stop).await,
                 Ok(Err(e)) => debug!(peer = %peer, error = %e, "TLS handshake failed"),
                 Err(_) => debug!(peer = %peer, "no TLS handshake within the header-read timeout"),
             }
@@ -679,6 +625,7 @@ async fn connection(
 /// HTTP/1.1 on one connection's byte stream, under its deadlines.
 async fn http<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     stream: I,
+    fd: RawFd,
     peer: SocketAddr,
     router: Router,
     conf: &HttpServerConfig,
@@ -717,6 +664,9 @@ async fn http<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         let deadline = track.deadline(conf);
         let changed = track.changed.notified();
         tokio::select! {
+            // The connection first: a request that arrived is read before an ask to close
+            // is answered.
+            biased;
             r = conn.as_mut() => {
                 if let Err(e) = r {
                     debug!(peer = %peer, error = %e, "connection ended with an error");
@@ -728,6 +678,12 @@ async fn http<I: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                 conn.as_mut().graceful_shutdown();
             }
             _ = changed => {}
+            _ = track.close_if_idle.notified() => {
+                if track.closes_when_asked(fd) {
+                    debug!(peer = %peer, "closing the idle connection to make room");
+                    break;
+                }
+            }
             _ = sleep_until(deadline) => {
                 if let Some((at, why)) = track.deadline(conf) {
                     if at <= Instant::now() {

@@ -367,3 +367,66 @@ fn idle_connections_are_closed_at_the_header_read_timeout() {
     let (status, _) = c.get("/ws/v1/cluster/info");
     assert_eq!(status, 200);
 }
+
+/// The held-out probe: the RM's open-file limit (soft and hard) lowered to 1,024 with
+/// `prlimit`, 1,100 idle connections held from one other peer (past its per-peer cap and,
+/// with the RM's own descriptors, past the limit), then 14 probe requests on fresh
+/// connections: every one is answered 200 at once, without waiting for the idle ones'
+/// timeouts (the header-read timeout is 120 s here). Runs in a few seconds.
+#[test]
+fn with_the_open_file_limit_at_1024_and_1100_idle_connections_every_probe_is_answered() {
+    raise_nofile();
+    if std::process::Command::new("prlimit")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "prlimit (util-linux) is missing"
+        );
+        eprintln!("skipped: prlimit (util-linux) is missing");
+        return;
+    }
+    let c = Cluster::start(ClusterOpts {
+        nodes: 0,
+        rm_props: vec![(
+            "spindle.http.header-read-timeout-ms".to_string(),
+            "120000".to_string(),
+        )],
+        nm_props: vec![],
+    });
+    let out = std::process::Command::new("prlimit")
+        .args(["--pid", &c.rm.pid().to_string(), "--nofile=1024:1024"])
+        .output()
+        .expect("run prlimit");
+    assert!(out.status.success(), "prlimit: {out:?}");
+    let rm = addr(&c.rm_addr);
+    let started = Instant::now();
+    let idle: Vec<TcpStream> = (0..1100)
+        .map(|_| connect_from(Ipv4Addr::new(127, 0, 0, 8), rm))
+        .collect();
+    eprintln!(
+        "opened {} idle connections in {:?}",
+        idle.len(),
+        started.elapsed()
+    );
+    // Past the grace an idle connection keeps before it may be closed to make room.
+    std::thread::sleep(Duration::from_millis(1500));
+    let t = Instant::now();
+    for i in 0..14 {
+        let (status, v) = c.get("/ws/v1/cluster/info");
+        assert_eq!(status, 200, "probe {i}: {v}");
+    }
+    eprintln!("14 probes answered in {:?}", t.elapsed());
+    let closed = idle.iter().filter(|s| !still_open(s)).count();
+    eprintln!("{closed} idle connections were closed to make room");
+    assert!(
+        c.rm.log_text().contains("to make room"),
+        "the RM logs the idle connections it closed:\n{}",
+        c.rm.log_text()
+    );
+    drop(idle);
+    let (status, _) = c.get("/ws/v1/cluster/info");
+    assert_eq!(status, 200);
+}

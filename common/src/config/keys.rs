@@ -419,6 +419,20 @@ pub const DEFAULT_HTTP_HEADER_READ_TIMEOUT_MS: u64 = 10_000;
 /// before it is closed.
 pub const HTTP_IDLE_TIMEOUT_MS: &str = "spindle.http.idle-timeout-ms";
 pub const DEFAULT_HTTP_IDLE_TIMEOUT_MS: u64 = 60_000;
+/// Most connections from one peer IP address that may wait for a place (past
+/// `spindle.http.max-connections-per-peer`, or the total cap) at once; past it a new
+/// connection from that peer is closed at once with a WARN. Spindle's own.
+pub const HTTP_MAX_QUEUED_CONNECTIONS_PER_PEER: &str =
+    "spindle.http.max-queued-connections-per-peer";
+pub const DEFAULT_HTTP_MAX_QUEUED_CONNECTIONS_PER_PEER: u64 = 1024;
+/// How long a connection may wait for a place before it is closed unserved, with a WARN.
+pub const HTTP_CONNECTION_QUEUE_TIMEOUT_MS: &str = "spindle.http.connection-queue-timeout-ms";
+pub const DEFAULT_HTTP_CONNECTION_QUEUE_TIMEOUT_MS: u64 = 30_000;
+/// File descriptors the serve loop leaves to the rest of the daemon (store, logs, container
+/// pipes): with this few left under the open-file limit, the connection idle the longest is
+/// closed to make room for each new one.
+pub const HTTP_RESERVED_FILE_DESCRIPTORS: &str = "spindle.http.reserved-file-descriptors";
+pub const DEFAULT_HTTP_RESERVED_FILE_DESCRIPTORS: u64 = 128;
 /// YARN's `yarn.http.policy`: `HTTP_ONLY` (plain HTTP) or `HTTPS_ONLY` (both daemons serve
 /// TLS only, advertise `https://` addresses and every Spindle client dials with TLS).
 pub const HTTP_POLICY: &str = "yarn.http.policy";

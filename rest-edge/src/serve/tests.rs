@@ -3,13 +3,15 @@
 use super::*;
 use axum::routing::get;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 
 /// Bound on every wait in these tests (nothing here should take more than a fraction).
 const BOUND: Duration = Duration::from_secs(10);
 
 struct Server {
     addr: SocketAddr,
+    /// Answers the requests waiting in `GET /wait`.
+    release: Arc<Notify>,
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<io::Result<()>>,
 }
@@ -18,16 +20,27 @@ impl Server {
     async fn start(conf: HttpServerConfig) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let router = Router::new().route(
-            "/peer",
-            get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move { peer.to_string() }),
-        );
+        let release = Arc::new(Notify::new());
+        let waiting = Arc::clone(&release);
+        let router = Router::new()
+            .route(
+                "/peer",
+                get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move { peer.to_string() }),
+            )
+            .route(
+                "/wait",
+                get(move || async move {
+                    waiting.notified().await;
+                    "waited".to_string()
+                }),
+            );
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(serve(listener, router, conf, async move {
             let _ = rx.await;
         }));
         Server {
             addr,
+            release,
             stop: Some(tx),
             task,
         }
@@ -49,6 +62,9 @@ fn conf(header_ms: u64, idle_ms: u64) -> HttpServerConfig {
         max_connections_per_peer: 64,
         header_read_timeout: Duration::from_millis(header_ms),
         idle_timeout: Duration::from_millis(idle_ms),
+        max_queued_connections_per_peer: 64,
+        connection_queue_timeout: Duration::from_millis(20_000),
+        reserved_file_descriptors: 0,
         tls: None,
         client: ClientTls::default(),
     }
@@ -56,7 +72,12 @@ fn conf(header_ms: u64, idle_ms: u64) -> HttpServerConfig {
 
 /// Sends one keep-alive GET /peer and reads its answer's body (Content-Length framed).
 async fn get_peer<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S) -> io::Result<String> {
-    s.write_all(b"GET /peer HTTP/1.1\r\nHost: x\r\n\r\n")
+    get_path(s, "/peer").await
+}
+
+/// Sends one keep-alive GET of `path` and reads its answer's body.
+async fn get_path<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, path: &str) -> io::Result<String> {
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
         .await?;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 1024];
@@ -152,7 +173,7 @@ async fn a_kept_alive_connection_lives_past_the_header_timeout_until_idle() {
 }
 
 #[tokio::test]
-async fn the_per_peer_cap_closes_connections_beyond_it() {
+async fn over_the_per_peer_cap_a_new_connection_waits_and_the_oldest_idle_one_makes_room() {
     let mut c = conf(10_000, 10_000);
     c.max_connections_per_peer = 3;
     let server = Server::start(c).await;
@@ -162,36 +183,25 @@ async fn the_per_peer_cap_closes_connections_beyond_it() {
         get_peer(&mut s).await.unwrap();
         held.push(s);
     }
+    // The 4th is not reset: it waits, and once the oldest idle connection has been quiet
+    // for the grace it is closed and the 4th served.
     let mut over = TcpStream::connect(server.addr).await.unwrap();
+    get_peer(&mut over)
+        .await
+        .expect("the 4th connection from one peer is served");
     assert!(
-        closed_within(&mut over, Duration::from_secs(2))
-            .await
-            .is_some(),
-        "the 4th connection from one peer is closed at once"
+        closed_within(&mut held[0], BOUND).await.is_some(),
+        "the oldest idle connection made room"
     );
-    // The held ones still work; closing one makes room again.
-    get_peer(&mut held[0]).await.unwrap();
-    drop(held.pop());
-    let mut again = None;
-    for _ in 0..50 {
-        let mut s = TcpStream::connect(server.addr).await.unwrap();
-        if get_peer(&mut s).await.is_ok() {
-            again = Some(s);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(
-        again.is_some(),
-        "a place freed by a closed connection is reused"
-    );
-    drop(again);
+    get_peer(&mut held[1]).await.unwrap();
+    get_peer(&mut held[2]).await.unwrap();
     drop(held);
+    drop(over);
     server.stop().await;
 }
 
 #[tokio::test]
-async fn the_global_cap_closes_connections_beyond_it_and_accepting_goes_on() {
+async fn over_the_global_cap_a_new_connection_waits_and_accepting_goes_on() {
     let mut c = conf(10_000, 10_000);
     c.max_connections = 2;
     let server = Server::start(c).await;
@@ -199,25 +209,78 @@ async fn the_global_cap_closes_connections_beyond_it_and_accepting_goes_on() {
     get_peer(&mut a).await.unwrap();
     let mut b = TcpStream::connect(server.addr).await.unwrap();
     get_peer(&mut b).await.unwrap();
-    for _ in 0..5 {
-        let mut over = TcpStream::connect(server.addr).await.unwrap();
-        assert!(closed_within(&mut over, Duration::from_secs(2))
-            .await
-            .is_some());
-    }
-    drop(a);
-    let mut ok = false;
-    for _ in 0..50 {
-        let mut s = TcpStream::connect(server.addr).await.unwrap();
-        if get_peer(&mut s).await.is_ok() {
-            ok = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(ok);
+    let mut over = TcpStream::connect(server.addr).await.unwrap();
+    get_peer(&mut over)
+        .await
+        .expect("served once an idle one made room");
+    assert!(closed_within(&mut a, BOUND).await.is_some());
     get_peer(&mut b).await.unwrap();
-    drop(b);
+    drop((b, over));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_connection_with_a_request_in_flight_is_never_closed_to_make_room() {
+    let mut c = conf(10_000, 10_000);
+    c.max_connections_per_peer = 1;
+    let server = Server::start(c).await;
+    let mut busy = TcpStream::connect(server.addr).await.unwrap();
+    busy.write_all(b"GET /wait HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut waiting = TcpStream::connect(server.addr).await.unwrap();
+    waiting
+        .write_all(b"GET /peer HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    // Several eviction rounds pass with the busy one past the grace.
+    tokio::time::sleep(admission::EVICT_GRACE * 2).await;
+    server.release.notify_waiters();
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 512];
+    while !String::from_utf8_lossy(&got).ends_with("waited") {
+        let n = tokio::time::timeout(BOUND, busy.read(&mut chunk))
+            .await
+            .expect("the request in flight is answered")
+            .unwrap();
+        assert!(n > 0, "the busy connection was closed: {got:?}");
+        got.extend_from_slice(&chunk[..n]);
+    }
+    // Now idle, it makes room after the grace; the waiting request is served.
+    let mut body = Vec::new();
+    while !String::from_utf8_lossy(&body).contains("127.0.0.1:") {
+        let n = tokio::time::timeout(BOUND, waiting.read(&mut chunk))
+            .await
+            .expect("the waiting request is served")
+            .unwrap();
+        assert!(n > 0, "the waiting connection was closed");
+        body.extend_from_slice(&chunk[..n]);
+    }
+    drop((busy, waiting));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn past_the_queue_bound_or_its_deadline_a_connection_is_closed() {
+    let mut c = conf(10_000, 10_000);
+    c.max_connections_per_peer = 1;
+    c.max_queued_connections_per_peer = 1;
+    c.connection_queue_timeout = Duration::from_millis(300);
+    let server = Server::start(c).await;
+    let mut busy = TcpStream::connect(server.addr).await.unwrap();
+    busy.write_all(b"GET /wait HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut queued = TcpStream::connect(server.addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Beyond the bound: closed without waiting for the deadline.
+    let mut beyond = TcpStream::connect(server.addr).await.unwrap();
+    assert!(closed_within(&mut beyond, BOUND).await.is_some());
+    // The queued one is closed at its deadline.
+    assert!(closed_within(&mut queued, BOUND).await.is_some());
+    server.release.notify_waiters();
+    drop(busy);
     server.stop().await;
 }
 
@@ -243,11 +306,17 @@ fn the_limits_come_from_the_spindle_http_keys() {
     c.set(keys::HTTP_MAX_CONNECTIONS_PER_PEER, "7");
     c.set(keys::HTTP_HEADER_READ_TIMEOUT_MS, "1500");
     c.set(keys::HTTP_IDLE_TIMEOUT_MS, "2500");
+    c.set(keys::HTTP_MAX_QUEUED_CONNECTIONS_PER_PEER, "9");
+    c.set(keys::HTTP_CONNECTION_QUEUE_TIMEOUT_MS, "700");
+    c.set(keys::HTTP_RESERVED_FILE_DESCRIPTORS, "0");
     let h = HttpServerConfig::from_conf(&c).unwrap();
     assert_eq!(h.max_connections, 100);
     assert_eq!(h.max_connections_per_peer, 7);
     assert_eq!(h.header_read_timeout, Duration::from_millis(1500));
     assert_eq!(h.idle_timeout, Duration::from_millis(2500));
+    assert_eq!(h.max_queued_connections_per_peer, 9);
+    assert_eq!(h.connection_queue_timeout, Duration::from_millis(700));
+    assert_eq!(h.reserved_file_descriptors, 0);
     c.set(keys::HTTP_MAX_CONNECTIONS_PER_PEER, "0");
     let e = HttpServerConfig::from_conf(&c).unwrap_err();
     assert!(matches!(
