@@ -834,6 +834,7 @@ async fn train_client_submits_the_training_am_and_follows_it() {
         gang_timeout: Some(Duration::from_secs(5)),
         max_restarts: 2,
         checkpoint_dir: None,
+        checkpoint_check: false,
         command: vec!["python".into(), "train.py".into()],
         worker_env: Default::default(),
         elastic: None,

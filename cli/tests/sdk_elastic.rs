@@ -561,6 +561,7 @@ async fn train_am_restarts_the_whole_gang_when_it_grows_and_when_it_shrinks() {
         // No restart to spare: resizes must not need one.
         max_restarts: 0,
         checkpoint_dir: Some(ckpt.path().display().to_string()),
+        checkpoint_check: false,
         command: vec!["worker".into()],
         worker_env: BTreeMap::new(),
         elastic: Some(ElasticWorkers {

@@ -1107,6 +1107,7 @@ fn train_cfg(workers: u32, max_restarts: u32) -> TrainAmConfig {
         gang_timeout: None,
         max_restarts,
         checkpoint_dir: Some("/ckpt".into()),
+        checkpoint_check: false,
         command: vec!["worker".into(), "--steps".into(), "10".into()],
         worker_env: [("EXTRA".to_string(), "1".to_string())].into(),
         elastic: None,
@@ -1504,6 +1505,7 @@ async fn train_am_checkpoints_and_regains_a_preempted_gang_without_using_a_resta
     });
     let cfg = TrainAmConfig {
         checkpoint_dir: Some(ckpt_dir.path().display().to_string()),
+        checkpoint_check: false,
         // No restart to spare: a preemption must not need one.
         ..train_cfg(4, 0)
     };

@@ -139,6 +139,7 @@ mod tests {
             gang_timeout: None,
             max_restarts: 3,
             checkpoint_dir: None,
+            checkpoint_check: false,
             command: vec!["/bin/worker".into(), "--x".into()],
             worker_env: BTreeMap::new(),
             elastic: None,

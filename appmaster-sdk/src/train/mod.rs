@@ -40,6 +40,8 @@ pub const ENV_MAX_NODES: &str = "SPINDLE_TRAIN_MAX_NODES";
 pub const ENV_GANG_TIMEOUT_MS: &str = "SPINDLE_TRAIN_GANG_TIMEOUT_MS";
 pub const ENV_MAX_RESTARTS: &str = "SPINDLE_TRAIN_MAX_RESTARTS";
 pub const ENV_CHECKPOINT_DIR: &str = "SPINDLE_TRAIN_CHECKPOINT_DIR";
+/// `0`: the checkpoint directory is not checked on every node before the ranks start.
+pub const ENV_CHECKPOINT_CHECK: &str = "SPINDLE_TRAIN_CHECKPOINT_CHECK";
 /// The worker command as a JSON array of strings (program and arguments, unquoted).
 pub const ENV_COMMAND: &str = "SPINDLE_TRAIN_COMMAND";
 /// Extra worker environment as a JSON object of strings.
@@ -206,6 +208,9 @@ pub struct TrainAmConfig {
     /// Gang restarts after a worker failure (attempts = restarts + 1).
     pub max_restarts: u32,
     pub checkpoint_dir: Option<String>,
+    /// Whether every node is checked to see `checkpoint_dir` before each gang attempt's
+    /// ranks start (`dir_check`; on unless `spindle train --no-checkpoint-check`).
+    pub checkpoint_check: bool,
     /// Program and arguments.
     pub command: Vec<String>,
     pub worker_env: BTreeMap<String, String>,
@@ -287,6 +292,9 @@ impl TrainAmConfig {
         }
         if let Some(d) = &self.checkpoint_dir {
             out.push((ENV_CHECKPOINT_DIR.into(), d.clone()));
+        }
+        if !self.checkpoint_check {
+            out.push((ENV_CHECKPOINT_CHECK.into(), "0".into()));
         }
         if let Some(e) = &self.elastic {
             out.push((ENV_MIN_WORKERS.into(), e.min.to_string()));
@@ -376,6 +384,7 @@ impl TrainAmConfig {
             None => BTreeMap::new(),
         };
         let checkpoint_dir = lookup(ENV_CHECKPOINT_DIR).filter(|d| !d.trim().is_empty());
+        let checkpoint_check = lookup(ENV_CHECKPOINT_CHECK).is_none_or(|v| v.trim() != "0");
         let elastic = match (lookup(ENV_MIN_WORKERS), lookup(ENV_MAX_WORKERS)) {
             (None, None) => None,
             (Some(a), Some(b)) => {
@@ -421,6 +430,7 @@ impl TrainAmConfig {
             gang_timeout,
             max_restarts,
             checkpoint_dir,
+            checkpoint_check,
             command,
             worker_env,
             elastic,
@@ -536,6 +546,8 @@ pub(crate) mod tests {
             gang_timeout: Some(Duration::from_millis(1500)),
             max_restarts: 5,
             checkpoint_dir: Some("/ckpt/run 1".into()),
+            // Off, so the round trip carries SPINDLE_TRAIN_CHECKPOINT_CHECK=0 too.
+            checkpoint_check: false,
             command: vec!["python".into(), "train.py".into(), "--lr=0.1".into()],
             worker_env: BTreeMap::from([("A".into(), "b c".into())]),
             elastic: None,

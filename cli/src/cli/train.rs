@@ -59,6 +59,8 @@ there); the gang is then asked for again and resumes from the checkpoint (no res
                                 One directory every node mounts at the same path
                                 (NFS, a parallel file system), never a local disk:
                                 checked on every node before the ranks start
+  --no-checkpoint-check         do not check that every node sees --checkpoint-dir
+                                (a directory a probe cannot judge)
   --env K=V                     worker environment (repeatable)
   --src-dir DIR                 pack DIR (tar.gz) and unpack it in every worker's working
                                 directory, so that a relative `python3 train.py` is found
@@ -118,6 +120,7 @@ pub const OPTS: &[Opt] = &[
     Opt::one("gang_timeout_ms", &[]),
     Opt::one("max_restarts", &[]),
     Opt::one("checkpoint_dir", &[]),
+    Opt::flag("no_checkpoint_check", &[]),
     Opt::repeated("env", &["worker_env"]),
     Opt::one("src_dir", &[]),
     Opt::one("image", &[]),
@@ -229,6 +232,7 @@ pub fn options_from(p: &Parsed) -> Result<TrainOptions, UsageError> {
             .parse::<u32>("max_restarts")?
             .unwrap_or(DEFAULT_MAX_RESTARTS),
         checkpoint_dir: p.value("checkpoint_dir").map(str::to_string),
+        checkpoint_check: !p.has("no_checkpoint_check"),
         command,
         worker_env,
         elastic,

@@ -112,13 +112,29 @@ pub struct Host {
 /// the daemon's command line.
 const HOST_INIT: &str = r#"set -e
 echo "$1" > /proc/sys/kernel/hostname
+keep="$4"
+if [ -n "$keep" ]; then mount --bind /tmp "$5"; fi
 mount -t tmpfs -o mode=1777,size=512m host-tmp /tmp
+if [ -n "$keep" ]; then mkdir -p "$keep"; mount --bind "$5/${keep#/tmp/}" "$keep"; umount "$5"; fi
 mount --bind "$2" /etc/hosts
-k="$3"; shift 3
+k="$3"; shift 5
 while [ "$k" -gt 0 ]; do mount -t tmpfs -o ro,size=4k,mode=0555 other-host "$1"; shift; k=$((k-1)); done
 k="$1"; shift
 while [ "$k" -gt 0 ]; do mkdir -p "$2"; mount --bind "$1" "$2"; shift 2; k=$((k-1)); done
 exec "$@""#;
+
+/// Where a host's init holds the machine's `/tmp` for a moment (in its own mount namespace)
+/// while it mounts its private one: created once, never mounted in the test's namespace.
+const OLD_TMP: &str = "/run/spindle-hosts-old-tmp";
+
+/// The directory right under `/tmp` that holds the harness's files (a checkout under
+/// `/tmp`, as a clean CI clone may be): each host mounts it again over its private `/tmp`,
+/// so the binaries, the configuration and the hosts' directories stay where they are.
+fn kept_under_tmp(dir: &Path) -> Option<String> {
+    let rest = dir.strip_prefix("/tmp").ok()?;
+    let top = rest.components().next()?;
+    Some(Path::new("/tmp").join(top).to_string_lossy().into_owned())
+}
 
 /// The RM host and NodeManager hosts, started and waited for (every NM RUNNING).
 pub struct Hosts {
@@ -143,6 +159,7 @@ impl Hosts {
     pub fn start(opts: HostsOpts) -> Hosts {
         let root = bin_dir().join("hosts-tests");
         std::fs::create_dir_all(&root).expect("hosts-tests dir");
+        std::fs::create_dir_all(OLD_TMP).expect("a mount point for the machine's /tmp");
         let dir = tempfile::Builder::new()
             .prefix("hosts-")
             .tempdir_in(&root)
@@ -343,6 +360,8 @@ fn start_on(
         .args(["/bin/sh", "-c", HOST_INIT, "host-init", &h.name])
         .arg(dir.join("etc-hosts"))
         .arg(hidden.len().to_string())
+        .arg(kept_under_tmp(dir).unwrap_or_default())
+        .arg(OLD_TMP)
         .args(hidden)
         .arg(shared.len().to_string())
         .args(shared.iter().flat_map(|(at, source)| [source, at]))

@@ -429,7 +429,11 @@ impl Attempt<'_> {
             }
         }
         super::status::held(self.number, &ranks);
-        let started = match cfg.checkpoint_dir.as_deref() {
+        let started = match cfg
+            .checkpoint_dir
+            .as_deref()
+            .filter(|_| cfg.checkpoint_check)
+        {
             Some(dir) => match self
                 .start_checked(Path::new(dir), &ranks, n, &master_addr, port, out)
                 .await
