@@ -27,9 +27,10 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use spindle_system_tests::hosts::{self, net, Hosts, HostsOpts};
-use spindle_system_tests::{app_id_in, bin_dir, wait_until};
+use spindle_system_tests::{app_id_in, wait_until};
 
 const MIB: u64 = 1 << 20;
+const SHM: &str = "/dev/shm";
 const LIMIT: Duration = Duration::from_secs(600);
 
 fn arg(args: &[String], name: &str, default: u64) -> u64 {
@@ -56,6 +57,15 @@ fn main() {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
     };
+    // The big files on tmpfs (the client's and its temporary files, the RM's blobs, the
+    // NM's local dir): memory rather than this machine's small disk, and no disk in the
+    // figures.
+    let work = tempfile::Builder::new()
+        .prefix("ship-bench-")
+        .tempdir_in(SHM)
+        .expect("work dir");
+    let blobs = work.path().join("blobs");
+    let local = work.path().join("nm-local").display().to_string();
     let c = Hosts::start(HostsOpts {
         nms: 1,
         rm_props: pairs(&[
@@ -64,17 +74,23 @@ fn main() {
                 "spindle.resourcemanager.blob-store.cleaner-interval-ms",
                 "1000",
             ),
+            (
+                "spindle.resourcemanager.blob-store.dir",
+                &blobs.display().to_string(),
+            ),
         ]),
-        nm_props: pairs(&[("spindle.log.format", "json")]),
+        nm_props: pairs(&[
+            ("spindle.log.format", "json"),
+            ("yarn.nodemanager.local-dirs", &local),
+        ]),
         ..Default::default()
     });
-    let work = tempfile::Builder::new()
-        .prefix("ship-bench-")
-        .tempdir_in(bin_dir())
-        .expect("work dir");
-    let http = HttpServer::start(&c);
-    println!("| run | pack+hash s | upload s | upload MB/s | localize s | curl RM MB/s | curl http.server MB/s |");
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    let blobs = blobs.join("sha256");
+    let http = HttpServer::start(&c, &blobs);
+    println!(
+        "| run | --src-dir pack+hash s | --src-dir upload s | --src-dir localize s | --files hash s | --files upload s | --files localize s | curl RM route s | curl http.server s |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for run in 1..=runs {
         one_run(&c, &http, work.path(), run, mb);
     }
@@ -83,48 +99,66 @@ fn main() {
     }
 }
 
-/// One run: a fresh `--src-dir` of `mb` MiB shipped, localized, and the blob fetched by curl.
-fn one_run(c: &Hosts, http: &HttpServer, work: &Path, run: u64, mb: u64) {
-    let src = work.join(format!("src-{run}"));
-    std::fs::create_dir_all(&src).expect("src dir");
-    random_file(&src.join("data.bin"), mb * MIB);
-    let src_arg = src.display().to_string();
+/// What shipping one thing took: the client's packing and hashing (start to its
+/// "Uploading" line), the upload (that line to its exit, the submission included), the
+/// worker's localization on the NM; and the blob the RM stored.
+struct Shipped {
+    prep: Duration,
+    upload: Duration,
+    localize: Duration,
+    blob: PathBuf,
+    size: u64,
+}
+
+/// `spindle distributed-shell --detach <option> <path>` whose worker checks `data.bin`,
+/// waited for.
+fn ship(c: &Hosts, http: &HttpServer, option: &str, path: &Path, uploading: &str) -> Shipped {
+    let path = path.display().to_string();
     let cli = timed_cli(
         c,
         &[
             "distributed-shell",
             "--detach",
-            "--src-dir",
-            &src_arg,
+            option,
+            &path,
             "-shell_command",
             "test -s data.bin",
             "-num_containers",
             "1",
         ],
     );
-    let up_at = cli
-        .at("Uploading the --src-dir")
-        .unwrap_or_else(|| panic!("no upload line:\n{}", cli.text()));
+    let prep = cli
+        .at(uploading)
+        .unwrap_or_else(|| panic!("no line '{uploading}':\n{}", cli.text()));
     let app = app_id_in(&cli.text()).expect("an application id");
     let a = c
         .rest()
         .wait_app_state(&app, &["FINISHED", "FAILED", "KILLED"], LIMIT);
     assert_eq!(a["finalStatus"], "SUCCEEDED", "{a}\n{}", c.logs());
-    let blob = newest_blob(c);
-    let size = std::fs::metadata(&blob).expect("blob").len();
-    let upload = cli.total - up_at;
-    let localize: Vec<String> = localize_times(c, &app)
-        .iter()
-        .map(|(id, d)| {
-            let who = if id.ends_with("_000001") {
-                "AM"
-            } else {
-                "worker"
-            };
-            format!("{who} {:.2}", d.as_secs_f64())
-        })
-        .collect();
-    let hex = blob.file_name().unwrap().to_string_lossy().to_string();
+    let blob = newest_blob(&http.dir);
+    let localize = localize_times(c, &app)
+        .into_iter()
+        .find(|(id, _)| !id.ends_with("_000001"))
+        .map(|(_, d)| d)
+        .unwrap_or_else(|| panic!("the worker's localization in the NM's log"));
+    Shipped {
+        prep,
+        upload: cli.total - prep,
+        localize,
+        size: std::fs::metadata(&blob).expect("blob").len(),
+        blob,
+    }
+}
+
+/// One run: a fresh file of `mb` MiB shipped as a `--src-dir` (packed), its blob fetched by
+/// curl from the RM and from http.server, then the same file shipped with `--files`.
+fn one_run(c: &Hosts, http: &HttpServer, work: &Path, run: u64, mb: u64) {
+    let src = work.join(format!("src-{run}"));
+    std::fs::create_dir_all(&src).expect("src dir");
+    let data = src.join("data.bin");
+    random_file(&data, mb * MIB);
+    let s = ship(c, http, "--src-dir", &src, "Uploading the --src-dir");
+    let hex = s.blob.file_name().unwrap().to_string_lossy().to_string();
     let rm_url = format!(
         "http://{}/ws/v1/cluster/blobs/sha256:{hex}?user.name={}",
         c.rm_addr,
@@ -132,20 +166,28 @@ fn one_run(c: &Hosts, http: &HttpServer, work: &Path, run: u64, mb: u64) {
     );
     let py_url = format!("{}/{hex}", http.base);
     let (rm, py) = if run % 2 == 1 {
-        let rm = curl(c, &rm_url, size);
-        (rm, curl(c, &py_url, size))
+        let rm = curl(c, &rm_url, s.size);
+        (rm, curl(c, &py_url, s.size))
     } else {
-        let py = curl(c, &py_url, size);
-        (curl(c, &rm_url, size), py)
+        let py = curl(c, &py_url, s.size);
+        (curl(c, &rm_url, s.size), py)
     };
+    let f = ship(c, http, "--files", &data, "Uploading data.bin");
+    let secs = |d: Duration| d.as_secs_f64();
     println!(
-        "| {run} | {:.2} | {:.2} | {:.0} | {} | {:.0} | {:.0} |",
-        up_at.as_secs_f64(),
-        upload.as_secs_f64(),
-        mbps(size, upload),
-        localize.join(", "),
-        mbps(size, rm),
-        mbps(size, py)
+        "| {run} | {:.2} | {:.2} ({:.0} MB/s) | {:.2} | {:.2} | {:.2} ({:.0} MB/s) | {:.2} | {:.2} ({:.0} MB/s) | {:.2} ({:.0} MB/s) |",
+        secs(s.prep),
+        secs(s.upload),
+        mbps(s.size, s.upload),
+        secs(s.localize),
+        secs(f.prep),
+        secs(f.upload),
+        mbps(f.size, f.upload),
+        secs(f.localize),
+        secs(rm),
+        mbps(s.size, rm),
+        secs(py),
+        mbps(s.size, py)
     );
     let _ = std::fs::remove_dir_all(&src);
 }
@@ -163,10 +205,9 @@ fn random_file(path: &Path, bytes: u64) {
     std::io::copy(&mut from, &mut to).expect("random bytes");
 }
 
-/// The RM's most recently written blob.
-fn newest_blob(c: &Hosts) -> PathBuf {
-    let dir = c.rm_host.dir.join("rm/blobs/sha256");
-    std::fs::read_dir(&dir)
+/// The most recently written blob of the RM's blob directory `dir`.
+fn newest_blob(dir: &Path) -> PathBuf {
+    std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .flatten()
         .filter(|e| e.file_name().len() == 64)
@@ -199,6 +240,7 @@ fn timed_cli(c: &Hosts, args: &[&str]) -> CliRun {
     let start = Instant::now();
     let mut child = c
         .spindle_command(args)
+        .env("TMPDIR", SHM)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -331,16 +373,16 @@ fn curl(c: &Hosts, url: &str, size: u64) -> Duration {
     Duration::from_secs_f64(secs)
 }
 
-/// `python3 -m http.server` on the RM's host, serving the RM's blob directory.
+/// `python3 -m http.server` on the RM's host, serving the RM's blob directory `dir`.
 struct HttpServer {
     child: std::process::Child,
     base: String,
+    dir: PathBuf,
 }
 
 impl HttpServer {
-    fn start(c: &Hosts) -> HttpServer {
-        let dir = c.rm_host.dir.join("rm/blobs/sha256");
-        std::fs::create_dir_all(&dir).expect("blob dir");
+    fn start(c: &Hosts, dir: &Path) -> HttpServer {
+        std::fs::create_dir_all(dir).expect("blob dir");
         let ip = &c.rm_host.link.ip;
         let port = "18080";
         let child = Command::new("nsenter")
@@ -355,7 +397,7 @@ impl HttpServer {
                 ip,
                 "--directory",
             ])
-            .arg(&dir)
+            .arg(dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -372,7 +414,11 @@ impl HttpServer {
                 .ok()
                 .filter(|s| s.success())
         });
-        HttpServer { child, base }
+        HttpServer {
+            child,
+            base,
+            dir: dir.to_path_buf(),
+        }
     }
 }
 
