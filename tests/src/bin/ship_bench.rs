@@ -9,14 +9,18 @@
 //! - upload: `spindle distributed-shell --detach --src-dir DIR` from the switch; the time
 //!   from its start to its line "Uploading ... to the ResourceManager" (packing and hashing)
 //!   and from that line to its exit (the upload, streamed, and the submission);
-//! - localization: on the NM, from each container's "container accepted; localizing" to its
-//!   "container process started" (download, digest check, unpacking), from the NM's JSON log;
+//! - localization: on the NM, from the worker container's "container accepted; localizing"
+//!   to its "container process started" (download, digest check, unpacking), from the NM's
+//!   JSON log (the distributed-shell AM ships nothing);
 //! - `curl -o /dev/null` from the NM's host of the blob at the RM's download route
 //!   (`GET /ws/v1/cluster/blobs/{digest}`, `?user.name=` as the CLI) and of the same file
-//!   served by `python3 -m http.server` on the RM's host, the order alternating between runs.
+//!   served by `python3 -m http.server` on the RM's host, the order alternating between runs;
+//! - the same file shipped with `--files`: hashing, upload and localization without packing.
 //!
-//! Then `--rss-mb` MiB shipped with `--files`: the RM's and the client's peak RSS (`VmHWM`),
-//! against a 1 KiB file's. Root only, as the harness.
+//! Then `--rss-mb` MiB shipped with `--files`: the RM's and the client's peak RSS (`VmHWM`;
+//! the client's sampled every 10 ms while it runs), against a 1 KiB file's. The big files
+//! live on tmpfs (`/dev/shm`: the client's file and temporary directory, the RM's blob
+//! store, the NM's local dir), so no disk is measured. Root only, as the harness.
 
 #![forbid(unsafe_code)]
 
@@ -439,6 +443,12 @@ fn rss(c: &Hosts, work: &Path, mb: u64) {
     for (name, bytes) in [("1 KiB", 1024), (&*format!("{mb} MiB"), mb * MIB)] {
         let file = work.join("rss.bin");
         random_file(&file, bytes);
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", c.rm.pid()));
+        assert_eq!(
+            comm.ok().as_deref(),
+            Some("resourcemanager\n"),
+            "the RM's pid"
+        );
         let before = vm_hwm_kib(c.rm.pid()).unwrap_or(0);
         let files = file.display().to_string();
         let cli = timed_cli(
