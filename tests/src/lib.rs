@@ -588,6 +588,15 @@ pub fn cs_xml(pairs: &[(&str, &str)]) -> String {
     x
 }
 
+/// A finished command's stdout then stderr, as text.
+pub fn output_text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 /// Runs `cmd` to its end with stdout and stderr captured (through files, so a chatty child
 /// never blocks on a full pipe); kills it (SIGKILL) and panics if it runs past `timeout`.
 pub fn output_within(mut cmd: Command, timeout: Duration) -> std::process::Output {

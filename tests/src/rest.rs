@@ -50,6 +50,20 @@ impl Rm<'_> {
         format!("{}{path}", self.base)
     }
 
+    /// The value of the RM's metric `name` (a sample without labels) in its `/metrics`.
+    pub fn metric(&self, name: &str) -> f64 {
+        let body = self
+            .http
+            .get(self.url("/metrics"))
+            .send()
+            .expect("metrics")
+            .text()
+            .expect("text");
+        body.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} not in /metrics"))
+    }
+
     pub fn get(&self, path: &str) -> (u16, Value) {
         let r = self.http.get(self.url(path)).send().expect("GET");
         let s = r.status().as_u16();
@@ -180,6 +194,19 @@ impl Rm<'_> {
             );
         }
         out
+    }
+
+    /// The application's containers that are not an attempt's AM container.
+    pub fn workers_of(&self, app: &str) -> Vec<Value> {
+        let ams: Vec<Value> = self
+            .attempts_of(app)
+            .iter()
+            .map(|a| a["containerId"].clone())
+            .collect();
+        self.containers_of(app)
+            .into_iter()
+            .filter(|x| !ams.contains(&x["containerId"]))
+            .collect()
     }
 
     pub fn app(&self, id: &str) -> Value {

@@ -23,9 +23,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use spindle_system_tests::hosts::{available, Host, Hosts, HostsOpts};
-use spindle_system_tests::{app_id_in, wait_until, DshellSpec};
-use spindle_test_support::require;
+use spindle_system_tests::hosts::{start_or_skip as hosts, Host, Hosts, HostsOpts};
+use spindle_system_tests::{app_id_in, output_text as text, wait_until, DshellSpec};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -34,25 +33,6 @@ fn props(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
-}
-
-/// A cluster of hosts, or None (printed or, under CI, failed) where it cannot run.
-fn hosts(test: &str, opts: HostsOpts) -> Option<Hosts> {
-    match available() {
-        Ok(()) => Some(Hosts::start(opts)),
-        Err(why) => {
-            require::skip(test, why);
-            None
-        }
-    }
-}
-
-fn text(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn state_of(c: &Hosts, node: &str) -> String {
@@ -70,17 +50,7 @@ fn wait_node_state(c: &Hosts, node: &str, state: &str, timeout: Duration) {
 
 /// The application's containers that are not an attempt's AM container.
 fn workers(c: &Hosts, app: &str) -> Vec<Value> {
-    let ams: Vec<Value> = c
-        .rest()
-        .attempts_of(app)
-        .iter()
-        .map(|a| a["containerId"].clone())
-        .collect();
-    c.rest()
-        .containers_of(app)
-        .into_iter()
-        .filter(|x| !ams.contains(&x["containerId"]))
-        .collect()
+    c.rest().workers_of(app)
 }
 
 /// Whether a process on `host` has `needle` in its command line.

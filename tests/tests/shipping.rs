@@ -13,7 +13,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
-use spindle_system_tests::{app_id_in, wait_until, Cluster, ClusterOpts};
+use spindle_system_tests::{app_id_in, output_text as text, wait_until, Cluster, ClusterOpts};
 
 const RUN_LIMIT: Duration = Duration::from_secs(120);
 const LIMIT: &str = "3000000";
@@ -35,26 +35,9 @@ fn cluster() -> Cluster {
     })
 }
 
-fn text(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 /// The value of the RM's metric `name`.
 fn metric(c: &Cluster, name: &str) -> f64 {
-    let body = c
-        .http
-        .get(c.url("/metrics"))
-        .send()
-        .expect("metrics")
-        .text()
-        .expect("text");
-    body.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("{name} not in /metrics"))
+    c.rest().metric(name)
 }
 
 fn dshell(c: &Cluster, file: &Path, result: &Path, extra: &[&str]) -> (bool, String) {

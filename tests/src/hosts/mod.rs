@@ -83,6 +83,18 @@ pub fn available() -> Result<(), Unavailable> {
     Ok(())
 }
 
+/// A cluster of hosts started with `opts`, or None where this machine cannot run one: the
+/// reason printed for `test`, or (under `CI=true`) the test failed.
+pub fn start_or_skip(test: &str, opts: HostsOpts) -> Option<Hosts> {
+    match available() {
+        Ok(()) => Some(Hosts::start(opts)),
+        Err(why) => {
+            spindle_test_support::require::skip(test, why);
+            None
+        }
+    }
+}
+
 /// What to start: `nms` NodeManager hosts, extra `-D` properties for the RM and the NMs,
 /// extra files of the configuration directory, and the paths (absolute) at which every host
 /// sees one shared directory each, as a shared file system mounted on every machine (under
@@ -302,6 +314,12 @@ impl Hosts {
     /// Runs the `spindle` CLI on the switch against this cluster; killed (and the test
     /// failed) past `timeout`.
     pub fn spindle_within(&self, args: &[&str], timeout: Duration) -> std::process::Output {
+        output_within(self.spindle_command(args), timeout)
+    }
+
+    /// The command line of the `spindle` CLI on the switch against this cluster (for a
+    /// caller that sets its working directory, or starts it and goes on).
+    pub fn spindle_command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new("nsenter");
         cmd.arg(format!("--net={}", net::netns_path(&self.net.switch)))
             .arg("--")
@@ -309,7 +327,7 @@ impl Hosts {
             .args(args)
             .env("SPINDLE_RM_ADDRESS", &self.rm_addr)
             .env("SPINDLE_CONF_DIR", &self.conf_dir);
-        output_within(cmd, timeout)
+        cmd
     }
 
     /// The source, on the test's side, of the shared directory every host sees at `at`.
