@@ -22,6 +22,7 @@ mod labels;
 mod lifetime;
 mod preemption;
 mod recovery;
+mod resume;
 mod topology;
 mod updates;
 mod usage;
