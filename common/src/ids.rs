@@ -148,18 +148,41 @@ impl ContainerId {
 
 impl fmt::Display for ContainerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Written by hand rather than with `write!`'s padding: every container token the RM
+        // signs carries this id, and the formatting machinery was most of its cost.
         let app = self.attempt_id.application_id;
+        f.write_str("container_")?;
         if self.epoch > 0 {
-            write!(f, "container_e{:02}_", self.epoch)?;
-        } else {
-            write!(f, "container_")?;
+            f.write_str("e")?;
+            padded(f, u64::from(self.epoch), 2)?;
+            f.write_str("_")?;
         }
-        write!(
-            f,
-            "{}_{:04}_{:02}_{:06}",
-            app.cluster_timestamp, app.id, self.attempt_id.attempt_id, self.seq
-        )
+        padded(f, app.cluster_timestamp, 0)?;
+        f.write_str("_")?;
+        padded(f, u64::from(app.id), 4)?;
+        f.write_str("_")?;
+        padded(f, u64::from(self.attempt_id.attempt_id), 2)?;
+        f.write_str("_")?;
+        padded(f, self.seq, 6)
     }
+}
+
+/// `n` in decimal, zero-padded to at least `width` digits (`{:0width$}` for unsigned).
+fn padded(f: &mut fmt::Formatter<'_>, n: u64, width: usize) -> fmt::Result {
+    let mut buf = [b'0'; 20];
+    let mut i = buf.len();
+    let mut v = n;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let start = i.min(buf.len().saturating_sub(width));
+    // Only ASCII digits were written.
+    f.write_str(std::str::from_utf8(&buf[start..]).unwrap_or_default())
 }
 
 const CONTAINER_EXPECTED: &str =
@@ -352,6 +375,44 @@ string_serde!(QueuePath);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn container_ids_print_as_yarns_padded_form() {
+        let edges = [
+            0u64,
+            1,
+            9,
+            10,
+            99,
+            100,
+            9_999,
+            10_000,
+            999_999,
+            1_000_000,
+            u64::MAX,
+        ];
+        for &n in &edges {
+            let small = u32::try_from(n).unwrap_or(u32::MAX);
+            let c = ContainerId::new(
+                ApplicationAttemptId {
+                    application_id: ApplicationId {
+                        cluster_timestamp: n,
+                        id: small,
+                    },
+                    attempt_id: small,
+                },
+                small,
+                n,
+            );
+            let epoch = if small > 0 {
+                format!("e{small:02}_")
+            } else {
+                String::new()
+            };
+            let want = format!("container_{epoch}{n}_{small:04}_{small:02}_{n:06}");
+            assert_eq!(c.to_string(), want);
+        }
+    }
 
     #[test]
     fn yarn_text_forms_round_trip() {

@@ -327,7 +327,11 @@ impl ContainerTokenIdentifier {
 
 /// Signs `id` with `key`; the token's `masterKeyId` is `key`'s id whatever `id` said.
 pub fn issue_container_token(key: &ContainerKey, id: &ContainerTokenIdentifier) -> String {
-    let mut id = id.clone();
+    issue_container_token_owned(key, id.clone())
+}
+
+/// [`issue_container_token`] for an identifier the caller gives up (no copy of it).
+pub fn issue_container_token_owned(key: &ContainerKey, mut id: ContainerTokenIdentifier) -> String {
     id.master_key_id = key.id;
     // Serializing a struct of strings and integers cannot fail.
     let payload = serde_json::to_vec(&id).expect("token identifier serializes");

@@ -74,7 +74,7 @@ impl RmCore {
             node_http_address: c.node_http.clone(),
             resource: c.resource.clone(),
             priority: c.priority,
-            container_token: token::issue_container_token(self.keys.signing(), &ident),
+            container_token: token::issue_container_token_owned(self.keys.signing(), ident),
             allocation_request_id: c.allocation_request_id,
             version: c.version,
         })

@@ -6,6 +6,7 @@
 
 use super::*;
 use spindle_common::QueuePath;
+use std::borrow::Cow;
 
 impl Scheduler {
     /// Registers an application in `leaf` (an index from [`QueueTree::leaf`]). Returns the
@@ -438,15 +439,16 @@ impl Scheduler {
         own_hold: Option<&Resource>,
     ) -> Option<QueueIdx> {
         let calc = self.conf.calculator;
+        let none = Resource::zero();
         self.tree.path_up(leaf).find(|q| {
             let queue = &self.tree.queues[*q];
-            let (_, maximum) = queue.limits_in(part);
             let held = match (part.is_empty(), own_hold) {
-                (false, _) => Resource::zero(),
-                (true, None) => self.held(*q),
-                (true, Some(own)) => self.held(*q).minus(own).clamp_non_negative(),
+                (false, _) => Cow::Borrowed(&none),
+                (true, None) => self.held_ref(*q, &none),
+                (true, Some(own)) => Cow::Owned(self.held(*q).minus(own).clamp_non_negative()),
             };
-            !within(calc, &queue.used_in(part).plus(&held).plus(ask), &maximum)
+            let used = queue.used_ref_in(part);
+            !sum_within(calc, &[&used, &held, ask], &queue.maximum_ref_in(part))
         })
     }
 
@@ -457,11 +459,16 @@ impl Scheduler {
     /// hold: counting it would only keep small work off nodes the gang will never use
     /// (no backfill on a nearly full cluster).
     pub(super) fn held(&self, q: QueueIdx) -> Resource {
+        self.held_ref(q, &Resource::zero()).into_owned()
+    }
+
+    /// [`Self::held`], borrowed (`none` when nothing is held).
+    fn held_ref<'a>(&'a self, q: QueueIdx, none: &'a Resource) -> Cow<'a, Resource> {
         let queue = &self.tree.queues[q];
         if self.nodes.cluster.fits_in(&queue.maximum) {
-            Resource::zero()
+            Cow::Borrowed(none)
         } else {
-            queue.reserved.clone()
+            Cow::Borrowed(&queue.reserved)
         }
     }
 }

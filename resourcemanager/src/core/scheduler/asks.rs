@@ -134,19 +134,25 @@ impl Scheduler {
 
     /// Accounts a container (placed by a pass, or recovered / re-reported by an NM).
     pub fn charge(&mut self, app: &ApplicationId, node: &NodeId, r: &Resource) {
-        let part = self.charge_node(app, node, r, true);
+        let part = self.charge_node(app, self.nodes.slot(node), r, true);
         self.charge_app(app, r, true, &part);
     }
 
-    /// Charges or releases `r` on `node` for `app`; returns the node's partition.
+    /// [`Self::charge`] on the node in `slot` (a pass's placement knows it).
+    pub(super) fn charge_slot(&mut self, app: &ApplicationId, slot: usize, r: &Resource) {
+        let part = self.charge_node(app, Some(slot), r, true);
+        self.charge_app(app, r, true, &part);
+    }
+
+    /// Charges or releases `r` on the node in `slot` for `app`; returns the node's partition.
     fn charge_node(
         &mut self,
         app: &ApplicationId,
-        node: &NodeId,
+        slot: Option<usize>,
         r: &Resource,
         up: bool,
     ) -> String {
-        let Some(slot) = self.nodes.slot(node) else {
+        let Some(slot) = slot else {
             return String::new();
         };
         if up {
@@ -163,15 +169,16 @@ impl Scheduler {
 
     /// Gives a finished or released container's resources back.
     pub fn release(&mut self, app: &ApplicationId, node: &NodeId, r: &Resource) {
-        let part = self.charge_node(app, node, r, false);
+        let part = self.charge_node(app, self.nodes.slot(node), r, false);
         self.charge_app(app, r, false, &part);
     }
 
     /// A live container changed size (YARN's container update): its node, application,
     /// user and queues are charged the difference; no container comes or goes.
     pub fn recharge(&mut self, app: &ApplicationId, node: &NodeId, from: &Resource, to: &Resource) {
-        self.charge_node(app, node, from, false);
-        let part = self.charge_node(app, node, to, true);
+        let slot = self.nodes.slot(node);
+        self.charge_node(app, slot, from, false);
+        let part = self.charge_node(app, slot, to, true);
         self.accrue(app);
         if let Some(leaf) = self.apps.get(app).map(|a| a.queue) {
             self.tree.charge_partition(leaf, &part, from, false);
@@ -213,7 +220,6 @@ impl Scheduler {
         };
         let leaf = app.queue;
         self.tree.charge_partition(leaf, partition, r, up);
-        let user = app.user.clone();
         if up {
             app.used.add_assign(r);
             app.containers += 1;
@@ -233,7 +239,11 @@ impl Scheduler {
             }
             q = queue.parent;
         }
-        let u = self.tree.queues[leaf].users.entry(user).or_default();
+        let users = &mut self.tree.queues[leaf].users;
+        let u = match users.get_mut(&app.user) {
+            Some(u) => u,
+            None => users.entry(app.user.clone()).or_default(),
+        };
         if up {
             // A user limit grows with its leaf's usage beyond the guarantee.
             self.resumes.limit_moved(leaf);

@@ -42,7 +42,7 @@ use spindle_common::{ApplicationId, NodeId, Resource};
 use super::queue_conf::{Calculator, OrderingPolicy, SchedulerConf};
 pub use las::Service;
 pub use node_index::{NodeIndex, SchedNode};
-use queue_tree::{max_each, min_each, ratio, scale, within};
+use queue_tree::{max_each, min_each, ratio, scale, sum_within, within};
 pub use queue_tree::{Queue, QueueIdx, QueueTree, UserUsage};
 
 /// (YARN request priority, allocationRequestId): the key of a desired-state ask.
@@ -349,14 +349,22 @@ impl Scheduler {
         if tags.is_empty() {
             return;
         }
+        if let Some(slot) = self.nodes.slot(node) {
+            self.tag_slot(app, slot, tags, up);
+        }
+    }
+
+    /// [`Self::tag`] on the node in `slot`.
+    pub(super) fn tag_slot(&mut self, app: &ApplicationId, slot: usize, tags: &[String], up: bool) {
+        if tags.is_empty() {
+            return;
+        }
         let app_tags = self
             .apps
             .get(app)
             .map(|a| a.tags.clone())
             .unwrap_or_default();
-        if let Some(slot) = self.nodes.slot(node) {
-            self.nodes.tag(slot, app, &app_tags, tags, up);
-        }
+        self.nodes.tag(slot, app, &app_tags, tags, up);
     }
 
     pub fn remove_node(&mut self, id: &NodeId) -> Option<SchedNode> {

@@ -376,26 +376,60 @@ impl NodeIndex {
         });
     }
 
-    /// Adds a copy of another index's node: room, model, attributes, partition and tags
-    /// (what a plan on a what-if index must see as the real one does).
-    pub fn add_copy(&mut self, n: &SchedNode) {
-        self.insert(SchedNode {
-            id: n.id.clone(),
-            host: n.host.clone(),
-            rack: n.rack.clone(),
-            total: n.total.clone(),
-            used: n.used.clone(),
-            free: n.free.clone(),
-            schedulable: true,
-            healthy: true,
-            draining: false,
-            gpu_model: n.gpu_model.clone(),
-            attributes: n.attributes.clone(),
-            partition: n.partition.clone(),
-            tags: n.tags.clone(),
-            apps_used: BTreeMap::new(),
-            key: None,
-        });
+    /// A scratch index of copies of `nodes` (distinct, in id order) as schedulable, without
+    /// their per-application use or holds: what a preemption plan is tried on. Built in bulk
+    /// (its maps from sorted runs), as a preemption round builds one per preemptor.
+    pub fn scratch<'a>(min_alloc: Resource, nodes: impl Iterator<Item = &'a SchedNode>) -> Self {
+        let mut idx = Self::new(min_alloc);
+        let mut ids = Vec::new();
+        let mut hosts: Vec<(String, BTreeSet<usize>)> = Vec::new();
+        for n in nodes {
+            let slot = idx.slots.len();
+            ids.push((n.id.clone(), slot));
+            // In id order, a host's nodes are adjacent.
+            match hosts.last_mut() {
+                Some((h, set)) if *h == n.host => {
+                    set.insert(slot);
+                }
+                _ => hosts.push((n.host.clone(), BTreeSet::from([slot]))),
+            }
+            match idx.by_rack.get_mut(&n.rack) {
+                Some(set) => {
+                    set.insert(slot);
+                }
+                None => {
+                    idx.by_rack.insert(n.rack.clone(), BTreeSet::from([slot]));
+                }
+            }
+            idx.count_healthy(&n.total, true);
+            idx.count_member(&n.partition, true);
+            idx.slots.push(Some(SchedNode {
+                id: n.id.clone(),
+                host: n.host.clone(),
+                rack: n.rack.clone(),
+                total: n.total.clone(),
+                used: n.used.clone(),
+                free: n.free.clone(),
+                schedulable: true,
+                healthy: true,
+                draining: false,
+                gpu_model: n.gpu_model.clone(),
+                attributes: n.attributes.clone(),
+                partition: n.partition.clone(),
+                tags: n.tags.clone(),
+                apps_used: BTreeMap::new(),
+                key: None,
+            }));
+            idx.account(slot, true);
+            idx.reindex(slot);
+        }
+        idx.by_id = ids.into_iter().collect();
+        // A host whose nodes were not adjacent (ids out of order) is merged, not lost.
+        for (h, set) in hosts {
+            idx.by_host.entry(h).or_default().extend(set);
+        }
+        idx.room_epoch += 1;
+        idx
     }
 
     /// Indexes a new node (replacing one of the same id): one accounting, one bucket entry.

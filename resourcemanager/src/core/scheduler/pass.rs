@@ -3,7 +3,7 @@
 //!
 //! Must not: change an ask or an application's admission except by committing a placement.
 
-use super::resume::RunWhy;
+use super::resume::{OrderEntry, RunWhy};
 use super::*;
 use smallvec::SmallVec;
 
@@ -36,9 +36,11 @@ pub(super) struct LeafVisit<'a> {
     passed_over: bool,
     /// Why they were, as far as resuming after them in a later pass goes.
     why: RunWhy,
+    /// The application being visited (its place in the leaf's order).
+    at: OrderEntry,
 }
 
-pub(super) struct BlockedUsers(BTreeMap<QueueIdx, BTreeSet<String>>);
+pub(super) struct BlockedUsers(BTreeMap<QueueIdx, BTreeMap<String, OrderEntry>>);
 
 impl BlockedUsers {
     pub(super) fn new() -> Self {
@@ -46,11 +48,29 @@ impl BlockedUsers {
     }
 
     fn contains(&self, leaf: QueueIdx, user: &str) -> bool {
-        self.0.get(&leaf).is_some_and(|u| u.contains(user))
+        self.0.get(&leaf).is_some_and(|u| u.contains_key(user))
     }
 
-    fn insert(&mut self, leaf: QueueIdx, user: &str) {
-        self.0.entry(leaf).or_default().insert(user.to_string());
+    /// `user` of `leaf` is at its limit, found at the application at `at` in its order.
+    fn insert(&mut self, leaf: QueueIdx, user: &str, at: OrderEntry) {
+        let users = self.0.entry(leaf).or_default();
+        match users.get_mut(user) {
+            Some(first) => *first = (*first).min(at),
+            None => {
+                users.insert(user.to_string(), at);
+            }
+        }
+    }
+
+    /// The users of `leaf` found at their limit at or before `cursor`.
+    fn through(&self, leaf: QueueIdx, cursor: OrderEntry) -> Vec<String> {
+        self.0.get(&leaf).map_or_else(Vec::new, |users| {
+            users
+                .iter()
+                .filter(|(_, at)| **at <= cursor)
+                .map(|(u, _)| u.clone())
+                .collect()
+        })
     }
 }
 
@@ -106,7 +126,12 @@ impl Scheduler {
             {
                 excluded[leaf] = true;
             }
+            // Users that runs kept from earlier passes found at their limit are blocked from
+            // the start, as a walk through those runs would block them.
             let mut blocked_users = BlockedUsers::new();
+            for (leaf, at, user) in self.resumes.blocked(&part) {
+                blocked_users.insert(leaf, user, at);
+            }
             while let Some(leaf) = self.pick_leaf(&mut excluded, &part) {
                 self.stats.leaves_served += 1;
                 let shapes = (&mut failed_shapes, full);
@@ -211,6 +236,8 @@ impl Scheduler {
             blocked_users,
             passed_over: true,
             why: RunWhy::default(),
+            // Set before each application's turn.
+            at: (i64::MIN, 0, ApplicationId::new(0, 0)),
         };
         // Gang ids are the application's own: two applications may both have a "g1".
         let mut tried_gangs: BTreeSet<(ApplicationId, String)> = BTreeSet::new();
@@ -221,7 +248,8 @@ impl Scheduler {
             // The application the previous round of this loop passed over (it did not
             // return): while all before it were passed over too, resume after it next time.
             if let (true, Some(c)) = (visit.passed_over && !visit.strict, cursor) {
-                self.resumes.extend(part, leaf, c, visit.why);
+                let blocked = visit.blocked_users.through(leaf, c);
+                self.resumes.extend(part, leaf, c, visit.why, blocked);
             }
             let next = {
                 let set = &self.tree.queues[leaf].schedulable;
@@ -237,6 +265,7 @@ impl Scheduler {
                 return Served::LeafDone;
             };
             cursor = Some(entry);
+            visit.at = entry;
             self.stats.apps_visited += 1;
             if let Some(served) = self.serve_app(&mut visit, entry.2, &mut tried_gangs) {
                 return served;
@@ -370,7 +399,7 @@ impl Scheduler {
             if parts.is_empty() {
                 visit.why.user_limited = true;
                 if let Some(a) = self.apps.get(&app_id) {
-                    visit.blocked_users.insert(leaf, &a.user);
+                    visit.blocked_users.insert(leaf, &a.user, visit.at);
                 }
                 break;
             }
@@ -552,8 +581,8 @@ impl Scheduler {
         if had > 0 && gang.is_none() {
             self.count_shape(&resource, 1, false);
         }
-        self.charge(app_id, &node_id, &resource);
-        self.tag(app_id, &node_id, &tags, true);
+        self.charge_slot(app_id, slot, &resource);
+        self.tag_slot(app_id, slot, &tags, true);
         self.refresh_order(app_id);
         Some(Placement {
             app: *app_id,

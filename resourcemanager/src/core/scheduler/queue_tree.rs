@@ -152,6 +152,19 @@ impl Queue {
         }
     }
 
+    /// Its maximum in `partition` (zero in a partition it has no share of).
+    pub fn maximum_ref_in(&self, partition: &str) -> std::borrow::Cow<'_, Resource> {
+        use std::borrow::Cow;
+        if partition.is_empty() {
+            Cow::Borrowed(&self.maximum)
+        } else {
+            match self.parts.get(partition) {
+                Some(p) => Cow::Borrowed(&p.maximum),
+                None => Cow::Owned(Resource::zero()),
+            }
+        }
+    }
+
     /// Its use in `partition`.
     pub fn used_in(&self, partition: &str) -> Resource {
         self.used_ref_in(partition).into_owned()
@@ -539,4 +552,21 @@ pub fn within(calc: Calculator, a: &Resource, b: &Resource) -> bool {
         Calculator::Memory => a.memory_mb <= b.memory_mb,
         Calculator::Dominant => a.fits_in(b),
     }
+}
+
+/// `within(calc, &sum(parts), b)` without building the sum: the scheduler asks it of every
+/// queue on a leaf's path for every visit.
+pub fn sum_within(calc: Calculator, parts: &[&Resource], b: &Resource) -> bool {
+    let sum =
+        |f: &dyn Fn(&Resource) -> i64| parts.iter().fold(0i64, |acc, r| acc.saturating_add(f(r)));
+    if sum(&|r| r.memory_mb) > b.memory_mb {
+        return false;
+    }
+    if calc == Calculator::Memory {
+        return true;
+    }
+    sum(&|r| r.vcores) <= b.vcores
+        && parts
+            .iter()
+            .all(|p| p.extended().all(|(k, _)| sum(&|r| r.get(k)) <= b.get(k)))
 }

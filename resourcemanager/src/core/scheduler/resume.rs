@@ -47,12 +47,15 @@ impl RunWhy {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Run {
     cursor: OrderEntry,
     why: RunWhy,
     /// The leaf's user-limit moves when the run was last extended.
     limit_moves: u64,
+    /// The users found at their limit within the run: a walk from the leaf's start would
+    /// find them there again, and pass over their later applications too.
+    blocked: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -108,6 +111,17 @@ impl Resumes {
         }
     }
 
+    /// The users each kept run of `part` found at their limit, with the leaf and the run's
+    /// end: a pass resuming after the run starts with them blocked, as a walk through it
+    /// would block them.
+    pub(super) fn blocked(&self, part: &str) -> impl Iterator<Item = (QueueIdx, OrderEntry, &str)> {
+        self.parts
+            .get(part)
+            .into_iter()
+            .flat_map(|p| p.leaves.iter())
+            .flat_map(|(leaf, r)| r.blocked.iter().map(move |u| (*leaf, r.cursor, u.as_str())))
+    }
+
     /// The leaves of `part` whose every waiting application (the last at `last`) is
     /// known not servable in this pass.
     pub(super) fn walked<'a>(
@@ -136,8 +150,16 @@ impl Resumes {
     }
 
     /// The run of `leaf` in `part` now ends at `cursor`; `why` says why its newest
-    /// applications were passed over (added to what the run already carried).
-    pub(super) fn extend(&mut self, part: &str, leaf: QueueIdx, cursor: OrderEntry, why: RunWhy) {
+    /// applications were passed over (added to what the run already carried), `blocked`
+    /// which users it found at their limit (all of them so far).
+    pub(super) fn extend(
+        &mut self,
+        part: &str,
+        leaf: QueueIdx,
+        cursor: OrderEntry,
+        why: RunWhy,
+        blocked: Vec<String>,
+    ) {
         let Some(p) = self.parts.get_mut(part) else {
             return;
         };
@@ -148,12 +170,14 @@ impl Resumes {
                 let r = e.get_mut();
                 r.cursor = cursor;
                 r.why = r.why.and(why);
+                r.blocked = blocked;
             }
             Entry::Vacant(e) => {
                 e.insert(Run {
                     cursor,
                     why,
                     limit_moves: self.limit_moves.get(leaf.0).copied().unwrap_or(0),
+                    blocked,
                 });
             }
         }
@@ -169,11 +193,16 @@ impl Resumes {
         }
     }
 
-    /// Forgets every run and failed shape: each pass walks every application again (what
-    /// passes did before runs were kept; tests compare the two).
+    /// Forgets every run: each pass walks every application again (what passes did before
+    /// runs were kept; tests compare the two). The shapes known not to fit are kept: the
+    /// pass skips an ask of such a shape before its user's limit is looked at, so a walk
+    /// that searched for it again could find its user at the limit where one that knew
+    /// better does not (a difference of which check comes first, not of what fits).
     #[cfg(test)]
     pub(crate) fn forget(&mut self) {
-        self.parts.clear();
+        for p in self.parts.values_mut() {
+            p.leaves.clear();
+        }
     }
 
     /// Something raised `leaf`'s user limit (its usage grew, or a user left): a run a user

@@ -635,17 +635,15 @@ impl Scheduler {
             id(a).cmp(&id(b))
         });
         slots.dedup();
-        let mut idx = NodeIndex::new(self.min_alloc.clone());
-        for s in slots {
-            let Some(n) = self.nodes.get(s) else { continue };
+        let usable = slots.into_iter().filter_map(|s| {
+            let n = self.nodes.get(s)?;
             let held_by_other = self
                 .nodes
                 .reserved_by(s)
                 .is_some_and(|h| Some(h) != holder.as_ref() && !self.may_steal(h, p, reason, conf));
-            if n.schedulable && !held_by_other {
-                idx.add_copy(n);
-            }
-        }
+            (n.schedulable && !held_by_other).then_some(n)
+        });
+        let mut idx = NodeIndex::scratch(self.min_alloc.clone(), usable);
         let fits = |idx: &NodeIndex| -> Option<Hold> {
             if !p.need.fits_in(&idx.cluster_free()) {
                 return None;
