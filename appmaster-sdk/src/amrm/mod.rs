@@ -48,7 +48,9 @@ mod ask;
 mod events;
 
 pub use ask::{AskError, AskKey, AskTable, ContainerRequest};
-pub use events::{AllocationEvent, AllocationEvents, GangDemand, GangOffer, PreemptionNotice};
+pub use events::{
+    AllocationEvent, AllocationEvents, GangDemand, GangOffer, PreemptedContainer, PreemptionNotice,
+};
 
 /// YARN's `ResourceRequest.ANY`.
 pub const ANY: &str = "*";
@@ -494,12 +496,16 @@ impl AmRmClient {
             .strict_contract
             .iter()
             .flat_map(|c| c.container.iter())
-            .chain(m.contract.iter().flat_map(|c| c.container.iter()))
-            .map(|c| c.id);
+            .chain(m.contract.iter().flat_map(|c| c.container.iter()));
         let mut fresh = Vec::new();
-        for id in listed {
-            if self.noticed.insert(id) {
-                fresh.push(id);
+        for c in listed {
+            if self.noticed.insert(c.id) {
+                fresh.push(PreemptedContainer {
+                    id: c.id,
+                    node_id: c.node_id.clone(),
+                    node_http_address: c.node_http_address.clone(),
+                    gang_id: c.gang_id.clone(),
+                });
             }
         }
         if fresh.is_empty() {
