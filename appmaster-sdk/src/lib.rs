@@ -51,6 +51,7 @@ pub mod follow;
 pub mod gang;
 mod http;
 pub mod launch;
+mod logging;
 pub mod nm_client;
 pub mod placement;
 pub mod rm_client;
@@ -60,10 +61,28 @@ pub mod tls;
 pub mod train;
 pub mod user_token;
 
+/// The shared vocabulary (ids, resources, states, the wire records), so that an AM needs
+/// only this crate in its `Cargo.toml`: `spindle_appmaster_sdk::common::records::am::...`.
+pub use spindle_common as common;
+pub use spindle_common::ids::{ApplicationId, ContainerId, NodeId};
+pub use spindle_common::records::am::Container;
+pub use spindle_common::records::node::{ContainerLaunchContext, SignalContainerCommand};
+pub use spindle_common::resource::{Resource, GPU};
+pub use spindle_common::states::FinalApplicationStatus;
+
 pub use address::{current_user, RmAddress};
 pub use am_client::{AmClient, AmEnv, AmError};
-pub use amrm::{AllocationEvent, AllocationEvents, AmRmClient, AskError, ContainerRequest};
+pub use amrm::{
+    AllocationEvent, AllocationEvents, AmRmClient, AskError, ContainerRequest, PreemptedContainer,
+};
 pub use error::ClientError;
 pub use gang::{GangError, GangMember, GangRequest};
+pub use logging::init_logging;
 pub use nm_client::NmClient;
 pub use rm_client::{AppsFilter, KillOutcome, RmClient};
+
+/// `docs/sdk.md`, compiled as doc tests: an example there that no longer builds fails the
+/// suite (`cargo test -p spindle-appmaster-sdk --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/sdk.md")]
+pub struct SdkGuide;

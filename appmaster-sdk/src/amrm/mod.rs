@@ -520,7 +520,10 @@ impl AmRmClient {
         })
     }
 
-    /// Waits [`AmRmClient::next_interval`], then [`AmRmClient::poll`].
+    /// The low-level loop step: waits [`AmRmClient::next_interval`], then one heartbeat
+    /// ([`AmRmClient::poll`]), returning everything it brought at once (to act on a
+    /// heartbeat's grants together). [`AmRmClient::next_event`] is the same, one event at a
+    /// time.
     pub async fn tick(&mut self) -> Result<AllocationEvents, AmError> {
         tokio::time::sleep(self.next_interval()).await;
         self.poll().await
@@ -529,6 +532,10 @@ impl AmRmClient {
     /// The next single event: one left from the last heartbeat, else heartbeats (at
     /// [`AmRmClient::next_interval`]) until something happens. A failed heartbeat is
     /// returned as the error; calling again retries.
+    ///
+    /// The event is owned and the borrow ends when it is returned, so this is the AM's
+    /// loop: `while let Ok(ev) = amrm.next_event().await { ... }` may ask, release,
+    /// acknowledge and report between events (see `docs/sdk.md`).
     ///
     /// Cancelling this future while a heartbeat is in flight loses that heartbeat's answer
     /// (which may carry containers), as with any allocate call: do not race it in a
@@ -548,10 +555,10 @@ impl AmRmClient {
         }
     }
 
-    /// The heartbeats as a `futures::Stream` of single events, for incremental asks: add
-    /// requests, then take grants and completions as they come (see `docs/sdk.md`). The
-    /// stream borrows the client; drop it to change the asks (nothing queued is lost) and
-    /// make a new one. After [`AmError::Shutdown`] or [`AmError::NotRegistered`] it ends;
+    /// The heartbeats as a `futures::Stream` of single events, for stream combinators. The
+    /// stream borrows the client mutably for as long as it lives, so nothing can be asked,
+    /// released or acknowledged while it is held: drop it to act (nothing queued is lost),
+    /// or loop on [`AmRmClient::next_event`] instead. After [`AmError::Shutdown`] or [`AmError::NotRegistered`] it ends;
     /// after other errors (an unreachable RM) it yields the error and carries on, after a
     /// pause of [`MAX_INTERVAL`].
     ///
