@@ -20,7 +20,9 @@
 //!   containers asked for one by one, at most K at once, each given back as its trial ends,
 //!   failed trials retried; `sweep::status` its trials file `spindle-trials.json` for the
 //!   client's table; it shares the distributed shell's configuration and heartbeat loop;
-//! - [`launch`]: what those clients share, submitting this binary as the AM and
+//! - [`submission`]: your own AM submitted (`Submission::new(name).am_file(..)`, what
+//!   `spindle submit` uses);
+//! - [`launch`]: what those clients share, submitting the AM and
 //!   following the application to its end ([`follow`]: waiting reasons, progress, rank 0's
 //!   output, the exit summary; Ctrl-C kills the application);
 //! - [`placement`]: YARN distributed shell's `--placement_spec` text (allocation tags and
@@ -56,6 +58,7 @@ pub mod nm_client;
 pub mod placement;
 pub mod rm_client;
 pub mod ship;
+pub mod submission;
 pub mod sweep;
 pub mod tls;
 pub mod train;
@@ -80,6 +83,7 @@ pub use gang::{GangError, GangMember, GangRequest};
 pub use logging::init_logging;
 pub use nm_client::NmClient;
 pub use rm_client::{AppsFilter, KillOutcome, RmClient};
+pub use submission::Submission;
 
 /// `docs/sdk.md`, compiled as doc tests: an example there that no longer builds fails the
 /// suite (`cargo test -p spindle-appmaster-sdk --doc`).
