@@ -264,6 +264,10 @@ mod tests {
         assert_eq!(e.rm_address, RmAddress::new("127.0.0.1", 8088));
         assert_eq!(e.token, "abc.def");
         assert_eq!(e.container_id.seq, 1);
+        // The form clients are given (`host:port`) is read too: one parser for both.
+        m.insert(env::RM_ADDRESS, "127.0.0.1:8088");
+        let e = AmEnv::from_lookup(lookup(&m)).unwrap();
+        assert_eq!(e.rm_address, RmAddress::new("127.0.0.1", 8088));
 
         m.insert(env::CONTAINER_ID, "container_1404198295326_0004_01_000001");
         let err = AmEnv::from_lookup(lookup(&m)).unwrap_err();

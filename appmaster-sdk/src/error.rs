@@ -44,6 +44,10 @@ pub enum ClientError {
         exception: String,
         message: String,
     },
+    /// A call by container id alone for a container this client neither started nor
+    /// remembered: it does not know the container's node.
+    #[error("container {container_id} was not started or remembered by this client: its node is unknown (pass the node's address, or NmClient::remember its Container first)")]
+    UnknownContainer { container_id: String },
     /// The RM refused to tell who the caller is (401 on its cluster REST): no token, or one
     /// it does not accept. The message says how to get one.
     #[error("{message} (HTTP 401 from {url}); {}", if *had_token {

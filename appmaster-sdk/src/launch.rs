@@ -1,5 +1,7 @@
-//! Submitting this binary as an application's AM and following it to the end: one launcher
-//! for the distributed shell and `spindle train`, which differ only in what [`AmLaunch`] holds.
+//! Submitting an application and following it to the end: one launcher for the distributed
+//! shell, `spindle train`, `spindle sweep` (whose AM is this binary) and `spindle submit` (a
+//! user's AM, [`crate::submission::Submission`]), which differ only in what [`AmLaunch`]
+//! holds.
 
 use std::future::Future;
 use std::path::Path;
@@ -20,15 +22,19 @@ use crate::dshell::client::{follow_application, DsClientError, DsOutcome, POLL_I
 use crate::follow::{self, AppKind, FollowEnd, FollowOptions};
 use crate::rm_client::RmClient;
 
-/// One application whose AM is this binary, shipped as local resource `am_resource_key` and
-/// run as `am_command` with its parameters in `am_env`.
+/// One application whose AM is run as `am_command` with its parameters in `am_env`: this
+/// binary (the `exe` the launcher is given), shipped as local resource `am_resource_key`, or,
+/// without one, a program the AM's node has or one shipped with `ship`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AmLaunch<'a> {
     /// YARN's application type.
-    pub application_type: &'static str,
-    pub am_resource_key: &'static str,
-    pub am_command: &'static str,
+    pub application_type: &'a str,
+    pub am_resource_key: Option<&'a str>,
+    pub am_command: &'a str,
     pub am_env: Vec<(String, String)>,
+    /// What `ship` stages is also the AM container's own local resources (in its working
+    /// directory), not only handed to it for its workers.
+    pub am_localizes_shipment: bool,
     pub app_name: &'a str,
     pub queue: Option<&'a str>,
     pub priority: Option<i32>,
@@ -124,24 +130,24 @@ pub fn build_submission(
             value: value.clone(),
         })
         .collect::<Vec<_>>();
+    let am_file = launch.am_resource_key.map(|key| LocalResourceEntry {
+        key: key.into(),
+        value: LocalResourceInfo {
+            resource: format!("file://{}", exe.display()),
+            kind: "FILE".into(),
+            visibility: "APPLICATION".into(),
+            size,
+            timestamp,
+        },
+    });
     ApplicationSubmissionContext {
         application_id: app_id.to_string(),
         application_name: Some(launch.app_name.to_string()),
         queue: launch.queue.map(str::to_string),
         priority: launch.priority,
         am_container_spec: AmContainerSpec {
-            local_resources: Some(LocalResourcesInfo {
-                entry: vec![LocalResourceEntry {
-                    key: launch.am_resource_key.into(),
-                    value: LocalResourceInfo {
-                        resource: format!("file://{}", exe.display()),
-                        kind: "FILE".into(),
-                        visibility: "APPLICATION".into(),
-                        size,
-                        timestamp,
-                    },
-                }]
-                .into(),
+            local_resources: am_file.map(|e| LocalResourcesInfo {
+                entry: vec![e].into(),
             }),
             environment: Some(KeyValues { entry: env.into() }),
             commands: Some(CommandsInfo {
@@ -338,7 +344,7 @@ fn known_leaf(
 }
 
 /// Checks the asks against the cluster's maximum container, submits, and says so.
-async fn submit(
+pub async fn submit(
     rm: &RmClient,
     launch: &AmLaunch<'_>,
     exe: &Path,
@@ -355,6 +361,18 @@ async fn submit(
     let mut ctx = build_submission(launch, &app_id, exe);
     // Shipping the user's code (crate::ship): staged for this id, removed if not submitted.
     let staged = crate::ship::stage_for_submission(launch.ship, &app_id, &mut ctx, rm, out).await?;
+    if let Some(s) = staged.as_ref().filter(|_| launch.am_localizes_shipment) {
+        let own = ctx
+            .am_container_spec
+            .local_resources
+            .get_or_insert_with(Default::default);
+        own.entry
+            .0
+            .extend(s.resources.iter().map(|(key, value)| LocalResourceEntry {
+                key: key.clone(),
+                value: value.clone(),
+            }));
+    }
     let submitted_at = spindle_common::time::now_ms();
     if let Err(e) = rm.submit(&ctx).await {
         crate::ship::unstage(staged.as_ref());
@@ -423,6 +441,22 @@ async fn say_lifetime(
             format_slurm_time(asked_secs),
             t.expiry_time
         ));
+    }
+}
+
+/// Whether `w` is a shell word that needs no quoting.
+pub fn is_plain_word(w: &str) -> bool {
+    !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c))
+}
+
+/// A command-line word as a POSIX shell reads it back: quoted when it has to be.
+pub fn shell_word(w: &str) -> String {
+    if is_plain_word(w) {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
     }
 }
 

@@ -20,7 +20,9 @@
 //!   containers asked for one by one, at most K at once, each given back as its trial ends,
 //!   failed trials retried; `sweep::status` its trials file `spindle-trials.json` for the
 //!   client's table; it shares the distributed shell's configuration and heartbeat loop;
-//! - [`launch`]: what those clients share, submitting this binary as the AM and
+//! - [`submission`]: your own AM submitted (`Submission::new(name).am_file(..)`, what
+//!   `spindle submit` uses);
+//! - [`launch`]: what those clients share, submitting the AM and
 //!   following the application to its end ([`follow`]: waiting reasons, progress, rank 0's
 //!   output, the exit summary; Ctrl-C kills the application);
 //! - [`placement`]: YARN distributed shell's `--placement_spec` text (allocation tags and
@@ -51,19 +53,40 @@ pub mod follow;
 pub mod gang;
 mod http;
 pub mod launch;
+mod logging;
 pub mod nm_client;
 pub mod placement;
 pub mod rm_client;
 pub mod ship;
+pub mod submission;
 pub mod sweep;
 pub mod tls;
 pub mod train;
 pub mod user_token;
 
+/// The shared vocabulary (ids, resources, states, the wire records), so that an AM needs
+/// only this crate in its `Cargo.toml`: `spindle_appmaster_sdk::common::records::am::...`.
+pub use spindle_common as common;
+pub use spindle_common::ids::{ApplicationId, ContainerId, NodeId};
+pub use spindle_common::records::am::Container;
+pub use spindle_common::records::node::{ContainerLaunchContext, SignalContainerCommand};
+pub use spindle_common::resource::{Resource, GPU};
+pub use spindle_common::states::FinalApplicationStatus;
+
 pub use address::{current_user, RmAddress};
 pub use am_client::{AmClient, AmEnv, AmError};
-pub use amrm::{AllocationEvent, AllocationEvents, AmRmClient, AskError, ContainerRequest};
+pub use amrm::{
+    AllocationEvent, AllocationEvents, AmRmClient, AskError, ContainerRequest, PreemptedContainer,
+};
 pub use error::ClientError;
 pub use gang::{GangError, GangMember, GangRequest};
+pub use logging::init_logging;
 pub use nm_client::NmClient;
 pub use rm_client::{AppsFilter, KillOutcome, RmClient};
+pub use submission::Submission;
+
+/// `docs/sdk.md`, compiled as doc tests: an example there that no longer builds fails the
+/// suite (`cargo test -p spindle-appmaster-sdk --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/sdk.md")]
+pub struct SdkGuide;

@@ -502,6 +502,33 @@ impl NmClient {
         Ok(())
     }
 
+    /// The NM address (`host:port`) of a container this client started or remembered (and
+    /// has not stopped since).
+    pub fn node_of(&self, id: &ContainerId) -> Option<String> {
+        self.tokens
+            .lock()
+            .ok()?
+            .get(id)
+            .map(|(node, _)| node.clone())
+    }
+
+    /// [`Self::signal_container`] by container id alone, for a container this client
+    /// started or [remembered](Self::remember): what an AM does with a preemption notice
+    /// without keeping its own map of containers to nodes.
+    /// [`ClientError::UnknownContainer`] for any other.
+    pub async fn signal_container_by_id(
+        &self,
+        id: &ContainerId,
+        command: SignalContainerCommand,
+    ) -> Result<(), ClientError> {
+        let node = self
+            .node_of(id)
+            .ok_or_else(|| ClientError::UnknownContainer {
+                container_id: id.to_string(),
+            })?;
+        self.signal_container(&node, id, command).await
+    }
+
     /// `POST /ws/v1/node/containers/reinitialize` (YARN's `reInitializeContainer`): runs
     /// `ctx` in the running container `id` in place of its process. The NM sends SIGTERM to
     /// the container's process group, SIGKILL after `grace` (None: the NM's

@@ -322,8 +322,16 @@ impl Fake {
         let (ids, deadline, gangs) = self.notice.as_ref()?;
         let live: Vec<PreemptionContainer> = ids
             .iter()
-            .filter(|id| self.containers.get(id).is_some_and(|c| c.running))
-            .map(|id| PreemptionContainer { id: *id })
+            .filter_map(|id| Some((id, self.containers.get(id).filter(|c| c.running)?)))
+            .map(|(id, c)| {
+                let addr = self.nm_addrs[c.node].clone();
+                PreemptionContainer {
+                    id: *id,
+                    node_id: addr.parse().ok(),
+                    node_http_address: Some(addr),
+                    gang_id: c.gang.clone(),
+                }
+            })
             .collect();
         (!live.is_empty()).then(|| PreemptionMessage {
             strict_contract: Some(StrictPreemptionContract {
@@ -1348,16 +1356,23 @@ async fn a_preemption_notice_is_told_once_and_the_answers_ride_on_the_heartbeats
     let deadline = 1_900_000_000_000;
     lock(&shared).notice = Some((ids.clone(), deadline, vec!["g".into()]));
 
-    // Told once, with the RM's deadline and gang, although the RM repeats it.
+    // Told once, with the RM's deadline and gang, although the RM repeats it; each
+    // container with its node and gang, so it can be signalled by id alone.
     let ev = bounded(amrm.poll()).await.expect("poll");
+    assert_eq!(ev.preempted.len(), 1, "{:?}", ev.preempted);
+    let n: &PreemptionNotice = &ev.preempted[0];
     assert_eq!(
-        ev.preempted,
-        vec![PreemptionNotice {
-            containers: ids.clone(),
-            deadline_ms: deadline,
-            gang_ids: vec!["g".into()],
-        }]
+        (n.ids(), n.deadline_ms, n.gang_ids.clone()),
+        (ids.clone(), deadline, vec!["g".to_string()])
     );
+    for c in &n.containers {
+        let granted = got.iter().find(|g| g.id == c.id).expect("a granted member");
+        assert_eq!(
+            c.node_http_address.as_deref(),
+            Some(granted.node_http_address.as_str())
+        );
+        assert_eq!(c.gang_id.as_deref(), Some("g"));
+    }
     for _ in 0..3 {
         let ev = bounded(amrm.poll()).await.expect("poll");
         assert!(ev.preempted.is_empty(), "told again: {:?}", ev.preempted);
@@ -1416,7 +1431,9 @@ async fn a_preemption_notice_is_told_once_and_the_answers_ride_on_the_heartbeats
                 deadline_ms,
                 gang_ids,
             })) => {
-                assert_eq!(containers, h_ids);
+                let got: Vec<ContainerId> = containers.iter().map(|c| c.id).collect();
+                assert_eq!(got, h_ids);
+                assert!(containers.iter().all(|c| c.gang_id.as_deref() == Some("h")));
                 assert_eq!(deadline_ms, deadline);
                 assert_eq!(gang_ids, vec!["g".to_string(), "h".to_string()]);
             }

@@ -466,7 +466,12 @@ pub fn preemption_message(n: PreemptionNotice) -> PreemptionMessage {
     let containers: Vec<PreemptionContainer> = n
         .containers
         .iter()
-        .map(|c| PreemptionContainer { id: *c })
+        .map(|c| PreemptionContainer {
+            id: c.id,
+            node_id: Some(c.node.clone()),
+            node_http_address: Some(c.node_http.clone()),
+            gang_id: c.gang.clone(),
+        })
         .collect();
     PreemptionMessage {
         strict_contract: Some(StrictPreemptionContract {

@@ -5,6 +5,8 @@
 //! `application -status` and the REST app's diagnostics) says the root is full, that
 //! `root.research` holds it 50 points above its guarantee, and that the monitor is off, not
 //! that prod must drain. `queue -list` names what each capacity figure is a percent of.
+//! A plain ask held by its user's limit (the shipped queues) is told so, and its GPUs show
+//! in `resourceRequests`.
 //! Both applications are killed at the end; the daemons by pid (the `Cluster`'s drop) and
 //! the temp dirs removed.
 
@@ -246,4 +248,78 @@ fn an_ask_no_node_has_room_for_says_so_in_the_list() {
         let out = c.spindle(&["application", "-kill", id]);
         assert!(out.status.success(), "{}", text(&out.stderr));
     }
+}
+
+/// The shipped queues (`default` at 70%, `user-limit-factor` 1) on one node of 4 GPUs: a
+/// distributed shell of four 1-GPU containers gets three; the fourth waits on its user's
+/// limit, and `application -status` and the REST diagnostics say so. The pending ask in
+/// `resourceRequests` lists `yarn.io/gpu`, not only memory and vcores.
+#[test]
+fn a_plain_ask_held_by_the_user_limit_names_it_and_shows_its_gpus() {
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let gpus = fake_gpus(scratch.path(), 4);
+    let queues = cs_xml(&[
+        (
+            "resource-calculator",
+            "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator",
+        ),
+        ("maximum-am-resource-percent", "0.5"),
+        ("root.queues", "default,gpu"),
+        ("root.default.capacity", "70"),
+        ("root.default.maximum-capacity", "100"),
+        ("root.default.user-limit-factor", "1"),
+        ("root.gpu.capacity", "30"),
+        ("root.gpu.maximum-capacity", "100"),
+        ("root.gpu.user-limit-factor", "1"),
+    ]);
+    let c = Cluster::start_with_files(
+        ClusterOpts::with_fake_gpus(1, &gpus),
+        &[("capacity-scheduler.xml", &queues)],
+    );
+    let out = c.spindle_within(
+        &[
+            "distributed-shell",
+            "-num_containers",
+            "4",
+            "-container_resources",
+            "memory-mb=256,vcores=1,yarn.io/gpu=1",
+            "-shell_command",
+            "sleep 300",
+            "-queue",
+            "default",
+            "--detach",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let id = app_id_in(&text(&out.stdout)).expect("the application id");
+    let status = wait_until("the fourth ask's reason", Duration::from_secs(60), || {
+        let s = text(&c.spindle(&["application", "-status", &id]).stdout);
+        s.contains("is at its user limit in queue root.default")
+            .then_some(s)
+    });
+    assert!(
+        status.contains("A container request is waiting"),
+        "{status}"
+    );
+    let app = c.app(&id);
+    assert_eq!(app["allocatedGpus"].as_i64(), Some(3), "{app}");
+    let diag = app["diagnostics"].as_str().unwrap_or_default();
+    assert!(diag.contains("user limit"), "{diag}");
+    let asks = app["resourceRequests"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let gpu_asked = asks.iter().any(|r| {
+        r["capability"]["resourceInformations"]["resourceInformation"]
+            .as_array()
+            .is_some_and(|infos| {
+                infos
+                    .iter()
+                    .any(|i| i["name"] == GPU && i["value"].as_i64() == Some(1))
+            })
+    });
+    assert!(gpu_asked, "no yarn.io/gpu in resourceRequests: {asks:?}");
+    let out = c.spindle(&["application", "-kill", &id]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
 }

@@ -1,6 +1,6 @@
 //! What a heartbeat brought, as a batch and as single events.
 
-use spindle_common::ids::ContainerId;
+use spindle_common::ids::{ContainerId, NodeId};
 use spindle_common::records::am::{
     Container, ContainerStatus, ContainerUpdateType, GangStatus, NodeReport, UpdateContainerError,
     UpdatedContainer,
@@ -62,11 +62,32 @@ pub struct GangDemand {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PreemptionNotice {
     /// The containers newly under notice (a gang's live members all together).
-    pub containers: Vec<ContainerId>,
+    pub containers: Vec<PreemptedContainer>,
     /// When the RM kills what is still live, with exit status -102 (ms since the epoch).
     pub deadline_ms: u64,
     /// The gangs the RM takes back whole.
     pub gang_ids: Vec<String>,
+}
+
+/// A container under a preemption notice, with what the AM needs to act on it: the node it
+/// runs on (signal or stop it there, or by id alone with
+/// [`crate::NmClient::signal_container_by_id`]) and its gang.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreemptedContainer {
+    pub id: ContainerId,
+    /// The node it runs on, and that NM's HTTP address (`None` only from an RM that does
+    /// not say).
+    pub node_id: Option<NodeId>,
+    pub node_http_address: Option<String>,
+    /// The gang it is a member of.
+    pub gang_id: Option<String>,
+}
+
+impl PreemptionNotice {
+    /// The ids of the containers under notice.
+    pub fn ids(&self) -> Vec<ContainerId> {
+        self.containers.iter().map(|c| c.id).collect()
+    }
 }
 
 impl AllocationEvents {
@@ -162,7 +183,7 @@ pub enum AllocationEvent {
     /// `deadline_ms` (ms since the epoch), when the RM kills what is left with -102
     /// (PREEMPTED). Told once per newly noticed container.
     Preempted {
-        containers: Vec<ContainerId>,
+        containers: Vec<PreemptedContainer>,
         deadline_ms: u64,
         gang_ids: Vec<String>,
     },

@@ -48,7 +48,9 @@ mod ask;
 mod events;
 
 pub use ask::{AskError, AskKey, AskTable, ContainerRequest};
-pub use events::{AllocationEvent, AllocationEvents, GangDemand, GangOffer, PreemptionNotice};
+pub use events::{
+    AllocationEvent, AllocationEvents, GangDemand, GangOffer, PreemptedContainer, PreemptionNotice,
+};
 
 /// YARN's `ResourceRequest.ANY`.
 pub const ANY: &str = "*";
@@ -494,12 +496,16 @@ impl AmRmClient {
             .strict_contract
             .iter()
             .flat_map(|c| c.container.iter())
-            .chain(m.contract.iter().flat_map(|c| c.container.iter()))
-            .map(|c| c.id);
+            .chain(m.contract.iter().flat_map(|c| c.container.iter()));
         let mut fresh = Vec::new();
-        for id in listed {
-            if self.noticed.insert(id) {
-                fresh.push(id);
+        for c in listed {
+            if self.noticed.insert(c.id) {
+                fresh.push(PreemptedContainer {
+                    id: c.id,
+                    node_id: c.node_id.clone(),
+                    node_http_address: c.node_http_address.clone(),
+                    gang_id: c.gang_id.clone(),
+                });
             }
         }
         if fresh.is_empty() {
@@ -514,7 +520,10 @@ impl AmRmClient {
         })
     }
 
-    /// Waits [`AmRmClient::next_interval`], then [`AmRmClient::poll`].
+    /// The low-level loop step: waits [`AmRmClient::next_interval`], then one heartbeat
+    /// ([`AmRmClient::poll`]), returning everything it brought at once (to act on a
+    /// heartbeat's grants together). [`AmRmClient::next_event`] is the same, one event at a
+    /// time.
     pub async fn tick(&mut self) -> Result<AllocationEvents, AmError> {
         tokio::time::sleep(self.next_interval()).await;
         self.poll().await
@@ -523,6 +532,10 @@ impl AmRmClient {
     /// The next single event: one left from the last heartbeat, else heartbeats (at
     /// [`AmRmClient::next_interval`]) until something happens. A failed heartbeat is
     /// returned as the error; calling again retries.
+    ///
+    /// The event is owned and the borrow ends when it is returned, so this is the AM's
+    /// loop: `while let Ok(ev) = amrm.next_event().await { ... }` may ask, release,
+    /// acknowledge and report between events (see `docs/sdk.md`).
     ///
     /// Cancelling this future while a heartbeat is in flight loses that heartbeat's answer
     /// (which may carry containers), as with any allocate call: do not race it in a
@@ -542,10 +555,10 @@ impl AmRmClient {
         }
     }
 
-    /// The heartbeats as a `futures::Stream` of single events, for incremental asks: add
-    /// requests, then take grants and completions as they come (see `docs/sdk.md`). The
-    /// stream borrows the client; drop it to change the asks (nothing queued is lost) and
-    /// make a new one. After [`AmError::Shutdown`] or [`AmError::NotRegistered`] it ends;
+    /// The heartbeats as a `futures::Stream` of single events, for stream combinators. The
+    /// stream borrows the client mutably for as long as it lives, so nothing can be asked,
+    /// released or acknowledged while it is held: drop it to act (nothing queued is lost),
+    /// or loop on [`AmRmClient::next_event`] instead. After [`AmError::Shutdown`] or [`AmError::NotRegistered`] it ends;
     /// after other errors (an unreachable RM) it yields the error and carries on, after a
     /// pause of [`MAX_INTERVAL`].
     ///

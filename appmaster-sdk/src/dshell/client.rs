@@ -133,7 +133,8 @@ impl DsOptions {
     pub fn launch(&self) -> AmLaunch<'_> {
         AmLaunch {
             application_type: APPLICATION_TYPE,
-            am_resource_key: AM_RESOURCE_KEY,
+            am_resource_key: Some(AM_RESOURCE_KEY),
+            am_localizes_shipment: false,
             am_command: AM_COMMAND,
             am_env: self.am.to_env(),
             app_name: &self.app_name,

@@ -61,7 +61,8 @@ impl TrainOptions {
     pub fn launch(&self) -> AmLaunch<'_> {
         AmLaunch {
             application_type: APPLICATION_TYPE,
-            am_resource_key: AM_RESOURCE_KEY,
+            am_resource_key: Some(AM_RESOURCE_KEY),
+            am_localizes_shipment: false,
             am_command: AM_COMMAND,
             am_env: {
                 let mut env = self.am.to_env();

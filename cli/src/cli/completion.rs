@@ -10,8 +10,8 @@ use super::args::{Arity, Opt, UsageError};
 use super::token;
 use super::{
     accounting, application, applicationattempt, cluster, clustersecret, container, dshell, image,
-    logs, minicluster, node, nodeattributes, queue, rmadmin, schedulerconf, sls, sweep, top, train,
-    usage_error, EXIT_OK,
+    logs, minicluster, node, nodeattributes, queue, rmadmin, schedulerconf, sls, submit, sweep,
+    top, train, usage_error, EXIT_OK,
 };
 
 pub const USAGE: &str = "\
@@ -131,6 +131,12 @@ pub const COMMANDS: &[Command] = &[
         true,
     ),
     cmd("train", "run N workers as one gang", train::OPTS, true),
+    cmd(
+        "submit",
+        "run your own application master (--am-file BIN or --am-command CMD)",
+        submit::OPTS,
+        true,
+    ),
     cmd(
         "sweep",
         "run a command per trial of a grid or job array",

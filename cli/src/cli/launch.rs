@@ -13,7 +13,7 @@ use super::args::{Parsed, UsageError};
 use super::{rm_client, EXIT_APP_FAILED, EXIT_OK};
 use spindle_appmaster_sdk::amrm::AmRmClient;
 use spindle_appmaster_sdk::launch::Dependencies;
-use spindle_appmaster_sdk::launch::{AmLaunch, ClientEnd, Watch};
+use spindle_appmaster_sdk::launch::{shell_word, AmLaunch, ClientEnd, Watch};
 use spindle_appmaster_sdk::nm_client::NmClient;
 use spindle_appmaster_sdk::AmClient;
 use spindle_common::ApplicationId;
@@ -148,18 +148,6 @@ pub(super) fn watch_options(p: &Parsed) -> Result<Watch, UsageError> {
         (false, false) => !detach && std::io::stdout().is_terminal(),
     };
     Ok(Watch { follow, detach })
-}
-
-/// A command-line word as a POSIX shell reads it back: quoted when it has to be.
-fn shell_word(w: &str) -> String {
-    let plain = !w.is_empty()
-        && w.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c));
-    if plain {
-        w.to_string()
-    } else {
-        format!("'{}'", w.replace('\'', "'\\''"))
-    }
 }
 
 /// What a detached client prints: the id, and the commands (with this command line's

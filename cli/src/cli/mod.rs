@@ -40,6 +40,7 @@ pub mod queue;
 pub mod rmadmin;
 pub mod schedulerconf;
 pub mod sls;
+pub mod submit;
 pub mod sweep;
 pub mod token;
 pub mod top;
@@ -108,6 +109,8 @@ defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the
   logs               -applicationId APPID [-containerId CID] [-log_files F1,F2]
   distributed-shell  run a shell command in N containers (see `spindle distributed-shell -help`)
   train              run N workers as one gang with torchrun's rank environment (`spindle train -help`)
+  submit             run your own application master: --am-file BIN (shipped) or --am-command
+                     CMD, followed like train (`spindle submit -help`)
   sweep              run a command once per trial of a grid (--param) or Slurm job array
                      (--array 0-31%4), at most K at once (`spindle sweep -help`)
   minicluster        start a resourcemanager and N nodemanagers on this machine
@@ -151,6 +154,7 @@ pub async fn run(args: Vec<String>) -> u8 {
         "distributed-shell" | "distributedshell" | "dshell" => dshell::run_client_cmd(rest).await,
         "distributed-shell-am" => dshell::run_am_cmd(rest).await,
         "train" => train::run_client_cmd(rest).await,
+        "submit" => submit::run_client_cmd(rest).await,
         "train-am" => train::run_am_cmd(rest).await,
         "sweep" => sweep::run_client_cmd(rest).await,
         "sweep-am" => sweep::run_am_cmd(rest).await,

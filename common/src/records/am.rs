@@ -411,6 +411,15 @@ pub struct PreemptionContract {
 #[serde(rename_all = "camelCase")]
 pub struct PreemptionContainer {
     pub id: ContainerId,
+    /// Spindle's extension: the node the container runs on, and its NM's HTTP address (where
+    /// the AM signals or stops it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<NodeId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_http_address: Option<String>,
+    /// Spindle's extension: the gang the container is a member of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -51,7 +51,8 @@ pub use nodes::{
     NodesRefreshed, ReportedContainer,
 };
 pub use preemption::{
-    AmReport, Notice, PreemptionConf, PreemptionCounters, PreemptionNotice, PreemptionState, Reason,
+    AmReport, Notice, NoticedContainer, PreemptionConf, PreemptionCounters, PreemptionNotice,
+    PreemptionState, Reason,
 };
 pub use updates::{ContainerUpdate, UpdateErrorView, UpdateKind, UpdateRefusal, UpdatedView};
 pub use work::WorkCounts;

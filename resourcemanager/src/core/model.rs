@@ -169,6 +169,18 @@ pub struct QueueView {
     pub default_label_expression: Option<String>,
     /// Its share and use of each labelled partition.
     pub partitions: BTreeMap<String, super::scheduler::queue_tree::PartShare>,
+    /// Whether the preemption monitor may take containers from it.
+    pub preemption: PreemptionApplies,
+}
+
+/// Whether preemption applies to a queue, from the configuration: the monitor acts
+/// (`yarn.resourcemanager.scheduler.monitor.enable`, not observe-only) and the queue does
+/// not set `disable_preemption` (between queues) or `intra-queue-preemption.disable_preemption`
+/// (inside it; also off unless the intra-queue policy is enabled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PreemptionApplies {
+    pub inter_queue: bool,
+    pub intra_queue: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]

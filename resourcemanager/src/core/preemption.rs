@@ -97,13 +97,23 @@ pub struct AmReport {
 /// The notice an allocate answer carries: every container of the application under notice.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PreemptionNotice {
-    pub containers: Vec<ContainerId>,
+    pub containers: Vec<NoticedContainer>,
     /// What they hold in all.
     pub resource: Resource,
     /// The earliest deadline among them (ms).
     pub deadline: u64,
     /// Gangs taken back whole.
     pub gangs: Vec<String>,
+}
+
+/// A container under notice, with where it runs (so the AM can reach it on its node) and
+/// its gang.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoticedContainer {
+    pub id: ContainerId,
+    pub node: NodeId,
+    pub node_http: String,
+    pub gang: Option<String>,
 }
 
 impl RmCore {
@@ -422,14 +432,20 @@ impl RmCore {
             if c.application_id() != *app_id || n.shrink.is_some() {
                 continue;
             }
-            out.containers.push(*c);
             out.deadline = out.deadline.min(n.deadline);
-            if let Some(rc) = self.containers.get(c) {
-                out.resource.add_assign(&rc.resource);
-                if let Some(g) = &rc.gang {
-                    if !out.gangs.contains(g) {
-                        out.gangs.push(g.clone());
-                    }
+            let Some(rc) = self.containers.get(c) else {
+                continue;
+            };
+            out.containers.push(NoticedContainer {
+                id: *c,
+                node: rc.node.clone(),
+                node_http: rc.node_http.clone(),
+                gang: rc.gang.clone(),
+            });
+            out.resource.add_assign(&rc.resource);
+            if let Some(g) = &rc.gang {
+                if !out.gangs.contains(g) {
+                    out.gangs.push(g.clone());
                 }
             }
         }

@@ -270,6 +270,7 @@ impl RmCore {
         let cluster = self.sched.cluster();
         let pending = self.sched.pending_by_queue();
         let calc = self.sched.calculator();
+        let monitor = self.monitor_acts();
         let mut out = Vec::with_capacity(tree.queues.len());
         for (i, q) in tree.iter() {
             let (max_apps, max_per_user) = if q.is_leaf() {
@@ -365,6 +366,12 @@ impl RmCore {
                 acl_admin: tree.acl_string(i, true),
                 max_allocation: self.max_allocation_in(Some(i)),
                 max_am_resource_percent: q.spec.max_am_resource_percent,
+                preemption: PreemptionApplies {
+                    inter_queue: monitor && !q.spec.disable_preemption,
+                    intra_queue: monitor
+                        && self.conf.preemption.intra_queue
+                        && !q.spec.intra_queue_disable_preemption,
+                },
             });
         }
         out

@@ -61,7 +61,7 @@ impl Sim<'_> {
         n: PreemptionNotice,
     ) {
         for c in &n.containers {
-            self.noticed.insert(*c, j);
+            self.noticed.insert(c.id, j);
         }
         if self.runs[j].notice.is_some() {
             return;

@@ -425,8 +425,12 @@ impl Attempt<'_> {
         out: &mut (dyn FnMut(&str) + Send),
     ) {
         for notice in notices {
-            if !notice.containers.iter().any(|c| w.current.contains_key(c)) {
-                tracing::info!(containers = ?notice.containers,
+            if !notice
+                .containers
+                .iter()
+                .any(|c| w.current.contains_key(&c.id))
+            {
+                tracing::info!(containers = ?notice.ids(),
                     "a preemption notice about containers of an earlier attempt");
                 continue;
             }

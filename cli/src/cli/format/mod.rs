@@ -747,7 +747,8 @@ pub fn format_queue_status(q: &CapacitySchedulerQueueInfo) -> String {
         .unwrap_or("<DEFAULT_PARTITION>");
     let _ = writeln!(o, "\tDefault Node Label expression : {label}");
     let _ = writeln!(o, "\tAccessible Node Labels : {}", q.node_labels.join(","));
-    // Spindle does not preempt: a parent's REST record has no flag, and it is off too.
+    // The RM says per leaf whether the monitor may preempt it (its configuration); a
+    // parent's REST record has no flag and prints as disabled.
     let (preempt, intra) = q
         .leaf
         .as_ref()

@@ -374,6 +374,10 @@ pub struct AppResourceRequestInfo {
 pub struct RequestCapabilityInfo {
     pub memory: i64,
     pub virtual_cores: i64,
+    /// Every resource type the ask names (`memory-mb`, `vcores`, then `yarn.io/gpu` and the
+    /// other extended types), as YARN's `ResourceInfo` lists them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_informations: Option<super::resource::ResourceInformations>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

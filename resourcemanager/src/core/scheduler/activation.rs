@@ -428,6 +428,20 @@ impl Scheduler {
         l
     }
 
+    /// The user limit's decision on a plain ask of shape `cap` in the default partition of
+    /// `leaf` by a user who uses `user_used` there: `None` when the user may take it (YARN
+    /// lets a user below its limit go past it by one ask), else the limit it is at. The one
+    /// check the pass and the reason an ask waits share.
+    pub(super) fn user_limit_reached(
+        &self,
+        leaf: QueueIdx,
+        user_used: &Resource,
+        cap: &Resource,
+    ) -> Option<Resource> {
+        let limit = self.user_limit(leaf, cap);
+        (!within(self.conf.calculator, user_used, &limit)).then_some(limit)
+    }
+
     /// The first queue from `leaf` up whose maximum `ask` would exceed beside what waiting
     /// gangs hold there (less `own_hold`, a gang's own and its followers' holds), or None if
     /// it fits: the one test plain asks, gangs and the reasons they wait all make.

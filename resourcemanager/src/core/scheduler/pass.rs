@@ -385,11 +385,7 @@ impl Scheduler {
             // AM containers were admitted by the AM limit; the user limit governs the rest.
             let user_ok = *is_am
                 || !visit.part.is_empty()
-                || within(
-                    self.conf.calculator,
-                    &user_used,
-                    &self.user_limit(leaf, cap),
-                );
+                || self.user_limit_reached(leaf, &user_used, cap).is_none();
             let parts = match self.ask_partitions(visit, cap, user_ok) {
                 Ok(parts) => parts,
                 Err(Some(served)) => return Some(served),

@@ -1,6 +1,7 @@
-//! Why an ask waits for room under the queues' maxima, typed: which queue on its path is
-//! full, which queues hold that room and how far above their guarantees, and whether the
-//! preemption monitor will take it back. Worked out only when a waiting ask's reason is
+//! Why an ask waits for room under the queues' maxima or its user's limit, typed: which
+//! queue on its path is full, which queues hold that room and how far above their
+//! guarantees, and whether the preemption monitor will take it back; or the user limit it is
+//! at. Worked out only when a waiting ask's reason is
 //! read (an AM's allocate, a REST view, a gang's timeout), never by a scheduling pass, and
 //! rendered to text in one place ([`std::fmt::Display`]).
 
@@ -20,6 +21,15 @@ pub enum WaitReason {
         /// Percent of the cluster (or partition) the queue uses and may use at most.
         used_pct: f64,
         max_pct: f64,
+    },
+    /// The ask's user is at its user limit in the queue (YARN's `user-limit-factor` and
+    /// `minimum-user-limit-percent`): the user's other work must end first.
+    UserLimit {
+        user: String,
+        queue: String,
+        /// What the user uses in the queue, and its limit there now.
+        used: Resource,
+        limit: Resource,
     },
     /// The queues have room, but no node of the partition has the ask's GPUs and memory
     /// free now (Slurm's `Resources`).
@@ -111,6 +121,15 @@ impl fmt::Display for WaitReason {
                     "no node{where_} has {what} free now: it waits for running containers to end"
                 )
             }
+            WaitReason::UserLimit {
+                user,
+                queue,
+                used,
+                limit,
+            } => write!(
+                f,
+                "user {user} is at its user limit in queue {queue}: it uses {used}, its limit is {limit} (the queue's user-limit-factor and minimum-user-limit-percent), so it waits until the user's other containers end"
+            ),
             WaitReason::QueueAtMaximum {
                 queue,
                 used_pct,
@@ -219,6 +238,7 @@ impl Scheduler {
             .find(|x| x.any > 0 && x.gang.is_none() && x.is_am == am)?;
         let need = &ask.capability;
         self.room_reason(a.queue, &ask.partition, need, &Resource::zero(), monitor)
+            .or_else(|| self.user_limit_reason(a.queue, &a.user, ask))
             .or_else(|| {
                 let fits = self.nodes().has_room_for(
                     &ask.partition,
@@ -232,6 +252,33 @@ impl Scheduler {
                     }
                 })
             })
+    }
+
+    /// Why a plain ask of `user` in `leaf` waits when the user limit holds it (as the pass
+    /// decides it: [`Self::user_limit_reached`]; AM containers and asks of a labelled
+    /// partition are not under it).
+    fn user_limit_reason(
+        &self,
+        leaf: QueueIdx,
+        user: &str,
+        ask: &super::Ask,
+    ) -> Option<WaitReason> {
+        if ask.is_am || !ask.partition.is_empty() {
+            return None;
+        }
+        let queue = &self.tree.queues[leaf];
+        let used = queue
+            .users
+            .get(user)
+            .map(|u| u.used.clone())
+            .unwrap_or_default();
+        let limit = self.user_limit_reached(leaf, &used, &ask.capability)?;
+        Some(WaitReason::UserLimit {
+            user: user.to_string(),
+            queue: queue.spec.path.to_string(),
+            used,
+            limit,
+        })
     }
 
     /// Why an ask of `need` for `leaf` in `part` waits for queue room, when a queue on its

@@ -257,6 +257,13 @@ fn a_queue_under_its_guarantee_takes_a_whole_gang_back_with_notice_then_kill() {
         .expect("a notice");
     assert_eq!(notice.containers.len(), 4, "the gang is taken whole");
     assert_eq!(notice.gangs, vec!["train".to_string()]);
+    // Each container says where it runs (its node, as granted) and its gang.
+    for n in &notice.containers {
+        let granted = r.allocated.iter().find(|g| g.id == n.id).expect("granted");
+        assert_eq!(n.node, granted.node_id);
+        assert_eq!(n.node_http, granted.node_http_address);
+        assert_eq!(n.gang.as_deref(), Some("train"));
+    }
     assert!(c
         .env
         .effects

@@ -232,3 +232,44 @@ fn an_ask_no_node_has_room_for_is_told_so_when_the_queues_have_room() {
         "no node has 3 GPUs and 1024 MB free now: it waits for running containers to end"
     );
 }
+
+#[test]
+fn a_plain_ask_held_by_the_user_limit_names_the_user_limit() {
+    // research's user limit is its guarantee (user-limit-factor 1): 2 of the 4 GPUs. Its
+    // one user holds 3 (YARN lets a user at its limit take one more ask), so a fourth waits
+    // on the user limit though the queues have room.
+    let mut s = sched(50.0, false);
+    let mut conf = s.conf().clone();
+    for q in &mut conf.root.children {
+        q.user_limit_factor = 1.0;
+    }
+    s.reconfigure(conf, &Default::default());
+    let research = s.tree().leaf("research").expect("research");
+    s.add_app(app(1), research, "r", 0, 1, Resource::new(128, 1));
+    for _ in 0..3 {
+        s.charge(&app(1), &NodeId::new("n1", 1), &gpus(1));
+    }
+    let key = AskKey {
+        priority: 1,
+        allocation_request_id: 1,
+    };
+    s.set_ask(&app(1), key, Ask::new(gpus(1), 1));
+    assert!(
+        s.schedule().is_empty(),
+        "the user limit holds the fourth GPU"
+    );
+    let r = s.ask_room_reason(&app(1), false, true).expect("a reason");
+    let WaitReason::UserLimit {
+        user, queue, limit, ..
+    } = &r
+    else {
+        panic!("{r:?}")
+    };
+    assert_eq!((user.as_str(), queue.as_str()), ("r", "root.research"));
+    assert_eq!(limit.get(GPU), 2, "{r:?}");
+    assert!(
+        r.to_string()
+            .starts_with("user r is at its user limit in queue root.research"),
+        "{r}"
+    );
+}

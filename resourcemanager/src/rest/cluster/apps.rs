@@ -78,6 +78,8 @@ pub(in crate::rest) fn app_info(
                         capability: RequestCapabilityInfo {
                             memory: ask.capability.memory_mb,
                             virtual_cores: ask.capability.vcores,
+                            resource_informations: ResourceInfo::from(&ask.capability)
+                                .resource_informations,
                         },
                         node_label_expression: String::new(),
                         num_containers: i64::from(ask.any),
