@@ -15,6 +15,8 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 mod etcd;
+#[cfg(test)]
+mod failover_tests;
 pub mod keys;
 #[cfg(test)]
 mod model;

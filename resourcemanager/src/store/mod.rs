@@ -34,7 +34,7 @@ mod records;
 mod sqlite;
 mod sqlite_open;
 #[cfg(test)]
-mod suite;
+pub(crate) mod suite;
 
 pub use etcd::{EtcdStore, MAX_WRITE_BYTES, USAGE_RECORDS_KEPT};
 pub use sqlite::SqliteStore;
