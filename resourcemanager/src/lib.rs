@@ -13,6 +13,7 @@ pub mod config;
 pub mod core;
 pub mod daemon;
 pub mod driver;
+pub mod failover;
 pub mod ha;
 pub mod rest;
 pub mod store;
