@@ -210,6 +210,8 @@ async fn run_election(
             _ = stop.wait_for(|s| *s) => None,
         };
         front.set(None);
+        // Not the leader any more; who is, the next campaign says.
+        leader_tx.send_replace(None);
         drop(handle);
         debug_assert_eq!(front.state(), HaState::Standby);
         match lost {

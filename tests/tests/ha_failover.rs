@@ -242,3 +242,82 @@ fn the_standby_takes_over_a_killed_active_with_its_applications() {
         .expect("GET the restarted RM");
     assert_eq!(r.status().as_u16(), 307);
 }
+
+#[test]
+fn a_paused_active_resumes_as_a_standby_and_its_successor_keeps_every_application() {
+    let test = "a_paused_active_resumes_as_a_standby_and_its_successor_keeps_every_application";
+    if !present(test) {
+        return;
+    }
+    let ha = Ha::start();
+    let active = ha.wait_roles(Duration::from_secs(30));
+    let standby = 1 - active;
+    let first = ha
+        .rm(active)
+        .submit_dshell("before-the-pause", "default", None, "true");
+    // SIGSTOP past the lease (a long GC pause, a frozen VM): the standby takes over.
+    let paused = Instant::now();
+    ha.rms[active]
+        .as_ref()
+        .expect("active")
+        .signal(Signal::SIGSTOP);
+    wait_until(
+        "the standby to become ACTIVE",
+        Duration::from_secs(30),
+        || (ha.ha_state(standby).as_deref() == Some("ACTIVE")).then_some(()),
+    );
+    println!(
+        "{test}: SIGSTOP of rm{} to an ACTIVE rm{}: {} ms (lease {LEASE_MS} ms)",
+        active + 1,
+        standby + 1,
+        paused.elapsed().as_millis()
+    );
+    let second = ha
+        .rm(standby)
+        .submit_dshell("after-the-pause", "default", None, "true");
+    // SIGCONT: the old active finds its lease gone and is a standby again, redirecting.
+    ha.rms[active]
+        .as_ref()
+        .expect("paused")
+        .signal(Signal::SIGCONT);
+    assert_eq!(
+        ha.wait_roles(Duration::from_secs(30)),
+        standby,
+        "{}",
+        ha.logs()
+    );
+    // Until its election sees the new active it answers 503 with Retry-After; then 307.
+    let location = wait_until(
+        "the resumed RM to redirect",
+        Duration::from_secs(10),
+        || {
+            let r = ha
+                .http
+                .get(format!("{}/ws/v1/cluster/apps", ha.base(active)))
+                .send()
+                .ok()?;
+            match r.status().as_u16() {
+                307 => r
+                    .headers()
+                    .get("location")?
+                    .to_str()
+                    .ok()
+                    .map(str::to_string),
+                503 => None,
+                other => panic!("the resumed RM answered {other}"),
+            }
+        },
+    );
+    assert_eq!(location, format!("{}/ws/v1/cluster/apps", ha.base(standby)));
+    let log = ha.rms[active].as_ref().expect("resumed").log_text();
+    assert!(log.contains("leadership lost"), "{log}");
+    let (_, apps) = ha.rm(standby).get("/ws/v1/cluster/apps");
+    let mut ids: Vec<&str> = apps["apps"]["app"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x["id"].as_str()).collect())
+        .unwrap_or_default();
+    ids.sort();
+    let mut want = vec![first.as_str(), second.as_str()];
+    want.sort();
+    assert_eq!(ids, want, "{apps}");
+}
