@@ -191,3 +191,40 @@ fn recovery_reads_past_one_page_and_usage_records_are_pruned_oldest_first() {
         .collect();
     assert_eq!(kept, vec![3, 4, 5], "the newest usage records are kept");
 }
+
+#[test]
+fn without_quorum_nothing_is_acknowledged_and_with_it_back_nothing_is_lost() {
+    let test = "without_quorum_nothing_is_acknowledged_and_with_it_back_nothing_is_lost";
+    if !present(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = EtcdCluster::start(dir.path(), 3);
+    let rt = runtime();
+    let ep = endpoints(cluster.endpoint_list(), 2000);
+    let (_e, l) = elect(&rt, &ep, "quorum", "rm1");
+    let mut s = EtcdStore::open(&ep, EtcdKeys::new("quorum").unwrap(), &l).unwrap();
+    s.recover().unwrap();
+    let mut rec = record();
+    s.put_app(&rec).unwrap();
+    // One member of three down: the store writes on.
+    cluster.kill(2);
+    rec.id = ApplicationId::new(5, 2);
+    s.put_app(&rec).unwrap();
+    // Two down: no write is acknowledged (the call fails, typed, within its timeout).
+    cluster.kill(1);
+    rec.id = ApplicationId::new(5, 3);
+    let started = Instant::now();
+    let e = s.put_app(&rec).unwrap_err();
+    assert!(matches!(e, StoreError::Backend { .. }), "{e:?}");
+    println!("{test}: refused after {:?}: {e}", started.elapsed());
+    // Quorum back: a new term (the lease of the old one lapsed meanwhile, or not) recovers
+    // both acknowledged writes; the unacknowledged one may or may not have landed.
+    cluster.restart(1);
+    cluster.restart(2);
+    drop((s, l));
+    let (_e2, l2) = elect(&rt, &ep, "quorum", "rm2");
+    let mut s2 = EtcdStore::open(&ep, EtcdKeys::new("quorum").unwrap(), &l2).unwrap();
+    let ids: Vec<u32> = s2.recover().unwrap().apps.iter().map(|a| a.id.id).collect();
+    assert!(ids.starts_with(&[1, 2]), "{ids:?}");
+}
