@@ -9,10 +9,9 @@ use std::time::{Duration, Instant};
 
 use futures::future::select_all;
 use spindle_common::ApplicationId;
-use spindle_test_support::etcd::{present, EtcdCluster};
 use tokio::sync::watch;
 
-use super::testing::{endpoints, runtime};
+use super::testing::{endpoints, etcd, runtime};
 use super::{EtcdElector, EtcdEndpoints, EtcdKeys, LeaderElector, Leadership};
 use crate::store::suite::record;
 use crate::store::{EtcdStore, StateStore, StoreError};
@@ -40,11 +39,9 @@ impl Rng {
 #[test]
 fn random_pauses_kills_and_resignations_never_split_brain_nor_lose_a_write() {
     let test = "random_pauses_kills_and_resignations_never_split_brain_nor_lose_a_write";
-    if !present(test) {
+    let Some((_dir, cluster)) = etcd(test, 1) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = EtcdCluster::start(dir.path(), 1);
+    };
     let seed = std::env::var("SPINDLE_HA_SEED")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -3,9 +3,35 @@
 
 use std::time::Duration;
 
+use spindle_test_support::etcd::{present, EtcdCluster};
 use tokio::sync::watch;
 
 use super::{EtcdElector, EtcdEndpoints, EtcdKeys, LeaderElector, Leadership};
+use crate::store::{EtcdStore, StateStore};
+
+/// An etcd of `members` members in a temporary directory, or None (the test is skipped,
+/// a failure under CI) when etcd is not installed.
+pub(crate) fn etcd(test: &str, members: usize) -> Option<(tempfile::TempDir, EtcdCluster)> {
+    if !present(test) {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = EtcdCluster::start(dir.path(), members);
+    Some((dir, cluster))
+}
+
+/// `rm_id` elected in `cluster`, with its store opened and recovered.
+pub(crate) fn active_store(
+    rt: &tokio::runtime::Runtime,
+    ep: &EtcdEndpoints,
+    cluster: &str,
+    rm_id: &str,
+) -> (EtcdElector, Leadership, EtcdStore) {
+    let (e, l) = elect(rt, ep, cluster, rm_id);
+    let mut s = EtcdStore::open(ep, EtcdKeys::new(cluster).unwrap(), &l).unwrap();
+    s.recover().unwrap();
+    (e, l, s)
+}
 
 /// A multi-threaded runtime: the renewal tasks run while the test thread blocks elsewhere.
 pub(crate) fn runtime() -> tokio::runtime::Runtime {

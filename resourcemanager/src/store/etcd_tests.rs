@@ -7,26 +7,15 @@ use std::time::Instant;
 
 use spindle_common::states::YarnApplicationState;
 use spindle_common::ApplicationId;
-use spindle_test_support::etcd::{present, EtcdCluster};
 
 use super::*;
-use crate::ha::testing::{elect, endpoints, runtime};
+use crate::ha::testing::{active_store, elect, endpoints, etcd, runtime};
 use crate::ha::{LeaderElector, LostBecause};
 use crate::store::suite::{self, record};
 
-/// A one-member etcd in a temporary directory, or None (skipped) when etcd is missing.
-fn etcd(test: &str) -> Option<(tempfile::TempDir, EtcdCluster)> {
-    if !present(test) {
-        return None;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = EtcdCluster::start(dir.path(), 1);
-    Some((dir, cluster))
-}
-
 #[test]
 fn the_etcd_store_passes_the_store_suite() {
-    let Some((_dir, cluster)) = etcd("the_etcd_store_passes_the_store_suite") else {
+    let Some((_dir, cluster)) = etcd("the_etcd_store_passes_the_store_suite", 1) else {
         return;
     };
     let rt = runtime();
@@ -48,7 +37,7 @@ fn the_etcd_store_passes_the_store_suite() {
 fn a_deposed_active_writes_nothing_and_its_successor_recovers_every_acknowledged_write() {
     let test =
         "a_deposed_active_writes_nothing_and_its_successor_recovers_every_acknowledged_write";
-    let Some((_dir, cluster)) = etcd(test) else {
+    let Some((_dir, cluster)) = etcd(test, 1) else {
         return;
     };
     let rt = runtime();
@@ -131,14 +120,12 @@ fn a_deposed_active_writes_nothing_and_its_successor_recovers_every_acknowledged
 #[test]
 fn a_record_over_the_write_limit_is_refused_by_name_and_the_store_goes_on() {
     let test = "a_record_over_the_write_limit_is_refused_by_name_and_the_store_goes_on";
-    let Some((_dir, cluster)) = etcd(test) else {
+    let Some((_dir, cluster)) = etcd(test, 1) else {
         return;
     };
     let rt = runtime();
     let ep = endpoints(cluster.endpoint_list(), 5000);
-    let (_e, l) = elect(&rt, &ep, "big", "rm1");
-    let mut s = EtcdStore::open(&ep, EtcdKeys::new("big").unwrap(), &l).unwrap();
-    s.recover().unwrap();
+    let (_e, l, mut s) = active_store(&rt, &ep, "big", "rm1");
     let mut big = record();
     big.diagnostics = "x".repeat(MAX_WRITE_BYTES + 1);
     match s.put_app(&big) {
@@ -157,15 +144,13 @@ fn a_record_over_the_write_limit_is_refused_by_name_and_the_store_goes_on() {
 #[test]
 fn recovery_reads_past_one_page_and_usage_records_are_pruned_oldest_first() {
     let test = "recovery_reads_past_one_page_and_usage_records_are_pruned_oldest_first";
-    let Some((_dir, cluster)) = etcd(test) else {
+    let Some((_dir, cluster)) = etcd(test, 1) else {
         return;
     };
     let rt = runtime();
     let ep = endpoints(cluster.endpoint_list(), 5000);
-    let (_e, l) = elect(&rt, &ep, "pages", "rm1");
-    let mut s = EtcdStore::open(&ep, EtcdKeys::new("pages").unwrap(), &l).unwrap();
+    let (_e, _l, mut s) = active_store(&rt, &ep, "pages", "rm1");
     s.usage_kept = 3;
-    s.recover().unwrap();
     let n = PAGE as u32 + 20;
     let started = Instant::now();
     for i in 1..=n {
@@ -195,16 +180,12 @@ fn recovery_reads_past_one_page_and_usage_records_are_pruned_oldest_first() {
 #[test]
 fn without_quorum_nothing_is_acknowledged_and_with_it_back_nothing_is_lost() {
     let test = "without_quorum_nothing_is_acknowledged_and_with_it_back_nothing_is_lost";
-    if !present(test) {
+    let Some((_dir, mut cluster)) = etcd(test, 3) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let mut cluster = EtcdCluster::start(dir.path(), 3);
+    };
     let rt = runtime();
     let ep = endpoints(cluster.endpoint_list(), 2000);
-    let (_e, l) = elect(&rt, &ep, "quorum", "rm1");
-    let mut s = EtcdStore::open(&ep, EtcdKeys::new("quorum").unwrap(), &l).unwrap();
-    s.recover().unwrap();
+    let (_e, l, mut s) = active_store(&rt, &ep, "quorum", "rm1");
     let mut rec = record();
     s.put_app(&rec).unwrap();
     // One member of three down: the store writes on.
