@@ -74,12 +74,15 @@ pub struct EtcdElector {
 /// leadership is dropped; the lease then expires).
 struct EtcdHold {
     lease: i64,
-    renewal: tokio::task::JoinHandle<()>,
+    /// The renewal and the watch on the election key.
+    tasks: [tokio::task::JoinHandle<()>; 2],
 }
 
 impl Drop for EtcdHold {
     fn drop(&mut self) {
-        self.renewal.abort();
+        for t in &self.tasks {
+            t.abort();
+        }
     }
 }
 
@@ -174,13 +177,17 @@ impl EtcdElector {
         let (mut leadership, alarm) = Leadership::new(term.clone(), Box::new(()));
         let renewal = tokio::spawn(renew(
             self.client.clone(),
-            term,
+            term.clone(),
             lease,
             ttl,
             granted_at,
-            alarm,
+            alarm.clone(),
         ));
-        leadership.hold = Box::new(EtcdHold { lease, renewal });
+        let watch = tokio::spawn(watch_key(self.client.clone(), term, alarm));
+        leadership.hold = Box::new(EtcdHold {
+            lease,
+            tasks: [renewal, watch],
+        });
         leadership
     }
 
@@ -281,7 +288,9 @@ impl LeaderElector for EtcdElector {
 }
 
 /// Renews the lease every third of its length until the leadership is lost (or the task is
-/// aborted with its [`Leadership`]); raises the alarm with the reason.
+/// aborted with its [`Leadership`]); raises the alarm with the reason. A broken renewal
+/// stream is opened again; only the deadline (`sent + ttl` of the last acknowledged renewal)
+/// or etcd saying the lease is gone ends the leadership.
 async fn renew(
     mut client: Client,
     term: Term,
@@ -296,37 +305,64 @@ async fn renew(
         warn!(holder = %term.holder, revision = term.revision, ?why, "leadership lost");
         alarm.raise(why);
     };
-    let Ok((mut keeper, mut acks)) = client.lease_keep_alive(lease).await else {
-        return lost(LostBecause::LeaseExpired);
-    };
-    let opts = WatchOptions::new().with_start_revision(term.revision + 1);
-    let Ok(mut changes) = client.watch(term.key.clone(), Some(opts)).await else {
-        return lost(LostBecause::KeyLost);
-    };
+    let mut stream = None;
     loop {
+        if alarm.is_raised() {
+            return;
+        }
         let sent = Instant::now();
-        let _ = keeper.keep_alive().await;
         let next = sent + every;
-        tokio::select! {
-            ack = tokio::time::timeout_at(next.into(), acks.message()) => {
-                match ack {
-                    Ok(Ok(Some(r))) if r.ttl() > 0 => {
-                        valid_until = sent + Duration::from_secs(r.ttl().unsigned_abs());
-                    }
-                    Ok(Ok(Some(_))) => return lost(LostBecause::LeaseExpired),
-                    // No answer in time, or the stream broke: the deadline below decides.
-                    _ => {}
+        if stream.is_none() {
+            let open = tokio::time::timeout_at(next.into(), client.lease_keep_alive(lease));
+            stream = open.await.ok().and_then(Result::ok);
+        }
+        if let Some((keeper, acks)) = stream.as_mut() {
+            let sent_ok = keeper.keep_alive().await.is_ok();
+            match tokio::time::timeout_at(next.into(), acks.message()).await {
+                Ok(Ok(Some(r))) if sent_ok && r.ttl() > 0 => {
+                    valid_until = sent + Duration::from_secs(r.ttl().unsigned_abs());
                 }
-            }
-            change = changes.message() => {
-                if matches!(change, Ok(Some(ref r)) if !r.events().is_empty()) {
-                    return lost(LostBecause::KeyLost);
+                Ok(Ok(Some(r))) if sent_ok && r.ttl() <= 0 => {
+                    return lost(LostBecause::LeaseExpired)
                 }
+                // Broken or ended: opened again next round.
+                Ok(_) => stream = None,
+                // No answer in time: the deadline below decides.
+                Err(_) => {}
             }
         }
         if Instant::now() >= valid_until {
             return lost(LostBecause::LeaseExpired);
         }
         tokio::time::sleep_until(next.into()).await;
+    }
+}
+
+/// Raises the alarm once the election key changes after the term created it (deleted,
+/// or made again by another RM). A broken watch is replaced after checking the key directly.
+async fn watch_key(mut client: Client, term: Term, alarm: FenceAlarm) {
+    let key_lost = || {
+        warn!(holder = %term.holder, revision = term.revision, "leadership lost: the election key changed");
+        alarm.raise(LostBecause::KeyLost);
+    };
+    loop {
+        let opts = WatchOptions::new().with_start_revision(term.revision + 1);
+        if let Ok(mut changes) = client.watch(term.key.clone(), Some(opts)).await {
+            while let Ok(Some(r)) = changes.message().await {
+                if !r.events().is_empty() {
+                    return key_lost();
+                }
+            }
+        }
+        if let Ok(r) = client.get(term.key.clone(), None).await {
+            let created = r.kvs().first().map(|kv| kv.create_revision());
+            if created != Some(term.revision) {
+                return key_lost();
+            }
+        }
+        if alarm.is_raised() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

@@ -158,6 +158,11 @@ impl FenceAlarm {
         });
     }
 
+    /// Whether the leadership was already marked lost.
+    pub fn is_raised(&self) -> bool {
+        self.0.borrow().is_some()
+    }
+
     /// An alarm tied to no leadership (for a store used without an elector in tests).
     pub fn detached() -> Self {
         Self(Arc::new(watch::channel(None).0))

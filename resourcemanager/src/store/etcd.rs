@@ -210,10 +210,7 @@ impl EtcdStore {
             self.fence.revision,
         );
         let txn = Txn::new().when([fence]).and_then(ops);
-        let resp = self
-            .bridge
-            .call(|mut c| async move { c.txn(txn).await })
-            .map_err(|e| self.err(e))?;
+        let resp = self.bridge.txn(txn).map_err(|e| self.err(e))?;
         if !resp.succeeded() {
             self.alarm.raise(LostBecause::Fenced);
             return Err(StoreError::Fenced {
@@ -235,10 +232,7 @@ impl EtcdStore {
     /// One key's value and modification revision.
     fn get(&self, key: &str) -> Result<Option<(String, i64)>, StoreError> {
         let k = key.to_string();
-        let resp = self
-            .bridge
-            .call(|mut c| async move { c.get(k, None).await })
-            .map_err(|e| self.err(e))?;
+        let resp = self.bridge.get(k, None).map_err(|e| self.err(e))?;
         let Some(kv) = resp.kvs().first() else {
             return Ok(None);
         };
@@ -257,7 +251,7 @@ impl EtcdStore {
             let start = from.clone();
             let mut resp = self
                 .bridge
-                .call(|mut c| async move { c.get(start, Some(opts)).await })
+                .get(start, Some(opts))
                 .map_err(|e| self.err(e))?;
             let more = resp.more();
             let kvs = resp.take_kvs();
@@ -296,7 +290,7 @@ impl EtcdStore {
         let p = prefix.clone();
         let count = self
             .bridge
-            .call(|mut c| async move { c.get(p, Some(opts)).await })
+            .get(p, Some(opts))
             .map_err(|e| self.err(e))?
             .count();
         let excess = usize::try_from(count)
@@ -311,7 +305,7 @@ impl EtcdStore {
             .with_limit(i64::try_from(excess).unwrap_or(i64::MAX));
         let resp = self
             .bridge
-            .call(|mut c| async move { c.get(prefix, Some(opts)).await })
+            .get(prefix, Some(opts))
             .map_err(|e| self.err(e))?;
         let oldest = resp
             .kvs()
@@ -491,7 +485,7 @@ impl StateStore for EtcdStore {
             .with_limit(1);
         let resp = self
             .bridge
-            .call(|mut c| async move { c.get(prefix, Some(opts)).await })
+            .get(prefix, Some(opts))
             .map_err(|e| self.err(e))?;
         let Some(kv) = resp.kvs().first() else {
             return Ok(None);

@@ -184,7 +184,9 @@ fn without_quorum_nothing_is_acknowledged_and_with_it_back_nothing_is_lost() {
         return;
     };
     let rt = runtime();
-    let ep = endpoints(cluster.endpoint_list(), 2000);
+    // The default lease (and so a 5 s call timeout): a member's death may cost a raft
+    // election (about 1 s with etcd's default timings) before the next write commits.
+    let ep = endpoints(cluster.endpoint_list(), 5000);
     let (_e, l, mut s) = active_store(&rt, &ep, "quorum", "rm1");
     let mut rec = record();
     s.put_app(&rec).unwrap();
