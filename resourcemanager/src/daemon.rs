@@ -29,14 +29,16 @@ pub struct RunningRm {
     pub handle: DriverHandle,
 }
 
-/// Opens the state store, recovers, and serves on `listener` until `shutdown` resolves.
+/// Starts the RM (HA or not, as [`start_serving`]) and serves on `listener` until
+/// `shutdown` resolves.
 pub async fn run(
     listener: TcpListener,
     conf: RmConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let (rm, serve) = start(listener, conf).await?;
-    info!("ResourceManager listening on http://{}", rm.addr);
+    let addr = listener.local_addr().context("reading the bound address")?;
+    let serve = start_serving(listener, conf).await?;
+    info!("ResourceManager listening on http://{addr}");
     serve(Box::pin(shutdown)).await
 }
 
