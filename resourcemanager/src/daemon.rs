@@ -106,12 +106,22 @@ pub fn assemble(
     mut store: impl StateStore + 'static,
     kind: StoreKind,
 ) -> anyhow::Result<(DriverHandle, axum::Router)> {
+    let (store_path, store_kind) = match (kind, &conf.ha) {
+        (StoreKind::Etcd, Some(ha)) => (
+            format!("etcd {} {}", ha.etcd.list(), ha.keys.prefix()),
+            rest::StoreName::Etcd,
+        ),
+        _ => (
+            conf.store_path.display().to_string(),
+            rest::StoreName::Sqlite,
+        ),
+    };
     let recovered = store.recover()?;
     for s in &recovered.skipped {
         warn!("state store: skipped unreadable record: {s}");
     }
     let cluster_ts = now_ms();
-    let (core, sched) = recovered_core(&conf, &store, recovered, addr, cluster_ts)?;
+    let (core, sched) = recovered_core(&conf, &store, &store_path, recovered, addr, cluster_ts)?;
     let metrics = Arc::new(RmMetrics::new());
     let blobs = Arc::new(
         BlobStore::open(conf.blobs.clone())
@@ -131,16 +141,6 @@ pub fn assemble(
         handle.downgrade(),
         metrics.clone(),
     ));
-    let (store_path, store_kind) = match (kind, &conf.ha) {
-        (StoreKind::Etcd, Some(ha)) => (
-            format!("etcd {} {}", ha.etcd.list(), ha.keys.prefix()),
-            rest::StoreName::Etcd,
-        ),
-        _ => (
-            conf.store_path.display().to_string(),
-            rest::StoreName::Sqlite,
-        ),
-    };
     let info = rest::RmInfo {
         cluster_ts,
         started_on: cluster_ts,
@@ -198,11 +198,12 @@ async fn clean_blobs(blobs: Arc<BlobStore>, driver: WeakDriverHandle, metrics: A
 fn recovered_core(
     conf: &RmConfig,
     store: &impl StateStore,
+    store_name: &str,
     recovered: Recovered,
     addr: SocketAddr,
     cluster_ts: u64,
 ) -> anyhow::Result<(RmCore, SchedConfState)> {
-    let (version, stored) = stored_scheduler_conf(store, conf)?;
+    let (version, stored) = stored_scheduler_conf(store, store_name, conf)?;
     let mut core_conf = conf.core.clone();
     if let Some((props, parsed)) = &stored {
         core_conf.scheduler = parsed.clone();
@@ -267,8 +268,7 @@ fn recovered_core(
     if n > 0 {
         info!(
             epoch = recovered.epoch,
-            "recovered {n} applications from {}",
-            conf.store_path.display()
+            "recovered {n} applications from {store_name}"
         );
     }
     Ok((core, sched))
@@ -298,6 +298,7 @@ fn nm_client(conf: &RmConfig) -> anyhow::Result<reqwest::Client> {
 #[allow(clippy::type_complexity)]
 fn stored_scheduler_conf(
     store: &impl StateStore,
+    store_name: &str,
     conf: &RmConfig,
 ) -> anyhow::Result<(u64, Option<(CsProps, SchedulerConf)>)> {
     let Some(stored) = store.latest_sched_conf()? else {
@@ -306,11 +307,7 @@ fn stored_scheduler_conf(
     if stored.source != SchedConfSource::Mutation {
         return Ok((stored.version, None));
     }
-    let origin = format!(
-        "{} (scheduler-conf version {})",
-        conf.store_path.display(),
-        stored.version
-    );
+    let origin = format!("{store_name} (scheduler-conf version {})", stored.version);
     let props = CsProps::from_pairs(stored.props, Some(&origin));
     let parsed = capacity::parse_props(&props, &conf.scheduler_site).map_err(|e| {
         anyhow::anyhow!(
