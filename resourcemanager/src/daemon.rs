@@ -29,14 +29,16 @@ pub struct RunningRm {
     pub handle: DriverHandle,
 }
 
-/// Opens the state store, recovers, and serves on `listener` until `shutdown` resolves.
+/// Starts the RM (HA or not, as [`start_serving`]) and serves on `listener` until
+/// `shutdown` resolves.
 pub async fn run(
     listener: TcpListener,
     conf: RmConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let (rm, serve) = start(listener, conf).await?;
-    info!("ResourceManager listening on http://{}", rm.addr);
+    let addr = listener.local_addr().context("reading the bound address")?;
+    let serve = start_serving(listener, conf).await?;
+    info!("ResourceManager listening on http://{addr}");
     serve(Box::pin(shutdown)).await
 }
 
@@ -58,17 +60,68 @@ impl LoopObserver for RmMetrics {
     }
 }
 
-/// Starts the driver and returns the handle plus a closure that serves HTTP until shutdown.
+/// Starts the driver and returns the handle plus a closure that serves HTTP until shutdown
+/// (one RM on the SQLite store; an HA RM starts through [`crate::failover::start`]).
 pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(RunningRm, Serve)> {
     let addr = listener.local_addr().context("reading the bound address")?;
     crate::config::warn_unknown_keys(&conf.unknown_keys);
-    let mut store = SqliteStore::open(&conf.store_path)?;
+    let store = SqliteStore::open(&conf.store_path)?;
+    let conf = Arc::new(conf);
+    let (handle, router) = assemble(conf.clone(), addr, store, StoreKind::Sqlite)?;
+    let http_conf = conf.http.clone();
+    let serve: Serve = Box::new(move |shutdown| {
+        Box::pin(async move {
+            spindle_rest_edge::serve::serve(listener, router, http_conf, shutdown)
+                .await
+                .context("serving HTTP")
+        })
+    });
+    Ok((RunningRm { addr, handle }, serve))
+}
+
+/// Starts either kind of RM (HA when `yarn.resourcemanager.ha.enabled`) and returns the
+/// closure that serves HTTP until shutdown.
+pub async fn start_serving(listener: TcpListener, conf: RmConfig) -> anyhow::Result<Serve> {
+    if conf.ha.is_some() {
+        crate::failover::start(listener, conf).await
+    } else {
+        Ok(start(listener, conf).await?.1)
+    }
+}
+
+/// Which store the RM runs on, as `/ws/v1/cluster/info` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    Sqlite,
+    /// The etcd store of an HA cluster (this RM is its active).
+    Etcd,
+}
+
+/// Recovers from `store`, builds the core and the driver, and returns the driver's handle
+/// and the REST router: what an RM serves while it is active. Blocks on the store: call it
+/// off the async workers when the store is remote.
+pub fn assemble(
+    conf: Arc<RmConfig>,
+    addr: SocketAddr,
+    mut store: impl StateStore + 'static,
+    kind: StoreKind,
+) -> anyhow::Result<(DriverHandle, axum::Router)> {
+    let (store_path, store_kind) = match (kind, &conf.ha) {
+        (StoreKind::Etcd, Some(ha)) => (
+            format!("etcd {} {}", ha.etcd.list(), ha.keys.prefix()),
+            rest::StoreName::Etcd,
+        ),
+        _ => (
+            conf.store_path.display().to_string(),
+            rest::StoreName::Sqlite,
+        ),
+    };
     let recovered = store.recover()?;
     for s in &recovered.skipped {
         warn!("state store: skipped unreadable record: {s}");
     }
     let cluster_ts = now_ms();
-    let (core, sched) = recovered_core(&conf, &store, recovered, addr, cluster_ts)?;
+    let (core, sched) = recovered_core(&conf, &store, &store_path, recovered, addr, cluster_ts)?;
     let metrics = Arc::new(RmMetrics::new());
     let blobs = Arc::new(
         BlobStore::open(conf.blobs.clone())
@@ -92,21 +145,14 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
         cluster_ts,
         started_on: cluster_ts,
         cluster_id: conf.cluster_id.clone(),
-        store_path: conf.store_path.display().to_string(),
-        conf: Arc::new(conf),
+        store_path,
+        store_kind,
+        conf,
         metrics,
         blobs,
     };
-    let http_conf = info.conf.http.clone();
     let router = rest::router(handle.clone(), info);
-    let serve: Serve = Box::new(move |shutdown| {
-        Box::pin(async move {
-            spindle_rest_edge::serve::serve(listener, router, http_conf, shutdown)
-                .await
-                .context("serving HTTP")
-        })
-    });
-    Ok((RunningRm { addr, handle }, serve))
+    Ok((handle, router))
 }
 
 /// Every `cleaner-interval-ms`, removes the blobs whose applications ended a retention
@@ -151,12 +197,13 @@ async fn clean_blobs(blobs: Arc<BlobStore>, driver: WeakDriverHandle, metrics: A
 /// the recovered applications; with the live scheduler configuration the driver keeps.
 fn recovered_core(
     conf: &RmConfig,
-    store: &dyn StateStore,
+    store: &impl StateStore,
+    store_name: &str,
     recovered: Recovered,
     addr: SocketAddr,
     cluster_ts: u64,
 ) -> anyhow::Result<(RmCore, SchedConfState)> {
-    let (version, stored) = stored_scheduler_conf(store, conf)?;
+    let (version, stored) = stored_scheduler_conf(store, store_name, conf)?;
     let mut core_conf = conf.core.clone();
     if let Some((props, parsed)) = &stored {
         core_conf.scheduler = parsed.clone();
@@ -221,8 +268,7 @@ fn recovered_core(
     if n > 0 {
         info!(
             epoch = recovered.epoch,
-            "recovered {n} applications from {}",
-            conf.store_path.display()
+            "recovered {n} applications from {store_name}"
         );
     }
     Ok((core, sched))
@@ -251,7 +297,8 @@ fn nm_client(conf: &RmConfig) -> anyhow::Result<reqwest::Client> {
 /// rather than silently running a different tree.
 #[allow(clippy::type_complexity)]
 fn stored_scheduler_conf(
-    store: &dyn StateStore,
+    store: &impl StateStore,
+    store_name: &str,
     conf: &RmConfig,
 ) -> anyhow::Result<(u64, Option<(CsProps, SchedulerConf)>)> {
     let Some(stored) = store.latest_sched_conf()? else {
@@ -260,11 +307,7 @@ fn stored_scheduler_conf(
     if stored.source != SchedConfSource::Mutation {
         return Ok((stored.version, None));
     }
-    let origin = format!(
-        "{} (scheduler-conf version {})",
-        conf.store_path.display(),
-        stored.version
-    );
+    let origin = format!("{store_name} (scheduler-conf version {})", stored.version);
     let props = CsProps::from_pairs(stored.props, Some(&origin));
     let parsed = capacity::parse_props(&props, &conf.scheduler_site).map_err(|e| {
         anyhow::anyhow!(

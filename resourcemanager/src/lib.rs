@@ -13,6 +13,8 @@ pub mod config;
 pub mod core;
 pub mod daemon;
 pub mod driver;
+pub mod failover;
+pub mod ha;
 pub mod rest;
 pub mod store;
 pub mod wire;

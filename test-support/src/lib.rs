@@ -8,5 +8,6 @@
 #![forbid(unsafe_code)]
 
 pub mod contract;
+pub mod etcd;
 pub mod images;
 pub mod require;

@@ -139,7 +139,7 @@ async fn serve(args: Args, conf: RmConfig) -> anyhow::Result<()> {
         })?;
     let addr = listener.local_addr()?;
     let scheme = conf.http.scheme();
-    let (_rm, serve) = spindle_resourcemanager::daemon::start(listener, conf).await?;
+    let serve = spindle_resourcemanager::daemon::start_serving(listener, conf).await?;
     if let Some(path) = &args.address_file {
         // An address to dial: a wildcard bind is written as 127.0.0.1, as the NM does.
         let dial = if addr.ip().is_unspecified() {

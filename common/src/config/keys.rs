@@ -128,9 +128,29 @@ pub const RM_NM_GRACEFUL_DECOMMISSION_TIMEOUT_SECS: &str =
     "yarn.resourcemanager.nodemanager-graceful-decommission-timeout-secs";
 pub const DEFAULT_RM_NM_GRACEFUL_DECOMMISSION_TIMEOUT_SECS: i64 = 3600;
 /// Name of the cluster (Hadoop uses it for RM HA; it has no default there). Spindle reads it
-/// with the default `spindle` and uses it nowhere yet.
+/// with the default `spindle`; with HA it names the etcd key prefix `/spindle/<cluster-id>/`.
 pub const RM_CLUSTER_ID: &str = "yarn.resourcemanager.cluster-id";
 pub const DEFAULT_RM_CLUSTER_ID: &str = "spindle";
+/// ResourceManager high availability: an active and standby RMs sharing the etcd state store.
+pub const RM_HA_ENABLED: &str = "yarn.resourcemanager.ha.enabled";
+pub const DEFAULT_RM_HA_ENABLED: bool = false;
+/// The RMs of the cluster, by id (`rm1,rm2`): at least two.
+pub const RM_HA_RM_IDS: &str = "yarn.resourcemanager.ha.rm-ids";
+/// Which of the `rm-ids` this RM is.
+pub const RM_HA_ID: &str = "yarn.resourcemanager.ha.id";
+/// Whether the RMs elect the active themselves (else an admin transitions them).
+pub const RM_HA_AUTOMATIC_FAILOVER_ENABLED: &str =
+    "yarn.resourcemanager.ha.automatic-failover.enabled";
+pub const DEFAULT_RM_HA_AUTOMATIC_FAILOVER_ENABLED: bool = true;
+/// The keys that take a per-RM `.<rm-id>` suffix under HA (YARN's `HAUtil.RM_ADDRESS_CONF_KEYS`
+/// that Spindle serves): `yarn.resourcemanager.webapp.address.rm1`, `...hostname.rm1`.
+pub const RM_HA_PER_ID_KEYS: &[&str] = &[RM_WEBAPP_ADDRESS, RM_HOSTNAME];
+/// etcd client URLs of the HA state store and election (`http://host:2379,...`; Spindle's key).
+pub const SPINDLE_HA_ETCD_ENDPOINTS: &str = "spindle.ha.etcd.endpoints";
+/// How long the active's etcd lease lasts: an active that stops renewing it is replaced after
+/// at most this long (Spindle's key; at least 1000).
+pub const SPINDLE_HA_ETCD_LEASE_MS: &str = "spindle.ha.etcd.lease-ms";
+pub const DEFAULT_SPINDLE_HA_ETCD_LEASE_MS: u64 = 5000;
 /// SQLite file of the RM state store (applications with their live attempt, the epoch, the
 /// token secret, scheduler-conf versions) that makes an RM restart lose nothing. Created 0600.
 pub const SPINDLE_RM_STATE_STORE_PATH: &str = "spindle.resourcemanager.state-store.path";

@@ -467,6 +467,15 @@ pub fn key_status(name: &str) -> KeyStatus {
     {
         return KeyStatus::Known;
     }
+    // `<key>.<rm-id>` under RM HA.
+    let per_id = |k: &&str| {
+        name.strip_prefix(*k)
+            .and_then(|r| r.strip_prefix('.'))
+            .is_some_and(|id| !id.is_empty() && !id.contains('.'))
+    };
+    if keys::RM_HA_PER_ID_KEYS.iter().any(per_id) {
+        return KeyStatus::Known;
+    }
     let best = closest(name, cat.keys.iter().copied());
     let ours = name.starts_with("yarn.") || name.starts_with("spindle.");
     let family = IGNORED_PREFIXES.iter().any(|p| name.starts_with(p));

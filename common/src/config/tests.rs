@@ -1266,6 +1266,13 @@ mod known_keys {
             "yarn.resource-types.yarn.io/gpu.units",
             "yarn.resource-types.license.minimum-allocation",
             "yarn.nodemanager.resource-type.yarn.io/gpu",
+            "yarn.resourcemanager.ha.enabled",
+            "yarn.resourcemanager.ha.rm-ids",
+            "yarn.resourcemanager.ha.id",
+            "yarn.resourcemanager.webapp.address.rm1",
+            "yarn.resourcemanager.hostname.rm2",
+            "spindle.ha.etcd.endpoints",
+            "spindle.ha.etcd.lease-ms",
         ] {
             assert_eq!(key_status(k), KeyStatus::Known, "{k}");
         }
@@ -1282,7 +1289,8 @@ mod known_keys {
             "yarn.nodemanager.aux-services.mapreduce_shuffle.class",
             "yarn.log-aggregation-enable",
             "yarn.timeline-service.enabled",
-            "yarn.resourcemanager.ha.enabled",
+            "yarn.resourcemanager.ha.automatic-failover.embedded",
+            "yarn.resourcemanager.ha.automatic-failover.zk-base-path",
             "yarn.resourcemanager.address",
             "yarn.resourcemanager.webapp.https.address",
             "yarn.nodemanager.resource.percentage-physical-cpu-limit",

@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod blobs;
 pub mod capacity;
+pub mod ha;
 pub mod hosts;
 pub mod stray;
 
@@ -157,6 +158,9 @@ pub enum RmConfigError {
         name: &'static str,
         entry: String,
     },
+    /// RM high availability (`yarn.resourcemanager.ha.*`, `spindle.ha.etcd.*`).
+    #[error(transparent)]
+    Ha(Box<ha::HaConfigError>),
     /// `capacity-scheduler.xml` (or a yarn-site key it reads) broke a rule.
     #[error(transparent)]
     Capacity(#[from] CapacityConfError),
@@ -266,11 +270,18 @@ pub struct RmConfig {
     pub container_key_rolling_ms: u64,
     /// Where shipped files live and their limits (`spindle.resourcemanager.blob-store.*`).
     pub blobs: blobs::BlobStoreConfig,
+    /// High availability (`yarn.resourcemanager.ha.enabled`); None: one RM on SQLite.
+    pub ha: Option<ha::HaConfig>,
 }
 
 impl RmConfig {
     pub fn from_conf(conf: &Configuration) -> Result<Self, RmConfigError> {
-        let webapp_address = webapp_address(conf)?;
+        let ha = ha::HaConfig::from_conf(conf)?;
+        // Under HA this RM listens where `webapp.address.<its id>` says, as in YARN.
+        let webapp_address = match &ha {
+            Some(h) => h.own_webapp().to_string(),
+            None => webapp_address(conf)?,
+        };
         let store_path = store_path(conf)?;
         let (min_allocation, mut max_allocation) = allocation_bounds(conf)?;
         let (heartbeat, expiry, container_key_rolling_ms) = liveness(conf)?;
@@ -348,6 +359,7 @@ impl RmConfig {
             http: spindle_rest_edge::serve::HttpServerConfig::from_conf(conf)?,
             cluster_secret: cluster_secret(conf)?,
             container_key_rolling_ms,
+            ha,
         })
     }
 

@@ -40,6 +40,8 @@ pub struct RmInfo {
     pub started_on: u64,
     pub cluster_id: String,
     pub store_path: String,
+    /// Which state store (`rmStateStoreName`; etcd means HA, and this RM is the active).
+    pub store_kind: StoreName,
     /// The configuration the RM started with: where `refreshQueues` reads
     /// `capacity-scheduler.xml` again, and how callers' groups are found.
     pub conf: Arc<RmConfig>,
@@ -48,6 +50,15 @@ pub struct RmInfo {
     /// The files clients ship (`crate::blobs`).
     pub blobs: Arc<crate::blobs::BlobStore>,
 }
+
+/// The state store as `/ws/v1/cluster/info` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreName {
+    Sqlite,
+    Etcd,
+}
+
+pub use cluster::standby_info;
 
 #[derive(Clone)]
 pub(crate) struct AppState {

@@ -1,6 +1,7 @@
 //! The RM state store: what must survive a restart, behind the [`StateStore`] trait so the
-//! backend can change (SQLite today, [`SqliteStore`]; a coordination service for a standby
-//! RM later) without touching the driver.
+//! backend can change (SQLite, [`SqliteStore`], the embedded default for a single RM; etcd,
+//! [`EtcdStore`], shared by an active and standby RMs and fenced by the active's term)
+//! without touching the driver.
 //!
 //! It keeps the applications with their submission contexts, states, live attempts,
 //! lifetimes and usage, the restart
@@ -25,14 +26,17 @@ use spindle_common::{ApplicationId, Resource};
 use crate::core::labels::NodeLabels;
 use crate::core::AppRecord;
 
+mod etcd;
+mod etcd_bridge;
 #[cfg(test)]
 mod memory;
 mod records;
 mod sqlite;
 mod sqlite_open;
 #[cfg(test)]
-mod suite;
+pub(crate) mod suite;
 
+pub use etcd::{EtcdStore, MAX_WRITE_BYTES, USAGE_RECORDS_KEPT};
 pub use sqlite::SqliteStore;
 pub use sqlite_open::{Formatted, SCHEMA_VERSION};
 
@@ -80,6 +84,23 @@ pub enum StoreError {
         path: String,
         found: u32,
         supported: u32,
+    },
+    /// A write of a deposed active: the election key is no longer the one its term created
+    /// (another RM is active, or none is). Nothing was written; the RM must step down.
+    #[error("state store {path}: write refused: this ResourceManager ({holder}) is no longer active (its term, election key {key} created at revision {revision}, has ended)")]
+    Fenced {
+        path: String,
+        holder: String,
+        key: String,
+        revision: i64,
+    },
+    /// One record is larger than the backend takes in one request (etcd: 1.5 MiB).
+    #[error("state store {path}: record {key} is {bytes} bytes, over the {limit}-byte limit of one write")]
+    TooLarge {
+        path: String,
+        key: String,
+        bytes: usize,
+        limit: usize,
     },
     #[error("state store {path}: cannot format it: {source}")]
     Format {

@@ -259,3 +259,101 @@ fn entries_of(r: &Resource) -> Vec<(String, i64)> {
         .map(|(k, v)| (k.to_string(), v))
         .collect()
 }
+
+/// A usage record as the key-value backends store it (one JSON value per application).
+#[derive(Serialize, Deserialize)]
+pub(super) struct StoredUsage {
+    id: ApplicationId,
+    user: String,
+    queue: String,
+    name: String,
+    start_time: u64,
+    finish_time: u64,
+    #[serde(default)]
+    resource_ms: Vec<(String, i64)>,
+    #[serde(default)]
+    preempted_ms: Vec<(String, i64)>,
+}
+
+impl From<&super::UsageRecord> for StoredUsage {
+    fn from(u: &super::UsageRecord) -> Self {
+        Self {
+            id: u.id,
+            user: u.user.clone(),
+            queue: u.queue.clone(),
+            name: u.name.clone(),
+            start_time: u.start_time,
+            finish_time: u.finish_time,
+            resource_ms: entries_of(&u.resource_ms),
+            preempted_ms: entries_of(&u.preempted_ms),
+        }
+    }
+}
+
+impl From<StoredUsage> for super::UsageRecord {
+    fn from(s: StoredUsage) -> Self {
+        Self {
+            id: s.id,
+            user: s.user,
+            queue: s.queue,
+            name: s.name,
+            start_time: s.start_time,
+            finish_time: s.finish_time,
+            resource_ms: resource_of(s.resource_ms),
+            preempted_ms: resource_of(s.preempted_ms),
+        }
+    }
+}
+
+/// A stored scheduler-configuration version as the key-value backends store it.
+#[derive(Serialize, Deserialize)]
+pub(super) struct StoredConf {
+    version: u64,
+    /// `mutation` or `refresh`.
+    source: String,
+    user: String,
+    time: u64,
+    props: BTreeMap<String, String>,
+}
+
+impl From<&super::StoredSchedConf> for StoredConf {
+    fn from(c: &super::StoredSchedConf) -> Self {
+        Self {
+            version: c.version,
+            source: source_name(c.source).to_string(),
+            user: c.user.clone(),
+            time: c.time,
+            props: c.props.clone(),
+        }
+    }
+}
+
+impl TryFrom<StoredConf> for super::StoredSchedConf {
+    type Error = String;
+    fn try_from(s: StoredConf) -> Result<Self, String> {
+        Ok(Self {
+            version: s.version,
+            source: source_of(&s.source)?,
+            user: s.user,
+            time: s.time,
+            props: s.props,
+        })
+    }
+}
+
+/// How the stores name a [`super::SchedConfSource`].
+pub(super) fn source_name(s: super::SchedConfSource) -> &'static str {
+    match s {
+        super::SchedConfSource::Mutation => "mutation",
+        super::SchedConfSource::Refresh => "refresh",
+    }
+}
+
+/// The source a stored name stands for.
+pub(super) fn source_of(name: &str) -> Result<super::SchedConfSource, String> {
+    match name {
+        "mutation" => Ok(super::SchedConfSource::Mutation),
+        "refresh" => Ok(super::SchedConfSource::Refresh),
+        other => Err(format!("unknown source '{other}'")),
+    }
+}

@@ -16,11 +16,12 @@ use rusqlite::{params, Connection, OptionalExtension};
 use spindle_common::token::TokenSecret;
 use spindle_common::{ApplicationId, Resource};
 
-use super::records::{from_stored, resource_json, to_stored, StoredApp, StoredLabels};
+use super::records::{
+    from_stored, resource_json, source_name, source_of, to_stored, StoredApp, StoredLabels,
+};
 use super::sqlite_open::{backend, parse_epoch};
 use super::{
-    Recovered, SchedConfSource, StateStore, StoreError, StoredSchedConf, UsageRecord,
-    SCHED_CONF_VERSIONS_KEPT,
+    Recovered, StateStore, StoreError, StoredSchedConf, UsageRecord, SCHED_CONF_VERSIONS_KEPT,
 };
 use crate::core::labels::NodeLabels;
 use crate::core::AppRecord;
@@ -338,11 +339,7 @@ impl StateStore for SqliteStore {
             return Ok(None);
         };
         let key = format!("scheduler configuration version {version}");
-        let source = match source.as_str() {
-            "mutation" => SchedConfSource::Mutation,
-            "refresh" => SchedConfSource::Refresh,
-            other => return Err(self.corrupt(key, format!("unknown source '{other}'"))),
-        };
+        let source = source_of(&source).map_err(|e| self.corrupt(key.clone(), e))?;
         let props: BTreeMap<String, String> =
             serde_json::from_str(&json).map_err(|e| self.corrupt(key, e))?;
         Ok(Some(StoredSchedConf {
@@ -352,14 +349,6 @@ impl StateStore for SqliteStore {
             time: u64::try_from(time).unwrap_or(0),
             props,
         }))
-    }
-}
-
-/// How the `sched_conf` table names a [`SchedConfSource`].
-fn source_name(s: SchedConfSource) -> &'static str {
-    match s {
-        SchedConfSource::Mutation => "mutation",
-        SchedConfSource::Refresh => "refresh",
     }
 }
 
@@ -391,6 +380,7 @@ fn put_usage(tx: &rusqlite::Transaction<'_>, u: &UsageRecord, verb: &str) -> rus
 mod tests {
     use super::*;
     use crate::store::suite::{self, record};
+    use crate::store::SchedConfSource;
     use spindle_common::states::YarnApplicationState;
 
     #[test]

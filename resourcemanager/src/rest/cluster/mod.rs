@@ -140,22 +140,56 @@ fn rm_host(headers: &HeaderMap) -> String {
 
 async fn info(State(st): State<AppState>) -> Json<ClusterInfoBody> {
     let i = &st.info;
-    Json(ClusterInfoBody {
+    Json(info_body(
+        i.cluster_ts,
+        i.started_on,
+        crate::ha::HaState::Active,
+        i.store_kind,
+    ))
+}
+
+/// What a standby RM answers on `/ws/v1/cluster/info` (it redirects every other call).
+pub fn standby_info(cluster_ts: u64, started_on: u64) -> ClusterInfoBody {
+    info_body(
+        cluster_ts,
+        started_on,
+        crate::ha::HaState::Standby,
+        super::StoreName::Etcd,
+    )
+}
+
+fn info_body(
+    id: u64,
+    started_on: u64,
+    ha: crate::ha::HaState,
+    store: super::StoreName,
+) -> ClusterInfoBody {
+    let (store_name, connection) = match store {
+        super::StoreName::Sqlite => (
+            "org.apache.spindle.resourcemanager.SQLiteRMStateStore",
+            "ResourceManager HA is not enabled.",
+        ),
+        super::StoreName::Etcd => (
+            "org.apache.spindle.resourcemanager.EtcdRMStateStore",
+            "CONNECTED",
+        ),
+    };
+    ClusterInfoBody {
         cluster_info: ClusterInfo {
-            id: i.cluster_ts,
-            started_on: i.started_on,
+            id,
+            started_on,
             state: "STARTED".into(),
-            ha_state: "ACTIVE".into(),
-            rm_state_store_name: "org.apache.spindle.resourcemanager.SQLiteRMStateStore".into(),
+            ha_state: ha.as_str().into(),
+            rm_state_store_name: store_name.into(),
             resource_manager_version: env!("CARGO_PKG_VERSION").into(),
             resource_manager_build_version: format!("spindle {}", env!("CARGO_PKG_VERSION")),
             resource_manager_version_built_on: String::new(),
             hadoop_version: "3.4.0".into(),
             hadoop_build_version: format!("3.4.0 (spindle {})", env!("CARGO_PKG_VERSION")),
             hadoop_version_built_on: String::new(),
-            ha_zoo_keeper_connection_state: "ResourceManager HA is not enabled.".into(),
+            ha_zoo_keeper_connection_state: connection.into(),
         },
-    })
+    }
 }
 
 pub(super) fn cluster_metrics(s: &Snapshot) -> ClusterMetrics {

@@ -1,0 +1,145 @@
+//! The synchronous [`super::StateStore`] calls over the async etcd client: the store owns a
+//! small tokio runtime of its own (one worker thread, `etcd-store`) on which the client and
+//! its connections live; a call spawns its future there and the calling thread waits for the
+//! result with `futures::executor::block_on` (never tokio's, so it works from the driver
+//! task's thread without blocking the store's reactor). Every call is bounded by a timeout,
+//! within which a call refused as unavailable (a member just died, a connection broke) is
+//! tried again on the client's other endpoints: every store call is safe to repeat (puts and
+//! deletes are idempotent, and a repeated compare fails rather than writes twice).
+
+use std::future::Future;
+use std::time::Duration;
+
+use etcd_client::{Client, GetOptions, GetResponse, Txn, TxnResponse};
+
+use crate::ha::EtcdEndpoints;
+
+/// Why one bridged call failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CallError {
+    #[error(transparent)]
+    Etcd(#[from] etcd_client::Error),
+    #[error("etcd did not answer within {0:?}")]
+    TimedOut(Duration),
+    #[error("the state store's runtime stopped: {0}")]
+    Stopped(String),
+}
+
+/// The store's runtime and client.
+pub(crate) struct Bridge {
+    rt: Option<tokio::runtime::Runtime>,
+    client: Client,
+    timeout: Duration,
+}
+
+impl Bridge {
+    /// Starts the runtime and connects to `endpoints`.
+    pub(crate) fn connect(endpoints: &EtcdEndpoints) -> Result<Self, CallError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("etcd-store")
+            .enable_all()
+            .build()
+            .map_err(|e| CallError::Stopped(e.to_string()))?;
+        let timeout = endpoints.call_timeout();
+        let ep = endpoints.clone();
+        let client = wait(&rt, timeout, async move { ep.connect().await })?;
+        Ok(Self {
+            rt: Some(rt),
+            client,
+            timeout,
+        })
+    }
+
+    /// One transaction.
+    pub(crate) fn txn(&self, txn: Txn) -> Result<TxnResponse, CallError> {
+        self.call(move |mut c| {
+            let txn = txn.clone();
+            async move { c.txn(txn).await }
+        })
+    }
+
+    /// One range read.
+    pub(crate) fn get(
+        &self,
+        key: impl Into<Vec<u8>>,
+        opts: Option<GetOptions>,
+    ) -> Result<GetResponse, CallError> {
+        let key = key.into();
+        self.call(move |mut c| {
+            let (key, opts) = (key.clone(), opts.clone());
+            async move { c.get(key, opts).await }
+        })
+    }
+
+    /// Runs `call` with a clone of the client on the store's runtime and waits for it,
+    /// trying again (at most [`TRIES`] times in all) while etcd answers unavailable.
+    fn call<T, F>(&self, call: impl Fn(Client) -> F + Send + 'static) -> Result<T, CallError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, etcd_client::Error>> + Send + 'static,
+    {
+        let rt = self
+            .rt
+            .as_ref()
+            .ok_or(CallError::Stopped("dropped".into()))?;
+        let client = self.client.clone();
+        let attempt = (self.timeout / TRIES).max(Duration::from_millis(500));
+        wait(rt, self.timeout, async move {
+            let mut tried = 1;
+            loop {
+                let r = tokio::time::timeout(attempt, call(client.clone())).await;
+                match r {
+                    // Unanswered or unavailable: another endpoint (or a new raft leader) may
+                    // answer the next try.
+                    Err(_) if tried < TRIES => {}
+                    Ok(Err(e)) if unavailable(&e) && tried < TRIES => {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    Err(_) => return Err(CallError::TimedOut(attempt)),
+                    Ok(r) => return r.map_err(CallError::Etcd),
+                }
+                tried += 1;
+            }
+        })
+    }
+}
+
+/// How many times one call is tried while etcd answers unavailable.
+const TRIES: u32 = 4;
+
+/// gRPC's UNAVAILABLE status code (the protocol's, stable).
+const GRPC_UNAVAILABLE: i32 = 14;
+
+/// Whether `e` says the endpoint could not serve the call (so another may).
+fn unavailable(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::TransportError(_) => true,
+        etcd_client::Error::GRpcStatus(s) => s.code() as i32 == GRPC_UNAVAILABLE,
+        _ => false,
+    }
+}
+
+fn wait<T, E, F>(rt: &tokio::runtime::Runtime, timeout: Duration, f: F) -> Result<T, CallError>
+where
+    T: Send + 'static,
+    E: Into<CallError> + Send + 'static,
+    F: Future<Output = Result<T, E>> + Send + 'static,
+{
+    let handle = rt.spawn(async move { tokio::time::timeout(timeout, f).await });
+    match futures::executor::block_on(handle) {
+        Ok(Ok(r)) => r.map_err(Into::into),
+        Ok(Err(_)) => Err(CallError::TimedOut(timeout)),
+        Err(e) => Err(CallError::Stopped(e.to_string())),
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        // The store may be dropped inside another runtime (the driver task): shutting down
+        // in the background never blocks there.
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}

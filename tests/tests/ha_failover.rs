@@ -1,0 +1,323 @@
+//! ResourceManager high availability on the real binaries: a one-member etcd
+//! (`/usr/bin/etcd`) and two `resourcemanager`s (`rm1`, `rm2`) on 127.0.0.1 sharing its
+//! store. One becomes ACTIVE, the other STANDBY (it answers `/ws/v1/cluster/info` and
+//! redirects every other call to the active with a 307). An application is submitted; the
+//! active is killed with SIGKILL; the standby becomes ACTIVE within the lease plus recovery
+//! and serves the application. The killed RM, started again, is a STANDBY redirecting to the
+//! new active. The time from the kill to a serving active is printed. Every process is
+//! killed by pid and the directories removed at the end. Skipped without etcd (a failure
+//! under CI).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use serde_json::Value;
+use spindle_system_tests::{
+    bin, conf, read_addr, spawn, wait_until, write_cluster_secret, Daemon, Rm,
+};
+use spindle_test_support::etcd::{present, EtcdCluster};
+use spindle_test_support::images::free_port;
+
+const LEASE_MS: u64 = 2000;
+
+/// Fields drop in order: the RMs (killed by pid), then etcd, then the directory.
+struct Ha {
+    rms: [Option<Daemon>; 2],
+    etcd: EtcdCluster,
+    dir: tempfile::TempDir,
+    conf_dir: std::path::PathBuf,
+    secret: std::path::PathBuf,
+    ports: [u16; 2],
+    starts: usize,
+    /// Follows no redirect: the test looks at the standby's 307s.
+    http: reqwest::blocking::Client,
+}
+
+impl Ha {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let etcd = EtcdCluster::start(dir.path(), 1);
+        let conf_dir = conf::write_conf_dir(&dir.path().join("conf"), &[]);
+        let secret = dir.path().join("cluster-secret");
+        write_cluster_secret(&secret);
+        let http = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("client");
+        let mut ha = Ha {
+            dir,
+            etcd,
+            conf_dir,
+            secret,
+            ports: [free_port(), free_port()],
+            rms: [None, None],
+            starts: 0,
+            http,
+        };
+        ha.start_rm(0);
+        ha.start_rm(1);
+        ha
+    }
+
+    fn base(&self, i: usize) -> String {
+        format!("http://127.0.0.1:{}", self.ports[i])
+    }
+
+    fn rm(&self, i: usize) -> Rm<'_> {
+        Rm {
+            http: &self.http,
+            base: self.base(i),
+        }
+    }
+
+    /// Starts `rm<i+1>` on its configured port, its directories its own.
+    fn start_rm(&mut self, i: usize) {
+        self.starts += 1;
+        let rm_dir = self.dir.path().join(format!("rm{}", i + 1));
+        std::fs::create_dir_all(&rm_dir).expect("rm dir");
+        let address = rm_dir.join("address");
+        let _ = std::fs::remove_file(&address);
+        let p = |k: &str, v: String| (k.to_string(), v);
+        let extra = vec![
+            p("yarn.resourcemanager.ha.enabled", "true".into()),
+            p("yarn.resourcemanager.ha.rm-ids", "rm1,rm2".into()),
+            p("yarn.resourcemanager.ha.id", format!("rm{}", i + 1)),
+            p(
+                "yarn.resourcemanager.webapp.address.rm1",
+                format!("127.0.0.1:{}", self.ports[0]),
+            ),
+            p(
+                "yarn.resourcemanager.webapp.address.rm2",
+                format!("127.0.0.1:{}", self.ports[1]),
+            ),
+            p("yarn.resourcemanager.cluster-id", "ha-system-test".into()),
+            p("spindle.ha.etcd.endpoints", self.etcd.endpoints()),
+            p("spindle.ha.etcd.lease-ms", LEASE_MS.to_string()),
+        ];
+        let props = conf::rm_props(&self.secret, "127.0.0.1", &rm_dir, &extra);
+        let args = conf::daemon_args(&self.conf_dir, &props, &address);
+        let mut d = spawn(
+            &format!("rm{}", i + 1),
+            &bin("resourcemanager"),
+            &args,
+            self.dir
+                .path()
+                .join(format!("rm{}-{}.log", i + 1, self.starts)),
+            &[],
+        );
+        read_addr(&address, &mut d);
+        self.rms[i] = Some(d);
+    }
+
+    /// `haState` of `rm<i+1>`, or None when it does not answer.
+    fn ha_state(&self, i: usize) -> Option<String> {
+        let r = self
+            .http
+            .get(format!("{}/ws/v1/cluster/info", self.base(i)))
+            .send()
+            .ok()?;
+        let v: Value = r.json().ok()?;
+        v["clusterInfo"]["haState"].as_str().map(str::to_string)
+    }
+
+    /// Waits until exactly one RM is ACTIVE and the other STANDBY; returns the active's index.
+    fn wait_roles(&self, within: Duration) -> usize {
+        wait_until("one ACTIVE and one STANDBY RM", within, || {
+            match (self.ha_state(0).as_deref(), self.ha_state(1).as_deref()) {
+                (Some("ACTIVE"), Some("STANDBY")) => Some(0),
+                (Some("STANDBY"), Some("ACTIVE")) => Some(1),
+                _ => None,
+            }
+        })
+    }
+
+    fn logs(&self) -> String {
+        let mut out = String::new();
+        for e in std::fs::read_dir(self.dir.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "log") && !is_etcd_log(&p) {
+                out += &format!(
+                    "--- {}\n{}\n",
+                    p.display(),
+                    std::fs::read_to_string(&p).unwrap_or_default()
+                );
+            }
+        }
+        out
+    }
+}
+
+fn is_etcd_log(p: &Path) -> bool {
+    p.file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("etcd"))
+}
+
+#[test]
+fn the_standby_takes_over_a_killed_active_with_its_applications() {
+    let test = "the_standby_takes_over_a_killed_active_with_its_applications";
+    if !present(test) {
+        return;
+    }
+    let mut ha = Ha::start();
+    let active = ha.wait_roles(Duration::from_secs(30));
+    let standby = 1 - active;
+    println!(
+        "{test}: rm{} is ACTIVE, rm{} STANDBY",
+        active + 1,
+        standby + 1
+    );
+
+    // The standby answers cluster/info itself and redirects the rest to the active.
+    let r = ha
+        .http
+        .get(format!(
+            "{}/ws/v1/cluster/apps?states=RUNNING",
+            ha.base(standby)
+        ))
+        .send()
+        .expect("GET the standby");
+    assert_eq!(r.status().as_u16(), 307, "{}", ha.logs());
+    assert_eq!(
+        r.headers().get("location").and_then(|v| v.to_str().ok()),
+        Some(format!("{}/ws/v1/cluster/apps?states=RUNNING", ha.base(active)).as_str())
+    );
+
+    // An application accepted by the active (no NodeManager: it waits in ACCEPTED).
+    let app = ha
+        .rm(active)
+        .submit_dshell("before-the-kill", "default", None, "true");
+    let (s, v) = ha.rm(active).get(&format!("/ws/v1/cluster/apps/{app}"));
+    assert_eq!(s, 200, "{v}");
+
+    // kill -9 the active: the standby takes over within the lease plus recovery.
+    let killed = Instant::now();
+    ha.rms[active]
+        .as_ref()
+        .expect("active")
+        .signal(Signal::SIGKILL);
+    let took = wait_until(
+        "the standby to become ACTIVE and serve the application",
+        Duration::from_secs(30),
+        || {
+            let (s, v) = ha.rm(standby).get(&format!("/ws/v1/cluster/apps/{app}"));
+            (ha.ha_state(standby).as_deref() == Some("ACTIVE") && s == 200)
+                .then(|| (killed.elapsed(), v))
+        },
+    );
+    let (elapsed, v) = took;
+    println!(
+        "{test}: kill -9 of rm{} to a serving active rm{}: {} ms (lease {LEASE_MS} ms)",
+        active + 1,
+        standby + 1,
+        elapsed.as_millis()
+    );
+    assert_eq!(v["app"]["id"], app, "{v}");
+    assert_eq!(v["app"]["state"], "ACCEPTED", "{v}");
+    let (_, apps) = ha.rm(standby).get("/ws/v1/cluster/apps");
+    assert_eq!(
+        apps["apps"]["app"].as_array().map(Vec::len),
+        Some(1),
+        "{apps}"
+    );
+
+    // The killed RM comes back as a STANDBY that redirects to the new active.
+    ha.rms[active] = None;
+    ha.start_rm(active);
+    assert_eq!(
+        ha.wait_roles(Duration::from_secs(30)),
+        standby,
+        "{}",
+        ha.logs()
+    );
+    let r = ha
+        .http
+        .get(format!("{}/ws/v1/cluster/apps/{app}", ha.base(active)))
+        .send()
+        .expect("GET the restarted RM");
+    assert_eq!(r.status().as_u16(), 307);
+}
+
+#[test]
+fn a_paused_active_resumes_as_a_standby_and_its_successor_keeps_every_application() {
+    let test = "a_paused_active_resumes_as_a_standby_and_its_successor_keeps_every_application";
+    if !present(test) {
+        return;
+    }
+    let ha = Ha::start();
+    let active = ha.wait_roles(Duration::from_secs(30));
+    let standby = 1 - active;
+    let first = ha
+        .rm(active)
+        .submit_dshell("before-the-pause", "default", None, "true");
+    // SIGSTOP past the lease (a long GC pause, a frozen VM): the standby takes over.
+    let paused = Instant::now();
+    ha.rms[active]
+        .as_ref()
+        .expect("active")
+        .signal(Signal::SIGSTOP);
+    wait_until(
+        "the standby to become ACTIVE",
+        Duration::from_secs(30),
+        || (ha.ha_state(standby).as_deref() == Some("ACTIVE")).then_some(()),
+    );
+    println!(
+        "{test}: SIGSTOP of rm{} to an ACTIVE rm{}: {} ms (lease {LEASE_MS} ms)",
+        active + 1,
+        standby + 1,
+        paused.elapsed().as_millis()
+    );
+    let second = ha
+        .rm(standby)
+        .submit_dshell("after-the-pause", "default", None, "true");
+    // SIGCONT: the old active finds its lease gone and is a standby again, redirecting.
+    ha.rms[active]
+        .as_ref()
+        .expect("paused")
+        .signal(Signal::SIGCONT);
+    assert_eq!(
+        ha.wait_roles(Duration::from_secs(30)),
+        standby,
+        "{}",
+        ha.logs()
+    );
+    // Until its election sees the new active it answers 503 with Retry-After; then 307.
+    let location = wait_until(
+        "the resumed RM to redirect",
+        Duration::from_secs(10),
+        || {
+            let r = ha
+                .http
+                .get(format!("{}/ws/v1/cluster/apps", ha.base(active)))
+                .send()
+                .ok()?;
+            match r.status().as_u16() {
+                307 => r
+                    .headers()
+                    .get("location")?
+                    .to_str()
+                    .ok()
+                    .map(str::to_string),
+                503 => None,
+                other => panic!("the resumed RM answered {other}"),
+            }
+        },
+    );
+    assert_eq!(location, format!("{}/ws/v1/cluster/apps", ha.base(standby)));
+    let log = ha.rms[active].as_ref().expect("resumed").log_text();
+    assert!(log.contains("leadership lost"), "{log}");
+    let (_, apps) = ha.rm(standby).get("/ws/v1/cluster/apps");
+    let mut ids: Vec<&str> = apps["apps"]["app"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x["id"].as_str()).collect())
+        .unwrap_or_default();
+    ids.sort();
+    let mut want = vec![first.as_str(), second.as_str()];
+    want.sort();
+    assert_eq!(ids, want, "{apps}");
+}
