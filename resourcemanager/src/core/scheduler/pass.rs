@@ -63,14 +63,12 @@ impl BlockedUsers {
     }
 
     /// The users of `leaf` found at their limit at or before `cursor`.
-    fn through(&self, leaf: QueueIdx, cursor: OrderEntry) -> Vec<String> {
-        self.0.get(&leaf).map_or_else(Vec::new, |users| {
-            users
-                .iter()
-                .filter(|(_, at)| **at <= cursor)
-                .map(|(u, _)| u.clone())
-                .collect()
-        })
+    fn through(&self, leaf: QueueIdx, cursor: OrderEntry) -> impl Iterator<Item = &String> + Clone {
+        self.0
+            .get(&leaf)
+            .into_iter()
+            .flat_map(move |users| users.iter().filter(move |(_, at)| **at <= cursor))
+            .map(|(u, _)| u)
     }
 }
 

@@ -151,14 +151,15 @@ impl Resumes {
 
     /// The run of `leaf` in `part` now ends at `cursor`; `why` says why its newest
     /// applications were passed over (added to what the run already carried), `blocked`
-    /// which users it found at their limit (all of them so far).
-    pub(super) fn extend(
+    /// which users it found at their limit (all of them so far: a set that only grows, so
+    /// it is copied only when its size changed).
+    pub(super) fn extend<'a>(
         &mut self,
         part: &str,
         leaf: QueueIdx,
         cursor: OrderEntry,
         why: RunWhy,
-        blocked: Vec<String>,
+        blocked: impl Iterator<Item = &'a String> + Clone,
     ) {
         let Some(p) = self.parts.get_mut(part) else {
             return;
@@ -170,14 +171,16 @@ impl Resumes {
                 let r = e.get_mut();
                 r.cursor = cursor;
                 r.why = r.why.and(why);
-                r.blocked = blocked;
+                if blocked.clone().count() != r.blocked.len() {
+                    r.blocked = blocked.cloned().collect();
+                }
             }
             Entry::Vacant(e) => {
                 e.insert(Run {
                     cursor,
                     why,
                     limit_moves: self.limit_moves.get(leaf.0).copied().unwrap_or(0),
-                    blocked,
+                    blocked: blocked.cloned().collect(),
                 });
             }
         }
