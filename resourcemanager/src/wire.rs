@@ -524,32 +524,6 @@ pub fn app_preemption(
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_launch_context_survives_the_round_trip() {
-        let mut ctx = ContainerLaunchContext {
-            commands: vec!["python3 train.py".into()],
-            ..Default::default()
-        };
-        ctx.environment.insert("A".into(), "1".into());
-        ctx.local_resources.insert(
-            "train.py".into(),
-            LocalResourceInfo {
-                resource: "file:///tmp/train.py".into(),
-                kind: "FILE".into(),
-                visibility: "APPLICATION".into(),
-                size: 10,
-                timestamp: 20,
-            },
-        );
-        let back: ContainerLaunchContext = LaunchSpec::from(ctx.clone()).into();
-        assert_eq!(back, ctx);
-    }
-}
-
 impl From<&crate::core::scheduler::UserFairshare> for UserFairShareInfo {
     fn from(u: &crate::core::scheduler::UserFairshare) -> Self {
         Self {
@@ -588,5 +562,31 @@ impl From<&crate::core::scheduler::AppPlace> for AppFairSharePriorityInfo {
             overdue: p.overdue,
             attained_service_seconds: p.attained_s,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_launch_context_survives_the_round_trip() {
+        let mut ctx = ContainerLaunchContext {
+            commands: vec!["python3 train.py".into()],
+            ..Default::default()
+        };
+        ctx.environment.insert("A".into(), "1".into());
+        ctx.local_resources.insert(
+            "train.py".into(),
+            LocalResourceInfo {
+                resource: "file:///tmp/train.py".into(),
+                kind: "FILE".into(),
+                visibility: "APPLICATION".into(),
+                size: 10,
+                timestamp: 20,
+            },
+        );
+        let back: ContainerLaunchContext = LaunchSpec::from(ctx.clone()).into();
+        assert_eq!(back, ctx);
     }
 }
