@@ -252,7 +252,13 @@ impl Scheduler {
     pub(super) fn fairshare_key(&mut self, id: &ApplicationId, app: &mut SchedApp) -> (i64, u64) {
         if app.wait.since.is_none() {
             app.wait.since = Some(self.now);
-            let bound = self.tree.queues[app.queue].spec.fairshare.max_wait_ms;
+            let spec = &self.tree.queues[app.queue].spec.fairshare;
+            // A user without a share is never promoted.
+            let bound = if spec.weight(&app.user) > 0.0 {
+                spec.max_wait_ms
+            } else {
+                0
+            };
             app.wait.due = (bound > 0).then(|| self.now.saturating_add(bound));
             if let Some(d) = app.wait.due {
                 self.fs.due.insert((d, *id));
@@ -483,11 +489,15 @@ impl Scheduler {
             {
                 continue;
             }
-            let users = self.leaf_users(QueueIdx(i));
+            let users: BTreeMap<String, UserFairshare> = self
+                .leaf_users(QueueIdx(i))
+                .into_iter()
+                .map(|u| (u.user.clone(), u))
+                .collect();
             let waiting = q.schedulable.len();
             for (rank, (_, _, id)) in q.schedulable.iter().enumerate() {
                 let Some(a) = self.apps.get(id) else { continue };
-                let Some(user) = users.iter().find(|u| u.user == a.user) else {
+                let Some(user) = users.get(&a.user) else {
                     continue;
                 };
                 out.insert(

@@ -241,6 +241,22 @@ fn no_application_waits_longer_than_the_bound() {
     );
 }
 
+#[test]
+fn a_user_without_a_share_goes_last_and_is_never_promoted() {
+    let (mut s, leaf) = sched(1, 1_000, &[("none", 0.0)]);
+    s.set_now(10_000);
+    start(&mut s, leaf, 50, "blocker", &gpus(1));
+    waits(&mut s, leaf, 1, "none", &gpus(1));
+    waits(&mut s, leaf, 2, "some", &gpus(1));
+    s.set_now(60_000);
+    s.refresh_fairshare();
+    let places = s.app_places();
+    assert!(places[&app(2)].overdue, "past the bound with a share");
+    assert!(!places[&app(1)].overdue, "no share: no promotion");
+    assert_eq!((places[&app(2)].rank, places[&app(1)].rank), (1, 2));
+    assert_eq!(places[&app(1)].user.factor, 0.0);
+}
+
 #[derive(Debug, Clone)]
 struct UserCase {
     weight: u8,
