@@ -240,6 +240,15 @@ fn recovered_core(
         );
     }
     core.set_labels(labels, cluster_ts);
+    // Users' decayed usage is back before recovery charges any container.
+    let fairshare = store.fairshare()?;
+    if !fairshare.is_empty() {
+        info!(
+            "fair share: decayed usage of {} users (per leaf) recovered from the state store",
+            fairshare.len()
+        );
+    }
+    core.restore_fairshare(fairshare);
     // Excluded hosts are turned away from the first registration on.
     let hosts = conf.hosts.read().context(
         "reading the host files (yarn.resourcemanager.nodes.include-path / exclude-path)",

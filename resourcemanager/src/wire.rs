@@ -14,7 +14,9 @@ use spindle_common::records::am::{
     SizeRule, StrictPreemptionContract, ThroughputReport, UpdateContainerError,
     UpdateContainerRequest, UpdatedContainer,
 };
-use spindle_common::records::cluster::LocalResourceInfo;
+use spindle_common::records::cluster::{
+    AppFairSharePriorityInfo, LocalResourceInfo, QueueFairShareInfo, UserFairShareInfo,
+};
 use spindle_common::records::node::ContainerLaunchContext;
 use spindle_common::records::resource::ResourceInfo;
 
@@ -520,6 +522,47 @@ pub fn app_preemption(
             }
         }),
     })
+}
+
+impl From<&crate::core::scheduler::UserFairshare> for UserFairShareInfo {
+    fn from(u: &crate::core::scheduler::UserFairshare) -> Self {
+        Self {
+            username: u.user.clone(),
+            weight: u.weight,
+            norm_shares: u.norm_share,
+            raw_usage: u.raw_usage,
+            decayed_usage: u.decayed_usage,
+            effective_usage: u.norm_usage,
+            level_fs: u.level_fs,
+            fair_share_factor: u.factor,
+            billing_rate: u.billing_rate,
+        }
+    }
+}
+
+impl From<&crate::core::scheduler::QueueFairshare> for QueueFairShareInfo {
+    fn from(q: &crate::core::scheduler::QueueFairshare) -> Self {
+        Self {
+            raw_usage: q.raw_usage,
+            decayed_usage: q.decayed_usage,
+            users: q.users.iter().map(UserFairShareInfo::from).collect(),
+        }
+    }
+}
+
+impl From<&crate::core::scheduler::AppPlace> for AppFairSharePriorityInfo {
+    fn from(p: &crate::core::scheduler::AppPlace) -> Self {
+        Self {
+            queue: p.queue.to_string(),
+            position: p.rank as u64,
+            waiting_applications: p.waiting as u64,
+            user: UserFairShareInfo::from(&p.user),
+            age_ms: p.age_ms,
+            max_wait_ms: p.max_wait_ms,
+            overdue: p.overdue,
+            attained_service_seconds: p.attained_s,
+        }
+    }
 }
 
 #[cfg(test)]

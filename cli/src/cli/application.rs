@@ -1,5 +1,6 @@
 //! `spindle application -list | -status | -kill | -movetoqueue | -changeQueue |
-//! -updatePriority | -updateLifetime`, as `yarn application`.
+//! -updatePriority | -updateLifetime`, as `yarn application`, and `-priority` (Slurm's
+//! `sprio`).
 
 use std::time::{Duration, Instant};
 
@@ -8,7 +9,7 @@ use spindle_common::ids::ApplicationId;
 use spindle_common::states::YarnApplicationState;
 
 use super::args::{Opt, Parsed, UsageError};
-use super::format::{format_app_list, format_app_report};
+use super::format::{format_app_list, format_app_priority, format_app_report};
 use super::{parse_or_usage, rm_client, usage_error, EXIT_OK, EXIT_USAGE};
 use spindle_appmaster_sdk::rm_client::{AppsFilter, KillOutcome, RmClient};
 use spindle_common::records::cluster::AppInfo;
@@ -26,6 +27,9 @@ usage: spindle application <command> [--rm-address HOST:PORT] [--conf-dir DIR]
                                  GPU-HOURS, GPU-UTIL (mean over the GPUs held, as last
                                  sampled) and REASON (why a waiting application waits)
   -status APPID                  print the application report
+  -priority APPID                why a waiting application of a fairshare queue is where it
+                                 is (Slurm's sprio): its place, its user's fair share,
+                                 its age and the bound, its attained service
   -kill APPID [APPID...]         kill applications
   -movetoqueue APPID -queue Q    move an application to another queue
   -changeQueue Q -appId APPID    the same, YARN's other spelling
@@ -39,6 +43,7 @@ pub const OPTS: &[Opt] = &[
     Opt::list("appTypes", &["applicationTypes"]),
     Opt::list("appTags", &["applicationTags"]),
     Opt::one("status", &[]),
+    Opt::one("priority", &[]),
     Opt::one("kill", &[]),
     Opt::one("movetoqueue", &[]),
     Opt::one("queue", &[]),
@@ -166,6 +171,10 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
         let rm = rm_client(&p)?;
         return status(&rm, id).await;
     }
+    if let Some(id) = p.value("priority") {
+        let rm = rm_client(&p)?;
+        return priority(&rm, id).await;
+    }
     if let Some(app) = p.value("movetoqueue") {
         let Some(queue) = p.value("queue") else {
             return Err(usage_error(
@@ -222,7 +231,7 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
     }
     Err(usage_error(
         UsageError::Other(
-            "give one of -list, -status APPID, -kill APPID, -movetoqueue APPID -queue Q, \
+            "give one of -list, -status APPID, -priority APPID, -kill APPID, -movetoqueue APPID -queue Q, \
              -changeQueue Q -appId APPID, -updatePriority P -appId APPID, \
              -updateLifetime SECONDS -appId APPID"
                 .into(),
@@ -285,6 +294,24 @@ async fn report_or_exit(rm: &RmClient, id: &str) -> anyhow::Result<Result<AppInf
         }
         Err(e) => Err(e).with_context(|| format!("cannot get the report of {app_id}")),
     }
+}
+
+/// `-priority APPID`: the factors of a waiting application's place in its `fairshare` leaf.
+async fn priority(rm: &RmClient, id: &str) -> anyhow::Result<u8> {
+    let app = match report_or_exit(rm, id).await? {
+        Ok(a) => a,
+        Err(code) => return Ok(code),
+    };
+    match format_app_priority(&app) {
+        Some(t) => say_raw!("{t}"),
+        None => say!(
+            "Application {} is not waiting in a fairshare queue (state {}, queue {}): it has no place to explain.",
+            app.id,
+            app.state.as_str(),
+            app.queue
+        ),
+    }
+    Ok(EXIT_OK)
 }
 
 /// `-movetoqueue APPID -queue Q` / `-changeQueue Q -appId APPID`, in ApplicationCLI's words.

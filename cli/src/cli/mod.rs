@@ -83,13 +83,13 @@ usage: spindle COMMAND [options]
 Client commands (each takes --rm-address HOST:PORT and --conf-dir DIR; the RM address
 defaults to $SPINDLE_RM_ADDRESS, then yarn.resourcemanager.webapp.address in the conf dir):
   application        -list [-appStates S1,S2|ALL] [-appTypes T] [-appTags t] [-queue Q]
-                     [-user U] | -status APPID
+                     [-user U] | -status APPID | -priority APPID
                      | -kill APPID | -movetoqueue APPID -queue Q | -changeQueue Q -appId APPID
                      | -updatePriority P -appId APPID | -updateLifetime SECONDS -appId APPID
   applicationattempt -list APPID | -status ATTEMPTID
   container          -list ATTEMPTID | -status CONTAINERID
   node               -list [-all] [-states S1,S2] [-showDetails] | -status NODEID
-  queue              -status QUEUE | -list [PARENT|all]
+  queue              -status QUEUE | -list [PARENT|all] | -fairshare [QUEUE]
   top                a live view of the cluster and its applications (q to quit)
   accounting         [-from T] [-to T] [-groupBy queue|user|application]: GPU-hours,
                      lost GPU-hours, wall hours per group over a period (like sreport)

@@ -1,4 +1,5 @@
-//! `spindle queue -status QUEUE | -list [PARENT|all]`, as `yarn queue`.
+//! `spindle queue -status QUEUE | -list [PARENT|all]`, as `yarn queue`, and
+//! `-fairshare [QUEUE]` (Slurm's `sshare`).
 
 use anyhow::Context;
 
@@ -6,16 +7,24 @@ use super::args::{Opt, UsageError};
 use spindle_appmaster_sdk::rm_client::RmClient;
 use spindle_common::records::cluster::{CapacitySchedulerInfo, CapacitySchedulerQueueInfo};
 
-use super::format::{format_queue_list, format_queue_status};
+use super::format::{format_fairshare, format_queue_list, format_queue_status};
 use super::{parse_or_usage, rm_client, usage_error, EXIT_OK, EXIT_USAGE};
 
 pub const USAGE: &str = "\
-usage: spindle queue -status QUEUE | -list [PARENT|all] [--rm-address HOST:PORT] [--conf-dir DIR]
-  -status QUEUE   print the queue's information (a leaf name such as default, or a full
-                  path such as root.default)
-  -list [PARENT]  a table of PARENT's child queues; every queue without PARENT or with all";
+usage: spindle queue -status QUEUE | -list [PARENT|all] | -fairshare [QUEUE]
+                    [--rm-address HOST:PORT] [--conf-dir DIR]
+  -status QUEUE     print the queue's information (a leaf name such as default, or a full
+                    path such as root.default)
+  -list [PARENT]    a table of PARENT's child queues; every queue without PARENT or with all
+  -fairshare [QUEUE] decayed usage per queue and user (Slurm's sshare): shares, raw and
+                    decayed usage, effective usage, level fair share and fair-share factor;
+                    QUEUE and the queues below it, every queue without QUEUE";
 
-pub const OPTS: &[Opt] = &[Opt::one("status", &[]), Opt::flag("list", &[])];
+pub const OPTS: &[Opt] = &[
+    Opt::one("status", &[]),
+    Opt::flag("list", &[]),
+    Opt::flag("fairshare", &[]),
+];
 
 pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
     let Some(p) = parse_or_usage(&args, OPTS, USAGE)? else {
@@ -36,9 +45,25 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
         let rm = rm_client(&p)?;
         return list(&rm, parent.as_deref()).await;
     }
+    if p.has("fairshare") {
+        let under = match p.positionals.as_slice() {
+            [] => None,
+            [one] => Some(one.trim().to_string()),
+            _ => {
+                return Err(usage_error(
+                    UsageError::Other("-fairshare takes at most one queue".into()),
+                    USAGE,
+                ))
+            }
+        };
+        let rm = rm_client(&p)?;
+        return fairshare(&rm, under.as_deref()).await;
+    }
     let Some(name) = p.value("status").map(str::trim) else {
         return Err(usage_error(
-            UsageError::Other("give -status QUEUE or -list [PARENT|all]".into()),
+            UsageError::Other(
+                "give -status QUEUE, -list [PARENT|all] or -fairshare [QUEUE]".into(),
+            ),
             USAGE,
         ));
     };
@@ -136,5 +161,35 @@ async fn list(rm: &RmClient, parent: Option<&str>) -> anyhow::Result<u8> {
         }
     };
     say_raw!("{}", format_queue_list(&chosen));
+    Ok(EXIT_OK)
+}
+
+/// `-fairshare [QUEUE]`: QUEUE (a leaf name or a full path) and the queues below it, or
+/// every queue.
+async fn fairshare(rm: &RmClient, under: Option<&str>) -> anyhow::Result<u8> {
+    let info = rm
+        .scheduler()
+        .await
+        .with_context(|| format!("cannot read the queues at {}", rm.address()))?;
+    let all: Vec<&CapacitySchedulerQueueInfo> = info
+        .queues
+        .iter()
+        .flat_map(|qs| qs.queue.0.iter())
+        .flat_map(|q| q.walk())
+        .collect();
+    let shown: Vec<&CapacitySchedulerQueueInfo> = match under {
+        None => all,
+        Some(name) => {
+            let Some(top) = all
+                .iter()
+                .find(|q| q.queue_path == name || q.queue_name == name)
+            else {
+                say!("Cannot get queue from RM by queueName = {name}, please check.");
+                return Ok(EXIT_USAGE);
+            };
+            top.walk()
+        }
+    };
+    say_raw!("{}", format_fairshare(&shown));
     Ok(EXIT_OK)
 }

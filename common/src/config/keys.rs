@@ -234,6 +234,19 @@ pub const DEFAULT_ELASTIC_SHRINK_DEADLINE_MS: u64 = 30_000;
 /// Elastic gangs: how often the doubling policy's round runs (ms).
 pub const ELASTIC_MONITORING_INTERVAL_MS: &str = "spindle.elastic.monitoring-interval-ms";
 pub const DEFAULT_ELASTIC_MONITORING_INTERVAL_MS: u64 = 1_000;
+/// Fair share with memory: billing units per unit of each resource type per second
+/// (Slurm's `TRESBillingWeights`), `type=weight` pairs; types not listed cost nothing.
+pub const FAIRSHARE_BILLING_WEIGHTS: &str = "spindle.scheduler.fairshare.billing-weights";
+pub const DEFAULT_FAIRSHARE_BILLING_WEIGHTS: &str =
+    "yarn.io/gpu=1.0,vcores=0.01,memory-mb=0.000001";
+/// Fair share with memory: users' usage halves every this many ms (Slurm's
+/// `PriorityDecayHalfLife`, 7 days); 0: usage never decays. At least 1000 otherwise.
+pub const FAIRSHARE_DECAY_HALF_LIFE_MS: &str = "spindle.scheduler.fairshare.decay-half-life-ms";
+pub const DEFAULT_FAIRSHARE_DECAY_HALF_LIFE_MS: u64 = 604_800_000;
+/// Fair share with memory: how often users' places in `fairshare` leaves follow the usage
+/// of their running containers, in ms (Slurm's `PriorityCalcPeriod`, 5 minutes).
+pub const FAIRSHARE_CALC_PERIOD_MS: &str = "spindle.scheduler.fairshare.calc-period-ms";
+pub const DEFAULT_FAIRSHARE_CALC_PERIOD_MS: u64 = 300_000;
 pub const DEFAULT_PREEMPTION_MIN_RUNTIME_MS: u64 = 60_000;
 /// How long a gang may wait for all of its containers when its AM names no timeout
 /// (Spindle's own key).
@@ -381,6 +394,16 @@ pub const DEFAULT_CS_QUEUE_LAS_THRESHOLDS: &str = "3600,36000";
 /// this many times its attained running time goes back to the first level (0: never).
 pub const CS_QUEUE_LAS_PROMOTION_FACTOR: &str = "ordering-policy.las.promotion-factor";
 pub const DEFAULT_CS_QUEUE_LAS_PROMOTION_FACTOR: f64 = 4.0;
+/// Spindle's `fairshare` ordering: an application that has waited this many ms for its
+/// next container goes ahead of every one that has not (Slurm's `PriorityMaxAge` as a hard
+/// bound); 0: never.
+pub const CS_QUEUE_FAIRSHARE_MAX_WAIT_MS: &str = "ordering-policy.fairshare.max-wait-ms";
+pub const DEFAULT_CS_QUEUE_FAIRSHARE_MAX_WAIT_MS: u64 = 86_400_000;
+/// YARN's per-user settings of a leaf, `user-settings.<user>.weight`: the user's share
+/// (default 1; the `fairshare` ordering divides usage by it). The prefix of the family.
+pub const CS_QUEUE_USER_SETTINGS_PREFIX: &str = "user-settings.";
+/// What follows `user-settings.<user>.` for a user's weight.
+pub const USER_SETTINGS_WEIGHT: &str = "weight";
 /// Spindle's elastic gangs: how the leaf sizes them, `none` (granted the largest legal size
 /// that fits when placed, never grown; shrunk toward their minimum before a rigid gang is
 /// preempted) or `doubling` (the study's heuristic: every elastic job its minimum first,

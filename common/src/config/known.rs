@@ -591,6 +591,15 @@ fn property_status(prop: &str) -> (KeyStatus, usize) {
             }
         }
     }
+    if let Some((_, what)) = prop
+        .strip_prefix(keys::CS_QUEUE_USER_SETTINGS_PREFIX)
+        .and_then(|r| r.rsplit_once('.'))
+    {
+        // `user-settings.<user>.weight` is read; YARN's other user settings are not.
+        if what == keys::USER_SETTINGS_WEIGHT {
+            return (KeyStatus::Known, 0);
+        }
+    }
     if IGNORED_QUEUE_PROPERTIES.contains(&prop)
         || IGNORED_QUEUE_PREFIXES.iter().any(|p| prop.starts_with(p))
     {

@@ -1261,6 +1261,11 @@ mod known_keys {
             "yarn.scheduler.capacity.root.gpu.accessible-node-labels",
             "yarn.scheduler.capacity.root.gpu.accessible-node-labels.h100.maximum-capacity",
             "yarn.scheduler.capacity.root.a.ordering-policy.las.promotion-factor",
+            "yarn.scheduler.capacity.root.a.ordering-policy.fairshare.max-wait-ms",
+            "yarn.scheduler.capacity.root.a.user-settings.alice.weight",
+            "spindle.scheduler.fairshare.billing-weights",
+            "spindle.scheduler.fairshare.decay-half-life-ms",
+            "spindle.scheduler.fairshare.calc-period-ms",
             "yarn.scheduler.capacity.user.max-parallel-apps",
             "yarn.scheduler.capacity.user.alice.max-parallel-apps",
             "yarn.resource-types.yarn.io/gpu.units",
@@ -1298,6 +1303,8 @@ mod known_keys {
             "yarn.scheduler.capacity.root.a.reservable",
             "yarn.scheduler.capacity.root.a.leaf-queue-template.capacity",
             "yarn.scheduler.capacity.root.a.accessible-node-labels.x.maximum-am-resource-percent",
+            // YARN's other user settings are not read (the weight is).
+            "yarn.scheduler.capacity.root.a.user-settings.alice.max-parallel-apps",
         ] {
             assert_eq!(key_status(k), KeyStatus::Ignored, "{k}");
         }

@@ -176,6 +176,12 @@ impl RmCore {
         let c = c.clone();
         let app_id = cid.application_id();
         self.sched.release(&app_id, &c.node, &c.resource);
+        if end == Some(true) {
+            // Work taken back by preemption is not charged to its user's fair share.
+            self.sched
+                .refund_preempted(&app_id, &c.resource, c.allocated_time);
+        }
+        self.persist_fairshare();
         self.sched.tag(&app_id, &c.node, &c.tags, false);
         if let Some(g) = &c.gang {
             if end == Some(true) {

@@ -161,6 +161,9 @@ pub enum Effect {
     /// The preemption monitor sent this attempt's AM a notice, which its next allocate
     /// answer carries. The live RM has nothing to do; the simulator wakes the AM.
     PreemptionNotice(ApplicationAttemptId),
+    /// Write these users' decayed usage to the state store (after a container ended, and
+    /// once per fair-share calc period for users with running containers).
+    PersistFairshare(Vec<scheduler::FairshareRecord>),
 }
 
 /// Counters that outlive the applications they count (`/metrics`).

@@ -171,6 +171,8 @@ pub struct QueueView {
     pub partitions: BTreeMap<String, super::scheduler::queue_tree::PartShare>,
     /// Whether the preemption monitor may take containers from it.
     pub preemption: PreemptionApplies,
+    /// Its users' decayed usage and standing (a leaf's), or its leaves' sums (a parent's).
+    pub fairshare: super::scheduler::QueueFairshare,
 }
 
 /// Whether preemption applies to a queue, from the configuration: the monitor acts
@@ -191,6 +193,8 @@ pub struct UserView {
     pub active_apps: usize,
     pub pending_apps: usize,
     pub user_limit: Resource,
+    /// `user-settings.<user>.weight` (YARN's `userWeight`; 1 unless set).
+    pub weight: f64,
 }
 
 #[derive(Debug, Clone)]

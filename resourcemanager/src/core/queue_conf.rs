@@ -74,6 +74,11 @@ pub enum OrderingPolicy {
     /// the GPU-seconds they have used ([`LasSpec::thresholds_gpu_s`]), the lowest level
     /// first, FIFO within one; a long wait promotes back to the first level.
     Las,
+    /// Fair share with memory (Slurm's multifactor fair share, Fair Tree within one leaf):
+    /// applications by their user's decayed usage over the user's share (`user-settings.<u>.weight`),
+    /// least attained service among one user's own; one that waited
+    /// [`FairshareSpec::max_wait_ms`] goes ahead of every other that has not.
+    Fairshare,
 }
 
 impl OrderingPolicy {
@@ -82,6 +87,7 @@ impl OrderingPolicy {
             Self::Fifo => "fifo",
             Self::Fair => "fair",
             Self::Las => "las",
+            Self::Fairshare => "fairshare",
         }
     }
 }
@@ -114,6 +120,85 @@ impl ElasticPolicy {
     /// A leaf whose elastic jobs the doubling round sizes.
     pub fn is_doubling(&self) -> bool {
         matches!(self, Self::Doubling | Self::DoublingByGain)
+    }
+}
+
+/// The `fairshare` ordering's per-leaf settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FairshareSpec {
+    /// `<qp>.user-settings.<user>.weight`: each named user's share (default 1; 0 is none).
+    pub user_weights: BTreeMap<String, f64>,
+    /// `<qp>.ordering-policy.fairshare.max-wait-ms`: an application that has waited this
+    /// long for its next container goes ahead of every one that has not (0: never).
+    pub max_wait_ms: u64,
+}
+
+impl FairshareSpec {
+    /// The share of `user` in this leaf.
+    pub fn weight(&self, user: &str) -> f64 {
+        self.user_weights.get(user).copied().unwrap_or(1.0)
+    }
+}
+
+impl Default for FairshareSpec {
+    fn default() -> Self {
+        Self {
+            user_weights: BTreeMap::new(),
+            max_wait_ms: 86_400_000,
+        }
+    }
+}
+
+/// The cluster's fair-share accounting (yarn-site, fixed for the RM's life).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FairshareConf {
+    /// `spindle.scheduler.fairshare.billing-weights` (Slurm's `TRESBillingWeights`): billing
+    /// units per unit of each resource type per second.
+    pub billing: BillingWeights,
+    /// `spindle.scheduler.fairshare.decay-half-life-ms` (Slurm's `PriorityDecayHalfLife`);
+    /// 0: usage never decays.
+    pub half_life_ms: u64,
+    /// `spindle.scheduler.fairshare.calc-period-ms` (Slurm's `PriorityCalcPeriod`): how often
+    /// users' places in `fairshare` leaves follow the usage of their running containers.
+    pub calc_period_ms: u64,
+}
+
+impl Default for FairshareConf {
+    fn default() -> Self {
+        Self {
+            billing: BillingWeights::default(),
+            half_life_ms: 7 * 86_400_000,
+            calc_period_ms: 300_000,
+        }
+    }
+}
+
+/// Billing units per unit of a resource type per second (`yarn.io/gpu=1.0,...`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BillingWeights(pub BTreeMap<String, f64>);
+
+impl Default for BillingWeights {
+    fn default() -> Self {
+        Self(
+            [
+                ("yarn.io/gpu", 1.0),
+                ("vcores", 0.01),
+                ("memory-mb", 0.000_001),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        )
+    }
+}
+
+impl BillingWeights {
+    /// Billing units per second that `r` costs while held.
+    pub fn per_second(&self, r: &Resource) -> f64 {
+        self.0
+            .iter()
+            .map(|(name, w)| w * r.get(name).max(0) as f64)
+            .sum()
     }
 }
 
@@ -198,6 +283,8 @@ pub struct QueueSpec {
     pub intra_queue_disable_preemption: bool,
     /// The `las` ordering's levels (used when `ordering` is `Las`).
     pub las: LasSpec,
+    /// The `fairshare` ordering's shares and wait bound (used when `ordering` is `Fairshare`).
+    pub fairshare: FairshareSpec,
     /// `<qp>.elastic-policy` (leaves; inherited).
     pub elastic: ElasticPolicy,
     /// `<qp>.default-application-priority`.
@@ -308,6 +395,7 @@ impl QueueSpec {
             disable_preemption: false,
             intra_queue_disable_preemption: false,
             las: LasSpec::default(),
+            fairshare: FairshareSpec::default(),
             elastic: ElasticPolicy::None,
             default_application_priority: 0,
             lifetime: LifetimeLimits::default(),
@@ -381,6 +469,8 @@ pub struct SchedulerConf {
     pub admin_acl: Acl,
     /// `yarn.acl.enable` (false): when false, every ACL allows everyone, as in YARN.
     pub acl_enabled: bool,
+    /// Fair-share accounting (`spindle.scheduler.fairshare.*`).
+    pub fairshare: FairshareConf,
 }
 
 impl SchedulerConf {
@@ -406,6 +496,7 @@ impl SchedulerConf {
             max_application_priority: 0,
             admin_acl: Acl::everyone(),
             acl_enabled: false,
+            fairshare: FairshareConf::default(),
         }
     }
 }

@@ -271,6 +271,7 @@ impl RmCore {
         let pending = self.sched.pending_by_queue();
         let calc = self.sched.calculator();
         let monitor = self.monitor_acts();
+        let mut fairshare = self.sched.fairshare_view().into_iter();
         let mut out = Vec::with_capacity(tree.queues.len());
         for (i, q) in tree.iter() {
             let (max_apps, max_per_user) = if q.is_leaf() {
@@ -309,6 +310,7 @@ impl RmCore {
                     active_apps: u.active_apps,
                     pending_apps: u.pending_apps,
                     user_limit: self.sched.user_limit(i, &Resource::zero()),
+                    weight: q.spec.fairshare.weight(name),
                 })
                 .collect();
             let pct = |r: &Resource, base: &Resource| -> f64 {
@@ -372,6 +374,15 @@ impl RmCore {
                         && self.conf.preemption.intra_queue
                         && !q.spec.intra_queue_disable_preemption,
                 },
+                fairshare: fairshare
+                    .next()
+                    .unwrap_or_else(|| scheduler::QueueFairshare {
+                        queue: q.spec.path.clone(),
+                        policy: None,
+                        raw_usage: 0.0,
+                        decayed_usage: 0.0,
+                        users: Vec::new(),
+                    }),
             });
         }
         out

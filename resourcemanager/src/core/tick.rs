@@ -25,6 +25,8 @@ impl RmCore {
         }
         self.expire_gangs(now);
         self.sched.refresh_levels();
+        self.sched.refresh_fairshare();
+        self.persist_fairshare();
         self.preemption_tick(now);
         self.elastic_tick(now);
         self.idle_tick(now);

@@ -4,9 +4,31 @@
 //! A container counts from its allocation to its completion (as `memorySeconds` always
 //! has); one that ended by preemption counts in the preempted figures too. Running
 //! containers are added up to `now` only when a view is built ([`AppUsage::with_live`]).
+//! Users' decayed usage per leaf (the fair share's memory) lives in the scheduler
+//! (`scheduler::fairshare`); here the core hands it to the store and takes it back.
+//!
 //! Pure: time is an argument.
 
 use spindle_common::Resource;
+
+use super::scheduler::FairshareRecord;
+use super::{Effect, RmCore};
+
+impl RmCore {
+    /// Hands the users' ledgers that changed to the store.
+    pub(super) fn persist_fairshare(&mut self) {
+        let changed = self.sched.take_fairshare_changes();
+        if !changed.is_empty() {
+            self.effects.push(Effect::PersistFairshare(changed));
+        }
+    }
+
+    /// Puts back the users' decayed usage the store kept (at start, before recovery
+    /// charges any container).
+    pub fn restore_fairshare(&mut self, records: Vec<FairshareRecord>) {
+        self.sched.restore_fairshare(records);
+    }
+}
 
 /// What an application has used, per resource type, in resource-milliseconds (MB-ms,
 /// vcore-ms, GPU-ms, ...).

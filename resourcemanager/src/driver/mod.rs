@@ -307,6 +307,12 @@ impl Driver {
                 Effect::ContainersAllocated(_) => {}
                 // The notice rides on the AM's next allocate answer.
                 Effect::PreemptionNotice(_) => {}
+                Effect::PersistFairshare(records) => {
+                    if let Err(e) = self.store.put_fairshare(&records) {
+                        // The ledgers stay in memory; the next change writes them again.
+                        warn!("state store: users' decayed usage not written: {e}");
+                    }
+                }
                 Effect::ForgetApp(id) => {
                     let _s = tracing::info_span!("store_delete", app_id = %id).entered();
                     if let Err(e) = self.store.delete_app(&id) {

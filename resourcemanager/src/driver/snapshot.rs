@@ -47,6 +47,8 @@ pub struct Snapshot {
     pub pass_stats: crate::core::scheduler::PassStats,
     /// Sampled GPU use per application (`gpuUtilization`, `idleGpuSeconds`).
     pub app_gpu: BTreeMap<ApplicationId, crate::core::AppGpuUse>,
+    /// Why each waiting application of a `fairshare` leaf is where it is.
+    pub app_places: BTreeMap<ApplicationId, crate::core::scheduler::AppPlace>,
     /// `http` or `https` (`yarn.http.policy`, as in the address AMs are told): the scheme of
     /// the URLs REST answers carry (tracking and log URLs, a container's node address).
     pub scheme: &'static str,
@@ -138,6 +140,7 @@ impl Snapshot {
             preemption: core.preemption().counters.clone(),
             pass_stats: core.scheduler().stats.clone(),
             app_gpu: core.gpu_use_by_app(),
+            app_places: core.scheduler().app_places(),
             scheme: if core.conf().rm_address.starts_with("https://") {
                 "https"
             } else {

@@ -12,6 +12,7 @@ use super::{
     Recovered, StateStore, StoreError, StoredSchedConf, UsageRecord, SCHED_CONF_VERSIONS_KEPT,
 };
 use crate::core::labels::NodeLabels;
+use crate::core::scheduler::FairshareRecord;
 use crate::core::AppRecord;
 
 pub(crate) struct MemoryStore {
@@ -24,6 +25,7 @@ pub(crate) struct MemoryStore {
     /// Cancelled user tokens: sequence number to max date.
     cancelled: BTreeMap<u64, u64>,
     sched_conf: BTreeMap<u64, StoredSchedConf>,
+    fairshare: BTreeMap<(String, String), FairshareRecord>,
 }
 
 impl MemoryStore {
@@ -37,6 +39,7 @@ impl MemoryStore {
             labels: NodeLabels::default(),
             cancelled: BTreeMap::new(),
             sched_conf: BTreeMap::new(),
+            fairshare: BTreeMap::new(),
         }
     }
 }
@@ -106,6 +109,18 @@ impl StateStore for MemoryStore {
 
     fn latest_sched_conf(&self) -> Result<Option<StoredSchedConf>, StoreError> {
         Ok(self.sched_conf.values().next_back().cloned())
+    }
+
+    fn put_fairshare(&mut self, records: &[FairshareRecord]) -> Result<(), StoreError> {
+        for r in records {
+            self.fairshare
+                .insert((r.queue.clone(), r.user.clone()), r.clone());
+        }
+        Ok(())
+    }
+
+    fn fairshare(&self) -> Result<Vec<FairshareRecord>, StoreError> {
+        Ok(self.fairshare.values().cloned().collect())
     }
 }
 

@@ -11,7 +11,8 @@
 //! and kept after the application itself is forgotten (`max-completed-applications`); the
 //! node labels and central attributes; and the users' tokens cancelled through
 //! `DELETE /ws/v1/cluster/delegation-token` (sequence number and max date, kept until that
-//! date); nothing else. The cancelled-token set lives here and only here: the REST edge asks the driver,
+//! date); the users' decayed usage per leaf (the fair share's memory: decayed and raw
+//! billing-unit-seconds and when they were brought up to date); nothing else. The cancelled-token set lives here and only here: the REST edge asks the driver,
 //! which asks the store.
 //!
 //! Architecture invariant: the driver sees the store only through [`StateStore`], whose
@@ -24,6 +25,7 @@ use spindle_common::token::TokenSecret;
 use spindle_common::{ApplicationId, Resource};
 
 use crate::core::labels::NodeLabels;
+use crate::core::scheduler::FairshareRecord;
 use crate::core::AppRecord;
 
 mod etcd;
@@ -152,6 +154,12 @@ pub trait StateStore: Send {
 
     /// The newest stored scheduler configuration, if any change was ever applied.
     fn latest_sched_conf(&self) -> Result<Option<StoredSchedConf>, StoreError>;
+
+    /// Writes users' decayed usage (one row per leaf and user, replaced), atomically.
+    fn put_fairshare(&mut self, records: &[FairshareRecord]) -> Result<(), StoreError>;
+
+    /// Every stored user's decayed usage, by leaf then user.
+    fn fairshare(&self) -> Result<Vec<FairshareRecord>, StoreError>;
 }
 
 /// What a restarted RM gets back.

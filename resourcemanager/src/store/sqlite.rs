@@ -24,6 +24,8 @@ use super::{
     Recovered, StateStore, StoreError, StoredSchedConf, UsageRecord, SCHED_CONF_VERSIONS_KEPT,
 };
 use crate::core::labels::NodeLabels;
+use crate::core::scheduler::decayed_usage::DecayedUsage;
+use crate::core::scheduler::FairshareRecord;
 use crate::core::AppRecord;
 
 /// The state store in one SQLite file.
@@ -350,6 +352,62 @@ impl StateStore for SqliteStore {
             props,
         }))
     }
+
+    fn put_fairshare(&mut self, records: &[FairshareRecord]) -> Result<(), StoreError> {
+        let tx = self
+            .conn
+            .transaction()
+            .map_err(|e| backend(&self.path, e))?;
+        for r in records {
+            tx.execute(
+                "INSERT OR REPLACE INTO fairshare_usage(queue, user, decayed, raw, at)
+                 VALUES(?1, ?2, ?3, ?4, ?5)",
+                params![
+                    r.queue,
+                    r.user,
+                    r.usage.decayed,
+                    r.usage.raw,
+                    int(r.usage.at)
+                ],
+            )
+            .map_err(|e| backend(&self.path, e))?;
+        }
+        tx.commit().map_err(|e| backend(&self.path, e))
+    }
+
+    fn fairshare(&self) -> Result<Vec<FairshareRecord>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT queue, user, decayed, raw, at FROM fairshare_usage ORDER BY queue, user",
+            )
+            .map_err(self.sq())?;
+        let rows = stmt
+            .query_map([], |row| {
+                Ok(FairshareRecord {
+                    queue: row.get(0)?,
+                    user: row.get(1)?,
+                    usage: DecayedUsage {
+                        decayed: row.get(2)?,
+                        raw: row.get(3)?,
+                        at: u64::try_from(row.get::<_, i64>(4)?).unwrap_or(0),
+                    },
+                })
+            })
+            .map_err(self.sq())?;
+        let mut out = Vec::new();
+        for r in rows {
+            let r = r.map_err(self.sq())?;
+            if !(r.usage.decayed.is_finite() && r.usage.raw.is_finite()) {
+                return Err(self.corrupt(
+                    format!("fairshare_usage {} {}", r.queue, r.user),
+                    "usage is not a finite number",
+                ));
+            }
+            out.push(r);
+        }
+        Ok(out)
+    }
 }
 
 fn put_usage(tx: &rusqlite::Transaction<'_>, u: &UsageRecord, verb: &str) -> rusqlite::Result<()> {
@@ -470,6 +528,36 @@ mod tests {
         s.conn.execute("DELETE FROM usage", []).unwrap();
         s.recover().unwrap();
         assert!(s.usage_between(0, u64::MAX).unwrap().0.is_empty());
+    }
+
+    #[test]
+    fn an_older_store_without_decayed_usage_gets_the_table_and_keeps_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rm.sqlite");
+        {
+            let mut s = SqliteStore::open(&path).unwrap();
+            s.recover().unwrap();
+            s.put_app(&record()).unwrap();
+            // What a store written before fair share with memory looks like.
+            s.conn.execute("DROP TABLE fairshare_usage", []).unwrap();
+        }
+        let mut s = SqliteStore::open(&path).unwrap();
+        let r = s.recover().unwrap();
+        assert_eq!(r.apps.len(), 1);
+        assert!(s.fairshare().unwrap().is_empty());
+        let rec = crate::core::scheduler::FairshareRecord {
+            queue: "root.a".into(),
+            user: "alice".into(),
+            usage: DecayedUsage {
+                decayed: 1.5,
+                raw: 2.0,
+                at: 9,
+            },
+        };
+        s.put_fairshare(std::slice::from_ref(&rec)).unwrap();
+        drop(s);
+        let s = SqliteStore::open(&path).unwrap();
+        assert_eq!(s.fairshare().unwrap(), vec![rec]);
     }
 
     #[test]

@@ -92,6 +92,14 @@ impl SqliteStore {
              CREATE TABLE IF NOT EXISTS cancelled_user_tokens (
                 seq INTEGER PRIMARY KEY,
                 max_date INTEGER NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS fairshare_usage (
+                queue TEXT NOT NULL,
+                user TEXT NOT NULL,
+                decayed REAL NOT NULL,
+                raw REAL NOT NULL,
+                at INTEGER NOT NULL,
+                PRIMARY KEY (queue, user)
              );",
         )?;
         // A store written before the format row was kept is stamped once it has passed

@@ -21,6 +21,7 @@ pub(crate) fn run<S: StateStore>(make: impl Fn() -> S) {
     labels_are_replaced_whole(make());
     cancelled_tokens_are_kept_until_their_max_date(make());
     the_newest_scheduler_conf_is_read_back_and_old_ones_pruned(make());
+    decayed_usage_is_replaced_per_leaf_and_user(make());
 }
 
 /// An accepted application with a live attempt, a GPU in its AM resource and a lifetime.
@@ -219,5 +220,36 @@ fn the_newest_scheduler_conf_is_read_back_and_old_ones_pruned(mut s: impl StateS
     assert_eq!(
         s.latest_sched_conf().unwrap(),
         Some(sched_conf(far, SchedConfSource::Refresh))
+    );
+}
+
+fn decayed_usage_is_replaced_per_leaf_and_user(mut s: impl StateStore) {
+    use crate::core::scheduler::decayed_usage::DecayedUsage;
+    use crate::core::scheduler::FairshareRecord;
+    s.recover().unwrap();
+    assert!(s.fairshare().unwrap().is_empty());
+    let row = |queue: &str, user: &str, decayed: f64, at: u64| FairshareRecord {
+        queue: queue.into(),
+        user: user.into(),
+        usage: DecayedUsage {
+            decayed,
+            raw: decayed * 2.0,
+            at,
+        },
+    };
+    s.put_fairshare(&[
+        row("root.b", "bob", 1.0, 5),
+        row("root.a", "alice", 0.25, 7),
+    ])
+    .unwrap();
+    s.put_fairshare(&[row("root.a", "alice", 3600.125, 99)])
+        .unwrap();
+    assert_eq!(
+        s.fairshare().unwrap(),
+        vec![
+            row("root.a", "alice", 3600.125, 99),
+            row("root.b", "bob", 1.0, 5)
+        ],
+        "one row per leaf and user, the latest, by leaf then user"
     );
 }

@@ -572,7 +572,7 @@ impl<'a> Sim<'a> {
                     } => self.am_started(attempt, container),
                     Effect::ContainersAllocated(attempt) => self.am_pulls(attempt),
                     Effect::PreemptionNotice(attempt) => self.am_pulls(attempt),
-                    Effect::PersistApp(_) | Effect::ForgetApp(_) => {}
+                    Effect::PersistApp(_) | Effect::ForgetApp(_) | Effect::PersistFairshare(_) => {}
                 }
             }
         }

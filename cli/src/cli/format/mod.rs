@@ -11,7 +11,10 @@ use spindle_common::resource::GPU;
 use spindle_common::states::{NodeState, YarnApplicationState};
 use spindle_common::time::UtcTime;
 
+pub mod fairshare;
 pub mod gpus;
+
+pub use fairshare::{format_app_priority, format_fairshare};
 
 /// Java's `DecimalFormat("###.##%")` of a REST progress given in percent (0..=100).
 pub fn format_progress(percent: f32) -> String {

@@ -9,9 +9,11 @@ use crate::ids::ApplicationId;
 use crate::states::{FinalApplicationStatus, NodeState, YarnApplicationState};
 
 // /scheduler, /scheduler-conf and /queues/{queue}/access.
+mod fairshare;
 mod images;
 mod scheduler;
 
+pub use fairshare::*;
 pub use images::*;
 pub use scheduler::*;
 
@@ -194,6 +196,10 @@ pub struct AppInfo {
     /// Spindle's extension: the GPUs its outstanding asks (gangs included) still want (0 once
     /// it ended).
     pub pending_gpus: i64,
+    /// Spindle's extension: why it is where it is in its `fairshare` leaf's order, while it
+    /// waits there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fair_share_priority: Option<AppFairSharePriorityInfo>,
 }
 
 /// YARN's `Map<String, Long>` of resource-seconds as JAXB writes it:
@@ -352,6 +358,7 @@ impl Default for AppInfo {
             idle_gpu_seconds: None,
             allocated_gpus: 0,
             pending_gpus: 0,
+            fair_share_priority: None,
         }
     }
 }

@@ -100,6 +100,9 @@ pub struct CapacitySchedulerQueueInfo {
     pub queue_type: String,
     pub creation_method: String,
     pub auto_creation_eligibility: String,
+    /// Spindle's extension: decayed usage (its users' standing in a leaf).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fair_share: Option<super::QueueFairShareInfo>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queues: Option<CapacitySchedulerQueues>,
     #[serde(flatten)]

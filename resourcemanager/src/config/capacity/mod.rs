@@ -33,6 +33,7 @@
 mod acl;
 mod capacities;
 mod error;
+mod fairshare;
 mod gpu_idle;
 mod mutation;
 mod parse;

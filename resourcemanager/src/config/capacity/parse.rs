@@ -173,6 +173,7 @@ pub fn parse_props(props: &CsProps, site: &SiteSettings) -> Result<SchedulerConf
         max_application_priority: site.max_application_priority,
         admin_acl: site.admin_acl.clone(),
         acl_enabled: site.acl_enabled,
+        fairshare: site.fairshare.clone(),
     })
 }
 

@@ -382,6 +382,7 @@ impl Parser<'_> {
             parent.intra_queue_disable_preemption,
         )?;
         let las = self.las(path)?;
+        let fairshare = super::fairshare::spec(props, path)?;
         let ep_key = key(path, keys::CS_QUEUE_ELASTIC_POLICY);
         let elastic = match props.trimmed(&ep_key) {
             None => parent.elastic,
@@ -418,6 +419,7 @@ impl Parser<'_> {
         spec.disable_preemption = disable_preemption;
         spec.intra_queue_disable_preemption = intra_queue_disable_preemption;
         spec.las = las;
+        spec.fairshare = fairshare;
         spec.elastic = elastic;
         spec.gpu_idle = gpu_idle;
         spec.default_application_priority = default_application_priority;
@@ -798,6 +800,7 @@ impl Parser<'_> {
                 Some(OrderingPolicy::Fair)
             }
             "las" => Some(OrderingPolicy::Las),
+            "fairshare" => Some(OrderingPolicy::Fairshare),
             _ => None,
         };
         let parent_policy = matches!(raw, "utilization" | "priority-utilization");
@@ -817,14 +820,14 @@ impl Parser<'_> {
                 .err(
                     Rule::InvalidOrderingPolicy,
                     name,
-                    format!("ordering-policy '{raw}' is for parent queues; leaf queue {path} takes fifo, fair or las"),
+                    format!("ordering-policy '{raw}' is for parent queues; leaf queue {path} takes fifo, fair, las or fairshare"),
                 )
                 .queue(path)),
             (None, false, _) => Err(props
                 .err(
                     Rule::InvalidOrderingPolicy,
                     name,
-                    format!("unknown ordering-policy '{raw}' for queue {path}: Spindle supports fifo, fair and las for leaf queues, utilization and priority-utilization for parents"),
+                    format!("unknown ordering-policy '{raw}' for queue {path}: Spindle supports fifo, fair, las and fairshare for leaf queues, utilization and priority-utilization for parents"),
                 )
                 .queue(path)),
         }

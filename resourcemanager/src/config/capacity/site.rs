@@ -1,6 +1,6 @@
 //! The yarn-site settings the capacity scheduler reads ([`SiteSettings`]): the cluster's
-//! maximum allocation and resource types, the highest application priority, the admin ACL
-//! and whether ACLs are on.
+//! maximum allocation and resource types, the highest application priority, the admin ACL,
+//! whether ACLs are on, and the fair share's accounting.
 //!
 //! Owns reading those keys from the whole configuration once, at start. They are fixed for
 //! the life of the RM: nothing here may read `capacity-scheduler.xml` properties, and a
@@ -9,7 +9,7 @@
 use spindle_common::config::{keys, Configuration};
 use spindle_common::Resource;
 
-use crate::core::queue_conf::Acl;
+use crate::core::queue_conf::{Acl, FairshareConf};
 
 use super::error::Result;
 use super::{parse_acl, CapacityConfError, Rule};
@@ -26,6 +26,8 @@ pub struct SiteSettings {
     pub max_application_priority: i32,
     pub admin_acl: Acl,
     pub acl_enabled: bool,
+    /// `spindle.scheduler.fairshare.*`: billing weights, half-life, calc period.
+    pub fairshare: FairshareConf,
 }
 
 impl SiteSettings {
@@ -66,8 +68,10 @@ impl SiteSettings {
         let acl_enabled = conf
             .get_bool(keys::ACL_ENABLE, keys::DEFAULT_ACL_ENABLE)
             .map_err(|e| site_err(keys::ACL_ENABLE, e.to_string()))?;
+        let fairshare = super::fairshare::site(conf, &resource_types)?;
         Ok(Self {
             max_allocation: max_allocation.clone(),
+            fairshare,
             resource_types,
             max_application_priority,
             admin_acl,
@@ -84,6 +88,7 @@ impl SiteSettings {
             max_application_priority: 0,
             admin_acl: Acl::everyone(),
             acl_enabled: false,
+            fairshare: FairshareConf::default(),
         }
     }
 }

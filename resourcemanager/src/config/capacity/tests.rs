@@ -8,8 +8,8 @@ use spindle_common::Resource;
 use super::error::Result;
 use super::*;
 use crate::core::queue_conf::{
-    Acl, Calculator, CapacitySpec, LasSpec, MaxCapacitySpec, OrderingPolicy, QueueMapping,
-    QueueSpec, QueueState, SchedulerConf,
+    Acl, Calculator, CapacitySpec, FairshareConf, FairshareSpec, LasSpec, MaxCapacitySpec,
+    OrderingPolicy, QueueMapping, QueueSpec, QueueState, SchedulerConf,
 };
 
 const CS: &str = "yarn.scheduler.capacity.";
@@ -19,7 +19,7 @@ const CS: &str = "yarn.scheduler.capacity.";
 fn conf_of(pairs: &[(&str, &str)]) -> Configuration {
     let mut xml = String::from("<configuration>\n");
     for (k, v) in pairs {
-        let name = if k.starts_with("yarn.") {
+        let name = if k.starts_with("yarn.") || k.starts_with("spindle.") {
             k.to_string()
         } else {
             format!("{CS}{k}")
@@ -1215,5 +1215,76 @@ fn preemption_flags_inherit_and_las_ordering_parses() {
     ));
     assert!(e.to_string().contains("promotion"), "{e}");
     let e = err(&with(two_queues(), &[("root.ordering-policy", "las")]));
+    assert!(e.to_string().contains("for leaf queues"), "{e}");
+}
+
+#[test]
+fn fairshare_ordering_user_weights_and_accounting_parse() {
+    let c = ok(&with(
+        two_queues(),
+        &[
+            ("root.a.ordering-policy", "fairshare"),
+            ("root.a.user-settings.alice.weight", "2.5"),
+            ("root.a.user-settings.bob.weight", "0"),
+            ("root.a.ordering-policy.fairshare.max-wait-ms", "60000"),
+            (
+                "spindle.scheduler.fairshare.billing-weights",
+                "yarn.io/gpu=2,vcores=0.5",
+            ),
+            ("spindle.scheduler.fairshare.decay-half-life-ms", "0"),
+            ("spindle.scheduler.fairshare.calc-period-ms", "1000"),
+        ],
+    ));
+    let a = leaf(&c, "root.a");
+    assert_eq!(a.ordering, OrderingPolicy::Fairshare);
+    assert_eq!(a.fairshare.weight("alice"), 2.5);
+    assert_eq!(a.fairshare.weight("bob"), 0.0);
+    assert_eq!(
+        a.fairshare.weight("carol"),
+        1.0,
+        "unnamed users have a share of 1"
+    );
+    assert_eq!(a.fairshare.max_wait_ms, 60_000);
+    assert_eq!(leaf(&c, "root.b").fairshare, FairshareSpec::default());
+    assert_eq!(c.fairshare.half_life_ms, 0);
+    assert_eq!(c.fairshare.calc_period_ms, 1000);
+    assert_eq!(
+        c.fairshare
+            .billing
+            .per_second(&Resource::new(1024, 2).with("yarn.io/gpu", 3)),
+        7.0
+    );
+    assert_eq!(ok(&two_queues()).fairshare, FairshareConf::default());
+    for (k, v, why) in [
+        ("root.a.user-settings.alice.weight", "-1", "weight"),
+        ("root.a.user-settings.alice.weight", "lots", "number"),
+        (
+            "root.a.ordering-policy.fairshare.max-wait-ms",
+            "-5",
+            "milliseconds",
+        ),
+        (
+            "spindle.scheduler.fairshare.billing-weights",
+            "gpus=1",
+            "resource type",
+        ),
+        (
+            "spindle.scheduler.fairshare.decay-half-life-ms",
+            "10",
+            "at least 1000",
+        ),
+        (
+            "spindle.scheduler.fairshare.calc-period-ms",
+            "0",
+            "at least 1",
+        ),
+    ] {
+        let e = err(&with(two_queues(), &[(k, v)]));
+        assert!(e.to_string().contains(why), "{k}={v}: {e}");
+    }
+    let e = err(&with(
+        two_queues(),
+        &[("root.ordering-policy", "fairshare")],
+    ));
     assert!(e.to_string().contains("for leaf queues"), "{e}");
 }

@@ -40,6 +40,7 @@ impl Scheduler {
                 },
                 order: None,
                 tags: BTreeSet::new(),
+                wait: FairWait::default(),
             },
         );
         let q = &mut self.tree.queues[leaf];
@@ -274,6 +275,10 @@ impl Scheduler {
         };
         let old = app.queue;
         self.set_order(id, &mut app, None);
+        // Both leaves' ledgers are brought up to now before the user's usage moves.
+        self.fs_accrue(old, &app.user, false);
+        self.fs_accrue(leaf, &app.user, !app.used.is_zero());
+        self.fs_changed(old, &app.user);
         let used = app.used.clone();
         for q in self.tree.path_up(old).collect::<Vec<_>>() {
             self.tree.queues[q].used.sub_assign(&used);
@@ -351,6 +356,7 @@ impl Scheduler {
         self.conf = conf;
         self.demand = vec![0; self.tree.queues.len()];
         self.active_users.clear();
+        self.remap_fairshare(&old_tree);
         self.recompute();
         let ids: Vec<ApplicationId> = self.apps.keys().copied().collect();
         let mut touched = BTreeSet::new();

@@ -65,6 +65,7 @@ impl Scheduler {
             Some(match self.tree.queues[app.queue].spec.ordering {
                 OrderingPolicy::Fifo => (-i64::from(app.priority), app.submit_seq),
                 OrderingPolicy::Las => (i64::from(app.service.level), app.submit_seq),
+                OrderingPolicy::Fairshare => self.fairshare_key(id, &mut app),
                 OrderingPolicy::Fair => {
                     let share = ratio(self.conf.calculator, &app.used, &self.nodes.cluster);
                     let scaled = if share.is_finite() {
@@ -92,6 +93,9 @@ impl Scheduler {
             return;
         }
         let leaf = app.queue;
+        if key.is_none() {
+            app.wait = FairWait::default();
+        }
         if let Some(old) = app.order.take() {
             self.tree.queues[leaf]
                 .schedulable
@@ -180,6 +184,9 @@ impl Scheduler {
         self.charge_node(app, slot, from, false);
         let part = self.charge_node(app, slot, to, true);
         self.accrue(app);
+        if let Some((leaf, user)) = self.apps.get(app).map(|a| (a.queue, a.user.clone())) {
+            self.fs_accrue(leaf, &user, true);
+        }
         if let Some(leaf) = self.apps.get(app).map(|a| a.queue) {
             self.tree.charge_partition(leaf, &part, from, false);
             self.tree.charge_partition(leaf, &part, to, true);
@@ -201,7 +208,7 @@ impl Scheduler {
         u.used.sub_assign(from);
         u.used.add_assign(to);
         match self.tree.queues[leaf].spec.ordering {
-            OrderingPolicy::Fair => self.refresh_order(app),
+            OrderingPolicy::Fair | OrderingPolicy::Fairshare => self.refresh_order(app),
             OrderingPolicy::Las => self.las_track(app),
             OrderingPolicy::Fifo => {}
         }
@@ -239,6 +246,27 @@ impl Scheduler {
             }
             q = queue.parent;
         }
+        // The user's ledger is brought up to now before the user's usage changes.
+        let rate = self.tree.queues[leaf]
+            .users
+            .get(&app.user)
+            .map_or(0.0, |u| self.conf.fairshare.billing.per_second(&u.used));
+        self.fs.accrue(
+            leaf,
+            &app.user,
+            up,
+            rate,
+            self.now,
+            self.conf.fairshare.half_life_ms,
+        );
+        if !up {
+            self.fs.mark_changed(leaf, &app.user);
+        }
+        let fairshare = self.tree.queues[leaf].spec.ordering == OrderingPolicy::Fairshare;
+        if up && fairshare {
+            // It got a container: its wait starts over.
+            app.wait = FairWait::default();
+        }
         let users = &mut self.tree.queues[leaf].users;
         let u = match users.get_mut(&app.user) {
             Some(u) => u,
@@ -252,7 +280,7 @@ impl Scheduler {
             u.used.sub_assign(r);
         }
         match self.tree.queues[leaf].spec.ordering {
-            OrderingPolicy::Fair => self.refresh_order(id),
+            OrderingPolicy::Fair | OrderingPolicy::Fairshare => self.refresh_order(id),
             OrderingPolicy::Las => self.las_track(id),
             OrderingPolicy::Fifo => {}
         }

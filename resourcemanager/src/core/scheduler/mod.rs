@@ -18,8 +18,10 @@
 
 mod activation;
 mod asks;
+pub mod decayed_usage;
 mod doubling;
 pub mod elastic_policy;
+pub mod fairshare;
 pub mod feasible;
 pub mod gang;
 mod gang_turn;
@@ -40,6 +42,7 @@ use std::ops::Bound;
 use spindle_common::{ApplicationId, NodeId, Resource};
 
 use super::queue_conf::{Calculator, OrderingPolicy, SchedulerConf};
+pub use fairshare::{AppPlace, FairWait, FairshareRecord, QueueFairshare, UserFairshare};
 pub use las::Service;
 pub use node_index::{NodeIndex, SchedNode};
 use queue_tree::{max_each, min_each, ratio, scale, sum_within, within};
@@ -121,6 +124,8 @@ pub struct SchedApp {
     pub service: Service,
     /// Its application tags (what `app-tag/` constraints name).
     pub tags: BTreeSet<String>,
+    /// Its wait for its next container (the `fairshare` ordering's age bound).
+    pub wait: FairWait,
     order: Option<(i64, u64)>,
 }
 
@@ -170,6 +175,8 @@ pub struct Scheduler {
     las_cross: BTreeSet<(u64, ApplicationId)>,
     las_cross_at: BTreeMap<ApplicationId, u64>,
     las_promote: BTreeSet<(u64, ApplicationId)>,
+    /// Users' decayed usage per leaf and the `fairshare` ordering's bookkeeping.
+    fs: fairshare::FairState,
     /// The cluster's labels and whether each is exclusive.
     labels: BTreeMap<String, bool>,
 }
@@ -226,6 +233,7 @@ impl Scheduler {
             las_cross: BTreeSet::new(),
             las_cross_at: BTreeMap::new(),
             las_promote: BTreeSet::new(),
+            fs: fairshare::FairState::default(),
             labels: BTreeMap::new(),
         };
         // Absolute capacities (and so `maximum-applications`) are known before any node

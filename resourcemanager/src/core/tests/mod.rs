@@ -14,6 +14,7 @@ mod capacity;
 mod decommission;
 mod dependencies;
 mod elastic;
+mod fairshare;
 mod gang;
 mod idle;
 mod images;

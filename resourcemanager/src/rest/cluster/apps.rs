@@ -171,6 +171,7 @@ pub(in crate::rest) fn app_info(
         },
         resource_seconds_map: seconds_map(&usage.resource_ms),
         preempted_resource_seconds_map: seconds_map(&usage.preempted_ms),
+        fair_share_priority: s.app_places.get(&a.id).map(AppFairSharePriorityInfo::from),
         ..Default::default()
     }
 }

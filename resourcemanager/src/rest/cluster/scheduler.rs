@@ -154,7 +154,7 @@ pub(super) fn queue_info(views: &[QueueView], v: &QueueView) -> CapacitySchedule
                 num_active_applications: u.active_apps as u64,
                 am_resource_used: ResourceInfo::from(&u.am_used),
                 user_resource_limit: ResourceInfo::from(&u.user_limit),
-                user_weight: 1.0,
+                user_weight: u.weight,
                 is_active: u.active_apps > 0,
             })
             .collect();
@@ -261,6 +261,7 @@ pub(super) fn queue_info(views: &[QueueView], v: &QueueView) -> CapacitySchedule
         queue_type: if v.is_leaf { "leaf" } else { "parent" }.into(),
         creation_method: "static".into(),
         auto_creation_eligibility: "off".into(),
+        fair_share: Some(QueueFairShareInfo::from(&v.fairshare)),
         queues,
         leaf,
     }

@@ -220,7 +220,8 @@ pages.queues = async function () {
     `<table id="queue-tree"><tr><th>Queue</th><th>State</th><th class="num">Apps</th>` +
     `<th class="num">Pending apps</th>` +
     resources.map((r) => `<th>${esc(r)}: used / guarantee / max</th>`).join("") +
-    `<th>Pending</th><th>Reserved</th><th>User limit</th><th>AM used / limit</th></tr>`;
+    `<th>Pending</th><th>Reserved</th><th>User limit</th><th>AM used / limit</th>` +
+    `<th>Fair share (decayed usage, factor)</th></tr>`;
   const rows = [];
   const walk = (q, depth, path) => {
     const children = list(q.queues && q.queues.queue);
@@ -244,13 +245,19 @@ pages.queues = async function () {
           `${short(u.resourcesUsed)} of ${short(u.userResourceLimit)}</div>`).join("")
       : "";
     const am = q.AMResourceLimit ? `${short(q.usedAMResource)} / ${short(q.AMResourceLimit)}` : "";
+    const fs = q.fairShare || {};
+    const fair = `<span class="fs-usage">${Number(fs.decayedUsage || 0).toFixed(1)}</span>` +
+      list(fs.users).map((u) => `<div class="small fs-user" data-user="${esc(u.username)}">` +
+        `${esc(u.username)}: ${Number(u.decayedUsage).toFixed(1)} (raw ${Number(u.rawUsage).toFixed(1)}), ` +
+        `share ${u.weight}, factor ${Number(u.fairShareFactor).toFixed(3)}</div>`).join("");
     rows.push(`<tr data-queue="${esc(p)}"><td class="tree-name" style="padding-left:${0.5 + depth * 1.4}em">` +
       `${fold}<a href="#/apps?queue=${esc(q.queueName)}">${esc(q.queueName)}</a></td>` +
       `<td>${state(q.state || "RUNNING")}</td><td class="num">${q.numApplications || 0}</td>` +
       `<td class="num">${q.numPendingApplications || 0}</td>${cells}` +
       `<td class="small">${q.pendingContainers || 0} containers; ${short(part.pending)}</td>` +
       `<td class="small">${q.reservedContainers || 0} containers; ${short(part.reserved)}</td>` +
-      `<td class="small">${userLimit}</td><td class="small">${am}</td></tr>`);
+      `<td class="small">${userLimit}</td><td class="small">${am}</td>` +
+      `<td class="small fair-share">${fair}</td></tr>`);
     if (!folded.has(p)) children.forEach((c) => walk(c, depth + 1, p + "." + c.queueName));
   };
   list(root.queues && root.queues.queue).forEach((q) => walk(q, 0, "root." + q.queueName));
@@ -387,6 +394,17 @@ pages.app = async function (r) {
       `<tr><th>Lost work</th><td>${a.preemptedMemorySeconds || 0} MB-seconds, ${a.preemptedVcoreSeconds || 0} vcore-seconds</td></tr>` +
       `</table>` + otherFields(pre, []);
   }
+  const fp = a.fairSharePriority;
+  if (fp) {
+    const u = fp.user || {};
+    h += `<h2>Fair-share priority</h2><table class="kv" id="app-fair-share">` +
+      `<tr><th>Position</th><td>${fp.position} of ${fp.waitingApplications} waiting in ${esc(fp.queue)}` +
+      `${fp.overdue ? " (waited past the bound)" : ""}</td></tr>` +
+      `<tr><th>User's fair share</th><td>factor ${Number(u.fairShareFactor).toFixed(3)}, share ${u.weight}, ` +
+      `decayed usage ${Number(u.decayedUsage).toFixed(1)} (raw ${Number(u.rawUsage).toFixed(1)})</td></tr>` +
+      `<tr><th>Age</th><td>${fmtDuration(fp.ageMs)}${fp.maxWaitMs ? ` (bound ${fmtDuration(fp.maxWaitMs)})` : ""}</td></tr>` +
+      `<tr><th>Attained service</th><td>${Number(fp.attainedServiceSeconds).toFixed(1)} GPU-seconds</td></tr></table>`;
+  }
   if (a.resourceSecondsMap || a.preemptedResourceSecondsMap) {
     const secs = (m) => Object.entries(secondsMap(m))
       .map(([k, v]) => `${esc(k)}: ${esc(v)} s` + (k === GPU ? ` (${(v / 3600).toFixed(2)} GPU-hours)` : ""))
@@ -419,7 +437,8 @@ pages.app = async function (r) {
     "applicationTags", "state", "finalStatus", "priority", "startedTime", "finishedTime", "elapsedTime",
     "progress", "runningContainers", "allocatedMB", "allocatedVCores", "memorySeconds", "vcoreSeconds",
     "amContainerLogs", "diagnostics", "gangs", "preemption", "resourceSecondsMap",
-    "preemptedResourceSecondsMap", "resourceRequests", "timeouts", "gpuUtilization", "idleGpuSeconds"]);
+    "preemptedResourceSecondsMap", "resourceRequests", "timeouts", "gpuUtilization", "idleGpuSeconds",
+    "fairSharePriority"]);
   return h;
 };
 
