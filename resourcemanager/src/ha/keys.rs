@@ -86,6 +86,8 @@ pub enum Family {
     Usage,
     SchedConf,
     CancelledTokens,
+    /// Users' decayed usage, one key per leaf and user (`<queue path>/<user>`).
+    Fairshare,
 }
 
 impl Family {
@@ -95,6 +97,7 @@ impl Family {
             Family::Usage => "usage",
             Family::SchedConf => "sched-conf",
             Family::CancelledTokens => "cancelled-tokens",
+            Family::Fairshare => "fairshare",
         }
     }
 }

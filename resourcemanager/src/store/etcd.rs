@@ -30,6 +30,8 @@ use super::{
     Recovered, StateStore, StoreError, StoredSchedConf, UsageRecord, SCHED_CONF_VERSIONS_KEPT,
 };
 use crate::core::labels::NodeLabels;
+use crate::core::scheduler::decayed_usage::DecayedUsage;
+use crate::core::scheduler::FairshareRecord;
 use crate::core::AppRecord;
 use crate::ha::keys::Family;
 use crate::ha::{EtcdEndpoints, EtcdKeys, FenceAlarm, Leadership, LostBecause, Term};
@@ -497,6 +499,61 @@ impl StateStore for EtcdStore {
             .map(Some)
             .map_err(|e| self.corrupt(key, e))
     }
+
+    /// One key per leaf and user (a queue path has no `/`, so the key is unique), at most
+    /// [`MAX_TXN_OPS`] to a fenced transaction: each record is written whole.
+    fn put_fairshare(&mut self, records: &[FairshareRecord]) -> Result<(), StoreError> {
+        for chunk in records.chunks(MAX_TXN_OPS) {
+            let mut w = Writes::default();
+            for r in chunk {
+                let key = self
+                    .keys
+                    .record(Family::Fairshare, &format!("{}/{}", r.queue, r.user));
+                let stored = StoredFairshare {
+                    queue: r.queue.clone(),
+                    user: r.user.clone(),
+                    decayed: r.usage.decayed,
+                    raw: r.usage.raw,
+                    at: r.usage.at,
+                };
+                w.put(key.clone(), self.json(&key, &stored)?);
+            }
+            self.fenced(Vec::new(), w)?;
+        }
+        Ok(())
+    }
+
+    fn fairshare(&self) -> Result<Vec<FairshareRecord>, StoreError> {
+        let mut out = Vec::new();
+        for (key, value) in self.family(Family::Fairshare)? {
+            let s: StoredFairshare =
+                serde_json::from_slice(&value).map_err(|e| self.corrupt(&key, e))?;
+            if !(s.decayed.is_finite() && s.raw.is_finite()) {
+                return Err(self.corrupt(&key, "usage is not a finite number"));
+            }
+            out.push(FairshareRecord {
+                queue: s.queue,
+                user: s.user,
+                usage: DecayedUsage {
+                    decayed: s.decayed,
+                    raw: s.raw,
+                    at: s.at,
+                },
+            });
+        }
+        out.sort_by(|a, b| (&a.queue, &a.user).cmp(&(&b.queue, &b.user)));
+        Ok(out)
+    }
+}
+
+/// A user's decayed usage in one leaf, as etcd keeps it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredFairshare {
+    queue: String,
+    user: String,
+    decayed: f64,
+    raw: f64,
+    at: u64,
 }
 
 #[cfg(test)]
