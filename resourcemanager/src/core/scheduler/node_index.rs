@@ -381,8 +381,11 @@ impl NodeIndex {
     /// (its maps from sorted runs), as a preemption round builds one per preemptor.
     pub fn scratch<'a>(min_alloc: Resource, nodes: impl Iterator<Item = &'a SchedNode>) -> Self {
         let mut idx = Self::new(min_alloc);
-        let mut ids = Vec::new();
-        let mut hosts: Vec<(String, BTreeSet<usize>)> = Vec::new();
+        // Room for the most nodes the caller may give (its filter drops some).
+        let most = nodes.size_hint().1.unwrap_or(0);
+        idx.slots.reserve(most);
+        let mut ids = Vec::with_capacity(most);
+        let mut hosts: Vec<(String, BTreeSet<usize>)> = Vec::with_capacity(most);
         for n in nodes {
             let slot = idx.slots.len();
             ids.push((n.id.clone(), slot));
