@@ -14,6 +14,7 @@ mod auth;
 mod blobs;
 mod cluster;
 mod groups;
+pub mod ha_admin;
 mod master_key;
 mod metrics;
 mod node_auth;
