@@ -22,6 +22,9 @@ use crate::error::ClientError;
 use crate::http::{decode, Http};
 
 mod blobs;
+mod ha;
+
+pub use ha::HaTransition;
 
 const CLUSTER: &str = "/ws/v1/cluster";
 

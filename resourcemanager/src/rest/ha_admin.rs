@@ -52,7 +52,8 @@ pub fn routes(conf: &RmConfig, control: HaControl, lease: Duration) -> Router {
         admin_acl: conf.scheduler_site.admin_acl.clone(),
         acl_enabled: conf.scheduler_site.acl_enabled,
         groups: Arc::new(Groups::new(conf.groups.clone())),
-        activation_wait: lease * 3 + Duration::from_secs(30),
+        // Within the clients' 30 s request timeout.
+        activation_wait: (lease * 3 + Duration::from_secs(10)).min(Duration::from_secs(25)),
     };
     Router::new()
         .route("/ws/v1/ha/state", get(state))
