@@ -129,6 +129,17 @@ pub async fn run(p: &Parsed, cmd: &HaCommand) -> anyhow::Result<u8> {
                 )
             })
     };
+    // An id not in rm-ids is refused as the RM's refusals are (`<command>: ...`, 255).
+    let target = match cmd {
+        HaCommand::GetServiceState(id) | HaCommand::Transition { id, .. } => match of_id(id) {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("{}: {e}", cmd.name());
+                return Ok(EXIT_USAGE);
+            }
+        },
+        HaCommand::GetAllServiceState => String::new(),
+    };
     let result = match cmd {
         HaCommand::GetAllServiceState => {
             for (_, address) in &rms {
@@ -143,11 +154,11 @@ pub async fn run(p: &Parsed, cmd: &HaCommand) -> anyhow::Result<u8> {
             }
             Ok(())
         }
-        HaCommand::GetServiceState(id) => client_of(&of_id(id)?)?
+        HaCommand::GetServiceState(_) => client_of(&target)?
             .ha_state()
             .await
             .map(|s| println!("{}", s.ha_state.to_ascii_lowercase())),
-        HaCommand::Transition { to, id, forced } => client_of(&of_id(id)?)?
+        HaCommand::Transition { to, forced, .. } => client_of(&target)?
             .ha_transition(*to, *forced)
             .await
             .map(|_| ()),
