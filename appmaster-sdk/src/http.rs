@@ -1,11 +1,13 @@
 //! The small JSON-over-HTTP layer the RM, AM and NM clients share: status and
 //! `RemoteException` mapping, connection errors that name the address.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use spindle_common::failover::{FailoverPolicy, Next, Rotation};
 use spindle_common::records::exception::RemoteExceptionBody;
 
 use crate::error::ClientError;
@@ -23,6 +25,11 @@ pub(crate) struct Http {
     /// The user's token, sent as `Authorization: Bearer` on every request (the RM client's,
     /// for an RM in `token` mode); a 401 then reads as [`ClientError::Unauthenticated`].
     user_token: Option<UserToken>,
+    /// The RMs of an HA cluster and which one is in use (absent with one RM): a call that
+    /// finds no one there, or a standby with no active (503), is sent to the next in turn
+    /// under the shared policy ([`spindle_common::failover`]); a standby's 307 is followed
+    /// and remembered.
+    failover: Option<Arc<Rotation>>,
 }
 
 /// A user's token and whether the peer is told it (kept out of `Debug`).
@@ -67,7 +74,20 @@ impl Http {
             client: build_client()?,
             base: base_url(base),
             user_token: None,
+            failover: None,
         })
+    }
+
+    /// Fails over among `bases` (the RMs' `host:port` or URLs, this client's own first)
+    /// under `policy`; nothing changes with a single one.
+    pub(crate) fn with_failover(mut self, bases: &[String], policy: FailoverPolicy) -> Self {
+        if bases.len() > 1 {
+            let urls = bases.iter().map(|b| base_url(b)).collect();
+            let rotation = Rotation::new(urls, policy);
+            self.base = rotation.current().to_string();
+            self.failover = Some(Arc::new(rotation));
+        }
+        self
     }
 
     /// The RM's cluster REST as a user: `token` (if any) on every request, a 401 mapped to
@@ -83,15 +103,20 @@ impl Http {
             client,
             base: base_url(base),
             user_token: None,
+            failover: None,
         }
     }
 
+    /// The base URL calls go to now (under failover, the RM in use).
     pub(crate) fn base(&self) -> &str {
-        &self.base
+        match &self.failover {
+            Some(r) => r.current(),
+            None => &self.base,
+        }
     }
 
     pub(crate) fn url(&self, path: &str) -> String {
-        format!("{}{}", self.base, path)
+        format!("{}{}", self.base(), path)
     }
 
     pub(crate) fn request(&self, method: Method, path: &str) -> (RequestBuilder, String) {
@@ -113,7 +138,64 @@ impl Http {
         url: &str,
     ) -> Result<Response, ClientError> {
         tracing::debug!(%url, "http request");
-        rb.send().await.map_err(|e| self.transport_error(e, url))
+        match &self.failover {
+            None => rb.send().await.map_err(|e| self.transport_error(e, url)),
+            Some(rotation) => self.send_failing_over(rotation, rb, url).await,
+        }
+    }
+
+    /// [`Self::send`] among HA RMs: each try goes to the RM in use; no answer at all (or a
+    /// timeout of a read), or a 503 (a standby that knows no active, an RM stopping), sends
+    /// it to the next after the policy's pause, until the policy gives up. A success on an
+    /// RM reached through a standby's 307 makes that RM the one in use.
+    async fn send_failing_over(
+        &self,
+        rotation: &Rotation,
+        rb: RequestBuilder,
+        url: &str,
+    ) -> Result<Response, ClientError> {
+        let req = rb.build().map_err(|e| self.transport_error(e, url))?;
+        let path = match req.url().query() {
+            Some(q) => format!("{}?{q}", req.url().path()),
+            None => req.url().path().to_string(),
+        };
+        let idempotent = req.method() == Method::GET || req.method() == Method::HEAD;
+        loop {
+            let base = rotation.current().to_string();
+            let target = format!("{base}{path}");
+            let Some(mut attempt) = req.try_clone() else {
+                // A streamed body cannot be sent twice: one try, on the RM in use.
+                return self
+                    .client
+                    .execute(req)
+                    .await
+                    .map_err(|e| self.transport_error(e, &target));
+            };
+            *attempt.url_mut() = target.parse().map_err(|e| ClientError::Protocol {
+                url: target.clone(),
+                message: format!("not a URL: {e}"),
+            })?;
+            let failed = match self.client.execute(attempt).await {
+                Ok(resp) if resp.status() == StatusCode::SERVICE_UNAVAILABLE => Ok(resp),
+                Ok(resp) => {
+                    rotation.follow(&resp.url().origin().ascii_serialization());
+                    rotation.succeeded();
+                    return Ok(resp);
+                }
+                Err(e) if e.is_connect() || (e.is_timeout() && idempotent) => Err(e),
+                Err(e) => return Err(self.transport_error(e, &target)),
+            };
+            match rotation.failed(&base) {
+                Next::Retry { address, pause } => {
+                    tracing::info!(from = %base, to = %address, ?pause, "ResourceManager failover");
+                    tokio::time::sleep(pause).await;
+                }
+                Next::GiveUp { failovers } => {
+                    tracing::warn!(failovers, "no ResourceManager answered; giving up");
+                    return failed.map_err(|e| self.transport_error(e, &target));
+                }
+            }
+        }
     }
 
     fn transport_error(&self, e: reqwest::Error, url: &str) -> ClientError {

@@ -126,6 +126,19 @@ impl RmClient {
         self
     }
 
+    /// Fails over among `all` (HA RMs, this client's own address among them) under
+    /// `policy`: a call that finds no RM, or a standby that knows no active, goes to the
+    /// next; a standby's redirect is followed. Nothing changes with a single address.
+    pub fn with_failover(
+        mut self,
+        all: &[RmAddress],
+        policy: spindle_common::failover::FailoverPolicy,
+    ) -> Self {
+        let bases: Vec<String> = all.iter().map(RmAddress::base_url).collect();
+        self.http = self.http.with_failover(&bases, policy);
+        self
+    }
+
     pub fn address(&self) -> &RmAddress {
         &self.address
     }

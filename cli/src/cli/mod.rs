@@ -52,7 +52,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use args::{Opt, Parsed, UsageError};
-use spindle_appmaster_sdk::address::RmAddress;
+use spindle_appmaster_sdk::address::{RmAddress, RmAddresses};
 use spindle_appmaster_sdk::rm_client::RmClient;
 
 pub const EXIT_OK: u8 = 0;
@@ -245,10 +245,14 @@ pub fn usage_error(error: UsageError, usage: &'static str) -> anyhow::Error {
 pub fn rm_client(p: &Parsed) -> anyhow::Result<RmClient> {
     let conf_dir = p.value("conf-dir").map(PathBuf::from);
     init_tls(conf_dir.as_deref())?;
-    let addr = RmAddress::resolve(p.value("rm-address"), conf_dir.as_deref())
+    let rms = RmAddresses::resolve(p.value("rm-address"), conf_dir.as_deref())
         .context("cannot tell where the ResourceManager is")?;
-    tracing::debug!(rm = %addr, "using ResourceManager");
-    rm_client_at(conf_dir.as_deref(), &addr)
+    let first = rms
+        .addresses
+        .first()
+        .context("cannot tell where the ResourceManager is")?;
+    tracing::debug!(rm = %first, all = rms.addresses.len(), "using ResourceManager");
+    Ok(rm_client_at(conf_dir.as_deref(), first)?.with_failover(&rms.addresses, rms.policy))
 }
 
 /// `yarn.http.policy` and `spindle.ssl.client.ca-file` for every client this process builds.
