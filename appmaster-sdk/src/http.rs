@@ -340,4 +340,73 @@ mod tests {
         let e = error_from_body(StatusCode::BAD_GATEWAY, "u", &"x".repeat(2000));
         assert!(matches!(e, ClientError::Http { status: 502, ref body, .. } if body.len() < 600));
     }
+
+    /// A one-connection-at-a-time HTTP server answering every request with `status` and
+    /// `body`; its address.
+    async fn answering(status: u16, body: &'static str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let mut buf = vec![0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let resp = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(resp.as_bytes()).await;
+            }
+        });
+        addr
+    }
+
+    /// An address where nothing listens.
+    fn closed() -> String {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    }
+
+    fn fast(max_attempts: u32) -> FailoverPolicy {
+        FailoverPolicy {
+            max_attempts,
+            sleep_base: Duration::from_millis(10),
+            sleep_max: Duration::from_millis(20),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_fails_over_past_a_dead_rm_and_a_standby_without_active_and_stays() {
+        let (dead, standby) = (closed(), answering(503, "no active").await);
+        let active = answering(200, r#"{"ok":true}"#).await;
+        let http = Http::new(&dead)
+            .unwrap()
+            .with_failover(&[dead.clone(), standby, active.clone()], fast(5));
+        let v: serde_json::Value = http.get_json("/ws/v1/cluster/info").await.unwrap();
+        assert_eq!(v["ok"], true);
+        assert_eq!(
+            http.base(),
+            format!("http://{active}"),
+            "the active stays in use"
+        );
+        // A write is failed over too when nobody answered it.
+        let v: serde_json::Value = http.post_json("/x", &serde_json::json!({})).await.unwrap();
+        assert_eq!(v["ok"], true);
+    }
+
+    #[tokio::test]
+    async fn failover_gives_up_after_max_attempts_with_the_last_error() {
+        let (a, b) = (closed(), closed());
+        let http = Http::new(&a).unwrap().with_failover(&[a, b], fast(3));
+        let e = http
+            .get_json::<serde_json::Value>("/ws/v1/cluster/info")
+            .await
+            .unwrap_err();
+        assert!(e.is_connect(), "{e}");
+        // A single address keeps the old behaviour: one try.
+        let one = Http::new(&closed())
+            .unwrap()
+            .with_failover(&[closed()], fast(3));
+        assert!(one.failover.is_none());
+    }
 }
