@@ -144,7 +144,7 @@ impl AmClient {
                     .map(RmAddress::base_url)
                     .collect::<Vec<_>>(),
                 spindle_common::failover::FailoverPolicy::default(),
-            ),
+            )?,
             env,
             response_id: 0,
         })

@@ -60,9 +60,16 @@ pub(crate) fn base_url(address: &str) -> String {
 
 /// A client trusting the system roots and `spindle.ssl.client.ca-file` ([`crate::tls`]).
 pub(crate) fn build_client() -> Result<reqwest::Client, ClientError> {
+    build_client_with(reqwest::redirect::Policy::default())
+}
+
+/// [`build_client`] with its redirect policy (an HA client follows a standby's 307 itself,
+/// so that the token goes with it to the active).
+fn build_client_with(redirect: reqwest::redirect::Policy) -> Result<reqwest::Client, ClientError> {
     let builder = reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
-        .timeout(REQUEST_TIMEOUT);
+        .timeout(REQUEST_TIMEOUT)
+        .redirect(redirect);
     spindle_common::tls::with_roots(builder, crate::tls::client_tls()?)
         .and_then(|b| b.build())
         .map_err(ClientError::Build)
@@ -80,14 +87,19 @@ impl Http {
 
     /// Fails over among `bases` (the RMs' `host:port` or URLs, this client's own first)
     /// under `policy`; nothing changes with a single one.
-    pub(crate) fn with_failover(mut self, bases: &[String], policy: FailoverPolicy) -> Self {
+    pub(crate) fn with_failover(
+        mut self,
+        bases: &[String],
+        policy: FailoverPolicy,
+    ) -> Result<Self, ClientError> {
         if bases.len() > 1 {
             let urls = bases.iter().map(|b| base_url(b)).collect();
             let rotation = Rotation::new(urls, policy);
             self.base = rotation.current().to_string();
             self.failover = Some(Arc::new(rotation));
+            self.client = build_client_with(reqwest::redirect::Policy::none())?;
         }
-        self
+        Ok(self)
     }
 
     /// The RM's cluster REST as a user: `token` (if any) on every request, a 401 mapped to
@@ -160,6 +172,7 @@ impl Http {
             None => req.url().path().to_string(),
         };
         let idempotent = req.method() == Method::GET || req.method() == Method::HEAD;
+        let mut redirects = 0;
         loop {
             let base = rotation.current().to_string();
             let target = format!("{base}{path}");
@@ -177,8 +190,24 @@ impl Http {
             })?;
             let failed = match self.client.execute(attempt).await {
                 Ok(resp) if resp.status() == StatusCode::SERVICE_UNAVAILABLE => Ok(resp),
+                // A standby names the active: go there at once (a few times at most, so two
+                // confused standbys cannot loop).
+                Ok(resp) if resp.status() == StatusCode::TEMPORARY_REDIRECT && redirects < 3 => {
+                    let to = resp
+                        .headers()
+                        .get(reqwest::header::LOCATION)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|l| l.parse::<reqwest::Url>().ok())
+                        .map(|u| u.origin().ascii_serialization());
+                    if let Some(to) = to {
+                        redirects += 1;
+                        tracing::debug!(from = %base, %to, "a standby ResourceManager redirected");
+                        rotation.follow(&to);
+                        continue;
+                    }
+                    Ok(resp)
+                }
                 Ok(resp) => {
-                    rotation.follow(&resp.url().origin().ascii_serialization());
                     rotation.succeeded();
                     return Ok(resp);
                 }
@@ -344,6 +373,11 @@ mod tests {
     /// A one-connection-at-a-time HTTP server answering every request with `status` and
     /// `body`; its address.
     async fn answering(status: u16, body: &'static str) -> String {
+        answering_with(status, String::new(), body).await
+    }
+
+    /// [`answering`] with extra header lines (each ending in `\r\n`).
+    async fn answering_with(status: u16, headers: String, body: &'static str) -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap().to_string();
@@ -352,7 +386,7 @@ mod tests {
                 let mut buf = vec![0u8; 4096];
                 let _ = s.read(&mut buf).await;
                 let resp = format!(
-                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    "HTTP/1.1 {status} X\r\n{headers}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                     body.len()
                 );
                 let _ = s.write_all(resp.as_bytes()).await;
@@ -381,7 +415,8 @@ mod tests {
         let active = answering(200, r#"{"ok":true}"#).await;
         let http = Http::new(&dead)
             .unwrap()
-            .with_failover(&[dead.clone(), standby, active.clone()], fast(5));
+            .with_failover(&[dead.clone(), standby, active.clone()], fast(5))
+            .unwrap();
         let v: serde_json::Value = http.get_json("/ws/v1/cluster/info").await.unwrap();
         assert_eq!(v["ok"], true);
         assert_eq!(
@@ -395,9 +430,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_standbys_redirect_is_followed_with_the_token_and_the_active_kept() {
+        let active = answering(200, r#"{"ok":true}"#).await;
+        let standby = answering_with(
+            307,
+            format!("location: http://{active}/ws/v1/cluster/info\r\n"),
+            "",
+        )
+        .await;
+        let http = Http::new(&standby)
+            .unwrap()
+            .for_user(Some("tok".into()))
+            .with_failover(&[standby.clone(), active.clone()], fast(2))
+            .unwrap();
+        let v: serde_json::Value = http.get_json("/ws/v1/cluster/info").await.unwrap();
+        assert_eq!(v["ok"], true);
+        assert_eq!(http.base(), format!("http://{active}"));
+    }
+
+    #[tokio::test]
     async fn failover_gives_up_after_max_attempts_with_the_last_error() {
         let (a, b) = (closed(), closed());
-        let http = Http::new(&a).unwrap().with_failover(&[a, b], fast(3));
+        let http = Http::new(&a)
+            .unwrap()
+            .with_failover(&[a, b], fast(3))
+            .unwrap();
         let e = http
             .get_json::<serde_json::Value>("/ws/v1/cluster/info")
             .await
@@ -406,7 +463,8 @@ mod tests {
         // A single address keeps the old behaviour: one try.
         let one = Http::new(&closed())
             .unwrap()
-            .with_failover(&[closed()], fast(3));
+            .with_failover(&[closed()], fast(3))
+            .unwrap();
         assert!(one.failover.is_none());
     }
 }

@@ -133,10 +133,10 @@ impl RmClient {
         mut self,
         all: &[RmAddress],
         policy: spindle_common::failover::FailoverPolicy,
-    ) -> Self {
+    ) -> Result<Self, ClientError> {
         let bases: Vec<String> = all.iter().map(RmAddress::base_url).collect();
-        self.http = self.http.with_failover(&bases, policy);
-        self
+        self.http = self.http.with_failover(&bases, policy)?;
+        Ok(self)
     }
 
     pub fn address(&self) -> &RmAddress {

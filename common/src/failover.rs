@@ -161,7 +161,7 @@ impl Rotation {
 }
 
 /// Why the HA addresses could not be read.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HaAddressError {
     #[error(transparent)]
     Config(#[from] ConfigError),

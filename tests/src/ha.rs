@@ -17,6 +17,8 @@ pub const LEASE_MS: u64 = 2000;
 
 /// Fields drop in order: the RMs (killed by pid), then etcd, then the directory.
 pub struct Ha {
+    /// NodeManagers following the active ([`Ha::start_nm`]).
+    pub nms: Vec<Daemon>,
     pub rms: [Option<Daemon>; 2],
     pub etcd: EtcdCluster,
     pub dir: tempfile::TempDir,
@@ -56,6 +58,7 @@ impl Ha {
             secret,
             ports: [free_port(), free_port()],
             rms: [None, None],
+            nms: Vec::new(),
             starts: 0,
             http,
             lease_ms,
@@ -188,6 +191,36 @@ impl Ha {
                 self.address(1),
             ),
         ]
+    }
+
+    /// Starts a NodeManager given both RMs by id (no `spindle.nodemanager.rm-address`),
+    /// with `extra` properties (say, fake GPUs); it registers with whichever is active.
+    pub fn start_nm(&mut self, extra: &[(String, String)]) {
+        let i = self.nms.len();
+        let d = self.dir.path().join(format!("nm{i}"));
+        std::fs::create_dir_all(&d).expect("nm dir");
+        let mut props: Vec<(String, String)> = extra.to_vec();
+        props.extend(self.client_props());
+        let props: Vec<(String, String)> = conf::nm_props(
+            "127.0.0.1",
+            &self.address(0),
+            &d,
+            Some(&self.secret),
+            &props,
+        )
+        .into_iter()
+        .filter(|(k, _)| k != "spindle.nodemanager.rm-address")
+        .collect();
+        let args = conf::daemon_args(&self.conf_dir, &props, &d.join("address"));
+        let mut nm = spawn(
+            &format!("nodemanager{i}"),
+            &bin("nodemanager"),
+            &args,
+            self.dir.path().join(format!("nm{i}.log")),
+            &[],
+        );
+        read_addr(&d.join("address"), &mut nm);
+        self.nms.push(nm);
     }
 
     /// A client conf dir (`yarn-site.xml`) naming both RMs by id, as a CLI user has it.

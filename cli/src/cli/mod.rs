@@ -252,7 +252,9 @@ pub fn rm_client(p: &Parsed) -> anyhow::Result<RmClient> {
         .first()
         .context("cannot tell where the ResourceManager is")?;
     tracing::debug!(rm = %first, all = rms.addresses.len(), "using ResourceManager");
-    Ok(rm_client_at(conf_dir.as_deref(), first)?.with_failover(&rms.addresses, rms.policy))
+    rm_client_at(conf_dir.as_deref(), first)?
+        .with_failover(&rms.addresses, rms.policy)
+        .context("cannot build the HTTP client")
 }
 
 /// `yarn.http.policy` and `spindle.ssl.client.ca-file` for every client this process builds.
