@@ -64,6 +64,21 @@ pub fn routes(conf: &RmConfig, control: HaControl, lease: Duration) -> Router {
         .with_state(st)
 }
 
+/// The same paths on an RM without HA: each a 400 saying so (YARN's `rmadmin` refuses
+/// its HA commands when HA is not enabled), so that a client learns why rather than a 404.
+pub(crate) fn single_rm_routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
+    async fn not_enabled() -> ApiError {
+        ApiError::bad_request(
+            "ResourceManager HA is not enabled (yarn.resourcemanager.ha.enabled is false): \
+             this is the only ResourceManager, always active",
+        )
+    }
+    Router::new()
+        .route("/ws/v1/ha/state", get(not_enabled))
+        .route("/ws/v1/ha/transition-to-active", post(not_enabled))
+        .route("/ws/v1/ha/transition-to-standby", post(not_enabled))
+}
+
 type Q = Query<HashMap<String, String>>;
 type Peer = Option<Extension<ConnectInfo<SocketAddr>>>;
 
