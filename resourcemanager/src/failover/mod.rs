@@ -82,16 +82,17 @@ fn ha_gauges(c: &HaControl) -> String {
     let id = &c.rm_id;
     let active = i64::from(c.state() == HaState::Active);
     let conn = c.connection();
-    format!(
-        "# HELP spindle_rm_ha_state Whether this ResourceManager is the active one (1) or a standby (0).\n\
-         # TYPE spindle_rm_ha_state gauge\n\
-         spindle_rm_ha_state{{rm_id=\"{id}\"}} {active}\n\
-         # HELP spindle_rm_ha_election_connection_state The leader election's connection to etcd: 0 connecting, 1 connected, 2 disconnected.\n\
-         # TYPE spindle_rm_ha_election_connection_state gauge\n\
-         spindle_rm_ha_election_connection_state{{rm_id=\"{id}\",state=\"{}\"}} {}\n",
-        conn.as_str(),
-        conn.gauge()
-    )
+    let (state, value) = (conn.as_str(), conn.gauge());
+    [
+        "# HELP spindle_rm_ha_state Whether this ResourceManager is the active one (1) or a standby (0).".to_string(),
+        "# TYPE spindle_rm_ha_state gauge".to_string(),
+        format!("spindle_rm_ha_state{{rm_id=\"{id}\"}} {active}"),
+        "# HELP spindle_rm_ha_election_connection_state The leader election's connection to etcd: 0 connecting, 1 connected, 2 disconnected.".to_string(),
+        "# TYPE spindle_rm_ha_election_connection_state gauge".to_string(),
+        format!("spindle_rm_ha_election_connection_state{{rm_id=\"{id}\",state=\"{state}\"}} {value}"),
+        String::new(),
+    ]
+    .join("\n")
 }
 
 /// What the listener serves now, shared by every request.
