@@ -4,12 +4,19 @@
 //! `$SPINDLE_RM_ADDRESS`, else `yarn.resourcemanager.webapp.address` from the configuration
 //! directory (`--conf-dir`, `$SPINDLE_CONF_DIR`, `./conf`), else YARN's default `0.0.0.0:8088`.
 //! A wildcard host (`0.0.0.0`, `::`) means "this machine" and becomes `127.0.0.1`.
+//!
+//! With RM high availability ([`RmAddresses::resolve`]) the flag and the variable may list
+//! several RMs, comma-separated, and without them the RMs are those of
+//! `yarn.resourcemanager.ha.rm-ids` (each `yarn.resourcemanager.webapp.address.<id>`) when
+//! `yarn.resourcemanager.ha.enabled` is true; clients fail over among them under the
+//! `yarn.client.failover-*` policy ([`spindle_common::failover`]).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use spindle_common::config::{keys, ConfigError, Configuration};
 use spindle_common::env;
+use spindle_common::failover::{ha_rm_addresses, FailoverPolicy, HaAddressError};
 
 /// `host:port` of the RM's web port (its REST API, the AM protocol and the NM tracker).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -27,6 +34,12 @@ pub enum AddressError {
         origin: String,
         value: String,
         reason: String,
+    },
+    /// The HA settings of the configuration directory are wrong.
+    #[error("cannot read the RM HA settings in {}: {error}", dir.display())]
+    Ha {
+        dir: PathBuf,
+        error: Box<HaAddressError>,
     },
     /// `ConfigError` already names the file and line; it is not a `source()` so that it
     /// is printed once.
@@ -147,6 +160,91 @@ impl RmAddress {
         let (value, origin) = conf()?;
         Self::parse(&value).map_err(|r| invalid(&origin, &value, r))
     }
+}
+
+/// Every RM a client may call, in order (the first is tried first), and how it fails
+/// over among them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RmAddresses {
+    pub addresses: Vec<RmAddress>,
+    pub policy: FailoverPolicy,
+}
+
+impl RmAddresses {
+    /// `--rm-address` (comma-separated), else `$SPINDLE_RM_ADDRESS` (likewise), else the
+    /// HA RMs of the configuration directory, else its one RM (as [`RmAddress::resolve`]).
+    /// The policy is the directory's `yarn.client.failover-*` (defaults when an address
+    /// was given and the directory cannot be read).
+    pub fn resolve(flag: Option<&str>, conf_dir: Option<&Path>) -> Result<Self, AddressError> {
+        let env_value = std::env::var(env::RM_ADDRESS).ok();
+        let dir = Configuration::resolve_conf_dir(conf_dir);
+        let config_err = |e: ConfigError| AddressError::Config {
+            dir: dir.clone(),
+            error: Box::new(e),
+        };
+        let given = [
+            (flag, "--rm-address".to_string()),
+            (env_value.as_deref(), format!("${}", env::RM_ADDRESS)),
+        ]
+        .into_iter()
+        .find_map(|(v, origin)| v.filter(|v| !v.trim().is_empty()).map(|v| (v, origin)));
+        // Without an address given, the directory must be readable; with one, it only
+        // gives the policy.
+        let conf = match &given {
+            Some(_) => load_conf_dir(&dir).ok(),
+            None => Some(load_conf_dir(&dir)?),
+        };
+        let addresses = match (&given, &conf) {
+            (Some((v, origin)), _) => parse_list(v, origin)?,
+            (None, None) => vec![RmAddress::resolve(None, conf_dir)?],
+            (None, Some(c)) => match ha_rm_addresses(c) {
+                Ok(Some(rms)) => rms
+                    .iter()
+                    .map(|(id, a)| {
+                        let origin =
+                            format!("{}.{id} in {}", keys::RM_WEBAPP_ADDRESS, dir.display());
+                        parse_list(a, &origin).map(|mut l| l.remove(0))
+                    })
+                    .collect::<Result<_, _>>()?,
+                Ok(None) => vec![RmAddress::resolve(None, conf_dir)?],
+                Err(e) => {
+                    return Err(AddressError::Ha {
+                        dir: dir.clone(),
+                        error: Box::new(e),
+                    })
+                }
+            },
+        };
+        let policy = match conf {
+            Some(c) => FailoverPolicy::from_conf(&c).map_err(config_err)?,
+            None => FailoverPolicy::default(),
+        };
+        Ok(Self { addresses, policy })
+    }
+}
+
+/// `a:1,b:2` (at least one address).
+fn parse_list(v: &str, origin: &str) -> Result<Vec<RmAddress>, AddressError> {
+    let list: Vec<RmAddress> = v
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(|a| {
+            RmAddress::parse(a).map_err(|reason| AddressError::Invalid {
+                origin: origin.to_string(),
+                value: a.to_string(),
+                reason,
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    if list.is_empty() {
+        return Err(AddressError::Invalid {
+            origin: origin.to_string(),
+            value: v.to_string(),
+            reason: "expected HOST:PORT[,HOST:PORT...]".into(),
+        });
+    }
+    Ok(list)
 }
 
 /// Loads a configuration directory; a directory that does not exist is an empty configuration

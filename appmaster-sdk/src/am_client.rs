@@ -57,7 +57,11 @@ pub enum AmError {
 /// What an AM container's environment says about it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AmEnv {
+    /// The RM that launched the AM (the first of `SPINDLE_RM_ADDRESS`).
     pub rm_address: RmAddress,
+    /// The other RMs of an HA cluster (the rest of `SPINDLE_RM_ADDRESS`, comma-separated):
+    /// the AM fails over to them as every client does.
+    pub other_rms: Vec<RmAddress>,
     pub token: String,
     pub attempt_id: ApplicationAttemptId,
     pub container_id: ContainerId,
@@ -82,7 +86,15 @@ impl AmEnv {
             reason,
         };
         let addr = get(env::RM_ADDRESS)?;
-        let rm_address = RmAddress::parse(&addr).map_err(|r| bad(env::RM_ADDRESS, &addr, r))?;
+        let mut rms = addr
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(|a| RmAddress::parse(a).map_err(|r| bad(env::RM_ADDRESS, a, r)));
+        let rm_address = rms
+            .next()
+            .unwrap_or_else(|| Err(bad(env::RM_ADDRESS, &addr, "no address".into())))?;
+        let other_rms = rms.collect::<Result<Vec<_>, _>>()?;
         let token = get(env::AMRM_TOKEN)?.trim().to_string();
         let att = get(env::APPLICATION_ATTEMPT_ID)?;
         let attempt_id: ApplicationAttemptId =
@@ -107,6 +119,7 @@ impl AmEnv {
         }
         Ok(Self {
             rm_address,
+            other_rms,
             token,
             attempt_id,
             container_id,
@@ -125,7 +138,13 @@ pub struct AmClient {
 impl AmClient {
     pub fn new(env: AmEnv) -> Result<Self, AmError> {
         Ok(Self {
-            http: Http::new(&env.rm_address.base_url())?,
+            http: Http::new(&env.rm_address.base_url())?.with_failover(
+                &std::iter::once(&env.rm_address)
+                    .chain(&env.other_rms)
+                    .map(RmAddress::base_url)
+                    .collect::<Vec<_>>(),
+                spindle_common::failover::FailoverPolicy::default(),
+            )?,
             env,
             response_id: 0,
         })
@@ -268,6 +287,18 @@ mod tests {
         m.insert(env::RM_ADDRESS, "127.0.0.1:8088");
         let e = AmEnv::from_lookup(lookup(&m)).unwrap();
         assert_eq!(e.rm_address, RmAddress::new("127.0.0.1", 8088));
+        assert!(e.other_rms.is_empty());
+        // HA: the launching RM first, then the others.
+        m.insert(env::RM_ADDRESS, "http://127.0.0.1:8088,http://h2:18088");
+        let e = AmEnv::from_lookup(lookup(&m)).unwrap();
+        assert_eq!(e.rm_address, RmAddress::new("127.0.0.1", 8088));
+        assert_eq!(e.other_rms, [RmAddress::new("h2", 18088)]);
+        m.insert(env::RM_ADDRESS, "h1:1,nonsense");
+        assert!(matches!(
+            AmEnv::from_lookup(lookup(&m)),
+            Err(AmError::BadEnv { name, .. }) if name == env::RM_ADDRESS
+        ));
+        m.insert(env::RM_ADDRESS, "127.0.0.1:8088");
 
         m.insert(env::CONTAINER_ID, "container_1404198295326_0004_01_000001");
         let err = AmEnv::from_lookup(lookup(&m)).unwrap_err();

@@ -1,11 +1,13 @@
 //! The small JSON-over-HTTP layer the RM, AM and NM clients share: status and
 //! `RemoteException` mapping, connection errors that name the address.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use spindle_common::failover::{FailoverPolicy, Next, Rotation};
 use spindle_common::records::exception::RemoteExceptionBody;
 
 use crate::error::ClientError;
@@ -23,6 +25,11 @@ pub(crate) struct Http {
     /// The user's token, sent as `Authorization: Bearer` on every request (the RM client's,
     /// for an RM in `token` mode); a 401 then reads as [`ClientError::Unauthenticated`].
     user_token: Option<UserToken>,
+    /// The RMs of an HA cluster and which one is in use (absent with one RM): a call that
+    /// finds no one there, or a standby with no active (503), is sent to the next in turn
+    /// under the shared policy ([`spindle_common::failover`]); a standby's 307 is followed
+    /// and remembered.
+    failover: Option<Arc<Rotation>>,
 }
 
 /// A user's token and whether the peer is told it (kept out of `Debug`).
@@ -53,9 +60,16 @@ pub(crate) fn base_url(address: &str) -> String {
 
 /// A client trusting the system roots and `spindle.ssl.client.ca-file` ([`crate::tls`]).
 pub(crate) fn build_client() -> Result<reqwest::Client, ClientError> {
+    build_client_with(reqwest::redirect::Policy::default())
+}
+
+/// [`build_client`] with its redirect policy (an HA client follows a standby's 307 itself,
+/// so that the token goes with it to the active).
+fn build_client_with(redirect: reqwest::redirect::Policy) -> Result<reqwest::Client, ClientError> {
     let builder = reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
-        .timeout(REQUEST_TIMEOUT);
+        .timeout(REQUEST_TIMEOUT)
+        .redirect(redirect);
     spindle_common::tls::with_roots(builder, crate::tls::client_tls()?)
         .and_then(|b| b.build())
         .map_err(ClientError::Build)
@@ -67,7 +81,25 @@ impl Http {
             client: build_client()?,
             base: base_url(base),
             user_token: None,
+            failover: None,
         })
+    }
+
+    /// Fails over among `bases` (the RMs' `host:port` or URLs, this client's own first)
+    /// under `policy`; nothing changes with a single one.
+    pub(crate) fn with_failover(
+        mut self,
+        bases: &[String],
+        policy: FailoverPolicy,
+    ) -> Result<Self, ClientError> {
+        if bases.len() > 1 {
+            let urls = bases.iter().map(|b| base_url(b)).collect();
+            let rotation = Rotation::new(urls, policy);
+            self.base = rotation.current().to_string();
+            self.failover = Some(Arc::new(rotation));
+            self.client = build_client_with(reqwest::redirect::Policy::none())?;
+        }
+        Ok(self)
     }
 
     /// The RM's cluster REST as a user: `token` (if any) on every request, a 401 mapped to
@@ -83,15 +115,20 @@ impl Http {
             client,
             base: base_url(base),
             user_token: None,
+            failover: None,
         }
     }
 
+    /// The base URL calls go to now (under failover, the RM in use).
     pub(crate) fn base(&self) -> &str {
-        &self.base
+        match &self.failover {
+            Some(r) => r.current(),
+            None => &self.base,
+        }
     }
 
     pub(crate) fn url(&self, path: &str) -> String {
-        format!("{}{}", self.base, path)
+        format!("{}{}", self.base(), path)
     }
 
     pub(crate) fn request(&self, method: Method, path: &str) -> (RequestBuilder, String) {
@@ -113,7 +150,81 @@ impl Http {
         url: &str,
     ) -> Result<Response, ClientError> {
         tracing::debug!(%url, "http request");
-        rb.send().await.map_err(|e| self.transport_error(e, url))
+        match &self.failover {
+            None => rb.send().await.map_err(|e| self.transport_error(e, url)),
+            Some(rotation) => self.send_failing_over(rotation, rb, url).await,
+        }
+    }
+
+    /// [`Self::send`] among HA RMs: each try goes to the RM in use; no answer at all (or a
+    /// timeout of a read), or a 503 (a standby that knows no active, an RM stopping), sends
+    /// it to the next after the policy's pause, until the policy gives up. A success on an
+    /// RM reached through a standby's 307 makes that RM the one in use.
+    async fn send_failing_over(
+        &self,
+        rotation: &Rotation,
+        rb: RequestBuilder,
+        url: &str,
+    ) -> Result<Response, ClientError> {
+        let req = rb.build().map_err(|e| self.transport_error(e, url))?;
+        let path = match req.url().query() {
+            Some(q) => format!("{}?{q}", req.url().path()),
+            None => req.url().path().to_string(),
+        };
+        let idempotent = req.method() == Method::GET || req.method() == Method::HEAD;
+        let mut redirects = 0;
+        loop {
+            let base = rotation.current().to_string();
+            let target = format!("{base}{path}");
+            let Some(mut attempt) = req.try_clone() else {
+                // A streamed body cannot be sent twice: one try, on the RM in use.
+                return self
+                    .client
+                    .execute(req)
+                    .await
+                    .map_err(|e| self.transport_error(e, &target));
+            };
+            *attempt.url_mut() = target.parse().map_err(|e| ClientError::Protocol {
+                url: target.clone(),
+                message: format!("not a URL: {e}"),
+            })?;
+            let failed = match self.client.execute(attempt).await {
+                Ok(resp) if resp.status() == StatusCode::SERVICE_UNAVAILABLE => Ok(resp),
+                // A standby names the active: go there at once (a few times at most, so two
+                // confused standbys cannot loop).
+                Ok(resp) if resp.status() == StatusCode::TEMPORARY_REDIRECT && redirects < 3 => {
+                    let to = resp
+                        .headers()
+                        .get(reqwest::header::LOCATION)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|l| l.parse::<reqwest::Url>().ok())
+                        .map(|u| u.origin().ascii_serialization());
+                    if let Some(to) = to {
+                        redirects += 1;
+                        tracing::debug!(from = %base, %to, "a standby ResourceManager redirected");
+                        rotation.follow(&to);
+                        continue;
+                    }
+                    Ok(resp)
+                }
+                Ok(resp) => {
+                    rotation.succeeded();
+                    return Ok(resp);
+                }
+                Err(e) if e.is_connect() || (e.is_timeout() && idempotent) => Err(e),
+                Err(e) => return Err(self.transport_error(e, &target)),
+            };
+            match rotation.failed(&base) {
+                Next::Retry { address, pause } => {
+                    tracing::info!(from = %base, to = %address, ?pause, "ResourceManager failover");
+                    tokio::time::sleep(pause).await;
+                }
+                Next::GiveUp { failovers } => {
+                    tracing::warn!(failovers, "no ResourceManager answered; giving up");
+                    return failed.map_err(|e| self.transport_error(e, &target));
+                }
+            }
+        }
     }
 
     fn transport_error(&self, e: reqwest::Error, url: &str) -> ClientError {
@@ -257,5 +368,103 @@ mod tests {
         assert!(e.to_string().contains("app with id"));
         let e = error_from_body(StatusCode::BAD_GATEWAY, "u", &"x".repeat(2000));
         assert!(matches!(e, ClientError::Http { status: 502, ref body, .. } if body.len() < 600));
+    }
+
+    /// A one-connection-at-a-time HTTP server answering every request with `status` and
+    /// `body`; its address.
+    async fn answering(status: u16, body: &'static str) -> String {
+        answering_with(status, String::new(), body).await
+    }
+
+    /// [`answering`] with extra header lines (each ending in `\r\n`).
+    async fn answering_with(status: u16, headers: String, body: &'static str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let mut buf = vec![0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let resp = format!(
+                    "HTTP/1.1 {status} X\r\n{headers}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(resp.as_bytes()).await;
+            }
+        });
+        addr
+    }
+
+    /// An address where nothing listens.
+    fn closed() -> String {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    }
+
+    fn fast(max_attempts: u32) -> FailoverPolicy {
+        FailoverPolicy {
+            max_attempts,
+            sleep_base: Duration::from_millis(10),
+            sleep_max: Duration::from_millis(20),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_fails_over_past_a_dead_rm_and_a_standby_without_active_and_stays() {
+        let (dead, standby) = (closed(), answering(503, "no active").await);
+        let active = answering(200, r#"{"ok":true}"#).await;
+        let http = Http::new(&dead)
+            .unwrap()
+            .with_failover(&[dead.clone(), standby, active.clone()], fast(5))
+            .unwrap();
+        let v: serde_json::Value = http.get_json("/ws/v1/cluster/info").await.unwrap();
+        assert_eq!(v["ok"], true);
+        assert_eq!(
+            http.base(),
+            format!("http://{active}"),
+            "the active stays in use"
+        );
+        // A write is failed over too when nobody answered it.
+        let v: serde_json::Value = http.post_json("/x", &serde_json::json!({})).await.unwrap();
+        assert_eq!(v["ok"], true);
+    }
+
+    #[tokio::test]
+    async fn a_standbys_redirect_is_followed_with_the_token_and_the_active_kept() {
+        let active = answering(200, r#"{"ok":true}"#).await;
+        let standby = answering_with(
+            307,
+            format!("location: http://{active}/ws/v1/cluster/info\r\n"),
+            "",
+        )
+        .await;
+        let http = Http::new(&standby)
+            .unwrap()
+            .for_user(Some("tok".into()))
+            .with_failover(&[standby.clone(), active.clone()], fast(2))
+            .unwrap();
+        let v: serde_json::Value = http.get_json("/ws/v1/cluster/info").await.unwrap();
+        assert_eq!(v["ok"], true);
+        assert_eq!(http.base(), format!("http://{active}"));
+    }
+
+    #[tokio::test]
+    async fn failover_gives_up_after_max_attempts_with_the_last_error() {
+        let (a, b) = (closed(), closed());
+        let http = Http::new(&a)
+            .unwrap()
+            .with_failover(&[a, b], fast(3))
+            .unwrap();
+        let e = http
+            .get_json::<serde_json::Value>("/ws/v1/cluster/info")
+            .await
+            .unwrap_err();
+        assert!(e.is_connect(), "{e}");
+        // A single address keeps the old behaviour: one try.
+        let one = Http::new(&closed())
+            .unwrap()
+            .with_failover(&[closed()], fast(3))
+            .unwrap();
+        assert!(one.failover.is_none());
     }
 }

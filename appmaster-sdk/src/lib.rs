@@ -73,7 +73,7 @@ pub use spindle_common::records::node::{ContainerLaunchContext, SignalContainerC
 pub use spindle_common::resource::{Resource, GPU};
 pub use spindle_common::states::FinalApplicationStatus;
 
-pub use address::{current_user, RmAddress};
+pub use address::{current_user, RmAddress, RmAddresses};
 pub use am_client::{AmClient, AmEnv, AmError};
 pub use amrm::{
     AllocationEvent, AllocationEvents, AmRmClient, AskError, ContainerRequest, PreemptedContainer,

@@ -22,6 +22,9 @@ use crate::error::ClientError;
 use crate::http::{decode, Http};
 
 mod blobs;
+mod ha;
+
+pub use ha::HaTransition;
 
 const CLUSTER: &str = "/ws/v1/cluster";
 
@@ -121,6 +124,19 @@ impl RmClient {
     pub fn with_user(mut self, user: impl Into<String>) -> Self {
         self.user = user.into();
         self
+    }
+
+    /// Fails over among `all` (HA RMs, this client's own address among them) under
+    /// `policy`: a call that finds no RM, or a standby that knows no active, goes to the
+    /// next; a standby's redirect is followed. Nothing changes with a single address.
+    pub fn with_failover(
+        mut self,
+        all: &[RmAddress],
+        policy: spindle_common::failover::FailoverPolicy,
+    ) -> Result<Self, ClientError> {
+        let bases: Vec<String> = all.iter().map(RmAddress::base_url).collect();
+        self.http = self.http.with_failover(&bases, policy)?;
+        Ok(self)
     }
 
     pub fn address(&self) -> &RmAddress {

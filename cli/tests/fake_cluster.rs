@@ -365,6 +365,7 @@ async fn serve(fake: Fake) -> (Shared, String) {
 fn am_env(addr: &str, token: &str) -> AmEnv {
     AmEnv {
         rm_address: RmAddress::parse(addr).unwrap(),
+        other_rms: Vec::new(),
         token: token.into(),
         attempt_id: attempt(),
         container_id: ContainerId::new(attempt(), 0, 1),

@@ -106,6 +106,7 @@ async fn a_completion_re_delivered_after_an_rm_restart_is_passed_on_once() {
     });
     let env = AmEnv {
         rm_address: RmAddress::parse(&addr).expect("address"),
+        other_rms: Vec::new(),
         token: "amrm-token".into(),
         attempt_id: attempt(),
         container_id: cid(1),

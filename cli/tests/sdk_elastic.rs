@@ -382,6 +382,7 @@ async fn serve(nodes: usize, initial: u32) -> (Shared, String) {
 async fn client(addr: &str) -> AmRmClient {
     let env = AmEnv {
         rm_address: RmAddress::parse(addr).expect("address"),
+        other_rms: Vec::new(),
         token: "t".into(),
         attempt_id: attempt(),
         container_id: ContainerId::new(attempt(), 0, 1),

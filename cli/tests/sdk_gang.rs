@@ -686,6 +686,7 @@ async fn serve(nodes: usize, slots_per_node: u32, fake: Fake) -> (Shared, String
 async fn client(addr: &str) -> AmRmClient {
     let env = AmEnv {
         rm_address: RmAddress::parse(addr).unwrap(),
+        other_rms: Vec::new(),
         token: TOKEN.into(),
         attempt_id: attempt(),
         container_id: ContainerId::new(attempt(), 0, 1),
@@ -1139,6 +1140,7 @@ async fn run_train(
 async fn run_train_on(addr: &str, cfg: TrainAmConfig) -> (train::TrainReport, Vec<String>) {
     let env = AmEnv {
         rm_address: RmAddress::parse(addr).expect("the fake RM address"),
+        other_rms: Vec::new(),
         token: TOKEN.into(),
         attempt_id: attempt(),
         container_id: ContainerId::new(attempt(), 0, 1),

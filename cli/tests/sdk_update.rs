@@ -124,6 +124,7 @@ async fn serve() -> (Shared, String) {
 async fn client(addr: &str) -> AmRmClient {
     let env = AmEnv {
         rm_address: RmAddress::parse(addr).expect("address"),
+        other_rms: Vec::new(),
         token: "amrm-token".into(),
         attempt_id: attempt(),
         container_id: cid(1),

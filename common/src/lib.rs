@@ -11,6 +11,7 @@
 pub mod cluster_secret;
 pub mod config;
 pub mod env;
+pub mod failover;
 pub mod ids;
 pub mod image_ref;
 pub mod localtime;

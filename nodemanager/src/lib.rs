@@ -291,7 +291,7 @@ async fn serve(
 
     let (rm_shutdown_tx, rm_shutdown_rx) = oneshot::channel();
     let updater = StatusUpdater::new(
-        &conf.rm_address,
+        &conf.rm_addresses,
         node_id.clone(),
         capacity.clone(),
         handle.clone(),
@@ -304,6 +304,7 @@ async fn serve(
     .with_node_descriptor(descriptor)
     .with_cluster_secret(conf.cluster_secret.clone())
     .with_images(images)
+    .with_failover(conf.rm_failover)
     .with_tls(&conf.http.client)?;
     let updater_task = tokio::spawn(updater.run().in_current_span());
 

@@ -16,6 +16,7 @@
 //! with its diagnostics and not retried until the value changes again (or the NM registers
 //! again), so a refused label never makes the NM loop.
 
+use spindle_common::failover::{FailoverPolicy, Next as Failover, Rotation};
 use spindle_common::tls::{with_roots, ClientTls};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -66,11 +67,32 @@ pub enum RmError {
     Sign(#[from] spindle_common::cluster_secret::ClusterSecretError),
     #[error("cannot parse the ResourceManager's answer: {0}")]
     Body(#[from] serde_json::Error),
+    /// 307: a standby RM named the active.
+    #[error("redirected by a standby ResourceManager to {location}")]
+    Redirect { location: String },
+}
+
+impl RmError {
+    /// Whether another RM may answer: none answered here (refused, timed out), a standby
+    /// that knows no active (503), or one whose redirect could not be followed.
+    fn worth_failover(&self) -> bool {
+        match self {
+            RmError::Http(e) => e.is_connect() || e.is_timeout() || e.is_request(),
+            RmError::Status { status, .. } => *status == 503,
+            RmError::Redirect { .. } => true,
+            RmError::Unauthenticated { .. } | RmError::Sign(_) | RmError::Body(_) => false,
+        }
+    }
 }
 
 pub struct StatusUpdater {
     client: reqwest::Client,
-    rm_base: String,
+    /// The RMs' base URLs and the one in use: one, or the HA RMs, among which calls fail
+    /// over under the shared policy ([`spindle_common::failover`]).
+    rms: Rotation,
+    /// The RMs' `host:port` and the policy, to rebuild `rms` with another scheme.
+    rm_addresses: Vec<String>,
+    policy: FailoverPolicy,
     node_id: NodeId,
     resource: Resource,
     handle: NmHandle,
@@ -117,8 +139,10 @@ enum Next {
 }
 
 impl StatusUpdater {
+    /// For the RMs at `rm_addresses` (`host:port` or a URL; the first is tried first),
+    /// failing over among them under the default policy ([`Self::with_failover`]).
     pub fn new(
-        rm_address: &str,
+        rm_addresses: &[String],
         node_id: NodeId,
         resource: Resource,
         handle: NmHandle,
@@ -126,15 +150,18 @@ impl StatusUpdater {
         stopping: watch::Receiver<bool>,
         rm_shutdown: oneshot::Sender<()>,
     ) -> Result<Self, RmError> {
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .connect_timeout(Duration::from_secs(2))
-            .timeout(Duration::from_secs(10))
-            .build()?;
+        let client = client_builder().build()?;
+        let policy = FailoverPolicy::default();
+        // An address written with its scheme keeps it (`https://rm:8088`).
+        let bases = rm_addresses
+            .iter()
+            .map(|a| spindle_common::tls::HttpPolicy::HttpOnly.base_url(a))
+            .collect();
         Ok(Self {
             client,
-            // An address written with its scheme keeps it (`https://rm:8088`).
-            rm_base: spindle_common::tls::HttpPolicy::HttpOnly.base_url(rm_address),
+            rms: Rotation::new(bases, policy),
+            rm_addresses: rm_addresses.to_vec(),
+            policy,
             node_id,
             resource,
             handle,
@@ -151,16 +178,20 @@ impl StatusUpdater {
         })
     }
 
+    /// Fails over among the RMs under `policy` (`yarn.client.failover-*`).
+    pub fn with_failover(mut self, policy: FailoverPolicy) -> Self {
+        self.policy = policy;
+        let bases = self.rms.addresses().to_vec();
+        self.rms = Rotation::new(bases, policy);
+        self
+    }
+
     /// Dials the RM as `yarn.http.policy` says (`https://` under `HTTPS_ONLY`), trusting the
     /// system roots and `spindle.ssl.client.ca-file`.
     pub fn with_tls(mut self, tls: &ClientTls) -> Result<Self, RmError> {
-        let address = self.rm_base.trim_start_matches("http://").to_string();
-        self.rm_base = tls.base_url(&address);
-        let builder = reqwest::Client::builder()
-            .no_proxy()
-            .connect_timeout(Duration::from_secs(2))
-            .timeout(Duration::from_secs(10));
-        self.client = with_roots(builder, tls)?.build()?;
+        let bases = self.rm_addresses.iter().map(|a| tls.base_url(a)).collect();
+        self.rms = Rotation::new(bases, self.policy);
+        self.client = with_roots(client_builder(), tls)?.build()?;
         Ok(self)
     }
 
@@ -299,7 +330,7 @@ impl StatusUpdater {
                             &resp.diagnostics_message,
                         );
                         self.sent = now;
-                        info!(rm = %self.rm_base, node_id = %self.node_id, containers = running,
+                        info!(rm = %self.rms.current(), node_id = %self.node_id, containers = running,
                             heartbeat_ms = resp.heartbeat_interval_ms,
                             "registered with the ResourceManager");
                         return Some(resp);
@@ -309,7 +340,7 @@ impl StatusUpdater {
                 Err(e) => e.to_string(),
             };
             if attempt.is_multiple_of(LOG_EVERY) {
-                warn!(attempt = attempt + 1, rm = %self.rm_base, error = %failure,
+                warn!(attempt = attempt + 1, rm = %self.rms.current(), error = %failure,
                     "cannot register with the ResourceManager; retrying every 500 ms");
             }
             attempt = attempt.saturating_add(1);
@@ -473,14 +504,61 @@ impl StatusUpdater {
         Ok(k)
     }
 
+    /// A node-tracker call on the RM in use. Among HA RMs, no answer or a 503 (a standby
+    /// that knows no active, an RM stopping) goes to the next RM after the policy's pause,
+    /// and a standby's 307 to the RM it names (followed here: a redirect to another host
+    /// would drop the signature), until the policy gives up; the caller's loop then goes
+    /// on as with one RM. The new active answers an unknown node's heartbeat with RESYNC,
+    /// and the NM registers again with its containers, as after an RM restart.
     async fn post<Req: Serialize, Resp: DeserializeOwned>(
         &self,
         path: &str,
         body: &Req,
     ) -> Result<Resp, RmError> {
+        let mut redirects = 0;
+        loop {
+            let base = self.rms.current().to_string();
+            let err = match self.post_to(&base, path, body).await {
+                Ok(r) => {
+                    self.rms.succeeded();
+                    return Ok(r);
+                }
+                Err(RmError::Redirect { location }) if redirects < MAX_REDIRECTS => {
+                    redirects += 1;
+                    let to = location
+                        .parse::<reqwest::Url>()
+                        .map(|u| u.origin().ascii_serialization())
+                        .unwrap_or_default();
+                    debug!(from = %base, to = %to, "a standby ResourceManager redirected");
+                    self.rms.follow(&to);
+                    continue;
+                }
+                Err(e) if self.rms.is_ha() && e.worth_failover() => e,
+                Err(e) => return Err(e),
+            };
+            match self.rms.failed(&base) {
+                Failover::Retry { address, pause } => {
+                    info!(from = %base, to = %address, error = %err, "ResourceManager failover");
+                    let mut stopping = self.stopping.clone();
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        _ = until_stopped(&mut stopping) => return Err(err),
+                    }
+                }
+                Failover::GiveUp { .. } => return Err(err),
+            }
+        }
+    }
+
+    async fn post_to<Req: Serialize, Resp: DeserializeOwned>(
+        &self,
+        base: &str,
+        path: &str,
+        body: &Req,
+    ) -> Result<Resp, RmError> {
         let resp = signed_post(
             &self.client,
-            &self.rm_base,
+            base,
             path,
             &self.node_id,
             self.cluster_secret.as_ref(),
@@ -489,6 +567,17 @@ impl StatusUpdater {
         .send()
         .await?;
         let status = resp.status();
+        if status == reqwest::StatusCode::TEMPORARY_REDIRECT {
+            if let Some(location) = resp
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+            {
+                return Err(RmError::Redirect {
+                    location: location.to_string(),
+                });
+            }
+        }
         let bytes = resp.bytes().await?;
         if !status.is_success() {
             let body = String::from_utf8_lossy(&bytes[..bytes.len().min(500)]).into_owned();
@@ -531,6 +620,20 @@ fn signed_post<Req: Serialize>(
     }
     Ok(req.body(bytes))
 }
+
+/// The node-tracker client: short timeouts, and no redirect followed by itself (a standby's
+/// 307 is followed by [`StatusUpdater::post`], signed again).
+fn client_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .no_proxy()
+        .connect_timeout(Duration::from_secs(2))
+        .timeout(Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
+}
+
+/// Most redirects one call follows (a standby names the active; two standbys pointing at
+/// each other must not loop).
+const MAX_REDIRECTS: u32 = 3;
 
 fn interval_of(ms: u64) -> Duration {
     Duration::from_millis(ms).max(MIN_HEARTBEAT)

@@ -269,7 +269,18 @@ fn recovered_core(
     // What AMs dial: a wildcard bind is no address (see `spindle_common::net`).
     let host =
         spindle_common::net::advertised_host(conf.rm_hostname.as_deref(), &addr.ip().to_string());
-    core.set_rm_address(format!("{}://{host}:{}", conf.http.scheme(), addr.port()));
+    // Under HA the AM is given every RM, this one first, to fail over among.
+    let scheme = conf.http.scheme();
+    let mut rms = vec![format!("{scheme}://{host}:{}", addr.port())];
+    if let Some(ha) = &conf.ha {
+        rms.extend(
+            ha.webapp
+                .iter()
+                .filter(|(id, _)| **id != ha.rm_id)
+                .map(|(_, a)| format!("{scheme}://{a}")),
+        );
+    }
+    core.set_rm_address(rms.join(","));
     let n = recovered.apps.len();
     for rec in recovered.apps {
         core.recover_app(rec, cluster_ts);

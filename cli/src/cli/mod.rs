@@ -38,6 +38,7 @@ pub mod node;
 pub mod nodeattributes;
 pub mod queue;
 pub mod rmadmin;
+pub mod rmadmin_ha;
 pub mod schedulerconf;
 pub mod sls;
 pub mod submit;
@@ -51,7 +52,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use args::{Opt, Parsed, UsageError};
-use spindle_appmaster_sdk::address::RmAddress;
+use spindle_appmaster_sdk::address::{RmAddress, RmAddresses};
 use spindle_appmaster_sdk::rm_client::RmClient;
 
 pub const EXIT_OK: u8 = 0;
@@ -243,16 +244,36 @@ pub fn usage_error(error: UsageError, usage: &'static str) -> anyhow::Error {
 /// The RM client for `--rm-address` / `$SPINDLE_RM_ADDRESS` / the conf dir.
 pub fn rm_client(p: &Parsed) -> anyhow::Result<RmClient> {
     let conf_dir = p.value("conf-dir").map(PathBuf::from);
-    // yarn.http.policy and spindle.ssl.client.ca-file for every client this process builds.
-    spindle_appmaster_sdk::tls::init(conf_dir.as_deref())
-        .context("cannot read the TLS settings (yarn.http.policy, spindle.ssl.client.ca-file)")?;
-    let addr = RmAddress::resolve(p.value("rm-address"), conf_dir.as_deref())
+    init_tls(conf_dir.as_deref())?;
+    let rms = RmAddresses::resolve(p.value("rm-address"), conf_dir.as_deref())
         .context("cannot tell where the ResourceManager is")?;
-    tracing::debug!(rm = %addr, "using ResourceManager");
-    // An RM in token mode wants the caller's token on every call.
-    let token = spindle_appmaster_sdk::user_token::resolve(conf_dir.as_deref())
+    let first = rms
+        .addresses
+        .first()
+        .context("cannot tell where the ResourceManager is")?;
+    tracing::debug!(rm = %first, all = rms.addresses.len(), "using ResourceManager");
+    rm_client_at(conf_dir.as_deref(), first)?
+        .with_failover(&rms.addresses, rms.policy)
+        .context("cannot build the HTTP client")
+}
+
+/// `yarn.http.policy` and `spindle.ssl.client.ca-file` for every client this process builds.
+fn init_tls(conf_dir: Option<&std::path::Path>) -> anyhow::Result<()> {
+    spindle_appmaster_sdk::tls::init(conf_dir)
+        .context("cannot read the TLS settings (yarn.http.policy, spindle.ssl.client.ca-file)")?;
+    Ok(())
+}
+
+/// The RM client of the RM at `addr`, with the caller's token (an RM in token mode wants it
+/// on every call).
+pub fn rm_client_at(
+    conf_dir: Option<&std::path::Path>,
+    addr: &RmAddress,
+) -> anyhow::Result<RmClient> {
+    init_tls(conf_dir)?;
+    let token = spindle_appmaster_sdk::user_token::resolve(conf_dir)
         .context("cannot read the caller's token")?;
-    Ok(RmClient::new(&addr)
+    Ok(RmClient::new(addr)
         .context("cannot build the HTTP client")?
         .with_token(token))
 }

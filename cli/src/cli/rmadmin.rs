@@ -18,6 +18,7 @@ use spindle_common::records::admin::DecommissionType;
 use spindle_common::records::labels::{NodeLabelInfo, NodeToLabelsEntry, NodeToLabelsEntryList};
 
 use super::args::{Opt, Parsed, UsageError};
+pub use super::rmadmin_ha::HaCommand;
 use super::{parse_or_usage, rm_client, usage_error, EXIT_OK, EXIT_USAGE};
 
 pub const USAGE: &str = "\
@@ -50,6 +51,18 @@ usage: spindle rmadmin COMMAND [--rm-address HOST:PORT] [--conf-dir DIR]
                                   mappings may also be separated by `,`); with
                                   -failOnUnknownNodes a node the RM does not know fails the
                                   whole change
+  -getServiceState <serviceId>    the HA state of one RM of yarn.resourcemanager.ha.rm-ids:
+                                  active or standby
+  -getAllServiceState             every RM's address and HA state, one per line
+  -transitionToActive [--forcemanual] <serviceId>
+  -transitionToStandby [--forcemanual] <serviceId>
+                                  make an RM active or standby; refused under automatic
+                                  failover (yarn.resourcemanager.ha.automatic-failover.
+                                  enabled, the default) unless --forcemanual. A forced
+                                  -transitionToStandby of the active releases its leadership
+                                  at once and the other RM takes over
+The HA commands read the RM ids and addresses (yarn.resourcemanager.webapp.address.<id>)
+from the conf dir and ask each RM itself.
 Every command but -getGroups is an admin operation (admins only when yarn.acl.enable is
 true) and prints nothing on success.";
 
@@ -64,16 +77,25 @@ pub const OPTS: &[Opt] = &[
     Opt::flag("client", &[]),
     Opt::flag("server", &[]),
     Opt::flag("getGroups", &[]),
+    Opt::one("getServiceState", &[]),
+    Opt::flag("getAllServiceState", &[]),
+    Opt::flag("transitionToActive", &[]),
+    Opt::flag("transitionToStandby", &[]),
+    Opt::flag("forcemanual", &[]),
 ];
 
 /// The commands, by option name (exactly one per call).
-const COMMANDS: [&str; 6] = [
+const COMMANDS: [&str; 10] = [
     "refreshQueues",
     "addToClusterNodeLabels",
     "removeFromClusterNodeLabels",
     "replaceLabelsOnNode",
     "refreshNodes",
     "getGroups",
+    "getServiceState",
+    "getAllServiceState",
+    "transitionToActive",
+    "transitionToStandby",
 ];
 
 /// Who waits out a graceful decommission's timeout (RMAdminCLI's `-client|-server`).
@@ -105,6 +127,8 @@ pub enum AdminCommand {
     RefreshNodes(Option<Graceful>),
     /// The users (none: the caller).
     GetGroups(Vec<String>),
+    /// The HA commands ([`super::rmadmin_ha`]).
+    Ha(HaCommand),
 }
 
 impl AdminCommand {
@@ -117,6 +141,7 @@ impl AdminCommand {
             AdminCommand::ReplaceLabels(_) => "replaceLabelsOnNode",
             AdminCommand::RefreshNodes(_) => "refreshNodes",
             AdminCommand::GetGroups(_) => "getGroups",
+            AdminCommand::Ha(h) => h.name(),
         }
     }
 }
@@ -296,10 +321,17 @@ pub fn command_from(p: &Parsed) -> Result<AdminCommand, UsageError> {
     match given.as_slice() {
         [] => Err(UsageError::Other(
             "give one of -refreshQueues, -refreshNodes, -getGroups, -addToClusterNodeLabels, \
-             -removeFromClusterNodeLabels, -replaceLabelsOnNode"
+             -removeFromClusterNodeLabels, -replaceLabelsOnNode, -getServiceState, \
+             -getAllServiceState, -transitionToActive, -transitionToStandby"
                 .into(),
         )),
+        [one] if HaCommand::NAMES.contains(one) => HaCommand::from(p, one).map(AdminCommand::Ha),
         [one] => {
+            if p.has("forcemanual") {
+                return Err(UsageError::Other(
+                    "--forcemanual goes with -transitionToActive or -transitionToStandby".into(),
+                ));
+            }
             if p.has("failOnUnknownNodes") && *one != "replaceLabelsOnNode" {
                 return Err(UsageError::Other(
                     "-failOnUnknownNodes goes with -replaceLabelsOnNode".into(),
@@ -483,6 +515,9 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
         return Ok(EXIT_OK);
     };
     let cmd = command_from(&p).map_err(|e| usage_error(e, USAGE))?;
+    if let AdminCommand::Ha(h) = &cmd {
+        return super::rmadmin_ha::run(&p, h).await;
+    }
     let rm = rm_client(&p)?;
     let result = match &cmd {
         AdminCommand::RefreshQueues => rm.refresh_queues().await.map(|done| {
@@ -510,6 +545,8 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
             tracking: Tracking::Client,
         })) => refresh_nodes_client(&rm, *timeout_secs).await,
         AdminCommand::GetGroups(users) => print_groups(&rm, users).await,
+        // Answered above, each RM asked itself.
+        AdminCommand::Ha(_) => Ok(()),
     };
     match result {
         Ok(()) => Ok(EXIT_OK),

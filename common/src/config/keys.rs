@@ -145,6 +145,16 @@ pub const DEFAULT_RM_HA_AUTOMATIC_FAILOVER_ENABLED: bool = true;
 /// The keys that take a per-RM `.<rm-id>` suffix under HA (YARN's `HAUtil.RM_ADDRESS_CONF_KEYS`
 /// that Spindle serves): `yarn.resourcemanager.webapp.address.rm1`, `...hostname.rm1`.
 pub const RM_HA_PER_ID_KEYS: &[&str] = &[RM_WEBAPP_ADDRESS, RM_HOSTNAME];
+/// Clients of an HA cluster (the CLI, the SDK, NodeManagers): how many times one call fails
+/// over to the next RM of `yarn.resourcemanager.ha.rm-ids` before giving up.
+pub const CLIENT_FAILOVER_MAX_ATTEMPTS: &str = "yarn.client.failover-max-attempts";
+pub const DEFAULT_CLIENT_FAILOVER_MAX_ATTEMPTS: u32 = 15;
+/// The first pause between failovers (the first failover is at once); doubled each time.
+pub const CLIENT_FAILOVER_SLEEP_BASE_MS: &str = "yarn.client.failover-sleep-base-ms";
+pub const DEFAULT_CLIENT_FAILOVER_SLEEP_BASE_MS: u64 = 500;
+/// The longest pause between failovers.
+pub const CLIENT_FAILOVER_SLEEP_MAX_MS: &str = "yarn.client.failover-sleep-max-ms";
+pub const DEFAULT_CLIENT_FAILOVER_SLEEP_MAX_MS: u64 = 15000;
 /// etcd client URLs of the HA state store and election (`http://host:2379,...`; Spindle's key).
 pub const SPINDLE_HA_ETCD_ENDPOINTS: &str = "spindle.ha.etcd.endpoints";
 /// How long the active's etcd lease lasts: an active that stops renewing it is replaced after
@@ -851,6 +861,18 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     (HADOOP_TMP_DIR, DEFAULT_HADOOP_TMP_DIR),
     (RM_HOSTNAME, DEFAULT_RM_HOSTNAME),
     (RM_WEBAPP_ADDRESS, DEFAULT_RM_WEBAPP_ADDRESS),
+    (
+        CLIENT_FAILOVER_MAX_ATTEMPTS,
+        int_text!(DEFAULT_CLIENT_FAILOVER_MAX_ATTEMPTS),
+    ),
+    (
+        CLIENT_FAILOVER_SLEEP_BASE_MS,
+        int_text!(DEFAULT_CLIENT_FAILOVER_SLEEP_BASE_MS),
+    ),
+    (
+        CLIENT_FAILOVER_SLEEP_MAX_MS,
+        int_text!(DEFAULT_CLIENT_FAILOVER_SLEEP_MAX_MS),
+    ),
     (RM_SCHEDULER_CLASS, DEFAULT_RM_SCHEDULER_CLASS),
     (
         RM_NM_HEARTBEAT_INTERVAL_MS,

@@ -33,3 +33,21 @@ pub struct UserGroupsInfo {
     pub user: String,
     pub groups: Vec<String>,
 }
+
+/// `GET /ws/v1/ha/state` (`rmadmin -getServiceState`, YARN's `HAServiceStatus`): what one
+/// ResourceManager is, as it answers itself (a standby answers too, never redirecting).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HaStatusInfo {
+    /// `yarn.resourcemanager.ha.id` of the RM that answered.
+    pub rm_id: String,
+    /// `ACTIVE` or `STANDBY` (YARN's `HAServiceState`).
+    pub ha_state: String,
+    /// The election's connection to its coordination service: `CONNECTING`, `CONNECTED`
+    /// or `DISCONNECTED` (YARN's `haZooKeeperConnectionState`).
+    pub connection_state: String,
+    /// `yarn.resourcemanager.ha.automatic-failover.enabled`.
+    pub automatic_failover: bool,
+    /// The id of the active RM as this RM's election last saw it, if any.
+    pub active_rm_id: Option<String>,
+}

@@ -14,6 +14,9 @@ pub enum NmConfigError {
     /// The raw reader refused a file or a value (bad XML, not a number, ...).
     #[error(transparent)]
     Conf(#[from] ConfigError),
+    /// The RM HA settings (`yarn.resourcemanager.ha.rm-ids` and each RM's address).
+    #[error("RM high availability: {0}")]
+    RmHa(Box<spindle_common::failover::HaAddressError>),
     /// The HTTP serve loop's limits or TLS settings (`spindle.http.*`, `yarn.http.policy`).
     #[error(transparent)]
     Http(#[from] spindle_rest_edge::serve::HttpConfigError),

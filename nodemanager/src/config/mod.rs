@@ -116,6 +116,11 @@ pub struct NmConfig {
     pub recovery_dir: PathBuf,
     /// The RM's `host:port`, with a wildcard host replaced by 127.0.0.1.
     pub rm_address: String,
+    /// Every RM heartbeats may go to, `rm_address` first: under RM HA (with
+    /// `spindle.nodemanager.rm-address` unset) the RMs of `yarn.resourcemanager.ha.rm-ids`.
+    pub rm_addresses: Vec<String>,
+    /// How heartbeats fail over among them (`yarn.client.failover-*`).
+    pub rm_failover: spindle_common::failover::FailoverPolicy,
     /// The NM's configuration directory, absolute; containers get it as `SPINDLE_CONF_DIR`.
     pub conf_dir: PathBuf,
     /// Clients' staging root (`spindle.client.staging-dir`, else
@@ -230,7 +235,19 @@ impl NmConfig {
             ),
         };
         check_address(conf, rm_key, &rm_raw, false)?;
-        let rm_address = connectable(&rm_raw);
+        let mut rm_address = connectable(&rm_raw);
+        let mut rm_addresses = vec![rm_address.clone()];
+        if rm_key != keys::SPINDLE_NM_RM_ADDRESS {
+            if let Some(rms) = spindle_common::failover::ha_rm_addresses(conf)
+                .map_err(|e| NmConfigError::RmHa(Box::new(e)))?
+            {
+                rm_addresses = rms.iter().map(|(_, a)| connectable(a)).collect();
+                if let Some(first) = rm_addresses.first() {
+                    rm_address = first.clone();
+                }
+            }
+        }
+        let rm_failover = spindle_common::failover::FailoverPolicy::from_conf(conf)?;
 
         let env_whitelist = env_whitelist(conf)?;
         let stderr_tail_bytes = conf.get_u64(
@@ -261,6 +278,8 @@ impl NmConfig {
             recovery_enabled,
             recovery_dir,
             rm_address,
+            rm_addresses,
+            rm_failover,
             conf_dir: absolute(conf_dir),
             staging_root: match conf.get(keys::CLIENT_STAGING_DIR)? {
                 Some(v) if !v.trim().is_empty() => absolute(Path::new(v.trim())),

@@ -115,6 +115,29 @@ fn node_host_and_rm_address_follow_the_overrides() {
 }
 
 #[test]
+fn under_rm_ha_heartbeats_go_to_every_rm_of_rm_ids_unless_one_is_named() {
+    let ha = [
+        ("yarn.resourcemanager.ha.enabled", "true"),
+        ("yarn.resourcemanager.ha.rm-ids", "rm1,rm2"),
+        ("yarn.resourcemanager.webapp.address.rm1", "0.0.0.0:18088"),
+        ("yarn.resourcemanager.hostname.rm2", "rm2.example"),
+        ("yarn.client.failover-max-attempts", "4"),
+    ];
+    let c = NmConfig::from_configuration(&conf(&ha), Path::new("c")).unwrap();
+    assert_eq!(c.rm_addresses, ["127.0.0.1:18088", "rm2.example:8088"]);
+    assert_eq!(c.rm_address, "127.0.0.1:18088");
+    assert_eq!(c.rm_failover.max_attempts, 4);
+    let mut named = ha.to_vec();
+    named.push((keys::SPINDLE_NM_RM_ADDRESS, "rm:1"));
+    let c = NmConfig::from_configuration(&conf(&named), Path::new("c")).unwrap();
+    assert_eq!(c.rm_addresses, ["rm:1"]);
+    let mut bad = ha.to_vec();
+    bad.retain(|(k, _)| *k != "yarn.resourcemanager.hostname.rm2");
+    let e = NmConfig::from_configuration(&conf(&bad), Path::new("c")).unwrap_err();
+    assert!(matches!(e, NmConfigError::RmHa(_)), "{e}");
+}
+
+#[test]
 fn resource_plugins_are_read_with_yarns_names() {
     let c = NmConfig::from_configuration(&Configuration::new(), Path::new("c")).unwrap();
     assert_eq!(c.plugins, ResourcePluginsConfig::default());

@@ -198,34 +198,35 @@ fn rm_ids(conf: &Configuration) -> Result<Vec<String>, RmConfigError> {
     Ok(seen)
 }
 
-/// `yarn.resourcemanager.webapp.address.<id>`, else `<hostname.<id>>:8088`.
+/// `yarn.resourcemanager.webapp.address.<id>`, else `<hostname.<id>>:8088` (read as every
+/// HA client reads it, [`spindle_common::failover::rm_webapp_address`]).
 fn webapp_of(conf: &Configuration, id: &str) -> Result<String, RmConfigError> {
-    let key = format!("{}.{id}", keys::RM_WEBAPP_ADDRESS);
-    if let Some(v) = conf.get_nonempty(&key)? {
-        let v = v.trim().to_string();
-        let port_ok = v
-            .rsplit_once(':')
-            .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
-        if !port_ok {
-            return Err(HaConfigError::BadAddress {
-                place: Place::of(conf, &key),
-                name: key,
-                value: v,
-            }
-            .into());
+    use spindle_common::failover::{rm_webapp_address, HaAddressError};
+    rm_webapp_address(conf, id).map_err(|e| match e {
+        HaAddressError::Config(e) => e.into(),
+        HaAddressError::BadAddress { name, value } => HaConfigError::BadAddress {
+            place: Place::of(conf, &name),
+            name,
+            value,
         }
-        return Ok(v);
-    }
-    let host_key = format!("{}.{id}", keys::RM_HOSTNAME);
-    match conf.get_nonempty(&host_key)? {
-        Some(h) => Ok(format!("{}:8088", h.trim())),
-        None => Err(HaConfigError::NoAddressFor {
-            id: id.to_string(),
-            webapp: keys::RM_WEBAPP_ADDRESS,
-            hostname: keys::RM_HOSTNAME,
+        .into(),
+        HaAddressError::NoAddressFor {
+            id,
+            webapp,
+            hostname,
+        } => HaConfigError::NoAddressFor {
+            id,
+            webapp,
+            hostname,
         }
-        .into()),
-    }
+        .into(),
+        HaAddressError::NoRmIds { name } => HaConfigError::TooFewRmIds {
+            place: Place::of(conf, name),
+            name,
+            value: String::new(),
+        }
+        .into(),
+    })
 }
 
 fn etcd(conf: &Configuration) -> Result<EtcdEndpoints, RmConfigError> {

@@ -90,8 +90,11 @@ impl Auth {
 
 /// Whether the token with sequence number `seq` was cancelled: the driver asks the state
 /// store.
-async fn is_cancelled(st: &AppState, seq: u64) -> Result<bool, crate::driver::RmError> {
-    st.driver
+async fn is_cancelled(
+    driver: &crate::driver::DriverHandle,
+    seq: u64,
+) -> Result<bool, crate::driver::RmError> {
+    driver
         .call(|reply| crate::driver::QueryCommand::UserTokenCancelled { seq, reply })
         .await
 }
@@ -112,7 +115,7 @@ pub(crate) enum Identity {
 }
 
 impl Identity {
-    fn user(&self) -> &str {
+    pub(crate) fn user(&self) -> &str {
         match self {
             Identity::Simple(u) => u,
             Identity::Token { id, .. } => &id.owner,
@@ -122,7 +125,7 @@ impl Identity {
 }
 
 /// Why the edge could not tell who the caller is.
-enum NotIdentified {
+pub(crate) enum NotIdentified {
     /// A 401: the user to audit, and why.
     Refused(String, Unauthenticated),
     /// Whether the token was cancelled could not be asked (the RM is shutting down, or the
@@ -132,7 +135,7 @@ enum NotIdentified {
 
 /// Why the edge refused to tell who the caller is (each a 401).
 #[derive(Debug, thiserror::Error)]
-enum Unauthenticated {
+pub(crate) enum Unauthenticated {
     #[error("Authentication required: this ResourceManager runs with hadoop.http.authentication.type=token; send a token as 'Authorization: Bearer <token>' (an operator mints one with `spindle token -issue -user USER`; clients read $SPINDLE_TOKEN or $SPINDLE_TOKEN_FILE)")]
     NoToken,
     #[error("Authentication failed: {0}")]
@@ -221,7 +224,15 @@ pub(crate) async fn authenticate(
     let method = req.method().clone();
     let app_id = path_app_id(&route, req.uri().path());
     let open = OPEN_PATHS.contains(&route.as_str());
-    let identity = match identify(&st, req.uri(), req.headers(), open).await {
+    let identity = match identify(
+        &st.auth.mode,
+        Some(&st.driver),
+        req.uri(),
+        req.headers(),
+        open,
+    )
+    .await
+    {
         Ok(i) => i,
         Err(NotIdentified::Unchecked(e)) => return ApiError::from(e).into_response(),
         Err(NotIdentified::Refused(user, why)) => {
@@ -261,7 +272,7 @@ pub(crate) async fn guard_pages(State(st): State<AppState>, req: Request, next: 
     if !st.auth.is_token() || path == "/" || path == "/ui" || path.starts_with("/ui/") {
         return next.run(req).await;
     }
-    match identify(&st, req.uri(), req.headers(), false).await {
+    match identify(&st.auth.mode, Some(&st.driver), req.uri(), req.headers(), false).await {
         Ok(_) => next.run(req).await,
         Err(NotIdentified::Unchecked(e)) => ApiError::from(e).into_response(),
         Err(NotIdentified::Refused(..)) if path == "/cluster" || path == "/cluster/" => (
@@ -293,15 +304,18 @@ open <a href=\"/ui\">the web UI</a> and give it your token.</p></body></html>",
     }
 }
 
-/// The caller's identity, or why it is not known.
-async fn identify(
-    st: &AppState,
+/// The caller's identity, or why it is not known. `driver` answers whether a token was
+/// cancelled; without one (a standby RM has no store open) a token is checked for its
+/// signature and dates only.
+pub(crate) async fn identify(
+    mode: &AuthMode,
+    driver: Option<&crate::driver::DriverHandle>,
     uri: &Uri,
     headers: &HeaderMap,
     open: bool,
 ) -> Result<Identity, NotIdentified> {
     let refused = |user: &str, why| NotIdentified::Refused(user.to_string(), why);
-    match &st.auth.mode {
+    match mode {
         AuthMode::Simple { anonymous_allowed } => {
             let named = query_pairs(uri)
                 .into_iter()
@@ -326,7 +340,10 @@ async fn identify(
                     .verify(&token, now_ms())
                     .map_err(|e| refused(ANONYMOUS, Unauthenticated::BadToken(e)))?;
                 let seq = id.sequence_number;
-                match is_cancelled(st, seq).await {
+                let Some(driver) = driver else {
+                    return Ok(Identity::Token { id, token });
+                };
+                match is_cancelled(driver, seq).await {
                     Ok(false) => Ok(Identity::Token { id, token }),
                     Ok(true) => Err(refused(&id.owner, Unauthenticated::Cancelled(seq))),
                     Err(e) => Err(NotIdentified::Unchecked(e)),

@@ -14,6 +14,7 @@ mod auth;
 mod blobs;
 mod cluster;
 mod groups;
+pub mod ha_admin;
 mod master_key;
 mod metrics;
 mod node_auth;
@@ -112,6 +113,7 @@ pub fn router(driver: DriverHandle, info: RmInfo) -> Router {
         .merge(blobs::localizer_routes())
         .merge(tracker::routes(node_auth))
         .merge(metrics::routes())
+        .merge(ha_admin::single_rm_routes())
         .merge(web::routes().layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::guard_pages,

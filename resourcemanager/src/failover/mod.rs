@@ -14,9 +14,8 @@
 //!   it recovers from the store afresh if it wins. At shutdown the active resigns, so the
 //!   standby takes over without waiting for the lease.
 
-use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use axum::body::Body;
@@ -28,17 +27,73 @@ use spindle_common::time::now_ms;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower::ServiceExt;
-use tracing::{error, info, warn};
+use tracing::info;
 
 use crate::config::ha::HaConfig;
 use crate::config::RmConfig;
-use crate::daemon::{assemble, Serve, StoreKind};
-use crate::driver::DriverHandle;
-use crate::ha::{EtcdElector, HaState, LeaderElector, Leadership};
-use crate::store::EtcdStore;
+use crate::daemon::Serve;
+use crate::ha::control::{ControlInbox, HaControl};
+use crate::ha::HaState;
+
+mod election;
 
 /// The path a standby answers itself.
 const INFO_PATH: &str = "/ws/v1/cluster/info";
+/// The HA admin paths, answered by every RM itself.
+const HA_PATH: &str = "/ws/v1/ha/";
+/// The metrics path: the active's series and the HA gauges; a standby's HA gauges alone.
+const METRICS_PATH: &str = "/metrics";
+
+async fn oneshot(router: Router, req: Request) -> Response {
+    match router.oneshot(req).await {
+        Ok(r) => r,
+        Err(never) => match never {},
+    }
+}
+
+/// `/metrics`: the active's series followed by the HA gauges, or the gauges alone on a
+/// standby (YARN exempts `/jmx` and `/prom` from the standby's redirect likewise).
+async fn metrics(front: &Front, req: Request) -> Response {
+    let gauges = ha_gauges(&front.control);
+    let Some(router) = front.current() else {
+        return ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], gauges).into_response();
+    };
+    let resp = oneshot(router, req).await;
+    if !resp.status().is_success() {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => {
+            let mut text = bytes.to_vec();
+            text.extend_from_slice(gauges.as_bytes());
+            Response::from_parts(parts, Body::from(text))
+        }
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+/// The text exposition format's content type (as the active's `/metrics`).
+const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// `spindle_rm_ha_state` (1 active, 0 standby) and `spindle_rm_ha_election_connection_state`
+/// (0 connecting, 1 connected, 2 disconnected), labelled with the RM's id.
+fn ha_gauges(c: &HaControl) -> String {
+    let id = &c.rm_id;
+    let active = i64::from(c.state() == HaState::Active);
+    let conn = c.connection();
+    let (state, value) = (conn.as_str(), conn.gauge());
+    [
+        "# HELP spindle_rm_ha_state Whether this ResourceManager is the active one (1) or a standby (0).".to_string(),
+        "# TYPE spindle_rm_ha_state gauge".to_string(),
+        format!("spindle_rm_ha_state{{rm_id=\"{id}\"}} {active}"),
+        "# HELP spindle_rm_ha_election_connection_state The leader election's connection to etcd: 0 connecting, 1 connected, 2 disconnected.".to_string(),
+        "# TYPE spindle_rm_ha_election_connection_state gauge".to_string(),
+        format!("spindle_rm_ha_election_connection_state{{rm_id=\"{id}\",state=\"{state}\"}} {value}"),
+        String::new(),
+    ]
+    .join("\n")
+}
 
 /// What the listener serves now, shared by every request.
 #[derive(Clone)]
@@ -50,11 +105,44 @@ struct Front {
     ha: Arc<HaConfig>,
     scheme: &'static str,
     started_on: u64,
+    /// `haState` as the election loop last set it (with the router, in [`Front::set`]).
+    state: Arc<watch::Sender<HaState>>,
+    /// The manual transitions and the election's connection state.
+    control: HaControl,
+    /// `/ws/v1/ha/*` ([`crate::rest::ha_admin`]), answered in both states.
+    admin: Router,
 }
 
 impl Front {
+    /// A standby's front for the RM `ha` names, with the inbox its election loop reads.
+    fn new(
+        conf: &RmConfig,
+        ha: Arc<HaConfig>,
+        leader: watch::Receiver<Option<String>>,
+    ) -> (Self, ControlInbox) {
+        let (control, inbox) = HaControl::new(&ha.rm_id, ha.automatic_failover, leader.clone());
+        let state = inbox.state.clone();
+        let front = Front {
+            active: Arc::new(RwLock::new(None)),
+            leader,
+            admin: crate::rest::ha_admin::routes(conf, control.clone(), ha.etcd.lease),
+            ha,
+            scheme: conf.http.scheme(),
+            started_on: now_ms(),
+            state,
+            control,
+        };
+        (front, inbox)
+    }
+
     fn set(&self, router: Option<Router>) {
+        let state = if router.is_some() {
+            HaState::Active
+        } else {
+            HaState::Standby
+        };
         *self.active.write().unwrap_or_else(|p| p.into_inner()) = router;
+        self.state.send_replace(state);
     }
 
     fn current(&self) -> Option<Router> {
@@ -63,22 +151,18 @@ impl Front {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
-
-    fn state(&self) -> HaState {
-        if self.current().is_some() {
-            HaState::Active
-        } else {
-            HaState::Standby
-        }
-    }
 }
 
 async fn route(State(front): State<Front>, req: Request) -> Response {
+    let path = req.uri().path();
+    if path.starts_with(HA_PATH) {
+        return oneshot(front.admin.clone(), req).await;
+    }
+    if path == METRICS_PATH {
+        return metrics(&front, req).await;
+    }
     if let Some(router) = front.current() {
-        return match router.oneshot(req).await {
-            Ok(r) => r,
-            Err(never) => match never {},
-        };
+        return oneshot(router, req).await;
     }
     if req.uri().path() == INFO_PATH {
         return Json(crate::rest::standby_info(
@@ -125,17 +209,20 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<Serv
     let ha = Arc::new(conf.ha.clone().context("HA is not enabled")?);
     let conf = Arc::new(conf);
     let (leader_tx, leader) = watch::channel(None);
-    let front = Front {
-        active: Arc::new(RwLock::new(None)),
-        leader,
-        ha: ha.clone(),
-        scheme: conf.http.scheme(),
-        started_on: now_ms(),
-    };
+    let (front, inbox) = Front::new(&conf, ha.clone(), leader);
     let router = Router::new().fallback(route).with_state(front.clone());
     let (stop_tx, stop) = watch::channel(false);
     info!(rm_id = %ha.rm_id, "ResourceManager starting as STANDBY");
-    let elect = tokio::spawn(run_election(conf.clone(), addr, front, leader_tx, stop));
+    let election = election::Election {
+        conf: conf.clone(),
+        addr,
+        front,
+        leader_tx,
+        stop,
+        requests: inbox.requests,
+        connection: inbox.connection,
+    };
+    let elect = tokio::spawn(election.run());
     let http_conf = conf.http.clone();
     Ok(Box::new(move |shutdown| {
         Box::pin(async move {
@@ -149,110 +236,6 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<Serv
     }))
 }
 
-/// Connects the elector (retrying while etcd is unreachable), then campaigns, serves as
-/// active until the leadership is lost, and campaigns again; until `stop`.
-async fn run_election(
-    conf: Arc<RmConfig>,
-    addr: SocketAddr,
-    front: Front,
-    leader_tx: watch::Sender<Option<String>>,
-    mut stop: watch::Receiver<bool>,
-) {
-    let ha = front.ha.clone();
-    let pause = ha.etcd.lease.min(Duration::from_secs(1));
-    let elector = loop {
-        match EtcdElector::connect(&ha.etcd, ha.keys.clone(), &ha.rm_id).await {
-            Ok(e) => break e,
-            Err(e) => warn!("HA: cannot reach etcd yet: {e}"),
-        }
-        if sleep_or_stop(pause, &mut stop).await {
-            return;
-        }
-    };
-    if !ha.automatic_failover {
-        warn!("HA: yarn.resourcemanager.ha.automatic-failover.enabled is false: this RM stays STANDBY until an admin makes it active");
-        let _ = stop.wait_for(|s| *s).await;
-        return;
-    }
-    loop {
-        let campaign = tokio::select! {
-            r = elector.campaign(&leader_tx) => r,
-            _ = stop.wait_for(|s| *s) => return,
-        };
-        let mut leadership = match campaign {
-            Ok(l) => l,
-            Err(e) => {
-                warn!("HA: election failed, retrying: {e}");
-                if sleep_or_stop(pause, &mut stop).await {
-                    return;
-                }
-                continue;
-            }
-        };
-        let won = Instant::now();
-        let handle = match become_active(&conf, addr, &ha, &leadership).await {
-            Ok((handle, router)) => {
-                front.set(Some(router));
-                info!(rm_id = %ha.rm_id, term = leadership.term.revision, recovery_ms = won.elapsed().as_millis() as u64, "ResourceManager is ACTIVE");
-                handle
-            }
-            Err(e) => {
-                error!("HA: recovery as the active failed, giving the leadership up: {e:#}");
-                let _ = elector.resign(leadership).await;
-                if sleep_or_stop(ha.etcd.lease, &mut stop).await {
-                    return;
-                }
-                continue;
-            }
-        };
-        let lost = tokio::select! {
-            why = leadership.lost() => Some(why),
-            _ = stop.wait_for(|s| *s) => None,
-        };
-        front.set(None);
-        // Not the leader any more; who is, the next campaign says.
-        leader_tx.send_replace(None);
-        drop(handle);
-        debug_assert_eq!(front.state(), HaState::Standby);
-        match lost {
-            Some(why) => {
-                warn!(rm_id = %ha.rm_id, ?why, "leadership lost: this ResourceManager is STANDBY again");
-                // Frees the key if it is still this term's (safe: the delete is fenced too).
-                let _ = elector.resign(leadership).await;
-            }
-            None => {
-                let _ = elector.resign(leadership).await;
-                return;
-            }
-        }
-    }
-}
-
-/// Opens the etcd store fenced by `leadership` and recovers, off the async workers.
-async fn become_active(
-    conf: &Arc<RmConfig>,
-    addr: SocketAddr,
-    ha: &Arc<HaConfig>,
-    leadership: &Leadership,
-) -> anyhow::Result<(DriverHandle, Router)> {
-    let (conf, ha) = (conf.clone(), ha.clone());
-    let (term, alarm) = (leadership.term.clone(), leadership.alarm());
-    tokio::task::spawn_blocking(move || {
-        let store = EtcdStore::open_fenced(&ha.etcd, ha.keys.clone(), term, alarm)?;
-        assemble(conf, addr, store, StoreKind::Etcd)
-    })
-    .await
-    .context("the recovery task failed")?
-}
-
-/// Sleeps `d`; true when `stop` was set meanwhile.
-async fn sleep_or_stop(d: Duration, stop: &mut watch::Receiver<bool>) -> bool {
-    tokio::select! {
-        _ = tokio::time::sleep(d) => false,
-        _ = stop.wait_for(|s| *s) => true,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -263,6 +246,13 @@ mod tests {
     use crate::ha::{EtcdEndpoints, EtcdKeys};
 
     fn front(leader: Option<&str>) -> (Router, watch::Sender<Option<String>>) {
+        let (r, tx, _inbox) = front_with_inbox(leader);
+        (r, tx)
+    }
+
+    fn front_with_inbox(
+        leader: Option<&str>,
+    ) -> (Router, watch::Sender<Option<String>>, ControlInbox) {
         let ha = HaConfig {
             rm_ids: vec!["rm1".into(), "rm2".into()],
             rm_id: "rm2".into(),
@@ -278,14 +268,62 @@ mod tests {
             ]),
         };
         let (tx, rx) = watch::channel(leader.map(str::to_string));
-        let f = Front {
-            active: Arc::new(RwLock::new(None)),
-            leader: rx,
-            ha: Arc::new(ha),
-            scheme: "http",
-            started_on: 7,
-        };
-        (Router::new().fallback(route).with_state(f), tx)
+        let conf = RmConfig::from_conf(&spindle_common::config::Configuration::new()).unwrap();
+        let (f, inbox) = Front::new(&conf, Arc::new(ha), rx);
+        (Router::new().fallback(route).with_state(f), tx, inbox)
+    }
+
+    async fn body_text(resp: Response) -> String {
+        let b = axum::body::to_bytes(resp.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        String::from_utf8(b.to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_standby_answers_ha_admin_and_metrics_itself() {
+        let (r, _leader, mut inbox) = front_with_inbox(Some("rm1"));
+        let state = call(&r, "GET", "/ws/v1/ha/state").await;
+        assert_eq!(state.status(), StatusCode::OK);
+        let v: serde_json::Value = serde_json::from_str(&body_text(state).await).unwrap();
+        assert_eq!(v["haState"], "STANDBY");
+        assert_eq!(v["rmId"], "rm2");
+        assert_eq!(v["activeRmId"], "rm1");
+        assert_eq!(v["connectionState"], "CONNECTING");
+        let m = call(&r, "GET", "/metrics").await;
+        assert_eq!(m.status(), StatusCode::OK);
+        let text = body_text(m).await;
+        assert!(
+            text.contains("spindle_rm_ha_state{rm_id=\"rm2\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "spindle_rm_ha_election_connection_state{rm_id=\"rm2\",state=\"CONNECTING\"} 0"
+            ),
+            "{text}"
+        );
+        // Under automatic failover a transition needs forcemanual (409, YARN's words).
+        let refused = call(&r, "POST", "/ws/v1/ha/transition-to-standby").await;
+        assert_eq!(refused.status(), StatusCode::CONFLICT);
+        assert!(body_text(refused).await.contains("--forcemanual"));
+        // Forced, it reaches the election loop, whose answer is the call's.
+        let answered = tokio::spawn(async move {
+            let req = inbox.requests.recv().await.expect("a request");
+            assert_eq!(req.transition, crate::ha::control::Transition::ToStandby);
+            req.reply.send(Ok(())).ok();
+            inbox
+        });
+        let forced = call(
+            &r,
+            "POST",
+            "/ws/v1/ha/transition-to-standby?forcemanual=true",
+        )
+        .await;
+        assert_eq!(forced.status(), StatusCode::OK);
+        answered.await.unwrap();
+        let wrong = call(&r, "GET", "/ws/v1/ha/transition-to-active").await;
+        assert_eq!(wrong.status(), StatusCode::METHOD_NOT_ALLOWED);
     }
 
     async fn call(r: &Router, method: &str, uri: &str) -> Response {
