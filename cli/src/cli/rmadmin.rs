@@ -548,12 +548,17 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
         // Answered above, each RM asked itself.
         AdminCommand::Ha(_) => Ok(()),
     };
+    Ok(exit_status(cmd.name(), result))
+}
+
+/// A command's exit status; a refusal is YARN's RMAdminCLI `<command>: <message>` on stderr,
+/// exit -1.
+pub fn exit_status(name: &str, result: Result<(), ClientError>) -> u8 {
     match result {
-        Ok(()) => Ok(EXIT_OK),
-        // YARN's RMAdminCLI: `<command>: <message>` on stderr, exit -1.
+        Ok(()) => EXIT_OK,
         Err(e) => {
-            eprintln!("{}: {}", cmd.name(), remote_message(&e));
-            Ok(EXIT_USAGE)
+            eprintln!("{name}: {}", remote_message(&e));
+            EXIT_USAGE
         }
     }
 }

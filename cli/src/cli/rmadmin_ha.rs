@@ -18,7 +18,7 @@ use spindle_common::failover::ha_rm_addresses;
 
 use super::args::{Parsed, UsageError};
 use super::rmadmin::remote_message;
-use super::{rm_client_at, EXIT_OK, EXIT_USAGE};
+use super::{rm_client_at, EXIT_USAGE};
 
 /// One HA command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,13 +163,7 @@ pub async fn run(p: &Parsed, cmd: &HaCommand) -> anyhow::Result<u8> {
             .await
             .map(|_| ()),
     };
-    match result {
-        Ok(()) => Ok(EXIT_OK),
-        Err(e) => {
-            eprintln!("{}: {}", cmd.name(), remote_message(&e));
-            Ok(EXIT_USAGE)
-        }
-    }
+    Ok(super::rmadmin::exit_status(cmd.name(), result))
 }
 
 #[cfg(test)]
