@@ -263,6 +263,10 @@ impl Scheduler {
     /// Whether `victim_leaf`'s applications may give to `leaf` before anything is claimed,
     /// by [`Self::giving_queues`].
     fn gives_freely(&self, victim_leaf: QueueIdx, leaf: QueueIdx, giving: &[bool]) -> bool {
+        // The path starts at the victim's leaf: a leaf that does not give ends it here.
+        if victim_leaf == leaf || !giving[victim_leaf.0] {
+            return false;
+        }
         let path = self.giving_path(victim_leaf, leaf);
         !path.is_empty() && path.iter().all(|q| giving[*q])
     }
@@ -298,16 +302,27 @@ impl Scheduler {
     /// The preemptors a round serves: the most under-served leaves first, and a bounded
     /// number a round, so a round's cost stays flat however many leaves wait (the rest are
     /// served by later rounds). Idempotent.
-    pub fn round_preemptors(&self, mut waiting: Vec<Preemptor>) -> Vec<Preemptor> {
-        waiting.sort_by(|a, b| {
-            let gap = |p: &Preemptor| {
+    pub fn round_preemptors(&self, waiting: Vec<Preemptor>) -> Vec<Preemptor> {
+        // Each leaf's gap once (not once per comparison), then the few served, in order.
+        let mut keyed: Vec<(f64, QueueIdx, Preemptor)> = waiting
+            .into_iter()
+            .map(|p| {
                 let q = &self.tree.queues[p.leaf];
-                self.share(&q.used) - self.share(&q.guaranteed)
-            };
-            gap(a).total_cmp(&gap(b)).then(a.leaf.cmp(&b.leaf))
-        });
-        waiting.truncate(MAX_PREEMPTORS_PER_ROUND);
-        waiting.into_iter().map(|p| self.with_units(p)).collect()
+                (self.share(&q.used) - self.share(&q.guaranteed), p.leaf, p)
+            })
+            .collect();
+        let order = |a: &(f64, QueueIdx, Preemptor), b: &(f64, QueueIdx, Preemptor)| {
+            a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))
+        };
+        if keyed.len() > MAX_PREEMPTORS_PER_ROUND {
+            keyed.select_nth_unstable_by(MAX_PREEMPTORS_PER_ROUND - 1, order);
+            keyed.truncate(MAX_PREEMPTORS_PER_ROUND);
+        }
+        keyed.sort_by(order);
+        keyed
+            .into_iter()
+            .map(|(_, _, p)| self.with_units(p))
+            .collect()
     }
 
     /// The leaves whose candidates a round over `waiting` (already [`Self::round_preemptors`])
@@ -629,12 +644,25 @@ impl Scheduler {
         };
         let hosts = pool.iter().flat_map(|i| cands[*i].containers.iter());
         slots.extend(hosts.filter_map(|(_, id, _)| self.nodes.slot(id)));
+        slots.sort_unstable();
+        slots.dedup();
+        // The most the plan could ever see free: every node's room and every candidate's
+        // whole size. A need beyond it cannot fit, and no scratch index is built for it.
+        let mut most_free = Resource::zero();
+        for n in slots.iter().filter_map(|s| self.nodes.get(*s)) {
+            most_free.add_assign(&n.free.clamp_non_negative());
+        }
+        for i in pool {
+            most_free.add_assign(&cands[*i].total);
+        }
+        if !p.need.fits_in(&most_free) {
+            return None;
+        }
         // In id order, as a walk adds them: the scratch index's slots break a plan's ties.
         slots.sort_unstable_by(|a, b| {
             let id = |s: &usize| self.nodes.get(*s).map(|n| &n.id);
             id(a).cmp(&id(b))
         });
-        slots.dedup();
         let usable = slots.into_iter().filter_map(|s| {
             let n = self.nodes.get(s)?;
             let held_by_other = self
