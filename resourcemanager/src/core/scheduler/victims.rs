@@ -430,8 +430,16 @@ impl Scheduler {
                     }
                 }
             }
+            let room = if tries.iter().any(|(_, pool)| !pool.is_empty()) {
+                self.room_slots(&p)
+            } else {
+                Vec::new()
+            };
             for (reason, mut pool) in tries {
                 if pool.is_empty() {
+                    continue;
+                }
+                if self.beyond_reach(&p, &room, &pool, cands) {
                     continue;
                 }
                 pool.sort_by_key(|i| {
@@ -446,7 +454,7 @@ impl Scheduler {
                 });
                 let first_of_round = out.is_empty();
                 let Some((victims, hold, claims)) =
-                    self.pick_victims(&p, &pool, cands, reason, &given, conf)
+                    self.pick_victims(&p, &room, &pool, cands, reason, &given, conf)
                 else {
                     continue;
                 };
@@ -606,30 +614,16 @@ impl Scheduler {
         }
     }
 
-    /// Victims for one preemptor from `pool` (cheapest first): added until its gang fits on
-    /// what is free plus what they free, then pruned (dearest first) while it still fits.
-    /// Returns the victims and the nodes the plan uses.
-    fn pick_victims(
-        &self,
-        p: &Preemptor,
-        pool: &[usize],
-        cands: &[Candidate],
-        reason: Reason,
-        given: &[Resource],
-        conf: &PreemptionConf,
-    ) -> Option<(Vec<usize>, Hold, Vec<Resource>)> {
-        // A scratch index of the nodes that matter: free room now, or a candidate on them.
-        let holder = p.gang.as_ref().map(|g| (p.app, g.clone()));
+    /// The nodes whose free room takes at least the smallest of `p`'s units: those come
+    /// from the index's buckets (a walk of every node only for a unit below the minimum
+    /// allocation, which the buckets do not hold). Free room elsewhere takes no member.
+    fn room_slots(&self, p: &Preemptor) -> Vec<usize> {
         let smallest = p
             .units
             .iter()
             .map(|u| &u.cap)
-            .min_by_key(|c| (c.get(spindle_common::resource::GPU), c.memory_mb, c.vcores))
-            .cloned();
-        // Free room counts only where it takes at least one member: those nodes come from
-        // the index's buckets (a walk of every node only for a unit below the minimum
-        // allocation, which the buckets do not hold), the victims' hosts by id.
-        let mut slots: Vec<usize> = match &smallest {
+            .min_by_key(|c| (c.get(spindle_common::resource::GPU), c.memory_mb, c.vcores));
+        match smallest {
             Some(u)
                 if u.memory_mb >= self.min_alloc.memory_mb && u.vcores >= self.min_alloc.vcores =>
             {
@@ -641,28 +635,63 @@ impl Scheduler {
                 .filter(|s| self.nodes.get(*s).is_some_and(|n| u.fits_in(&n.free)))
                 .collect(),
             None => Vec::new(),
-        };
+        }
+    }
+
+    /// Whether `p`'s need is beyond the most a plan over `pool` could ever see free: the
+    /// room of `room` and of every victim's host, and every candidate's whole size (a bound
+    /// from above: a host is counted once per container on it). Then no victim set can
+    /// serve it, and neither the pool is sorted nor a scratch index built.
+    fn beyond_reach(
+        &self,
+        p: &Preemptor,
+        room: &[usize],
+        pool: &[usize],
+        cands: &[Candidate],
+    ) -> bool {
+        let mut most = Resource::zero();
+        let room_of = |s: usize| self.nodes.get(s).map(|n| n.free.clamp_non_negative());
+        for r in room.iter().filter_map(|s| room_of(*s)) {
+            most.add_assign(&r);
+        }
+        for c in pool.iter().map(|i| &cands[*i]) {
+            most.add_assign(&c.total);
+            for r in c
+                .containers
+                .iter()
+                .filter_map(|(_, id, _)| room_of(self.nodes.slot(id)?))
+            {
+                most.add_assign(&r);
+            }
+        }
+        !p.need.fits_in(&most)
+    }
+
+    /// Victims for one preemptor from `pool` (cheapest first): added until its gang fits on
+    /// what is free plus what they free, then pruned (dearest first) while it still fits.
+    /// Returns the victims and the nodes the plan uses.
+    #[allow(clippy::too_many_arguments)]
+    fn pick_victims(
+        &self,
+        p: &Preemptor,
+        room: &[usize],
+        pool: &[usize],
+        cands: &[Candidate],
+        reason: Reason,
+        given: &[Resource],
+        conf: &PreemptionConf,
+    ) -> Option<(Vec<usize>, Hold, Vec<Resource>)> {
+        // A scratch index of the nodes that matter: free room now, or a candidate on them.
+        let holder = p.gang.as_ref().map(|g| (p.app, g.clone()));
+        let mut slots = room.to_vec();
         let hosts = pool.iter().flat_map(|i| cands[*i].containers.iter());
         slots.extend(hosts.filter_map(|(_, id, _)| self.nodes.slot(id)));
-        slots.sort_unstable();
-        slots.dedup();
-        // The most the plan could ever see free: every node's room and every candidate's
-        // whole size. A need beyond it cannot fit, and no scratch index is built for it.
-        let mut most_free = Resource::zero();
-        for n in slots.iter().filter_map(|s| self.nodes.get(*s)) {
-            most_free.add_assign(&n.free.clamp_non_negative());
-        }
-        for i in pool {
-            most_free.add_assign(&cands[*i].total);
-        }
-        if !p.need.fits_in(&most_free) {
-            return None;
-        }
         // In id order, as a walk adds them: the scratch index's slots break a plan's ties.
         slots.sort_unstable_by(|a, b| {
             let id = |s: &usize| self.nodes.get(*s).map(|n| &n.id);
             id(a).cmp(&id(b))
         });
+        slots.dedup();
         let usable = slots.into_iter().filter_map(|s| {
             let n = self.nodes.get(s)?;
             let held_by_other = self
