@@ -217,22 +217,26 @@ impl Http {
             })?;
             let failed = match self.client.execute(attempt).await {
                 Ok(resp) if resp.status() == StatusCode::SERVICE_UNAVAILABLE => Ok(resp),
-                // A standby names the active: go there at once (a few times at most, so two
-                // confused standbys cannot loop).
-                Ok(resp) if resp.status() == StatusCode::TEMPORARY_REDIRECT && redirects < 3 => {
+                // A standby names the active: go there at once (a few times in a row at
+                // most, so two confused standbys cannot loop). Past that, or without a
+                // location, the redirect is a failed try, paused and sent on as a 503 is: a
+                // standby's view of the active is stale for a moment after the active died.
+                Ok(resp) if resp.status() == StatusCode::TEMPORARY_REDIRECT => {
                     let to = resp
                         .headers()
                         .get(reqwest::header::LOCATION)
                         .and_then(|v| v.to_str().ok())
                         .and_then(|l| l.parse::<reqwest::Url>().ok())
                         .map(|u| u.origin().ascii_serialization());
-                    if let Some(to) = to {
-                        redirects += 1;
-                        tracing::debug!(from = %base, %to, "a standby ResourceManager redirected");
-                        rotation.follow(&to);
-                        continue;
+                    match to {
+                        Some(to) if redirects < 3 => {
+                            redirects += 1;
+                            tracing::debug!(from = %base, %to, "a standby ResourceManager redirected");
+                            rotation.follow(&to);
+                            continue;
+                        }
+                        _ => Ok(resp),
                     }
-                    Ok(resp)
                 }
                 Ok(resp) => {
                     rotation.succeeded();
@@ -245,6 +249,7 @@ impl Http {
                 Next::Retry { address, pause } => {
                     tracing::info!(from = %base, to = %address, ?pause, "ResourceManager failover");
                     tokio::time::sleep(pause).await;
+                    redirects = 0;
                 }
                 Next::GiveUp { failovers } => {
                     tracing::warn!(failovers, "no ResourceManager answered; giving up");
@@ -472,6 +477,42 @@ mod tests {
             .unwrap_err();
         assert!(!e.is_connect(), "{e}");
         assert_eq!(h.base(), format!("http://{dying}"));
+    }
+
+    /// A standby that redirects its first `stale` requests to `to` (an active that died),
+    /// then answers 200 (it became the active); its address.
+    async fn stale_standby(stale: usize, to: String) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let mut n = 0;
+            while let Ok((mut s, _)) = l.accept().await {
+                let mut buf = vec![0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                n += 1;
+                let resp = if n <= stale {
+                    format!("HTTP/1.1 307 X\r\nlocation: http://{to}/x\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                } else {
+                    "HTTP/1.1 200 X\r\ncontent-type: application/json\r\ncontent-length: 11\r\nconnection: close\r\n\r\n{\"ok\":true}".to_string()
+                };
+                let _ = s.write_all(resp.as_bytes()).await;
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_standby_still_naming_a_dead_active_is_tried_again_until_it_serves() {
+        let dead = closed();
+        let standby = stale_standby(6, dead.clone()).await;
+        let http = Http::new(&dead)
+            .unwrap()
+            .with_failover(&[dead.clone(), standby.clone()], fast(15))
+            .unwrap();
+        let v: serde_json::Value = http.post_json("/x", &serde_json::json!({})).await.unwrap();
+        assert_eq!(v["ok"], true);
+        assert_eq!(http.base(), format!("http://{standby}"));
     }
 
     /// An address where nothing listens.

@@ -28,6 +28,10 @@
 //! is asked for with [`HostsOpts::shared`]: one directory on the test's side
 //! ([`Hosts::shared_source`]) bind-mounted into every host at the same path.
 //!
+//! What every cluster of hosts shares (directory, network, hosts, configuration, how a daemon
+//! is started on a host) is [`site::Site`]; [`Hosts`] puts one RM on it, [`ha::HaHosts`] a
+//! three-member etcd cluster and two HA RMs.
+//!
 //! Root only: [`available`] says why not, for the test to skip (or fail under `CI=true`).
 
 pub mod ha;
@@ -129,8 +133,9 @@ pub fn nm_host_names(count: usize, first: u8) -> Vec<(String, u8)> {
         .collect()
 }
 
-/// Starts an NM on each of `hosts` reporting to the RMs `props` name (through
-/// [`conf::nm_props`] with `rm_addr` and `extra`), and returns each with its NodeId.
+/// Starts an NM on each of `hosts` with the properties `props` gives for the host and the
+/// NM's directory (which RM or RMs it reports to among them), and returns each with its
+/// NodeId.
 pub fn start_nms(
     site: &Site,
     hosts: &[Host],
