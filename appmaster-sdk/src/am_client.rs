@@ -23,7 +23,7 @@ use spindle_common::states::FinalApplicationStatus;
 use crate::address::RmAddress;
 use crate::amrm::AskError;
 use crate::error::ClientError;
-use crate::http::{decode, Http};
+use crate::http::{decode, Http, Resend};
 
 const AM: &str = "/ws/v1/am";
 /// YARN's AMRMClient retries an unfinished unregistration every 100 ms; we bound it.
@@ -188,7 +188,8 @@ impl AmClient {
     ) -> Result<T, ClientError> {
         let (rb, url) = self.http.request(Method::POST, &format!("{AM}/{op}"));
         let rb = rb.bearer_auth(&self.env.token).json(body);
-        let resp = self.http.send_ok(rb, &url).await?;
+        // Every AM-RM call may be repeated on the next RM when its answer was lost.
+        let resp = self.http.send_ok_with(rb, &url, Resend::Always).await?;
         decode(resp, &url).await
     }
 

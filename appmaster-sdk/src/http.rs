@@ -32,6 +32,20 @@ pub(crate) struct Http {
     failover: Option<Arc<Rotation>>,
 }
 
+/// When a request whose answer was lost (the connection closed after it was sent, or the
+/// read timed out) may be sent again, to the next RM under failover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resend {
+    /// Only a `GET` or `HEAD`; any other call fails with the transport error (a
+    /// submission or a kill is not repeated blind).
+    IfSafeMethod,
+    /// Always: the protocol makes a repeat harmless, as YARN's `@Idempotent` and
+    /// `@AtMostOnce` calls its failover proxy repeats (the AM-RM protocol: a register is
+    /// idempotent, an allocate carries the whole ask table and its responseId, a finish is
+    /// repeated until the RM says it is unregistered).
+    Always,
+}
+
 /// A user's token and whether the peer is told it (kept out of `Debug`).
 #[derive(Clone)]
 struct UserToken(Option<String>);
@@ -149,29 +163,42 @@ impl Http {
         rb: RequestBuilder,
         url: &str,
     ) -> Result<Response, ClientError> {
+        self.send_with(rb, url, Resend::IfSafeMethod).await
+    }
+
+    /// [`Self::send`], a request whose answer was lost sent again as `resend` allows.
+    pub(crate) async fn send_with(
+        &self,
+        rb: RequestBuilder,
+        url: &str,
+        resend: Resend,
+    ) -> Result<Response, ClientError> {
         tracing::debug!(%url, "http request");
         match &self.failover {
             None => rb.send().await.map_err(|e| self.transport_error(e, url)),
-            Some(rotation) => self.send_failing_over(rotation, rb, url).await,
+            Some(rotation) => self.send_failing_over(rotation, rb, url, resend).await,
         }
     }
 
-    /// [`Self::send`] among HA RMs: each try goes to the RM in use; no answer at all (or a
-    /// timeout of a read), or a 503 (a standby that knows no active, an RM stopping), sends
-    /// it to the next after the policy's pause, until the policy gives up. A success on an
-    /// RM reached through a standby's 307 makes that RM the one in use.
+    /// [`Self::send`] among HA RMs: each try goes to the RM in use; no answer at all, or a
+    /// 503 (a standby that knows no active, an RM stopping), sends it to the next after the
+    /// policy's pause, until the policy gives up; so does an answer lost after the request
+    /// went out (the RM killed mid-call, a read timed out) where `resend` allows. A success
+    /// on an RM reached through a standby's 307 makes that RM the one in use.
     async fn send_failing_over(
         &self,
         rotation: &Rotation,
         rb: RequestBuilder,
         url: &str,
+        resend: Resend,
     ) -> Result<Response, ClientError> {
         let req = rb.build().map_err(|e| self.transport_error(e, url))?;
         let path = match req.url().query() {
             Some(q) => format!("{}?{q}", req.url().path()),
             None => req.url().path().to_string(),
         };
-        let idempotent = req.method() == Method::GET || req.method() == Method::HEAD;
+        let repeatable =
+            resend == Resend::Always || req.method() == Method::GET || req.method() == Method::HEAD;
         let mut redirects = 0;
         loop {
             let base = rotation.current().to_string();
@@ -190,34 +217,39 @@ impl Http {
             })?;
             let failed = match self.client.execute(attempt).await {
                 Ok(resp) if resp.status() == StatusCode::SERVICE_UNAVAILABLE => Ok(resp),
-                // A standby names the active: go there at once (a few times at most, so two
-                // confused standbys cannot loop).
-                Ok(resp) if resp.status() == StatusCode::TEMPORARY_REDIRECT && redirects < 3 => {
+                // A standby names the active: go there at once (a few times in a row at
+                // most, so two confused standbys cannot loop). Past that, or without a
+                // location, the redirect is a failed try, paused and sent on as a 503 is: a
+                // standby's view of the active is stale for a moment after the active died.
+                Ok(resp) if resp.status() == StatusCode::TEMPORARY_REDIRECT => {
                     let to = resp
                         .headers()
                         .get(reqwest::header::LOCATION)
                         .and_then(|v| v.to_str().ok())
                         .and_then(|l| l.parse::<reqwest::Url>().ok())
                         .map(|u| u.origin().ascii_serialization());
-                    if let Some(to) = to {
-                        redirects += 1;
-                        tracing::debug!(from = %base, %to, "a standby ResourceManager redirected");
-                        rotation.follow(&to);
-                        continue;
+                    match to {
+                        Some(to) if redirects < 3 => {
+                            redirects += 1;
+                            tracing::debug!(from = %base, %to, "a standby ResourceManager redirected");
+                            rotation.follow(&to);
+                            continue;
+                        }
+                        _ => Ok(resp),
                     }
-                    Ok(resp)
                 }
                 Ok(resp) => {
                     rotation.succeeded();
                     return Ok(resp);
                 }
-                Err(e) if e.is_connect() || (e.is_timeout() && idempotent) => Err(e),
+                Err(e) if e.is_connect() || repeatable => Err(e),
                 Err(e) => return Err(self.transport_error(e, &target)),
             };
             match rotation.failed(&base) {
                 Next::Retry { address, pause } => {
                     tracing::info!(from = %base, to = %address, ?pause, "ResourceManager failover");
                     tokio::time::sleep(pause).await;
+                    redirects = 0;
                 }
                 Next::GiveUp { failovers } => {
                     tracing::warn!(failovers, "no ResourceManager answered; giving up");
@@ -247,7 +279,17 @@ impl Http {
         rb: RequestBuilder,
         url: &str,
     ) -> Result<Response, ClientError> {
-        let resp = self.send(rb, url).await?;
+        self.send_ok_with(rb, url, Resend::IfSafeMethod).await
+    }
+
+    /// [`Self::send_ok`], a request whose answer was lost sent again as `resend` allows.
+    pub(crate) async fn send_ok_with(
+        &self,
+        rb: RequestBuilder,
+        url: &str,
+        resend: Resend,
+    ) -> Result<Response, ClientError> {
+        let resp = self.send_with(rb, url, resend).await?;
         match (&self.user_token, check_status(resp, url).await) {
             (Some(UserToken(token)), Err(e)) if e.status() == Some(401) => {
                 Err(ClientError::Unauthenticated {
@@ -393,6 +435,84 @@ mod tests {
             }
         });
         addr
+    }
+
+    /// A server that reads each request and closes the connection without an answer (an RM
+    /// killed mid-call); its address.
+    async fn hanging_up() -> String {
+        use tokio::io::AsyncReadExt;
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let mut buf = vec![0u8; 4096];
+                let _ = s.read(&mut buf).await;
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_lost_answer_is_sent_again_to_the_next_rm_only_where_a_repeat_is_harmless() {
+        let (dying, active) = (hanging_up().await, answering(200, r#"{"ok":true}"#).await);
+        let http = || {
+            Http::new(&dying)
+                .unwrap()
+                .with_failover(&[dying.clone(), active.clone()], fast(3))
+                .unwrap()
+        };
+        // The AM-RM protocol's calls go on at the other RM.
+        let h = http();
+        let (rb, url) = h.request(Method::POST, "/ws/v1/am/register");
+        let resp = h.send_ok_with(rb.json(&serde_json::json!({})), &url, Resend::Always);
+        assert_eq!(resp.await.unwrap().status(), 200);
+        assert_eq!(h.base(), format!("http://{active}"));
+        // A GET too; a plain POST (a submission) is not repeated blind.
+        let v: serde_json::Value = http().get_json("/ws/v1/cluster/info").await.unwrap();
+        assert_eq!(v["ok"], true);
+        let h = http();
+        let e = h
+            .post_json::<_, serde_json::Value>("/ws/v1/cluster/apps", &serde_json::json!({}))
+            .await
+            .unwrap_err();
+        assert!(!e.is_connect(), "{e}");
+        assert_eq!(h.base(), format!("http://{dying}"));
+    }
+
+    /// A standby that redirects its first `stale` requests to `to` (an active that died),
+    /// then answers 200 (it became the active); its address.
+    async fn stale_standby(stale: usize, to: String) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let mut n = 0;
+            while let Ok((mut s, _)) = l.accept().await {
+                let mut buf = vec![0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                n += 1;
+                let resp = if n <= stale {
+                    format!("HTTP/1.1 307 X\r\nlocation: http://{to}/x\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                } else {
+                    "HTTP/1.1 200 X\r\ncontent-type: application/json\r\ncontent-length: 11\r\nconnection: close\r\n\r\n{\"ok\":true}".to_string()
+                };
+                let _ = s.write_all(resp.as_bytes()).await;
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_standby_still_naming_a_dead_active_is_tried_again_until_it_serves() {
+        let dead = closed();
+        let standby = stale_standby(6, dead.clone()).await;
+        let http = Http::new(&dead)
+            .unwrap()
+            .with_failover(&[dead.clone(), standby.clone()], fast(15))
+            .unwrap();
+        let v: serde_json::Value = http.post_json("/x", &serde_json::json!({})).await.unwrap();
+        assert_eq!(v["ok"], true);
+        assert_eq!(http.base(), format!("http://{standby}"));
     }
 
     /// An address where nothing listens.

@@ -1,6 +1,8 @@
 //! An etcd cluster of the test's own: one or three members of Debian's `etcd-server`
-//! (`/usr/bin/etcd`, 3.4) on 127.0.0.1 with ephemeral ports and data directories under the
-//! test's temporary directory; every member is killed by its pid when the cluster is dropped.
+//! (`/usr/bin/etcd`, 3.4) on 127.0.0.1 with ephemeral ports ([`EtcdCluster::start`]), or
+//! each member on a host of a cluster of hosts, in that host's network namespace on its
+//! address ([`EtcdCluster::start_placed`], [`Place`]); data directories under the test's
+//! temporary directory; every member is killed by its pid when the cluster is dropped.
 //! `.ci/run` installs the package.
 
 use std::io::{Read, Write};
@@ -29,10 +31,22 @@ pub fn present(test: &str) -> bool {
     false
 }
 
-/// One member: its process (None once killed), ports and data directory.
+/// Where a member runs: its address, and the network namespace (a path such as
+/// `/run/netns/<name>`) it is started in and probed from; None for the test's own.
+#[derive(Debug, Clone)]
+pub struct Place {
+    pub ip: String,
+    pub netns: Option<PathBuf>,
+}
+
+/// The client and peer ports of a member in a network namespace of its own (etcd's).
+const PLACED_PORTS: (u16, u16) = (2379, 2380);
+
+/// One member: its process (None once killed), place, ports and data directory.
 struct Member {
     name: String,
     child: Option<Child>,
+    place: Place,
     client_port: u16,
     peer_port: u16,
     data: PathBuf,
@@ -49,19 +63,40 @@ impl EtcdCluster {
     /// Starts `n` members with data under `dir` and waits (at most 30 s) until every one
     /// answers `/health`.
     pub fn start(dir: &Path, n: usize) -> Self {
-        let mut members: Vec<Member> = (0..n)
-            .map(|i| Member {
-                name: format!("m{i}"),
-                child: None,
-                client_port: free_port(),
-                peer_port: free_port(),
-                data: dir.join(format!("etcd-m{i}")),
-                log: dir.join(format!("etcd-m{i}.log")),
+        let local = Place {
+            ip: "127.0.0.1".into(),
+            netns: None,
+        };
+        Self::start_placed(dir, &vec![local; n])
+    }
+
+    /// Starts one member at each of `places` (a member in a namespace of its own on etcd's
+    /// ports 2379 and 2380, else on ephemeral ports), data under `dir`, and waits (at most
+    /// 30 s) until every one answers `/health`.
+    pub fn start_placed(dir: &Path, places: &[Place]) -> Self {
+        let n = places.len();
+        let mut members: Vec<Member> = places
+            .iter()
+            .enumerate()
+            .map(|(i, place)| {
+                let (client_port, peer_port) = match place.netns {
+                    Some(_) => PLACED_PORTS,
+                    None => (free_port(), free_port()),
+                };
+                Member {
+                    name: format!("m{i}"),
+                    child: None,
+                    place: place.clone(),
+                    client_port,
+                    peer_port,
+                    data: dir.join(format!("etcd-m{i}")),
+                    log: dir.join(format!("etcd-m{i}.log")),
+                }
             })
             .collect();
         let initial_cluster = members
             .iter()
-            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
+            .map(|m| format!("{}=http://{}:{}", m.name, m.place.ip, m.peer_port))
             .collect::<Vec<_>>()
             .join(",");
         let mut cluster = Self {
@@ -79,11 +114,19 @@ impl EtcdCluster {
     }
 
     fn spawn(&self, m: &Member, state: &str) -> Child {
-        let client = format!("http://127.0.0.1:{}", m.client_port);
-        let peer = format!("http://127.0.0.1:{}", m.peer_port);
+        let client = format!("http://{}:{}", m.place.ip, m.client_port);
+        let peer = format!("http://{}:{}", m.place.ip, m.peer_port);
         let log = std::fs::File::create(&m.log).expect("etcd log file");
-        Command::new(ETCD)
-            .args(["--name", &m.name])
+        let mut cmd = match &m.place.netns {
+            // nsenter execs etcd: the child's pid is the member's.
+            Some(ns) => {
+                let mut c = Command::new("nsenter");
+                c.arg(format!("--net={}", ns.display())).arg("--").arg(ETCD);
+                c
+            }
+            None => Command::new(ETCD),
+        };
+        cmd.args(["--name", &m.name])
             .arg("--data-dir")
             .arg(&m.data)
             .args(["--listen-client-urls", &client])
@@ -100,12 +143,12 @@ impl EtcdCluster {
             .unwrap_or_else(|e| panic!("starting {ETCD}: {e}"))
     }
 
-    /// Every member's client URL (`http://127.0.0.1:<port>`), comma-separated as
+    /// Every member's client URL (`http://<ip>:<port>`), comma-separated as
     /// `spindle.ha.etcd.endpoints` takes them.
     pub fn endpoints(&self) -> String {
         self.members
             .iter()
-            .map(|m| format!("http://127.0.0.1:{}", m.client_port))
+            .map(|m| format!("http://{}:{}", m.place.ip, m.client_port))
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -140,13 +183,13 @@ impl EtcdCluster {
 
     fn wait_healthy(&mut self, i: usize, within: Duration) {
         let deadline = Instant::now() + within;
-        let port = self.members[i].client_port;
+        let (port, place) = (self.members[i].client_port, self.members[i].place.clone());
         while Instant::now() < deadline {
             if let Some(Ok(Some(status))) = self.members[i].child.as_mut().map(Child::try_wait) {
                 let log = std::fs::read_to_string(&self.members[i].log).unwrap_or_default();
                 panic!("etcd member {i} exited ({status}):\n{log}");
             }
-            if health(port).is_some_and(|body| body.contains("\"true\"")) {
+            if health(&place, port).is_some_and(|body| body.contains("\"true\"")) {
                 return;
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -156,9 +199,27 @@ impl EtcdCluster {
     }
 }
 
-/// `GET /health` on a member's client port, as plain HTTP/1.0; None when it does not answer.
-fn health(port: u16) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+/// `GET /health` on a member's client port, from its network namespace, as plain HTTP/1.0;
+/// None when it does not answer.
+fn health(place: &Place, port: u16) -> Option<String> {
+    match &place.netns {
+        None => health_at(&place.ip, port),
+        Some(ns) => {
+            let (ns, ip) = (ns.clone(), place.ip.clone());
+            std::thread::spawn(move || {
+                let f = std::fs::File::open(&ns).ok()?;
+                nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET).ok()?;
+                health_at(&ip, port)
+            })
+            .join()
+            .ok()
+            .flatten()
+        }
+    }
+}
+
+fn health_at(ip: &str, port: u16) -> Option<String> {
+    let mut s = TcpStream::connect((ip, port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     s.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
         .ok()?;

@@ -109,3 +109,50 @@ pub fn daemon_args(
     args.push(address_file.display().to_string());
     args
 }
+
+/// The HA settings every client of two RMs `rm1`, `rm2` at `addrs` (`host:port`) reads:
+/// `yarn.resourcemanager.ha.enabled`, `rm-ids` and each `webapp.address.<id>`.
+pub fn ha_client_props(addrs: &[String; 2]) -> Props {
+    vec![
+        prop("yarn.resourcemanager.ha.enabled", "true"),
+        prop("yarn.resourcemanager.ha.rm-ids", "rm1,rm2"),
+        prop("yarn.resourcemanager.webapp.address.rm1", addrs[0].as_str()),
+        prop("yarn.resourcemanager.webapp.address.rm2", addrs[1].as_str()),
+    ]
+}
+
+/// The HA properties of RM `rm<i+1>` of two at `addrs`, with automatic failover on the
+/// etcd `endpoints` (comma-separated URLs) under `cluster_id` and a lease of `lease_ms`.
+pub fn ha_rm_props(
+    i: usize,
+    addrs: &[String; 2],
+    endpoints: &str,
+    cluster_id: &str,
+    lease_ms: u64,
+) -> Props {
+    let mut p = ha_client_props(addrs);
+    p.extend([
+        prop("yarn.resourcemanager.ha.id", format!("rm{}", i + 1)),
+        prop("yarn.resourcemanager.cluster-id", cluster_id),
+        prop("spindle.ha.etcd.endpoints", endpoints),
+        prop("spindle.ha.etcd.lease-ms", lease_ms.to_string()),
+    ]);
+    p
+}
+
+/// An NM's properties ([`nm_props`]) when it follows two HA RMs at `addrs` by id: no
+/// `spindle.nodemanager.rm-address` of its own; `extra` win.
+pub fn ha_nm_props(
+    bind_host: &str,
+    addrs: &[String; 2],
+    nm_dir: &Path,
+    secret: &Path,
+    extra: &[(String, String)],
+) -> Props {
+    let mut with = extra.to_vec();
+    with.extend(ha_client_props(addrs));
+    nm_props(bind_host, &addrs[0], nm_dir, Some(secret), &with)
+        .into_iter()
+        .filter(|(k, _)| k != "spindle.nodemanager.rm-address")
+        .collect()
+}

@@ -90,23 +90,13 @@ impl Ha {
         std::fs::create_dir_all(&rm_dir).expect("rm dir");
         let address = rm_dir.join("address");
         let _ = std::fs::remove_file(&address);
-        let p = |k: &str, v: String| (k.to_string(), v);
-        let extra = vec![
-            p("yarn.resourcemanager.ha.enabled", "true".into()),
-            p("yarn.resourcemanager.ha.rm-ids", "rm1,rm2".into()),
-            p("yarn.resourcemanager.ha.id", format!("rm{}", i + 1)),
-            p(
-                "yarn.resourcemanager.webapp.address.rm1",
-                format!("127.0.0.1:{}", self.ports[0]),
-            ),
-            p(
-                "yarn.resourcemanager.webapp.address.rm2",
-                format!("127.0.0.1:{}", self.ports[1]),
-            ),
-            p("yarn.resourcemanager.cluster-id", "ha-system-test".into()),
-            p("spindle.ha.etcd.endpoints", self.etcd.endpoints()),
-            p("spindle.ha.etcd.lease-ms", self.lease_ms.to_string()),
-        ];
+        let extra = conf::ha_rm_props(
+            i,
+            &[self.address(0), self.address(1)],
+            &self.etcd.endpoints(),
+            "ha-system-test",
+            self.lease_ms,
+        );
         let extra: Vec<(String, String)> = extra.into_iter().chain(self.extra.clone()).collect();
         let props = conf::rm_props(&self.secret, "127.0.0.1", &rm_dir, &extra);
         let args = conf::daemon_args(&self.conf_dir, &props, &address);
@@ -179,18 +169,7 @@ impl Ha {
     /// The HA settings every client reads (`yarn.resourcemanager.ha.enabled`, `rm-ids`,
     /// each `webapp.address.<id>`), as `(key, value)`.
     pub fn client_props(&self) -> Vec<(String, String)> {
-        vec![
-            ("yarn.resourcemanager.ha.enabled".into(), "true".into()),
-            ("yarn.resourcemanager.ha.rm-ids".into(), "rm1,rm2".into()),
-            (
-                "yarn.resourcemanager.webapp.address.rm1".into(),
-                self.address(0),
-            ),
-            (
-                "yarn.resourcemanager.webapp.address.rm2".into(),
-                self.address(1),
-            ),
-        ]
+        conf::ha_client_props(&[self.address(0), self.address(1)])
     }
 
     /// Starts a NodeManager given both RMs by id (no `spindle.nodemanager.rm-address`),
@@ -199,18 +178,13 @@ impl Ha {
         let i = self.nms.len();
         let d = self.dir.path().join(format!("nm{i}"));
         std::fs::create_dir_all(&d).expect("nm dir");
-        let mut props: Vec<(String, String)> = extra.to_vec();
-        props.extend(self.client_props());
-        let props: Vec<(String, String)> = conf::nm_props(
+        let props = conf::ha_nm_props(
             "127.0.0.1",
-            &self.address(0),
+            &[self.address(0), self.address(1)],
             &d,
-            Some(&self.secret),
-            &props,
-        )
-        .into_iter()
-        .filter(|(k, _)| k != "spindle.nodemanager.rm-address")
-        .collect();
+            &self.secret,
+            extra,
+        );
         let args = conf::daemon_args(&self.conf_dir, &props, &d.join("address"));
         let mut nm = spawn(
             &format!("nodemanager{i}"),

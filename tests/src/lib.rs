@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod conf;
+pub mod etcd_history;
 pub mod ha;
 pub mod hosts;
 pub mod rest;

@@ -65,9 +65,16 @@ impl Rm<'_> {
     }
 
     pub fn get(&self, path: &str) -> (u16, Value) {
-        let r = self.http.get(self.url(path)).send().expect("GET");
+        self.try_get(path)
+            .unwrap_or_else(|| panic!("GET {} got no answer", self.url(path)))
+    }
+
+    /// [`Rm::get`], or None when the RM does not answer (a killed or paused RM of an HA
+    /// pair).
+    pub fn try_get(&self, path: &str) -> Option<(u16, Value)> {
+        let r = self.http.get(self.url(path)).send().ok()?;
         let s = r.status().as_u16();
-        (s, r.json().unwrap_or(Value::Null))
+        Some((s, r.json().unwrap_or(Value::Null)))
     }
 
     pub fn send(

@@ -386,6 +386,20 @@ impl RmCore {
         Ok(())
     }
 
+    /// The attempts a restarted RM numbers past: all but an unfinished application's current
+    /// attempt still waiting for its AM container. No container carries that attempt's id
+    /// (the record naming an AM container is written before it is launched), so the
+    /// restarted RM starts it again under the same number rather than failing it and
+    /// spending one of the application's attempts, as YARN stores an attempt only once its
+    /// AM container is allocated.
+    fn numbered_attempts(app: &App) -> u32 {
+        let waiting = !app.state.is_final()
+            && app
+                .current_attempt()
+                .is_some_and(|a| matches!(a.phase, AttemptPhase::Scheduled));
+        app.attempts.len() as u32 - u32::from(waiting)
+    }
+
     pub(super) fn persist(&mut self, id: &ApplicationId) {
         if let Some(app) = self.apps.get(id) {
             self.effects.push(Effect::PersistApp(Box::new(AppRecord {
@@ -398,7 +412,7 @@ impl RmCore {
                 submit_time: app.submit_time,
                 launch_time: app.launch_time,
                 finish_time: app.finish_time,
-                attempts: app.attempts.len() as u32,
+                attempts: Self::numbered_attempts(app),
                 memory_ms: app.memory_ms,
                 vcore_ms: app.vcore_ms,
                 lifetime: app.lifetime,

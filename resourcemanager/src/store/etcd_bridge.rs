@@ -2,7 +2,10 @@
 //! small tokio runtime of its own (one worker thread, `etcd-store`) on which the client and
 //! its connections live; a call spawns its future there and the calling thread waits for the
 //! result with `futures::executor::block_on` (never tokio's, so it works from the driver
-//! task's thread without blocking the store's reactor). Every call is bounded by a timeout,
+//! task's thread without blocking the store's reactor), outside tokio's cooperative budget:
+//! a driver task that spent its budget would otherwise have the result's wake-up deferred
+//! until it yields, which a blocked task never does (the RM hung after a failover's burst
+//! of commands, `tests/ha_hosts.rs`). Every call is bounded by a timeout,
 //! within which a call refused as unavailable (a member just died, a connection broke) is
 //! tried again on the client's other endpoints: every store call is safe to repeat (puts and
 //! deletes are idempotent, and a repeated compare fails rather than writes twice).
@@ -127,7 +130,7 @@ where
     F: Future<Output = Result<T, E>> + Send + 'static,
 {
     let handle = rt.spawn(async move { tokio::time::timeout(timeout, f).await });
-    match futures::executor::block_on(handle) {
+    match futures::executor::block_on(tokio::task::unconstrained(handle)) {
         Ok(Ok(r)) => r.map_err(Into::into),
         Ok(Err(_)) => Err(CallError::TimedOut(timeout)),
         Err(e) => Err(CallError::Stopped(e.to_string())),
@@ -141,5 +144,46 @@ impl Drop for Bridge {
         if let Some(rt) = self.rt.take() {
             rt.shutdown_background();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store call made by a task that has spent its cooperative budget (as the driver does
+    /// in a burst of commands) still returns.
+    #[test]
+    fn a_call_from_a_task_out_of_budget_returns() {
+        let store = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let main = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (done, finished) = std::sync::mpsc::channel();
+        main.spawn(async move {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            for _ in 0..1000 {
+                tx.send(()).unwrap();
+            }
+            // Each ready receive spends budget; stop with none left, without yielding.
+            while tokio::task::coop::has_budget_remaining() {
+                rx.recv().await;
+            }
+            let r = wait(&store, Duration::from_secs(5), async {
+                Ok::<_, CallError>(7)
+            });
+            let _ = done.send(r.ok());
+            store.shutdown_background();
+        });
+        let got = finished.recv_timeout(Duration::from_secs(20));
+        // Never waits for a worker that may be blocked.
+        main.shutdown_background();
+        assert_eq!(got, Ok(Some(7)), "the call never returned");
     }
 }

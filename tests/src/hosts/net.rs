@@ -126,6 +126,24 @@ impl Net {
         must(&["-n", &self.switch, "link", "set", &link.port, state]);
     }
 
+    /// Cuts the traffic between `a` and `b` only (each other host still reaches both): a
+    /// blackhole route to the other's address in each one's namespace, so what either sends
+    /// the other is dropped without an answer, as on a lost path. [`Net::unsever`] ends it.
+    pub fn sever(&self, a: &Link, b: &Link) {
+        for (from, to) in [(a, b), (b, a)] {
+            let dst = format!("{}/32", to.ip);
+            must(&["-n", &from.netns, "route", "add", "blackhole", &dst]);
+        }
+    }
+
+    /// Ends a [`Net::sever`] of `a` and `b`.
+    pub fn unsever(&self, a: &Link, b: &Link) {
+        for (from, to) in [(a, b), (b, a)] {
+            let dst = format!("{}/32", to.ip);
+            must(&["-n", &from.netns, "route", "del", "blackhole", &dst]);
+        }
+    }
+
     /// Builds `make()` in a thread that entered the switch's network namespace, so its
     /// sockets (a blocking `reqwest` client's runtime thread, started there, inherits the
     /// namespace) live on the test subnet. The test's own threads stay where they are.

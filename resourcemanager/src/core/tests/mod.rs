@@ -23,6 +23,7 @@ mod labels;
 mod lifetime;
 mod preemption;
 mod recovery;
+mod recovery_waiting;
 mod resume;
 mod topology;
 mod updates;

@@ -23,7 +23,7 @@ fn report(id: ContainerId, state: ContainerState, exit: i32, mem: i64) -> Report
     }
 }
 
-fn registration(node: &NodeId, containers: Vec<ReportedContainer>) -> NodeRegistration {
+pub(super) fn registration(node: &NodeId, containers: Vec<ReportedContainer>) -> NodeRegistration {
     NodeRegistration {
         id: node.clone(),
         http_address: format!("{}:{}", node.host, node.port),
@@ -36,7 +36,7 @@ fn registration(node: &NodeId, containers: Vec<ReportedContainer>) -> NodeRegist
 }
 
 /// The last record the core asked to persist for `app`.
-fn last_record(env: &TestEnv, app: &ApplicationId) -> AppRecord {
+pub(super) fn last_record(env: &TestEnv, app: &ApplicationId) -> AppRecord {
     env.effects
         .iter()
         .rev()
@@ -48,7 +48,7 @@ fn last_record(env: &TestEnv, app: &ApplicationId) -> AppRecord {
 }
 
 /// A new RM incarnation (epoch 1) with the same secret, which recovers `records`.
-fn restarted(records: Vec<AppRecord>, now: u64) -> TestEnv {
+pub(super) fn restarted(records: Vec<AppRecord>, now: u64) -> TestEnv {
     let mut env = TestEnv::new();
     let secret = TokenSecret::from_hex("00112233445566778899aabbccddeeff").expect("static hex");
     env.core = RmCore::new(CoreConfig::for_tests(), 2_000, 1, secret);
