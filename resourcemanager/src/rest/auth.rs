@@ -175,7 +175,7 @@ fn query_pairs(uri: &Uri) -> Vec<(String, String)> {
 }
 
 /// `application/x-www-form-urlencoded` encoding of one key or value.
-fn form_encode(s: &str) -> String {
+pub(crate) fn form_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {
