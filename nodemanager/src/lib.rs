@@ -119,10 +119,14 @@ pub async fn run(
         Some(i) => Arc::clone(i) as Arc<dyn oci::ImageSource>,
         None => Arc::new(oci::NoImages),
     };
-    // Remote local resources (RM blobs, HTTP(S) URLs) are fetched from the RM this NM
-    // reports to, with the same TLS roots as its heartbeats.
+    // RM blobs are fetched from the RMs this NM reports to (following the active under
+    // HA, as heartbeats do), HTTP(S) URLs as they are, with the same TLS roots as heartbeats.
     let fetcher = launcher::fetch::Fetcher::new(
-        conf.http.client.base_url(&conf.rm_address),
+        conf.rm_addresses
+            .iter()
+            .map(|a| conf.http.client.base_url(a))
+            .collect(),
+        conf.rm_failover,
         &conf.http.client,
         tokio::runtime::Handle::current(),
     )

@@ -12,6 +12,7 @@ use spindle_common::token::ContainerKey;
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
+use crate::blob_replicas::BlobReplicas;
 use crate::blobs::{AppEnd, BlobStore};
 use crate::config::capacity::{self, CsProps};
 use crate::config::RmConfig;
@@ -67,7 +68,8 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<(Run
     crate::config::warn_unknown_keys(&conf.unknown_keys);
     let store = SqliteStore::open(&conf.store_path)?;
     let conf = Arc::new(conf);
-    let (handle, router) = assemble(conf.clone(), addr, store, StoreKind::Sqlite)?;
+    let blobs = BlobParts::open(&conf)?;
+    let (handle, router) = assemble(conf.clone(), addr, store, StoreKind::Sqlite, blobs)?;
     let http_conf = conf.http.clone();
     let serve: Serve = Box::new(move |shutdown| {
         Box::pin(async move {
@@ -97,6 +99,38 @@ pub enum StoreKind {
     Etcd,
 }
 
+/// The blob store, opened once per process (an HA RM receives other RMs' pushes while
+/// standby and serves the same store when active), and the RMs it copies blobs to.
+#[derive(Debug, Clone)]
+pub struct BlobParts {
+    pub store: Arc<BlobStore>,
+    pub replicas: Option<Arc<BlobReplicas>>,
+}
+
+impl BlobParts {
+    /// Opens `spindle.resourcemanager.blob-store.dir`; under HA with a cluster secret, the
+    /// other RMs too, with the retry of failed pushes running (needs a Tokio runtime).
+    pub fn open(conf: &RmConfig) -> anyhow::Result<Self> {
+        let store =
+            Arc::new(BlobStore::open(conf.blobs.clone()).with_context(|| {
+                format!("opening the blob store in {}", conf.blobs.dir.display())
+            })?);
+        // No total timeout: a large file takes its time; a silent peer is cut by the read
+        // timeout.
+        let builder = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(3))
+            .read_timeout(Duration::from_secs(30));
+        let replicas = BlobReplicas::from_conf(conf, client_with_roots(conf, builder)?);
+        if let Some(r) = &replicas {
+            tokio::spawn(crate::blob_replicas::retry_loop(
+                Arc::downgrade(r),
+                store.clone(),
+            ));
+        }
+        Ok(Self { store, replicas })
+    }
+}
+
 /// Recovers from `store`, builds the core and the driver, and returns the driver's handle
 /// and the REST router: what an RM serves while it is active. Blocks on the store: call it
 /// off the async workers when the store is remote.
@@ -105,6 +139,7 @@ pub fn assemble(
     addr: SocketAddr,
     mut store: impl StateStore + 'static,
     kind: StoreKind,
+    blob_parts: BlobParts,
 ) -> anyhow::Result<(DriverHandle, axum::Router)> {
     let (store_path, store_kind) = match (kind, &conf.ha) {
         (StoreKind::Etcd, Some(ha)) => (
@@ -123,10 +158,7 @@ pub fn assemble(
     let cluster_ts = now_ms();
     let (core, sched) = recovered_core(&conf, &store, &store_path, recovered, addr, cluster_ts)?;
     let metrics = Arc::new(RmMetrics::new());
-    let blobs = Arc::new(
-        BlobStore::open(conf.blobs.clone())
-            .with_context(|| format!("opening the blob store in {}", conf.blobs.dir.display()))?,
-    );
+    let blobs = blob_parts.store;
     let parts = DriverParts {
         core,
         store: Box::new(store),
@@ -150,6 +182,7 @@ pub fn assemble(
         conf,
         metrics,
         blobs,
+        replicas: blob_parts.replicas,
     };
     let router = rest::router(handle.clone(), info);
     Ok((handle, router))
@@ -297,9 +330,17 @@ fn recovered_core(
 /// The HTTP client AM launches use. NMs under HTTPS_ONLY are trusted through the system
 /// roots and `spindle.ssl.client.ca-file`.
 fn nm_client(conf: &RmConfig) -> anyhow::Result<reqwest::Client> {
-    let mut http = reqwest::Client::builder()
+    let builder = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .connect_timeout(Duration::from_secs(3));
+    client_with_roots(conf, builder)
+}
+
+/// `http` trusting `spindle.ssl.client.ca-file`, built.
+fn client_with_roots(
+    conf: &RmConfig,
+    mut http: reqwest::ClientBuilder,
+) -> anyhow::Result<reqwest::Client> {
     if let Some((file, pem)) = &conf.http.client.ca {
         for cert in reqwest::Certificate::from_pem_bundle(pem)
             .with_context(|| format!("reading the CA certificates in {}", file.display()))?

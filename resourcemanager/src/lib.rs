@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bench;
+pub mod blob_replicas;
 pub mod blobs;
 pub mod config;
 pub mod core;

@@ -1,5 +1,5 @@
-//! Two HA ResourceManagers (`rm1`, `rm2`) on 127.0.0.1 sharing a one-member etcd of the
-//! test's own (`/usr/bin/etcd`), for the HA system tests: start and restart each RM, read
+//! Two HA ResourceManagers (`rm1`, `rm2`) on 127.0.0.1 sharing a one- (or three-) member
+//! etcd of the test's own (`/usr/bin/etcd`), for the HA system tests: start and restart each RM, read
 //! its `haState`, a client conf dir naming both, and the logs. Every process is killed by
 //! pid and the directory removed when it is dropped.
 
@@ -41,8 +41,13 @@ impl Ha {
 
     /// Both RMs with a lease of `lease_ms` and `extra` properties each.
     pub fn start_with(lease_ms: u64, extra: &[(&str, &str)]) -> Self {
+        Self::start_on(1, lease_ms, extra)
+    }
+
+    /// [`Ha::start_with`] on an etcd of `members` members (1 or 3).
+    pub fn start_on(members: usize, lease_ms: u64, extra: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        let etcd = EtcdCluster::start(dir.path(), 1);
+        let etcd = EtcdCluster::start(dir.path(), members);
         let conf_dir = conf::write_conf_dir(&dir.path().join("conf"), &[]);
         let secret = dir.path().join("cluster-secret");
         write_cluster_secret(&secret);

@@ -1,7 +1,8 @@
 //! Fetching a remote local resource: one path for both remote forms of
 //! `spindle_common::resource_url` — a blob of the RM's blob store (`spindle-rm:///blobs/...`,
-//! fetched from the RM this NM reports to, never from a host a URL names, with the
-//! container's application's container token) and an `http(s)://` URL (fetched as it is;
+//! fetched from the RMs this NM reports to, failing over to the active under HA as
+//! heartbeats do, never from a host a URL names, with the container's application's
+//! container token) and an `http(s)://` URL (fetched as it is;
 //! its `#sha256=` fragment is never sent).
 //!
 //! The body is streamed into a new file (never held in memory) while it is counted and
@@ -17,9 +18,11 @@ use std::fs;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::libc;
+use spindle_common::failover::{FailoverPolicy, Next as Failover, Rotation};
 use spindle_common::image_ref::digest::Hasher;
 use spindle_common::image_ref::Digest;
 use spindle_common::resource_url::LOCALIZER_BLOBS_PATH;
@@ -79,36 +82,109 @@ pub enum FetchError {
 /// The NM's client for remote resources.
 #[derive(Debug, Clone)]
 pub struct Fetcher {
+    /// For `http(s)://` URLs (redirects followed, as any client does).
     client: reqwest::Client,
-    /// The RM's base URL (`http(s)://host:port`).
-    rm_base: String,
+    /// For the RMs: a standby's 307 is followed here, by the rotation, with the token kept.
+    rm_client: reqwest::Client,
+    /// The RMs' base URLs (`http(s)://host:port`): one, or every HA RM, among which a blob
+    /// download fails over as heartbeats do ([`spindle_common::failover`]).
+    rms: Arc<Rotation>,
     runtime: tokio::runtime::Handle,
 }
 
 impl Fetcher {
-    /// A fetcher for the RM at `rm_base`, trusting `tls`'s roots, running requests on
-    /// `runtime`.
+    /// A fetcher for the RMs at `rm_bases` (the first tried first), failing over among them
+    /// under `policy`, trusting `tls`'s roots, running requests on `runtime`.
     pub fn new(
-        rm_base: String,
+        rm_bases: Vec<String>,
+        policy: FailoverPolicy,
         tls: &ClientTls,
         runtime: tokio::runtime::Handle,
     ) -> Result<Self, reqwest::Error> {
-        let builder = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .read_timeout(Duration::from_secs(120));
-        let client = spindle_common::tls::with_roots(builder, tls)?.build()?;
+        let builder = || {
+            reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .read_timeout(Duration::from_secs(120))
+        };
+        let client = spindle_common::tls::with_roots(builder(), tls)?.build()?;
+        let rm_client = spindle_common::tls::with_roots(
+            builder().redirect(reqwest::redirect::Policy::none()),
+            tls,
+        )?
+        .build()?;
+        let bases = rm_bases
+            .iter()
+            .map(|b| b.trim_end_matches('/').to_string())
+            .collect();
         Ok(Self {
             client,
-            rm_base: rm_base.trim_end_matches('/').to_string(),
+            rm_client,
+            rms: Arc::new(Rotation::new(bases, policy)),
             runtime,
         })
     }
 
-    /// The URL `remote` is fetched from.
+    /// The URL `remote` is fetched from (an RM blob: from the RM in use now).
     pub fn url_of(&self, remote: &Remote) -> String {
         match remote {
-            Remote::Rm(d) => format!("{}{LOCALIZER_BLOBS_PATH}/{d}", self.rm_base),
+            Remote::Rm(d) => format!("{}{LOCALIZER_BLOBS_PATH}/{d}", self.rms.current()),
             Remote::Http { url, .. } => url.clone(),
+        }
+    }
+
+    /// Sends the GET of `remote`: an URL once; an RM blob to the RM in use, failing over
+    /// (a refused connection, a timeout, a standby's 503, or its 307 naming the active)
+    /// within the policy. The answer, successful, and the URL that gave it.
+    async fn send(
+        &self,
+        key: &str,
+        remote: &Remote,
+        token: Option<&str>,
+    ) -> Result<(reqwest::Response, String), FetchError> {
+        let request_err = |url: &str, e: reqwest::Error| FetchError::Request {
+            key: key.into(),
+            url: url.to_string(),
+            detail: e.to_string(),
+        };
+        if let Remote::Http { url, .. } = remote {
+            let resp = self
+                .client
+                .get(url)
+                .send()
+                .await
+                .map_err(|e| request_err(url, e))?;
+            return success(key, url.clone(), resp).await;
+        }
+        loop {
+            let base = self.rms.current().to_string();
+            let url = self.url_of(remote);
+            let mut req = self.rm_client.get(&url);
+            if let Some(t) = token {
+                req = req.bearer_auth(t);
+            }
+            let failed = match req.send().await {
+                Err(e) if e.is_connect() || e.is_timeout() => request_err(&url, e),
+                Err(e) => return Err(request_err(&url, e)),
+                Ok(resp) => {
+                    let status = resp.status();
+                    if status == reqwest::StatusCode::TEMPORARY_REDIRECT {
+                        if let Some(active) = location_origin(&resp) {
+                            self.rms.follow(&active);
+                        }
+                    } else if status != reqwest::StatusCode::SERVICE_UNAVAILABLE {
+                        self.rms.succeeded();
+                        return success(key, url, resp).await;
+                    }
+                    status_error(key, url, resp).await
+                }
+            };
+            match self.rms.failed(&base) {
+                Failover::Retry { address, pause } => {
+                    tracing::info!(from = %base, to = %address, error = %failed, "blob download: ResourceManager failover");
+                    tokio::time::sleep(pause).await;
+                }
+                Failover::GiveUp { .. } => return Err(failed),
+            }
         }
     }
 
@@ -140,15 +216,13 @@ impl Fetcher {
         token: Option<&str>,
         to: &Path,
     ) -> Result<fs::File, FetchError> {
-        let url = self.url_of(remote);
-        let mut req = self.client.get(&url);
-        if let Remote::Rm(_) = remote {
-            let token = token.ok_or_else(|| FetchError::NoCredential {
+        let token = match remote {
+            Remote::Rm(_) => Some(token.ok_or_else(|| FetchError::NoCredential {
                 key: key.into(),
-                url: url.clone(),
-            })?;
-            req = req.bearer_auth(token);
-        }
+                url: self.url_of(remote),
+            })?),
+            Remote::Http { .. } => None,
+        };
         let write_err = |source| FetchError::Write {
             key: key.into(),
             path: to.to_path_buf(),
@@ -162,23 +236,13 @@ impl Fetcher {
             .custom_flags(libc::O_NOFOLLOW)
             .open(to)
             .map_err(write_err)?;
-        let request_err = |e: reqwest::Error| FetchError::Request {
-            key: key.into(),
-            url: url.clone(),
-            detail: e.to_string(),
-        };
-        let (got, actual) = self.runtime.block_on(async {
-            let mut resp = req.send().await.map_err(request_err)?;
-            let status = resp.status();
-            if !status.is_success() {
-                let body = resp.text().await.unwrap_or_default();
-                return Err(FetchError::Status {
-                    key: key.into(),
-                    url: url.clone(),
-                    status: status.as_u16(),
-                    body: body.chars().take(500).collect(),
-                });
-            }
+        let (got, actual, url) = self.runtime.block_on(async {
+            let (mut resp, url) = self.send(key, remote, token).await?;
+            let request_err = |e: reqwest::Error| FetchError::Request {
+                key: key.into(),
+                url: url.clone(),
+                detail: e.to_string(),
+            };
             let mut hasher = Hasher::default();
             let mut got = 0u64;
             let mut out = std::io::BufWriter::with_capacity(256 * 1024, &mut file);
@@ -197,7 +261,7 @@ impl Fetcher {
                 out.write_all(&chunk).map_err(write_err)?;
             }
             out.flush().map_err(write_err)?;
-            Ok((got, hasher.finish()))
+            Ok((got, hasher.finish(), url.clone()))
         })?;
         if declared_size >= 0 && got != declared_size.unsigned_abs() {
             return Err(FetchError::SizeMismatch {
@@ -223,6 +287,41 @@ impl Fetcher {
         file.rewind().map_err(write_err)?;
         Ok(file)
     }
+}
+
+/// `resp` when it is a success, else [`FetchError::Status`] with its body's start.
+async fn success(
+    key: &str,
+    url: String,
+    resp: reqwest::Response,
+) -> Result<(reqwest::Response, String), FetchError> {
+    if resp.status().is_success() {
+        return Ok((resp, url));
+    }
+    Err(status_error(key, url, resp).await)
+}
+
+/// [`FetchError::Status`] of an answer that is not a success, with its body's start.
+async fn status_error(key: &str, url: String, resp: reqwest::Response) -> FetchError {
+    let status = resp.status().as_u16();
+    let body = resp.text().await.unwrap_or_default();
+    FetchError::Status {
+        key: key.into(),
+        url,
+        status,
+        body: body.chars().take(500).collect(),
+    }
+}
+
+/// The origin (`scheme://host:port`) a 307's `Location` names.
+fn location_origin(resp: &reqwest::Response) -> Option<String> {
+    let loc = resp
+        .headers()
+        .get(reqwest::header::LOCATION)?
+        .to_str()
+        .ok()?;
+    let url = reqwest::Url::parse(loc).ok()?;
+    Some(url.origin().ascii_serialization())
 }
 
 #[cfg(test)]
@@ -255,7 +354,8 @@ mod tests {
 
     fn fetcher(base: &str) -> Fetcher {
         Fetcher::new(
-            base.into(),
+            vec![base.into()],
+            FailoverPolicy::default(),
             &ClientTls::default(),
             tokio::runtime::Handle::current(),
         )
@@ -344,5 +444,80 @@ mod tests {
             url_gets.iter().all(|h| !h.contains("authorization")),
             "{heads:?}"
         );
+    }
+
+    /// A one-shot server answering every request with the raw `head` (no body).
+    fn answer_with(head: String) -> String {
+        use std::io::Read;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for s in l.incoming().take(9) {
+                let Ok(mut s) = s else { return };
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf);
+                let _ = s.write_all(head.as_bytes());
+            }
+        });
+        format!("http://{addr}")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_rm_blob_follows_the_active_past_a_dead_rm_and_a_standby() {
+        let body = b"shipped across a failover\n".to_vec();
+        let d = Digest::of(&body);
+        let (active, heads) = serve(body.clone());
+        // A dead RM (nothing listens), then a standby naming the active in its 307.
+        let dead = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("http://{}", l.local_addr().unwrap())
+        };
+        let standby = answer_with(format!(
+            "HTTP/1.1 307 Temporary Redirect\r\nLocation: {active}{LOCALIZER_BLOBS_PATH}/{d}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        ));
+        let policy = FailoverPolicy {
+            max_attempts: 4,
+            sleep_base: Duration::from_millis(10),
+            sleep_max: Duration::from_millis(20),
+        };
+        let f = Fetcher::new(
+            vec![dead, standby, active.clone()],
+            policy,
+            &ClientTls::default(),
+            tokio::runtime::Handle::current(),
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let to = dir.path().join("a");
+        let f2 = f.clone();
+        let rm = Remote::Rm(d.clone());
+        let n = body.len() as i64;
+        tokio::task::spawn_blocking(move || f2.fetch("a", &rm, n, Some("TOKEN"), &to))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(fs::read(dir.path().join("a")).unwrap(), body);
+        // The active got the token; later downloads go to it first.
+        let head = heads.try_iter().next().unwrap().to_ascii_lowercase();
+        assert!(head.contains("authorization: bearer token"), "{head}");
+        assert!(f.url_of(&Remote::Rm(d)).starts_with(&active));
+        // With every RM gone, the download gives up within the policy, by name.
+        let gone = Fetcher::new(
+            vec![answer_with(
+                "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\nConnection: close\r\n\r\nnone".into(),
+            )],
+            policy,
+            &ClientTls::default(),
+            tokio::runtime::Handle::current(),
+        )
+        .unwrap();
+        let to = dir.path().join("b");
+        let rm = Remote::Rm(Digest::of(b"x"));
+        let e = tokio::task::spawn_blocking(move || gone.fetch("b", &rm, 1, Some("T"), &to))
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert!(matches!(e, FetchError::Status { status: 503, .. }), "{e}");
+        assert!(!dir.path().join("b").exists());
     }
 }

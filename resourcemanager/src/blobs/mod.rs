@@ -366,5 +366,29 @@ impl BlobStore {
     }
 }
 
+/// The bytes of one read of a blob being sent.
+pub const CHUNK: usize = 256 * 1024;
+
+/// A stored blob's bytes (from [`BlobStore::open_blob`]), [`CHUNK`] at a time, never the
+/// whole file in memory: what the REST edge serves and what is pushed to other RMs.
+pub fn read_chunks(
+    file: std::fs::File,
+) -> impl Stream<Item = Result<Vec<u8>, io::Error>> + Send + 'static {
+    let file = tokio::fs::File::from_std(file);
+    futures::stream::unfold(Some(file), |file| async move {
+        use tokio::io::AsyncReadExt;
+        let mut file = file?;
+        let mut buf = vec![0u8; CHUNK];
+        match file.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(buf), Some(file)))
+            }
+            Err(e) => Some((Err(e), None)),
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests;

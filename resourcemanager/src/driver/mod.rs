@@ -413,26 +413,20 @@ impl Driver {
         );
         let task = async move {
             let url = format!("{scheme}://{node_http}/ws/v1/node/containers/start");
-            let result = async {
-                let resp = http
-                    .post(&url)
-                    .json(&request)
-                    .send()
-                    .await
-                    .map_err(|e| format!("{url}: {e}"))?;
-                let status = resp.status();
-                if !status.is_success() {
-                    let body = resp.text().await.unwrap_or_default();
-                    return Err(format!("{url}: HTTP {status}: {body}"));
+            // An NM that has just registered may not have the RM's answer (its container
+            // key) yet: its start is retried, as YARN's NM proxy retries
+            // NMNotYetReadyException, for a bounded time.
+            let mut tries = 0;
+            let result = loop {
+                match start_am(&http, &url, &request).await {
+                    Err(AmStartFailure::NotReady(e)) if tries < AM_START_NOT_READY_TRIES => {
+                        tries += 1;
+                        tracing::debug!("AM launch: {e}; retrying");
+                        tokio::time::sleep(AM_START_NOT_READY_PAUSE).await;
+                    }
+                    r => break r.map_err(|e| e.to_string()),
                 }
-                let body: StartContainersResponse =
-                    resp.json().await.map_err(|e| format!("{url}: {e}"))?;
-                if let Some(f) = body.failed_requests.first() {
-                    return Err(format!("{}: {}", f.exception, f.message));
-                }
-                Ok(())
-            }
-            .await;
+            };
             match &result {
                 Ok(()) => {
                     info!(attempt_id = %attempt, container_id = %container, "AM container launched")
@@ -446,5 +440,54 @@ impl Driver {
                 .await;
         };
         tokio::spawn(tracing::Instrument::instrument(task, span));
+    }
+}
+
+/// How often, and how far apart, an AM start an NM answered NMNotYetReadyException is
+/// tried again (about 5 s in all).
+const AM_START_NOT_READY_TRIES: u32 = 25;
+const AM_START_NOT_READY_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
+/// YARN's exception class an NM answers a start with before it has registered.
+const NM_NOT_YET_READY: &str = "NMNotYetReadyException";
+
+/// Why an AM start failed.
+#[derive(Debug, thiserror::Error)]
+enum AmStartFailure {
+    /// The NM has not heard the RM's registration answer yet (retried).
+    #[error("{0}")]
+    NotReady(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// One start call of an AM container on its NM.
+async fn start_am(
+    http: &reqwest::Client,
+    url: &str,
+    request: &StartContainersRequest,
+) -> Result<(), AmStartFailure> {
+    let failed = AmStartFailure::Failed;
+    let resp = http
+        .post(url)
+        .json(request)
+        .send()
+        .await
+        .map_err(|e| failed(format!("{url}: {e}")))?;
+    let status = resp.status();
+    if !status.is_success() {
+        let body = resp.text().await.unwrap_or_default();
+        return Err(failed(format!("{url}: HTTP {status}: {body}")));
+    }
+    let body: StartContainersResponse = resp
+        .json()
+        .await
+        .map_err(|e| failed(format!("{url}: {e}")))?;
+    match body.failed_requests.first() {
+        None => Ok(()),
+        Some(f) if f.exception == NM_NOT_YET_READY => Err(AmStartFailure::NotReady(format!(
+            "{}: {}",
+            f.exception, f.message
+        ))),
+        Some(f) => Err(failed(format!("{}: {}", f.exception, f.message))),
     }
 }

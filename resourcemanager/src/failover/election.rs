@@ -15,7 +15,7 @@ use tracing::{error, info, warn};
 use super::Front;
 use crate::config::ha::HaConfig;
 use crate::config::RmConfig;
-use crate::daemon::{assemble, StoreKind};
+use crate::daemon::{assemble, BlobParts, StoreKind};
 use crate::driver::DriverHandle;
 use crate::ha::control::{ConnectionState, Request, Transition, TransitionError};
 use crate::ha::{EtcdElector, LeaderElector, Leadership, LostBecause};
@@ -51,6 +51,8 @@ pub(super) struct Election {
     pub stop: watch::Receiver<bool>,
     pub requests: mpsc::Receiver<Request>,
     pub connection: watch::Sender<ConnectionState>,
+    /// The blob store (one per process) and the RMs it copies to.
+    pub blobs: BlobParts,
 }
 
 impl Election {
@@ -118,7 +120,8 @@ impl Election {
     ) -> Option<Mode> {
         let ha = self.front.ha.clone();
         let won = Instant::now();
-        let handle = match become_active(&self.conf, self.addr, &ha, &leadership).await {
+        let handle = match become_active(&self.conf, self.addr, &ha, &leadership, &self.blobs).await
+        {
             Ok((handle, router)) => {
                 self.front.set(Some(router));
                 info!(rm_id = %ha.rm_id, term = leadership.term.revision, recovery_ms = won.elapsed().as_millis() as u64, "ResourceManager is ACTIVE");
@@ -282,12 +285,13 @@ async fn become_active(
     addr: SocketAddr,
     ha: &Arc<HaConfig>,
     leadership: &Leadership,
+    blobs: &BlobParts,
 ) -> anyhow::Result<(DriverHandle, Router)> {
-    let (conf, ha) = (conf.clone(), ha.clone());
+    let (conf, ha, blobs) = (conf.clone(), ha.clone(), blobs.clone());
     let (term, alarm) = (leadership.term.clone(), leadership.alarm());
     tokio::task::spawn_blocking(move || {
         let store = EtcdStore::open_fenced(&ha.etcd, ha.keys.clone(), term, alarm)?;
-        assemble(conf, addr, store, StoreKind::Etcd)
+        assemble(conf, addr, store, StoreKind::Etcd, blobs)
     })
     .await
     .context("the recovery task failed")?

@@ -29,9 +29,10 @@ use tokio::sync::watch;
 use tower::ServiceExt;
 use tracing::info;
 
+use crate::blobs::BlobStore;
 use crate::config::ha::HaConfig;
 use crate::config::RmConfig;
-use crate::daemon::Serve;
+use crate::daemon::{BlobParts, Serve};
 use crate::ha::control::{ControlInbox, HaControl};
 use crate::ha::HaState;
 
@@ -41,6 +42,8 @@ mod election;
 const INFO_PATH: &str = "/ws/v1/cluster/info";
 /// The HA admin paths, answered by every RM itself.
 const HA_PATH: &str = "/ws/v1/ha/";
+/// Other RMs' blob pushes ([`crate::rest::blob_replicas`]), answered by every RM itself.
+const PEER_BLOBS_PATH: &str = "/ws/v1/ha/blobs/";
 /// The metrics path: the active's series and the HA gauges; a standby's HA gauges alone.
 const METRICS_PATH: &str = "/metrics";
 
@@ -111,14 +114,18 @@ struct Front {
     control: HaControl,
     /// `/ws/v1/ha/*` ([`crate::rest::ha_admin`]), answered in both states.
     admin: Router,
+    /// `/ws/v1/ha/blobs/*` ([`crate::rest::blob_replicas`]), answered in both states.
+    peer_blobs: Router,
 }
 
 impl Front {
-    /// A standby's front for the RM `ha` names, with the inbox its election loop reads.
+    /// A standby's front for the RM `ha` names, receiving other RMs' blob pushes into
+    /// `blobs`, with the inbox its election loop reads.
     fn new(
         conf: &RmConfig,
         ha: Arc<HaConfig>,
         leader: watch::Receiver<Option<String>>,
+        blobs: Arc<BlobStore>,
     ) -> (Self, ControlInbox) {
         let (control, inbox) = HaControl::new(&ha.rm_id, ha.automatic_failover, leader.clone());
         let state = inbox.state.clone();
@@ -126,6 +133,7 @@ impl Front {
             active: Arc::new(RwLock::new(None)),
             leader,
             admin: crate::rest::ha_admin::routes(conf, control.clone(), ha.etcd.lease),
+            peer_blobs: crate::rest::blob_replicas::routes(conf, blobs),
             ha,
             scheme: conf.http.scheme(),
             started_on: now_ms(),
@@ -155,6 +163,9 @@ impl Front {
 
 async fn route(State(front): State<Front>, req: Request) -> Response {
     let path = req.uri().path();
+    if path.starts_with(PEER_BLOBS_PATH) {
+        return oneshot(front.peer_blobs.clone(), req).await;
+    }
     if path.starts_with(HA_PATH) {
         return oneshot(front.admin.clone(), req).await;
     }
@@ -209,7 +220,8 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<Serv
     let ha = Arc::new(conf.ha.clone().context("HA is not enabled")?);
     let conf = Arc::new(conf);
     let (leader_tx, leader) = watch::channel(None);
-    let (front, inbox) = Front::new(&conf, ha.clone(), leader);
+    let blobs = BlobParts::open(&conf)?;
+    let (front, inbox) = Front::new(&conf, ha.clone(), leader, blobs.store.clone());
     let router = Router::new().fallback(route).with_state(front.clone());
     let (stop_tx, stop) = watch::channel(false);
     info!(rm_id = %ha.rm_id, "ResourceManager starting as STANDBY");
@@ -221,6 +233,7 @@ pub async fn start(listener: TcpListener, conf: RmConfig) -> anyhow::Result<Serv
         stop,
         requests: inbox.requests,
         connection: inbox.connection,
+        blobs,
     };
     let elect = tokio::spawn(election.run());
     let http_conf = conf.http.clone();
@@ -241,18 +254,20 @@ mod tests {
     use std::collections::BTreeMap;
 
     use axum::http::Request as HttpRequest;
+    use tempfile::TempDir;
 
     use super::*;
     use crate::ha::{EtcdEndpoints, EtcdKeys};
 
-    fn front(leader: Option<&str>) -> (Router, watch::Sender<Option<String>>) {
-        let (r, tx, _inbox) = front_with_inbox(leader);
-        (r, tx)
+    fn front(leader: Option<&str>) -> (Router, watch::Sender<Option<String>>, TempDir) {
+        let (r, tx, _inbox, dir) = front_with_inbox(leader);
+        (r, tx, dir)
     }
 
+    /// The front of `rm2`, its blob store in the returned directory.
     fn front_with_inbox(
         leader: Option<&str>,
-    ) -> (Router, watch::Sender<Option<String>>, ControlInbox) {
+    ) -> (Router, watch::Sender<Option<String>>, ControlInbox, TempDir) {
         let ha = HaConfig {
             rm_ids: vec!["rm1".into(), "rm2".into()],
             rm_id: "rm2".into(),
@@ -269,8 +284,12 @@ mod tests {
         };
         let (tx, rx) = watch::channel(leader.map(str::to_string));
         let conf = RmConfig::from_conf(&spindle_common::config::Configuration::new()).unwrap();
-        let (f, inbox) = Front::new(&conf, Arc::new(ha), rx);
-        (Router::new().fallback(route).with_state(f), tx, inbox)
+        let dir = tempfile::tempdir().unwrap();
+        let mut blobs = conf.blobs.clone();
+        blobs.dir = dir.path().join("blobs");
+        let store = Arc::new(BlobStore::open(blobs).unwrap());
+        let (f, inbox) = Front::new(&conf, Arc::new(ha), rx, store);
+        (Router::new().fallback(route).with_state(f), tx, inbox, dir)
     }
 
     async fn body_text(resp: Response) -> String {
@@ -282,7 +301,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_standby_answers_ha_admin_and_metrics_itself() {
-        let (r, _leader, mut inbox) = front_with_inbox(Some("rm1"));
+        let (r, _leader, mut inbox, _dir) = front_with_inbox(Some("rm1"));
         let state = call(&r, "GET", "/ws/v1/ha/state").await;
         assert_eq!(state.status(), StatusCode::OK);
         let v: serde_json::Value = serde_json::from_str(&body_text(state).await).unwrap();
@@ -336,8 +355,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_standby_sends_the_web_ui_to_the_active() {
+        let (r, _leader, _dir) = front(Some("rm1"));
+        for uri in [
+            "/ui",
+            "/ui/apps/application_1_0001",
+            "/ui/static/app.js",
+            "/cluster",
+            "/cluster/apps?state=RUNNING",
+            "/",
+        ] {
+            let resp = call(&r, "GET", uri).await;
+            assert_eq!(resp.status(), StatusCode::TEMPORARY_REDIRECT, "{uri}");
+            assert_eq!(
+                resp.headers()[header::LOCATION],
+                format!("http://h1:8088{uri}").as_str(),
+                "{uri}"
+            );
+        }
+    }
+
+    #[tokio::test]
     async fn a_standby_answers_cluster_info_and_redirects_the_rest_to_the_active() {
-        let (r, leader) = front(Some("rm1"));
+        let (r, leader, _dir) = front(Some("rm1"));
         let info = call(&r, "GET", "/ws/v1/cluster/info").await;
         assert_eq!(info.status(), StatusCode::OK);
         let body = axum::body::to_bytes(info.into_body(), 1 << 20)

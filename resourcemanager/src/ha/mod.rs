@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+pub mod cancelled_tokens;
 pub mod control;
 mod etcd;
 #[cfg(test)]

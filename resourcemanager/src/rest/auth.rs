@@ -128,9 +128,29 @@ impl Identity {
 pub(crate) enum NotIdentified {
     /// A 401: the user to audit, and why.
     Refused(String, Unauthenticated),
-    /// Whether the token was cancelled could not be asked (the RM is shutting down, or the
-    /// state store failed): answered as that error, never let through.
-    Unchecked(crate::driver::RmError),
+    /// Whether the token was cancelled could not be asked (the RM is shutting down, the
+    /// state store failed, etcd did not answer): answered as that error, never let through.
+    Unchecked(ApiError),
+}
+
+/// Where `identify` asks whether a token was cancelled.
+pub(crate) enum Cancellations<'a> {
+    /// The active's driver, which asks the state store.
+    Driver(&'a crate::driver::DriverHandle),
+    /// etcd, read-only (an HA RM's own routes, a standby's included).
+    Etcd(&'a crate::ha::cancelled_tokens::CancelledTokens),
+}
+
+impl Cancellations<'_> {
+    async fn is_cancelled(&self, seq: u64) -> Result<bool, ApiError> {
+        match self {
+            Cancellations::Driver(d) => is_cancelled(d, seq).await.map_err(ApiError::from),
+            Cancellations::Etcd(t) => t
+                .is_cancelled(seq)
+                .await
+                .map_err(|e| ApiError::new(ExceptionKind::ServiceUnavailable, e.to_string())),
+        }
+    }
 }
 
 /// Why the edge refused to tell who the caller is (each a 401).
@@ -175,7 +195,7 @@ fn query_pairs(uri: &Uri) -> Vec<(String, String)> {
 }
 
 /// `application/x-www-form-urlencoded` encoding of one key or value.
-fn form_encode(s: &str) -> String {
+pub(crate) fn form_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {
@@ -226,7 +246,7 @@ pub(crate) async fn authenticate(
     let open = OPEN_PATHS.contains(&route.as_str());
     let identity = match identify(
         &st.auth.mode,
-        Some(&st.driver),
+        Some(Cancellations::Driver(&st.driver)),
         req.uri(),
         req.headers(),
         open,
@@ -234,7 +254,7 @@ pub(crate) async fn authenticate(
     .await
     {
         Ok(i) => i,
-        Err(NotIdentified::Unchecked(e)) => return ApiError::from(e).into_response(),
+        Err(NotIdentified::Unchecked(e)) => return e.into_response(),
         Err(NotIdentified::Refused(user, why)) => {
             let (operation, target) = operation(&method, &route);
             let message = why.to_string();
@@ -272,9 +292,17 @@ pub(crate) async fn guard_pages(State(st): State<AppState>, req: Request, next: 
     if !st.auth.is_token() || path == "/" || path == "/ui" || path.starts_with("/ui/") {
         return next.run(req).await;
     }
-    match identify(&st.auth.mode, Some(&st.driver), req.uri(), req.headers(), false).await {
+    match identify(
+        &st.auth.mode,
+        Some(Cancellations::Driver(&st.driver)),
+        req.uri(),
+        req.headers(),
+        false,
+    )
+    .await
+    {
         Ok(_) => next.run(req).await,
-        Err(NotIdentified::Unchecked(e)) => ApiError::from(e).into_response(),
+        Err(NotIdentified::Unchecked(e)) => e.into_response(),
         Err(NotIdentified::Refused(..)) if path == "/cluster" || path == "/cluster/" => (
             StatusCode::OK,
             axum::response::Html(
@@ -304,12 +332,11 @@ open <a href=\"/ui\">the web UI</a> and give it your token.</p></body></html>",
     }
 }
 
-/// The caller's identity, or why it is not known. `driver` answers whether a token was
-/// cancelled; without one (a standby RM has no store open) a token is checked for its
-/// signature and dates only.
+/// The caller's identity, or why it is not known. `cancellations` answers whether a token
+/// was cancelled; without it a token is checked for its signature and dates only.
 pub(crate) async fn identify(
     mode: &AuthMode,
-    driver: Option<&crate::driver::DriverHandle>,
+    cancellations: Option<Cancellations<'_>>,
     uri: &Uri,
     headers: &HeaderMap,
     open: bool,
@@ -340,10 +367,10 @@ pub(crate) async fn identify(
                     .verify(&token, now_ms())
                     .map_err(|e| refused(ANONYMOUS, Unauthenticated::BadToken(e)))?;
                 let seq = id.sequence_number;
-                let Some(driver) = driver else {
+                let Some(cancellations) = cancellations else {
                     return Ok(Identity::Token { id, token });
                 };
-                match is_cancelled(driver, seq).await {
+                match cancellations.is_cancelled(seq).await {
                     Ok(false) => Ok(Identity::Token { id, token }),
                     Ok(true) => Err(refused(&id.owner, Unauthenticated::Cancelled(seq))),
                     Err(e) => Err(NotIdentified::Unchecked(e)),

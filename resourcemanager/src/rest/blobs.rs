@@ -35,12 +35,10 @@ use spindle_common::ApplicationId;
 use spindle_rest_edge::audit::{self, AuditEvent};
 
 use super::{ApiError, AppState, PathParams};
+use crate::blob_replicas::BlobUse;
 use crate::blobs::{BlobError, Stored, Upload};
 
 type Q = Query<HashMap<String, String>>;
-
-/// The bytes of one read of a blob being served.
-const CHUNK: usize = 256 * 1024;
 
 /// The paths are `spindle_common::resource_url::{CLUSTER_BLOBS_PATH, LOCALIZER_BLOBS_PATH}`
 /// (written out: the contract test reads route literals).
@@ -71,7 +69,7 @@ impl From<BlobError> for ApiError {
     }
 }
 
-fn digest(text: &str) -> Result<Digest, ApiError> {
+pub(super) fn digest(text: &str) -> Result<Digest, ApiError> {
     text.parse().map_err(|e| {
         ApiError::bad_request(format!(
             "'{text}' is not a blob digest (sha256:<64 lowercase hex digits>): {e}"
@@ -79,9 +77,37 @@ fn digest(text: &str) -> Result<Digest, ApiError> {
     })
 }
 
-fn app_id(text: &str) -> Result<ApplicationId, ApiError> {
+pub(super) fn app_id(text: &str) -> Result<ApplicationId, ApiError> {
     text.parse()
         .map_err(|e| ApiError::bad_request(format!("invalid application id '{text}': {e}")))
+}
+
+/// An upload's `applicationId` (required).
+pub(super) fn upload_app(q: &HashMap<String, String>) -> Result<ApplicationId, ApiError> {
+    app_id(q.get("applicationId").ok_or_else(|| {
+        ApiError::bad_request("applicationId is required: the application that uses the blob")
+    })?)
+}
+
+/// An upload's `Content-Length`, when it sent one.
+pub(super) fn declared_len(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Copies a stored blob's use to the other HA RMs before the client is answered
+/// ([`crate::blob_replicas`]); a peer that fails is retried later, never failing the call.
+async fn replicate(st: &AppState, digest: &Digest, user: &str, app: ApplicationId) {
+    if let Some(r) = &st.info.replicas {
+        let blob = BlobUse {
+            digest: digest.clone(),
+            user: user.to_string(),
+            app,
+        };
+        r.replicate(&st.blobs, &blob).await;
+    }
 }
 
 /// An application the RM knows must be `user`'s (one not submitted yet is anybody's id).
@@ -99,7 +125,12 @@ async fn check_owner(st: &AppState, app: &ApplicationId, user: &str) -> Result<(
     }
 }
 
-fn blob_reply(status: StatusCode, digest: &Digest, size: u64, uploaded: bool) -> Response {
+pub(super) fn blob_reply(
+    status: StatusCode,
+    digest: &Digest,
+    size: u64,
+    uploaded: bool,
+) -> Response {
     let body = BlobBody {
         blob: BlobInfo {
             digest: digest.to_string(),
@@ -128,6 +159,7 @@ async fn claim(
         };
     match st.blobs.claim(&d, &caller.user, &app, now_ms()) {
         Ok(size) => {
+            replicate(&st, &d, &caller.user, app).await;
             st.info.metrics.blob_upload_skipped();
             Ok(blob_reply(StatusCode::OK, &d, size, false))
         }
@@ -150,22 +182,18 @@ async fn upload(
     body: Body,
 ) -> Result<Response, ApiError> {
     let d = digest(&d)?;
-    let app = app_id(q.get("applicationId").ok_or_else(|| {
-        ApiError::bad_request("applicationId is required: the application that uses the blob")
-    })?)?;
+    let app = upload_app(&q)?;
     let caller = st.caller(&q).await;
     check_owner(&st, &app, &caller.user).await?;
-    let declared_len = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse().ok());
     let up = Upload {
         digest: d.clone(),
         user: caller.user.clone(),
         app,
-        declared_len,
+        declared_len: declared_len(&headers),
     };
-    match st.blobs.put(up, body.into_data_stream(), now_ms()).await? {
+    let stored = st.blobs.put(up, body.into_data_stream(), now_ms()).await?;
+    replicate(&st, &d, &caller.user, app).await;
+    match stored {
         Stored::New { size } => {
             st.info.metrics.blob_uploaded(size);
             tracing::info!(size, user = %caller.user, "blob stored");
@@ -206,24 +234,11 @@ async fn download(
     serve(&st, &d)
 }
 
-/// The blob's bytes as a streamed body, read `CHUNK` at a time.
+/// The blob's bytes as a streamed body ([`crate::blobs::read_chunks`]).
 fn serve(st: &AppState, d: &Digest) -> Result<Response, ApiError> {
     let (file, len) = st.blobs.open_blob(d)?;
     st.info.metrics.blob_downloaded(len);
-    let file = tokio::fs::File::from_std(file);
-    let stream = futures::stream::unfold(Some(file), |file| async move {
-        use tokio::io::AsyncReadExt;
-        let mut file = file?;
-        let mut buf = vec![0u8; CHUNK];
-        match file.read(&mut buf).await {
-            Ok(0) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Ok::<_, std::io::Error>(buf), Some(file)))
-            }
-            Err(e) => Some((Err(e), None)),
-        }
-    });
+    let stream = crate::blobs::read_chunks(file);
     Ok((
         [
             (header::CONTENT_TYPE, "application/octet-stream".to_string()),

@@ -3,8 +3,9 @@
 //! `-transitionToStandby`. Served by the HA front in both states (a standby answers these
 //! itself, never redirecting). Admin-only as YARN's `AdminService` (`yarn.admin.acl` when
 //! `yarn.acl.enable` is true); the caller is authenticated as on `/ws/v1/cluster` (in `token`
-//! mode a standby, which has no store open, checks a token's signature and dates but cannot
-//! see a cancellation).
+//! mode a token's signature and dates, and its cancellation read from etcd
+//! ([`crate::ha::cancelled_tokens`]), so a standby with no store open refuses a cancelled
+//! token too).
 //!
 //! - `GET /ws/v1/ha/state`: [`HaStatusInfo`];
 //! - `POST /ws/v1/ha/transition-to-active[?forcemanual=true]` and
@@ -24,12 +25,13 @@ use spindle_common::records::admin::HaStatusInfo;
 use spindle_common::records::exception::ExceptionKind;
 use spindle_rest_edge::audit::{self, AuditEvent};
 
-use super::auth::{identify, NotIdentified};
+use super::auth::{identify, Cancellations, NotIdentified};
 use super::groups::Groups;
 use super::ApiError;
 use crate::config::auth::AuthMode;
 use crate::config::RmConfig;
 use crate::core::queue_conf::Acl;
+use crate::ha::cancelled_tokens::CancelledTokens;
 use crate::ha::control::{HaControl, Transition, TransitionError};
 
 /// The HA admin routes' state.
@@ -42,6 +44,8 @@ struct HaAdmin {
     groups: Arc<Groups>,
     /// How long a `-transitionToActive` waits for the RM to become active.
     activation_wait: Duration,
+    /// The cancelled tokens, read from etcd (`token` mode under HA).
+    cancelled: Option<Arc<CancelledTokens>>,
 }
 
 /// The routes, for the RM whose election `control` reaches.
@@ -54,6 +58,11 @@ pub fn routes(conf: &RmConfig, control: HaControl, lease: Duration) -> Router {
         groups: Arc::new(Groups::new(conf.groups.clone())),
         // Within the clients' 30 s request timeout.
         activation_wait: (lease * 3 + Duration::from_secs(10)).min(Duration::from_secs(25)),
+        cancelled: conf
+            .ha
+            .as_ref()
+            .filter(|_| matches!(conf.auth.mode, AuthMode::Token { .. }))
+            .map(|ha| Arc::new(CancelledTokens::new(ha.etcd.clone(), ha.keys.clone()))),
     };
     Router::new()
         .route("/ws/v1/ha/state", get(state))
@@ -102,14 +111,15 @@ async fn admin(
             permissions,
         ));
     };
-    let identity = match identify(&st.mode, None, uri, headers, false).await {
+    let cancellations = st.cancelled.as_deref().map(Cancellations::Etcd);
+    let identity = match identify(&st.mode, cancellations, uri, headers, false).await {
         Ok(i) => i,
         Err(NotIdentified::Refused(user, why)) => {
             let message = why.to_string();
             audit_refusal(&user, &message, "Unauthenticated");
             return Err(ApiError::new(ExceptionKind::Authorization, message));
         }
-        Err(NotIdentified::Unchecked(e)) => return Err(e.into()),
+        Err(NotIdentified::Unchecked(e)) => return Err(e),
     };
     let user = identity.user().to_string();
     let groups = st.groups.of(&user).await;

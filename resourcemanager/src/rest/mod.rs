@@ -11,6 +11,7 @@
 mod admin;
 mod am;
 mod auth;
+pub mod blob_replicas;
 mod blobs;
 mod cluster;
 mod groups;
@@ -50,6 +51,8 @@ pub struct RmInfo {
     pub metrics: Arc<RmMetrics>,
     /// The files clients ship (`crate::blobs`).
     pub blobs: Arc<crate::blobs::BlobStore>,
+    /// The other HA RMs every stored blob is copied to (None: one RM, or no cluster secret).
+    pub replicas: Option<Arc<crate::blob_replicas::BlobReplicas>>,
 }
 
 /// The state store as `/ws/v1/cluster/info` names it.
@@ -59,6 +62,7 @@ pub enum StoreName {
     Etcd,
 }
 
+pub(crate) use auth::form_encode;
 pub use cluster::standby_info;
 
 #[derive(Clone)]

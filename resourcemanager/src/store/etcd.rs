@@ -459,8 +459,8 @@ impl StateStore for EtcdStore {
         let Some((v, _)) = self.get(&key)? else {
             return Ok(false);
         };
-        let max: u64 = v.trim().parse().map_err(|e| self.corrupt(&key, e))?;
-        Ok(max >= now)
+        crate::ha::cancelled_tokens::still_cancelled(&v, now)
+            .ok_or_else(|| self.corrupt(&key, format!("'{v}' is not a date")))
     }
 
     fn put_sched_conf(&mut self, conf: &StoredSchedConf) -> Result<(), StoreError> {
