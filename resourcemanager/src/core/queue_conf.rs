@@ -82,6 +82,14 @@ pub enum OrderingPolicy {
 }
 
 impl OrderingPolicy {
+    /// Every leaf ordering, by name.
+    pub const ALL: [OrderingPolicy; 4] = [Self::Fifo, Self::Fair, Self::Las, Self::Fairshare];
+
+    /// The policy `name` (`fifo`, `fair`, `las`, `fairshare`) names.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::Fifo => "fifo",
