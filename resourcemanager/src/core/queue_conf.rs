@@ -552,3 +552,17 @@ impl LifetimeLimits {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::OrderingPolicy;
+
+    #[test]
+    fn every_ordering_policy_is_found_by_its_name() {
+        for p in OrderingPolicy::ALL {
+            assert_eq!(OrderingPolicy::from_name(p.as_str()), Some(p));
+        }
+        assert_eq!(OrderingPolicy::from_name("FIFO"), None);
+        assert_eq!(OrderingPolicy::from_name("sjf"), None);
+    }
+}
