@@ -13,6 +13,10 @@
 #   RUNS=N          alternated runs of each build (default 3)
 #   BASE_ARGS="..." other arguments for REV's build (a flag REV does not know, say: run the
 #                   new build with `--constrained 1` against the old one without it)
+#   ORDERING=NAME   every leaf of the benchmarks' queue tree ordered by NAME (fifo, fair, las,
+#                   fairshare: `spindle bench --ordering`); a REV whose binary does not know
+#                   the flag or the name runs without it (its default: half fifo, half fair),
+#                   and the script says so
 #   AB_DIR=DIR      where REV's worktree, its target directory and the binaries live
 #                   (default target/bench-ab; kept between runs, so a second run of the
 #                   same REV does not build it again)
@@ -24,7 +28,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 rev=$1
@@ -69,19 +73,29 @@ else
   SUITE=("$*")
 fi
 
+if [ -n "${ORDERING:-}" ]; then
+  for i in "${!SUITE[@]}"; do
+    SUITE[$i]="${SUITE[$i]} --ordering $ORDERING"
+  done
+fi
+
 out="$ab_dir/results-$sha-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
-knows() { # does REV's binary accept this flag? (`--x` it does not know is an error)
-  "$old_bin" bench scheduler --nodes 10 --apps 1 --steady-events 1 "$1" 0 >/dev/null 2>&1
+knows() { # does REV's binary accept this flag and value? (`--x` it does not know is an error)
+  "$old_bin" bench scheduler --nodes 10 --apps 1 --steady-events 1 "$1" "$2" >/dev/null 2>&1
 }
 for i in "${!SUITE[@]}"; do
   args=${SUITE[$i]}
   base=${BASE_ARGS:-$args}
   if [ -z "${BASE_ARGS:-}" ]; then
     # Drop the flags REV does not have (its figure is then "without them").
-    for flag in --constrained --preemption; do
-      if [[ " $base " == *" $flag "* ]] && ! knows "$flag"; then
-        base=$(echo "$base" | sed -E "s/ $flag [^ ]+//")
+    for flag in --constrained --preemption --ordering; do
+      if [[ " $base " == *" $flag "* ]]; then
+        value=$(echo " $base " | sed -E "s/.* $flag ([^ ]+) .*/\1/")
+        if ! knows "$flag" "$value"; then
+          echo "== $sha does not know $flag $value: it runs without it" >&2
+          base=$(echo "$base" | sed -E "s/ $flag [^ ]+//")
+        fi
       fi
     done
   fi

@@ -78,6 +78,9 @@ def to_rows(kept, vc_names):
             "num_gpus": gpus,
             "duration": dur,
             "queue": vc_names[vc],
+            # Philly has no user field: its virtual cluster is the tenant, so it is the user
+            # too (the simulator's fairness figures are per user).
+            "user": vc_names[vc],
         }
         for ts, idx, dur, gpus, vc in kept
     ]
@@ -102,9 +105,11 @@ def main() -> int:
     small = to_rows(small_kept, vc_names)[:SMALL_N]
 
     fields = ["job_id", "submit_time", "num_gpus", "duration", "queue"]
-    for path, data in ((OUT, out_rows), (OUT_SMALL, small)):
+    # The small file keeps the first release's columns (byte-identical); the full one names
+    # each job's user (its VC).
+    for path, data, cols in ((OUT, out_rows, fields + ["user"]), (OUT_SMALL, small, fields)):
         with open(path, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
+            w = csv.DictWriter(f, fieldnames=cols, lineterminator="\n", extrasaction="ignore")
             w.writeheader()
             w.writerows(data)
 

@@ -34,6 +34,8 @@ pub struct BenchSpec {
     /// anti-affinity to their own tag (NOTIN NODE), and an attribute `!=` with a node
     /// cardinality (AND); half the nodes have the attribute's value.
     pub constrained: bool,
+    /// Every leaf's ordering policy; `None`: half the leaves `fifo`, half `fair`.
+    pub ordering: Option<crate::core::queue_conf::OrderingPolicy>,
 }
 
 impl BenchSpec {
@@ -47,6 +49,7 @@ impl BenchSpec {
             seed: 42,
             preemption: false,
             constrained: false,
+            ordering: None,
         }
     }
 }
@@ -115,8 +118,11 @@ impl Rng {
 }
 
 /// root -> 4 x 25% -> 4 x 25% -> 4 x 25% = 64 leaves, every queue elastic to 100%, users
-/// unbounded by the user-limit factor (so the tree, not user limits, decides).
-fn tree() -> (SchedulerConf, Vec<QueuePath>) {
+/// unbounded by the user-limit factor (so the tree, not user limits, decides); leaves
+/// ordered by `ordering`, or alternately `fifo` and `fair`.
+fn tree(
+    ordering: Option<crate::core::queue_conf::OrderingPolicy>,
+) -> (SchedulerConf, Vec<QueuePath>) {
     let mut conf = SchedulerConf::single_default_queue();
     let mut root = QueueSpec::new(QueuePath::root(), CapacitySpec::Percent(100.0));
     let mut leaves = Vec::new();
@@ -131,11 +137,11 @@ fn tree() -> (SchedulerConf, Vec<QueuePath>) {
                 let mut leaf = QueueSpec::new(pc.clone(), CapacitySpec::Percent(25.0));
                 leaf.user_limit_factor = -1.0;
                 leaf.max_am_resource_percent = 0.5;
-                leaf.ordering = if c % 2 == 0 {
+                leaf.ordering = ordering.unwrap_or(if c % 2 == 0 {
                     crate::core::queue_conf::OrderingPolicy::Fifo
                 } else {
                     crate::core::queue_conf::OrderingPolicy::Fair
-                };
+                });
                 qb.children.push(leaf);
                 leaves.push(pc);
             }
@@ -201,7 +207,7 @@ struct Setup {
 }
 
 fn setup(spec: &BenchSpec, gang_timeout_ms: u64) -> Setup {
-    let (sched, leaves) = tree();
+    let (sched, leaves) = tree(spec.ordering);
     let conf = CoreConfig {
         min_allocation: Resource::new(1024, 1),
         max_allocation: Resource::new(1024 * 1024, 96).with(GPU, 8),

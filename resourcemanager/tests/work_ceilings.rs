@@ -26,6 +26,7 @@ fn spec(preemption: bool, constrained: bool) -> BenchSpec {
         seed: 7,
         preemption,
         constrained,
+        ordering: None,
     }
 }
 

@@ -79,6 +79,24 @@ pub fn table(runs: &[Stored]) -> String {
             Box::new(|s| format!("{:.1}%", s.summary.gpu_utilization * 100.0)),
         ),
         (
+            "Jain index (usage/share)",
+            Box::new(|s| {
+                s.summary
+                    .fairness
+                    .jain_index
+                    .map_or("-".into(), |j| format!("{j:.3}"))
+            }),
+        ),
+        (
+            "time to share (s)",
+            Box::new(|s| {
+                s.summary
+                    .fairness
+                    .time_to_share_s
+                    .map_or("-".into(), |t| format!("{t:.0}"))
+            }),
+        ),
+        (
             "preemptions",
             Box::new(|s| s.summary.preemptions.to_string()),
         ),

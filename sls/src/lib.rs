@@ -7,7 +7,8 @@
 //! Rooms: [`trace`] (the jobs, from Spindle's CSV or YARN SLS JSON, checked whole before a
 //! replay starts), [`cluster`] (the simulated nodes), [`policy`] (named presets over the
 //! configuration), [`replay`] (the event loop that drives the core), [`report`] (summary,
-//! per-job table, timeline), [`plot`] (SVG charts), [`compare`] (several runs side by side)
+//! per-job table, timeline), [`plot`] (SVG charts), [`compare`] (several runs side by side), [`fairness`] (users' usage against
+//! their shares over a replay)
 //! and [`generate`] (seeded synthetic traces).
 //!
 //! Architecture invariant: the simulator never decides where or when anything runs; the
@@ -19,6 +20,7 @@
 pub mod cluster;
 pub mod compare;
 pub mod error;
+pub mod fairness;
 pub mod generate;
 pub mod plot;
 pub mod policy;

@@ -25,6 +25,25 @@ pub struct Preset {
     pub oracle_priority: bool,
 }
 
+/// The preemption monitor on, inside queues too, with a notice its AMs answer by
+/// checkpointing, and a minimum runtime before a container may be taken back.
+const MONITOR_WITH_NOTICE: &[(&str, &str)] = &[
+    ("yarn.resourcemanager.scheduler.monitor.enable", "true"),
+    (
+        "yarn.resourcemanager.monitor.capacity.preemption.intra-queue-preemption.enabled",
+        "true",
+    ),
+    (
+        "yarn.resourcemanager.monitor.capacity.preemption.monitoring_interval",
+        "15000",
+    ),
+    (
+        "yarn.resourcemanager.monitor.capacity.preemption.max_wait_before_kill",
+        "60000",
+    ),
+    ("spindle.preemption.min-runtime-ms", "60000"),
+];
+
 pub const PRESETS: &[Preset] = &[
     Preset {
         name: "fifo",
@@ -74,22 +93,18 @@ pub const PRESETS: &[Preset] = &[
             ("ordering-policy.las.promotion-factor", "4"),
             ("backfill", "true"),
         ],
-        site_props: &[
-            ("yarn.resourcemanager.scheduler.monitor.enable", "true"),
-            (
-                "yarn.resourcemanager.monitor.capacity.preemption.intra-queue-preemption.enabled",
-                "true",
-            ),
-            (
-                "yarn.resourcemanager.monitor.capacity.preemption.monitoring_interval",
-                "15000",
-            ),
-            (
-                "yarn.resourcemanager.monitor.capacity.preemption.max_wait_before_kill",
-                "60000",
-            ),
-            ("spindle.preemption.min-runtime-ms", "60000"),
-        ],
+        site_props: MONITOR_WITH_NOTICE,
+        oracle_priority: false,
+    },
+    Preset {
+        name: "fairshare",
+        summary: "fair share with memory: each leaf serves its users by decayed GPU usage \
+                  over share (users who have used least first; least attained service \
+                  among one user's own jobs; an age bound), with backfill and gang \
+                  reservation; the preemption monitor on as under `las` (with notice: the \
+                  AM checkpoints first)",
+        leaf_props: &[("ordering-policy", "fairshare"), ("backfill", "true")],
+        site_props: MONITOR_WITH_NOTICE,
         oracle_priority: false,
     },
     Preset {
@@ -171,6 +186,14 @@ pub fn describe() -> String {
     s
 }
 
+/// Daemon-only settings that would make the replay read a file, and what the replay uses
+/// instead: no cluster secret (no NM signs anything here) and `simple` web authentication
+/// (no web server runs).
+pub const DAEMON_ONLY: &[(&str, &str)] = &[
+    (keys::CLUSTER_SECRET_FILE, ""),
+    (keys::HADOOP_HTTP_AUTHENTICATION_TYPE, "simple"),
+];
+
 /// The configuration a replay runs, and the settings it filled in or changed, in order,
 /// for the run to report.
 #[derive(Debug, Clone)]
@@ -191,6 +214,15 @@ pub fn load(
         None => Configuration::new(),
     };
     let mut applied = Vec::new();
+    // Files a daemon reads at start (the cluster secret, the web token key) are no part of
+    // a scheduling decision: the replay does not read them, so a `conf/` written for the
+    // daemons replays as it is, on a machine without those files.
+    for (k, v) in DAEMON_ONLY {
+        if conf.get_raw(k).is_some_and(|cur| cur.trim() != *v) {
+            conf.set(k, v);
+            applied.push(((*k).to_string(), (*v).to_string()));
+        }
+    }
     let largest = |f: fn(&crate::cluster::SimNode) -> i64| {
         cluster
             .nodes

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::fairness::Fairness;
 use crate::replay::{Outcome, RunResult, Sample};
 use crate::trace::Job;
 use crate::SlsError;
@@ -69,6 +70,9 @@ pub struct Summary {
     #[serde(default)]
     pub notice_to_exit_max_s: f64,
     pub resizes: u64,
+    /// Users' decayed GPU usage against their shares (see [`crate::fairness`]).
+    #[serde(default)]
+    pub fairness: Fairness,
     /// Second and later AM attempts.
     pub restarts: u64,
     /// Core calls that ran a scheduling pass.
@@ -205,6 +209,7 @@ pub fn summarize(jobs: &[Job], run: &RunResult, l: &Labels<'_>) -> Summary {
             run.notice_to_exit_ms.iter().copied().max().unwrap_or(0),
         )),
         resizes: run.resizes,
+        fairness: run.fairness.clone(),
         restarts: run.restarts,
         scheduler_decisions: run.decisions,
         decision_p50_us: l.timing.then(|| lat_pct(0.50)),

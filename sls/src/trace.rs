@@ -142,6 +142,8 @@ pub enum RowProblem {
     BadElasticRange { min: i64, max: i64, num_gpus: i64 },
     #[error("bad throughput table: {0} (expected GPUS:VALUE pairs such as 1:318.0;2:576.2)")]
     BadThroughput(String),
+    #[error("`user` is not a user name: '{0}' (no white space, '/', '=' or control characters, at most 256 bytes)")]
+    BadUser(String),
     #[error("duplicate job_id '{0}'")]
     DuplicateJobId(String),
     #[error("unknown queue '{queue}' (leaf queues: {known})")]
@@ -298,6 +300,16 @@ pub fn parse_csv(path: &Path, text: &str, defaults: &Defaults) -> Result<Vec<Job
     Ok(jobs)
 }
 
+/// A job's user as the RM takes it (what `?user.name=` accepts): the fair-share ledgers
+/// and the fairness figures are per user.
+pub fn user_name(v: &str) -> Result<String, RowProblem> {
+    if spindle_common::user_token::valid_user(v) {
+        Ok(v.to_string())
+    } else {
+        Err(RowProblem::BadUser(v.escape_debug().to_string()))
+    }
+}
+
 fn csv_job(
     c: &Columns,
     rec: &csv::StringRecord,
@@ -396,7 +408,7 @@ fn csv_job(
             .map(str::to_string)
             .unwrap_or_else(|| format!("job{}", index + 1)),
         submit_ms,
-        user: get(c.user).unwrap_or(&d.user).to_string(),
+        user: user_name(get(c.user).unwrap_or(&d.user))?,
         queue: get(c.queue).unwrap_or(&d.queue).to_string(),
         priority,
         tasks: vec![Tasks {
@@ -599,7 +611,8 @@ pub fn parse_sls_json(path: &Path, text: &str, d: &Defaults) -> Result<Vec<Job>,
             line: index,
             id: text_of("job.id").unwrap_or_else(|| format!("job{index}")),
             submit_ms: (start - start0).max(0) as u64,
-            user: text_of("job.user").unwrap_or_else(|| d.user.clone()),
+            user: user_name(&text_of("job.user").unwrap_or_else(|| d.user.clone()))
+                .map_err(|p| bad(index, p.to_string()))?,
             queue: text_of("job.queue.name").unwrap_or_else(|| d.queue.clone()),
             priority: 0,
             tasks,

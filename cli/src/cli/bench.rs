@@ -1,9 +1,12 @@
-//! `spindle bench scheduler --nodes N [--apps A] [--containers-per-app C] [--steady-events E]`:
+//! `spindle bench scheduler --nodes N [--apps A] [--containers-per-app C] [--steady-events E]
+//! [--ordering fifo|fair|las|fairshare]`:
 //! the scheduler benchmark of the RM's pure core (`spindle_resourcemanager::bench`), printed
 //! as one JSON line. A benchmark, not a test: run it on a quiet machine, in a release build.
 //! `spindle bench http` measures a running RM over HTTP(S) instead (`bench/http.rs`).
 
 use anyhow::{bail, Context};
+
+use spindle_resourcemanager::core::queue_conf::OrderingPolicy;
 
 use super::EXIT_OK;
 
@@ -15,7 +18,7 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
         Some("scheduler") => false,
         Some("gangs") => true,
         Some("http") => return http::run(&args[1..]).await,
-        _ => bail!("usage: spindle bench scheduler|gangs --nodes N [--apps A] [--containers-per-app C] [--steady-events E] [--seed S] [--preemption 0|1] [--constrained 0|1]\n       spindle bench http [--submissions N] [--concurrency C] [--heartbeats H] [--nodes N] [--kill K] [--rm-address HOST:PORT] [--conf-dir DIR]"),
+        _ => bail!("usage: spindle bench scheduler|gangs --nodes N [--apps A] [--containers-per-app C] [--steady-events E] [--seed S] [--preemption 0|1] [--constrained 0|1] [--ordering fifo|fair|las|fairshare]\n       spindle bench http [--submissions N] [--concurrency C] [--heartbeats H] [--nodes N] [--kill K] [--rm-address HOST:PORT] [--conf-dir DIR]"),
     };
     let mut spec = spindle_resourcemanager::bench::BenchSpec::new(10_000);
     let rest: Vec<&String> = it.collect();
@@ -25,6 +28,15 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
         let value = rest
             .get(i + 1)
             .with_context(|| format!("{} needs a value", rest[i]))?;
+        if flag == "ordering" {
+            let names = OrderingPolicy::ALL.map(|p| p.as_str()).join(", ");
+            spec.ordering =
+                Some(OrderingPolicy::from_name(value).with_context(|| {
+                    format!("--ordering must be one of {names}, got '{value}'")
+                })?);
+            i += 2;
+            continue;
+        }
         let n: u64 = value.parse().with_context(|| {
             format!("{} must be a non-negative integer, got '{value}'", rest[i])
         })?;

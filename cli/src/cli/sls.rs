@@ -14,7 +14,7 @@ use super::args::{Opt, UsageError};
 use super::{parse_or_usage, usage_error, EXIT_OK};
 
 pub const USAGE: &str = "\
-usage: spindle sls --trace FILE [--policy NAME] [--conf-dir DIR] [-D name=value]...
+usage: spindle sls --trace FILE [--policy NAME] [--conf-dir DIR] [-D name=value]... [--queue LEAF]
                    [--nodes N --gpus-per-node G --racks R --vcores-per-node V
                     --memory-mb-per-node M --gpu-model MODEL | --node-file FILE]
                    [--out DIR] [--check] [--no-timing] [--gang-timeout-s S]
@@ -36,6 +36,8 @@ runs) with simulated nodes and one simulated AM per job, in virtual time.
   --policy NAME         a preset over the configuration (`spindle sls policies` lists them)
   --conf-dir DIR        capacity-scheduler.xml / yarn-site.xml, as the RM reads them
   -D name=value         a property over both (repeatable)
+  --queue LEAF          submit every job to this leaf queue, whatever the trace's `queue`
+                        column says (to replay a trace against another cluster's queues)
   --nodes N             simulated nodes (default 16), --gpus-per-node (8), --racks (1),
                         --vcores-per-node (96), --memory-mb-per-node (1048576), --gpu-model
   --node-file FILE      CSV of nodes: count,host,rack,gpus,vcores,memory_mb,gpu_model
@@ -66,6 +68,7 @@ runs) with simulated nodes and one simulated AM per job, in virtual time.
 pub const OPTS: &[Opt] = &[
     Opt::one("trace", &[]),
     Opt::one("policy", &[]),
+    Opt::one("queue", &[]),
     Opt::repeated("D", &["define"]),
     Opt::one("nodes", &[]),
     Opt::one("gpus-per-node", &[]),
@@ -181,6 +184,9 @@ fn replay_cmd(p: &super::args::Parsed) -> anyhow::Result<u8> {
     // The RM's resize threshold is the simulated jobs' real restart cost.
     loaded.rm.core.elastic.restart_cost_ms = opts.restart_cost_ms;
     let mut jobs = trace::read(&trace_path, &defaults)?;
+    if let Some(q) = p.value("queue") {
+        jobs.iter_mut().for_each(|j| j.queue = q.to_string());
+    }
     if let Some(k) = fixed_gpus {
         jobs = replay::fixed_allocation(&jobs, k, opts.throughput.as_ref());
     }
@@ -376,6 +382,18 @@ fn tell_summary(summary: &report::Summary, out: &Path) {
             summary.lost_fraction * 100.0,
             summary.notice_to_exit_avg_s,
             summary.notice_to_exit_max_s
+        );
+    }
+    let f = &summary.fairness;
+    if let Some(j) = f.jain_index {
+        say!(
+            "fairness over {} users: Jain index {j:.3} (lowest {:.3}), max/min {}, {} arrivals into a full cluster held their share after {} s on average ({} s at most)",
+            f.users,
+            f.jain_min.unwrap_or(j),
+            f.max_min_ratio.map_or("-".into(), |r| format!("{r:.2}")),
+            f.share_episodes,
+            f.time_to_share_s.map_or("-".into(), |t| format!("{t:.0}")),
+            f.time_to_share_max_s.map_or("-".into(), |t| format!("{t:.0}")),
         );
     }
     if let (Some(p50), Some(p99), Some(w)) = (

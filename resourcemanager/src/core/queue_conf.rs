@@ -82,6 +82,14 @@ pub enum OrderingPolicy {
 }
 
 impl OrderingPolicy {
+    /// Every leaf ordering, by name.
+    pub const ALL: [OrderingPolicy; 4] = [Self::Fifo, Self::Fair, Self::Las, Self::Fairshare];
+
+    /// The policy `name` (`fifo`, `fair`, `las`, `fairshare`) names.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::Fifo => "fifo",
@@ -542,5 +550,19 @@ impl LifetimeLimits {
                 None => Lifetime::Unlimited,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OrderingPolicy;
+
+    #[test]
+    fn every_ordering_policy_is_found_by_its_name() {
+        for p in OrderingPolicy::ALL {
+            assert_eq!(OrderingPolicy::from_name(p.as_str()), Some(p));
+        }
+        assert_eq!(OrderingPolicy::from_name("FIFO"), None);
+        assert_eq!(OrderingPolicy::from_name("sjf"), None);
     }
 }

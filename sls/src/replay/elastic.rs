@@ -234,10 +234,10 @@ impl Sim<'_> {
             self.runs[j].start_ms = Some(now);
         }
         if first {
-            self.queued = self.queued.saturating_sub(1);
+            self.waiting(j, false);
             self.running_jobs += 1;
             self.elastic_live.insert(j);
-            self.pending_gpus -= self.jobs[j].gpus();
+            self.waits_for(j, -self.jobs[j].gpus());
         }
         let mut nodes: BTreeSet<NodeId> = BTreeSet::new();
         for i in idx {
@@ -247,7 +247,7 @@ impl Sim<'_> {
                 g.ends_at = now;
                 (g.id, g.node.clone(), g.gpus)
             };
-            self.used_gpus += gpus;
+            self.held(j, gpus);
             self.running.entry(node.clone()).or_default().insert(id);
             self.runs[j].nodes.insert(node.clone());
             nodes.insert(node);
@@ -313,7 +313,7 @@ impl Sim<'_> {
         for c in &give {
             if let Some(pos) = self.runs[j].granted.iter().position(|g| g.id == *c) {
                 let g = self.runs[j].granted.remove(pos);
-                self.used_gpus -= g.gpus;
+                self.held(j, -g.gpus);
                 by_node.entry(g.node).or_default().push(*c);
             }
         }
@@ -379,8 +379,14 @@ impl Sim<'_> {
         let mut by_node: BTreeMap<NodeId, Vec<ContainerId>> = BTreeMap::new();
         for g in self.runs[j].granted.iter().filter(|g| g.started) {
             by_node.entry(g.node.clone()).or_default().push(g.id);
-            self.used_gpus -= g.gpus;
         }
+        let gpus: i64 = self.runs[j]
+            .granted
+            .iter()
+            .filter(|g| g.started)
+            .map(|g| g.gpus)
+            .sum();
+        self.held(j, -gpus);
         self.runs[j].granted.clear();
         for (node, cs) in by_node {
             if let Some(s) = self.running.get_mut(&node) {

@@ -29,12 +29,14 @@ use spindle_resourcemanager::core::{
 mod check;
 mod elastic;
 mod notice;
+mod tally;
 mod tasks;
 
 pub use check::check_jobs;
 pub use elastic::{fixed_allocation, make_elastic, rescale};
 
 use crate::cluster::ClusterSpec;
+use crate::fairness::{Fairness, FairnessMeter};
 use crate::trace::{BadRow, Job, Placement, RowProblem, Shape};
 use crate::SlsError;
 
@@ -169,6 +171,8 @@ pub struct RunResult {
     pub lost_gpu_ms: u128,
     /// From each notice to the containers' exit, in ms.
     pub notice_to_exit_ms: Vec<u64>,
+    /// Users' usage against their shares.
+    pub fairness: Fairness,
 }
 
 /// What the RM says of an application still waiting: its state and diagnostics, and its
@@ -224,6 +228,9 @@ pub fn run(
             (Some(_), None) => true,
             (None, Some(_)) => false,
         };
+        if let Some(t) = if take_event { next_event } else { next_submit } {
+            sim.fairness.advance(t);
+        }
         match (take_event, next_submit) {
             (true, _) => {
                 let Some(((t, _), ev)) = sim.events.pop_first() else {
@@ -293,6 +300,7 @@ pub fn run(
         preemptions: sim.preemptions,
         lost_gpu_ms: sim.lost_gpu_ms,
         notice_to_exit_ms: sim.notice_to_exit_ms,
+        fairness: sim.fairness.finish(),
     })
 }
 
@@ -385,6 +393,9 @@ struct Sim<'a> {
     preemptions: u64,
     lost_gpu_ms: u128,
     notice_to_exit_ms: Vec<u64>,
+    fairness: FairnessMeter,
+    /// Each job's user, as the meter numbers them.
+    user_of: Vec<usize>,
 }
 
 impl<'a> Sim<'a> {
@@ -399,10 +410,17 @@ impl<'a> Sim<'a> {
         conf.am_expiry_ms = u64::MAX / 4;
         conf.container_alloc_expiry_ms = u64::MAX / 4;
         conf.rm_address = "http://sls.invalid:8088".into();
-        let las =
-            conf.scheduler.root.walk().into_iter().any(|q| {
-                q.ordering == spindle_resourcemanager::core::queue_conf::OrderingPolicy::Las
-            });
+        use spindle_resourcemanager::core::queue_conf::OrderingPolicy;
+        let ordered_by = |p: OrderingPolicy| {
+            conf.scheduler
+                .root
+                .walk()
+                .into_iter()
+                .any(|q| q.ordering == p)
+        };
+        let las = ordered_by(OrderingPolicy::Las);
+        // Users' places follow their usage once per calc period, and wait bounds pass.
+        let fairshare = ordered_by(OrderingPolicy::Fairshare);
         let doubling = conf
             .scheduler
             .root
@@ -412,6 +430,7 @@ impl<'a> Sim<'a> {
         let tick_ms = [
             (conf.preemption.enabled || las).then_some(conf.preemption.monitoring_interval_ms),
             doubling.then_some(conf.elastic.monitoring_interval_ms),
+            fairshare.then_some(conf.scheduler.fairshare.calc_period_ms),
         ]
         .into_iter()
         .flatten()
@@ -455,6 +474,8 @@ impl<'a> Sim<'a> {
             preemptions: 0,
             lost_gpu_ms: 0,
             notice_to_exit_ms: Vec::new(),
+            fairness: FairnessMeter::new(&[], 0, 0, 1),
+            user_of: Vec::new(),
         };
         for n in &cluster.nodes {
             let mut attributes = BTreeMap::new();
@@ -476,6 +497,7 @@ impl<'a> Sim<'a> {
             );
             sim.running.insert(id, BTreeSet::new());
         }
+        (sim.fairness, sim.user_of) = tally::meter(&sim.core, jobs, cluster.total_gpus());
         sim.settle()?;
         sim.sample();
         Ok(sim)
@@ -551,8 +573,8 @@ impl<'a> Sim<'a> {
                 self.done += 1;
             }
             None => {
-                self.queued += 1;
-                self.pending_gpus += job.gpus();
+                self.waiting(j, true);
+                self.waits_for(j, job.gpus());
             }
         }
         self.settle()
@@ -762,9 +784,9 @@ impl<'a> Sim<'a> {
             self.runs[j].finish_ms = Some(self.now);
             self.running_jobs = self.running_jobs.saturating_sub(1);
         } else {
-            self.queued = self.queued.saturating_sub(1);
+            self.waiting(j, false);
             let granted_gpus: i64 = self.runs[j].granted.iter().map(|g| g.gpus).sum();
-            self.pending_gpus -= self.jobs[j].gpus() - granted_gpus;
+            self.waits_for(j, granted_gpus - self.jobs[j].gpus());
         }
         self.runs[j].outcome = Some(outcome);
         self.done += 1;
@@ -788,8 +810,8 @@ impl<'a> Sim<'a> {
     fn fail(&mut self, j: usize, reason: String) {
         if self.runs[j].outcome.is_none() {
             if self.runs[j].start_ms.is_none() {
-                self.queued = self.queued.saturating_sub(1);
-                self.pending_gpus -= self.jobs[j].gpus();
+                self.waiting(j, false);
+                self.waits_for(j, -self.jobs[j].gpus());
             }
             self.runs[j].outcome = Some(Outcome::Failed(reason));
             self.done += 1;

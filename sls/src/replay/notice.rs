@@ -191,8 +191,8 @@ impl Sim<'_> {
         if !g.started {
             return;
         }
-        self.used_gpus -= g.gpus;
-        self.pending_gpus += g.gpus;
+        self.held(j, -g.gpus);
+        self.waits_for(j, g.gpus);
         let gpus = g.gpus.max(0) as u128;
         let unrun = u128::from(g.ends_at.saturating_sub(self.now));
         self.runs[j].gpu_ms_used = self.runs[j].gpu_ms_used.saturating_sub(gpus * unrun);
@@ -246,7 +246,7 @@ impl Sim<'_> {
             run.preemptions += 1;
             self.preemptions += 1;
             self.running_jobs = self.running_jobs.saturating_sub(1);
-            self.queued += 1;
+            self.waiting(j, true);
         } else if self.runs[j].notice.is_some() && !self.noticed.values().any(|x| *x == j) {
             self.runs[j].notice = None;
         }

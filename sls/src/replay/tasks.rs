@@ -45,7 +45,7 @@ impl Sim<'_> {
         }
         if first || (self.resumable(j) && self.runs[j].run_from == u64::MAX) {
             // Started, or a preempted gang running again.
-            self.queued = self.queued.saturating_sub(1);
+            self.waiting(j, false);
             self.running_jobs += 1;
         }
         if self.resumable(j) {
@@ -70,8 +70,8 @@ impl Sim<'_> {
                 .get(group)
                 .map_or(0, |t| t.duration_ms.saturating_sub(saved));
             self.runs[j].granted[i].ends_at = now.saturating_add(duration);
-            self.used_gpus += gpus;
-            self.pending_gpus -= gpus;
+            self.held(j, gpus);
+            self.waits_for(j, -gpus);
             self.runs[j].gpu_ms_used += gpus.max(0) as u128 * u128::from(duration);
             self.running.entry(node.clone()).or_default().insert(id);
             self.runs[j].nodes.insert(node.clone());
@@ -131,9 +131,10 @@ impl Sim<'_> {
             .filter(|c| self.runs[j].granted.iter().any(|g| g.id == *c && g.started))
             .collect();
         let mut by_node: BTreeMap<NodeId, Vec<ContainerId>> = BTreeMap::new();
+        let mut ended_gpus = 0;
         for c in &containers {
             if let Some(g) = self.runs[j].granted.iter().find(|g| g.id == *c) {
-                self.used_gpus -= g.gpus;
+                ended_gpus += g.gpus;
                 by_node.entry(g.node.clone()).or_default().push(*c);
                 let group = g.group;
                 if let Some(n) = self.runs[j].ended_by_group.get_mut(group) {
@@ -142,6 +143,7 @@ impl Sim<'_> {
             }
             self.noticed.remove(c);
         }
+        self.held(j, -ended_gpus);
         for (node, cs) in by_node {
             if let Some(s) = self.running.get_mut(&node) {
                 for c in &cs {
