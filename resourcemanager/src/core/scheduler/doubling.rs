@@ -68,15 +68,17 @@ impl Queue {
     }
 }
 
-/// Whether a round of `policy` over `jobs` (not empty) follows the by-gain rule rather than
-/// the study's: `doubling-adaptive` does unless the jobs scale sublinearly (their mean
-/// per-GPU throughput at their maximum below [`SUBLINEAR_EFFICIENCY`] of their minimum's).
+/// Whether a round of `policy` over `jobs` follows the by-gain rule rather than the
+/// study's: `doubling-adaptive` does unless the jobs whose speed is known scale sublinearly
+/// (their mean per-GPU throughput at their maximum below [`SUBLINEAR_EFFICIENCY`] of their
+/// minimum's); jobs of unknown speed count as linear.
 fn by_gain(policy: ElasticPolicy, jobs: &[Job]) -> bool {
     match policy {
         ElasticPolicy::DoublingByGain => true,
         ElasticPolicy::DoublingAdaptive => {
-            let mean = jobs.iter().map(|j| j.model.efficiency()).sum::<f64>() / jobs.len() as f64;
-            mean >= SUBLINEAR_EFFICIENCY
+            let known: Vec<f64> = jobs.iter().filter_map(|j| j.model.efficiency()).collect();
+            known.is_empty()
+                || known.iter().sum::<f64>() / known.len() as f64 >= SUBLINEAR_EFFICIENCY
         }
         ElasticPolicy::Doubling | ElasticPolicy::None => false,
     }
