@@ -13,7 +13,7 @@ table=${3:-"1:318.0;2:576.2;4:1152.4;8:2177.8"}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 levels=("extreme 206 250" "moderate 114 500" "none 44 1000")
-policies=("doubling" "doubling-by-gain" "fixed-1" "fixed-2" "fixed-4" "fixed-8")
+policies=("doubling" "doubling-by-gain" "doubling-adaptive" "fixed-1" "fixed-2" "fixed-4" "fixed-8")
 declare -A sum
 for lv in "${levels[@]}"; do
   read -r name jobs gap <<<"$lv"

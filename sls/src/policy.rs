@@ -143,6 +143,24 @@ pub const PRESETS: &[Preset] = &[
         oracle_priority: false,
     },
     Preset {
+        name: "doubling-adaptive",
+        summary: "elastic jobs sized by whichever doubling rule suits them, each round: \
+                  every job its minimum first (the study's rule) when they scale \
+                  sublinearly (per-GPU throughput at their maximum below 75% of their \
+                  minimum's), by gain when they scale almost linearly; no worse than the \
+                  best fixed allocation on either of the study's throughput tables",
+        leaf_props: &[
+            ("ordering-policy", "fifo"),
+            ("backfill", "true"),
+            ("elastic-policy", "doubling-adaptive"),
+        ],
+        site_props: &[
+            ("spindle.elastic.monitoring-interval-ms", "10000"),
+            ("spindle.elastic.resize-interval-ms", "60000"),
+        ],
+        oracle_priority: false,
+    },
+    Preset {
         name: "sjf-oracle",
         summary: "a reference only the simulator offers: shortest job first, non-preemptive, \
                   with backfill and gang reservation; each job's priority is read from its \

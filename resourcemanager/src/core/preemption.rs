@@ -177,7 +177,8 @@ impl RmCore {
     }
 
     /// Running units old enough to be preempted and not under notice: each gang's live
-    /// members together, each plain non-AM container alone.
+    /// members together, each plain non-AM container alone, and each application whole
+    /// with its AM (the last resort, [`Candidate::whole_app`]).
     ///
     /// Only the leaves that may give are walked ([`scheduler::Scheduler::victim_leaves`]),
     /// newest applications first (the least work to lose, YARN's latest-launched first), up
@@ -214,12 +215,14 @@ impl RmCore {
                 let Some(att) = app.current_attempt() else {
                     continue;
                 };
+                let at = live.len();
                 for c in att.containers.iter().chain(att.inherited.iter()) {
                     if let Some(rc) = self.containers.get(c).filter(|x| x.is_live()) {
                         live.push((app, rc));
                         taken += 1;
                     }
                 }
+                out.extend(self.whole_app_candidate(app, &live[at..], conf, now));
             }
         }
         for (app, c) in live {
@@ -228,14 +231,7 @@ impl RmCore {
             }
             let app_id = app.id;
             let ran = now.saturating_sub(c.allocated_time);
-            let saved = app
-                .preemption
-                .checkpoint
-                .as_ref()
-                .map_or(0, |k| k.time.min(now));
-            let since = saved.max(c.allocated_time);
-            let lost =
-                (c.resource.get(GPU).max(0) as u64).saturating_mul(now.saturating_sub(since));
+            let lost = Self::lost_gpu_ms(app, c, now);
             let entry = (c.id, c.node.clone(), c.resource.clone());
             match &c.gang {
                 Some(g) => {
@@ -250,6 +246,7 @@ impl RmCore {
                         total: Resource::zero(),
                         lost_gpu_ms: 0,
                         shrink: None,
+                        whole_app: false,
                     });
                     cand.total.add_assign(&c.resource);
                     cand.lost_gpu_ms = cand.lost_gpu_ms.saturating_add(lost);
@@ -262,6 +259,7 @@ impl RmCore {
                     total: c.resource.clone(),
                     lost_gpu_ms: lost,
                     shrink: None,
+                    whole_app: false,
                 }),
                 None => {}
             }
@@ -309,7 +307,57 @@ impl RmCore {
             total,
             lost_gpu_ms: 0,
             shrink: Some((from, to)),
+            whole_app: false,
         })
+    }
+
+    /// GPU-milliseconds a container would lose if taken now: since the application's last
+    /// checkpoint, or since it started.
+    fn lost_gpu_ms(app: &App, c: &RmContainer, now: u64) -> u64 {
+        let saved = app
+            .preemption
+            .checkpoint
+            .as_ref()
+            .map_or(0, |k| k.time.min(now));
+        let since = saved.max(c.allocated_time);
+        (c.resource.get(GPU).max(0) as u64).saturating_mul(now.saturating_sub(since))
+    }
+
+    /// The application taken whole, its AM with every live container of its attempt (`live`,
+    /// none under notice): the monitor's last resort for a guarantee. None while its AM is
+    /// under notice or younger than the minimum runtime, or when it has no live AM.
+    fn whole_app_candidate(
+        &self,
+        app: &App,
+        live: &[(&App, &RmContainer)],
+        conf: &PreemptionConf,
+        now: u64,
+    ) -> Option<Candidate> {
+        let am = live.iter().map(|(_, c)| c).find(|c| c.is_am)?;
+        let notices = &self.preemption.notices;
+        if notices.contains_key(&am.id)
+            || now.saturating_sub(am.allocated_time) < conf.min_runtime_ms
+        {
+            return None;
+        }
+        let mut cand = Candidate {
+            app: app.id,
+            gang: None,
+            containers: Vec::new(),
+            total: Resource::zero(),
+            lost_gpu_ms: 0,
+            shrink: None,
+            whole_app: true,
+        };
+        for (_, c) in live.iter().filter(|(_, c)| !notices.contains_key(&c.id)) {
+            cand.containers
+                .push((c.id, c.node.clone(), c.resource.clone()));
+            cand.total.add_assign(&c.resource);
+            cand.lost_gpu_ms = cand
+                .lost_gpu_ms
+                .saturating_add(Self::lost_gpu_ms(app, c, now));
+        }
+        Some(cand)
     }
 
     /// Sends the notices of one decision and holds the preemptor's nodes.
@@ -331,6 +379,7 @@ impl RmCore {
             self.preemption.counters.units += 1;
             names.push(match &v.gang {
                 Some(g) => format!("{} gang {g}", v.app),
+                None if v.whole_app => format!("{} with its AM", v.app),
                 None => v
                     .containers
                     .first()

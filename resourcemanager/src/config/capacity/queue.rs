@@ -389,13 +389,14 @@ impl Parser<'_> {
             Some("none") => ElasticPolicy::None,
             Some("doubling") => ElasticPolicy::Doubling,
             Some("doubling-by-gain") => ElasticPolicy::DoublingByGain,
+            Some("doubling-adaptive") => ElasticPolicy::DoublingAdaptive,
             Some(raw) => {
                 return Err(props
                     .err(
                         Rule::InvalidElasticPolicy,
                         &ep_key,
                         format!(
-                            "elastic-policy '{raw}' is not one of none, doubling, doubling-by-gain"
+                            "elastic-policy '{raw}' is not one of none, doubling, doubling-by-gain, doubling-adaptive"
                         ),
                     )
                     .queue(path))

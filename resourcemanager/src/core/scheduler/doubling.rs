@@ -23,7 +23,7 @@ use super::elastic_policy::{Elastic, ElasticConf, Resize};
 use super::gang::{plan, GangPhase, Plan, Unit};
 use super::queue_tree::QueueIdx;
 use super::{AskKey, Placement, Scheduler};
-use crate::core::queue_conf::ElasticPolicy;
+use crate::core::queue_conf::{ElasticPolicy, SUBLINEAR_EFFICIENCY};
 
 /// An elastic job of the leaf, as a round sees it.
 struct Job {
@@ -65,6 +65,22 @@ struct Queue {
 impl Queue {
     fn cost(&self, gpu_s: f64) -> f64 {
         self.per_gpu_s * gpu_s
+    }
+}
+
+/// Whether a round of `policy` over `jobs` follows the by-gain rule rather than the
+/// study's: `doubling-adaptive` does unless the jobs whose speed is known scale sublinearly
+/// (their mean per-GPU throughput at their maximum below [`SUBLINEAR_EFFICIENCY`] of their
+/// minimum's); jobs of unknown speed count as linear.
+fn by_gain(policy: ElasticPolicy, jobs: &[Job]) -> bool {
+    match policy {
+        ElasticPolicy::DoublingByGain => true,
+        ElasticPolicy::DoublingAdaptive => {
+            let known: Vec<f64> = jobs.iter().filter_map(|j| j.model.efficiency()).collect();
+            known.is_empty()
+                || known.iter().sum::<f64>() / known.len() as f64 >= SUBLINEAR_EFFICIENCY
+        }
+        ElasticPolicy::Doubling | ElasticPolicy::None => false,
     }
 }
 
@@ -161,11 +177,11 @@ impl Scheduler {
     }
 
     fn doubling_leaf(&mut self, leaf: QueueIdx, conf: &ElasticConf, now: u64) -> Vec<Resize> {
-        let by_gain = self.tree.queues[leaf].spec.elastic == ElasticPolicy::DoublingByGain;
         let (mut jobs, rigid) = self.leaf_jobs(leaf, conf, now);
         if jobs.is_empty() {
             return vec![];
         }
+        let by_gain = by_gain(self.tree.queues[leaf].spec.elastic, &jobs);
         let known: Vec<f64> = jobs.iter().filter_map(|j| j.rem).collect();
         // Without any progress reported, times are only comparable with each other (every
         // job counts as one unit of work left), not with a restart's cost.

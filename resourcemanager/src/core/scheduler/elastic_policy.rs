@@ -153,6 +153,31 @@ impl Elastic {
         }
     }
 
+    /// Per-member throughput at the largest legal size over that at the smallest (1: linear
+    /// scaling; 1 when the range has one size). None while nothing of its speed is known
+    /// (neither given nor reported).
+    pub fn efficiency(&self) -> Option<f64> {
+        let known = |n: &f64| n.is_finite() && *n > 0.0;
+        if !self
+            .learned
+            .values()
+            .chain(self.spec.throughput.values())
+            .any(known)
+        {
+            return None;
+        }
+        let (Some(lo), Some(hi)) = (self.spec.least(), self.spec.at_most(self.spec.max)) else {
+            return Some(1.0);
+        };
+        let per = |n: u32| self.speed(n) / f64::from(n);
+        let base = per(lo);
+        Some(if hi > lo && known(&base) {
+            per(hi) / base
+        } else {
+            1.0
+        })
+    }
+
     /// Throughput at `w` members: reported, else given, else interpolated between the
     /// nearest known sizes (scaled per member beyond them), else linear in `w`.
     pub fn speed(&self, w: u32) -> f64 {
@@ -394,6 +419,30 @@ mod tests {
         let any = spec(1, 6, SizeRule::Any);
         assert_eq!(any.up(4), Some(6));
         assert_eq!(any.down(5), Some(2));
+    }
+
+    #[test]
+    fn efficiency_is_per_member_throughput_at_the_top_over_the_bottom() {
+        let with = |min, max, table: &[(u32, f64)]| {
+            let mut s = spec(min, max, SizeRule::PowerOfTwo);
+            s.throughput = table.iter().copied().collect();
+            Elastic::new(s, Resource::zero(), AskKey::default(), 0)
+                .efficiency()
+                .unwrap_or(-1.0)
+        };
+        let measured = [(1, 318.0), (2, 576.2), (4, 1152.4), (8, 2177.8)];
+        let implied = [(1, 318.0), (2, 535.9), (4, 916.6), (8, 1446.9)];
+        assert!((with(1, 8, &measured) - 2177.8 / 8.0 / 318.0).abs() < 1e-9);
+        assert!((with(1, 8, &implied) - 1446.9 / 8.0 / 318.0).abs() < 1e-9);
+        // Near linear above, sublinear below the line doubling-adaptive draws.
+        assert!(with(1, 8, &measured) >= crate::core::queue_conf::SUBLINEAR_EFFICIENCY);
+        assert!(with(1, 8, &implied) < crate::core::queue_conf::SUBLINEAR_EFFICIENCY);
+        // Between the sizes it spans only; no table is linear; one size is efficient.
+        assert!((with(2, 4, &implied) - 916.6 / 4.0 / (535.9 / 2.0)).abs() < 1e-9);
+        assert_eq!(with(4, 4, &implied), 1.0);
+        // Nothing known: no figure.
+        assert_eq!(with(1, 8, &[]), -1.0);
+        assert_eq!(with(1, 8, &[(1, 0.0)]), -1.0);
     }
 
     #[test]

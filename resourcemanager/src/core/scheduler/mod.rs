@@ -30,6 +30,7 @@ mod las;
 pub mod node_index;
 mod pass;
 pub mod placement;
+pub mod preemptors;
 pub mod queue_tree;
 mod resume;
 pub mod topology;

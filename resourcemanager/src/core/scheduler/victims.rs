@@ -12,7 +12,8 @@
 //! Pure: the lifecycle layer passes the running candidates (it knows containers and
 //! checkpoints) and turns each [`Choice`] into notices, a hold and, at the deadline, kills.
 
-use super::gang::{plan, GangParams, Plan, Unit};
+use super::gang::{plan, Plan};
+pub use super::preemptors::Preemptor;
 use super::*;
 use smallvec::SmallVec;
 use spindle_common::ContainerId;
@@ -65,6 +66,23 @@ pub struct Candidate {
     /// An elastic gang's members above its minimum: taken by shrinking it (from, to)
     /// rather than preempting it, and before any whole unit.
     pub shrink: Option<(u32, u32)>,
+    /// An application's AM container with every live container of its attempt (taking it
+    /// ends the attempt): YARN's AM containers, considered last, only when no other unit
+    /// restores a guarantee, newest application first, and claimed whole from its queue.
+    pub whole_app: bool,
+}
+
+impl Candidate {
+    /// What taking it claims from its queues, of the `left` a preemptor still needs: a
+    /// unit's share of it, an application taken whole all it holds (its queue must stay at
+    /// or above its guarantee without all of it).
+    fn claim(&self, left: &Resource) -> Resource {
+        if self.whole_app {
+            self.total.clone()
+        } else {
+            min_each(&self.total, left)
+        }
+    }
 }
 
 /// Why a preemptor may take resources back.
@@ -116,128 +134,14 @@ pub struct Choice {
 /// Nodes to hold for a gang, with what it needs of each.
 pub type Hold = Vec<(NodeId, Resource)>;
 
-/// What waits: the first application of a leaf that cannot be placed.
-pub struct Preemptor {
-    app: ApplicationId,
-    gang: Option<String>,
-    leaf: QueueIdx,
-    /// What it waits with: each ask and how many containers of it.
-    asks: Vec<(AskKey, u32)>,
-    /// One per container, built only for the preemptors a round serves.
-    units: Vec<Unit>,
-    params: GangParams,
-    need: Resource,
-}
-
-/// Preemptors one round tries (most under-served leaves first).
-const MAX_PREEMPTORS_PER_ROUND: usize = 8;
-/// At most this many plain containers one preemptor claims per round.
-const MAX_PLAIN_UNITS: u32 = 64;
 /// Plans tried while adding victims, and while pruning them, per preemptor.
 const MAX_ADD_PLANS: usize = 24;
 const MAX_PRUNE_PLANS: usize = 16;
 const EPS: f64 = 1e-9;
 
 impl Scheduler {
-    fn share(&self, r: &Resource) -> f64 {
+    pub(super) fn share(&self, r: &Resource) -> f64 {
         ratio(self.conf.calculator, r, &self.nodes.cluster)
-    }
-
-    /// The first application of each leaf that waits for what free room cannot give, unless
-    /// `busy(leaf)` (a claim of that leaf is still being honoured).
-    pub fn preemptors(&self, busy: &dyn Fn(QueueIdx) -> bool) -> Vec<Preemptor> {
-        let mut out = Vec::new();
-        for (leaf, q) in self.tree.iter() {
-            if !q.is_leaf() || busy(leaf) {
-                continue;
-            }
-            for (_, _, id) in q.schedulable.iter().take(16) {
-                let Some(a) = self.apps.get(id) else { continue };
-                if let Some(p) = self.waiting_need(*id, a, leaf) {
-                    out.push(p);
-                    break;
-                }
-            }
-        }
-        out
-    }
-
-    /// What `a` waits with: a waiting gang that has been tried and did not fit, else its
-    /// plain asks (up to [`MAX_PLAIN_UNITS`] containers). Only what it needs in all is
-    /// summed here; its units are built for the few a round serves ([`Self::round_preemptors`]).
-    fn waiting_need(&self, id: ApplicationId, a: &SchedApp, leaf: QueueIdx) -> Option<Preemptor> {
-        let preemptor = |gang: Option<&String>, asks: Vec<(AskKey, u32)>, params: GangParams| {
-            let need = asks.iter().fold(Resource::zero(), |acc, (k, n)| {
-                a.asks.get(k).map_or(acc.clone(), |x| {
-                    acc.plus(&x.capability.times(i64::from(*n)))
-                })
-            });
-            Preemptor {
-                app: id,
-                gang: gang.cloned(),
-                leaf,
-                asks,
-                units: Vec::new(),
-                params,
-                need,
-            }
-        };
-        for (gid, g) in &a.gangs {
-            if !g.phase.is_waiting() || g.missed_at.is_none() {
-                continue;
-            }
-            let asks: Vec<(AskKey, u32)> = a
-                .asks
-                .iter()
-                .filter(|(_, x)| x.gang.as_deref() == Some(gid) && x.any > 0)
-                .map(|(k, x)| (*k, x.any.min(10_000)))
-                .collect();
-            if !asks.is_empty() {
-                return Some(preemptor(Some(gid), asks, g.params.clone()));
-            }
-        }
-        let mut asks = Vec::new();
-        let mut counted = 0;
-        for (k, ask) in a.asks.iter().filter(|(_, x)| x.gang.is_none() && x.any > 0) {
-            let n = ask.any.min(MAX_PLAIN_UNITS.saturating_sub(counted));
-            if n > 0 {
-                asks.push((*k, n));
-                counted += n;
-            }
-        }
-        (!asks.is_empty()).then(|| preemptor(None, asks, GangParams::default()))
-    }
-
-    /// A preemptor's units, one per container it waits for, built once it is served.
-    fn with_units(&self, mut p: Preemptor) -> Preemptor {
-        if p.units.is_empty() {
-            if let Some(a) = self.apps.get(&p.app) {
-                p.units = p
-                    .asks
-                    .iter()
-                    .filter_map(|(k, n)| a.asks.get(k).map(|x| (k, n, &x.capability)))
-                    .flat_map(|(k, n, cap)| {
-                        (0..*n).map(|_| Unit {
-                            key: *k,
-                            cap: cap.clone(),
-                        })
-                    })
-                    .collect();
-            }
-        }
-        p
-    }
-
-    /// Whether `leaf` with `need` more would stay within its guarantee on every level.
-    fn under_guarantee_with(&self, leaf: QueueIdx, need: &Resource) -> bool {
-        self.tree
-            .path_up(leaf)
-            .filter(|q| *q != QueueIdx::ROOT)
-            .all(|q| {
-                let queue = &self.tree.queues[q];
-                !queue.guaranteed.is_zero()
-                    && self.share(&queue.used.plus(need)) <= self.share(&queue.guaranteed) + EPS
-            })
     }
 
     /// The queues from `victim_leaf` up to (not including) its lowest common ancestor with
@@ -299,32 +203,6 @@ impl Scheduler {
             .collect()
     }
 
-    /// The preemptors a round serves: the most under-served leaves first, and a bounded
-    /// number a round, so a round's cost stays flat however many leaves wait (the rest are
-    /// served by later rounds). Idempotent.
-    pub fn round_preemptors(&self, waiting: Vec<Preemptor>) -> Vec<Preemptor> {
-        // Each leaf's gap once (not once per comparison), then the few served, in order.
-        let mut keyed: Vec<(f64, QueueIdx, Preemptor)> = waiting
-            .into_iter()
-            .map(|p| {
-                let q = &self.tree.queues[p.leaf];
-                (self.share(&q.used) - self.share(&q.guaranteed), p.leaf, p)
-            })
-            .collect();
-        let order = |a: &(f64, QueueIdx, Preemptor), b: &(f64, QueueIdx, Preemptor)| {
-            a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))
-        };
-        if keyed.len() > MAX_PREEMPTORS_PER_ROUND {
-            keyed.select_nth_unstable_by(MAX_PREEMPTORS_PER_ROUND - 1, order);
-            keyed.truncate(MAX_PREEMPTORS_PER_ROUND);
-        }
-        keyed.sort_by(order);
-        keyed
-            .into_iter()
-            .map(|(_, _, p)| self.with_units(p))
-            .collect()
-    }
-
     /// The leaves whose candidates a round over `waiting` (already [`Self::round_preemptors`])
     /// can take from: for a preemptor under its guarantee, the other leaves that may give to
     /// it; for intra-queue preemption, its own leaf when an application there ranks below
@@ -338,7 +216,7 @@ impl Scheduler {
         let giving = self.giving_queues(conf);
         let mut out = BTreeSet::new();
         for p in waiting {
-            if self.under_guarantee_with(p.leaf, &p.need) {
+            if self.under_guarantee_with(p) {
                 for (vl, q) in self.tree.iter() {
                     if q.is_leaf()
                         && vl != p.leaf
@@ -369,7 +247,7 @@ impl Scheduler {
     /// Whether anything waits that a round could serve (cheap: no candidates needed).
     pub fn any_preemptor(&self, conf: &PreemptionConf, waiting: &[Preemptor]) -> bool {
         waiting.iter().any(|p| {
-            self.under_guarantee_with(p.leaf, &p.need)
+            self.under_guarantee_with(p)
                 || (conf.intra_queue
                     && !self.tree.queues[p.leaf].spec.intra_queue_disable_preemption)
         })
@@ -405,7 +283,7 @@ impl Scheduler {
         for p in waiting {
             let leaf_spec = &self.tree.queues[p.leaf].spec;
             let mut tries: Vec<(Reason, Vec<usize>)> = Vec::new();
-            if self.under_guarantee_with(p.leaf, &p.need) {
+            if self.under_guarantee_with(&p) {
                 // The leaves that may give to this preemptor, each judged once.
                 let mut pool = Vec::new();
                 for (vl, idxs) in &by_leaf {
@@ -435,26 +313,13 @@ impl Scheduler {
             } else {
                 Vec::new()
             };
-            for (reason, mut pool) in tries {
+            for (reason, pool) in tries {
                 if pool.is_empty() {
                     continue;
                 }
-                if self.beyond_reach(&p, &room, &pool, cands) {
-                    continue;
-                }
-                pool.sort_by_key(|i| {
-                    let c = &cands[*i];
-                    (
-                        c.shrink.is_none(),
-                        c.lost_gpu_ms,
-                        c.containers.len(),
-                        c.app,
-                        c.gang.clone(),
-                    )
-                });
                 let first_of_round = out.is_empty();
-                let Some((victims, hold, claims)) =
-                    self.pick_victims(&p, &room, &pool, cands, reason, &given, conf)
+                let Some((victims, hold, claims)) = self
+                    .pick_last_resort_last(&p, &room, pool, cands, reason, &given, conf, &taken)
                 else {
                     continue;
                 };
@@ -469,6 +334,15 @@ impl Scheduler {
                 }
                 for i in &victims {
                     taken[*i] = true;
+                }
+                // An application taken whole takes its other units with it.
+                let whole: BTreeSet<ApplicationId> = victims
+                    .iter()
+                    .filter(|i| cands[**i].whole_app)
+                    .map(|i| cands[*i].app)
+                    .collect();
+                for (i, c) in cands.iter().enumerate() {
+                    taken[i] |= whole.contains(&c.app);
                 }
                 given = claims;
                 round_total.add_assign(&freed);
@@ -485,6 +359,63 @@ impl Scheduler {
             }
         }
         out
+    }
+
+    /// Victims from `pool` for one preemptor: the units that leave every AM running first
+    /// (an elastic gang's extra members, then the cheapest by lost work). Only when they
+    /// cannot restore a guarantee are applications taken whole with their AM, after those
+    /// units, newest first; each stands in for its own other units, and one whose units an
+    /// earlier preemptor of the round took is left out. Never for intra-queue preemption.
+    #[allow(clippy::too_many_arguments)]
+    fn pick_last_resort_last(
+        &self,
+        p: &Preemptor,
+        room: &[usize],
+        pool: Vec<usize>,
+        cands: &[Candidate],
+        reason: Reason,
+        given: &[Resource],
+        conf: &PreemptionConf,
+        taken: &[bool],
+    ) -> Option<(Vec<usize>, Hold, Vec<Resource>)> {
+        // Both tries draw from `pool`: one bound serves them.
+        if self.beyond_reach(p, room, &pool, cands) {
+            return None;
+        }
+        let sort = |pool: &mut Vec<usize>| {
+            pool.sort_by_key(|i| {
+                let c = &cands[*i];
+                (
+                    c.shrink.is_none(),
+                    c.lost_gpu_ms,
+                    c.containers.len(),
+                    c.app,
+                    c.gang.clone(),
+                )
+            })
+        };
+        let (mut units, mut apps): (Vec<usize>, Vec<usize>) =
+            pool.into_iter().partition(|i| !cands[*i].whole_app);
+        sort(&mut units);
+        if let Some(found) = self.pick_victims(p, room, &units, cands, reason, given, conf) {
+            return Some(found);
+        }
+        if reason != Reason::Guarantee {
+            return None;
+        }
+        let partly_taken: BTreeSet<ApplicationId> = (0..cands.len())
+            .filter(|i| taken[*i])
+            .map(|i| cands[i].app)
+            .collect();
+        apps.retain(|i| !partly_taken.contains(&cands[*i].app));
+        if apps.is_empty() {
+            return None;
+        }
+        apps.sort_by_key(|i| std::cmp::Reverse(cands[*i].app));
+        let whole: BTreeSet<ApplicationId> = apps.iter().map(|i| cands[*i].app).collect();
+        units.retain(|i| !whole.contains(&cands[*i].app));
+        units.extend(apps);
+        self.pick_victims(p, room, &units, cands, reason, given, conf)
     }
 
     /// Whether a candidate ranks below the preemptor inside the preemptor's leaf, by `reason`.
@@ -608,6 +539,7 @@ impl Scheduler {
                     total: Resource::zero(),
                     lost_gpu_ms: 0,
                     shrink: None,
+                    whole_app: false,
                 };
                 self.outranks(p, &probe, reason)
             }
@@ -741,7 +673,7 @@ impl Scheduler {
         for &i in pool {
             let c = &cands[i];
             if reason == Reason::Guarantee {
-                let claim = min_each(&c.total, &left);
+                let claim = c.claim(&left);
                 let Some(vl) = self.apps.get(&c.app).map(|a| a.queue) else {
                     continue;
                 };
@@ -785,7 +717,7 @@ impl Scheduler {
             let mut left = beyond_free;
             for &i in &chosen {
                 let c = &cands[i];
-                let claim = min_each(&c.total, &left);
+                let claim = c.claim(&left);
                 let vl = self.apps.get(&c.app)?.queue;
                 if !self.may_give(vl, p.leaf, &claim, &claims, given, conf) {
                     return None;

@@ -51,7 +51,7 @@ fn start_ams(env: &mut TestEnv) -> BTreeMap<ApplicationId, ApplicationAttemptId>
     out
 }
 
-fn used_mb(env: &TestEnv, queue: &str) -> i64 {
+pub(super) fn used_mb(env: &TestEnv, queue: &str) -> i64 {
     env.core
         .queue_views()
         .into_iter()

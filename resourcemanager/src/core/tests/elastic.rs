@@ -52,11 +52,19 @@ fn spec(min: u32, max: u32) -> ElasticSpec {
     }
 }
 
+/// The study-implied table (sublinear: 57% per GPU at 8 against 1).
+const IMPLIED: [(u32, f64); 4] = [(1, 318.0), (2, 535.9), (4, 916.6), (8, 1446.9)];
+
 impl Cluster {
     /// Asks for an elastic gang of 1-GPU members.
     fn elastic(&mut self, app: &ApplicationId, min: u32, max: u32) -> AllocateReply {
+        self.elastic_with(app, spec(min, max))
+    }
+
+    fn elastic_with(&mut self, app: &ApplicationId, spec: ElasticSpec) -> AllocateReply {
+        let max = spec.max;
         let params = GangRequest {
-            elastic: Some(spec(min, max)),
+            elastic: Some(spec),
             ..GangRequest::default()
         };
         self.gang_with(app, "workers", max, 1, params, 0.0)
@@ -168,6 +176,48 @@ fn doubling_grows_on_an_idle_cluster_shrinks_for_a_rigid_gang_and_grows_back() {
     );
     let g = c.env.core.scheduler().gang(&a, "workers").expect("gang");
     assert_eq!(g.elastic.as_ref().map(|e| e.resizes), Some(2));
+}
+
+/// On one 8-GPU node, `a` (1..8) runs at 8; `b` (1..8) then asks. Returns the sizes of `a`
+/// and `b` a few rounds later.
+fn second_job_sizes(policy: ElasticPolicy, table: &[(u32, f64)]) -> (usize, usize) {
+    let mut c = with_policy(1, 8, policy);
+    let with_table = |s: ElasticSpec| ElasticSpec {
+        throughput: table.iter().copied().collect(),
+        ..s
+    };
+    let a = c.start("root.default", "alice", 0);
+    c.elastic_with(&a, with_table(spec(1, 8)));
+    assert_eq!(c.size(&a), 8);
+    let b = c.start("root.default", "bob", 0);
+    c.elastic_with(&b, with_table(spec(1, 8)));
+    for _ in 0..(RESIZE_INTERVAL / 1000 + 3) {
+        c.env.advance(1000);
+        c.comply(&a);
+        c.comply(&b);
+    }
+    (c.size(&a), c.size(&b))
+}
+
+#[test]
+fn doubling_adaptive_starts_every_job_when_they_scale_sublinearly_and_by_gain_otherwise() {
+    let measured: Vec<(u32, f64)> = spec(1, 8).throughput.into_iter().collect();
+    // The study's rule shrinks a for b's minimum whatever the table; by gain, b waits for a
+    // when the jobs scale almost linearly.
+    let doubling = second_job_sizes(ElasticPolicy::Doubling, &measured);
+    let by_gain = second_job_sizes(ElasticPolicy::DoublingByGain, &measured);
+    assert!(doubling.1 >= 1 && doubling.0 < 8, "{doubling:?}");
+    assert_eq!(by_gain, (8, 0));
+    // doubling-adaptive: by gain on the near-linear table, the study's rule on the
+    // sublinear one.
+    let adaptive = ElasticPolicy::DoublingAdaptive;
+    assert_eq!(second_job_sizes(adaptive, &measured), by_gain);
+    assert_eq!(
+        second_job_sizes(adaptive, &IMPLIED),
+        second_job_sizes(ElasticPolicy::Doubling, &IMPLIED)
+    );
+    let (a, b) = second_job_sizes(adaptive, &IMPLIED);
+    assert!(b >= 1 && a + b <= 8, "a {a}, b {b}");
 }
 
 #[test]
@@ -328,9 +378,12 @@ proptest! {
     #[test]
     fn elastic_invariants_hold(
         ops in proptest::collection::vec(op(), 1..50),
-        by_gain in any::<bool>(),
+        policy in prop::sample::select(vec![
+            ElasticPolicy::Doubling,
+            ElasticPolicy::DoublingByGain,
+            ElasticPolicy::DoublingAdaptive,
+        ]),
     ) {
-        let policy = if by_gain { ElasticPolicy::DoublingByGain } else { ElasticPolicy::Doubling };
         let mut c = with_policy(4, 4, policy);
         let mut apps: Vec<ApplicationId> = Vec::new();
         let mut elastic: BTreeSet<ApplicationId> = BTreeSet::new();

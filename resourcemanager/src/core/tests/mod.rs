@@ -9,6 +9,7 @@ use spindle_common::token::TokenSecret;
 
 use super::*;
 
+mod am_guarantees;
 mod am_limit;
 mod capacity;
 mod decommission;
