@@ -50,6 +50,7 @@ impl RmCore {
         if let Some(g) = &p.gang {
             self.sched.gang_member(&p.app, g, cid);
         }
+        self.cpu_granted(p, cid, now);
         Some(cid)
     }
 
@@ -175,6 +176,7 @@ impl RmCore {
         }
         let c = c.clone();
         let app_id = cid.application_id();
+        self.cpu_forget(cid);
         self.sched.release(&app_id, &c.node, &c.resource);
         if end == Some(true) {
             // Work taken back by preemption is not charged to its user's fair share.

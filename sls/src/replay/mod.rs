@@ -700,6 +700,7 @@ impl<'a> Sim<'a> {
                 num_containers: n,
                 relax_locality: true,
                 gang: gang.clone(),
+                cpu: None,
             })
             .collect();
         self.allocate(j, attempt, asks);

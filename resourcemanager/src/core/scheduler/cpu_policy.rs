@@ -138,6 +138,14 @@ impl VcoresAsk {
         Ok(Self::Range { min, max })
     }
 
+    /// A range's minimum (what a container is granted first).
+    pub fn min(&self) -> Option<u32> {
+        match self {
+            Self::Range { min, .. } => Some(*min),
+            Self::Fixed | Self::Auto => None,
+        }
+    }
+
     /// The range of a container of `gpus` GPUs on a node of `node_vcores` CPUs and
     /// `node_gpus` GPUs, its fixed size being `fixed`. `None`: a fixed ask.
     pub fn range(
@@ -175,9 +183,16 @@ impl CpuRange {
     }
 }
 
-/// Throughput by CPUs per GPU (any unit): `1:100;3:180;6:260;12:294`, the GPU table's form.
+/// Throughput per GPU by CPUs per GPU (any unit): `1:100;3:180;6:260;12:294`, the GPU
+/// table's form. Keys are milli-CPUs per GPU, so a measured point of 13 vcores on 4 GPUs
+/// (3.25 per GPU) is kept as it is.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CpuCurve(pub BTreeMap<u32, f64>);
+
+/// Milli-CPUs per GPU of `vcores` over `gpus`.
+pub fn milli_per_gpu(vcores: u32, gpus: u32) -> u32 {
+    (u64::from(vcores) * 1000 / u64::from(gpus.max(1))).min(u64::from(u32::MAX)) as u32
+}
 
 impl CpuCurve {
     /// Parses `cpus:throughput` rows separated by `;` (or `,`).
@@ -197,13 +212,13 @@ impl CpuCurve {
                 .ok_or_else(|| bad("expected CPUS:VALUE"))?;
             let k: u32 = k.trim().parse().map_err(|_| bad("CPUS is not a count"))?;
             let v: f64 = v.trim().parse().map_err(|_| bad("VALUE is not a number"))?;
-            if k == 0 {
-                return Err(bad("CPUS must be at least 1"));
+            if k == 0 || k > 1_000_000 {
+                return Err(bad("CPUS must be between 1 and 1000000"));
             }
             if !(v.is_finite() && v > 0.0) {
                 return Err(bad("VALUE must be positive"));
             }
-            if m.insert(k, v).is_some() {
+            if m.insert(k * 1000, v).is_some() {
                 return Err(bad("CPUS given twice"));
             }
         }
@@ -220,7 +235,7 @@ impl CpuCurve {
     pub fn at(&self, cpg: f64) -> f64 {
         let mut below = (0.0, 0.0);
         for (&k, &v) in &self.0 {
-            let (k, v) = (f64::from(k), v.max(below.1));
+            let (k, v) = (f64::from(k) / 1000.0, v.max(below.1));
             if cpg <= k {
                 let (k0, v0) = below;
                 if k <= k0 {

@@ -11,7 +11,7 @@ fn cid(i: u64) -> ContainerId {
 }
 
 fn curve(rows: &[(u32, f64)]) -> Prediction {
-    Prediction::Curve(CpuCurve(rows.iter().copied().collect()))
+    Prediction::Curve(CpuCurve(rows.iter().map(|(k, v)| (k * 1000, *v)).collect()))
 }
 
 fn member(i: u64, gpus: u32, vcores: u32, range: (u32, u32), p: Prediction) -> Member {
@@ -151,7 +151,7 @@ fn a_queue_at_its_maximum_only_swaps_inside_and_guarantees_hold() {
 
 fn arb_curve() -> impl Strategy<Value = Prediction> {
     prop_oneof![
-        6 => prop::collection::btree_map(1u32..16, 1.0f64..500.0, 1..5)
+        6 => prop::collection::btree_map((1u32..16).prop_map(|k| k * 1000), 1.0f64..500.0, 1..5)
             .prop_map(|m| Prediction::Curve(CpuCurve(m))),
         1 => Just(Prediction::Explore),
         1 => Just(Prediction::Unknown),
