@@ -110,6 +110,7 @@ impl RmCore {
             }
             self.changed();
         }
+        self.cpu_size_fresh(now);
     }
 
     /// Asks the container's NM to stop it. A container the NM has not started is released

@@ -190,9 +190,7 @@ impl RmCore {
         if self.cpu.containers.is_empty() {
             return;
         }
-        for cid in std::mem::take(&mut self.cpu.fresh) {
-            self.cpu_size_at_grant(cid, now);
-        }
+        self.cpu_size_fresh(now);
         if !self.conf.cpu.any_adaptive() || now < self.cpu.next_round_at {
             return;
         }
@@ -201,6 +199,17 @@ impl RmCore {
         let nodes: Vec<NodeId> = self.cpu.by_node.keys().cloned().collect();
         for n in nodes {
             self.cpu_round_node(&n, now);
+        }
+    }
+
+    /// Containers granted since the last call sized by their partition's policy (after
+    /// every scheduling pass; nothing to do costs one check).
+    pub(super) fn cpu_size_fresh(&mut self, now: u64) {
+        if self.cpu.fresh.is_empty() {
+            return;
+        }
+        for cid in std::mem::take(&mut self.cpu.fresh) {
+            self.cpu_size_at_grant(cid, now);
         }
     }
 
@@ -365,6 +374,23 @@ impl RmCore {
         }
         let mut target = c.resource.clone();
         target.vcores = to;
+        let undelivered = self
+            .apps
+            .get(&cid.application_id())
+            .and_then(App::current_attempt)
+            .is_some_and(|a| a.to_deliver.contains(&cid));
+        if undelivered {
+            // Sized before its AM has seen it: it is handed over at this size, version 0.
+            let app = cid.application_id();
+            let node = c.node.clone();
+            let old = c.resource.clone();
+            self.sched.recharge(&app, &node, &old, &target);
+            if let Some(rc) = self.containers.get_mut(&cid) {
+                rc.resource = target;
+            }
+            self.changed();
+            return;
+        }
         let kind = if to > from {
             UpdateKind::IncreaseResource
         } else {

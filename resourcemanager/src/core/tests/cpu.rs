@@ -109,32 +109,72 @@ const ALEXNET: &str = "1:40;3:100;6:200;9:260;12:294";
 const LSTM: &str = "1:100;3:100;12:100";
 
 #[test]
-fn a_range_is_granted_its_minimum_then_sized_by_the_policy_and_told_to_the_am() {
-    for (policy, want) in [
-        (CpuPolicy::Proportional, 12),
-        (CpuPolicy::Static { cpus_per_gpu: 2 }, 8),
+fn a_range_is_granted_at_the_policys_size_within_it() {
+    for (policy, range, want) in [
+        (CpuPolicy::Proportional, "2..16", 12),
+        (CpuPolicy::Proportional, "2..8", 8),
+        (CpuPolicy::Static { cpus_per_gpu: 2 }, "2..16", 8),
+        (CpuPolicy::Adaptive, "14..20", 14),
     ] {
         let mut c = cluster(policy, 100.0);
         let a = c.start("root.a", "u", 0);
-        let id = ranged(&mut c, &a, 4, "2..16", "");
-        assert_eq!(vcores(&c, &id), 2, "granted the minimum");
-        c.env.core.tick(c.env.now);
+        let att = c.att(&a);
+        let ask = AskUpdate {
+            image: None,
+            label: None,
+            tags: Vec::new(),
+            constraint: None,
+            priority: 1,
+            allocation_request_id: 1,
+            resource_name: "*".into(),
+            capability: Resource::new(1024, 1).with(GPU, 4),
+            num_containers: 1,
+            relax_locality: true,
+            gang: None,
+            cpu: Some(CpuAsk {
+                vcores: VcoresAsk::parse(range).unwrap(),
+                table: CpuCurve::default(),
+            }),
+        };
+        let r = c
+            .env
+            .core
+            .am_allocate(&att, 0, vec![ask], vec![], 0.1, c.env.now)
+            .expect("ask");
         c.env.step();
-        assert_eq!(vcores(&c, &id), want, "{policy:?}");
-        let r = c.poll(&a, AmReport::default());
-        assert_eq!(r.updated.len(), 1);
-        let u = &r.updated[0];
-        assert_eq!(u.kind, UpdateKind::IncreaseResource);
-        assert_eq!(u.version, 1);
-        assert_eq!(u.allocation.resource.vcores, want);
-        assert_eq!(
-            u.allocation.resource.memory_mb, 1024,
-            "memory never changes"
-        );
-        // Nothing moves later under a non-adaptive policy.
-        c.run_for(5 * RESIZE);
-        assert_eq!(vcores(&c, &id), want);
+        // The AM gets it at its size, version 0: no update to hear of.
+        let got = r.allocated[0].clone();
+        assert_eq!(got.resource.vcores, want, "{policy:?} {range}");
+        assert_eq!(got.version, 0);
+        assert_eq!(got.resource.memory_mb, 1024, "memory never changes");
+        c.nm_round();
+        assert!(c.poll(&a, AmReport::default()).updated.is_empty());
+        if policy != CpuPolicy::Adaptive {
+            // Nothing moves later under a non-adaptive policy.
+            c.run_for(5 * RESIZE);
+            assert_eq!(vcores(&c, &got.id), want);
+        }
     }
+}
+
+#[test]
+fn a_resize_of_a_running_container_is_told_to_its_am_with_a_new_version() {
+    let mut c = cluster(CpuPolicy::Adaptive, 100.0);
+    let a = c.start("root.a", "u", 0);
+    let b = c.start("root.a", "v", 0);
+    let fast = ranged(&mut c, &a, 4, "4..40", ALEXNET);
+    ranged(&mut c, &b, 4, "4..40", LSTM);
+    c.run_for(INTERVAL + 1);
+    let r = c.poll(&a, AmReport::default());
+    let u = r
+        .updated
+        .iter()
+        .find(|u| u.allocation.id == fast)
+        .expect("told");
+    assert_eq!(u.kind, UpdateKind::IncreaseResource);
+    assert_eq!(u.version, 1);
+    assert_eq!(u.allocation.resource.vcores, vcores(&c, &fast));
+    assert_eq!(u.allocation.resource.memory_mb, 1024);
 }
 
 #[test]
