@@ -261,6 +261,12 @@ impl RmCore {
             return;
         }
         let free = u32::try_from(sn.free.vcores.max(0)).unwrap_or(0);
+        let (node_vcores, node_gpus) = (
+            u64::try_from(sn.total.vcores).unwrap_or(0),
+            u64::try_from(sn.total.get(spindle_common::resource::GPU))
+                .unwrap_or(0)
+                .max(1),
+        );
         let mut leaves: Vec<scheduler::queue_tree::QueueIdx> = Vec::new();
         let mut members = Vec::new();
         for cid in ids {
@@ -279,7 +285,8 @@ impl RmCore {
                 && now
                     < s.last_resize
                         .saturating_add(self.conf.cpu.resize_interval_ms);
-            members.push(Member {
+            let share = node_vcores * u64::from(s.gpus) / node_gpus;
+            let member = Member {
                 id: *cid,
                 gpus: s.gpus,
                 vcores: u32::try_from(c.resource.vcores.max(0)).unwrap_or(0),
@@ -287,7 +294,8 @@ impl RmCore {
                 prediction: self.cpu_prediction(cid, s, now),
                 movable: s.sized && !resting && c.state == RmContainerState::RUNNING,
                 queue,
-            });
+            };
+            members.push(member.guarantee(u32::try_from(share).unwrap_or(u32::MAX)));
         }
         let rooms: Vec<QueueRoom> = leaves.iter().map(|l| self.cpu_queue_room(*l)).collect();
         let mut plan = plan_node(&members, free, &rooms);

@@ -27,6 +27,7 @@ use spindle_resourcemanager::core::{
 };
 
 mod check;
+mod cpu;
 mod elastic;
 mod notice;
 mod tasks;
@@ -236,6 +237,7 @@ pub fn run(
                     Ev::Tick(regular) => sim.tick(regular)?,
                     Ev::Checkpointed(j, epoch) => sim.checkpointed(j, epoch)?,
                     Ev::ElasticEnd(j, epoch) => sim.elastic_end(j, epoch)?,
+                    Ev::CpuEnd(j, epoch, generation) => sim.cpu_end(j, epoch, generation)?,
                 }
             }
             (false, Some(s)) => {
@@ -310,6 +312,9 @@ enum Ev {
     /// An elastic job's work is done, if it is still in run `epoch` (a resize starts
     /// another).
     ElasticEnd(usize, u32),
+    /// A CPU-sensitive job's work is done, if it is still in run `epoch` at pace
+    /// `generation` (a resize of its CPUs starts another).
+    CpuEnd(usize, u32, u32),
 }
 
 /// A container the job's AM was given.
@@ -351,6 +356,8 @@ struct Run {
     /// An elastic job's work and size, and when its GPU time was last counted.
     elastic: Option<elastic::ElasticRun>,
     elastic_gpu_at: Option<u64>,
+    /// A CPU-sensitive job's work and pace.
+    cpu: Option<cpu::CpuRun>,
 }
 
 struct Sim<'a> {
@@ -374,6 +381,8 @@ struct Sim<'a> {
     resizes: u64,
     /// Elastic jobs running.
     elastic_live: BTreeSet<usize>,
+    /// CPU-sensitive jobs running.
+    cpu_live: BTreeSet<usize>,
     timeline: Vec<Sample>,
     latencies_us: Vec<u32>,
     /// The RM's tick interval when something needs ticks (preemption, `las`), and whether
@@ -412,6 +421,8 @@ impl<'a> Sim<'a> {
         let tick_ms = [
             (conf.preemption.enabled || las).then_some(conf.preemption.monitoring_interval_ms),
             doubling.then_some(conf.elastic.monitoring_interval_ms),
+            (conf.cpu.any_adaptive() && jobs.iter().any(|j| j.cpu_throughput.is_some()))
+                .then_some(conf.cpu.interval_ms),
         ]
         .into_iter()
         .flatten()
@@ -447,6 +458,7 @@ impl<'a> Sim<'a> {
             restarts: 0,
             resizes: 0,
             elastic_live: BTreeSet::new(),
+            cpu_live: BTreeSet::new(),
             timeline: Vec::new(),
             latencies_us: Vec::new(),
             tick_ms,
@@ -664,6 +676,7 @@ impl<'a> Sim<'a> {
                 capability: capability(t),
                 num_containers: spec.max,
                 relax_locality: true,
+                cpu: None,
                 gang: gang.map(|(id, p)| {
                     (
                         id,
@@ -700,7 +713,7 @@ impl<'a> Sim<'a> {
                 num_containers: n,
                 relax_locality: true,
                 gang: gang.clone(),
-                cpu: None,
+                cpu: self.cpu_ask(j),
             })
             .collect();
         self.allocate(j, attempt, asks);
@@ -736,6 +749,9 @@ impl<'a> Sim<'a> {
         match r {
             Ok(reply) => {
                 self.runs[j].response_id = reply.response_id;
+                if !reply.updated.is_empty() {
+                    self.cpu_updated(j, &reply.updated);
+                }
                 self.granted(j, reply.allocated);
                 if !reply.offers.is_empty() {
                     self.elastic_grow(j, reply.offers);

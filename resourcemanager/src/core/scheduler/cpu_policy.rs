@@ -307,6 +307,21 @@ impl Member {
         }
     }
 
+    /// Raises the range's minimum to the fewest vcores at which the predicted throughput is
+    /// still that at `share` (Synergy's guarantee: no job is made slower than at the
+    /// GPU-proportional share). Unknown jobs keep their range.
+    pub fn guarantee(mut self, share: u32) -> Self {
+        if let Prediction::Curve(_) = self.prediction {
+            let share = self.range.clamp(share);
+            let target = self.throughput(share);
+            let floor = (self.range.min..share)
+                .find(|v| self.throughput(*v) >= target - 1e-9)
+                .unwrap_or(share);
+            self.range.min = floor;
+        }
+        self
+    }
+
     /// Predicted gain of one more core (`None`: it may not grow).
     fn gain(&self, v: u32) -> Option<f64> {
         if !self.movable || v >= self.range.max {

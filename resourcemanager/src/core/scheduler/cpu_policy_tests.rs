@@ -149,6 +149,24 @@ fn a_queue_at_its_maximum_only_swaps_inside_and_guarantees_hold() {
     assert_eq!(to(1), Some(2));
 }
 
+#[test]
+fn no_job_is_taken_below_its_proportional_throughput() {
+    // DeepSpeech loses speed below 3 per GPU: AlexNet may not take those cores.
+    let deepspeech = curve(&[(1, 60.0), (3, 100.0)]);
+    let m = vec![
+        member(0, 1, 3, (1, 12), alexnet()).guarantee(3),
+        member(1, 1, 3, (1, 12), deepspeech).guarantee(3),
+        member(2, 1, 3, (1, 12), lstm()).guarantee(3),
+    ];
+    assert_eq!(m[1].range.min, 3);
+    assert_eq!(m[2].range.min, 1, "a flat job's floor is one core");
+    let plan = plan_node(&m, 0, &[OPEN]);
+    let to = |i| plan.iter().find(|r| r.container == cid(i)).map(|r| r.to);
+    assert_eq!(to(1), None);
+    assert_eq!(to(2), Some(1));
+    assert_eq!(to(0), Some(5));
+}
+
 fn arb_curve() -> impl Strategy<Value = Prediction> {
     prop_oneof![
         6 => prop::collection::btree_map((1u32..16).prop_map(|k| k * 1000), 1.0f64..500.0, 1..5)

@@ -276,6 +276,9 @@ proptest! {
             let app = c.start(q, &format!("u{i}"), 0);
             let lo = min * gpus as u32;
             let range = format!("{lo}..{}", lo + span);
+            if !c.ams.contains_key(&app) {
+                continue;
+            }
             if let Some(id) = try_ranged(&mut c, &app, gpus, &range, &table) {
                 ids.push((app, id, lo, lo + span));
             }
