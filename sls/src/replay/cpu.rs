@@ -174,4 +174,65 @@ impl Sim<'_> {
     pub(super) fn cpu_ticks(&self) -> bool {
         !self.cpu_live.is_empty() && self.core.conf().cpu.any_adaptive()
     }
+
+    /// Brings the CPU figures up to `t`: GPU nodes' vcores held and GPUs that cannot get
+    /// a CPU (free GPUs on nodes with no free vcore), each times the time since the last
+    /// event.
+    pub(super) fn cpu_account(&mut self, t: u64) {
+        let Some(acc) = self.cpu_acc.as_mut() else {
+            return;
+        };
+        let dt = t.saturating_sub(acc.at) as f64;
+        acc.at = t;
+        if dt == 0.0 {
+            return;
+        }
+        for n in self.core.scheduler().nodes().iter() {
+            let gpus = n.total.get(GPU);
+            if gpus == 0 {
+                continue;
+            }
+            acc.vcore_ms_total += n.total.vcores as f64 * dt;
+            acc.vcore_ms_used += n.used.vcores as f64 * dt;
+            acc.gpu_ms_total += gpus as f64 * dt;
+            if n.free.vcores < 1 {
+                acc.stranded_gpu_ms += n.free.get(GPU).max(0) as f64 * dt;
+            }
+        }
+    }
+}
+
+/// CPU figures integrated over a replay.
+#[derive(Debug, Clone, Default)]
+pub(super) struct CpuAcc {
+    at: u64,
+    vcore_ms_used: f64,
+    vcore_ms_total: f64,
+    stranded_gpu_ms: f64,
+    gpu_ms_total: f64,
+}
+
+/// What `summary.json` says of CPUs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuFigures {
+    /// GPU nodes' vcore-seconds held over available.
+    pub utilization: f64,
+    /// GPU-seconds stranded (free GPUs on nodes without a free vcore) over available.
+    pub gpus_stranded: f64,
+}
+
+impl CpuAcc {
+    pub(super) fn figures(&self) -> CpuFigures {
+        let ratio = |a: f64, b: f64| {
+            if b > 0.0 {
+                (a / b * 1e6).round() / 1e6
+            } else {
+                0.0
+            }
+        };
+        CpuFigures {
+            utilization: ratio(self.vcore_ms_used, self.vcore_ms_total),
+            gpus_stranded: ratio(self.stranded_gpu_ms, self.gpu_ms_total),
+        }
+    }
 }

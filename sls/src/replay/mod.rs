@@ -33,6 +33,7 @@ mod notice;
 mod tasks;
 
 pub use check::check_jobs;
+pub use cpu::CpuFigures;
 pub use elastic::{fixed_allocation, make_elastic, rescale};
 
 use crate::cluster::ClusterSpec;
@@ -170,6 +171,8 @@ pub struct RunResult {
     pub lost_gpu_ms: u128,
     /// From each notice to the containers' exit, in ms.
     pub notice_to_exit_ms: Vec<u64>,
+    /// GPU nodes' CPUs held and GPUs stranded, over time (with CPU-sensitive jobs only).
+    pub cpu: Option<CpuFigures>,
 }
 
 /// What the RM says of an application still waiting: its state and diagnostics, and its
@@ -230,6 +233,7 @@ pub fn run(
                 let Some(((t, _), ev)) = sim.events.pop_first() else {
                     break;
                 };
+                sim.cpu_account(t);
                 sim.now = t;
                 match ev {
                     Ev::End(j, epoch, containers) => sim.end_tasks(j, epoch, containers)?,
@@ -241,6 +245,7 @@ pub fn run(
                 }
             }
             (false, Some(s)) => {
+                sim.cpu_account(s);
                 sim.now = s;
                 sim.submit(order[cursor])?;
                 cursor += 1;
@@ -295,6 +300,7 @@ pub fn run(
         preemptions: sim.preemptions,
         lost_gpu_ms: sim.lost_gpu_ms,
         notice_to_exit_ms: sim.notice_to_exit_ms,
+        cpu: sim.cpu_acc.map(|a| a.figures()),
     })
 }
 
@@ -383,6 +389,8 @@ struct Sim<'a> {
     elastic_live: BTreeSet<usize>,
     /// CPU-sensitive jobs running.
     cpu_live: BTreeSet<usize>,
+    /// CPU figures integrated over time (only with CPU-sensitive jobs).
+    cpu_acc: Option<cpu::CpuAcc>,
     timeline: Vec<Sample>,
     latencies_us: Vec<u32>,
     /// The RM's tick interval when something needs ticks (preemption, `las`), and whether
@@ -459,6 +467,10 @@ impl<'a> Sim<'a> {
             resizes: 0,
             elastic_live: BTreeSet::new(),
             cpu_live: BTreeSet::new(),
+            cpu_acc: jobs
+                .iter()
+                .any(|j| j.cpu_throughput.is_some())
+                .then(cpu::CpuAcc::default),
             timeline: Vec::new(),
             latencies_us: Vec::new(),
             tick_ms,
