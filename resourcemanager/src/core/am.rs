@@ -295,7 +295,8 @@ impl RmCore {
             .is_some_and(|am| am.id.epoch < self.epoch);
         let mut normalized = Vec::with_capacity(asks.len());
         for mut a in asks {
-            if let Some(min) = a.cpu.as_ref().and_then(|c| c.vcores.min()) {
+            let gpus = u32::try_from(a.capability.get(spindle_common::resource::GPU)).unwrap_or(0);
+            if let Some(min) = a.cpu.as_ref().and_then(|c| c.vcores.min(gpus)) {
                 // A range's minimum is what is granted first.
                 a.capability.vcores = i64::from(min);
             }

@@ -138,11 +138,13 @@ impl VcoresAsk {
         Ok(Self::Range { min, max })
     }
 
-    /// A range's minimum (what a container is granted first).
-    pub fn min(&self) -> Option<u32> {
+    /// The minimum of a container of `gpus` GPUs (what it is granted first): a range's,
+    /// or one per GPU for `auto`.
+    pub fn min(&self, gpus: u32) -> Option<u32> {
         match self {
             Self::Range { min, .. } => Some(*min),
-            Self::Fixed | Self::Auto => None,
+            Self::Auto => Some(gpus.max(1)),
+            Self::Fixed => None,
         }
     }
 
