@@ -13,7 +13,10 @@ use crate::generate::Rng;
 use crate::trace::Job;
 
 /// (model, weight in the mix, throughput per GPU by CPUs per GPU).
-pub const MODELS: &[(&str, f64, &[(u32, f64)])] = &[
+/// A model of the mix: its name, its weight, its curve.
+pub type Model = (&'static str, f64, &'static [(u32, f64)]);
+
+pub const MODELS: &[Model] = &[
     (
         "alexnet",
         0.068,
@@ -49,7 +52,8 @@ pub fn curve(name: &str) -> Option<BTreeMap<u32, f64>> {
 /// A model drawn from the mix.
 pub(crate) fn draw(rng: &mut Rng) -> &'static str {
     let items: Vec<(&'static str, f64)> = MODELS.iter().map(|(m, w, _)| (*m, *w)).collect();
-    *rng.pick(&items)
+    let picked: &&'static str = rng.pick(&items);
+    *picked
 }
 
 /// Gives every GPU job without a `cpu_throughput` table one drawn from the mix (seeded: the

@@ -260,13 +260,20 @@ impl RmCore {
         if self.conf.cpu.policy_of(&sn.partition) != CpuPolicy::Adaptive {
             return;
         }
-        let free = u32::try_from(sn.free.vcores.max(0)).unwrap_or(0);
         let (node_vcores, node_gpus) = (
             u64::try_from(sn.total.vcores).unwrap_or(0),
             u64::try_from(sn.total.get(spindle_common::resource::GPU))
                 .unwrap_or(0)
                 .max(1),
         );
+        // The node's free GPUs are owed their proportional share: those CPUs stay free for
+        // the GPU jobs that will land there, so no GPU is stranded by a grown neighbour.
+        let free_gpus = u64::try_from(sn.free.get(spindle_common::resource::GPU)).unwrap_or(0);
+        let owed = free_gpus * node_vcores / node_gpus;
+        let free = u64::try_from(sn.free.vcores)
+            .unwrap_or(0)
+            .saturating_sub(owed);
+        let free = u32::try_from(free).unwrap_or(u32::MAX);
         let mut leaves: Vec<scheduler::queue_tree::QueueIdx> = Vec::new();
         let mut members = Vec::new();
         for cid in ids {
