@@ -53,7 +53,7 @@ pub fn curve(name: &str) -> Option<BTreeMap<u32, f64>> {
 pub(crate) fn draw(rng: &mut Rng) -> &'static str {
     let items: Vec<(&'static str, f64)> = MODELS.iter().map(|(m, w, _)| (*m, *w)).collect();
     let picked: &&'static str = rng.pick(&items);
-    *picked
+    picked
 }
 
 /// Gives every GPU job without a `cpu_throughput` table one drawn from the mix (seeded: the
