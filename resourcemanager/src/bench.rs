@@ -220,6 +220,7 @@ fn setup(spec: &BenchSpec, gang_timeout_ms: u64) -> Setup {
         rm_address: "http://127.0.0.1:8088".into(),
         scheduler: sched,
         elastic: crate::core::ElasticConf::default(),
+        cpu: crate::core::CpuConf::default(),
         distributed_labels: false,
         gang_timeout_ms,
         preemption: crate::core::PreemptionConf {
@@ -330,6 +331,7 @@ fn app_asks(spec: &BenchSpec, i: usize) -> Vec<AskUpdate> {
             num_containers: counts[k as usize],
             relax_locality: true,
             gang: None,
+            cpu: None,
         })
         .collect()
 }
@@ -511,6 +513,7 @@ pub fn run_gangs(spec: &BenchSpec) -> GangBenchResult {
     let sizes = [1u32, 2, 4, 8, 16, 32];
     let gang_ask = |size: u32, round: u64| AskUpdate {
         image: None,
+        cpu: None,
         label: None,
         tags: Vec::new(),
         constraint: None,

@@ -425,6 +425,22 @@ pub fn all<A, B: From<A>>(v: Vec<A>) -> Vec<B> {
     v.into_iter().map(B::from).collect()
 }
 
+/// An ask's `vcoresRange` and its gang's `cpuThroughput`, for the core (which grants a
+/// range's minimum first).
+pub fn cpu_ask(
+    range: Option<&str>,
+    table: &BTreeMap<String, f64>,
+) -> Result<Option<crate::core::CpuAsk>, crate::core::CpuPolicyError> {
+    use crate::core::{CpuAsk, CpuCurve, VcoresAsk};
+    let Some(range) = range else {
+        return Ok(None);
+    };
+    let vcores = VcoresAsk::parse(range)?;
+    let rows: Vec<String> = table.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+    let table = CpuCurve::parse(&rows.join(";"))?;
+    Ok(Some(CpuAsk { vcores, table }))
+}
+
 /// An allocate call's checkpoint report and acknowledgement, for the core.
 pub fn am_report(
     checkpoint: Option<CheckpointReport>,
@@ -439,9 +455,16 @@ pub fn am_report(
             label: k.label.map(|l| l.chars().take(1024).collect()),
         }),
         acknowledge_eta_ms: ack.map(|a| a.checkpoint_eta_ms),
+        cpu_throughput: throughput
+            .iter()
+            .take(64)
+            .filter(|t| t.vcores > 0)
+            .map(|t| (t.vcores, t.throughput))
+            .collect(),
         throughput: throughput
             .into_iter()
             .take(64)
+            .filter(|t| !t.gang_id.is_empty() && t.size > 0)
             .map(|t| (t.gang_id, t.size, t.throughput))
             .collect(),
         updates: updates

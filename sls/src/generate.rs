@@ -134,10 +134,10 @@ pub fn parse_durations(s: &str) -> Result<Durations, SlsError> {
 }
 
 /// SplitMix64: small, fast, and the same sequence everywhere for a seed.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -145,7 +145,7 @@ impl Rng {
         z ^ (z >> 31)
     }
     /// Uniform in (0, 1].
-    fn unit(&mut self) -> f64 {
+    pub(crate) fn unit(&mut self) -> f64 {
         ((self.next() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
     }
     fn exp(&mut self, mean: f64) -> f64 {
@@ -155,7 +155,7 @@ impl Rng {
         let (u1, u2) = (self.unit(), self.unit());
         (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
     }
-    fn pick<'a, T>(&mut self, items: &'a [(T, f64)]) -> &'a T {
+    pub(crate) fn pick<'a, T>(&mut self, items: &'a [(T, f64)]) -> &'a T {
         let total: f64 = items.iter().map(|(_, w)| w).sum();
         let mut x = self.unit() * total;
         for (t, w) in items {

@@ -26,6 +26,7 @@ pub mod plot;
 pub mod policy;
 pub mod replay;
 pub mod report;
+pub mod synergy;
 pub mod trace;
 
 pub use error::SlsError;

@@ -73,6 +73,12 @@ pub struct Summary {
     /// Users' decayed GPU usage against their shares (see [`crate::fairness`]).
     #[serde(default)]
     pub fairness: Fairness,
+    /// With CPU-sensitive jobs: GPU nodes' vcore-seconds held over available, and the
+    /// share of GPU-seconds stranded (free GPUs on nodes with no free vcore).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_utilization: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus_stranded: Option<f64>,
     /// Second and later AM attempts.
     pub restarts: u64,
     /// Core calls that ran a scheduling pass.
@@ -210,6 +216,8 @@ pub fn summarize(jobs: &[Job], run: &RunResult, l: &Labels<'_>) -> Summary {
         )),
         resizes: run.resizes,
         fairness: run.fairness.clone(),
+        cpu_utilization: run.cpu.map(|c| c.utilization),
+        gpus_stranded: run.cpu.map(|c| c.gpus_stranded),
         restarts: run.restarts,
         scheduler_decisions: run.decisions,
         decision_p50_us: l.timing.then(|| lat_pct(0.50)),

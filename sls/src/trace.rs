@@ -83,6 +83,9 @@ pub struct Job {
     pub max_gpus: Option<u32>,
     /// Throughput by GPU count (the `throughput` column, `1:318.0;2:576.2`).
     pub throughput: Option<BTreeMap<u32, f64>>,
+    /// Throughput per GPU by CPUs per GPU (the `cpu_throughput` column, `1:100;3:180`):
+    /// the job asks a vcores range and its speed follows its CPUs.
+    pub cpu_throughput: Option<BTreeMap<u32, f64>>,
 }
 
 impl Job {
@@ -144,6 +147,8 @@ pub enum RowProblem {
     BadThroughput(String),
     #[error("`user` is not a user name: '{0}' (no white space, '/', '=' or control characters, at most 256 bytes)")]
     BadUser(String),
+    #[error("bad cpu_throughput table: {0} (expected CPUS:VALUE pairs such as 1:100;3:180;6:260)")]
+    BadCpuThroughput(String),
     #[error("duplicate job_id '{0}'")]
     DuplicateJobId(String),
     #[error("unknown queue '{queue}' (leaf queues: {known})")]
@@ -225,6 +230,7 @@ struct Columns {
     min_gpus: Option<usize>,
     max_gpus: Option<usize>,
     throughput: Option<usize>,
+    cpu_throughput: Option<usize>,
 }
 
 pub fn parse_csv(path: &Path, text: &str, defaults: &Defaults) -> Result<Vec<Job>, SlsError> {
@@ -261,6 +267,7 @@ pub fn parse_csv(path: &Path, text: &str, defaults: &Defaults) -> Result<Vec<Job
         min_gpus: find("min_gpus"),
         max_gpus: find("max_gpus"),
         throughput: find("throughput"),
+        cpu_throughput: find("cpu_throughput"),
     };
     let mut jobs = Vec::new();
     let mut bad = Vec::new();
@@ -423,6 +430,9 @@ fn csv_job(
         max_gpus: max_gpus.map(|v| v as u32),
         throughput: get(c.throughput)
             .map(|v| parse_throughput(v).map_err(RowProblem::BadThroughput))
+            .transpose()?,
+        cpu_throughput: get(c.cpu_throughput)
+            .map(|v| parse_throughput(v).map_err(RowProblem::BadCpuThroughput))
             .transpose()?,
     })
 }
@@ -620,6 +630,7 @@ pub fn parse_sls_json(path: &Path, text: &str, d: &Defaults) -> Result<Vec<Job>,
             min_gpus: None,
             max_gpus: None,
             throughput: None,
+            cpu_throughput: None,
         });
     }
     Ok(jobs)

@@ -365,6 +365,7 @@ impl AskTable {
                 allocation_tags: e.allocation_tags.clone(),
                 placement_constraint: e.placement_constraint.clone(),
                 image: e.image.clone(),
+                vcores_range: None,
             })
             .collect()
     }

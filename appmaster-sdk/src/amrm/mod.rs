@@ -236,6 +236,7 @@ impl AmRmClient {
                 gang_id: gang_id.to_string(),
                 size,
                 throughput: value,
+                vcores: 0,
             },
         );
     }

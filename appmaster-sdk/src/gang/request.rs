@@ -231,6 +231,7 @@ impl GangRequest {
                         .collect()
                 })
                 .unwrap_or_default(),
+            cpu_throughput: Default::default(),
             required_domain: self.domain.as_ref().filter(|d| d.1).map(|d| d.0.clone()),
             preferred_domain: self.domain.as_ref().filter(|d| !d.1).map(|d| d.0.clone()),
         }

@@ -20,7 +20,8 @@ usage: spindle sls --trace FILE [--policy NAME] [--conf-dir DIR] [-D name=value]
                    [--out DIR] [--check] [--no-timing] [--gang-timeout-s S]
                    [--checkpoint-interval-s S] [--checkpoint-cost-s S] [--ignore-preemption-notice]
                    [--make-elastic | --rigid | --fixed-gpus K] [--throughput TABLE]
-                   [--restart-cost-s S]
+                   [--restart-cost-s S] [--cpu-policy proportional|static|adaptive]
+                   [--cpu-mix synergy [--seed S]]
        spindle sls generate --jobs N [--interarrival S] [--gpu-mix 1:0.6,8:0.4]
                    [--duration exp:MEAN_S|lognormal:MU,SIGMA|fixed:S] [--users N] [--queues a,b]
                    [--seed S] [--out FILE]
@@ -61,6 +62,12 @@ runs) with simulated nodes and one simulated AM per job, in virtual time.
                         linear): a job's work is duration x throughput at num_gpus
   --restart-cost-s S    what one resize costs an elastic job (default 10): the RM's
                         spindle.elastic.restart-cost-ms and the simulated job's pause
+  --cpu-policy P         how GPU containers asking `auto` vcores get CPUs (the RM's
+                        spindle.scheduler.cpu-policy): proportional (default), static or
+                        adaptive; jobs with a `cpu_throughput` table ask `auto`, and their
+                        duration is their length at the node's CPUs per GPU
+  --cpu-mix synergy     every GPU job without a `cpu_throughput` table gets one drawn from
+                        Synergy's model mix (seeded by --seed, default 42)
   --check               run the core's sanity check after every step (slow)
   --no-timing           leave the wall-clock figures out, so two runs are byte-identical
   --quiet               no progress bar";
@@ -91,6 +98,8 @@ pub const OPTS: &[Opt] = &[
     Opt::one("fixed-gpus", &[]),
     Opt::one("throughput", &[]),
     Opt::one("restart-cost-s", &[]),
+    Opt::one("cpu-policy", &[]),
+    Opt::one("cpu-mix", &[]),
     Opt::flag("check", &[]),
     Opt::flag("no-timing", &[]),
     Opt::flag("quiet", &[]),
@@ -168,7 +177,7 @@ fn replay_cmd(p: &super::args::Parsed) -> anyhow::Result<u8> {
     {
         anyhow::bail!("--make-elastic, --rigid and --fixed-gpus exclude each other");
     }
-    let overrides = p
+    let mut overrides = p
         .values("D")
         .iter()
         .map(|d| {
@@ -177,6 +186,12 @@ fn replay_cmd(p: &super::args::Parsed) -> anyhow::Result<u8> {
                 .with_context(|| format!("-D takes name=value, got '{d}'"))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    if let Some(cpu) = p.value("cpu-policy") {
+        overrides.push((
+            spindle_common::config::keys::CPU_POLICY.to_string(),
+            cpu.to_string(),
+        ));
+    }
     let preset = p.value("policy").map(policy::find).transpose()?;
     let conf_dir = p.value("conf-dir").map(PathBuf::from);
     let mut loaded = policy::load(conf_dir.as_deref(), preset, &overrides, &cluster)?;
@@ -186,6 +201,15 @@ fn replay_cmd(p: &super::args::Parsed) -> anyhow::Result<u8> {
     let mut jobs = trace::read(&trace_path, &defaults)?;
     if let Some(q) = p.value("queue") {
         jobs.iter_mut().for_each(|j| j.queue = q.to_string());
+    }
+    match p.value("cpu-mix") {
+        None => {}
+        Some("synergy") => {
+            let seed = num::<u64>(p, "seed")?.unwrap_or(42);
+            let n = spindle_sls::synergy::assign(&mut jobs, seed);
+            say!("cpu-mix: {n} GPU jobs drew a model from Synergy's mix (seed {seed})");
+        }
+        Some(other) => anyhow::bail!("--cpu-mix takes synergy, got '{other}'"),
     }
     if let Some(k) = fixed_gpus {
         jobs = replay::fixed_allocation(&jobs, k, opts.throughput.as_ref());

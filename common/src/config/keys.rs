@@ -258,6 +258,30 @@ pub const DEFAULT_FAIRSHARE_DECAY_HALF_LIFE_MS: u64 = 604_800_000;
 pub const FAIRSHARE_CALC_PERIOD_MS: &str = "spindle.scheduler.fairshare.calc-period-ms";
 pub const DEFAULT_FAIRSHARE_CALC_PERIOD_MS: u64 = 300_000;
 pub const DEFAULT_PREEMPTION_MIN_RUNTIME_MS: u64 = 60_000;
+/// How GPU containers asking a vcores range or `auto` get their CPUs: `proportional` (the
+/// node's CPUs divided by its GPUs, per GPU), `static` (`cpus-per-gpu` per GPU, Slurm's
+/// `--cpus-per-gpu`) or `adaptive` (sized and moved by predicted throughput).
+pub const CPU_POLICY: &str = "spindle.scheduler.cpu-policy";
+pub const DEFAULT_CPU_POLICY: &str = "proportional";
+/// A partition's own CPU policy: `spindle.scheduler.cpu-policy.partition.<label>` (the
+/// default partition is `<DEFAULT>`).
+pub const CPU_POLICY_PARTITION_PREFIX: &str = "spindle.scheduler.cpu-policy.partition.";
+/// `static`'s CPUs per GPU (Slurm's `DefCpuPerGPU`).
+pub const CPU_POLICY_CPUS_PER_GPU: &str = "spindle.scheduler.cpu-policy.cpus-per-gpu";
+pub const DEFAULT_CPU_POLICY_CPUS_PER_GPU: u32 = 3;
+/// How often the adaptive round moves CPUs (ms, positive).
+pub const CPU_POLICY_INTERVAL_MS: &str = "spindle.scheduler.cpu-policy.interval-ms";
+pub const DEFAULT_CPU_POLICY_INTERVAL_MS: u64 = 30_000;
+/// No container's CPUs change more often than this (ms).
+pub const CPU_POLICY_RESIZE_INTERVAL_MS: &str = "spindle.scheduler.cpu-policy.resize-interval-ms";
+pub const DEFAULT_CPU_POLICY_RESIZE_INTERVAL_MS: u64 = 60_000;
+/// How long a job with neither a throughput table nor reports is explored (ms).
+pub const CPU_POLICY_EXPLORE_MS: &str = "spindle.scheduler.cpu-policy.explore-ms";
+pub const DEFAULT_CPU_POLICY_EXPLORE_MS: u64 = 300_000;
+/// `auto`'s top: the node's CPUs per GPU times this, per GPU (at least 1).
+pub const CPU_POLICY_AUTO_FACTOR: &str = "spindle.scheduler.cpu-policy.auto-factor";
+pub const DEFAULT_CPU_POLICY_AUTO_FACTOR: f64 = 4.0;
+
 /// How long a gang may wait for all of its containers when its AM names no timeout
 /// (Spindle's own key).
 pub const SPINDLE_SCHEDULER_GANG_TIMEOUT_MS: &str = "spindle.scheduler.gang.timeout-ms";

@@ -462,6 +462,12 @@ pub fn key_status(name: &str) -> KeyStatus {
         }
     }
     if name
+        .strip_prefix(keys::CPU_POLICY_PARTITION_PREFIX)
+        .is_some_and(|p| !p.is_empty())
+    {
+        return KeyStatus::Known;
+    }
+    if name
         .strip_prefix(keys::NM_RESOURCE_TYPE_PREFIX)
         .is_some_and(|t| !t.is_empty())
     {

@@ -60,6 +60,13 @@ pub struct ResourceRequest {
     /// it are preferred among those that fit; never a reason to wait.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// Spindle's extension: the containers' vcores as a range, `MIN..MAX` per container
+    /// (`capability.vCores` is then taken as `MIN`), or `auto` (one per GPU up to the
+    /// node's CPUs per GPU times `spindle.scheduler.cpu-policy.auto-factor`). For GPU
+    /// containers: granted at least the minimum and sized within the range by the
+    /// partition's CPU policy; resizes reach the AM as `updatedContainers`. Absent: fixed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vcores_range: Option<String>,
 }
 
 /// How a gang wants to be placed and how long it may wait.
@@ -104,6 +111,11 @@ pub struct GangSpec {
     /// what the AM reports in `throughputReports` replaces it for that size.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub throughput: BTreeMap<String, f64>,
+    /// The job's throughput per GPU (any unit) by CPUs per GPU, as `{"1": 100, "3": 180}`:
+    /// the adaptive CPU policy's speed model for members asking a `vcoresRange`; what the
+    /// AM reports with `vcores` in `throughputReports` is added to it.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub cpu_throughput: BTreeMap<String, f64>,
     /// Every member in one domain of this topology level (`rack`, or a node attribute's
     /// name such as `nm.yarn.io/nvlink-clique`), or none at all.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -145,6 +157,7 @@ impl Default for GangSpec {
             size_rule: None,
             size_multiple: 0,
             throughput: BTreeMap::new(),
+            cpu_throughput: BTreeMap::new(),
             required_domain: None,
             preferred_domain: None,
         }
@@ -249,6 +262,10 @@ pub struct ThroughputReport {
     /// The member count it was measured at.
     pub size: u32,
     pub throughput: f64,
+    /// Spindle's extension: the vcores each worker container had when this was measured
+    /// (0: not said). With it, the report also feeds the CPU policy's model.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub vcores: u32,
 }
 
 impl Default for ResourceRequest {
@@ -265,6 +282,7 @@ impl Default for ResourceRequest {
             allocation_tags: Vec::new(),
             placement_constraint: None,
             image: None,
+            vcores_range: None,
         }
     }
 }

@@ -136,6 +136,20 @@ pub enum RmConfigError {
     /// `spindle.elastic.monitoring-interval-ms` is 0.
     #[error("{place}property '{name}': the elastic policy's interval must be positive")]
     ElasticIntervalZero { place: Place, name: &'static str },
+    /// A CPU policy property is not a policy word, or a number out of range.
+    #[error("{place}property '{name}': {source}")]
+    CpuPolicy {
+        place: Place,
+        name: String,
+        source: crate::core::CpuPolicyError,
+    },
+    /// `spindle.scheduler.cpu-policy.interval-ms` is 0 or `auto-factor` below 1.
+    #[error("{place}property '{name}': must be positive (at least 1 for the factor), got {value}")]
+    CpuPolicyNumber {
+        place: Place,
+        name: &'static str,
+        value: f64,
+    },
     /// `yarn.resourcemanager.max-completed-applications` is negative.
     #[error("{place}property '{name}': must not be negative, got {written}")]
     MaxCompletedAppsNegative {
@@ -337,6 +351,7 @@ impl RmConfig {
             scheduler,
             preemption,
             elastic: elastic_conf(conf)?,
+            cpu: cpu_conf(conf)?,
             distributed_labels: node_labels_distributed(conf)?,
         };
         Ok(Self {
@@ -679,6 +694,66 @@ fn node_labels_distributed(conf: &Configuration) -> Result<bool, RmConfigError> 
             value: other.to_string(),
         }),
     }
+}
+
+/// The CPU policy of GPU containers (`spindle.scheduler.cpu-policy*`).
+fn cpu_conf(conf: &Configuration) -> Result<crate::core::CpuConf, RmConfigError> {
+    use crate::core::CpuPolicy;
+    let cpus_per_gpu = conf.get_u32(
+        keys::CPU_POLICY_CPUS_PER_GPU,
+        keys::DEFAULT_CPU_POLICY_CPUS_PER_GPU,
+    )?;
+    let policy = |name: &str, word: &str| {
+        CpuPolicy::parse(word, cpus_per_gpu).map_err(|source| RmConfigError::CpuPolicy {
+            place: Place::of(conf, name),
+            name: name.to_string(),
+            source,
+        })
+    };
+    let word = conf.get_string(keys::CPU_POLICY, keys::DEFAULT_CPU_POLICY)?;
+    let mut out = crate::core::CpuConf {
+        policy: policy(keys::CPU_POLICY, &word)?,
+        interval_ms: conf.get_duration_ms(
+            keys::CPU_POLICY_INTERVAL_MS,
+            keys::DEFAULT_CPU_POLICY_INTERVAL_MS,
+        )?,
+        resize_interval_ms: conf.get_duration_ms(
+            keys::CPU_POLICY_RESIZE_INTERVAL_MS,
+            keys::DEFAULT_CPU_POLICY_RESIZE_INTERVAL_MS,
+        )?,
+        explore_ms: conf.get_duration_ms(
+            keys::CPU_POLICY_EXPLORE_MS,
+            keys::DEFAULT_CPU_POLICY_EXPLORE_MS,
+        )?,
+        auto_factor: conf.get_f64(
+            keys::CPU_POLICY_AUTO_FACTOR,
+            keys::DEFAULT_CPU_POLICY_AUTO_FACTOR,
+        )?,
+        ..Default::default()
+    };
+    let bad = |name: &'static str, value: f64| RmConfigError::CpuPolicyNumber {
+        place: Place::of(conf, name),
+        name,
+        value,
+    };
+    if out.interval_ms == 0 {
+        return Err(bad(keys::CPU_POLICY_INTERVAL_MS, 0.0));
+    }
+    if !(out.auto_factor.is_finite() && out.auto_factor >= 1.0) {
+        return Err(bad(keys::CPU_POLICY_AUTO_FACTOR, out.auto_factor));
+    }
+    let names: Vec<String> = conf
+        .names_with_prefix(keys::CPU_POLICY_PARTITION_PREFIX)
+        .map(str::to_string)
+        .collect();
+    for name in names {
+        let label = &name[keys::CPU_POLICY_PARTITION_PREFIX.len()..];
+        let label = if label == "<DEFAULT>" { "" } else { label };
+        let word = conf.get_string(&name, "")?;
+        out.by_partition
+            .insert(label.to_string(), policy(&name, &word)?);
+    }
+    Ok(out)
 }
 
 fn elastic_conf(conf: &Configuration) -> Result<crate::core::ElasticConf, RmConfigError> {

@@ -21,6 +21,8 @@ pub struct AskUpdate {
     /// The container image its containers run in (canonical, as the edge normalized it):
     /// nodes that already hold it are preferred among those that fit.
     pub image: Option<String>,
+    /// A vcores range or `auto` and a throughput table by CPUs (`None`: fixed vcores).
+    pub cpu: Option<cpu::CpuAsk>,
 }
 
 #[derive(Debug, Clone)]
@@ -233,6 +235,9 @@ impl RmCore {
         for (gang, size, value) in &report.throughput {
             self.sched.report_throughput(&app_id, gang, *size, *value);
         }
+        for (vcores, value) in std::mem::take(&mut report.cpu_throughput) {
+            self.report_cpu_throughput(&app_id, vcores, value);
+        }
         let updates = std::mem::take(&mut report.updates);
         self.container_updates(attempt, updates, now);
         self.am_report(&app_id, report, now);
@@ -289,7 +294,12 @@ impl RmCore {
             .and_then(|a| a.am.as_ref())
             .is_some_and(|am| am.id.epoch < self.epoch);
         let mut normalized = Vec::with_capacity(asks.len());
-        for a in asks {
+        for mut a in asks {
+            let gpus = u32::try_from(a.capability.get(spindle_common::resource::GPU)).unwrap_or(0);
+            if let Some(min) = a.cpu.as_ref().and_then(|c| c.vcores.min(gpus)) {
+                // A range's minimum is what is granted first.
+                a.capability.vcores = i64::from(min);
+            }
             if a.priority < 0 {
                 return Err(CoreError::NegativePriority(a.priority));
             }
@@ -339,6 +349,7 @@ impl RmCore {
                 .and_then(|s| s.asks.get(&key))
                 .cloned()
                 .unwrap_or_else(|| Ask::new(cap.clone(), 0));
+            self.cpu_ask(*app_id, key, a.cpu.clone());
             ask.capability = cap;
             ask.partition = part.clone();
             ask.tags = a.tags.clone();

@@ -648,6 +648,7 @@ impl RmCore {
         if !queued {
             self.persist(id);
         }
+        self.cpu_app_gone(id);
         let activated = self.sched.remove_app(id);
         if !activated.is_empty() {
             self.start_activated(activated, now);

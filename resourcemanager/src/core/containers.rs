@@ -50,6 +50,7 @@ impl RmCore {
         if let Some(g) = &p.gang {
             self.sched.gang_member(&p.app, g, cid);
         }
+        self.cpu_granted(p, cid, now);
         Some(cid)
     }
 
@@ -109,6 +110,7 @@ impl RmCore {
             }
             self.changed();
         }
+        self.cpu_size_fresh(now);
     }
 
     /// Asks the container's NM to stop it. A container the NM has not started is released
@@ -175,6 +177,7 @@ impl RmCore {
         }
         let c = c.clone();
         let app_id = cid.application_id();
+        self.cpu_forget(cid);
         self.sched.release(&app_id, &c.node, &c.resource);
         if end == Some(true) {
             // Work taken back by preemption is not charged to its user's fair share.

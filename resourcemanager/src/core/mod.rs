@@ -18,6 +18,7 @@ mod apps;
 mod attempts;
 mod check;
 mod containers;
+pub mod cpu;
 mod deadlines;
 mod dependencies;
 mod elastic;
@@ -37,6 +38,9 @@ mod work;
 
 pub use am::{AllocateReply, Allocation, AskUpdate, CompletedContainer, GangView};
 pub use apps::{KillOutcome, LIFETIME_EXCEEDED};
+pub use cpu::{
+    CpuAsk, CpuConf, CpuCounters, CpuCurve, CpuPolicy, CpuPolicyError, CpuRange, VcoresAsk,
+};
 pub use elastic::{
     ElasticConf, ElasticCounters, ElasticState, Resize, ResizeDemandView, ResizeOfferView,
 };
@@ -106,6 +110,8 @@ pub struct CoreConfig {
     pub preemption: PreemptionConf,
     /// Elastic gangs' resizing (`spindle.elastic.*`).
     pub elastic: ElasticConf,
+    /// GPU containers' CPUs (`spindle.scheduler.cpu-policy*`).
+    pub cpu: CpuConf,
     /// `yarn.node-labels.configuration-type=distributed`: NMs report their own partition.
     pub distributed_labels: bool,
 }
@@ -127,6 +133,7 @@ impl CoreConfig {
             gang_timeout_ms: DEFAULT_GANG_TIMEOUT_MS,
             preemption: PreemptionConf::default(),
             elastic: ElasticConf::default(),
+            cpu: CpuConf::default(),
             distributed_labels: false,
         }
     }
@@ -228,6 +235,8 @@ pub struct RmCore {
     preemption: PreemptionState,
     /// The elastic policy's schedule and counters.
     elastic: ElasticState,
+    /// Ranged GPU containers' CPUs: the CPU policy's books.
+    cpu: cpu::CpuState,
     /// Bumped on every change, so the driver republishes its read snapshot only when needed.
     version: u64,
     /// Labels and centrally set attributes (what the store keeps).
@@ -282,6 +291,7 @@ impl RmCore {
             counters: Counters::default(),
             preemption: PreemptionState::default(),
             elastic: ElasticState::default(),
+            cpu: cpu::CpuState::default(),
             version: 0,
             labels: labels::NodeLabels::default(),
             reported_labels: BTreeMap::new(),

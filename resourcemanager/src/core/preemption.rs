@@ -90,6 +90,8 @@ pub struct AmReport {
     pub acknowledge_eta_ms: Option<u64>,
     /// Elastic gangs' measured throughput: (gang, size, value).
     pub throughput: Vec<(String, u32, f64)>,
+    /// Throughput measured with workers of this many vcores: (vcores, value).
+    pub cpu_throughput: Vec<(u32, f64)>,
     /// YARN's container updates.
     pub updates: Vec<ContainerUpdate>,
 }

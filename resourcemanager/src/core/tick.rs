@@ -30,6 +30,7 @@ impl RmCore {
         self.preemption_tick(now);
         self.elastic_tick(now);
         self.idle_tick(now);
+        self.cpu_tick(now);
         self.run_scheduler(now);
     }
 

@@ -202,44 +202,71 @@ impl RmCore {
         let Some(c) = self.containers.get(&u.container).cloned() else {
             return;
         };
-        let app = attempt.application_id;
         if u.kind == UpdateKind::IncreaseResource {
             let delta = target.minus(&c.resource).clamp_non_negative();
-            let room = self
-                .sched
-                .nodes()
-                .slot(&c.node)
-                .and_then(|s| self.sched.nodes().get(s))
-                .is_some_and(|n| !n.draining && delta.fits_in(&n.free));
-            let within = self.sched.app(&app).is_some_and(|a| {
-                let tree = self.sched.tree();
-                tree.path_up(a.queue).all(|q| {
-                    let queue = &tree.queues[q];
-                    queue.used.plus(&delta).fits_in(&queue.maximum)
-                })
-            });
-            if !(room && within) {
+            if !self.increase_fits(&attempt.application_id, &c.node, &delta) {
                 if let Ok(att) = self.live_attempt_mut(attempt) {
                     att.pending_increases.push((u, target));
                 }
                 return;
             }
         }
+        self.resize_container(attempt, &u.container, u.kind, target, now);
+    }
+
+    /// Whether `delta` more fits on `node` (not draining) and in every queue on `app`'s path
+    /// up to the root: what an increase (the AM's or the CPU policy's) needs.
+    pub(super) fn increase_fits(
+        &self,
+        app: &ApplicationId,
+        node: &NodeId,
+        delta: &Resource,
+    ) -> bool {
+        let room = self
+            .sched
+            .nodes()
+            .slot(node)
+            .and_then(|s| self.sched.nodes().get(s))
+            .is_some_and(|n| !n.draining && delta.fits_in(&n.free));
+        room && self.sched.app(app).is_some_and(|a| {
+            let tree = self.sched.tree();
+            tree.path_up(a.queue).all(|q| {
+                let queue = &tree.queues[q];
+                queue.used.plus(delta).fits_in(&queue.maximum)
+            })
+        })
+    }
+
+    /// Applies a checked resize: the container's node, application and queues are charged
+    /// the new size, its version goes up by one, and its AM's next allocate answer carries
+    /// it (with a new token) in `updatedContainers`.
+    pub(super) fn resize_container(
+        &mut self,
+        attempt: &ApplicationAttemptId,
+        cid: &ContainerId,
+        kind: UpdateKind,
+        target: Resource,
+        now: u64,
+    ) {
+        let Some(c) = self.containers.get(cid).cloned() else {
+            return;
+        };
+        let app = attempt.application_id;
         self.sched.set_now(now);
         self.sched.recharge(&app, &c.node, &c.resource, &target);
-        if let Some(rc) = self.containers.get_mut(&u.container) {
+        if let Some(rc) = self.containers.get_mut(cid) {
             rc.resource = target;
             rc.version += 1;
             // The new token is good for as long from now as an allocation's.
             rc.token_from = now;
         }
-        let Some(allocation) = self.container_record(&u.container) else {
+        let Some(allocation) = self.container_record(cid) else {
             return;
         };
         let version = c.version + 1;
         if let Ok(att) = self.live_attempt_mut(attempt) {
             att.updated.push(UpdatedView {
-                kind: u.kind,
+                kind,
                 allocation,
                 version,
             });

@@ -81,6 +81,11 @@ async fn allocate(
                 "resourceName must be '*', a rack or a host",
             ));
         }
+        let cpu_table = a
+            .gang
+            .as_ref()
+            .map(|g| g.cpu_throughput.clone())
+            .unwrap_or_default();
         let gang = match a.gang {
             Some(g) => {
                 let id = g.id.trim().to_string();
@@ -116,6 +121,8 @@ async fn allocate(
         };
         let capability = a.capability.to_resource();
         check_resource("capability", &capability)?;
+        let cpu = crate::wire::cpu_ask(a.vcores_range.as_deref(), &cpu_table)
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
         asks.push(AskUpdate {
             image: a
                 .image
@@ -139,6 +146,7 @@ async fn allocate(
                 .map(|c| crate::wire::constraint(&c))
                 .transpose()
                 .map_err(ApiError::bad_request)?,
+            cpu,
         });
     }
     let progress = if req.progress.is_finite() {

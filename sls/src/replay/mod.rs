@@ -27,12 +27,14 @@ use spindle_resourcemanager::core::{
 };
 
 mod check;
+mod cpu;
 mod elastic;
 mod notice;
 mod tally;
 mod tasks;
 
 pub use check::check_jobs;
+pub use cpu::CpuFigures;
 pub use elastic::{fixed_allocation, make_elastic, rescale};
 
 use crate::cluster::ClusterSpec;
@@ -173,6 +175,8 @@ pub struct RunResult {
     pub notice_to_exit_ms: Vec<u64>,
     /// Users' usage against their shares.
     pub fairness: Fairness,
+    /// GPU nodes' CPUs held and GPUs stranded, over time (with CPU-sensitive jobs only).
+    pub cpu: Option<CpuFigures>,
 }
 
 /// What the RM says of an application still waiting: its state and diagnostics, and its
@@ -236,6 +240,7 @@ pub fn run(
                 let Some(((t, _), ev)) = sim.events.pop_first() else {
                     break;
                 };
+                sim.cpu_account(t);
                 sim.now = t;
                 match ev {
                     Ev::End(j, epoch, containers) => sim.end_tasks(j, epoch, containers)?,
@@ -243,9 +248,11 @@ pub fn run(
                     Ev::Tick(regular) => sim.tick(regular)?,
                     Ev::Checkpointed(j, epoch) => sim.checkpointed(j, epoch)?,
                     Ev::ElasticEnd(j, epoch) => sim.elastic_end(j, epoch)?,
+                    Ev::CpuEnd(j, epoch, generation) => sim.cpu_end(j, epoch, generation)?,
                 }
             }
             (false, Some(s)) => {
+                sim.cpu_account(s);
                 sim.now = s;
                 sim.submit(order[cursor])?;
                 cursor += 1;
@@ -301,6 +308,7 @@ pub fn run(
         lost_gpu_ms: sim.lost_gpu_ms,
         notice_to_exit_ms: sim.notice_to_exit_ms,
         fairness: sim.fairness.finish(),
+        cpu: sim.cpu_acc.map(|a| a.figures()),
     })
 }
 
@@ -318,6 +326,9 @@ enum Ev {
     /// An elastic job's work is done, if it is still in run `epoch` (a resize starts
     /// another).
     ElasticEnd(usize, u32),
+    /// A CPU-sensitive job's work is done, if it is still in run `epoch` at pace
+    /// `generation` (a resize of its CPUs starts another).
+    CpuEnd(usize, u32, u32),
 }
 
 /// A container the job's AM was given.
@@ -359,6 +370,8 @@ struct Run {
     /// An elastic job's work and size, and when its GPU time was last counted.
     elastic: Option<elastic::ElasticRun>,
     elastic_gpu_at: Option<u64>,
+    /// A CPU-sensitive job's work and pace.
+    cpu: Option<cpu::CpuRun>,
 }
 
 struct Sim<'a> {
@@ -382,6 +395,10 @@ struct Sim<'a> {
     resizes: u64,
     /// Elastic jobs running.
     elastic_live: BTreeSet<usize>,
+    /// CPU-sensitive jobs running.
+    cpu_live: BTreeSet<usize>,
+    /// CPU figures integrated over time (only with CPU-sensitive jobs).
+    cpu_acc: Option<cpu::CpuAcc>,
     timeline: Vec<Sample>,
     latencies_us: Vec<u32>,
     /// The RM's tick interval when something needs ticks (preemption, `las`), and whether
@@ -431,6 +448,8 @@ impl<'a> Sim<'a> {
             (conf.preemption.enabled || las).then_some(conf.preemption.monitoring_interval_ms),
             doubling.then_some(conf.elastic.monitoring_interval_ms),
             fairshare.then_some(conf.scheduler.fairshare.calc_period_ms),
+            (conf.cpu.any_adaptive() && jobs.iter().any(|j| j.cpu_throughput.is_some()))
+                .then_some(conf.cpu.interval_ms),
         ]
         .into_iter()
         .flatten()
@@ -466,6 +485,11 @@ impl<'a> Sim<'a> {
             restarts: 0,
             resizes: 0,
             elastic_live: BTreeSet::new(),
+            cpu_live: BTreeSet::new(),
+            cpu_acc: jobs
+                .iter()
+                .any(|j| j.cpu_throughput.is_some())
+                .then(cpu::CpuAcc::default),
             timeline: Vec::new(),
             latencies_us: Vec::new(),
             tick_ms,
@@ -686,6 +710,7 @@ impl<'a> Sim<'a> {
                 capability: capability(t),
                 num_containers: spec.max,
                 relax_locality: true,
+                cpu: None,
                 gang: gang.map(|(id, p)| {
                     (
                         id,
@@ -722,6 +747,7 @@ impl<'a> Sim<'a> {
                 num_containers: n,
                 relax_locality: true,
                 gang: gang.clone(),
+                cpu: self.cpu_ask(j),
             })
             .collect();
         self.allocate(j, attempt, asks);
@@ -757,6 +783,9 @@ impl<'a> Sim<'a> {
         match r {
             Ok(reply) => {
                 self.runs[j].response_id = reply.response_id;
+                if !reply.updated.is_empty() {
+                    self.cpu_updated(j, &reply.updated);
+                }
                 self.granted(j, reply.allocated);
                 if !reply.offers.is_empty() {
                     self.elastic_grow(j, reply.offers);

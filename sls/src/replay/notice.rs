@@ -34,7 +34,8 @@ impl Sim<'_> {
     /// Schedules the next tick when the RM needs one: something waits, or is under notice.
     pub(super) fn keep_ticking(&mut self) {
         let Some(every) = self.tick_ms else { return };
-        if self.ticking || (self.queued == 0 && self.noticed.is_empty() && !self.elastic_ticks()) {
+        let busy = !self.noticed.is_empty() || self.elastic_ticks() || self.cpu_ticks();
+        if self.ticking || (self.queued == 0 && !busy) {
             return;
         }
         self.ticking = true;

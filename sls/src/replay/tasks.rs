@@ -10,6 +10,7 @@ impl Sim<'_> {
             return;
         }
         for a in allocated {
+            self.cpu_granted(j, &a);
             self.runs[j].granted.push(Granted {
                 id: a.id,
                 node: a.node_id,
@@ -82,6 +83,11 @@ impl Sim<'_> {
         }
         for n in nodes {
             self.heartbeat(&n, &[]);
+        }
+        if self.runs[j].cpu.is_some() {
+            // Its end follows its CPUs, not its trace duration.
+            self.cpu_started(j);
+            return;
         }
         for (t, cs) in ends {
             self.at(t, Ev::End(j, epoch, cs));

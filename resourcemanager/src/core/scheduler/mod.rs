@@ -18,6 +18,7 @@
 
 mod activation;
 mod asks;
+pub mod cpu_policy;
 pub mod decayed_usage;
 mod doubling;
 pub mod elastic_policy;

@@ -273,6 +273,7 @@ fn gang_ask(n: u32, cap: Resource, elastic: Option<(u32, u32)>) -> AskUpdate {
         num_containers: n,
         relax_locality: true,
         gang: Some(("g".into(), params)),
+        cpu: None,
     }
 }
 

@@ -265,6 +265,7 @@ fn fifo_serves_priority_then_submission_and_fair_shares() {
                     num_containers: 100,
                     relax_locality: true,
                     gang: None,
+                    cpu: None,
                 }],
                 vec![],
                 0.0,
@@ -719,6 +720,7 @@ fn delay_scheduling_waits_for_the_host_then_relaxes() {
         num_containers: 1,
         relax_locality: false,
         gang: None,
+        cpu: None,
     };
     let star = AskUpdate {
         image: None,
@@ -732,6 +734,7 @@ fn delay_scheduling_waits_for_the_host_then_relaxes() {
         num_containers: 1,
         relax_locality: false,
         gang: None,
+        cpu: None,
     };
     let r = env
         .core
@@ -755,6 +758,7 @@ fn delay_scheduling_waits_for_the_host_then_relaxes() {
         num_containers: 1,
         relax_locality: true,
         gang: None,
+        cpu: None,
     };
     let star2 = AskUpdate {
         image: None,
@@ -768,6 +772,7 @@ fn delay_scheduling_waits_for_the_host_then_relaxes() {
         num_containers: 1,
         relax_locality: true,
         gang: None,
+        cpu: None,
     };
     let r = env
         .core
@@ -817,6 +822,7 @@ fn per_queue_maximum_allocation_refuses_bigger_asks() {
         num_containers: 1,
         relax_locality: true,
         gang: None,
+        cpu: None,
     };
     let err = env
         .core

@@ -522,6 +522,7 @@ proptest! {
                             num_containers: *n,
                             relax_locality: true,
                             gang: None,
+                            cpu: None,
                         };
                         let _ = env.core.am_allocate(&att, 0, vec![ask], vec![], 0.0, env.now);
                         env.step();

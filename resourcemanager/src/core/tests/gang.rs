@@ -388,6 +388,7 @@ fn the_timeout_reaches_the_am_and_a_hard_one_fails_the_application() {
             .expect("register");
         let gang = AskUpdate {
             image: None,
+            cpu: None,
             label: None,
             tags: Vec::new(),
             constraint: None,
@@ -462,6 +463,7 @@ fn a_failed_member_is_reported_with_its_gang() {
         .expect("register");
     let gang = AskUpdate {
         image: None,
+        cpu: None,
         label: None,
         tags: Vec::new(),
         constraint: None,

@@ -37,6 +37,7 @@ fn ask(c: &mut Cluster, app: &ApplicationId, n: u32, gpus: i64, img: &str, gang:
         num_containers: n,
         relax_locality: true,
         gang: gang.then(|| ("g".into(), GangRequest::default())),
+        cpu: None,
     };
     c.env
         .core

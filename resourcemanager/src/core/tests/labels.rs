@@ -82,6 +82,7 @@ fn ask(
         num_containers: n,
         relax_locality: true,
         gang: None,
+        cpu: None,
     };
     let r = c
         .env
@@ -214,6 +215,7 @@ fn per_label_queue_capacities_share_a_partition() {
         num_containers: n,
         relax_locality: true,
         gang: None,
+        cpu: None,
     };
     c.env
         .core
@@ -362,6 +364,7 @@ fn a_gang_is_planned_whole_inside_its_partition_and_constraint() {
         num_containers: n,
         relax_locality: true,
         gang: Some(("g".into(), GangRequest::default())),
+        cpu: None,
     };
     // Three whole-node members cannot fit on the two H100-SXM nodes: nothing is granted
     // (not two of three), and the gang says how far it got.

@@ -12,6 +12,7 @@ use super::*;
 mod am_guarantees;
 mod am_limit;
 mod capacity;
+mod cpu;
 mod decommission;
 mod dependencies;
 mod elastic;
@@ -190,6 +191,7 @@ impl TestEnv {
                     num_containers: n,
                     relax_locality: true,
                     gang: None,
+                    cpu: None,
                 }],
                 vec![],
                 0.1,
@@ -428,6 +430,7 @@ fn oversized_asks_are_refused_and_change_nothing() {
                 num_containers: 1,
                 relax_locality: true,
                 gang: None,
+                cpu: None,
             }],
             vec![],
             0.0,
@@ -477,6 +480,7 @@ fn absurd_resource_values_are_refused_not_overflowed() {
         num_containers: 1,
         relax_locality: true,
         gang: None,
+        cpu: None,
     };
     let r = env
         .core
@@ -582,7 +586,7 @@ proptest! {
                             let att = env.core.apps()[app].current_attempt().map(|x| x.id);
                             if let Some(att) = att {
                                 let _ = env.core.am_register(&att, "h".into(), 0, String::new(), env.now);
-                                let r = env.core.am_allocate(&att, 0, vec![AskUpdate { image: None, label: None, tags: Vec::new(), constraint: None, priority: 1, allocation_request_id: 0, resource_name: "*".into(), capability: Resource::new(*m, 1), num_containers: *n, relax_locality: true, gang: None }], vec![], 0.0, env.now);
+                                let r = env.core.am_allocate(&att, 0, vec![AskUpdate { image: None, label: None, tags: Vec::new(), constraint: None, priority: 1, allocation_request_id: 0, resource_name: "*".into(), capability: Resource::new(*m, 1), num_containers: *n, relax_locality: true, gang: None , cpu: None }], vec![], 0.0, env.now);
                                 if let Ok(r) = r { trace.push(format!("{:?}", r.allocated.iter().map(|c| c.id.to_string()).collect::<Vec<_>>())); }
                                 env.step();
                             }

@@ -136,6 +136,7 @@ impl Cluster {
             num_containers: n,
             relax_locality: true,
             gang: Some((id.into(), params)),
+            cpu: None,
         };
         let r = self
             .env

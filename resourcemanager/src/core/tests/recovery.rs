@@ -456,6 +456,7 @@ fn apply(
                     num_containers: *n,
                     relax_locality: true,
                     gang: None,
+                    cpu: None,
                 };
                 let _ = env
                     .core
@@ -703,6 +704,7 @@ fn big_gang() -> AskUpdate {
         num_containers: 12,
         relax_locality: true,
         gang: Some(("g".into(), Default::default())),
+        cpu: None,
     }
 }
 
@@ -1250,6 +1252,7 @@ impl Sim {
                     num_containers: *n,
                     relax_locality: true,
                     gang: None,
+                    cpu: None,
                 };
                 self.allocate(*a, vec![ask]);
             }

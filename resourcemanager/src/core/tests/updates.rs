@@ -26,6 +26,7 @@ fn plain(c: &mut Cluster, att: &ApplicationAttemptId, gpus: i64) -> ContainerId 
         num_containers: 1,
         relax_locality: true,
         gang: None,
+        cpu: None,
     };
     let r = c
         .env
@@ -121,6 +122,7 @@ fn an_increase_waits_for_room_on_its_node_and_comes_in_a_later_answer() {
         num_containers: 1,
         relax_locality: true,
         gang: None,
+        cpu: None,
     };
     let r = c
         .env

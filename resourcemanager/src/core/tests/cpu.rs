@@ -1,0 +1,321 @@
+//! CPUs of GPU containers on the pure core: a ranged ask granted its minimum and sized by
+//! the partition's policy, the adaptive round moving cores toward the larger predicted gain
+//! (declared, reported or explored), every resize told to the AM as an RM-initiated update,
+//! and, over random jobs, ranges, queue maxima and the resize interval kept after every move.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use spindle_common::resource::GPU;
+use spindle_common::{ApplicationId, ContainerId, NodeId, Resource};
+
+use super::preemption::{conf, leaf, Cluster};
+use super::TestEnv;
+use crate::core::queue_conf::MaxCapacitySpec;
+use crate::core::*;
+
+const INTERVAL: u64 = 10_000;
+const RESIZE: u64 = 30_000;
+
+/// One node of 8 GPUs and 24 CPUs (Synergy's server), queues `root.a` and `root.b`.
+fn cluster(policy: CpuPolicy, b_max: f64) -> Cluster {
+    let b_cap = b_max.min(50.0);
+    let mut a = leaf("root.a", 100.0 - b_cap);
+    a.max_capacity = MaxCapacitySpec::Percent(100.0);
+    let mut b = leaf("root.b", b_cap);
+    b.max_capacity = MaxCapacitySpec::Percent(b_max);
+    let mut c = conf(vec![a, b], 0);
+    c.preemption.enabled = false;
+    c.cpu = CpuConf {
+        policy,
+        interval_ms: INTERVAL,
+        resize_interval_ms: RESIZE,
+        explore_ms: 60_000,
+        ..CpuConf::default()
+    };
+    let mut env = TestEnv::with_conf(c);
+    let id = NodeId::new("n0", 1);
+    env.core.register_node(
+        NodeRegistration {
+            id: id.clone(),
+            http_address: "n0:2".into(),
+            rack: "/r".into(),
+            total: Resource::new(65536, 24).with(GPU, 8),
+            version: "test".into(),
+            containers: vec![],
+            attributes: Default::default(),
+        },
+        env.now,
+    );
+    env.step();
+    Cluster {
+        env,
+        nodes: vec![id],
+        ams: BTreeMap::new(),
+    }
+}
+
+/// A GPU container of `gpus` GPUs asking `range` vcores, with a declared table.
+fn ranged(
+    c: &mut Cluster,
+    app: &ApplicationId,
+    gpus: i64,
+    range: &str,
+    table: &str,
+) -> ContainerId {
+    try_ranged(c, app, gpus, range, table).expect("granted at once")
+}
+
+fn try_ranged(
+    c: &mut Cluster,
+    app: &ApplicationId,
+    gpus: i64,
+    range: &str,
+    table: &str,
+) -> Option<ContainerId> {
+    let att = c.att(app);
+    let ask = AskUpdate {
+        image: None,
+        label: None,
+        tags: Vec::new(),
+        constraint: None,
+        priority: 1,
+        allocation_request_id: 1,
+        resource_name: "*".into(),
+        capability: Resource::new(1024, 1).with(GPU, gpus),
+        num_containers: 1,
+        relax_locality: true,
+        gang: None,
+        cpu: Some(CpuAsk {
+            vcores: VcoresAsk::parse(range).unwrap(),
+            table: CpuCurve::parse(table).unwrap(),
+        }),
+    };
+    let r = c
+        .env
+        .core
+        .am_allocate(&att, 0, vec![ask], vec![], 0.1, c.env.now)
+        .expect("ask");
+    c.env.step();
+    c.nm_round();
+    r.allocated.first().map(|a| a.id)
+}
+
+fn vcores(c: &Cluster, id: &ContainerId) -> i64 {
+    c.env.core.containers()[id].resource.vcores
+}
+
+const ALEXNET: &str = "1:40;3:100;6:200;9:260;12:294";
+const LSTM: &str = "1:100;3:100;12:100";
+
+#[test]
+fn a_range_is_granted_at_the_policys_size_within_it() {
+    for (policy, range, want) in [
+        (CpuPolicy::Proportional, "2..16", 12),
+        (CpuPolicy::Proportional, "2..8", 8),
+        (CpuPolicy::Static { cpus_per_gpu: 2 }, "2..16", 8),
+        (CpuPolicy::Adaptive, "14..20", 14),
+    ] {
+        let mut c = cluster(policy, 100.0);
+        let a = c.start("root.a", "u", 0);
+        let att = c.att(&a);
+        let ask = AskUpdate {
+            image: None,
+            label: None,
+            tags: Vec::new(),
+            constraint: None,
+            priority: 1,
+            allocation_request_id: 1,
+            resource_name: "*".into(),
+            capability: Resource::new(1024, 1).with(GPU, 4),
+            num_containers: 1,
+            relax_locality: true,
+            gang: None,
+            cpu: Some(CpuAsk {
+                vcores: VcoresAsk::parse(range).unwrap(),
+                table: CpuCurve::default(),
+            }),
+        };
+        let r = c
+            .env
+            .core
+            .am_allocate(&att, 0, vec![ask], vec![], 0.1, c.env.now)
+            .expect("ask");
+        c.env.step();
+        // The AM gets it at its size, version 0: no update to hear of.
+        let got = r.allocated[0].clone();
+        assert_eq!(got.resource.vcores, want, "{policy:?} {range}");
+        assert_eq!(got.version, 0);
+        assert_eq!(got.resource.memory_mb, 1024, "memory never changes");
+        c.nm_round();
+        assert!(c.poll(&a, AmReport::default()).updated.is_empty());
+        if policy != CpuPolicy::Adaptive {
+            // Nothing moves later under a non-adaptive policy.
+            c.run_for(5 * RESIZE);
+            assert_eq!(vcores(&c, &got.id), want);
+        }
+    }
+}
+
+#[test]
+fn a_resize_of_a_running_container_is_told_to_its_am_with_a_new_version() {
+    let mut c = cluster(CpuPolicy::Adaptive, 100.0);
+    let a = c.start("root.a", "u", 0);
+    let b = c.start("root.a", "v", 0);
+    let fast = ranged(&mut c, &a, 4, "4..40", ALEXNET);
+    ranged(&mut c, &b, 4, "4..40", LSTM);
+    c.run_for(INTERVAL + 1);
+    let r = c.poll(&a, AmReport::default());
+    let u = r
+        .updated
+        .iter()
+        .find(|u| u.allocation.id == fast)
+        .expect("told");
+    assert_eq!(u.kind, UpdateKind::IncreaseResource);
+    assert_eq!(u.version, 1);
+    assert_eq!(u.allocation.resource.vcores, vcores(&c, &fast));
+    assert_eq!(u.allocation.resource.memory_mb, 1024);
+}
+
+#[test]
+fn a_fixed_ask_is_never_resized() {
+    let mut c = cluster(CpuPolicy::Adaptive, 100.0);
+    let a = c.start("root.a", "u", 0);
+    let r = c.gang(&a, "g", 1, 4);
+    let id = r.allocated[0].id;
+    c.run_for(5 * RESIZE);
+    assert_eq!(vcores(&c, &id), 1);
+    assert_eq!(c.env.core.cpu().counters.resizes, 0);
+}
+
+#[test]
+fn adaptive_moves_cores_from_the_flat_job_to_the_cpu_bound_one() {
+    let mut c = cluster(CpuPolicy::Adaptive, 100.0);
+    let a = c.start("root.a", "u", 0);
+    let b = c.start("root.a", "v", 0);
+    let fast = ranged(&mut c, &a, 4, "4..40", ALEXNET);
+    let flat = ranged(&mut c, &b, 4, "4..40", LSTM);
+    c.run_for(3 * RESIZE);
+    // 24 CPUs, 2 AMs of one each: the flat job keeps one per GPU, the rest to AlexNet.
+    assert_eq!(vcores(&c, &flat), 4);
+    assert_eq!(vcores(&c, &fast), 18);
+    let r = c.poll(&b, AmReport::default());
+    assert!(r
+        .updated
+        .iter()
+        .any(|u| u.kind == UpdateKind::DecreaseResource && u.allocation.resource.vcores == 4));
+}
+
+#[test]
+fn the_cpus_owed_to_free_gpus_are_kept_for_them() {
+    let mut c = cluster(CpuPolicy::Adaptive, 100.0);
+    let a = c.start("root.a", "u", 0);
+    let fast = ranged(&mut c, &a, 4, "4..40", ALEXNET);
+    c.run_for(3 * RESIZE);
+    // 24 CPUs: the AM's one, AlexNet's proportional 12, and 12 owed to the 4 free GPUs.
+    assert_eq!(vcores(&c, &fast), 12);
+    // A job on the other four GPUs gets what is left of its share at once.
+    let b = c.start("root.a", "v", 0);
+    let other = ranged(&mut c, &b, 4, "4..40", ALEXNET);
+    assert_eq!(vcores(&c, &other), 10, "what the two AMs left of its 12");
+}
+
+#[test]
+fn a_queue_at_its_maximum_gets_no_core_from_another() {
+    // root.b may hold at most a quarter of the cluster: 6 vcores, 2 GPUs.
+    let mut c = cluster(CpuPolicy::Adaptive, 25.0);
+    let a = c.start("root.a", "u", 0);
+    let b = c.start("root.b", "v", 0);
+    let flat = ranged(&mut c, &a, 4, "4..40", LSTM);
+    let fast = ranged(&mut c, &b, 1, "1..12", ALEXNET);
+    c.run_for(3 * RESIZE);
+    let used_b: i64 = 1 + vcores(&c, &fast);
+    assert!(used_b <= 6, "root.b above its maximum: {used_b}");
+    assert!(vcores(&c, &fast) <= 5);
+    assert!(vcores(&c, &flat) >= 4);
+}
+
+#[test]
+fn measured_throughput_replaces_exploration() {
+    let mut c = cluster(CpuPolicy::Adaptive, 100.0);
+    let a = c.start("root.a", "u", 0);
+    let b = c.start("root.a", "v", 0);
+    let known = ranged(&mut c, &a, 4, "4..40", ALEXNET);
+    let unknown = ranged(&mut c, &b, 4, "4..40", "");
+    // Exploration: the unknown job is grown first with the free cores.
+    c.env.core.tick(c.env.now);
+    c.env.step();
+    c.run_for(INTERVAL + 1);
+    assert!(vcores(&c, &unknown) > 4, "explored upward");
+    // Its AM reports that it is flat: two points at different CPU counts.
+    for v in [4u32, 12] {
+        c.poll(
+            &b,
+            AmReport {
+                cpu_throughput: vec![(v, 400.0)],
+                ..AmReport::default()
+            },
+        );
+    }
+    c.run_for(4 * RESIZE);
+    assert_eq!(vcores(&c, &unknown), 4, "a flat job gives its cores back");
+    assert_eq!(vcores(&c, &known), 18);
+}
+
+fn arb_table() -> impl Strategy<Value = String> {
+    prop::collection::btree_map(1u32..13, 10.0f64..500.0, 1..5).prop_map(|m| {
+        m.iter()
+            .map(|(k, v)| format!("{k}:{v:.1}"))
+            .collect::<Vec<_>>()
+            .join(";")
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Random jobs on one node under `adaptive`: after every step each ranged container is
+    /// inside its range, every queue within its maximum, the node within its CPUs
+    /// (`sanity_check`, run by every step), and no container resized twice within the
+    /// resize interval.
+    #[test]
+    fn adaptive_keeps_ranges_maxima_and_the_interval(
+        jobs in prop::collection::vec((1i64..4, 1u32..4, 0u32..12, arb_table(), prop::bool::ANY), 1..4),
+        steps in 4usize..14,
+    ) {
+        let mut c = cluster(CpuPolicy::Adaptive, 60.0);
+        let mut ids = Vec::new();
+        for (i, (gpus, min, span, table, in_b)) in jobs.into_iter().enumerate() {
+            let q = if in_b { "root.b" } else { "root.a" };
+            let app = c.start(q, &format!("u{i}"), 0);
+            let lo = min * gpus as u32;
+            let range = format!("{lo}..{}", lo + span);
+            if !c.ams.contains_key(&app) {
+                continue;
+            }
+            if let Some(id) = try_ranged(&mut c, &app, gpus, &range, &table) {
+                ids.push((app, id, lo, lo + span));
+            }
+        }
+        let mut last: BTreeMap<ContainerId, u64> = BTreeMap::new();
+        for _ in 0..steps {
+            c.run_for(INTERVAL / 2);
+            for (_, id, lo, hi) in &ids {
+                let Some(ct) = c.env.core.containers().get(id).filter(|x| x.is_live()) else { continue };
+                let v = ct.resource.vcores;
+                prop_assert!(v >= i64::from(*lo) && v <= i64::from(*hi), "{v} outside {lo}..{hi}");
+                prop_assert_eq!(ct.resource.memory_mb, 1024);
+                let at = c.env.core.cpu().sized()[id].last_resize;
+                if let Some(&was) = last.get(id) {
+                    if was != 0 && at != was {
+                        prop_assert!(at - was >= RESIZE, "resized at {was} and again at {at}");
+                    }
+                }
+                last.insert(*id, at);
+            }
+            for v in c.env.core.queue_views() {
+                prop_assert!(v.used.fits_in(&v.maximum), "{} above its maximum", v.path);
+            }
+        }
+    }
+}
