@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{HeaderMap, Uri};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::{Extension, Json, Router};
 use spindle_common::records::admin::HaStatusInfo;
 use spindle_common::records::exception::ExceptionKind;
@@ -86,6 +86,8 @@ pub(crate) fn single_rm_routes<S: Clone + Send + Sync + 'static>() -> Router<S> 
         .route("/ws/v1/ha/state", get(not_enabled))
         .route("/ws/v1/ha/transition-to-active", post(not_enabled))
         .route("/ws/v1/ha/transition-to-standby", post(not_enabled))
+        .route("/ws/v1/ha/blobs/{digest}", put(not_enabled))
+        .route("/ws/v1/ha/blobs/{digest}/apps/{appid}", put(not_enabled))
 }
 
 type Q = Query<HashMap<String, String>>;
