@@ -378,10 +378,6 @@ impl Scheduler {
         conf: &PreemptionConf,
         taken: &[bool],
     ) -> Option<(Vec<usize>, Hold, Vec<Resource>)> {
-        // Both tries draw from `pool`: one bound serves them.
-        if self.beyond_reach(p, room, &pool, cands) {
-            return None;
-        }
         let sort = |pool: &mut Vec<usize>| {
             pool.sort_by_key(|i| {
                 let c = &cands[*i];
@@ -396,9 +392,15 @@ impl Scheduler {
         };
         let (mut units, mut apps): (Vec<usize>, Vec<usize>) =
             pool.into_iter().partition(|i| !cands[*i].whole_app);
-        sort(&mut units);
-        if let Some(found) = self.pick_victims(p, room, &units, cands, reason, given, conf) {
-            return Some(found);
+        // Each try is bounded by what it draws from (a whole application repeats its
+        // units, so one bound over both would let hopeless first tries through).
+        let mut sorted = false;
+        if !self.beyond_reach(p, room, &units, cands) {
+            sort(&mut units);
+            sorted = true;
+            if let Some(found) = self.pick_victims(p, room, &units, cands, reason, given, conf) {
+                return Some(found);
+            }
         }
         if reason != Reason::Guarantee {
             return None;
@@ -414,6 +416,13 @@ impl Scheduler {
         apps.sort_by_key(|i| std::cmp::Reverse(cands[*i].app));
         let whole: BTreeSet<ApplicationId> = apps.iter().map(|i| cands[*i].app).collect();
         units.retain(|i| !whole.contains(&cands[*i].app));
+        let last_resort: Vec<usize> = units.iter().chain(apps.iter()).copied().collect();
+        if self.beyond_reach(p, room, &last_resort, cands) {
+            return None;
+        }
+        if !sorted {
+            sort(&mut units);
+        }
         units.extend(apps);
         self.pick_victims(p, room, &units, cands, reason, given, conf)
     }
