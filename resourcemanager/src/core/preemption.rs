@@ -13,7 +13,7 @@
 //! as preempted all the same.
 
 use super::*;
-use scheduler::victims::{Candidate, Choice};
+use scheduler::victims::{Candidate, Candidates, Choice};
 pub use scheduler::victims::{PreemptionConf, Reason};
 use spindle_common::resource::GPU;
 
@@ -170,33 +170,29 @@ impl RmCore {
         if from.is_empty() {
             return;
         }
-        let cands = self.preemption_candidates(&conf, &waiting, &from, now);
+        let live = self.live_candidates(&conf, &waiting, &from);
+        let units = self.unit_candidates(&live, &conf, now);
+        let mut cands = Candidates::new(units, || self.whole_app_candidates(&live, &conf, now));
+        let choices = self.sched.preemption_round(&mut cands, &conf, waiting);
+        let cands = cands.into_all();
         self.preemption.candidates_examined += cands.len() as u64;
-        let choices = self.sched.preemption_round(&cands, &conf, waiting);
         for ch in choices {
             self.carry_out(ch, &cands, &conf, now);
         }
     }
 
-    /// Running units old enough to be preempted and not under notice: each gang's live
-    /// members together, each plain non-AM container alone, and each application whole
-    /// with its AM (the last resort, [`Candidate::whole_app`]).
-    ///
-    /// Only the leaves that may give are walked ([`scheduler::Scheduler::victim_leaves`]),
-    /// newest applications first (the least work to lose, YARN's latest-launched first), up
-    /// to [`CANDIDATES_PER_LEAF`] containers a leaf: a round's cost does not grow with the
+    /// The live containers a round may take from, by application: only the leaves that may
+    /// give are walked ([`scheduler::Scheduler::victim_leaves`]), newest applications first
+    /// (the least work to lose, YARN's latest-launched first), up to
+    /// [`CANDIDATES_PER_LEAF`] containers a leaf: a round's cost does not grow with the
     /// cluster.
-    fn preemption_candidates(
+    fn live_candidates(
         &self,
         conf: &PreemptionConf,
         waiting: &[scheduler::victims::Preemptor],
         from: &BTreeSet<scheduler::QueueIdx>,
-        now: u64,
-    ) -> Vec<Candidate> {
-        let mut gangs: BTreeMap<(ApplicationId, String), Candidate> = BTreeMap::new();
-        let mut young: BTreeSet<(ApplicationId, String)> = BTreeSet::new();
+    ) -> Vec<(&App, Vec<&RmContainer>)> {
         let mut out = Vec::new();
-        let mut live: Vec<(&App, &RmContainer)> = Vec::new();
         for leaf in self
             .sched
             .victim_leaves(conf, waiting)
@@ -217,17 +213,34 @@ impl RmCore {
                 let Some(att) = app.current_attempt() else {
                     continue;
                 };
-                let at = live.len();
-                for c in att.containers.iter().chain(att.inherited.iter()) {
-                    if let Some(rc) = self.containers.get(c).filter(|x| x.is_live()) {
-                        live.push((app, rc));
-                        taken += 1;
-                    }
-                }
-                out.extend(self.whole_app_candidate(app, &live[at..], conf, now));
+                let live: Vec<&RmContainer> = att
+                    .containers
+                    .iter()
+                    .chain(att.inherited.iter())
+                    .filter_map(|c| self.containers.get(c).filter(|x| x.is_live()))
+                    .collect();
+                taken += live.len();
+                out.push((app, live));
             }
         }
-        for (app, c) in live {
+        out
+    }
+
+    /// Running units old enough to be preempted and not under notice: each gang's live
+    /// members together, and each plain non-AM container alone.
+    fn unit_candidates(
+        &self,
+        live: &[(&App, Vec<&RmContainer>)],
+        conf: &PreemptionConf,
+        now: u64,
+    ) -> Vec<Candidate> {
+        let mut gangs: BTreeMap<(ApplicationId, String), Candidate> = BTreeMap::new();
+        let mut young: BTreeSet<(ApplicationId, String)> = BTreeSet::new();
+        let mut out = Vec::new();
+        for (app, c) in live
+            .iter()
+            .flat_map(|(a, cs)| cs.iter().map(move |c| (*a, *c)))
+        {
             if c.is_am || self.preemption.notices.contains_key(&c.id) {
                 continue;
             }
@@ -277,6 +290,18 @@ impl RmCore {
             }
         }
         out
+    }
+
+    /// Each application whole with its AM: the last resort, [`Candidate::whole_app`].
+    fn whole_app_candidates(
+        &self,
+        live: &[(&App, Vec<&RmContainer>)],
+        conf: &PreemptionConf,
+        now: u64,
+    ) -> Vec<Candidate> {
+        live.iter()
+            .filter_map(|(app, cs)| self.whole_app_candidate(app, cs, conf, now))
+            .collect()
     }
 
     /// An elastic gang's members above its smallest legal size, newest first, as a unit the
@@ -331,11 +356,11 @@ impl RmCore {
     fn whole_app_candidate(
         &self,
         app: &App,
-        live: &[(&App, &RmContainer)],
+        live: &[&RmContainer],
         conf: &PreemptionConf,
         now: u64,
     ) -> Option<Candidate> {
-        let am = live.iter().map(|(_, c)| c).find(|c| c.is_am)?;
+        let am = live.iter().find(|c| c.is_am)?;
         let notices = &self.preemption.notices;
         if notices.contains_key(&am.id)
             || now.saturating_sub(am.allocated_time) < conf.min_runtime_ms
@@ -351,7 +376,7 @@ impl RmCore {
             shrink: None,
             whole_app: true,
         };
-        for (_, c) in live.iter().filter(|(_, c)| !notices.contains_key(&c.id)) {
+        for c in live.iter().filter(|c| !notices.contains_key(&c.id)) {
             cand.containers
                 .push((c.id, c.node.clone(), c.resource.clone()));
             cand.total.add_assign(&c.resource);

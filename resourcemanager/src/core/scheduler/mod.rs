@@ -35,6 +35,7 @@ pub mod preemptors;
 pub mod queue_tree;
 mod resume;
 pub mod topology;
+mod victim_plan;
 pub mod victims;
 pub mod wait_reason;
 

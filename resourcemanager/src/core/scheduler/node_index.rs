@@ -8,7 +8,8 @@
 //! (spreading CPU work, as YARN's heartbeat-driven placement does).
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, DefaultHasher};
 
 use spindle_common::resource::GPU;
 use spindle_common::{NodeId, Resource};
@@ -56,7 +57,12 @@ pub struct SchedNode {
 pub struct NodeIndex {
     slots: Vec<Option<SchedNode>>,
     free_slots: Vec<usize>,
+    /// Every node's slot, in id order (for walks in that order).
     by_id: BTreeMap<NodeId, usize>,
+    /// The same, hashed: a lookup by id costs a hash, not a string comparison per level of
+    /// a tree (the preemption round looks up the host of every candidate's container).
+    /// Fixed keys, no seed from the OS: the core stays deterministic.
+    slot_of: HashMap<NodeId, usize, BuildHasherDefault<DefaultHasher>>,
     by_host: BTreeMap<String, BTreeSet<usize>>,
     by_rack: BTreeMap<String, BTreeSet<usize>>,
     /// The container images each node holds.
@@ -314,7 +320,7 @@ impl NodeIndex {
     }
 
     pub fn slot(&self, id: &NodeId) -> Option<usize> {
-        self.by_id.get(id).copied()
+        self.slot_of.get(id).copied()
     }
 
     pub fn get(&self, slot: usize) -> Option<&SchedNode> {
@@ -426,6 +432,7 @@ impl NodeIndex {
             idx.account(slot, true);
             idx.reindex(slot);
         }
+        idx.slot_of = ids.iter().cloned().collect();
         idx.by_id = ids.into_iter().collect();
         // A host whose nodes were not adjacent (ids out of order) is merged, not lost.
         for (h, set) in hosts {
@@ -443,6 +450,7 @@ impl NodeIndex {
         self.count_healthy(&node.total, true);
         self.count_member(&node.partition, true);
         self.by_id.insert(node.id.clone(), slot);
+        self.slot_of.insert(node.id.clone(), slot);
         match self.by_host.get_mut(&node.host) {
             Some(set) => {
                 set.insert(slot);
@@ -472,12 +480,13 @@ impl NodeIndex {
 
     pub fn remove(&mut self, id: &NodeId) -> Option<SchedNode> {
         self.room_epoch += 1;
-        let slot = *self.by_id.get(id)?;
+        let slot = *self.slot_of.get(id)?;
         self.reserved.remove(&slot);
         self.reserved_need.remove(&slot);
         self.account(slot, false);
         self.unindex(slot);
         self.by_id.remove(id);
+        self.slot_of.remove(id);
         let node = self.slots.get_mut(slot)?.take()?;
         self.count_member(&node.partition, false);
         if node.healthy {
@@ -563,7 +572,7 @@ impl NodeIndex {
                 ));
             }
             if !n.schedulable {
-                if self.reserved.contains_key(&self.by_id[&n.id]) {
+                if self.reserved.contains_key(&self.slot_of[&n.id]) {
                     return Err(format!("unschedulable node {} is held for a gang", n.id));
                 }
                 continue;

@@ -35,22 +35,37 @@ struct GuaranteeRoom {
 }
 
 impl GuaranteeRoom {
-    /// Whether every level is below its (non-zero) guarantee.
-    fn below(&self, s: &Scheduler) -> bool {
+    /// Whether every level, with `extra` more, is below its (non-zero) guarantee.
+    fn below_with(&self, extra: &Resource, s: &Scheduler) -> bool {
         self.levels
             .iter()
-            .all(|(used, g)| *g > EPS && s.share(used) < g - EPS)
+            .all(|(used, g)| *g > EPS && s.share(&used.plus(extra)) < g - EPS)
+    }
+
+    /// Whether every level is below its (non-zero) guarantee.
+    fn below(&self, s: &Scheduler) -> bool {
+        self.below_with(&Resource::zero(), s)
     }
 
     /// Counts in up to `n` containers of `cap`, each starting below every guarantee.
-    /// Returns how many.
+    /// Returns how many. A level's share only grows as containers are counted in, so the
+    /// count is found by bisection: the first container that would start at or above a
+    /// guarantee.
     fn take(&mut self, cap: &Resource, n: u32, s: &Scheduler) -> u32 {
-        let mut took = 0;
-        while took < n && self.below(s) {
-            for (used, _) in &mut self.levels {
-                used.add_assign(cap);
+        // Every container before `lo` starts below; the first that does not is at most `hi`.
+        let (mut lo, mut hi) = (0u32, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.below_with(&cap.times(i64::from(mid)), s) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
             }
-            took += 1;
+        }
+        let took = lo;
+        let add = cap.times(i64::from(took));
+        for (used, _) in &mut self.levels {
+            used.add_assign(&add);
         }
         took
     }
@@ -229,5 +244,57 @@ impl Scheduler {
             .into_iter()
             .map(|(_, _, p)| self.with_units(p))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::queue_conf::SchedulerConf;
+    use proptest::prelude::*;
+    use spindle_common::resource::GPU;
+
+    /// One node of 64 GB, 64 vcores and 8 GPUs: the cluster shares are taken of.
+    fn sched() -> Scheduler {
+        let mut s = Scheduler::new(SchedulerConf::single_default_queue(), Resource::new(128, 1));
+        s.add_node(
+            NodeId::new("n1", 1),
+            "/r1".into(),
+            Resource::new(65_536, 64).with(GPU, 8),
+            Resource::zero(),
+        );
+        s
+    }
+
+    /// The count taken one container at a time, as a reference for the bisection.
+    fn take_one_by_one(room: &mut GuaranteeRoom, cap: &Resource, n: u32, s: &Scheduler) -> u32 {
+        let mut took = 0;
+        while took < n && room.below(s) {
+            for (used, _) in &mut room.levels {
+                used.add_assign(cap);
+            }
+            took += 1;
+        }
+        took
+    }
+
+    proptest! {
+        #[test]
+        fn bisection_takes_as_many_as_one_by_one(
+            levels in prop::collection::vec((0i64..70_000, 0i64..70, 0i64..9, 0.0f64..1.2), 1..4),
+            cap in (0i64..9_000, 0i64..9, 0i64..3),
+            n in 0u32..80,
+        ) {
+            let s = sched();
+            let levels: SmallVec<[(Resource, f64); 8]> = levels
+                .into_iter()
+                .map(|(m, v, g, share)| (Resource::new(m, v).with(GPU, g), share))
+                .collect();
+            let cap = Resource::new(cap.0, cap.1).with(GPU, cap.2);
+            let mut fast = GuaranteeRoom { levels: levels.clone() };
+            let mut slow = GuaranteeRoom { levels };
+            prop_assert_eq!(fast.take(&cap, n, &s), take_one_by_one(&mut slow, &cap, n, &s));
+            prop_assert_eq!(fast.levels, slow.levels);
+        }
     }
 }

@@ -12,11 +12,12 @@
 //! Pure: the lifecycle layer passes the running candidates (it knows containers and
 //! checkpoints) and turns each [`Choice`] into notices, a hold and, at the deadline, kills.
 
-use super::gang::{plan, Plan};
 pub use super::preemptors::Preemptor;
+use super::victim_plan::Reach;
 use super::*;
 use smallvec::SmallVec;
 use spindle_common::ContainerId;
+use std::ops::Range;
 
 /// The monitor's settings (`yarn.resourcemanager.monitor.capacity.preemption.*`).
 #[derive(Debug, Clone, PartialEq)]
@@ -76,13 +77,72 @@ impl Candidate {
     /// What taking it claims from its queues, of the `left` a preemptor still needs: a
     /// unit's share of it, an application taken whole all it holds (its queue must stay at
     /// or above its guarantee without all of it).
-    fn claim(&self, left: &Resource) -> Resource {
+    pub(super) fn claim(&self, left: &Resource) -> Resource {
         if self.whole_app {
             self.total.clone()
         } else {
             min_each(&self.total, left)
         }
     }
+}
+
+/// A round's candidates: the units, built at once, then the applications that may be taken
+/// whole with their AM ([`Candidate::whole_app`]), built only when a preemptor of the round
+/// first needs the last resort (most rounds never do, and each repeats its units' containers).
+pub struct Candidates<'a> {
+    all: Vec<Candidate>,
+    whole_apps: Option<Box<dyn FnOnce() -> Vec<Candidate> + 'a>>,
+    /// Where the applications taken whole sit in `all`, once built.
+    whole: Option<Range<usize>>,
+}
+
+impl<'a> Candidates<'a> {
+    /// `units` (none of them [`Candidate::whole_app`]) and how to build the applications
+    /// that may be taken whole.
+    pub fn new(units: Vec<Candidate>, whole_apps: impl FnOnce() -> Vec<Candidate> + 'a) -> Self {
+        Self {
+            all: units,
+            whole_apps: Some(Box::new(whole_apps)),
+            whole: None,
+        }
+    }
+
+    /// Every candidate built so far (a [`Choice`]'s victims index it).
+    pub fn all(&self) -> &[Candidate] {
+        &self.all
+    }
+
+    pub fn into_all(self) -> Vec<Candidate> {
+        self.all
+    }
+
+    /// The applications that may be taken whole, built on the first call.
+    fn whole_apps(&mut self) -> Range<usize> {
+        if let Some(r) = &self.whole {
+            return r.clone();
+        }
+        let from = self.all.len();
+        if let Some(build) = self.whole_apps.take() {
+            self.all.extend(build());
+        }
+        let r = from..self.all.len();
+        self.whole = Some(r.clone());
+        r
+    }
+}
+
+/// Cheapest first: an elastic gang's extra members, then by the work lost.
+fn cheapest_first(pool: &mut [usize], cands: &[Candidate]) {
+    pool.sort_by_key(|i| {
+        let c = &cands[*i];
+        (
+            c.shrink.is_none(),
+            c.lost_gpu_ms,
+            c.containers.len(),
+            c.app,
+            c.gang.as_deref(),
+        )
+    });
 }
 
 /// Why a preemptor may take resources back.
@@ -134,9 +194,6 @@ pub struct Choice {
 /// Nodes to hold for a gang, with what it needs of each.
 pub type Hold = Vec<(NodeId, Resource)>;
 
-/// Plans tried while adding victims, and while pruning them, per preemptor.
-const MAX_ADD_PLANS: usize = 24;
-const MAX_PRUNE_PLANS: usize = 16;
 const EPS: f64 = 1e-9;
 
 impl Scheduler {
@@ -146,7 +203,11 @@ impl Scheduler {
 
     /// The queues from `victim_leaf` up to (not including) its lowest common ancestor with
     /// `leaf`: the ones that give when the victim goes.
-    fn giving_path(&self, victim_leaf: QueueIdx, leaf: QueueIdx) -> SmallVec<[QueueIdx; 8]> {
+    pub(super) fn giving_path(
+        &self,
+        victim_leaf: QueueIdx,
+        leaf: QueueIdx,
+    ) -> SmallVec<[QueueIdx; 8]> {
         let mine: SmallVec<[QueueIdx; 8]> = self.tree.path_up(leaf).collect();
         self.tree
             .path_up(victim_leaf)
@@ -254,42 +315,40 @@ impl Scheduler {
     }
 
     /// One monitoring round: what to take back, from whom, for whom. `cands` are the
-    /// running units old enough to be preempted and not already under notice; `waiting`
-    /// are this round's [`Self::preemptors`].
+    /// running units old enough to be preempted and not already under notice, and the
+    /// applications that may be taken whole, built when first needed; `waiting` are this
+    /// round's [`Self::preemptors`].
     pub fn preemption_round(
         &self,
-        cands: &[Candidate],
+        cands: &mut Candidates<'_>,
         conf: &PreemptionConf,
         mut waiting: Vec<Preemptor>,
     ) -> Vec<Choice> {
         let mut out: Vec<Choice> = Vec::new();
-        if cands.is_empty() || self.nodes.cluster.is_zero() {
+        if self.nodes.cluster.is_zero() {
             return out;
         }
         let n = self.tree.queues.len();
         // What each queue gives this round, and what the round takes in all.
         let mut given = vec![Resource::zero(); n];
         let mut round_total = Resource::zero();
-        let mut taken = vec![false; cands.len()];
-        // Candidates by leaf, once: a preemptor looks only at the leaves that may give.
-        let mut by_leaf: BTreeMap<QueueIdx, Vec<usize>> = BTreeMap::new();
-        for (i, c) in cands.iter().enumerate() {
-            if let Some(a) = self.apps.get(&c.app) {
-                by_leaf.entry(a.queue).or_default().push(i);
-            }
-        }
+        let mut taken = vec![false; cands.all().len()];
+        // Units by leaf, once: a preemptor looks only at the leaves that may give.
+        let by_leaf = self.by_leaf(cands.all(), 0..cands.all().len());
+        let mut whole_by_leaf: Option<BTreeMap<QueueIdx, Vec<usize>>> = None;
+        let mut reach = Reach::default();
         waiting = self.round_preemptors(waiting);
         let giving = self.giving_queues(conf);
+        let gives =
+            |vl: QueueIdx, p: &Preemptor| vl != p.leaf && self.gives_freely(vl, p.leaf, &giving);
         for p in waiting {
             let leaf_spec = &self.tree.queues[p.leaf].spec;
             let mut tries: Vec<(Reason, Vec<usize>)> = Vec::new();
             if self.under_guarantee_with(&p) {
                 // The leaves that may give to this preemptor, each judged once.
                 let mut pool = Vec::new();
-                for (vl, idxs) in &by_leaf {
-                    if *vl != p.leaf && self.gives_freely(*vl, p.leaf, &giving) {
-                        pool.extend(idxs.iter().copied().filter(|i| !taken[*i]));
-                    }
+                for (_, idxs) in by_leaf.iter().filter(|(vl, _)| gives(**vl, &p)) {
+                    pool.extend(idxs.iter().copied().filter(|i| !taken[*i]));
                 }
                 tries.push((Reason::Guarantee, pool));
             }
@@ -301,28 +360,57 @@ impl Scheduler {
                         .into_iter()
                         .flatten()
                         .copied()
-                        .filter(|i| !taken[*i] && below(&cands[*i].app))
+                        .filter(|i| !taken[*i] && below(&cands.all()[*i].app))
                         .collect();
                     if !pool.is_empty() {
                         tries.push((reason, pool));
                     }
                 }
             }
-            let room = if tries.iter().any(|(_, pool)| !pool.is_empty()) {
-                self.room_slots(&p)
-            } else {
-                Vec::new()
-            };
-            for (reason, pool) in tries {
-                if pool.is_empty() {
-                    continue;
-                }
+            let mut room: Option<Vec<usize>> = None;
+            for (reason, mut units) in tries {
                 let first_of_round = out.is_empty();
-                let Some((victims, hold, claims)) = self
-                    .pick_last_resort_last(&p, &room, pool, cands, reason, &given, conf, &taken)
-                else {
+                // The applications this try may take whole: built at the first need, and
+                // asked for first when no unit could be (a pool of them alone is still tried).
+                let mut apps = (reason == Reason::Guarantee && units.is_empty())
+                    .then(|| self.whole_pool(cands, &mut taken, &mut whole_by_leaf, &p, &giving));
+                let mut found = None;
+                if !units.is_empty() || apps.as_ref().is_some_and(|a| !a.is_empty()) {
+                    let room = room.get_or_insert_with(|| self.room_slots(&p));
+                    found = self.pick_units(
+                        &p,
+                        room,
+                        &mut units,
+                        cands.all(),
+                        reason,
+                        &given,
+                        conf,
+                        &mut reach,
+                    );
+                }
+                if found.is_none() && reason == Reason::Guarantee {
+                    let apps = apps.take().unwrap_or_else(|| {
+                        self.whole_pool(cands, &mut taken, &mut whole_by_leaf, &p, &giving)
+                    });
+                    if !apps.is_empty() {
+                        let room = room.get_or_insert_with(|| self.room_slots(&p));
+                        found = self.pick_last_resort(
+                            &p,
+                            room,
+                            units,
+                            apps,
+                            cands.all(),
+                            &given,
+                            conf,
+                            &taken,
+                            &mut reach,
+                        );
+                    }
+                }
+                let Some((victims, hold, claims)) = found else {
                     continue;
                 };
+                let cands = cands.all();
                 let freed = victims
                     .iter()
                     .fold(Resource::zero(), |acc, i| acc.plus(&cands[*i].total));
@@ -361,50 +449,77 @@ impl Scheduler {
         out
     }
 
-    /// Victims from `pool` for one preemptor: the units that leave every AM running first
-    /// (an elastic gang's extra members, then the cheapest by lost work). Only when they
-    /// cannot restore a guarantee are applications taken whole with their AM, after those
-    /// units, newest first; each stands in for its own other units, and one whose units an
-    /// earlier preemptor of the round took is left out. Never for intra-queue preemption.
+    /// The applications `p` may take whole, not taken this round: from the leaves that give
+    /// to it. Builds them at the round's first call.
+    fn whole_pool(
+        &self,
+        cands: &mut Candidates<'_>,
+        taken: &mut Vec<bool>,
+        whole_by_leaf: &mut Option<BTreeMap<QueueIdx, Vec<usize>>>,
+        p: &Preemptor,
+        giving: &[bool],
+    ) -> Vec<usize> {
+        let whole = cands.whole_apps();
+        taken.resize(cands.all().len(), false);
+        let by_leaf = whole_by_leaf.get_or_insert_with(|| self.by_leaf(cands.all(), whole));
+        by_leaf
+            .iter()
+            .filter(|(vl, _)| **vl != p.leaf && self.gives_freely(**vl, p.leaf, giving))
+            .flat_map(|(_, idxs)| idxs.iter().copied())
+            .filter(|i| !taken[*i])
+            .collect()
+    }
+
+    /// The candidates of `range` by the leaf of their application.
+    fn by_leaf(&self, cands: &[Candidate], range: Range<usize>) -> BTreeMap<QueueIdx, Vec<usize>> {
+        let mut out: BTreeMap<QueueIdx, Vec<usize>> = BTreeMap::new();
+        for i in range {
+            if let Some(a) = self.apps.get(&cands[i].app) {
+                out.entry(a.queue).or_default().push(i);
+            }
+        }
+        out
+    }
+
+    /// Victims from `units` for one preemptor, the units that leave every AM running (an
+    /// elastic gang's extra members first, then the cheapest by lost work), sorted so when
+    /// a plan is tried.
     #[allow(clippy::too_many_arguments)]
-    fn pick_last_resort_last(
+    fn pick_units(
         &self,
         p: &Preemptor,
         room: &[usize],
-        pool: Vec<usize>,
+        units: &mut [usize],
         cands: &[Candidate],
         reason: Reason,
         given: &[Resource],
         conf: &PreemptionConf,
-        taken: &[bool],
+        reach: &mut Reach,
     ) -> Option<(Vec<usize>, Hold, Vec<Resource>)> {
-        let sort = |pool: &mut Vec<usize>| {
-            pool.sort_by_key(|i| {
-                let c = &cands[*i];
-                (
-                    c.shrink.is_none(),
-                    c.lost_gpu_ms,
-                    c.containers.len(),
-                    c.app,
-                    c.gang.clone(),
-                )
-            })
-        };
-        let (mut units, mut apps): (Vec<usize>, Vec<usize>) =
-            pool.into_iter().partition(|i| !cands[*i].whole_app);
-        // Each try is bounded by what it draws from (a whole application repeats its
-        // units, so one bound over both would let hopeless first tries through).
-        let mut sorted = false;
-        if !self.beyond_reach(p, room, &units, cands) {
-            sort(&mut units);
-            sorted = true;
-            if let Some(found) = self.pick_victims(p, room, &units, cands, reason, given, conf) {
-                return Some(found);
-            }
-        }
-        if reason != Reason::Guarantee {
+        if self.beyond_reach(p, room, units, cands, reach) {
             return None;
         }
+        cheapest_first(units, cands);
+        self.pick_victims(p, room, units, cands, reason, given, conf)
+    }
+
+    /// When no units restore a guarantee: applications taken whole with their AM (`apps`),
+    /// after the units of other applications, newest first; each stands in for its own
+    /// other units, and one whose units an earlier preemptor of the round took is left
+    /// out. Never for intra-queue preemption.
+    #[allow(clippy::too_many_arguments)]
+    fn pick_last_resort(
+        &self,
+        p: &Preemptor,
+        room: &[usize],
+        mut units: Vec<usize>,
+        mut apps: Vec<usize>,
+        cands: &[Candidate],
+        given: &[Resource],
+        conf: &PreemptionConf,
+        taken: &[bool],
+        reach: &mut Reach,
+    ) -> Option<(Vec<usize>, Hold, Vec<Resource>)> {
         let partly_taken: BTreeSet<ApplicationId> = (0..cands.len())
             .filter(|i| taken[*i])
             .map(|i| cands[i].app)
@@ -417,18 +532,16 @@ impl Scheduler {
         let whole: BTreeSet<ApplicationId> = apps.iter().map(|i| cands[*i].app).collect();
         units.retain(|i| !whole.contains(&cands[*i].app));
         let last_resort: Vec<usize> = units.iter().chain(apps.iter()).copied().collect();
-        if self.beyond_reach(p, room, &last_resort, cands) {
+        if self.beyond_reach(p, room, &last_resort, cands, reach) {
             return None;
         }
-        if !sorted {
-            sort(&mut units);
-        }
+        cheapest_first(&mut units, cands);
         units.extend(apps);
-        self.pick_victims(p, room, &units, cands, reason, given, conf)
+        self.pick_victims(p, room, &units, cands, Reason::Guarantee, given, conf)
     }
 
     /// Whether a candidate ranks below the preemptor inside the preemptor's leaf, by `reason`.
-    fn outranks(&self, p: &Preemptor, c: &Candidate, reason: Reason) -> bool {
+    pub(super) fn outranks(&self, p: &Preemptor, c: &Candidate, reason: Reason) -> bool {
         self.ranker(p, reason)(&c.app)
     }
 
@@ -479,7 +592,7 @@ impl Scheduler {
     /// claimed, `claims` that plus this preemptor's earlier victims: the natural-termination
     /// share bounds what one round takes from a queue across preemptors, never one
     /// preemptor's own victims (a gang's need is taken in one round or not at all).
-    fn may_give(
+    pub(super) fn may_give(
         &self,
         victim_leaf: QueueIdx,
         leaf: QueueIdx,
@@ -519,225 +632,6 @@ impl Scheduler {
             || self.share(&claimed.plus(claim))
                 <= conf.natural_termination_factor * (self.share(&queue.used) - g) + EPS;
         over > EPS && !in_dead_zone && stays && natural
-    }
-
-    /// Whether the preemptor may take over nodes another waiting gang holds: that gang is
-    /// one the preemptor could take from (a queue over its guarantee, a lower rank).
-    fn may_steal(
-        &self,
-        holder: &gang::Holder,
-        p: &Preemptor,
-        reason: Reason,
-        conf: &PreemptionConf,
-    ) -> bool {
-        let Some(h) = self.apps.get(&holder.0) else {
-            return true;
-        };
-        match reason {
-            Reason::Guarantee => {
-                let none = vec![Resource::zero(); self.tree.queues.len()];
-                h.queue != p.leaf
-                    && !self.giving_path(h.queue, p.leaf).is_empty()
-                    && self.may_give(h.queue, p.leaf, &Resource::zero(), &none, &none, conf)
-            }
-            _ => {
-                let probe = Candidate {
-                    app: holder.0,
-                    gang: Some(holder.1.clone()),
-                    containers: Vec::new(),
-                    total: Resource::zero(),
-                    lost_gpu_ms: 0,
-                    shrink: None,
-                    whole_app: false,
-                };
-                self.outranks(p, &probe, reason)
-            }
-        }
-    }
-
-    /// The nodes whose free room takes at least the smallest of `p`'s units: those come
-    /// from the index's buckets (a walk of every node only for a unit below the minimum
-    /// allocation, which the buckets do not hold). Free room elsewhere takes no member.
-    fn room_slots(&self, p: &Preemptor) -> Vec<usize> {
-        let smallest = p
-            .units
-            .iter()
-            .map(|u| &u.cap)
-            .min_by_key(|c| (c.get(spindle_common::resource::GPU), c.memory_mb, c.vcores));
-        match smallest {
-            Some(u)
-                if u.memory_mb >= self.min_alloc.memory_mb && u.vcores >= self.min_alloc.vcores =>
-            {
-                self.nodes.taking_anywhere(u).collect()
-            }
-            Some(u) => self
-                .nodes
-                .slots()
-                .filter(|s| self.nodes.get(*s).is_some_and(|n| u.fits_in(&n.free)))
-                .collect(),
-            None => Vec::new(),
-        }
-    }
-
-    /// Whether `p`'s need is beyond the most a plan over `pool` could ever see free: the
-    /// room of `room` and of every victim's host, and every candidate's whole size (a bound
-    /// from above: a host is counted once per container on it). Then no victim set can
-    /// serve it, and neither the pool is sorted nor a scratch index built.
-    fn beyond_reach(
-        &self,
-        p: &Preemptor,
-        room: &[usize],
-        pool: &[usize],
-        cands: &[Candidate],
-    ) -> bool {
-        let mut most = Resource::zero();
-        let room_of = |s: usize| self.nodes.get(s).map(|n| n.free.clamp_non_negative());
-        for r in room.iter().filter_map(|s| room_of(*s)) {
-            most.add_assign(&r);
-        }
-        for c in pool.iter().map(|i| &cands[*i]) {
-            most.add_assign(&c.total);
-            for r in c
-                .containers
-                .iter()
-                .filter_map(|(_, id, _)| room_of(self.nodes.slot(id)?))
-            {
-                most.add_assign(&r);
-            }
-        }
-        !p.need.fits_in(&most)
-    }
-
-    /// Victims for one preemptor from `pool` (cheapest first): added until its gang fits on
-    /// what is free plus what they free, then pruned (dearest first) while it still fits.
-    /// Returns the victims and the nodes the plan uses.
-    #[allow(clippy::too_many_arguments)]
-    fn pick_victims(
-        &self,
-        p: &Preemptor,
-        room: &[usize],
-        pool: &[usize],
-        cands: &[Candidate],
-        reason: Reason,
-        given: &[Resource],
-        conf: &PreemptionConf,
-    ) -> Option<(Vec<usize>, Hold, Vec<Resource>)> {
-        // A scratch index of the nodes that matter: free room now, or a candidate on them.
-        let holder = p.gang.as_ref().map(|g| (p.app, g.clone()));
-        let mut slots = room.to_vec();
-        let hosts = pool.iter().flat_map(|i| cands[*i].containers.iter());
-        slots.extend(hosts.filter_map(|(_, id, _)| self.nodes.slot(id)));
-        // In id order, as a walk adds them: the scratch index's slots break a plan's ties.
-        slots.sort_unstable_by(|a, b| {
-            let id = |s: &usize| self.nodes.get(*s).map(|n| &n.id);
-            id(a).cmp(&id(b))
-        });
-        slots.dedup();
-        let usable = slots.into_iter().filter_map(|s| {
-            let n = self.nodes.get(s)?;
-            let held_by_other = self
-                .nodes
-                .reserved_by(s)
-                .is_some_and(|h| Some(h) != holder.as_ref() && !self.may_steal(h, p, reason, conf));
-            (n.schedulable && !held_by_other).then_some(n)
-        });
-        let mut idx = NodeIndex::scratch(self.min_alloc.clone(), usable);
-        let fits = |idx: &NodeIndex| -> Option<Hold> {
-            if !p.need.fits_in(&idx.cluster_free()) {
-                return None;
-            }
-            let free = |s: usize| idx.get(s).map(|n| n.free.clone());
-            match plan(&p.app, idx, &p.units, &p.params, &free, &|_| true) {
-                Plan::Fits(assign) => Some(
-                    super::gang::per_node(&assign)
-                        .into_iter()
-                        .filter_map(|(s, need)| idx.get(s).map(|n| (n.id.clone(), need)))
-                        .collect(),
-                ),
-                Plan::Short { .. } => None,
-            }
-        };
-        let apply = |idx: &mut NodeIndex, c: &Candidate, free: bool| {
-            for (_, node, r) in &c.containers {
-                if let Some(s) = idx.slot(node) {
-                    if free {
-                        idx.release(s, r);
-                    } else {
-                        idx.charge(s, r);
-                    }
-                }
-            }
-        };
-        let mut chosen: Vec<usize> = Vec::new();
-        let mut claims = given.to_vec();
-        // What the victims must free: the need beyond the room free now.
-        let beyond_free = p.need.minus(&idx.cluster_free()).clamp_non_negative();
-        let mut left = beyond_free.clone();
-        // Nodes other gangs held that it may take over may be all it needs.
-        if let Some(nodes) = fits(&idx) {
-            return Some((Vec::new(), nodes, given.to_vec()));
-        }
-        let mut plans = 0;
-        let mut placed: Option<Hold> = None;
-        for &i in pool {
-            let c = &cands[i];
-            if reason == Reason::Guarantee {
-                let claim = c.claim(&left);
-                let Some(vl) = self.apps.get(&c.app).map(|a| a.queue) else {
-                    continue;
-                };
-                if !self.may_give(vl, p.leaf, &claim, &claims, given, conf) {
-                    continue;
-                }
-                for q in self.giving_path(vl, p.leaf) {
-                    claims[q].add_assign(&claim);
-                }
-                left = left.minus(&claim).clamp_non_negative();
-            }
-            apply(&mut idx, c, true);
-            chosen.push(i);
-            if plans < MAX_ADD_PLANS && p.need.fits_in(&idx.cluster_free()) {
-                plans += 1;
-                if let Some(nodes) = fits(&idx) {
-                    placed = Some(nodes);
-                    break;
-                }
-            }
-        }
-        let mut nodes = placed?;
-        // Prune, dearest first: a victim the gang can fit without stays.
-        for (prunes, pos) in (0..chosen.len()).rev().enumerate() {
-            if prunes >= MAX_PRUNE_PLANS || chosen.len() == 1 {
-                break;
-            }
-            let i = chosen[pos];
-            apply(&mut idx, &cands[i], false);
-            match fits(&idx) {
-                Some(n) => {
-                    chosen.remove(pos);
-                    nodes = n;
-                }
-                None => apply(&mut idx, &cands[i], true),
-            }
-        }
-        let mut claims = given.to_vec();
-        if reason == Reason::Guarantee {
-            // Claims again for the victims that stayed, in order: each must still be allowed.
-            let mut left = beyond_free;
-            for &i in &chosen {
-                let c = &cands[i];
-                let claim = c.claim(&left);
-                let vl = self.apps.get(&c.app)?.queue;
-                if !self.may_give(vl, p.leaf, &claim, &claims, given, conf) {
-                    return None;
-                }
-                for q in self.giving_path(vl, p.leaf) {
-                    claims[q].add_assign(&claim);
-                }
-                left = left.minus(&claim).clamp_non_negative();
-            }
-        }
-        Some((chosen, nodes, claims))
     }
 
     /// Holds `nodes` for a waiting gang (replacing what it held): victims are leaving them
