@@ -9,6 +9,7 @@ use spindle_common::resource::Resource;
 
 use super::GangError;
 use crate::amrm::ContainerRequest;
+use crate::cpus::VcoresRange;
 
 /// One shape of a gang: `count` containers of `capability` under one allocationRequestId.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,6 +21,9 @@ pub struct GangMember {
     pub allocation_request_id: i64,
     pub priority: i32,
     pub node_label_expression: Option<String>,
+    /// Let the RM's CPU policy size each member's vcores in this range (the capability
+    /// carries its minimum); None: the capability's vcores.
+    pub vcores_range: Option<VcoresRange>,
 }
 
 impl GangMember {
@@ -30,7 +34,13 @@ impl GangMember {
             allocation_request_id,
             priority: 0,
             node_label_expression: None,
+            vcores_range: None,
         }
+    }
+    /// Lets the RM size each member's vcores in `range` (see [`VcoresRange`]).
+    pub fn vcores_range(mut self, range: VcoresRange) -> Self {
+        self.vcores_range = Some(range);
+        self
     }
     pub fn priority(mut self, priority: i32) -> Self {
         self.priority = priority;
@@ -314,7 +324,7 @@ impl GangRequest {
     }
 
     /// The table requests: one per container, each carrying the gang.
-    pub(super) fn requests(&self) -> Vec<ContainerRequest> {
+    pub(crate) fn requests(&self) -> Vec<ContainerRequest> {
         let spec = self.spec();
         let mut out = Vec::with_capacity(self.size() as usize);
         for m in &self.members {
@@ -324,6 +334,7 @@ impl GangRequest {
                     .gang(spec.clone());
                 r.node_label_expression = m.node_label_expression.clone();
                 r.image = self.image.clone();
+                r.vcores_range = m.vcores_range;
                 out.push(r);
             }
         }
