@@ -575,6 +575,7 @@ async fn train_am_restarts_the_whole_gang_when_it_grows_and_when_it_shrinks() {
         node_label_expression: None,
         gpu_model: None,
         cpus_per_gpu: None,
+        cpu_throughput: Default::default(),
     };
     // The cluster: grow the gang once its 4 workers run, shrink it once 8 run, let the
     // 4 left finish.

@@ -1123,6 +1123,7 @@ fn train_cfg(workers: u32, max_restarts: u32) -> TrainAmConfig {
         node_label_expression: None,
         gpu_model: None,
         cpus_per_gpu: None,
+        cpu_throughput: Default::default(),
     }
 }
 

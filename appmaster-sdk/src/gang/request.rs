@@ -76,6 +76,9 @@ pub struct GangRequest {
     pub domain: Option<(String, bool)>,
     /// The container image the members run in: nodes holding it are preferred.
     pub image: Option<String>,
+    /// The job's throughput per GPU (any unit) by CPUs per GPU: the RM's CPU policy's
+    /// model for members with a [`VcoresRange`] (reports with vcores refine it).
+    pub cpu_throughput: BTreeMap<u32, f64>,
 }
 
 /// How an elastic gang may be sized: the RM grants it at least `min` members whole, then
@@ -160,7 +163,14 @@ impl GangRequest {
             elastic: None,
             domain: None,
             image: None,
+            cpu_throughput: BTreeMap::new(),
         }
+    }
+
+    /// The job's throughput per GPU by CPUs per GPU, `{1: 100, 3: 180}` (any unit).
+    pub fn cpu_throughput(mut self, table: BTreeMap<u32, f64>) -> Self {
+        self.cpu_throughput = table;
+        self
     }
 
     /// Every member in one domain of `level` (`rack`, or a node attribute such as
@@ -241,7 +251,11 @@ impl GangRequest {
                         .collect()
                 })
                 .unwrap_or_default(),
-            cpu_throughput: Default::default(),
+            cpu_throughput: self
+                .cpu_throughput
+                .iter()
+                .map(|(n, v)| (n.to_string(), *v))
+                .collect(),
             required_domain: self.domain.as_ref().filter(|d| d.1).map(|d| d.0.clone()),
             preferred_domain: self.domain.as_ref().filter(|d| !d.1).map(|d| d.0.clone()),
         }

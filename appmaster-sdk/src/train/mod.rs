@@ -62,6 +62,8 @@ pub const ENV_NODE_LABEL_EXPRESSION: &str = "SPINDLE_TRAIN_NODE_LABEL_EXPRESSION
 pub const ENV_GPU_MODEL: &str = "SPINDLE_TRAIN_GPU_MODEL";
 /// `--cpus-per-gpu` (`N`, `MIN..MAX` or `auto`); absent without it.
 pub const ENV_CPUS_PER_GPU: &str = "SPINDLE_TRAIN_CPUS_PER_GPU";
+/// `--cpu-throughput`: throughput per GPU by CPUs per GPU, `1:100;3:180`.
+pub const ENV_CPU_THROUGHPUT: &str = "SPINDLE_TRAIN_CPU_THROUGHPUT";
 
 /// Fail fast: the window (ms) after a gang attempt's start within which every worker
 /// failing with the same exit status ends the application (0: never fail fast).
@@ -227,6 +229,8 @@ pub struct TrainAmConfig {
     /// `--cpus-per-gpu`: a fixed count (already in `worker_resources`) or a range the RM's
     /// CPU policy sizes each worker in.
     pub cpus_per_gpu: Option<CpusPerGpu>,
+    /// `--cpu-throughput`: the job's throughput per GPU by CPUs per GPU (empty: none).
+    pub cpu_throughput: BTreeMap<u32, f64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -320,6 +324,12 @@ impl TrainAmConfig {
         if let Some(c) = &self.cpus_per_gpu {
             out.push((ENV_CPUS_PER_GPU.into(), c.text()));
         }
+        if !self.cpu_throughput.is_empty() {
+            out.push((
+                ENV_CPU_THROUGHPUT.into(),
+                throughput_text(&self.cpu_throughput),
+            ));
+        }
         out
     }
 
@@ -357,6 +367,10 @@ impl TrainAmConfig {
                 Some(cpus)
             }
             None => None,
+        };
+        let cpu_throughput = match lookup(ENV_CPU_THROUGHPUT) {
+            Some(t) => parse_throughput(&t).map_err(|e| invalid(ENV_CPU_THROUGHPUT, &t, e))?,
+            None => BTreeMap::new(),
         };
         if worker_resources.memory_mb <= 0 || worker_resources.vcores <= 0 {
             return Err(invalid(
@@ -456,6 +470,7 @@ impl TrainAmConfig {
             node_label_expression,
             gpu_model,
             cpus_per_gpu,
+            cpu_throughput,
         })
     }
 
@@ -574,6 +589,7 @@ pub(crate) mod tests {
             node_label_expression: None,
             gpu_model: None,
             cpus_per_gpu: None,
+            cpu_throughput: BTreeMap::new(),
         }
     }
 
@@ -597,9 +613,11 @@ pub(crate) mod tests {
     fn cpus_per_gpu_round_trips_and_a_bad_one_is_named() {
         let mut c = cfg();
         c.cpus_per_gpu = Some(CpusPerGpu::Range { min: 2, max: 6 });
+        c.cpu_throughput = BTreeMap::from([(1, 100.0), (3, 180.5)]);
         c.worker_resources.vcores = 2;
         let env: HashMap<String, String> = c.to_env().into_iter().collect();
         assert_eq!(env[ENV_CPUS_PER_GPU], "2..6");
+        assert_eq!(env[ENV_CPU_THROUGHPUT], "1:100;3:180.5");
         let back = TrainAmConfig::from_lookup(|k| env.get(k).cloned()).expect("round trip");
         assert_eq!(back, c);
         let mut bad = env.clone();

@@ -51,6 +51,9 @@ there); the gang is then asked for again and resumes from the checkpoint (no res
                                 auto (one to the node's CPUs per GPU times the RM's
                                 auto-factor) lets the RM's CPU policy size and move them;
                                 rank 0's throughput file is then reported with its vcores
+  --cpu-throughput T            with a ranged --cpus-per-gpu: throughput per GPU by CPUs per
+                                GPU, CPUS:UNITS_PER_S;... e.g. \"1:100;3:180;6:260\" (the
+                                RM's CPU model; rank 0's reports refine it)
   --placement P                 pack (default), strict_pack, spread or same_rack
   --max-nodes K                 at most K nodes (default: no limit)
   --node-label-expression EXPR  run the workers in this partition (node label); also the
@@ -121,6 +124,7 @@ pub const OPTS: &[Opt] = &[
     Opt::one("throughput", &[]),
     Opt::one("worker_resources", &[]),
     Opt::one("cpus_per_gpu", &[]),
+    Opt::one("cpu_throughput", &[]),
     Opt::one("placement", &[]),
     Opt::one("max_nodes", &[]),
     Opt::one("node_label_expression", &[]),
@@ -215,6 +219,17 @@ pub fn options_from(p: &Parsed) -> Result<TrainOptions, UsageError> {
         }
         None => None,
     };
+    let cpu_throughput = match p.value("cpu_throughput") {
+        Some(v) if !cpus_per_gpu.is_some_and(|c| c.is_ranged()) => {
+            return Err(invalid(
+                "cpu_throughput",
+                v,
+                "only with a range or auto in --cpus-per-gpu",
+            ))
+        }
+        Some(v) => parse_throughput(v).map_err(|r| invalid("cpu_throughput", v, r))?,
+        None => BTreeMap::new(),
+    };
     if worker_resources.memory_mb <= 0 || worker_resources.vcores <= 0 {
         return Err(invalid(
             "worker_resources",
@@ -257,6 +272,7 @@ pub fn options_from(p: &Parsed) -> Result<TrainOptions, UsageError> {
         node_label_expression: text_option(p, "node_label_expression")?,
         gpu_model: text_option(p, "gpu_model")?,
         cpus_per_gpu,
+        cpu_throughput,
     });
     app_options(
         p,

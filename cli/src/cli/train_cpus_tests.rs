@@ -68,3 +68,38 @@ fn the_option_is_completed_and_in_the_help() {
     let words = crate::cli::completion::bash();
     assert!(words.contains(" -cpus_per_gpu "), "bash completion");
 }
+
+fn table_options(cpus: &str, table: &str) -> Result<TrainOptions, UsageError> {
+    let p = super::super::parse_with_common(
+        OPTS,
+        &[
+            "--workers",
+            "1",
+            "--worker-resources",
+            "yarn.io/gpu=1",
+            "--cpus-per-gpu",
+            cpus,
+            "--cpu-throughput",
+            table,
+            "--",
+            "w",
+        ],
+    )?;
+    options_from(&p)
+}
+
+#[test]
+fn a_cpu_throughput_table_needs_a_ranged_ask() {
+    let o = table_options("1..4", "1:100;2:190").expect("good");
+    assert_eq!(
+        o.am.cpu_throughput,
+        BTreeMap::from([(1, 100.0), (2, 190.0)])
+    );
+    for (cpus, table, says) in [
+        ("2", "1:100", "only with a range"),
+        ("1..4", "1:x", "must be a number"),
+    ] {
+        let e = table_options(cpus, table).expect_err(table).to_string();
+        assert!(e.contains(says), "{e}");
+    }
+}

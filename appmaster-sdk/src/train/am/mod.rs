@@ -313,6 +313,7 @@ impl Attempt<'_> {
             None => GangRequest::new(GANG_ID, vec![member]),
         };
         let mut req = req
+            .cpu_throughput(self.cfg.cpu_throughput.clone())
             .placement(self.cfg.placement)
             .max_nodes(self.cfg.max_nodes);
         if let Some(image) = spindle_common::runtime_request::requested_image(&self.cfg.worker_env)
