@@ -47,6 +47,7 @@
 pub mod address;
 pub mod am_client;
 pub mod amrm;
+pub mod cpus;
 pub mod dshell;
 pub mod error;
 pub mod follow;

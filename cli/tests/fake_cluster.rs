@@ -841,6 +841,8 @@ async fn train_client_submits_the_training_am_and_follows_it() {
         elastic: None,
         node_label_expression: None,
         gpu_model: None,
+        cpus_per_gpu: None,
+        cpu_throughput: Default::default(),
     });
     let exe = std::env::current_exe().unwrap();
     let mut lines = Vec::new();

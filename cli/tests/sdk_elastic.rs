@@ -534,7 +534,20 @@ async fn an_elastic_gang_is_granted_at_a_size_and_hears_offers_and_demands_once(
         ),
         ("g", 4, 1152.4)
     );
+    assert_eq!(sent.throughput_reports[0].vcores, 0, "no vcores said");
     assert!(f.calls[n - 1].throughput_reports.is_empty());
+    drop(f);
+    // Measured with workers of 12 vcores: the report carries them (the CPU policy's model).
+    amrm.report_cpu_throughput("g", 4, 1100.0, 12);
+    amrm.poll().await.expect("poll");
+    let f = lock(&shared);
+    let sent = &f.calls[f.calls.len() - 1].throughput_reports;
+    assert_eq!(
+        sent.iter()
+            .map(|r| (r.size, r.throughput, r.vcores))
+            .collect::<Vec<_>>(),
+        vec![(4, 1100.0, 12)]
+    );
     drop(f);
     assert!(
         amrm.under_demand().is_empty(),
@@ -574,6 +587,8 @@ async fn train_am_restarts_the_whole_gang_when_it_grows_and_when_it_shrinks() {
         }),
         node_label_expression: None,
         gpu_model: None,
+        cpus_per_gpu: None,
+        cpu_throughput: Default::default(),
     };
     // The cluster: grow the gang once its 4 workers run, shrink it once 8 run, let the
     // 4 left finish.

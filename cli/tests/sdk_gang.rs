@@ -1122,6 +1122,8 @@ fn train_cfg(workers: u32, max_restarts: u32) -> TrainAmConfig {
         elastic: None,
         node_label_expression: None,
         gpu_model: None,
+        cpus_per_gpu: None,
+        cpu_throughput: Default::default(),
     }
 }
 

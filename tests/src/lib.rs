@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod cgroup;
 pub mod conf;
 pub mod etcd_history;
 pub mod ha;

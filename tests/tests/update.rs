@@ -209,48 +209,13 @@ fn rm_view(c: &Cluster, app: &str, attempt: &str, cid: &str, node: &str) -> (i64
 /// The memory limit file of the cgroup `pid` is in, if that cgroup is the container's own
 /// (its path names `cid`): v1 `memory.limit_in_bytes`, else v2 `memory.max`.
 fn memory_limit_file(pid: i32, cid: &str) -> Option<PathBuf> {
-    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    // (mount point, fs type, super options) of each cgroup mount.
-    let mounts: Vec<(String, String, String)> = mountinfo
-        .lines()
-        .filter_map(|l| {
-            let (pre, post) = l.split_once(" - ")?;
-            let mount_point = pre.split_whitespace().nth(4)?.to_string();
-            let mut post = post.split_whitespace();
-            let fstype = post.next()?.to_string();
-            let opts = post.nth(1).unwrap_or("").to_string();
-            fstype
-                .starts_with("cgroup")
-                .then_some((mount_point, fstype, opts))
-        })
-        .collect();
-    let mut found = None;
-    for line in cgroups.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        if !path.contains(cid) {
-            continue;
-        }
-        let rel = path.trim_start_matches('/');
-        if controllers.split(',').any(|c| c == "memory") {
-            let (mp, _, _) = mounts
-                .iter()
-                .find(|(_, t, o)| t == "cgroup" && o.split(',').any(|x| x == "memory"))?;
-            let f = Path::new(mp).join(rel).join("memory.limit_in_bytes");
-            if f.exists() {
-                return Some(f);
-            }
-        } else if controllers.is_empty() {
-            if let Some((mp, _, _)) = mounts.iter().find(|(_, t, _)| t == "cgroup2") {
-                let f = Path::new(mp).join(rel).join("memory.max");
-                if f.exists() {
-                    found = Some(f);
-                }
-            }
-        }
-    }
-    found
+    spindle_system_tests::cgroup::container_file(
+        pid,
+        cid,
+        "memory",
+        "memory.limit_in_bytes",
+        "memory.max",
+    )
 }
 
 fn read_limit(f: &Path) -> i64 {

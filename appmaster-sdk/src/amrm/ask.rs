@@ -8,6 +8,7 @@ use spindle_common::records::resource::ResourceInfo;
 use spindle_common::resource::Resource;
 
 use super::ANY;
+use crate::cpus::VcoresRange;
 
 /// YARN's `AMRMClient.ContainerRequest`: one container of `capability`, anywhere (`*`) and,
 /// if given, preferably on `nodes` / `racks`.
@@ -32,6 +33,9 @@ pub struct ContainerRequest {
     /// Spindle's extension: the container image the container will run in (set the same
     /// image in its launch context). Nodes already holding it are preferred.
     pub image: Option<String>,
+    /// Spindle's extension: let the RM's CPU policy size the container's vcores in this
+    /// range (the capability carries its minimum); None: the capability's vcores.
+    pub vcores_range: Option<VcoresRange>,
 }
 
 impl ContainerRequest {
@@ -48,7 +52,13 @@ impl ContainerRequest {
             allocation_tags: Vec::new(),
             placement_constraint: None,
             image: None,
+            vcores_range: None,
         }
+    }
+    /// Lets the RM size the vcores in `range` (set the capability's vcores to its minimum).
+    pub fn vcores_range(mut self, range: VcoresRange) -> Self {
+        self.vcores_range = Some(range);
+        self
     }
     /// The image the container runs in: nodes already holding it are preferred.
     pub fn image(mut self, image: impl Into<String>) -> Self {
@@ -187,6 +197,7 @@ struct AskEntry {
     allocation_tags: Vec<String>,
     placement_constraint: Option<PlacementConstraintInfo>,
     image: Option<String>,
+    vcores_range: Option<VcoresRange>,
 }
 
 /// The client side of the desired-state ask table.
@@ -258,6 +269,7 @@ impl AskTable {
                 allocation_tags: req.allocation_tags.clone(),
                 placement_constraint: req.placement_constraint.clone(),
                 image: req.image.clone(),
+                vcores_range: req.vcores_range,
             });
             if e.num_containers == 0 {
                 e.capability = req.capability.clone();
@@ -267,6 +279,7 @@ impl AskTable {
                 e.allocation_tags = req.allocation_tags.clone();
                 e.placement_constraint = req.placement_constraint.clone();
                 e.image = req.image.clone();
+                e.vcores_range = req.vcores_range;
             }
             e.num_containers += 1;
         }
@@ -365,7 +378,7 @@ impl AskTable {
                 allocation_tags: e.allocation_tags.clone(),
                 placement_constraint: e.placement_constraint.clone(),
                 image: e.image.clone(),
-                vcores_range: None,
+                vcores_range: e.vcores_range.map(|r| r.wire()),
             })
             .collect()
     }
@@ -508,6 +521,22 @@ mod tests {
         assert!(t.changes().is_empty());
         assert!(!t.remove(&ContainerRequest::new(res(512), 1)));
         assert_eq!(t.outstanding(), 2);
+    }
+
+    #[test]
+    fn a_vcores_range_goes_on_the_wire_with_its_minimum_as_the_capability() {
+        let mut t = AskTable::new();
+        let member = crate::gang::GangMember::new(Resource::new(1024, 4), 2, 1)
+            .vcores_range(VcoresRange::Range { min: 4, max: 10 });
+        for r in crate::gang::GangRequest::new("g", vec![member]).requests() {
+            t.add(r).unwrap();
+        }
+        t.add(ContainerRequest::new(res(256), 3)).unwrap();
+        let sent = t.changes();
+        let ranged: Vec<_> = sent.iter().map(|r| r.vcores_range.as_deref()).collect();
+        assert_eq!(ranged, vec![Some("4..10"), None]);
+        assert_eq!(sent[0].capability.v_cores, 4);
+        assert_eq!(sent[0].num_containers, 2);
     }
 
     #[test]

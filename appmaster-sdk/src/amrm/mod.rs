@@ -226,6 +226,13 @@ impl AmRmClient {
     /// its throughput table) at `size` members: the RM's speed model for that size. Sent
     /// with the next heartbeat (a later report for the gang before it replaces this one).
     pub fn report_throughput(&mut self, gang_id: &str, size: u32, value: f64) {
+        self.report_cpu_throughput(gang_id, size, value, 0);
+    }
+
+    /// [`AmRmClient::report_throughput`] measured with workers of `vcores` CPUs each (0: not
+    /// said): with it the report also feeds the RM's CPU policy (ranged vcores asks,
+    /// `spindle.scheduler.cpu-policy`), which divides it by one worker's GPUs.
+    pub fn report_cpu_throughput(&mut self, gang_id: &str, size: u32, value: f64, vcores: u32) {
         if !value.is_finite() || value < 0.0 || size == 0 {
             tracing::debug!(gang = gang_id, size, value, "throughput report ignored");
             return;
@@ -236,7 +243,7 @@ impl AmRmClient {
                 gang_id: gang_id.to_string(),
                 size,
                 throughput: value,
-                vcores: 0,
+                vcores,
             },
         );
     }

@@ -9,6 +9,7 @@ use spindle_common::resource::Resource;
 
 use super::GangError;
 use crate::amrm::ContainerRequest;
+use crate::cpus::VcoresRange;
 
 /// One shape of a gang: `count` containers of `capability` under one allocationRequestId.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,6 +21,9 @@ pub struct GangMember {
     pub allocation_request_id: i64,
     pub priority: i32,
     pub node_label_expression: Option<String>,
+    /// Let the RM's CPU policy size each member's vcores in this range (the capability
+    /// carries its minimum); None: the capability's vcores.
+    pub vcores_range: Option<VcoresRange>,
 }
 
 impl GangMember {
@@ -30,7 +34,13 @@ impl GangMember {
             allocation_request_id,
             priority: 0,
             node_label_expression: None,
+            vcores_range: None,
         }
+    }
+    /// Lets the RM size each member's vcores in `range` (see [`VcoresRange`]).
+    pub fn vcores_range(mut self, range: VcoresRange) -> Self {
+        self.vcores_range = Some(range);
+        self
     }
     pub fn priority(mut self, priority: i32) -> Self {
         self.priority = priority;
@@ -66,6 +76,9 @@ pub struct GangRequest {
     pub domain: Option<(String, bool)>,
     /// The container image the members run in: nodes holding it are preferred.
     pub image: Option<String>,
+    /// The job's throughput per GPU (any unit) by CPUs per GPU: the RM's CPU policy's
+    /// model for members with a [`VcoresRange`] (reports with vcores refine it).
+    pub cpu_throughput: BTreeMap<u32, f64>,
 }
 
 /// How an elastic gang may be sized: the RM grants it at least `min` members whole, then
@@ -150,7 +163,14 @@ impl GangRequest {
             elastic: None,
             domain: None,
             image: None,
+            cpu_throughput: BTreeMap::new(),
         }
+    }
+
+    /// The job's throughput per GPU by CPUs per GPU, `{1: 100, 3: 180}` (any unit).
+    pub fn cpu_throughput(mut self, table: BTreeMap<u32, f64>) -> Self {
+        self.cpu_throughput = table;
+        self
     }
 
     /// Every member in one domain of `level` (`rack`, or a node attribute such as
@@ -231,7 +251,11 @@ impl GangRequest {
                         .collect()
                 })
                 .unwrap_or_default(),
-            cpu_throughput: Default::default(),
+            cpu_throughput: self
+                .cpu_throughput
+                .iter()
+                .map(|(n, v)| (n.to_string(), *v))
+                .collect(),
             required_domain: self.domain.as_ref().filter(|d| d.1).map(|d| d.0.clone()),
             preferred_domain: self.domain.as_ref().filter(|d| !d.1).map(|d| d.0.clone()),
         }
@@ -314,7 +338,7 @@ impl GangRequest {
     }
 
     /// The table requests: one per container, each carrying the gang.
-    pub(super) fn requests(&self) -> Vec<ContainerRequest> {
+    pub(crate) fn requests(&self) -> Vec<ContainerRequest> {
         let spec = self.spec();
         let mut out = Vec::with_capacity(self.size() as usize);
         for m in &self.members {
@@ -324,6 +348,7 @@ impl GangRequest {
                     .gang(spec.clone());
                 r.node_label_expression = m.node_label_expression.clone();
                 r.image = self.image.clone();
+                r.vcores_range = m.vcores_range;
                 out.push(r);
             }
         }

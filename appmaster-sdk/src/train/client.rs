@@ -146,6 +146,8 @@ mod tests {
             elastic: None,
             node_label_expression: None,
             gpu_model: None,
+            cpus_per_gpu: None,
+            cpu_throughput: Default::default(),
         });
         let v = serde_json::to_value(build_submission(&opts, &id, &exe)).unwrap();
         assert_eq!(v["application-type"], "SPINDLE_TRAIN");

@@ -30,6 +30,8 @@ use spindle_common::records::am::{Container, GangPlacement, SizeRule};
 use spindle_common::records::resource::parse_resource_list;
 use spindle_common::resource::Resource;
 
+use crate::cpus::CpusPerGpu;
+
 pub use am::{run_am, run_am_with, AmExtras, TrainReport};
 pub use client::{build_submission, run_client, TrainOptions};
 
@@ -58,6 +60,10 @@ pub const ENV_THROUGHPUT: &str = "SPINDLE_TRAIN_THROUGHPUT";
 pub const ENV_NODE_LABEL_EXPRESSION: &str = "SPINDLE_TRAIN_NODE_LABEL_EXPRESSION";
 /// The GPU model every worker's node must have (`GangSpec.gpuModel`); absent without one.
 pub const ENV_GPU_MODEL: &str = "SPINDLE_TRAIN_GPU_MODEL";
+/// `--cpus-per-gpu` (`N`, `MIN..MAX` or `auto`); absent without it.
+pub const ENV_CPUS_PER_GPU: &str = "SPINDLE_TRAIN_CPUS_PER_GPU";
+/// `--cpu-throughput`: throughput per GPU by CPUs per GPU, `1:100;3:180`.
+pub const ENV_CPU_THROUGHPUT: &str = "SPINDLE_TRAIN_CPU_THROUGHPUT";
 
 /// Fail fast: the window (ms) after a gang attempt's start within which every worker
 /// failing with the same exit status ends the application (0: never fail fast).
@@ -220,6 +226,11 @@ pub struct TrainAmConfig {
     pub node_label_expression: Option<String>,
     /// Only nodes whose GPUs are of this model (`nvidia-smi`'s product name).
     pub gpu_model: Option<String>,
+    /// `--cpus-per-gpu`: a fixed count (already in `worker_resources`) or a range the RM's
+    /// CPU policy sizes each worker in.
+    pub cpus_per_gpu: Option<CpusPerGpu>,
+    /// `--cpu-throughput`: the job's throughput per GPU by CPUs per GPU (empty: none).
+    pub cpu_throughput: BTreeMap<u32, f64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -310,6 +321,15 @@ impl TrainAmConfig {
         if let Some(m) = &self.gpu_model {
             out.push((ENV_GPU_MODEL.into(), m.clone()));
         }
+        if let Some(c) = &self.cpus_per_gpu {
+            out.push((ENV_CPUS_PER_GPU.into(), c.text()));
+        }
+        if !self.cpu_throughput.is_empty() {
+            out.push((
+                ENV_CPU_THROUGHPUT.into(),
+                throughput_text(&self.cpu_throughput),
+            ));
+        }
         out
     }
 
@@ -337,8 +357,21 @@ impl TrainAmConfig {
             return Err(invalid(ENV_WORKERS, &n, "must be at least 1".into()));
         }
         let r = required(ENV_WORKER_RESOURCES)?;
-        let worker_resources =
+        let mut worker_resources =
             parse_resource_list(&r).map_err(|e| invalid(ENV_WORKER_RESOURCES, &r, e))?;
+        let cpus_per_gpu = match lookup(ENV_CPUS_PER_GPU) {
+            Some(c) => {
+                let cpus = CpusPerGpu::parse(&c)
+                    .and_then(|v| v.apply(&mut worker_resources).map(|_| v))
+                    .map_err(|e| invalid(ENV_CPUS_PER_GPU, &c, e.to_string()))?;
+                Some(cpus)
+            }
+            None => None,
+        };
+        let cpu_throughput = match lookup(ENV_CPU_THROUGHPUT) {
+            Some(t) => parse_throughput(&t).map_err(|e| invalid(ENV_CPU_THROUGHPUT, &t, e))?,
+            None => BTreeMap::new(),
+        };
         if worker_resources.memory_mb <= 0 || worker_resources.vcores <= 0 {
             return Err(invalid(
                 ENV_WORKER_RESOURCES,
@@ -436,6 +469,8 @@ impl TrainAmConfig {
             elastic,
             node_label_expression,
             gpu_model,
+            cpus_per_gpu,
+            cpu_throughput,
         })
     }
 
@@ -553,6 +588,8 @@ pub(crate) mod tests {
             elastic: None,
             node_label_expression: None,
             gpu_model: None,
+            cpus_per_gpu: None,
+            cpu_throughput: BTreeMap::new(),
         }
     }
 
@@ -570,6 +607,23 @@ pub(crate) mod tests {
             TrainAmConfig::from_lookup(|k| env.get(k).cloned()).expect("round trip"),
             c
         );
+    }
+
+    #[test]
+    fn cpus_per_gpu_round_trips_and_a_bad_one_is_named() {
+        let mut c = cfg();
+        c.cpus_per_gpu = Some(CpusPerGpu::Range { min: 2, max: 6 });
+        c.cpu_throughput = BTreeMap::from([(1, 100.0), (3, 180.5)]);
+        c.worker_resources.vcores = 2;
+        let env: HashMap<String, String> = c.to_env().into_iter().collect();
+        assert_eq!(env[ENV_CPUS_PER_GPU], "2..6");
+        assert_eq!(env[ENV_CPU_THROUGHPUT], "1:100;3:180.5");
+        let back = TrainAmConfig::from_lookup(|k| env.get(k).cloned()).expect("round trip");
+        assert_eq!(back, c);
+        let mut bad = env.clone();
+        bad.insert(ENV_CPUS_PER_GPU.into(), "5..2".into());
+        let e = TrainAmConfig::from_lookup(|k| bad.get(k).cloned()).expect_err("5..2");
+        assert!(e.to_string().contains(ENV_CPUS_PER_GPU), "{e}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use super::launch::{
     am_clients, app_options, exit_status, ignore_am_args, invalid, run_client, AppFields,
 };
 use super::{parse_or_usage, usage_error, EXIT_OK};
+use spindle_appmaster_sdk::cpus::CpusPerGpu;
 use spindle_appmaster_sdk::ship::{
     parse_list, resolve_staging_root, unshipped_program_warning, Shipment,
 };
@@ -44,6 +45,15 @@ there); the gang is then asked for again and resumes from the checkpoint (no res
                                 values in SPINDLE_CHECKPOINT_DIR/.spindle-throughput)
   --worker-resources LIST       per worker, e.g. yarn.io/gpu=1,vcores=4,memory-mb=4096
                                 (unnamed memory-mb / vcores default to 256 / 1)
+  --cpus-per-gpu N|MIN..MAX|auto
+                                each worker's vcores per GPU (Slurm's name; replaces the
+                                vcores of --worker-resources): N is a fixed ask; a range or
+                                auto (one to the node's CPUs per GPU times the RM's
+                                auto-factor) lets the RM's CPU policy size and move them;
+                                rank 0's throughput file is then reported with its vcores
+  --cpu-throughput T            with a ranged --cpus-per-gpu: throughput per GPU by CPUs per
+                                GPU, CPUS:UNITS_PER_S;... e.g. \"1:100;3:180;6:260\" (the
+                                RM's CPU model; rank 0's reports refine it)
   --placement P                 pack (default), strict_pack, spread or same_rack
   --max-nodes K                 at most K nodes (default: no limit)
   --node-label-expression EXPR  run the workers in this partition (node label); also the
@@ -113,6 +123,8 @@ pub const OPTS: &[Opt] = &[
     Opt::one("size_rule", &[]),
     Opt::one("throughput", &[]),
     Opt::one("worker_resources", &[]),
+    Opt::one("cpus_per_gpu", &[]),
+    Opt::one("cpu_throughput", &[]),
     Opt::one("placement", &[]),
     Opt::one("max_nodes", &[]),
     Opt::one("node_label_expression", &[]),
@@ -196,7 +208,28 @@ pub fn options_from(p: &Parsed) -> Result<TrainOptions, UsageError> {
     let list = p
         .value("worker_resources")
         .ok_or_else(|| UsageError::Other("--worker-resources LIST is required".into()))?;
-    let worker_resources = over_defaults(list).map_err(|r| invalid("worker_resources", list, r))?;
+    let mut worker_resources =
+        over_defaults(list).map_err(|r| invalid("worker_resources", list, r))?;
+    let cpus_per_gpu = match p.value("cpus_per_gpu") {
+        Some(v) => {
+            let c = CpusPerGpu::parse(v).map_err(|e| invalid("cpus_per_gpu", v, e.to_string()))?;
+            c.apply(&mut worker_resources)
+                .map_err(|e| invalid("cpus_per_gpu", v, e.to_string()))?;
+            Some(c)
+        }
+        None => None,
+    };
+    let cpu_throughput = match p.value("cpu_throughput") {
+        Some(v) if !cpus_per_gpu.is_some_and(|c| c.is_ranged()) => {
+            return Err(invalid(
+                "cpu_throughput",
+                v,
+                "only with a range or auto in --cpus-per-gpu",
+            ))
+        }
+        Some(v) => parse_throughput(v).map_err(|r| invalid("cpu_throughput", v, r))?,
+        None => BTreeMap::new(),
+    };
     if worker_resources.memory_mb <= 0 || worker_resources.vcores <= 0 {
         return Err(invalid(
             "worker_resources",
@@ -238,6 +271,8 @@ pub fn options_from(p: &Parsed) -> Result<TrainOptions, UsageError> {
         elastic,
         node_label_expression: text_option(p, "node_label_expression")?,
         gpu_model: text_option(p, "gpu_model")?,
+        cpus_per_gpu,
+        cpu_throughput,
     });
     app_options(
         p,
@@ -729,3 +764,7 @@ mod tests {
         assert!(parsed(&["--wrkers", "2"]).is_err());
     }
 }
+
+#[cfg(test)]
+#[path = "train_cpus_tests.rs"]
+mod cpus_tests;

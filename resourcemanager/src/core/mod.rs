@@ -266,7 +266,8 @@ impl RmCore {
         amrm: AmRmKey,
         container: ContainerKey,
     ) -> Self {
-        let sched = Scheduler::new(conf.scheduler.clone(), conf.min_allocation.clone());
+        let mut sched = Scheduler::new(conf.scheduler.clone(), conf.min_allocation.clone());
+        sched.set_cpu_conf(conf.cpu.clone());
         Self {
             conf,
             cluster_ts,

@@ -302,6 +302,10 @@ impl Attempt<'_> {
         if let Some(l) = &self.cfg.node_label_expression {
             member = member.node_label_expression(l.clone());
         }
+        let mut capability = self.cfg.worker_resources.clone();
+        if let Some(Ok(Some(range))) = self.cfg.cpus_per_gpu.map(|c| c.apply(&mut capability)) {
+            member = member.vcores_range(range);
+        }
         let req = match &self.cfg.elastic {
             Some(e) => GangRequest::elastic(GANG_ID, member, e.min, e.max, e.rule)
                 .size_multiple(e.multiple)
@@ -309,6 +313,7 @@ impl Attempt<'_> {
             None => GangRequest::new(GANG_ID, vec![member]),
         };
         let mut req = req
+            .cpu_throughput(self.cfg.cpu_throughput.clone())
             .placement(self.cfg.placement)
             .max_nodes(self.cfg.max_nodes);
         if let Some(image) = spindle_common::runtime_request::requested_image(&self.cfg.worker_env)

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use spindle_common::ids::ContainerId;
-use spindle_common::records::am::{ContainerStatus, GangState, GangStatus};
+use spindle_common::records::am::{ContainerStatus, GangState, GangStatus, UpdatedContainer};
 use spindle_common::records::node::SignalContainerCommand;
 use spindle_common::states::exit_status;
 use spindle_common::time::now_ms;
@@ -39,6 +39,9 @@ pub(super) struct CheckpointWatch<'a> {
     last: Option<checkpoint::Checkpoint>,
     /// The last throughput reported: (size, value, file mtime).
     throughput: Option<(u32, f64, u64)>,
+    /// Rank 0's vcores and since when (ms since the epoch) it has had them: a throughput
+    /// file written since is reported with them (ranged `--cpus-per-gpu` only).
+    vcores: Option<(u32, u64)>,
 }
 
 impl<'a> CheckpointWatch<'a> {
@@ -48,6 +51,15 @@ impl<'a> CheckpointWatch<'a> {
             scanned: None,
             last: None,
             throughput: None,
+            vcores: None,
+        }
+    }
+
+    /// Rank 0 runs with `vcores` CPUs from `since_ms` on.
+    fn cpus_from(&mut self, vcores: i64, since_ms: u64) {
+        let v = u32::try_from(vcores).unwrap_or(0);
+        if self.vcores.is_none_or(|(old, _)| old != v) {
+            self.vcores = Some((v, since_ms));
         }
     }
 
@@ -80,8 +92,13 @@ impl<'a> CheckpointWatch<'a> {
         if self.throughput == Some((size, value, mtime)) {
             return;
         }
-        tracing::info!(size, value, "throughput report");
-        amrm.report_throughput(GANG_ID, size, value);
+        // A file older than rank 0's last resize measured other CPUs: no vcores said.
+        let vcores = match self.vcores {
+            Some((v, since)) if mtime >= since => v,
+            _ => 0,
+        };
+        tracing::info!(size, value, vcores, "throughput report");
+        amrm.report_cpu_throughput(GANG_ID, size, value, vcores);
         self.throughput = Some((size, value, mtime));
     }
 }
@@ -92,6 +109,8 @@ struct Watch {
     /// The gang's current size.
     n: u32,
     current: BTreeMap<ContainerId, RankInfo>,
+    /// When a worker's resources last changed in place (ms since the epoch; 0: never).
+    resized_ms: u64,
     /// Workers of the current size that exited 0.
     done: BTreeSet<ContainerId>,
     /// Workers that ended after the preemption notice.
@@ -111,6 +130,7 @@ impl Watch {
             ranks: Vec::new(),
             n: 0,
             current: BTreeMap::new(),
+            resized_ms: 0,
             done: BTreeSet::new(),
             gone: BTreeSet::new(),
             preempting: None,
@@ -328,7 +348,13 @@ impl Attempt<'_> {
             }
             if w.preempting.is_none() {
                 let due = checkpoints.report(amrm, false);
-                if due && self.cfg.elastic.is_some() {
+                let ranged = self.cfg.cpus_per_gpu.is_some_and(|c| c.is_ranged());
+                if ranged {
+                    if let Some(r0) = w.ranks.iter().find(|r| r.rank == 0) {
+                        checkpoints.cpus_from(r0.container.resource.v_cores, w.resized_ms);
+                    }
+                }
+                if due && (self.cfg.elastic.is_some() || ranged) {
                     checkpoints.report_throughput(amrm, w.n);
                 }
             }
@@ -346,6 +372,7 @@ impl Attempt<'_> {
                 ));
                 amrm.release(c.id);
             }
+            self.on_updated(&mut w, ev.updated, out).await;
             self.on_notices(amrm, &mut w, &ev.preempted, &mut checkpoints, out)
                 .await;
             let resize =
@@ -412,6 +439,35 @@ impl Attempt<'_> {
                 Ok(None)
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// Containers the RM resized in place (its CPU policy moving vcores): each worker's NM
+    /// is handed the new token, so the container's CPU quota follows.
+    async fn on_updated(
+        &self,
+        w: &mut Watch,
+        updated: Vec<UpdatedContainer>,
+        out: &mut (dyn FnMut(&str) + Send),
+    ) {
+        for u in updated {
+            let c = u.container;
+            if !w.current.contains_key(&c.id) {
+                tracing::info!(container = %c.id, "an update of a container not running now");
+                continue;
+            }
+            if let Err(e) = self.nm.update_container(&c).await {
+                out(&format!("container {} could not be resized: {e}", c.id));
+                continue;
+            }
+            tracing::info!(container = %c.id, vcores = c.resource.v_cores, "resized");
+            w.resized_ms = now_ms();
+            for r in w.ranks.iter_mut().filter(|r| r.container.id == c.id) {
+                r.container = c.clone();
+            }
+            if let Some(r) = w.current.get_mut(&c.id) {
+                r.container = c;
+            }
         }
     }
 

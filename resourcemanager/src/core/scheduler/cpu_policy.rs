@@ -352,6 +352,11 @@ impl Member {
 /// does not make cores shuttle back and forth).
 const MIN_GAIN: f64 = 1e-9;
 
+/// The smallest gain worth a move from another container, as a share of the receiver's
+/// predicted throughput: measured points carry noise (a rate measured across a resize, a
+/// busy machine), and moves for less made cores shuttle between two jobs every round.
+const MIN_REL_GAIN: f64 = 0.02;
+
 /// Plans one node: `free` vcores unused on it, its ranged GPU containers, their leaves'
 /// room. Sizes outside a range are brought into it first (a container granted its minimum,
 /// or one whose range changed); then cores go, one at a time, to the largest predicted gain
@@ -418,7 +423,8 @@ fn step(members: &[Member], size: &mut [u32], free: &mut u32, room: &mut [QueueR
             .filter_map(|(i, m)| m.loss(size[i]).map(|l| (i, l)))
             .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
         let Some((d, loss)) = donor else { continue };
-        if loss + MIN_GAIN >= gain {
+        let worth = (MIN_REL_GAIN * members[r].throughput(size[r])).max(MIN_GAIN);
+        if loss + worth >= gain {
             continue;
         }
         let dq = members[d].queue;

@@ -105,6 +105,23 @@ fn cores_move_from_the_flat_job_to_the_sensitive_one() {
 }
 
 #[test]
+fn noise_in_measured_points_does_not_move_cores() {
+    // A flat job measured a hair faster at more cores, beside a job at the top of its
+    // curve: a move for under 2% of the receiver's throughput is not made.
+    let m = vec![
+        member(
+            0,
+            1,
+            3,
+            (1, 3),
+            curve(&[(1, 500.0), (2, 1000.0), (3, 1000.0)]),
+        ),
+        member(1, 2, 2, (2, 4), curve(&[(1, 25.0), (2, 25.2)])),
+    ];
+    assert!(plan_node(&m, 0, &[OPEN]).is_empty());
+}
+
+#[test]
 fn free_cores_go_to_the_largest_gain_and_explore_takes_only_free() {
     let m = vec![
         member(0, 1, 3, (1, 12), alexnet()),
@@ -226,13 +243,14 @@ proptest! {
             prop_assert!(-delta <= i64::from(room.give), "queue {q} below its guarantee");
         }
         // Local optimum inside one queue: no movable pair where one more core for a gains
-        // more than one less for b loses (both measured).
+        // more than one less for b loses by more than a move is worth (both measured).
         for (a, ma) in members.iter().enumerate() {
             for (b, mb) in members.iter().enumerate() {
                 if a == b || ma.queue != mb.queue { continue; }
                 if !matches!(ma.prediction, Prediction::Curve(_)) { continue; }
                 if let (Some(g), Some(l)) = (ma.gain(size[a]), mb.loss(size[b])) {
-                    prop_assert!(g <= l + 1e-6, "a move from {b} to {a} would still gain");
+                    let worth = (MIN_REL_GAIN * ma.throughput(size[a])).max(1e-6);
+                    prop_assert!(g <= l + worth, "a move from {b} to {a} would still gain");
                 }
             }
         }

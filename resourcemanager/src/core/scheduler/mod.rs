@@ -26,6 +26,7 @@ pub mod fairshare;
 pub mod feasible;
 pub mod gang;
 mod gang_turn;
+pub mod gpu_cpus;
 mod image_holders;
 mod las;
 pub mod node_index;
@@ -182,6 +183,12 @@ pub struct Scheduler {
     fs: fairshare::FairState,
     /// The cluster's labels and whether each is exclusive.
     labels: BTreeMap<String, bool>,
+    /// The CPU policy (what a node keeps for its free GPUs: `gpu_cpus`).
+    cpu: cpu_policy::CpuConf,
+    /// Per partition, whether GPU asks wait there, worked out at most once a pass.
+    gpu_waits: gpu_cpus::GpuWaits,
+    /// The last `find_node` found nothing only because of cores kept for free GPUs.
+    kept_back: bool,
 }
 
 /// What scheduling passes did: how many, and how much work they took.
@@ -238,6 +245,9 @@ impl Scheduler {
             las_promote: BTreeSet::new(),
             fs: fairshare::FairState::default(),
             labels: BTreeMap::new(),
+            cpu: cpu_policy::CpuConf::default(),
+            gpu_waits: gpu_cpus::GpuWaits::new(),
+            kept_back: false,
         };
         // Absolute capacities (and so `maximum-applications`) are known before any node
         // registers: a fresh cluster accepts submissions, which wait for nodes.
@@ -257,6 +267,11 @@ impl Scheduler {
                 self.shapes.remove(cap);
             }
         }
+    }
+
+    /// The CPU policy, for the cores nodes keep for their free GPUs.
+    pub fn set_cpu_conf(&mut self, cpu: cpu_policy::CpuConf) {
+        self.cpu = cpu;
     }
 
     pub fn conf(&self) -> &SchedulerConf {

@@ -80,6 +80,9 @@ impl Scheduler {
             return out;
         }
         self.stats.passes += 1;
+        if !self.gpu_waits.is_empty() {
+            self.gpu_waits.clear();
+        }
         // Gangs holding nodes go first, whatever their queue: the nodes they hold are theirs
         // alone, and the work ahead of them may wait for exactly those nodes (a strict
         // leaf's head under fair order) or end the pass before them (no other node fits
@@ -407,6 +410,13 @@ impl Scheduler {
                     // search looks at a bounded number of nodes.
                     visit.why.passing = true;
                 }
+                if self.kept_back {
+                    // Only cores kept for free GPUs stood in the way: they are freed when
+                    // the GPU asks stop waiting, which no room epoch tells. Not a failed
+                    // shape, and the run lasts for this pass.
+                    visit.why.passing = true;
+                    continue;
+                }
                 if local {
                     // Its locality relaxes with every miss: a later visit in this pass may
                     // place it, so the pass does not resume past it.
@@ -488,12 +498,15 @@ impl Scheduler {
         } else {
             self.conf.rack_locality_additional_delay as u32
         };
+        self.kept_back = false;
         let a = self.apps.get(app)?;
         let ask = a.asks.get(key)?;
         let cap = &ask.capability;
         let asker = placement::Asker { app };
         let nodes = &self.nodes;
         let constraint = ask.constraint.as_ref();
+        let keep =
+            gpu_cpus::KeepCpus::new(&self.cpu, &self.apps, &mut self.gpu_waits, cap, ask.is_am);
         // A constraint on tags is checked node by node: look further than the plain probes.
         let probes = if constraint.is_some_and(|c| c.counts_tags()) {
             node_index::PROBES * 16
@@ -504,6 +517,7 @@ impl Scheduler {
         let also = |n: &SchedNode| {
             parts.iter().any(|p| same_partition(p, &n.partition))
                 && constraint.is_none_or(|c| placement::satisfied(c, nodes, n, &asker))
+                && keep.admits(n, cap)
         };
         let anywhere = || {
             parts
@@ -516,7 +530,9 @@ impl Scheduler {
                 .image
                 .as_deref()
                 .and_then(|i| nodes.find_holding(i, cap, &also));
-            return holding.or_else(anywhere);
+            let found = holding.or_else(anywhere);
+            self.kept_back = found.is_none() && keep.refused();
+            return found;
         }
         let hosts = ask.hosts.iter().filter(|(_, c)| **c > 0).map(|(h, _)| h);
         if let Some(s) = self.nodes.find_on_hosts(hosts, cap, &also) {

@@ -17,8 +17,9 @@ use crate::core::*;
 const INTERVAL: u64 = 10_000;
 const RESIZE: u64 = 30_000;
 
-/// One node of 8 GPUs and 24 CPUs (Synergy's server), queues `root.a` and `root.b`.
-fn cluster(policy: CpuPolicy, b_max: f64) -> Cluster {
+/// The one set-up: queues `root.a` and `root.b` (`b_max`% at most) under `policy`, and
+/// `nodes` (name, vcores, GPUs) registered.
+fn cluster_of(policy: CpuPolicy, b_max: f64, nodes: &[(&str, i64, i64)]) -> Cluster {
     let b_cap = b_max.min(50.0);
     let mut a = leaf("root.a", 100.0 - b_cap);
     a.max_capacity = MaxCapacitySpec::Percent(100.0);
@@ -34,25 +35,73 @@ fn cluster(policy: CpuPolicy, b_max: f64) -> Cluster {
         ..CpuConf::default()
     };
     let mut env = TestEnv::with_conf(c);
-    let id = NodeId::new("n0", 1);
-    env.core.register_node(
-        NodeRegistration {
-            id: id.clone(),
-            http_address: "n0:2".into(),
-            rack: "/r".into(),
-            total: Resource::new(65536, 24).with(GPU, 8),
-            version: "test".into(),
-            containers: vec![],
-            attributes: Default::default(),
-        },
-        env.now,
-    );
+    let mut ids = Vec::new();
+    for (name, vcores, gpus) in nodes {
+        let id = NodeId::new(*name, 1);
+        env.core.register_node(
+            NodeRegistration {
+                id: id.clone(),
+                http_address: format!("{name}:2"),
+                rack: "/r".into(),
+                total: Resource::new(65536, *vcores).with(GPU, *gpus),
+                version: "test".into(),
+                containers: vec![],
+                attributes: Default::default(),
+            },
+            env.now,
+        );
+        ids.push(id);
+    }
     env.step();
     Cluster {
         env,
-        nodes: vec![id],
+        nodes: ids,
         ams: BTreeMap::new(),
     }
+}
+
+/// One node of 8 GPUs and 24 CPUs (Synergy's server).
+fn cluster(policy: CpuPolicy, b_max: f64) -> Cluster {
+    cluster_of(policy, b_max, &[("n0", 24, 8)])
+}
+
+/// `n` containers of `vcores` vcores and `gpus` GPUs, asking `cpu` beyond that.
+fn ask(n: u32, vcores: i64, gpus: i64, cpu: Option<CpuAsk>) -> AskUpdate {
+    AskUpdate {
+        image: None,
+        label: None,
+        tags: Vec::new(),
+        constraint: None,
+        priority: 1,
+        allocation_request_id: 1,
+        resource_name: "*".into(),
+        capability: Resource::new(1024, vcores).with(GPU, gpus),
+        num_containers: n,
+        relax_locality: true,
+        gang: None,
+        cpu,
+    }
+}
+
+/// A range or `auto` with a declared table (empty: none).
+fn cpu(range: &str, table: &str) -> Option<CpuAsk> {
+    Some(CpuAsk {
+        vcores: VcoresAsk::parse(range).unwrap(),
+        table: CpuCurve::parse(table).unwrap(),
+    })
+}
+
+/// `app`'s AM asks `asks`; what the answer granted, after a step and an NM round.
+fn allocate(c: &mut Cluster, app: &ApplicationId, asks: Vec<AskUpdate>) -> AllocateReply {
+    let att = c.att(app);
+    let r = c
+        .env
+        .core
+        .am_allocate(&att, 0, asks, vec![], 0.1, c.env.now)
+        .expect("ask");
+    c.env.step();
+    c.nm_round();
+    r
 }
 
 /// A GPU container of `gpus` GPUs asking `range` vcores, with a declared table.
@@ -73,31 +122,7 @@ fn try_ranged(
     range: &str,
     table: &str,
 ) -> Option<ContainerId> {
-    let att = c.att(app);
-    let ask = AskUpdate {
-        image: None,
-        label: None,
-        tags: Vec::new(),
-        constraint: None,
-        priority: 1,
-        allocation_request_id: 1,
-        resource_name: "*".into(),
-        capability: Resource::new(1024, 1).with(GPU, gpus),
-        num_containers: 1,
-        relax_locality: true,
-        gang: None,
-        cpu: Some(CpuAsk {
-            vcores: VcoresAsk::parse(range).unwrap(),
-            table: CpuCurve::parse(table).unwrap(),
-        }),
-    };
-    let r = c
-        .env
-        .core
-        .am_allocate(&att, 0, vec![ask], vec![], 0.1, c.env.now)
-        .expect("ask");
-    c.env.step();
-    c.nm_round();
+    let r = allocate(c, app, vec![ask(1, 1, gpus, cpu(range, table))]);
     r.allocated.first().map(|a| a.id)
 }
 
@@ -118,36 +143,12 @@ fn a_range_is_granted_at_the_policys_size_within_it() {
     ] {
         let mut c = cluster(policy, 100.0);
         let a = c.start("root.a", "u", 0);
-        let att = c.att(&a);
-        let ask = AskUpdate {
-            image: None,
-            label: None,
-            tags: Vec::new(),
-            constraint: None,
-            priority: 1,
-            allocation_request_id: 1,
-            resource_name: "*".into(),
-            capability: Resource::new(1024, 1).with(GPU, 4),
-            num_containers: 1,
-            relax_locality: true,
-            gang: None,
-            cpu: Some(CpuAsk {
-                vcores: VcoresAsk::parse(range).unwrap(),
-                table: CpuCurve::default(),
-            }),
-        };
-        let r = c
-            .env
-            .core
-            .am_allocate(&att, 0, vec![ask], vec![], 0.1, c.env.now)
-            .expect("ask");
-        c.env.step();
+        let r = allocate(&mut c, &a, vec![ask(1, 1, 4, cpu(range, ""))]);
         // The AM gets it at its size, version 0: no update to hear of.
         let got = r.allocated[0].clone();
         assert_eq!(got.resource.vcores, want, "{policy:?} {range}");
         assert_eq!(got.version, 0);
         assert_eq!(got.resource.memory_mb, 1024, "memory never changes");
-        c.nm_round();
         assert!(c.poll(&a, AmReport::default()).updated.is_empty());
         if policy != CpuPolicy::Adaptive {
             // Nothing moves later under a non-adaptive policy.
@@ -260,6 +261,83 @@ fn measured_throughput_replaces_exploration() {
     c.run_for(4 * RESIZE);
     assert_eq!(vcores(&c, &unknown), 4, "a flat job gives its cores back");
     assert_eq!(vcores(&c, &known), 18);
+}
+
+/// Live containers of `app` on each node, by node name.
+fn placed_on(c: &Cluster, app: &ApplicationId) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for ct in c.env.core.containers().values() {
+        if ct.is_live() && ct.id.application_id() == *app && !ct.is_am {
+            *out.entry(ct.node.host.clone()).or_default() += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn cpu_only_work_prefers_nodes_without_free_gpus_and_leaves_the_cores_owed_to_them() {
+    for policy in [
+        CpuPolicy::Proportional,
+        CpuPolicy::Static { cpus_per_gpu: 2 },
+    ] {
+        // n0: 8 GPUs and 24 CPUs; n1: CPUs only (the three AMs go there first).
+        let mut c = cluster_of(policy, 100.0, &[("n0", 24, 8), ("n1", 7, 0)]);
+        let gpu = c.start("root.a", "u", 0);
+        let wide = c.start("root.a", "v", 0);
+        let cpus = c.start("root.a", "w", 0);
+        // A 4-GPU job holds half of n0 with 12 CPUs; an 8-GPU job waits for the rest.
+        assert_eq!(
+            allocate(&mut c, &gpu, vec![ask(1, 12, 4, None)])
+                .allocated
+                .len(),
+            1
+        );
+        assert!(allocate(&mut c, &wide, vec![ask(1, 1, 8, None)])
+            .allocated
+            .is_empty());
+        // CPU-only work: n1's four CPUs first, then n0 only above what its 4 free GPUs are
+        // owed (proportional: 4 x 3 = 12 of its 12 free; static 2 per GPU: 8, so 2 more).
+        allocate(&mut c, &cpus, vec![ask(8, 2, 0, None)]);
+        c.run_for(2_000);
+        let on_n0 = match policy {
+            CpuPolicy::Static { .. } => 2,
+            _ => 0,
+        };
+        let want: BTreeMap<String, usize> = [("n1".to_string(), 2), ("n0".to_string(), on_n0)]
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        assert_eq!(placed_on(&c, &cpus), want, "{policy:?}");
+        // No GPU job waits any more: the CPU-only work may take n0's last cores.
+        allocate(&mut c, &wide, vec![ask(0, 1, 8, None)]);
+        c.run_for(2_000);
+        assert_eq!(placed_on(&c, &cpus).get("n0"), Some(&6), "{policy:?}");
+    }
+}
+
+#[test]
+fn an_am_and_gpu_work_are_not_held_back_by_the_cores_owed_to_free_gpus() {
+    let mut c = cluster(CpuPolicy::Proportional, 100.0);
+    let gpu = c.start("root.a", "u", 0);
+    let wide = c.start("root.a", "v", 0);
+    assert_eq!(
+        allocate(&mut c, &gpu, vec![ask(1, 12, 4, None)])
+            .allocated
+            .len(),
+        1
+    );
+    assert!(allocate(&mut c, &wide, vec![ask(1, 1, 8, None)])
+        .allocated
+        .is_empty());
+    // 10 CPUs left beside 4 free GPUs owed 12: an AM still starts, and so does GPU work.
+    let late = c.start("root.a", "x", 0);
+    assert!(c.ams.contains_key(&late), "the AM was placed");
+    assert_eq!(
+        allocate(&mut c, &late, vec![ask(1, 2, 1, None)])
+            .allocated
+            .len(),
+        1
+    );
 }
 
 fn arb_table() -> impl Strategy<Value = String> {
