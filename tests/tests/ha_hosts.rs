@@ -137,6 +137,15 @@ fn over_allocations(c: &HaHosts, active: usize, into: &mut Over) {
             bad.push(format!("RM view of {}: {n}", n["id"]));
         }
     }
+    let rm_used = |id: &str| {
+        nodes
+            .as_ref()
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|n| n["id"] == id)
+            .map(|n| n["usedMemoryMB"].clone())
+    };
     for (addr, h) in c.nm_addrs.iter().zip(&c.nm_hosts) {
         let url = format!("http://{addr}/ws/v1/node/containers");
         let Some(v) = c
@@ -160,13 +169,42 @@ fn over_allocations(c: &HaHosts, active: usize, into: &mut Over) {
             .map(|x| x["totalMemoryNeededMB"].as_i64().unwrap_or(0))
             .sum();
         if mb > NM_MB {
-            let ids: Vec<&str> = held.iter().filter_map(|x| x["id"].as_str()).collect();
+            let at = now_ms();
+            let each: Vec<String> = held
+                .iter()
+                .map(|x| {
+                    let id = x["id"].as_str().unwrap_or_default();
+                    format!("{id} NM {} RM {}", x["state"], rm_view(c, active, id))
+                })
+                .collect();
             into.nm.push(format!(
-                "{} runs {mb} MB of containers at {}: {ids:?}",
+                "{} runs {mb} MB of containers at {at} (the RM counts {:?} MB used):\n  {}",
                 h.name,
-                now_ms()
+                rm_used(addr),
+                each.join("\n  ")
             ));
         }
+    }
+}
+
+/// What `rm<active+1>` says of container `id`: its state and exit status, or the answer.
+fn rm_view(c: &HaHosts, active: usize, id: &str) -> String {
+    let Ok(cid) = id.parse::<spindle_common::ContainerId>() else {
+        return "(not a container id)".into();
+    };
+    let path = format!(
+        "/ws/v1/cluster/apps/{}/appattempts/{}/containers/{id}",
+        cid.attempt_id.application_id, cid.attempt_id
+    );
+    match c.rest(active).try_get(&path) {
+        Some((200, v)) => format!(
+            "{} exit {} finished {}",
+            v["container"]["containerState"],
+            v["container"]["containerExitStatus"],
+            v["container"]["finishedTime"]
+        ),
+        Some((s, v)) => format!("{s} {v}"),
+        None => "(no answer)".into(),
     }
 }
 
