@@ -16,6 +16,7 @@ use spindle_common::env;
 use spindle_common::ids::ContainerId;
 use spindle_common::records::node::{
     ContainerLaunchContext, FailedContainerRequest, StartContainerRequest, StartContainersResponse,
+    NODE_FULL_EXCEPTION,
 };
 use spindle_common::token::{verify_container_token, ContainerTokenIdentifier};
 use tracing::{debug, info, warn, Instrument};
@@ -109,6 +110,17 @@ impl Manager {
                     c.state()
                 ),
             ));
+        }
+        let asked = ident.resource.to_resource();
+        let committed = self.table.committed();
+        if !committed.plus(&asked).fits_in(&self.ctx.capacity) {
+            let full = NodeFull {
+                container: id,
+                asked,
+                committed,
+                capacity: self.ctx.capacity.clone(),
+            };
+            return Err(fail(&label, NODE_FULL_EXCEPTION, full.to_string()));
         }
         if !valid_user(&ident.app_submitter) {
             return Err(fail(
@@ -379,6 +391,17 @@ pub(super) fn valid_env(k: &str, v: &str) -> bool {
 }
 
 /// A refused container request, as the NM's answer lists it.
+/// A start refused because the container does not fit beside the ones this node runs: the
+/// NM never runs more than its capacity, whatever an RM (or a deposed one's AM) allocated.
+#[derive(Debug, thiserror::Error)]
+#[error("container {container} ({asked}) does not fit on this node: its containers hold {committed} of {capacity} (those being killed aside)")]
+pub(super) struct NodeFull {
+    container: ContainerId,
+    asked: spindle_common::Resource,
+    committed: spindle_common::Resource,
+    capacity: spindle_common::Resource,
+}
+
 pub(super) fn fail(label: &str, exception: &str, message: String) -> FailedContainerRequest {
     FailedContainerRequest {
         container_id: label.to_string(),
