@@ -111,17 +111,6 @@ impl Manager {
                 ),
             ));
         }
-        let asked = ident.resource.to_resource();
-        let committed = self.table.committed();
-        if !committed.plus(&asked).fits_in(&self.ctx.capacity) {
-            let full = NodeFull {
-                container: id,
-                asked,
-                committed,
-                capacity: self.ctx.capacity.clone(),
-            };
-            return Err(fail(&label, NODE_FULL_EXCEPTION, full.to_string()));
-        }
         if !valid_user(&ident.app_submitter) {
             return Err(fail(
                 &label,
@@ -160,6 +149,11 @@ impl Manager {
             .plugins
             .assign(id, &ident.resource.to_resource())
             .map_err(|e| fail(&label, "YarnException", e.to_string()))?;
+        // After the devices (a device plugin names its shortage more exactly).
+        if let Err(full) = self.fits(&ident) {
+            self.plugins.release(id);
+            return Err(fail(&label, NODE_FULL_EXCEPTION, full.to_string()));
+        }
         let mut spec = self.launch_spec(&ident, ctx, grant.env);
         spec.run_as = run_as;
         // Every device node a plugin manages that this container was not granted is denied
@@ -391,6 +385,23 @@ pub(super) fn valid_env(k: &str, v: &str) -> bool {
 }
 
 /// A refused container request, as the NM's answer lists it.
+impl Manager {
+    /// Whether the container fits beside the live ones (those being killed aside).
+    fn fits(&self, ident: &ContainerTokenIdentifier) -> Result<(), NodeFull> {
+        let asked = ident.resource.to_resource();
+        let committed = self.table.committed();
+        if committed.plus(&asked).fits_in(&self.ctx.capacity) {
+            return Ok(());
+        }
+        Err(NodeFull {
+            container: ident.container_id,
+            asked,
+            committed,
+            capacity: self.ctx.capacity.clone(),
+        })
+    }
+}
+
 /// A start refused because the container does not fit beside the ones this node runs: the
 /// NM never runs more than its capacity, whatever an RM (or a deposed one's AM) allocated.
 #[derive(Debug, thiserror::Error)]
