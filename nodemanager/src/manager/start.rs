@@ -387,18 +387,18 @@ pub(super) fn valid_env(k: &str, v: &str) -> bool {
 /// A refused container request, as the NM's answer lists it.
 impl Manager {
     /// Whether the container fits beside the live ones (those being killed aside).
-    fn fits(&self, ident: &ContainerTokenIdentifier) -> Result<(), NodeFull> {
+    fn fits(&self, ident: &ContainerTokenIdentifier) -> Result<(), Box<NodeFull>> {
         let asked = ident.resource.to_resource();
         let committed = self.table.committed();
         if committed.plus(&asked).fits_in(&self.ctx.capacity) {
             return Ok(());
         }
-        Err(NodeFull {
+        Err(Box::new(NodeFull {
             container: ident.container_id,
             asked,
             committed,
             capacity: self.ctx.capacity.clone(),
-        })
+        }))
     }
 }
 
