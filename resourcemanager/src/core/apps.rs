@@ -287,7 +287,8 @@ impl RmCore {
     }
 
     /// `POST /apps`. Validation errors are answered to the client; queue problems end the
-    /// application as FAILED with YARN's diagnostic, as YARN does.
+    /// application as FAILED with YARN's diagnostic, as YARN does. Idempotent by id
+    /// (`resubmission`): the same submission again changes nothing and is accepted.
     pub fn submit(
         &mut self,
         id: ApplicationId,
