@@ -479,6 +479,22 @@ mod tests {
         assert_eq!(h.base(), format!("http://{dying}"));
     }
 
+    #[tokio::test]
+    async fn a_submission_whose_answer_was_lost_is_sent_again_to_the_next_rm() {
+        use crate::address::RmAddress;
+        use crate::rm_client::RmClient;
+        let dying = hanging_up().await;
+        let location = "http://active/ws/v1/cluster/apps/application_1_0001";
+        let active = answering_with(202, format!("location: {location}\r\n"), "").await;
+        let at = |a: &str| RmAddress::parse(a).unwrap();
+        let rm = RmClient::new(&at(&dying))
+            .unwrap()
+            .with_failover(&[at(&dying), at(&active)], fast(3))
+            .unwrap();
+        let ctx = spindle_common::records::cluster::ApplicationSubmissionContext::default();
+        assert_eq!(rm.submit(&ctx).await.unwrap(), location);
+    }
+
     /// A standby that redirects its first `stale` requests to `to` (an active that died),
     /// then answers 200 (it became the active); its address.
     async fn stale_standby(stale: usize, to: String) -> String {

@@ -23,6 +23,7 @@ use spindle_common::records::node::{
     ReinitializeContainerRequest, ReleaseContainersRequest, ReleaseContainersResponse,
     SignalContainerCommand, SignalContainerRequest, SignalContainerResponse, StartContainerRequest,
     StartContainersRequest, StartContainersResponse, StopContainersRequest, StopContainersResponse,
+    NODE_FULL_EXCEPTION,
 };
 
 use spindle_common::token::unverified_container_identifier;
@@ -31,6 +32,11 @@ use crate::error::ClientError;
 use crate::http::{build_client, decode, Http};
 
 const NODE: &str = "/ws/v1/node";
+/// How often, and how far apart, a start an NM refused as full (`NODE_FULL_EXCEPTION`: it
+/// still runs a container the RM stopped, and hears so at its next heartbeat) is sent again:
+/// about 5 s in all, as the RM tries an AM start.
+const NODE_FULL_TRIES: u32 = 25;
+const NODE_FULL_PAUSE: Duration = Duration::from_millis(200);
 
 /// The NM's answer to [`NmClient::reinitialize_container`]: the new process runs.
 pub use spindle_common::records::node::ReinitializeContainerResponse as ReinitializedContainer;
@@ -166,9 +172,22 @@ impl NmClient {
             }],
             hold: None,
         };
-        let resp = self
-            .start_containers(&container.node_http_address, &req)
-            .await?;
+        let mut tries = 1;
+        let resp = loop {
+            let resp = self
+                .start_containers(&container.node_http_address, &req)
+                .await?;
+            let full = resp
+                .failed_requests
+                .iter()
+                .any(|f| f.exception == NODE_FULL_EXCEPTION);
+            if !full || tries >= NODE_FULL_TRIES {
+                break resp;
+            }
+            tracing::info!(container = %container.id, "the node is still full; starting again");
+            tries += 1;
+            tokio::time::sleep(NODE_FULL_PAUSE).await;
+        };
         let id = container.id.to_string();
         if let Some(f) = resp
             .failed_requests

@@ -19,7 +19,7 @@ use spindle_common::states::{FinalApplicationStatus, NodeState, YarnApplicationS
 
 use crate::address::{current_user, RmAddress};
 use crate::error::ClientError;
-use crate::http::{decode, Http};
+use crate::http::{decode, Http, Resend};
 
 mod blobs;
 mod ha;
@@ -274,10 +274,10 @@ impl RmClient {
         let (rb, url) = self
             .http
             .request(Method::POST, &Self::path("/apps/new-application"));
-        let resp = self
-            .http
-            .send_ok(rb.query(&self.user_query()), &url)
-            .await?;
+        // A lost answer costs one unused id: asked again of the next RM (YARN's
+        // `getNewApplication` is `@Idempotent`).
+        let rb = rb.query(&self.user_query());
+        let resp = self.http.send_ok_with(rb, &url, Resend::Always).await?;
         decode(resp, &url).await
     }
 
@@ -302,10 +302,11 @@ impl RmClient {
     /// returned.
     pub async fn submit(&self, ctx: &ApplicationSubmissionContext) -> Result<String, ClientError> {
         let (rb, url) = self.http.request(Method::POST, &Self::path("/apps"));
-        let resp = self
-            .http
-            .send_ok(rb.query(&self.user_query()).json(ctx), &url)
-            .await?;
+        // Idempotent by application id (the RM takes the same submission again without a
+        // second application), so a submission whose answer was lost in a failover is sent
+        // again to the next RM, as YARN's `@Idempotent` `submitApplication` is.
+        let rb = rb.query(&self.user_query()).json(ctx);
+        let resp = self.http.send_ok_with(rb, &url, Resend::Always).await?;
         if resp.status() != StatusCode::ACCEPTED {
             return Err(ClientError::Protocol {
                 url,

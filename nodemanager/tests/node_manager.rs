@@ -574,3 +574,52 @@ async fn old_logs_of_ended_applications_are_deleted() {
     assert!(nm.log_dir(&running).join("stdout").exists());
     nm.stop().await.unwrap();
 }
+
+/// The NM never runs more than its capacity (4 vcores here, 1 per container): a fifth start
+/// is refused with `NODE_FULL_EXCEPTION`, naming what the others hold; once the NM is
+/// killing one of them (the RM stopped it, and may have handed its room on), the same start
+/// is taken.
+#[tokio::test]
+async fn a_start_beyond_the_nodes_capacity_is_refused_until_a_container_is_being_killed() {
+    use spindle_common::records::node::NODE_FULL_EXCEPTION;
+    let rm = FakeRm::start().await;
+    let dirs = tempfile::tempdir().unwrap();
+    let mut nm = TestNm::start(dirs.path(), rm.addr, false).await;
+    rm.wait_registered(1).await;
+    let running: Vec<spindle_common::ids::ContainerId> = (1..=4).map(|i| cid(9, i)).collect();
+    for id in &running {
+        nm.run_container(&rm, *id, "alice", "sleep 60").await;
+    }
+    let fifth = cid(9, 5);
+    let start = || StartContainerRequest {
+        container_token: rm.token(&nm.ident(fifth, "alice")),
+        container_launch_context: ContainerLaunchContext {
+            commands: vec!["true".into()],
+            environment: BTreeMap::new(),
+            local_resources: BTreeMap::new(),
+        },
+    };
+    let resp = nm.start_containers(vec![start()]).await;
+    assert!(resp.successfully_started_containers.is_empty(), "{resp:?}");
+    let f = &resp.failed_requests[0];
+    assert_eq!(f.exception, NODE_FULL_EXCEPTION, "{f:?}");
+    assert!(f.message.contains("does not fit"), "{}", f.message);
+    let (_, c) = nm
+        .get_json(&format!("/ws/v1/node/containers/{fifth}"))
+        .await;
+    assert!(
+        c.get("container").is_none(),
+        "a refused start is not kept: {c}"
+    );
+
+    let resp = nm.stop_containers(vec![running[0]]).await;
+    assert!(resp.failed_requests.is_empty(), "{resp:?}");
+    let resp = nm.start_containers(vec![start()]).await;
+    assert_eq!(
+        resp.successfully_started_containers,
+        vec![fifth],
+        "{resp:?}"
+    );
+    nm.stop_containers(running[1..].to_vec()).await;
+    nm.stop().await.unwrap();
+}

@@ -139,9 +139,11 @@ async fn a_yarn_client_an_nm_and_an_am_drive_the_rm() {
     assert!(loc
         .expect("Location")
         .ends_with(&format!("/ws/v1/cluster/apps/{app_id}")));
+    // The same id submitted by another user (dr.who) is another submission: a conflict.
     let (status, dup, _) = rm.post("/ws/v1/cluster/apps", ctx).await;
-    assert_eq!(status, 400);
-    assert_remote_exception(&dup, "BadRequestException");
+    assert_eq!(status, 409, "{dup}");
+    assert_remote_exception(&dup, "YarnException");
+    assert!(dup.to_string().contains("user differs"), "{dup}");
 
     // The RM launched the AM at once, with what it needs to reach the RM.
     wait_for(|| !launches.lock().expect("lock").is_empty()).await;
@@ -611,4 +613,33 @@ async fn a_restarted_rm_recovers_every_application() {
          its own number, not counted as failed (YARN stores an attempt once its AM container \
          is allocated)"
     );
+}
+
+/// `POST /apps` is idempotent by application id (a client resends a submission whose answer
+/// was lost in a failover): the same one twice is one application, a different one under the
+/// same id is a 409 naming the field.
+#[tokio::test]
+async fn the_same_submission_twice_is_one_application_and_another_is_a_conflict() {
+    let rm = start_rm(&[]).await;
+    let (_, new_app, _) = rm
+        .post("/ws/v1/cluster/apps/new-application", json!({}))
+        .await;
+    let id = new_app["application-id"].as_str().expect("id").to_string();
+    let body = |command: &str| {
+        json!({"application-id": id, "application-name": "twice",
+            "am-container-spec": {"commands": {"command": command}},
+            "resource": {"memory": 1024, "vCores": 1}})
+    };
+    for _ in 0..2 {
+        let (status, b, _) = rm.post("/ws/v1/cluster/apps", body("sleep 60")).await;
+        assert_eq!(status, 202, "{b}");
+    }
+    let (_, apps) = rm.get("/ws/v1/cluster/apps").await;
+    let listed = apps["apps"]["app"].as_array().expect("apps");
+    assert_eq!(listed.len(), 1, "{apps}");
+    let (status, b, _) = rm.post("/ws/v1/cluster/apps", body("sleep 61")).await;
+    assert_eq!(status, 409, "{b}");
+    assert_remote_exception(&b, "YarnException");
+    let message = b["RemoteException"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("am-container-spec differs"), "{message}");
 }

@@ -48,7 +48,14 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status =
             StatusCode::from_u16(self.kind.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, axum::Json(self.kind.body(self.message))).into_response()
+        let mut resp = (status, axum::Json(self.kind.body(self.message))).into_response();
+        // A 503 is passing (an RM stopping, a deposed active, a store not answering): clients
+        // retry, or fail over to another RM, after a second.
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        }
+        resp
     }
 }
 
@@ -160,6 +167,17 @@ mod tests {
         JsonBody::<serde_json::Value>::from_request(req, &())
             .await
             .map(|JsonBody(v)| v)
+    }
+
+    #[test]
+    fn a_503_says_when_to_try_again_and_no_other_status_does() {
+        let unavailable = ApiError::new(ExceptionKind::ServiceUnavailable, "stepping down");
+        let resp = unavailable.into_response();
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(resp.headers()[header::RETRY_AFTER], "1");
+        let internal = ApiError::new(ExceptionKind::Internal, "broken").into_response();
+        assert_eq!(internal.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(internal.headers().get(header::RETRY_AFTER).is_none());
     }
 
     #[tokio::test]

@@ -70,6 +70,12 @@ pub struct ReleaseContainersResponse {
     pub failed_requests: Vec<FailedContainerRequest>,
 }
 
+/// The exception an NM answers a start with when the container does not fit beside the
+/// containers it runs (those it is killing aside): passing when the RM handed on the room of
+/// a container the NM has not yet been told to stop; the RM's AM launch and the SDK's start
+/// try again for a few seconds.
+pub const NODE_FULL_EXCEPTION: &str = "NodeCapacityExceededException";
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FailedContainerRequest {

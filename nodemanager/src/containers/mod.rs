@@ -523,6 +523,18 @@ impl ContainerTable {
         r
     }
 
+    /// What the containers that keep their room hold: every live one but those being
+    /// killed (the RM stopped them, and may have handed their room on already).
+    pub fn committed(&self) -> Resource {
+        let mut r = Resource::zero();
+        for c in self.containers.values().filter(|c| c.is_live()) {
+            if !matches!(c.phase, Phase::Killing { .. }) {
+                r.add_assign(&c.resource);
+            }
+        }
+        r
+    }
+
     pub fn running_count(&self) -> usize {
         self.containers.values().filter(|c| c.is_live()).count()
     }

@@ -484,3 +484,18 @@ fn only_live_containers_are_updated() {
         Err(UpdateRefusal::Invalid { .. })
     ));
 }
+
+#[test]
+fn containers_being_killed_give_up_their_room_and_the_others_keep_it() {
+    let mut t = ContainerTable::new();
+    let (a, b, c) = (cid(1, 1), cid(1, 2), cid(1, 3));
+    running(&mut t, a, 100);
+    running(&mut t, b, 101);
+    t.insert(container(c)).unwrap();
+    assert_eq!(t.committed(), Resource::new(3072, 3), "localizing counts");
+    t.request_stop(&a, StopReason::ResourceManager, 1);
+    assert_eq!(t.committed(), Resource::new(2048, 2));
+    assert_eq!(t.allocated(), Resource::new(3072, 3), "still live");
+    t.exited(&b, &ProcessExit::Code(0), "", 2);
+    assert_eq!(t.committed(), Resource::new(1024, 1));
+}

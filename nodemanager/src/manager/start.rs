@@ -16,6 +16,7 @@ use spindle_common::env;
 use spindle_common::ids::ContainerId;
 use spindle_common::records::node::{
     ContainerLaunchContext, FailedContainerRequest, StartContainerRequest, StartContainersResponse,
+    NODE_FULL_EXCEPTION,
 };
 use spindle_common::token::{verify_container_token, ContainerTokenIdentifier};
 use tracing::{debug, info, warn, Instrument};
@@ -148,6 +149,11 @@ impl Manager {
             .plugins
             .assign(id, &ident.resource.to_resource())
             .map_err(|e| fail(&label, "YarnException", e.to_string()))?;
+        // After the devices (a device plugin names its shortage more exactly).
+        if let Err(full) = self.fits(&ident) {
+            self.plugins.release(id);
+            return Err(fail(&label, NODE_FULL_EXCEPTION, full.to_string()));
+        }
         let mut spec = self.launch_spec(&ident, ctx, grant.env);
         spec.run_as = run_as;
         // Every device node a plugin manages that this container was not granted is denied
@@ -379,6 +385,34 @@ pub(super) fn valid_env(k: &str, v: &str) -> bool {
 }
 
 /// A refused container request, as the NM's answer lists it.
+impl Manager {
+    /// Whether the container fits beside the live ones (those being killed aside).
+    fn fits(&self, ident: &ContainerTokenIdentifier) -> Result<(), Box<NodeFull>> {
+        let asked = ident.resource.to_resource();
+        let committed = self.table.committed();
+        if committed.plus(&asked).fits_in(&self.ctx.capacity) {
+            return Ok(());
+        }
+        Err(Box::new(NodeFull {
+            container: ident.container_id,
+            asked,
+            committed,
+            capacity: self.ctx.capacity.clone(),
+        }))
+    }
+}
+
+/// A start refused because the container does not fit beside the ones this node runs: the
+/// NM never runs more than its capacity, whatever an RM (or a deposed one's AM) allocated.
+#[derive(Debug, thiserror::Error)]
+#[error("container {container} ({asked}) does not fit on this node: its containers hold {committed} of {capacity} (those being killed aside)")]
+pub(super) struct NodeFull {
+    container: ContainerId,
+    asked: spindle_common::Resource,
+    committed: spindle_common::Resource,
+    capacity: spindle_common::Resource,
+}
+
 pub(super) fn fail(label: &str, exception: &str, message: String) -> FailedContainerRequest {
     FailedContainerRequest {
         container_id: label.to_string(),

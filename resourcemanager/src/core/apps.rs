@@ -287,17 +287,21 @@ impl RmCore {
     }
 
     /// `POST /apps`. Validation errors are answered to the client; queue problems end the
-    /// application as FAILED with YARN's diagnostic, as YARN does.
+    /// application as FAILED with YARN's diagnostic, as YARN does. Idempotent by id
+    /// (`resubmission`): the same submission again changes nothing and is accepted.
     pub fn submit(
         &mut self,
         id: ApplicationId,
         mut sub: Submission,
         now: u64,
     ) -> Result<(), CoreError> {
-        if self.apps.contains_key(&id) {
-            return Err(CoreError::DuplicateApp(id));
+        if let Some(app) = self.apps.get(&id) {
+            return match self.resubmission_differs(app, &sub) {
+                None => Ok(()),
+                Some(field) => Err(CoreError::DuplicateApp { app: id, field }),
+            };
         }
-        if id.cluster_timestamp != self.cluster_ts || id.id == 0 || id.id >= self.next_app {
+        if !self.issued(&id) {
             return Err(CoreError::AppIdNotIssued(id));
         }
         if sub.unmanaged_am {

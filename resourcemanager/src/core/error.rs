@@ -83,8 +83,14 @@ pub enum CoreError {
     },
 
     // ------------------------------------------------------------ submission
-    #[error("Application with id {0} is already present! Cannot add a duplicate!")]
-    DuplicateApp(ApplicationId),
+    /// A submission under an id the RM holds that is not the one it holds (the same one
+    /// again is accepted without a second application: a client resending a submission
+    /// whose answer was lost).
+    #[error("Application with id {app} is already present with a different submission ({field} differs)! Cannot add a duplicate!")]
+    DuplicateApp {
+        app: ApplicationId,
+        field: &'static str,
+    },
     #[error("Application id {0} was not issued by this ResourceManager; ask POST /ws/v1/cluster/apps/new-application first")]
     AppIdNotIssued(ApplicationId),
     #[error("Unmanaged AMs are not supported by Spindle yet (unmanaged-AM must be false)")]
@@ -231,13 +237,13 @@ impl CoreError {
             | AlreadyRegistered(_)
             | CannotMove(_)
             | PriorityOfEndedApp { .. }
-            | LifetimeOfEndedApp { .. } => RefusalClass::Conflict,
+            | LifetimeOfEndedApp { .. }
+            | DuplicateApp { .. } => RefusalClass::Conflict,
             NotRegistered(_) => RefusalClass::AmNotRegistered,
             NegativePriority(_)
             | LifetimeInThePast { .. }
             | NegativeResource(_)
             | OverMaximumAllocation { .. }
-            | DuplicateApp(_)
             | AppIdNotIssued(_)
             | UnknownDependency(_)
             | UnmanagedAm

@@ -31,6 +31,7 @@ mod nodes;
 mod preemption;
 mod queues;
 mod recovery;
+mod resubmission;
 mod tick;
 mod updates;
 pub mod usage;
@@ -192,6 +193,9 @@ pub struct RmCore {
     /// The AM-RM master key and the container-token master keys (`keys`).
     keys: keys::TokenKeys,
     next_app: u32,
+    /// The cluster timestamps of earlier incarnations of this RM (an RM restarted, or the
+    /// other RM of an HA pair) that the store holds applications of: their ids were issued.
+    earlier_incarnations: BTreeSet<u64>,
     next_submit_seq: u64,
     // Persistent maps: the driver's read snapshot shares them instead of copying them.
     apps: SharedMap<ApplicationId, App>,
@@ -274,6 +278,7 @@ impl RmCore {
             epoch,
             keys: keys::TokenKeys::new(amrm, container),
             next_app: 1,
+            earlier_incarnations: BTreeSet::new(),
             next_submit_seq: 1,
             apps: SharedMap::new(),
             completed: BTreeSet::new(),

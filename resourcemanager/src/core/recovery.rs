@@ -41,6 +41,9 @@ impl RmCore {
         if rec.id.cluster_timestamp == self.cluster_ts && rec.id.id >= self.next_app {
             self.next_app = rec.id.id + 1;
         }
+        if rec.id.cluster_timestamp < self.cluster_ts {
+            self.earlier_incarnations.insert(rec.id.cluster_timestamp);
+        }
         // Keep attempt numbering going across restarts; earlier attempts are placeholders.
         for n in 1..=rec.attempts {
             app.attempts.push(Attempt::new(

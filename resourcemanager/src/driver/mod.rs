@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use spindle_common::records::node::{
-    StartContainerRequest, StartContainersRequest, StartContainersResponse,
+    StartContainerRequest, StartContainersRequest, StartContainersResponse, NODE_FULL_EXCEPTION,
 };
 use spindle_common::time::now_ms;
 use spindle_common::token::ContainerKey;
@@ -443,8 +443,9 @@ impl Driver {
     }
 }
 
-/// How often, and how far apart, an AM start an NM answered NMNotYetReadyException is
-/// tried again (about 5 s in all).
+/// How often, and how far apart, an AM start an NM answered NMNotYetReadyException (or
+/// `NODE_FULL_EXCEPTION`: a container it runs is about to be told to stop) is tried again
+/// (about 5 s in all).
 const AM_START_NOT_READY_TRIES: u32 = 25;
 const AM_START_NOT_READY_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
 /// YARN's exception class an NM answers a start with before it has registered.
@@ -453,7 +454,8 @@ const NM_NOT_YET_READY: &str = "NMNotYetReadyException";
 /// Why an AM start failed.
 #[derive(Debug, thiserror::Error)]
 enum AmStartFailure {
-    /// The NM has not heard the RM's registration answer yet (retried).
+    /// The NM has not heard the RM's registration answer yet, or is still running a
+    /// container whose room the RM handed on (retried).
     #[error("{0}")]
     NotReady(String),
     #[error("{0}")]
@@ -484,10 +486,9 @@ async fn start_am(
         .map_err(|e| failed(format!("{url}: {e}")))?;
     match body.failed_requests.first() {
         None => Ok(()),
-        Some(f) if f.exception == NM_NOT_YET_READY => Err(AmStartFailure::NotReady(format!(
-            "{}: {}",
-            f.exception, f.message
-        ))),
+        Some(f) if f.exception == NM_NOT_YET_READY || f.exception == NODE_FULL_EXCEPTION => Err(
+            AmStartFailure::NotReady(format!("{}: {}", f.exception, f.message)),
+        ),
         Some(f) => Err(failed(format!("{}: {}", f.exception, f.message))),
     }
 }

@@ -34,6 +34,7 @@ pub use spindle_rest_edge::{ApiError, JsonBody, PathParams};
 use crate::config::RmConfig;
 use crate::core::{Caller, RefusalClass};
 use crate::driver::{DriverHandle, RmError};
+use crate::store::StoreError;
 
 /// Facts about this RM that do not change while it runs.
 #[derive(Debug, Clone)]
@@ -150,6 +151,11 @@ impl From<RmError> for ApiError {
                 ExceptionKind::BadRequest,
                 format!("Failed to re-init queues : {e}"),
             ),
+            // A deposed active's write: nothing was written and another RM is (or soon will
+            // be) active, so the client fails over (503, `Retry-After`) as from a standby.
+            RmError::Store(e @ StoreError::Fenced { .. }) => {
+                ApiError::new(ExceptionKind::ServiceUnavailable, e.to_string())
+            }
             RmError::Store(e) => ApiError::new(ExceptionKind::Internal, e.to_string()),
             RmError::Unavailable => ApiError::new(ExceptionKind::ServiceUnavailable, e.to_string()),
         }
@@ -182,4 +188,32 @@ pub(crate) fn caller(query: &std::collections::HashMap<String, String>) -> Strin
         .filter(|s| !s.is_empty() && s.len() <= 256 && !s.contains(['/', '\0']))
         .unwrap_or("dr.who")
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::{header, StatusCode};
+    use axum::response::IntoResponse;
+
+    use super::*;
+
+    #[test]
+    fn a_write_the_fence_refused_answers_503_with_retry_after_and_other_store_errors_500() {
+        let fenced = StoreError::Fenced {
+            path: "etcd".into(),
+            holder: "rm1".into(),
+            key: "/spindle/c/leader".into(),
+            revision: 7,
+        };
+        let resp = ApiError::from(RmError::Store(fenced)).into_response();
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(resp.headers()[header::RETRY_AFTER], "1");
+        let broken = StoreError::Corrupt {
+            path: "rm.sqlite".into(),
+            key: "app".into(),
+            message: "bad".into(),
+        };
+        let resp = ApiError::from(RmError::Store(broken)).into_response();
+        assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    }
 }

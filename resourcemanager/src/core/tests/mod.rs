@@ -26,6 +26,7 @@ mod lifetime;
 mod preemption;
 mod recovery;
 mod recovery_waiting;
+mod resubmission;
 mod resume;
 mod topology;
 mod updates;
