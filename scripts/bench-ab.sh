@@ -17,6 +17,8 @@
 #                   fairshare: `spindle bench --ordering`); a REV whose binary does not know
 #                   the flag or the name runs without it (its default: half fifo, half fair),
 #                   and the script says so
+#   CPU_POLICY=NAME every partition's CPU policy (proportional, static, adaptive: `spindle
+#                   bench --cpu-policy`), dropped for a REV that does not know it
 #   AB_DIR=DIR      where REV's worktree, its target directory and the binaries live
 #                   (default target/bench-ab; kept between runs, so a second run of the
 #                   same REV does not build it again)
@@ -78,6 +80,11 @@ if [ -n "${ORDERING:-}" ]; then
     SUITE[$i]="${SUITE[$i]} --ordering $ORDERING"
   done
 fi
+if [ -n "${CPU_POLICY:-}" ]; then
+  for i in "${!SUITE[@]}"; do
+    SUITE[$i]="${SUITE[$i]} --cpu-policy $CPU_POLICY"
+  done
+fi
 
 out="$ab_dir/results-$sha-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
@@ -89,7 +96,7 @@ for i in "${!SUITE[@]}"; do
   base=${BASE_ARGS:-$args}
   if [ -z "${BASE_ARGS:-}" ]; then
     # Drop the flags REV does not have (its figure is then "without them").
-    for flag in --constrained --preemption --ordering; do
+    for flag in --constrained --preemption --ordering --cpu-policy; do
       if [[ " $base " == *" $flag "* ]]; then
         value=$(echo " $base " | sed -E "s/.* $flag ([^ ]+) .*/\1/")
         if ! knows "$flag" "$value"; then

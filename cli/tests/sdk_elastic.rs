@@ -521,22 +521,23 @@ async fn an_elastic_gang_is_granted_at_a_size_and_hears_offers_and_demands_once(
     amrm.release_members("g", &leaving);
     amrm.poll().await.expect("poll");
     amrm.poll().await.expect("poll");
-    let f = lock(&shared);
-    let n = f.calls.len();
-    let sent = &f.calls[n - 2];
-    assert_eq!(sent.release, leaving);
-    assert_eq!(sent.throughput_reports.len(), 1);
-    assert_eq!(
-        (
-            sent.throughput_reports[0].gang_id.as_str(),
-            sent.throughput_reports[0].size,
-            sent.throughput_reports[0].throughput
-        ),
-        ("g", 4, 1152.4)
-    );
-    assert_eq!(sent.throughput_reports[0].vcores, 0, "no vcores said");
-    assert!(f.calls[n - 1].throughput_reports.is_empty());
-    drop(f);
+    {
+        let f = lock(&shared);
+        let n = f.calls.len();
+        let sent = &f.calls[n - 2];
+        assert_eq!(sent.release, leaving);
+        assert_eq!(sent.throughput_reports.len(), 1);
+        assert_eq!(
+            (
+                sent.throughput_reports[0].gang_id.as_str(),
+                sent.throughput_reports[0].size,
+                sent.throughput_reports[0].throughput
+            ),
+            ("g", 4, 1152.4)
+        );
+        assert_eq!(sent.throughput_reports[0].vcores, 0, "no vcores said");
+        assert!(f.calls[n - 1].throughput_reports.is_empty());
+    }
     // Measured with workers of 12 vcores: the report carries them (the CPU policy's model).
     amrm.report_cpu_throughput("g", 4, 1100.0, 12);
     amrm.poll().await.expect("poll");

@@ -36,6 +36,9 @@ pub struct BenchSpec {
     pub constrained: bool,
     /// Every leaf's ordering policy; `None`: half the leaves `fifo`, half `fair`.
     pub ordering: Option<crate::core::queue_conf::OrderingPolicy>,
+    /// The CPU policy of every partition (`spindle.scheduler.cpu-policy`); proportional
+    /// when `None`.
+    pub cpu_policy: Option<crate::core::CpuPolicy>,
 }
 
 impl BenchSpec {
@@ -50,6 +53,7 @@ impl BenchSpec {
             preemption: false,
             constrained: false,
             ordering: None,
+            cpu_policy: None,
         }
     }
 }
@@ -220,7 +224,10 @@ fn setup(spec: &BenchSpec, gang_timeout_ms: u64) -> Setup {
         rm_address: "http://127.0.0.1:8088".into(),
         scheduler: sched,
         elastic: crate::core::ElasticConf::default(),
-        cpu: crate::core::CpuConf::default(),
+        cpu: crate::core::CpuConf {
+            policy: spec.cpu_policy.unwrap_or_default(),
+            ..crate::core::CpuConf::default()
+        },
         distributed_labels: false,
         gang_timeout_ms,
         preemption: crate::core::PreemptionConf {

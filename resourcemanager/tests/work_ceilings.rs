@@ -27,6 +27,7 @@ fn spec(preemption: bool, constrained: bool) -> BenchSpec {
         preemption,
         constrained,
         ordering: None,
+        cpu_policy: None,
     }
 }
 

@@ -1,5 +1,5 @@
 //! `spindle bench scheduler --nodes N [--apps A] [--containers-per-app C] [--steady-events E]
-//! [--ordering fifo|fair|las|fairshare]`:
+//! [--ordering fifo|fair|las|fairshare] [--cpu-policy proportional|static|adaptive]`:
 //! the scheduler benchmark of the RM's pure core (`spindle_resourcemanager::bench`), printed
 //! as one JSON line. A benchmark, not a test: run it on a quiet machine, in a release build.
 //! `spindle bench http` measures a running RM over HTTP(S) instead (`bench/http.rs`).
@@ -18,7 +18,7 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
         Some("scheduler") => false,
         Some("gangs") => true,
         Some("http") => return http::run(&args[1..]).await,
-        _ => bail!("usage: spindle bench scheduler|gangs --nodes N [--apps A] [--containers-per-app C] [--steady-events E] [--seed S] [--preemption 0|1] [--constrained 0|1] [--ordering fifo|fair|las|fairshare]\n       spindle bench http [--submissions N] [--concurrency C] [--heartbeats H] [--nodes N] [--kill K] [--rm-address HOST:PORT] [--conf-dir DIR]"),
+        _ => bail!("usage: spindle bench scheduler|gangs --nodes N [--apps A] [--containers-per-app C] [--steady-events E] [--seed S] [--preemption 0|1] [--constrained 0|1] [--ordering fifo|fair|las|fairshare] [--cpu-policy proportional|static|adaptive]\n       spindle bench http [--submissions N] [--concurrency C] [--heartbeats H] [--nodes N] [--kill K] [--rm-address HOST:PORT] [--conf-dir DIR]"),
     };
     let mut spec = spindle_resourcemanager::bench::BenchSpec::new(10_000);
     let rest: Vec<&String> = it.collect();
@@ -34,6 +34,15 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<u8> {
                 Some(OrderingPolicy::from_name(value).with_context(|| {
                     format!("--ordering must be one of {names}, got '{value}'")
                 })?);
+            i += 2;
+            continue;
+        }
+        if flag == "cpu-policy" {
+            let cpus_per_gpu = spindle_common::config::keys::DEFAULT_CPU_POLICY_CPUS_PER_GPU;
+            spec.cpu_policy = Some(
+                spindle_resourcemanager::core::CpuPolicy::parse(value, cpus_per_gpu)
+                    .with_context(|| format!("--cpu-policy: '{value}'"))?,
+            );
             i += 2;
             continue;
         }
