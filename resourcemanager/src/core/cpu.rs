@@ -381,7 +381,7 @@ impl RmCore {
         }
     }
 
-    /// What a leaf may gain (its whole path's maxima) and give of vcores. It may give any
+    /// What a leaf may gain (its path's maxima below the root) and give of vcores. It may give any
     /// core its containers hold above their floors (the plan's minima: the CPUs of their
     /// GPU-proportional throughput): a queue's guarantee is what it can get when it asks,
     /// and what a ranged GPU container asks of CPUs is its share at grant, which is called
@@ -391,8 +391,11 @@ impl RmCore {
     /// meet: Philly's eleven queues share nodes.
     fn cpu_queue_room(&self, leaf: scheduler::queue_tree::QueueIdx) -> QueueRoom {
         let tree = self.sched.tree();
+        // The root is left out: its maximum is the cluster, which free cores on a node
+        // already bound, and a core moved between two queues leaves its use unchanged.
         let grow = tree
             .path_up(leaf)
+            .filter(|q| tree.queues[*q].parent.is_some())
             .map(|q| {
                 let queue = &tree.queues[q];
                 queue.maximum.vcores - queue.used.vcores
