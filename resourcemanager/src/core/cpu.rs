@@ -6,6 +6,8 @@
 //! in `updatedContainers` with a new token and hands that to the NM, which rewrites the CPU
 //! quota. Memory and devices never change. The decisions are
 //! [`scheduler::cpu_policy::plan_node`]'s; this module keeps the books and carries them out.
+//! Under `adaptive` a container granted where its share is lent (a neighbour grew into a
+//! freed GPU's cores) calls it back at once (`cpu_call_back`), ignoring the resize interval.
 //!
 //! With no ranged container alive the round and every hook cost one map lookup.
 

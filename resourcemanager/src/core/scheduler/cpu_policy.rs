@@ -8,8 +8,12 @@
 //! (what CPU-only work left) and the vcores of the containers whose predicted gain per core is
 //! smallest go, one core at a time, to the container whose predicted throughput gained per
 //! core is largest, while the gain exceeds the loss; every container stays within its range,
-//! a container resized within `resize-interval-ms` is not touched, a queue never goes above
-//! its maximum nor (by a core taken for another queue) below its guarantee. The prediction
+//! a container resized within `resize-interval-ms` is not touched, a container below its
+//! floor (the CPUs of its proportional throughput) is brought up first, a queue never goes
+//! above its maximum nor gives more than its `QueueRoom::give` to another queue (the core
+//! passes every ranged container's floor as the guarantee: `core::cpu`'s
+//! `cpu_queue_room`). A container granted where its share is lent calls it back at once
+//! ([`reclaim`]: the one resize that ignores the interval). The prediction
 //! ([`Prediction`]) is the job's declared table or what its AM reported; without either a
 //! job is explored optimistically (Synergy's profiling) for a bounded time, then left where
 //! it is. Pure: the plan is a list of [`Resize`]s the lifecycle layer carries out.
@@ -277,8 +281,8 @@ pub struct Member {
     pub queue: usize,
 }
 
-/// What a leaf may gain or give of vcores in this plan: up to its maximum (on its whole
-/// path), and down to its guarantee when the cores go to another queue.
+/// What a leaf may gain or give of vcores in this plan: up to its maximum (on its path
+/// below the root), and how many its containers may give to another queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueRoom {
     pub grow: u32,
