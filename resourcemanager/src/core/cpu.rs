@@ -6,6 +6,8 @@
 //! in `updatedContainers` with a new token and hands that to the NM, which rewrites the CPU
 //! quota. Memory and devices never change. The decisions are
 //! [`scheduler::cpu_policy::plan_node`]'s; this module keeps the books and carries them out.
+//! Under `adaptive` a container granted where its share is lent (a neighbour grew into a
+//! freed GPU's cores) calls it back at once (`cpu_call_back`), ignoring the resize interval.
 //!
 //! With no ranged container alive the round and every hook cost one map lookup.
 
@@ -13,7 +15,7 @@ use super::*;
 pub use scheduler::cpu_policy::{
     milli_per_gpu, CpuConf, CpuCurve, CpuPolicy, CpuPolicyError, CpuRange, VcoresAsk,
 };
-use scheduler::cpu_policy::{plan_node, Member, Prediction, QueueRoom};
+use scheduler::cpu_policy::{plan_node, reclaim, Member, Prediction, QueueRoom};
 
 /// What an ask says of its containers' CPUs beyond its capability (whose vcores are the
 /// range's minimum).
@@ -227,21 +229,57 @@ impl RmCore {
         else {
             return;
         };
-        let node_gpus = u64::try_from(node.total.get(spindle_common::resource::GPU))
-            .unwrap_or(0)
-            .max(1);
-        let node_vcores = u64::try_from(node.total.vcores).unwrap_or(0);
-        let want = match self.conf.cpu.policy_of(&node.partition) {
-            CpuPolicy::Static { cpus_per_gpu } => u64::from(cpus_per_gpu) * u64::from(s.gpus),
+        let policy = self.conf.cpu.policy_of(&node.partition);
+        let free = if node.draining { 0 } else { node.free.vcores };
+        let Some((node_vcores, node_gpus)) = self.cpu_node_shape(&s.node) else {
+            return;
+        };
+        let want = match policy {
+            CpuPolicy::Static { cpus_per_gpu } => cpus_per_gpu.saturating_mul(s.gpus),
             CpuPolicy::Proportional | CpuPolicy::Adaptive => {
-                node_vcores * u64::from(s.gpus) / node_gpus
+                proportional(node_vcores, node_gpus, s.gpus)
             }
         };
-        let want = s.range.clamp(u32::try_from(want).unwrap_or(u32::MAX));
+        let want = s.range.clamp(want);
         if let Some(c) = self.cpu.containers.get_mut(&cid) {
             c.sized = true;
         }
+        let have = self.containers.get(&cid).map_or(0, |c| c.resource.vcores);
+        let short = i64::from(want) - have - free.max(0);
+        if policy == CpuPolicy::Adaptive && short > 0 {
+            // Its share is lent to neighbours (grown into a freed GPU's cores): called back.
+            self.cpu_call_back(&s.node, cid, u32::try_from(short).unwrap_or(u32::MAX), now);
+        }
         self.cpu_resize(cid, want, now);
+    }
+
+    /// Takes `need` cores back from `node`'s ranged containers above their proportional
+    /// share (never below it), those losing least first, for `to`'s share.
+    fn cpu_call_back(&mut self, node: &NodeId, to: ContainerId, need: u32, now: u64) {
+        let Some(ids) = self.cpu.by_node.get(node) else {
+            return;
+        };
+        let Some((node_vcores, node_gpus)) = self.cpu_node_shape(node) else {
+            return;
+        };
+        let lenders: Vec<Member> = ids
+            .iter()
+            .filter(|cid| **cid != to)
+            .filter_map(|cid| {
+                let m = self.cpu_member(cid, 0, now)?;
+                let share = m.range.clamp(proportional(node_vcores, node_gpus, m.gpus));
+                (self.cpu.containers.get(cid)?.sized && m.vcores > share).then_some(Member {
+                    range: CpuRange {
+                        min: share,
+                        max: m.range.max,
+                    },
+                    ..m
+                })
+            })
+            .collect();
+        for r in reclaim(&lenders, need) {
+            self.cpu_resize(r.container, r.to, now);
+        }
     }
 
     /// One node's adaptive plan, carried out: decreases first, so the increases fit.
@@ -260,27 +298,17 @@ impl RmCore {
         if self.conf.cpu.policy_of(&sn.partition) != CpuPolicy::Adaptive {
             return;
         }
-        let (node_vcores, node_gpus) = (
-            u64::try_from(sn.total.vcores).unwrap_or(0),
-            u64::try_from(sn.total.get(spindle_common::resource::GPU))
-                .unwrap_or(0)
-                .max(1),
-        );
+        let Some((node_vcores, node_gpus)) = self.cpu_node_shape(node) else {
+            return;
+        };
         // The node's free GPUs are owed their proportional share: those CPUs stay free for
         // the GPU jobs that will land there, so no GPU is stranded by a grown neighbour.
-        let free_gpus = u64::try_from(sn.free.get(spindle_common::resource::GPU)).unwrap_or(0);
-        let owed = free_gpus * node_vcores / node_gpus;
-        let free = u64::try_from(sn.free.vcores)
-            .unwrap_or(0)
-            .saturating_sub(owed);
-        let free = u32::try_from(free).unwrap_or(u32::MAX);
+        let free_gpus = u32::try_from(sn.free.get(spindle_common::resource::GPU)).unwrap_or(0);
+        let owed = i64::from(proportional(node_vcores, node_gpus, free_gpus));
+        let free = u32::try_from((sn.free.vcores - owed).max(0)).unwrap_or(u32::MAX);
         let mut leaves: Vec<scheduler::queue_tree::QueueIdx> = Vec::new();
         let mut members = Vec::new();
         for cid in ids {
-            let (Some(s), Some(c)) = (self.cpu.containers.get(cid), self.containers.get(cid))
-            else {
-                continue;
-            };
             let Some(leaf) = self.sched.app(&cid.application_id()).map(|a| a.queue) else {
                 continue;
             };
@@ -288,21 +316,11 @@ impl RmCore {
                 leaves.push(leaf);
                 leaves.len() - 1
             });
-            let resting = s.last_resize > 0
-                && now
-                    < s.last_resize
-                        .saturating_add(self.conf.cpu.resize_interval_ms);
-            let share = node_vcores * u64::from(s.gpus) / node_gpus;
-            let member = Member {
-                id: *cid,
-                gpus: s.gpus,
-                vcores: u32::try_from(c.resource.vcores.max(0)).unwrap_or(0),
-                range: s.range,
-                prediction: self.cpu_prediction(cid, s, now),
-                movable: s.sized && !resting && c.state == RmContainerState::RUNNING,
-                queue,
+            let Some(member) = self.cpu_member(cid, queue, now) else {
+                continue;
             };
-            members.push(member.guarantee(u32::try_from(share).unwrap_or(u32::MAX)));
+            let share = proportional(node_vcores, node_gpus, member.gpus);
+            members.push(member.guarantee(share));
         }
         let rooms: Vec<QueueRoom> = leaves.iter().map(|l| self.cpu_queue_room(*l)).collect();
         let mut plan = plan_node(&members, free, &rooms);
@@ -310,6 +328,39 @@ impl RmCore {
         for r in plan {
             self.cpu_resize(r.container, r.to, now);
         }
+    }
+
+    /// A live ranged container as the plan sees it (in the plan's queue `queue`): movable
+    /// once sized, running and not resized within the resize interval.
+    fn cpu_member(&self, cid: &ContainerId, queue: usize, now: u64) -> Option<Member> {
+        let (s, c) = (self.cpu.containers.get(cid)?, self.containers.get(cid)?);
+        let resting = s.last_resize > 0
+            && now
+                < s.last_resize
+                    .saturating_add(self.conf.cpu.resize_interval_ms);
+        Some(Member {
+            id: *cid,
+            gpus: s.gpus,
+            vcores: u32::try_from(c.resource.vcores.max(0)).unwrap_or(0),
+            range: s.range,
+            prediction: self.cpu_prediction(cid, s, now),
+            movable: s.sized && !resting && c.state == RmContainerState::RUNNING,
+            queue,
+        })
+    }
+
+    /// A node's CPUs and GPUs (at least one).
+    fn cpu_node_shape(&self, node: &NodeId) -> Option<(u32, u32)> {
+        let n = self
+            .sched
+            .nodes()
+            .slot(node)
+            .and_then(|x| self.sched.nodes().get(x))?;
+        let gpus = n.total.get(spindle_common::resource::GPU).max(1);
+        Some((
+            u32::try_from(n.total.vcores.max(0)).unwrap_or(u32::MAX),
+            u32::try_from(gpus).unwrap_or(u32::MAX),
+        ))
     }
 
     /// A container's prediction: its declared table with what its AM measured over it; with
@@ -332,24 +383,30 @@ impl RmCore {
         }
     }
 
-    /// What a leaf may gain (its whole path's maxima) and give (down to its guarantee) of
-    /// vcores.
+    /// What a leaf may gain (its path's maxima below the root) and give of vcores. It may give any
+    /// core its containers hold above their floors (the plan's minima: the CPUs of their
+    /// GPU-proportional throughput): a queue's guarantee is what it can get when it asks,
+    /// and what a ranged GPU container asks of CPUs is its share at grant, which is called
+    /// back from the node's borrowers at once ([`reclaim`]). A guarantee in vcores would
+    /// forbid every move between queues on a cluster whose CPUs are mostly on CPU-only
+    /// nodes (each queue's vcores guarantee counts them all), which is where most jobs
+    /// meet: Philly's eleven queues share nodes.
     fn cpu_queue_room(&self, leaf: scheduler::queue_tree::QueueIdx) -> QueueRoom {
         let tree = self.sched.tree();
+        // The root is left out: its maximum is the cluster, which free cores on a node
+        // already bound, and a core moved between two queues leaves its use unchanged.
         let grow = tree
             .path_up(leaf)
+            .filter(|q| tree.queues[*q].parent.is_some())
             .map(|q| {
                 let queue = &tree.queues[q];
                 queue.maximum.vcores - queue.used.vcores
             })
             .min()
             .unwrap_or(0);
-        let q = &tree.queues[leaf];
-        let give = q.used.vcores - q.guaranteed.vcores;
-        let clamp = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
         QueueRoom {
-            grow: clamp(grow),
-            give: clamp(give),
+            grow: u32::try_from(grow.max(0)).unwrap_or(u32::MAX),
+            give: u32::MAX,
         }
     }
 
@@ -425,4 +482,11 @@ impl RmCore {
             self.effects.push(Effect::ContainersAllocated(att.id));
         }
     }
+}
+
+/// The GPU-proportional share of a container of `gpus` GPUs on a node of `vcores` CPUs and
+/// `node_gpus` GPUs.
+fn proportional(vcores: u32, node_gpus: u32, gpus: u32) -> u32 {
+    let share = u64::from(vcores) * u64::from(gpus) / u64::from(node_gpus.max(1));
+    u32::try_from(share).unwrap_or(u32::MAX)
 }

@@ -8,8 +8,12 @@
 //! (what CPU-only work left) and the vcores of the containers whose predicted gain per core is
 //! smallest go, one core at a time, to the container whose predicted throughput gained per
 //! core is largest, while the gain exceeds the loss; every container stays within its range,
-//! a container resized within `resize-interval-ms` is not touched, a queue never goes above
-//! its maximum nor (by a core taken for another queue) below its guarantee. The prediction
+//! a container resized within `resize-interval-ms` is not touched, a container below its
+//! floor (the CPUs of its proportional throughput) is brought up first, a queue never goes
+//! above its maximum nor gives more than its `QueueRoom::give` to another queue (the core
+//! passes every ranged container's floor as the guarantee: `core::cpu`'s
+//! `cpu_queue_room`). A container granted where its share is lent calls it back at once
+//! ([`reclaim`]: the one resize that ignores the interval). The prediction
 //! ([`Prediction`]) is the job's declared table or what its AM reported; without either a
 //! job is explored optimistically (Synergy's profiling) for a bounded time, then left where
 //! it is. Pure: the plan is a list of [`Resize`]s the lifecycle layer carries out.
@@ -277,8 +281,8 @@ pub struct Member {
     pub queue: usize,
 }
 
-/// What a leaf may gain or give of vcores in this plan: up to its maximum (on its whole
-/// path), and down to its guarantee when the cores go to another queue.
+/// What a leaf may gain or give of vcores in this plan: up to its maximum (on its path
+/// below the root), and how many its containers may give to another queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueRoom {
     pub grow: u32,
@@ -342,9 +346,15 @@ impl Member {
             return None;
         }
         match self.prediction {
-            Prediction::Curve(_) => Some(self.throughput(v) - self.throughput(v - 1)),
+            Prediction::Curve(_) => Some(self.drop_cost(v)),
             Prediction::Explore | Prediction::Unknown => None,
         }
+    }
+
+    /// Predicted throughput lost from `v` to `v - 1` vcores (nothing for a job without a
+    /// curve: it holds its cores on a guess).
+    fn drop_cost(&self, v: u32) -> f64 {
+        self.throughput(v) - self.throughput(v.saturating_sub(1))
     }
 }
 
@@ -365,7 +375,9 @@ const MIN_REL_GAIN: f64 = 0.02;
 pub fn plan_node(members: &[Member], mut free: u32, queues: &[QueueRoom]) -> Vec<Resize> {
     let mut size: Vec<u32> = members.iter().map(|m| m.vcores).collect();
     let mut room: Vec<QueueRoom> = queues.to_vec();
-    // Below the minimum (never granted less, but a range may be asked anew): grow first.
+    // Below the minimum (a container granted short of its floor on a node whose cores are
+    // lent, or whose range changed): grown first, from the free cores, then from the
+    // cheapest donor above its own minimum whatever the gain (the floor is a guarantee).
     for (i, m) in members.iter().enumerate() {
         let want = m.range.min.saturating_sub(size[i]);
         let q = &mut room[m.queue];
@@ -373,22 +385,19 @@ pub fn plan_node(members: &[Member], mut free: u32, queues: &[QueueRoom]) -> Vec
         size[i] += add;
         free -= add;
         q.grow -= add;
+        while size[i] < m.range.min && m.movable {
+            let Some((d, _)) = donor(members, &size, &room, i) else {
+                break;
+            };
+            take(members, &mut size, &mut room, d, i);
+        }
     }
     // Each step moves one core; the sum of the maxima and the free cores bound the steps.
     let mut budget: u32 = members.iter().map(|m| m.range.max).sum::<u32>() + free;
     while budget > 0 && step(members, &mut size, &mut free, &mut room) {
         budget -= 1;
     }
-    members
-        .iter()
-        .zip(size)
-        .filter(|(m, s)| m.vcores != *s)
-        .map(|(m, s)| Resize {
-            container: m.id,
-            from: m.vcores,
-            to: s,
-        })
-        .collect()
+    changes(members, size)
 }
 
 /// One core to the container with the largest predicted gain that can get one: from the
@@ -415,29 +424,76 @@ fn step(members: &[Member], size: &mut [u32], free: &mut u32, room: &mut [QueueR
             // Exploration takes only free cores: no measured job pays for a guess.
             continue;
         }
-        let donor = members
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != r)
-            .filter(|(_, m)| m.queue == rq || (room[m.queue].give > 0 && room[rq].grow > 0))
-            .filter_map(|(i, m)| m.loss(size[i]).map(|l| (i, l)))
-            .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
-        let Some((d, loss)) = donor else { continue };
+        let Some((d, loss)) = donor(members, size, room, r) else {
+            continue;
+        };
         let worth = (MIN_REL_GAIN * members[r].throughput(size[r])).max(MIN_GAIN);
         if loss + worth >= gain {
             continue;
         }
-        let dq = members[d].queue;
-        if dq != rq {
-            room[dq].give -= 1;
-            room[dq].grow += 1;
-            room[rq].grow -= 1;
-        }
-        size[d] -= 1;
-        size[r] += 1;
+        take(members, size, room, d, r);
         return true;
     }
     false
+}
+
+/// The container that loses least by giving `r` one core: of `r`'s queue, or of a queue
+/// above its guarantee while `r`'s may grow; movable and above its minimum.
+fn donor(members: &[Member], size: &[u32], room: &[QueueRoom], r: usize) -> Option<(usize, f64)> {
+    let rq = members[r].queue;
+    members
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != r)
+        .filter(|(_, m)| m.queue == rq || (room[m.queue].give > 0 && room[rq].grow > 0))
+        .filter_map(|(i, m)| m.loss(size[i]).map(|l| (i, l)))
+        .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
+}
+
+/// One core from `d` to `r`, and their queues' rooms.
+fn take(members: &[Member], size: &mut [u32], room: &mut [QueueRoom], d: usize, r: usize) {
+    let (dq, rq) = (members[d].queue, members[r].queue);
+    if dq != rq {
+        room[dq].give -= 1;
+        room[dq].grow += 1;
+        room[rq].grow -= 1;
+    }
+    size[d] -= 1;
+    size[r] += 1;
+}
+
+/// The members whose size changed.
+fn changes(members: &[Member], size: Vec<u32>) -> Vec<Resize> {
+    members
+        .iter()
+        .zip(size)
+        .filter(|(m, s)| m.vcores != *s)
+        .map(|(m, s)| Resize {
+            container: m.id,
+            from: m.vcores,
+            to: s,
+        })
+        .collect()
+}
+
+/// Calls back `need` cores for a container being granted its share on a node whose cores
+/// are lent: one at a time from the member (the node's other ranged containers, each with
+/// its range's minimum set to what it keeps) that loses least by it, a member being
+/// explored or unknown first. Unlike the round this ignores the resize interval: a loan is
+/// returned when the GPU it was lent from is granted.
+pub fn reclaim(members: &[Member], need: u32) -> Vec<Resize> {
+    let mut size: Vec<u32> = members.iter().map(|m| m.vcores).collect();
+    for _ in 0..need {
+        let cheapest = members
+            .iter()
+            .enumerate()
+            .filter(|(i, m)| size[*i] > m.range.min)
+            .map(|(i, m)| (i, m.drop_cost(size[i])))
+            .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        let Some((d, _)) = cheapest else { break };
+        size[d] -= 1;
+    }
+    changes(members, size)
 }
 
 #[cfg(test)]

@@ -167,6 +167,46 @@ fn a_queue_at_its_maximum_only_swaps_inside_and_guarantees_hold() {
 }
 
 #[test]
+fn a_job_below_its_floor_is_brought_up_whatever_the_gain() {
+    // DeepSpeech granted one core where AlexNet holds the rest: one more core gains it
+    // no more than AlexNet loses, yet its floor (its proportional throughput) comes first.
+    let deepspeech = curve(&[(1, 60.0), (3, 100.0)]);
+    let m = vec![
+        member(0, 1, 9, (1, 12), alexnet()).guarantee(3),
+        member(1, 1, 1, (1, 12), deepspeech).guarantee(3),
+    ];
+    let plan = plan_node(&m, 0, &[OPEN]);
+    let to = |i| plan.iter().find(|r| r.container == cid(i)).map(|r| r.to);
+    assert_eq!(to(1), Some(3));
+    assert_eq!(to(0), Some(7));
+    // A container resized within the interval is not touched by the round.
+    let mut resting = m.clone();
+    resting[0].movable = false;
+    assert!(plan_node(&resting, 0, &[OPEN]).is_empty());
+}
+
+#[test]
+fn a_call_back_takes_the_cheapest_cores_down_to_each_minimum() {
+    // Both above their share of 3: the language model's cores cost nothing, AlexNet's do.
+    let m = vec![
+        member(0, 1, 9, (3, 12), alexnet()),
+        member(1, 1, 5, (3, 12), lstm()),
+        member(2, 1, 4, (3, 12), Prediction::Explore),
+    ];
+    let r = reclaim(&m, 2);
+    let to = |r: &[Resize], i| r.iter().find(|x| x.container == cid(i)).map(|x| x.to);
+    assert_eq!(to(&r, 0), None, "AlexNet loses most: left alone");
+    assert_eq!(r.iter().map(|x| x.from - x.to).sum::<u32>(), 2);
+    // Asked for more than all hold above their minima: each at its minimum, no lower.
+    let r = reclaim(&m, 100);
+    assert_eq!(
+        (to(&r, 0), to(&r, 1), to(&r, 2)),
+        (Some(3), Some(3), Some(3))
+    );
+    assert!(reclaim(&m, 0).is_empty());
+}
+
+#[test]
 fn no_job_is_taken_below_its_proportional_throughput() {
     // DeepSpeech loses speed below 3 per GPU: AlexNet may not take those cores.
     let deepspeech = curve(&[(1, 60.0), (3, 100.0)]);

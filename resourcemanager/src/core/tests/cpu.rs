@@ -189,14 +189,25 @@ fn a_fixed_ask_is_never_resized() {
     assert_eq!(c.env.core.cpu().counters.resizes, 0);
 }
 
-#[test]
-fn adaptive_moves_cores_from_the_flat_job_to_the_cpu_bound_one() {
-    let mut c = cluster(CpuPolicy::Adaptive, 100.0);
+/// Under `adaptive`, AlexNet (`root.a`) beside a language model (in `flat_queue`), 4 GPUs
+/// each, after three resize intervals of rounds: the cluster, the language model's
+/// application, AlexNet's container and the language model's.
+fn alexnet_beside_lstm(
+    flat_queue: &str,
+    b_max: f64,
+) -> (Cluster, ApplicationId, ContainerId, ContainerId) {
+    let mut c = cluster(CpuPolicy::Adaptive, b_max);
     let a = c.start("root.a", "u", 0);
-    let b = c.start("root.a", "v", 0);
+    let b = c.start(flat_queue, "v", 0);
     let fast = ranged(&mut c, &a, 4, "4..40", ALEXNET);
     let flat = ranged(&mut c, &b, 4, "4..40", LSTM);
     c.run_for(3 * RESIZE);
+    (c, b, fast, flat)
+}
+
+#[test]
+fn adaptive_moves_cores_from_the_flat_job_to_the_cpu_bound_one() {
+    let (mut c, b, fast, flat) = alexnet_beside_lstm("root.a", 100.0);
     // 24 CPUs, 2 AMs of one each: the flat job keeps one per GPU, the rest to AlexNet.
     assert_eq!(vcores(&c, &flat), 4);
     assert_eq!(vcores(&c, &fast), 18);
@@ -219,6 +230,37 @@ fn the_cpus_owed_to_free_gpus_are_kept_for_them() {
     let b = c.start("root.a", "v", 0);
     let other = ranged(&mut c, &b, 4, "4..40", ALEXNET);
     assert_eq!(vcores(&c, &other), 10, "what the two AMs left of its 12");
+}
+
+#[test]
+fn a_container_granted_where_its_share_is_lent_gets_it_back_at_once() {
+    let (mut c, b, fast, flat) = alexnet_beside_lstm("root.a", 100.0);
+    assert_eq!((vcores(&c, &fast), vcores(&c, &flat)), (18, 4));
+    // The flat job ends: its 4 GPUs come back with 4 CPUs, AlexNet holding the other 8
+    // of their share. A CPU-hungry job granted them at once gets what AlexNet holds above
+    // its own share (even though AlexNet was resized within the interval).
+    let att = c.att(&b);
+    c.env
+        .core
+        .am_allocate(&att, 0, vec![], vec![flat], 0.1, c.env.now)
+        .expect("release");
+    c.env.step();
+    c.nm_round();
+    let next = ranged(&mut c, &b, 4, "4..40", ALEXNET);
+    assert_eq!(vcores(&c, &fast), 12, "AlexNet back at its share");
+    assert_eq!(vcores(&c, &next), 10, "its 12 less what the two AMs hold");
+    // Neither goes below the CPUs of its proportional throughput afterwards.
+    c.run_for(3 * RESIZE);
+    assert!(vcores(&c, &fast) >= 12 && vcores(&c, &next) >= 10);
+}
+
+#[test]
+fn a_flat_job_of_another_queue_lends_its_spare_cores() {
+    // root.b's vcores guarantee (half the node) is never reached: the flat job still
+    // lends what it does not need, and keeps its own throughput.
+    let (c, _, fast, flat) = alexnet_beside_lstm("root.b", 50.0);
+    assert_eq!(vcores(&c, &flat), 4);
+    assert_eq!(vcores(&c, &fast), 18);
 }
 
 #[test]
