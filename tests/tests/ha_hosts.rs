@@ -6,7 +6,8 @@
 //!
 //! - `kill -9` of the active while 200 applications are submitted through the CLI (given
 //!   both RMs) and 30 run with live AMs: every acknowledged submission reaches a final state,
-//!   no AM gets a second attempt, no container process outlives its application and no node
+//!   no live AM gets a second attempt (one whose start had not reached its NM at the kill gets
+//!   one, not counted, and says so), no container process outlives its application and no node
 //!   is over-allocated (the RM's and the NMs' views, sampled throughout: an NM's live
 //!   containers but those it is killing within its capacity), no submission is refused (the
 //!   CLI sends one in flight at the kill again); the time from the kill to a serving active
@@ -369,7 +370,21 @@ fn kill_9_of_the_active_under_200_submissions_and_30_live_ams_loses_nothing() {
         );
         assert_eq!(a["finalStatus"], "SUCCEEDED", "{a}\n{}", c.logs());
         let attempts = c.rest(other).attempts_of(id);
-        assert_eq!(attempts.len(), 1, "live={live} {id}: {attempts:?}");
+        // A live AM never gets a second attempt. An application submitted around the kill
+        // whose AM start had not reached its NM (the old active stored the AM container,
+        // then died) gets one, not counted, as YARN does: its first attempt then says so.
+        let never_started = |a: &Value| {
+            a["diagnosticsInfo"]
+                .as_str()
+                .is_some_and(|d| d.contains("was not reported by its NodeManager"))
+        };
+        match attempts.as_slice() {
+            [_] => {}
+            [first, _] if !live && never_started(first) => {
+                println!("{test}: {id}: its AM had not started at the kill: {first}");
+            }
+            _ => panic!("live={live} {id}: {attempts:?}"),
+        }
     }
     let over = over.into_inner().unwrap();
     assert!(over.rm.is_empty(), "over-allocated: {:#?}", over.rm);
