@@ -228,6 +228,13 @@ pub const DEFAULT_PREEMPTION_NATURAL_TERMINATION_FACTOR: f64 = 0.2;
 pub const PREEMPTION_INTRA_QUEUE_ENABLED: &str =
     "yarn.resourcemanager.monitor.capacity.preemption.intra-queue-preemption.enabled";
 pub const DEFAULT_PREEMPTION_INTRA_QUEUE_ENABLED: bool = false;
+/// In a `fairshare` leaf, with intra-queue preemption on, a waiting application whose user
+/// is below their share takes containers from users above theirs whose decayed usage over
+/// share is at least this multiple of its user's (at least 1; a name in YARN's intra-queue
+/// family).
+pub const PREEMPTION_INTRA_QUEUE_FAIRSHARE_USAGE_FACTOR: &str =
+    "yarn.resourcemanager.monitor.capacity.preemption.intra-queue-preemption.fairshare.usage-factor";
+pub const DEFAULT_PREEMPTION_INTRA_QUEUE_FAIRSHARE_USAGE_FACTOR: f64 = 2.0;
 /// Spindle's: a job (a gang, or a container) that has run less than this is not preempted,
 /// and a preempted one not again before it has run this long again.
 pub const PREEMPTION_MIN_RUNTIME_MS: &str = "spindle.preemption.min-runtime-ms";

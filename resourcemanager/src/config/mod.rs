@@ -130,6 +130,13 @@ pub enum RmConfigError {
         min: f64,
         max: f64,
     },
+    /// `intra-queue-preemption.fairshare.usage-factor` below 1 or not a finite number.
+    #[error("{place}property '{name}': must be a number at least 1 (a multiple of a user's usage over share), got {written}")]
+    PreemptionUsageFactor {
+        place: Place,
+        name: &'static str,
+        written: String,
+    },
     /// `yarn.resourcemanager.monitor.capacity.preemption.monitoring_interval` is 0.
     #[error("{place}property '{name}': the monitoring interval must be positive")]
     PreemptionIntervalZero { place: Place, name: &'static str },
@@ -810,6 +817,18 @@ fn preemption_conf(conf: &Configuration) -> Result<PreemptionConf, RmConfigError
             name: keys::PREEMPTION_MONITORING_INTERVAL,
         });
     }
+    let name = keys::PREEMPTION_INTRA_QUEUE_FAIRSHARE_USAGE_FACTOR;
+    let fairshare_usage_factor = conf.get_f64(
+        name,
+        keys::DEFAULT_PREEMPTION_INTRA_QUEUE_FAIRSHARE_USAGE_FACTOR,
+    )?;
+    if !(fairshare_usage_factor.is_finite() && fairshare_usage_factor >= 1.0) {
+        return Err(RmConfigError::PreemptionUsageFactor {
+            place: Place::of(conf, name),
+            name,
+            written: written(conf, name),
+        });
+    }
     Ok(PreemptionConf {
         enabled: conf.get_bool(
             keys::RM_SCHEDULER_MONITOR_ENABLE,
@@ -847,5 +866,6 @@ fn preemption_conf(conf: &Configuration) -> Result<PreemptionConf, RmConfigError
             keys::PREEMPTION_MIN_RUNTIME_MS,
             keys::DEFAULT_PREEMPTION_MIN_RUNTIME_MS,
         )?,
+        fairshare_usage_factor,
     })
 }

@@ -399,6 +399,7 @@ fn preemption_properties_are_yarns_and_read_with_their_defaults() {
         (keys::PREEMPTION_NATURAL_TERMINATION_FACTOR, "1"),
         (keys::PREEMPTION_INTRA_QUEUE_ENABLED, "true"),
         (keys::PREEMPTION_MIN_RUNTIME_MS, "0"),
+        (keys::PREEMPTION_INTRA_QUEUE_FAIRSHARE_USAGE_FACTOR, "3.5"),
     ] {
         c.set(k, v);
     }
@@ -415,8 +416,41 @@ fn preemption_properties_are_yarns_and_read_with_their_defaults() {
             natural_termination_factor: 1.0,
             intra_queue: true,
             min_runtime_ms: 0,
+            fairshare_usage_factor: 3.5,
         }
     );
+}
+
+#[test]
+fn a_fairshare_usage_factor_below_one_or_not_a_number_is_refused_by_name() {
+    for bad in ["0.5", "0", "-2"] {
+        let mut c = Configuration::new();
+        c.set(keys::PREEMPTION_INTRA_QUEUE_FAIRSHARE_USAGE_FACTOR, bad);
+        let err = RmConfig::from_conf(&c).expect_err(bad);
+        assert!(
+            matches!(err, RmConfigError::PreemptionUsageFactor { name, .. }
+                if name == keys::PREEMPTION_INTRA_QUEUE_FAIRSHARE_USAGE_FACTOR),
+            "{bad}: {err}"
+        );
+        assert!(err.to_string().contains(bad), "{err}");
+    }
+    for bad in ["NaN", "inf", "two"] {
+        let mut c = Configuration::new();
+        c.set(keys::PREEMPTION_INTRA_QUEUE_FAIRSHARE_USAGE_FACTOR, bad);
+        let err = RmConfig::from_conf(&c).expect_err(bad);
+        assert!(
+            err.to_string()
+                .contains(keys::PREEMPTION_INTRA_QUEUE_FAIRSHARE_USAGE_FACTOR),
+            "{bad}: {err}"
+        );
+    }
+    let mut c = Configuration::new();
+    c.set(keys::PREEMPTION_INTRA_QUEUE_FAIRSHARE_USAGE_FACTOR, "1");
+    let p = RmConfig::from_conf(&c)
+        .expect("1 is the least")
+        .core
+        .preemption;
+    assert_eq!(p.fairshare_usage_factor, 1.0);
 }
 
 #[test]

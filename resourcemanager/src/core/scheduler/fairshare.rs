@@ -51,6 +51,9 @@ pub(super) struct FairState {
     due: BTreeSet<(u64, ApplicationId)>,
     /// Ledgers changed since the store last heard of them.
     changed: BTreeSet<(QueueIdx, String)>,
+    /// Per queue, its decayed usage over its guarantee where every leaf under its parent
+    /// is `fairshare` (`fair_queues`), as of the last calculation.
+    pub(super) slack: Vec<Option<f64>>,
 }
 
 impl FairState {
@@ -338,6 +341,20 @@ impl Scheduler {
                 }
             }
         }
+        self.refresh_slack_keys();
+    }
+
+    /// The decayed usage of every user of `leaf`, as of now.
+    pub(super) fn leaf_decayed(&self, leaf: QueueIdx) -> f64 {
+        let h = self.conf.fairshare.half_life_ms;
+        self.fs.ledgers.get(leaf.0).map_or(0.0, |m| {
+            m.iter()
+                .map(|(u, l)| {
+                    let rate = self.billing_rate(leaf, u);
+                    l.usage.as_of(self.now, rate, h).decayed
+                })
+                .sum()
+        })
     }
 
     /// The ledgers changed since the last call, for the store.
@@ -392,6 +409,8 @@ impl Scheduler {
                 .collect();
         }
         self.fs.changed.clear();
+        self.fs.slack.clear();
+        self.refresh_slack_keys();
     }
 
     /// Every queue's fair-share figures as of now, parents before children.
@@ -427,7 +446,7 @@ impl Scheduler {
     }
 
     /// The users of a leaf (charged ever, or with applications there) and their standing.
-    fn leaf_users(&self, leaf: QueueIdx) -> Vec<UserFairshare> {
+    pub(super) fn leaf_users(&self, leaf: QueueIdx) -> Vec<UserFairshare> {
         let q = &self.tree.queues[leaf];
         let h = self.conf.fairshare.half_life_ms;
         let mut names: BTreeSet<&str> = q.users.keys().map(String::as_str).collect();

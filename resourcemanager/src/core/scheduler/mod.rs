@@ -22,6 +22,8 @@ pub mod cpu_policy;
 pub mod decayed_usage;
 mod doubling;
 pub mod elastic_policy;
+mod fair_queues;
+pub mod fair_victims;
 pub mod fairshare;
 pub mod feasible;
 pub mod gang;

@@ -192,6 +192,9 @@ impl Scheduler {
     /// every queue converge to within one container of its guarantee under saturating
     /// demand. Queues at or over their guarantee come next, by used over guaranteed (YARN's
     /// utilization order), then queues without a guarantee by their share of the cluster.
+    /// Among siblings whose parent has only `fairshare` leaves below it, queues at or over
+    /// their guarantee go by decayed usage over guarantee instead (`fair_queues`), the
+    /// slack to the one furthest below its share of it.
     /// Ties go to the higher queue priority, then to tree order.
     pub(super) fn order_key(
         &self,
@@ -199,21 +202,21 @@ impl Scheduler {
         q: QueueIdx,
         part: &str,
         cluster: &Resource,
-    ) -> (u8, f64, i64, QueueIdx) {
+    ) -> (u8, f64, f64, i64, QueueIdx) {
         let queue = &self.tree.queues[q];
         let prio = -i64::from(queue.spec.priority);
         let used = queue.used_ref_in(part);
         let Some(guaranteed) = queue.guaranteed_ref_in(part).filter(|g| !g.is_zero()) else {
-            return (2, ratio(calc, &used, cluster), prio, q);
+            return (2, ratio(calc, &used, cluster), 0.0, prio, q);
         };
         let r = ratio(calc, &used, guaranteed);
         if r < 1.0 {
             // The gap to the guarantee, measured along the queue's dominant dimension and
             // scaled to the cluster: (1 - used/guaranteed) x guaranteed's share.
             let gap_share = (1.0 - r) * ratio(calc, guaranteed, cluster);
-            (0, -gap_share, prio, q)
+            (0, -gap_share, 0.0, prio, q)
         } else {
-            (1, r, prio, q)
+            (1, self.slack_key(q).unwrap_or(r), r, prio, q)
         }
     }
 

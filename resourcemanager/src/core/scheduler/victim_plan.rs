@@ -70,7 +70,7 @@ impl Scheduler {
                     shrink: None,
                     whole_app: false,
                 };
-                self.outranks(p, &probe, reason)
+                self.outranks(p, &probe, reason, conf)
             }
         }
     }

@@ -12,6 +12,7 @@
 //! Pure: the lifecycle layer passes the running candidates (it knows containers and
 //! checkpoints) and turns each [`Choice`] into notices, a hold and, at the deadline, kills.
 
+use super::fair_victims::{Ranker, INTRA_QUEUE_REASONS};
 pub use super::preemptors::Preemptor;
 use super::victim_plan::Reach;
 use super::*;
@@ -34,6 +35,10 @@ pub struct PreemptionConf {
     /// Spindle's: a unit younger than this is not preempted (a preempted job re-granted
     /// is young again, so it cannot be preempted again before running this long).
     pub min_runtime_ms: u64,
+    /// `intra-queue-preemption.fairshare.usage-factor`: in a `fairshare` leaf, a user below
+    /// their share takes from users above theirs with at least this multiple of its usage
+    /// over share.
+    pub fairshare_usage_factor: f64,
 }
 
 impl Default for PreemptionConf {
@@ -51,6 +56,7 @@ impl Default for PreemptionConf {
             natural_termination_factor: keys::DEFAULT_PREEMPTION_NATURAL_TERMINATION_FACTOR,
             intra_queue: keys::DEFAULT_PREEMPTION_INTRA_QUEUE_ENABLED,
             min_runtime_ms: keys::DEFAULT_PREEMPTION_MIN_RUNTIME_MS,
+            fairshare_usage_factor: keys::DEFAULT_PREEMPTION_INTRA_QUEUE_FAIRSHARE_USAGE_FACTOR,
         }
     }
 }
@@ -156,6 +162,9 @@ pub enum Reason {
     LasLevel,
     /// Intra-queue: victims' users are over the user limit, the preemptor's is not.
     UserLimit,
+    /// Intra-queue (`fairshare` leaves): victims' users are far above their share, the
+    /// preemptor's is below it (`fair_victims`).
+    Fairshare,
     /// Not a preemption: the elastic policy shrinks a gang for work waiting in its queue.
     Elastic,
     /// A non-exclusive partition takes back room it lent to the default partition.
@@ -169,6 +178,7 @@ impl Reason {
             Reason::Priority => "it has a higher application priority",
             Reason::LasLevel => "it has attained less service (las level)",
             Reason::UserLimit => "the victim's user is over the queue's user limit",
+            Reason::Fairshare => "the victim's user is far above their fair share, its user below",
             Reason::Elastic => "the elastic policy shrinks the gang for waiting work",
             Reason::Partition => "its partition takes back room it lent to the default partition",
         }
@@ -291,12 +301,10 @@ impl Scheduler {
             let spec = &self.tree.queues[p.leaf].spec;
             if conf.intra_queue && !spec.intra_queue_disable_preemption && !out.contains(&p.leaf) {
                 let apps = &self.tree.queues[p.leaf].apps;
-                let below = [Reason::LasLevel, Reason::Priority, Reason::UserLimit]
-                    .into_iter()
-                    .any(|reason| {
-                        let ranks_below = self.ranker(p, reason);
-                        apps.iter().any(&ranks_below)
-                    });
+                let below = INTRA_QUEUE_REASONS.into_iter().any(|reason| {
+                    let ranks_below = self.ranker(p, reason, conf);
+                    apps.iter().any(&ranks_below)
+                });
                 if below {
                     out.insert(p.leaf);
                 }
@@ -353,8 +361,8 @@ impl Scheduler {
                 tries.push((Reason::Guarantee, pool));
             }
             if conf.intra_queue && !leaf_spec.intra_queue_disable_preemption {
-                for reason in [Reason::LasLevel, Reason::Priority, Reason::UserLimit] {
-                    let below = self.ranker(&p, reason);
+                for reason in INTRA_QUEUE_REASONS {
+                    let below = self.ranker(&p, reason, conf);
                     let pool: Vec<usize> = by_leaf
                         .get(&p.leaf)
                         .into_iter()
@@ -541,13 +549,19 @@ impl Scheduler {
     }
 
     /// Whether a candidate ranks below the preemptor inside the preemptor's leaf, by `reason`.
-    pub(super) fn outranks(&self, p: &Preemptor, c: &Candidate, reason: Reason) -> bool {
-        self.ranker(p, reason)(&c.app)
+    pub(super) fn outranks(
+        &self,
+        p: &Preemptor,
+        c: &Candidate,
+        reason: Reason,
+        conf: &PreemptionConf,
+    ) -> bool {
+        self.ranker(p, reason, conf)(&c.app)
     }
 
     /// Whether an application ranks below the preemptor inside the preemptor's leaf, by
     /// `reason`, as a test prepared once (the user limit is computed once, not per victim).
-    fn ranker(&self, p: &Preemptor, reason: Reason) -> Box<dyn Fn(&ApplicationId) -> bool + '_> {
+    fn ranker(&self, p: &Preemptor, reason: Reason, conf: &PreemptionConf) -> Ranker<'_> {
         let Some(pa) = self.apps.get(&p.app) else {
             return Box::new(|_| false);
         };
@@ -557,6 +571,8 @@ impl Scheduler {
         let victim =
             move |id: &ApplicationId| self.apps.get(id).filter(|v| v.queue == leaf && *id != me);
         match reason {
+            Reason::Fairshare => self.fairshare_ranker(p, conf),
+            Reason::LasLevel if ordering == OrderingPolicy::Fairshare => self.own_las_ranker(p),
             Reason::LasLevel if ordering == OrderingPolicy::Las => {
                 let level = pa.service.level;
                 Box::new(move |id| victim(id).is_some_and(|v| v.service.level > level))

@@ -16,6 +16,7 @@ mod cpu;
 mod decommission;
 mod dependencies;
 mod elastic;
+mod fair_preemption;
 mod fairshare;
 mod gang;
 mod idle;
