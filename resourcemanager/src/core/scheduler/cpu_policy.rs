@@ -315,11 +315,13 @@ impl Member {
 
     /// Raises the range's minimum to the fewest vcores at which the predicted throughput is
     /// still that at `share` (Synergy's guarantee: no job is made slower than at the
-    /// GPU-proportional share). Unknown jobs keep their range.
+    /// GPU-proportional share), within measurement noise ([`MIN_REL_GAIN`]: a flat job whose
+    /// measured points differ by noise must not claim its whole share back). Unknown jobs
+    /// keep their range.
     pub fn guarantee(mut self, share: u32) -> Self {
         if let Prediction::Curve(_) = self.prediction {
             let share = self.range.clamp(share);
-            let target = self.throughput(share);
+            let target = self.throughput(share) * (1.0 - MIN_REL_GAIN);
             let floor = (self.range.min..share)
                 .find(|v| self.throughput(*v) >= target - 1e-9)
                 .unwrap_or(share);
