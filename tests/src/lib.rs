@@ -652,6 +652,11 @@ impl Cluster {
         self.rest().container_log(nm_http, container_id, file)
     }
 
+    /// What the NM says of a container: (state, exit code); see [`Rest::nm_container_state`].
+    pub fn nm_container_state(&self, nm_http: &str, container_id: &str) -> (String, i64) {
+        self.rest().nm_container_state(nm_http, container_id)
+    }
+
     /// The AM container's `stdout` of the application's first attempt (empty if unknown).
     pub fn am_stdout(&self, app_id: &str) -> String {
         self.rest().am_stdout(app_id, 1)

@@ -244,6 +244,27 @@ impl Rm<'_> {
             .unwrap_or_default()
     }
 
+    /// What the NM says of a container: (state, exit code). Once complete, the state is
+    /// `EXITED_WITH_*`, or `DONE` after the application finished; ("", i64::MIN) if unknown.
+    pub fn nm_container_state(&self, nm_http: &str, container_id: &str) -> (String, i64) {
+        let v: Value = self
+            .http
+            .get(format!(
+                "http://{}/ws/v1/node/containers/{container_id}",
+                nm_http.trim_start_matches("http://")
+            ))
+            .send()
+            .and_then(|r| r.json())
+            .unwrap_or(Value::Null);
+        (
+            v["container"]["state"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            v["container"]["exitCode"].as_i64().unwrap_or(i64::MIN),
+        )
+    }
+
     /// The AM container's `stdout` of the application's attempt `n` (1 first; empty if
     /// unknown).
     pub fn am_stdout(&self, app_id: &str, n: usize) -> String {

@@ -92,12 +92,26 @@ fn the_standby_takes_over_a_killed_active_with_its_applications() {
         "{}",
         ha.logs()
     );
-    let r = ha
-        .http
-        .get(format!("{}/ws/v1/cluster/apps/{app}", ha.base(active)))
-        .send()
-        .expect("GET the restarted RM");
-    assert_eq!(r.status().as_u16(), 307);
+    // It reports STANDBY as soon as it serves, before its first look at the election key;
+    // until then it answers 503 with `Retry-After` (no active known), then redirects.
+    let url = format!("{}/ws/v1/cluster/apps/{app}", ha.base(active));
+    let mut seen = Vec::new();
+    let code = spindle_system_tests::wait_until(
+        "the restarted RM to redirect",
+        Duration::from_secs(15),
+        || {
+            let code = ha
+                .http
+                .get(&url)
+                .send()
+                .expect("GET the restarted RM")
+                .status()
+                .as_u16();
+            seen.push(code);
+            (code != 503).then_some(code)
+        },
+    );
+    assert_eq!(code, 307, "answers seen: {seen:?}");
 }
 
 #[test]

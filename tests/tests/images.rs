@@ -386,18 +386,23 @@ fn a_killed_nodemanager_readopts_a_running_image_container() {
     );
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let app = app_id_in(&text).unwrap_or_else(|| panic!("{text}"));
-    spindle_system_tests::wait_until("the task to run", LIMIT, || {
+    // Running as its NM says (which the NM has recorded for recovery by then: durable
+    // before visible), and its command started.
+    let (first_node, first_id) = spindle_system_tests::wait_until("the task to run", LIMIT, || {
         let t = task_containers(&c, &app);
         let (node, id, _) = t.first()?;
-        c.container_log(node, id, "stdout")
-            .contains("up")
-            .then_some(())
+        (c.nm_container_state(node, id).0 == "RUNNING"
+            && c.container_log(node, id, "stdout").contains("up"))
+        .then(|| (node.clone(), id.clone()))
     });
     c.restart_nm_after(0, nix::sys::signal::Signal::SIGKILL);
     let end = c.wait_app_state(&app, &["FINISHED", "FAILED", "KILLED"], LIMIT);
     assert_eq!(end["finalStatus"], "SUCCEEDED", "{end}");
-    let (node, id, _) = task_containers(&c, &app).remove(0);
-    let out = c.container_log(&node, &id, "stdout");
+    // The same container ran to its end: re-adopted, not lost and run again.
+    let tasks = task_containers(&c, &app);
+    let ids: Vec<&str> = tasks.iter().map(|(_, id, _)| id.as_str()).collect();
+    assert_eq!(ids, [first_id.as_str()], "{tasks:?}");
+    let out = c.container_log(&first_node, &first_id, "stdout");
     assert!(out.contains("ID=spindle-test"), "{out}");
     // Nothing of it is left: no mount naming the node's directories, no bundle, no runtime
     // state.

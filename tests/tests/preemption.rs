@@ -443,24 +443,6 @@ fn a_gang_preempted_for_another_queue_checkpoints_and_resumes_where_it_left_off(
 
 // --------------------------------------------------------------------- the NM's signal call
 
-/// What the NM says of a container: (state, exit code). Once complete, the state is
-/// `EXITED_WITH_*`, or `DONE` after the application finished.
-fn nm_state(c: &Cluster, nm: &str, cid: &str) -> (String, i64) {
-    let v: Value = c
-        .http
-        .get(format!("http://{nm}/ws/v1/node/containers/{cid}"))
-        .send()
-        .and_then(|r| r.json())
-        .unwrap_or(Value::Null);
-    (
-        v["container"]["state"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-        v["container"]["exitCode"].as_i64().unwrap_or(i64::MIN),
-    )
-}
-
 /// A signal as the container's AM sends it, with a container token of its application
 /// (for a body naming no valid container, one of an application of its own).
 fn signal(c: &Cluster, nm: &str, body: &Value) -> (u16, Value) {
@@ -544,7 +526,7 @@ fn the_nm_signals_a_container_without_stopping_it() {
         "the SIGTERM'd worker to exit",
         Duration::from_secs(20),
         || {
-            let st = nm_state(&c, &nm, &workers[0]);
+            let st = c.nm_container_state(&nm, &workers[0]);
             (st.0 != "RUNNING").then_some(st)
         },
     );
@@ -567,14 +549,14 @@ fn the_nm_signals_a_container_without_stopping_it() {
             .contains("got-quit")
             .then_some(())
     });
-    assert_eq!(nm_state(&c, &nm, &workers[1]).0, "RUNNING");
+    assert_eq!(c.nm_container_state(&nm, &workers[1]).0, "RUNNING");
     let (s, v) = send(&workers[1], "FORCEFUL_SHUTDOWN");
     assert!(s == 200 && signalled(&v, &workers[1]), "{s} {v}");
     let killed = wait_until(
         "the SIGKILL'd worker to end",
         Duration::from_secs(20),
         || {
-            let st = nm_state(&c, &nm, &workers[1]);
+            let st = c.nm_container_state(&nm, &workers[1]);
             (st.0 != "RUNNING").then_some(st)
         },
     );

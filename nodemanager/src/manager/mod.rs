@@ -220,6 +220,17 @@ impl Manager {
 
     fn handle(&mut self, cmd: Command) {
         let now = now_ms();
+        // Durable before visible: what a reader (the RM's heartbeat, REST) is about to see
+        // is in the recovery store first, so an NM killed right after cannot forget it.
+        if matches!(
+            cmd,
+            Command::Reports { .. }
+                | Command::Containers { .. }
+                | Command::Container { .. }
+                | Command::Apps { .. }
+        ) {
+            self.flush();
+        }
         match cmd {
             Command::Start {
                 requests,

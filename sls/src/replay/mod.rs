@@ -201,6 +201,13 @@ fn capability(t: &crate::trace::Tasks) -> Resource {
 
 /// Replays `jobs` on `cluster` under `rm`'s configuration, each submitted at its time
 /// (results come back in the order of `jobs`). `check_jobs` must have passed.
+/// Ticks in a row with nothing running and nothing to come after which a replay ends: a
+/// tick can still place what waits (a deadline passed, an age grew), so more than one, but
+/// a tick that changes nothing for this long never will.
+const IDLE_TICKS_AT_MOST: u32 = 1_000;
+/// Only the clock's own events are pending (its regular tick and deadline ticks).
+const IDLE_EVENTS_AT_MOST: usize = 8;
+
 pub fn run(
     jobs: &[Job],
     cluster: &ClusterSpec,
@@ -222,6 +229,7 @@ pub fn run(
     order.sort_by_key(|&i| jobs[i].submit_ms);
     let mut cursor = 0;
     let mut steps: u64 = 0;
+    let mut idle_ticks: u32 = 0;
     loop {
         let next_event = sim.events.first_key_value().map(|(k, _)| k.0);
         let next_submit = order.get(cursor).map(|&i| jobs[i].submit_ms);
@@ -262,6 +270,16 @@ pub fn run(
         sim.keep_ticking();
         sim.sample();
         steps += 1;
+        // Nothing runs and nothing is to come, only the clock ticks: if the ticks change
+        // nothing for this long, what waits will wait for ever. End the replay (what
+        // waits is reported unfinished, with why) rather than tick without end.
+        let only_ticks = cursor == order.len()
+            && sim.events.len() <= IDLE_EVENTS_AT_MOST
+            && sim.events.values().all(|e| matches!(e, Ev::Tick(_)));
+        idle_ticks = if only_ticks { idle_ticks + 1 } else { 0 };
+        if idle_ticks > IDLE_TICKS_AT_MOST {
+            break;
+        }
         if steps % 4096 == 0 {
             progress(Progress {
                 sim_ms: sim.now,
