@@ -143,33 +143,27 @@ impl Sim<'_> {
     /// The NMs stop what the RM wants gone (a kill at the deadline, a release): each
     /// container under notice the RM asked its node to clean up ends there.
     ///
-    /// A notice may name the job's AM container too (the monitor takes a whole application
-    /// last): killed, it ends the attempt and the RM starts the next one, which asks again.
-    /// A noticed container that runs nowhere any more (its job ended first) is forgotten, so
-    /// the clock does not tick for it forever.
+    /// A notice may also name the job's AM container (the monitor takes a whole application
+    /// last). The replay does not play an AM's preemption: the AM goes on until its job
+    /// ends, and the notice's entry is then forgotten with every other noticed container
+    /// that runs nowhere any more, so the clock does not tick for it forever.
     fn reap(&mut self) -> Result<(), SlsError> {
         let mut gone: BTreeMap<NodeId, Vec<(ContainerId, usize)>> = BTreeMap::new();
         let mut stale = Vec::new();
         for (c, j) in &self.noticed {
-            let node = match self.runs[*j].granted.iter().find(|g| g.id == *c) {
-                Some(g) => Some(&g.node),
-                None => self
-                    .running
-                    .iter()
-                    .find(|(_, on)| on.contains(c))
-                    .map(|(n, _)| n),
-            };
-            let Some(node) = node else {
-                stale.push(*c);
+            let Some(g) = self.runs[*j].granted.iter().find(|g| g.id == *c) else {
+                if !self.running.values().any(|on| on.contains(c)) {
+                    stale.push(*c);
+                }
                 continue;
             };
             let wanted = self
                 .core
                 .nodes()
-                .get(node)
+                .get(&g.node)
                 .is_some_and(|n| n.to_cleanup.contains(c));
             if wanted {
-                gone.entry(node.clone()).or_default().push((*c, *j));
+                gone.entry(g.node.clone()).or_default().push((*c, *j));
             }
         }
         for c in stale {
@@ -189,11 +183,7 @@ impl Sim<'_> {
             self.heartbeat(&node, &ids);
             for (c, j) in cs {
                 self.noticed.remove(&c);
-                if self.runs[j].am.as_ref().is_some_and(|(am, _)| *am == c) {
-                    self.runs[j].am = None;
-                } else {
-                    self.taken_back(j, c);
-                }
+                self.taken_back(j, c);
                 jobs.insert(j);
             }
         }
@@ -272,10 +262,6 @@ impl Sim<'_> {
             self.waiting(j, true);
         } else if self.runs[j].notice.is_some() && !self.noticed.values().any(|x| *x == j) {
             self.runs[j].notice = None;
-        }
-        if self.runs[j].am.is_none() {
-            // Its AM was taken with it: the next attempt asks when it starts.
-            return;
         }
         self.ask_rest(j, att);
     }
