@@ -131,13 +131,26 @@ impl Ha {
 
     /// Waits until exactly one RM is ACTIVE and the other STANDBY; returns the active's index.
     pub fn wait_roles(&self, within: Duration) -> usize {
-        wait_until("one ACTIVE and one STANDBY RM", within, || {
-            match (self.ha_state(0).as_deref(), self.ha_state(1).as_deref()) {
-                (Some("ACTIVE"), Some("STANDBY")) => Some(0),
-                (Some("STANDBY"), Some("ACTIVE")) => Some(1),
+        // A standby says STANDBY as soon as it serves, and redirects once it has read the
+        // election key (until then it answers 503 with `Retry-After`).
+        wait_until(
+            "one ACTIVE and one STANDBY RM that redirects to it",
+            within,
+            || match (self.ha_state(0).as_deref(), self.ha_state(1).as_deref()) {
+                (Some("ACTIVE"), Some("STANDBY")) if self.redirects(1) => Some(0),
+                (Some("STANDBY"), Some("ACTIVE")) if self.redirects(0) => Some(1),
                 _ => None,
-            }
-        })
+            },
+        )
+    }
+
+    /// Whether `rm<i+1>` redirects a REST call (a standby that knows the active).
+    fn redirects(&self, i: usize) -> bool {
+        let url = format!("{}/ws/v1/cluster/apps", self.base(i));
+        self.http
+            .get(url)
+            .send()
+            .is_ok_and(|r| r.status() == reqwest::StatusCode::TEMPORARY_REDIRECT)
     }
 
     pub fn logs(&self) -> String {

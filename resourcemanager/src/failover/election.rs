@@ -55,6 +55,10 @@ pub(super) struct Election {
     pub blobs: BlobParts,
 }
 
+/// How often a standby that does not campaign (automatic failover off, or held off after
+/// a forced transition) reads who is active.
+const STANDBY_LOOK_EVERY: Duration = Duration::from_secs(1);
+
 impl Election {
     pub(super) async fn run(mut self) {
         let Some(elector) = self.connect().await else {
@@ -231,12 +235,30 @@ impl Election {
                 None => std::future::pending().await,
             }
         };
+        // Not campaigning, it still follows who is active, so it redirects there.
+        match elector.leader().await {
+            Ok(leader) => {
+                self.leader_tx.send_if_modified(|l| {
+                    let changed = *l != leader;
+                    *l = leader;
+                    changed
+                });
+                self.connection.send_replace(ConnectionState::Connected);
+            }
+            Err(e) => {
+                let was = self.connection.send_replace(ConnectionState::Disconnected);
+                if was != ConnectionState::Disconnected {
+                    warn!("HA: cannot read who is active: {e}");
+                }
+            }
+        }
         let req = tokio::select! {
             _ = hold_off => {
                 *mode = Mode::Campaign;
                 return false;
             }
             req = self.requests.recv() => req,
+            _ = tokio::time::sleep(STANDBY_LOOK_EVERY) => return false,
             _ = self.stop.wait_for(|s| *s) => return true,
         };
         if let Some(r) = req {
