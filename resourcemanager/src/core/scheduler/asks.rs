@@ -23,15 +23,20 @@ impl Scheduler {
         let old = if ask.any == 0 && !ask.has_hosts() {
             a.asks.remove(&key)
         } else {
-            let (cap, n, solo) = (ask.capability.clone(), ask.any, ask.gang.is_none());
+            let (cap, n, solo, is_am) = (
+                ask.capability.clone(),
+                ask.any,
+                ask.gang.is_none(),
+                ask.is_am,
+            );
             let old = a.asks.insert(key, ask);
             if solo {
-                self.count_shape(&cap, n, true);
+                self.count_shape(&cap, n, true, is_am);
             }
             old
         };
         if let Some(o) = old.filter(|o| o.gang.is_none()) {
-            self.count_shape(&o.capability, o.any, false);
+            self.count_shape(&o.capability, o.any, false, o.is_am);
         }
         self.refresh_order(app);
         // Asking anew may make it servable: the walk must not resume past it.
@@ -50,7 +55,7 @@ impl Scheduler {
             None => return,
         };
         for ask in asks.into_values().filter(|a| a.gang.is_none()) {
-            self.count_shape(&ask.capability, ask.any, false);
+            self.count_shape(&ask.capability, ask.any, false, ask.is_am);
         }
         self.release_reservations(app);
         self.refresh_order(app);

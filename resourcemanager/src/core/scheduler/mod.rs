@@ -166,6 +166,9 @@ pub struct Scheduler {
     /// Containers wanted, by shape, over every ask: a pass ends as soon as every wanted
     /// shape is known not to fit anywhere.
     shapes: BTreeMap<Resource, u64>,
+    /// The AM containers among them, by shape (AM asks are exempt from the cores free GPUs
+    /// keep, so a shape refused only for those never stands for theirs).
+    am_shapes: BTreeMap<Resource, u64>,
     /// Plans of waiting gangs this pass may still make (`gang.max-plans-per-pass`).
     gang_plans_left: u32,
     /// Per partition and leaf, where the leaf's next visit starts: after the applications
@@ -238,6 +241,7 @@ impl Scheduler {
             demand: vec![0; n],
             active_users: BTreeMap::new(),
             shapes: BTreeMap::new(),
+            am_shapes: BTreeMap::new(),
             gang_plans_left: 0,
             resumes: resume::Resumes::default(),
             stats: PassStats::default(),
@@ -257,17 +261,13 @@ impl Scheduler {
         s
     }
 
-    fn count_shape(&mut self, cap: &Resource, n: u32, up: bool) {
+    fn count_shape(&mut self, cap: &Resource, n: u32, up: bool, is_am: bool) {
         if n == 0 {
             return;
         }
-        if up {
-            *self.shapes.entry(cap.clone()).or_insert(0) += u64::from(n);
-        } else if let Some(c) = self.shapes.get_mut(cap) {
-            *c = c.saturating_sub(u64::from(n));
-            if *c == 0 {
-                self.shapes.remove(cap);
-            }
+        count_in(&mut self.shapes, cap, n, up);
+        if is_am {
+            count_in(&mut self.am_shapes, cap, n, up);
         }
     }
 
@@ -474,15 +474,19 @@ impl Scheduler {
             }
         }
         let mut shapes: BTreeMap<Resource, u64> = BTreeMap::new();
+        let mut am_shapes: BTreeMap<Resource, u64> = BTreeMap::new();
         for a in self.apps.values() {
             for ask in a.asks.values().filter(|x| x.any > 0 && x.gang.is_none()) {
                 *shapes.entry(ask.capability.clone()).or_insert(0) += u64::from(ask.any);
+                if ask.is_am {
+                    *am_shapes.entry(ask.capability.clone()).or_insert(0) += u64::from(ask.any);
+                }
             }
         }
-        if shapes != self.shapes {
+        if shapes != self.shapes || am_shapes != self.am_shapes {
             return Err(format!(
-                "wanted shapes {:?} differ from the asks {:?}",
-                self.shapes, shapes
+                "wanted shapes {:?} (AMs {:?}) differ from the asks {:?} (AMs {:?})",
+                self.shapes, self.am_shapes, shapes, am_shapes
             ));
         }
         let mut sums = vec![Resource::zero(); self.tree.queues.len()];
@@ -508,5 +512,17 @@ impl Scheduler {
             }
         }
         Ok(())
+    }
+}
+
+/// Counts `n` containers of shape `cap` into (or out of) `shapes`.
+fn count_in(shapes: &mut BTreeMap<Resource, u64>, cap: &Resource, n: u32, up: bool) {
+    if up {
+        *shapes.entry(cap.clone()).or_insert(0) += u64::from(n);
+    } else if let Some(c) = shapes.get_mut(cap) {
+        *c = c.saturating_sub(u64::from(n));
+        if *c == 0 {
+            shapes.remove(cap);
+        }
     }
 }

@@ -29,6 +29,10 @@ pub(super) struct LeafVisit<'a> {
     over_max: Vec<Resource>,
     /// Shapes no node takes in this pass.
     failed_shapes: &'a mut Vec<Resource>,
+    /// CPU-only shapes no node takes in this pass for the cores its free GPUs keep (see
+    /// [`gpu_cpus`]): they stand for failed shapes for the rest of the pass only (no room
+    /// epoch tells when the GPU asks stop waiting), and never for AM asks, which are exempt.
+    kept_shapes: &'a mut Vec<Resource>,
     /// Whether every wanted shape was known not to fit when the pass began.
     full: bool,
     blocked_users: &'a mut BlockedUsers,
@@ -38,6 +42,16 @@ pub(super) struct LeafVisit<'a> {
     why: RunWhy,
     /// The application being visited (its place in the leaf's order).
     at: OrderEntry,
+}
+
+impl LeafVisit<'_> {
+    /// Whether an ask of `cap` is not searched for in this pass because a CPU-only shape
+    /// that fits in it was refused for the cores free GPUs keep (AM asks are exempt).
+    fn kept_for_gpus(&self, cap: &Resource, is_am: bool) -> bool {
+        !is_am
+            && cap.get(spindle_common::resource::GPU) <= 0
+            && self.kept_shapes.iter().any(|s| s.fits_in(cap))
+    }
 }
 
 pub(super) struct BlockedUsers(BTreeMap<QueueIdx, BTreeMap<String, OrderEntry>>);
@@ -111,6 +125,7 @@ impl Scheduler {
             self.stats.partitions_walked += 1;
             let epoch = self.nodes.room_epoch();
             let mut failed_shapes = self.resumes.begin(&part, epoch);
+            let mut kept_shapes = Vec::new();
             // Every wanted shape already failed at this epoch: the first application that
             // can only wait ends the pass, as its failed search would have.
             let full = !failed_shapes.is_empty()
@@ -135,7 +150,7 @@ impl Scheduler {
             }
             while let Some(leaf) = self.pick_leaf(&mut excluded, &part) {
                 self.stats.leaves_served += 1;
-                let shapes = (&mut failed_shapes, full);
+                let shapes = (&mut failed_shapes, &mut kept_shapes, full);
                 match self.serve_leaf(leaf, &part, shapes, &mut blocked_users) {
                     Served::Placed(p) => {
                         self.stats.placements += p.len() as u64;
@@ -226,7 +241,7 @@ impl Scheduler {
         &mut self,
         leaf: QueueIdx,
         part: &str,
-        (failed_shapes, full): (&mut Vec<Resource>, bool),
+        (failed_shapes, kept_shapes, full): (&mut Vec<Resource>, &mut Vec<Resource>, bool),
         blocked_users: &mut BlockedUsers,
     ) -> Served {
         let mut visit = LeafVisit {
@@ -236,6 +251,7 @@ impl Scheduler {
             strict: !self.tree.queues[leaf].spec.backfill,
             over_max: Vec::new(),
             failed_shapes,
+            kept_shapes,
             full,
             blocked_users,
             passed_over: true,
@@ -363,7 +379,8 @@ impl Scheduler {
             if !visit.over_max.iter().any(|s| s.fits_in(cap))
                 && (x.has_hosts()
                     || x.has_racks()
-                    || !visit.failed_shapes.iter().any(|s| s.fits_in(cap)))
+                    || !(visit.failed_shapes.iter().any(|s| s.fits_in(cap))
+                        || visit.kept_for_gpus(cap, x.is_am)))
             {
                 candidates.push((*k, cap.clone(), x.is_am));
             }
@@ -383,7 +400,9 @@ impl Scheduler {
     ) -> Option<Served> {
         let leaf = visit.leaf;
         for (key, cap, is_am) in candidates {
-            if visit.failed_shapes.iter().any(|s| s.fits_in(cap)) {
+            if visit.failed_shapes.iter().any(|s| s.fits_in(cap))
+                || visit.kept_for_gpus(cap, *is_am)
+            {
                 continue;
             }
             // AM containers were admitted by the AM limit; the user limit governs the rest.
@@ -416,8 +435,13 @@ impl Scheduler {
                 if self.kept_back {
                     // Only cores kept for free GPUs stood in the way: they are freed when
                     // the GPU asks stop waiting, which no room epoch tells. Not a failed
-                    // shape, and the run lasts for this pass.
+                    // shape, and the run lasts for this pass; but for the rest of this pass
+                    // the shape is not searched for again, and when it and the failed
+                    // shapes cover every wanted shape the pass is over, as for failed ones.
                     visit.why.passing = true;
+                    if !local && self.shape_kept(visit, cap.clone()) {
+                        return Some(Served::PassDone);
+                    }
                     continue;
                 }
                 if local {
@@ -481,9 +505,23 @@ impl Scheduler {
     #[inline]
     fn shape_failed(&self, visit: &mut LeafVisit<'_>, cap: Resource) -> bool {
         visit.failed_shapes.push(cap);
-        self.shapes
-            .keys()
-            .all(|s| visit.failed_shapes.iter().any(|f| f.fits_in(s)))
+        self.every_shape_stopped(visit)
+    }
+
+    /// A CPU-only shape was refused only for the cores free GPUs keep; whether no wanted
+    /// shape can be placed in this pass any more.
+    fn shape_kept(&self, visit: &mut LeafVisit<'_>, cap: Resource) -> bool {
+        visit.kept_shapes.push(cap);
+        self.every_shape_stopped(visit)
+    }
+
+    /// Whether every wanted shape is known not to fit in this pass: a failed shape fits in
+    /// it, or it is a CPU-only shape no AM asks for and a kept shape fits in it.
+    fn every_shape_stopped(&self, visit: &LeafVisit<'_>) -> bool {
+        self.shapes.keys().all(|s| {
+            visit.failed_shapes.iter().any(|f| f.fits_in(s))
+                || (!self.am_shapes.contains_key(s) && visit.kept_for_gpus(s, false))
+        })
     }
 
     /// A node for an ask, honouring locality with delay scheduling: host-local while fewer
@@ -592,7 +630,7 @@ impl Scheduler {
             app.asks.remove(key);
         }
         if had > 0 && gang.is_none() {
-            self.count_shape(&resource, 1, false);
+            self.count_shape(&resource, 1, false, is_am);
         }
         self.charge_slot(app_id, slot, &resource);
         self.tag_slot(app_id, slot, &tags, true);

@@ -382,6 +382,47 @@ fn an_am_and_gpu_work_are_not_held_back_by_the_cores_owed_to_free_gpus() {
     );
 }
 
+#[test]
+fn a_pass_that_keeps_cores_from_cpu_only_work_still_places_an_am_of_that_shape() {
+    // One node: 8 GPUs, 24 CPUs. A 4-GPU job holds 12 of them (and its AM one): 11 free
+    // beside 4 free GPUs owed 12, while a gang of two 4-GPU workers waits (gangs are not
+    // among the wanted plain shapes).
+    let mut c = cluster_of(CpuPolicy::Proportional, 100.0, &[("n0", 24, 8)]);
+    let gpu = c.start("root.a", "u", 0);
+    let wide = c.start("root.a", "v", 0);
+    let cpus = c.start("root.a", "w", 0);
+    assert_eq!(
+        allocate(&mut c, &gpu, vec![ask(1, 12, 4, None)])
+            .allocated
+            .len(),
+        1
+    );
+    let mut gang = ask(2, 1, 4, None);
+    gang.gang = Some((
+        "g".into(),
+        crate::core::scheduler::gang::GangRequest {
+            policy: crate::core::scheduler::gang::GangPolicy::Pack,
+            ..Default::default()
+        },
+    ));
+    assert!(allocate(&mut c, &wide, vec![gang]).allocated.is_empty());
+    // CPU-only work of the AM's own shape is kept off the cores: the pass stops searching
+    // for that shape, the only plain one wanted, but an AM of the same shape is exempt, so
+    // the pass goes on and places it.
+    let am_shape = c.env.submission("root.a").am_resource;
+    let mut small = ask(2, am_shape.vcores, 0, None);
+    small.capability = am_shape;
+    assert!(allocate(&mut c, &cpus, vec![small]).allocated.is_empty());
+    let late = c.start("root.a", "x", 0);
+    assert!(c.ams.contains_key(&late), "the AM was placed");
+    c.run_for(2_000);
+    assert_eq!(
+        placed_on(&c, &cpus),
+        BTreeMap::new(),
+        "CPU-only work kept off"
+    );
+}
+
 fn arb_table() -> impl Strategy<Value = String> {
     prop::collection::btree_map(1u32..13, 10.0f64..500.0, 1..5).prop_map(|m| {
         m.iter()
