@@ -41,6 +41,7 @@ impl Scheduler {
                 order: None,
                 tags: BTreeSet::new(),
                 wait: FairWait::default(),
+                gpu_parts: smallvec::SmallVec::new(),
             },
         );
         let q = &mut self.tree.queues[leaf];

@@ -94,6 +94,7 @@ impl Scheduler {
         app: &mut SchedApp,
         key: Option<(i64, u64)>,
     ) {
+        gpu_cpus::recount(&mut self.gpu_asking, app);
         if app.order == key {
             return;
         }

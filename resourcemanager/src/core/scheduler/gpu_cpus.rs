@@ -7,21 +7,22 @@
 //! node with free GPUs from them, so GPUs are not stranded behind CPU-only work.
 //!
 //! Cost: a node with no free GPUs, or a GPU ask, costs one comparison. Whether GPU asks
-//! wait in a partition is worked out only when a CPU-only ask meets a node with free GPUs,
-//! once per partition and pass ([`GpuWaits`]).
+//! wait in a partition is a count kept as asks change ([`GpuAsking`], recounted for one
+//! application when its asks or its activation change), never a walk of the applications.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
+use smallvec::SmallVec;
 use spindle_common::resource::GPU;
-use spindle_common::{ApplicationId, Resource};
+use spindle_common::Resource;
 
 use super::cpu_policy::{CpuConf, CpuPolicy};
 use super::node_index::SchedNode;
 use super::SchedApp;
 
-/// Per partition, whether GPU asks wait there, as worked out in this pass.
-pub(super) type GpuWaits = BTreeMap<String, bool>;
+/// Per partition, how many active applications ask for GPU containers there.
+pub(super) type GpuAsking = BTreeMap<String, u32>;
 
 /// The vcores `node`'s free GPUs would be granted under its partition's CPU policy.
 pub fn kept_for_gpus(conf: &CpuConf, node: &SchedNode) -> i64 {
@@ -38,20 +39,55 @@ pub fn kept_for_gpus(conf: &CpuConf, node: &SchedNode) -> i64 {
     free_gpus.saturating_mul(per_gpu)
 }
 
-/// Whether an active application asks for GPU containers in `partition`.
-fn gpu_asks_wait(apps: &BTreeMap<ApplicationId, SchedApp>, partition: &str) -> bool {
-    apps.values().filter(|a| a.active).any(|a| {
-        a.asks
-            .values()
-            .any(|k| k.any > 0 && k.partition == partition && k.capability.get(GPU) > 0)
-    })
+/// The partitions where `app`, active, asks for GPU containers (each once).
+fn asking_in(app: &SchedApp) -> SmallVec<[String; 1]> {
+    let mut parts: SmallVec<[String; 1]> = SmallVec::new();
+    if !app.active {
+        return parts;
+    }
+    for k in app.asks.values() {
+        if k.any > 0 && k.capability.get(GPU) > 0 && !parts.contains(&k.partition) {
+            parts.push(k.partition.clone());
+        }
+    }
+    parts
+}
+
+/// Counts `app` again after its asks or its activation changed.
+pub(super) fn recount(asking: &mut GpuAsking, app: &mut SchedApp) {
+    let now = asking_in(app);
+    if now == app.gpu_parts {
+        return;
+    }
+    for p in &app.gpu_parts {
+        if let Some(n) = asking.get_mut(p) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                asking.remove(p);
+            }
+        }
+    }
+    for p in &now {
+        *asking.entry(p.clone()).or_insert(0) += 1;
+    }
+    app.gpu_parts = now;
+}
+
+/// The counts worked out from scratch (the sanity check's).
+pub(super) fn count_asking<'a>(apps: impl Iterator<Item = &'a SchedApp>) -> GpuAsking {
+    let mut out = GpuAsking::new();
+    for a in apps {
+        for p in asking_in(a) {
+            *out.entry(p).or_insert(0) += 1;
+        }
+    }
+    out
 }
 
 /// The check one node search makes for one ask.
 pub(super) struct KeepCpus<'a> {
     conf: &'a CpuConf,
-    apps: &'a BTreeMap<ApplicationId, SchedApp>,
-    waits: RefCell<&'a mut GpuWaits>,
+    asking: &'a GpuAsking,
     /// A CPU-only ask that is not an AM's (else everything is admitted).
     cpu_only: bool,
     /// A node was refused for the cores kept for its free GPUs.
@@ -61,15 +97,13 @@ pub(super) struct KeepCpus<'a> {
 impl<'a> KeepCpus<'a> {
     pub(super) fn new(
         conf: &'a CpuConf,
-        apps: &'a BTreeMap<ApplicationId, SchedApp>,
-        waits: &'a mut GpuWaits,
+        asking: &'a GpuAsking,
         cap: &Resource,
         is_am: bool,
     ) -> Self {
         Self {
             conf,
-            apps,
-            waits: RefCell::new(waits),
+            asking,
             cpu_only: !is_am && cap.get(GPU) <= 0,
             refused: Cell::new(false),
         }
@@ -89,15 +123,7 @@ impl<'a> KeepCpus<'a> {
         if node.free.vcores - cap.vcores >= kept {
             return true;
         }
-        let mut waits = self.waits.borrow_mut();
-        let wait = match waits.get(&node.partition) {
-            Some(w) => *w,
-            None => {
-                let w = gpu_asks_wait(self.apps, &node.partition);
-                waits.insert(node.partition.clone(), w);
-                w
-            }
-        };
+        let wait = self.asking.contains_key(&node.partition);
         if wait {
             self.refused.set(true);
         }

@@ -133,6 +133,9 @@ pub struct SchedApp {
     /// Its wait for its next container (the `fairshare` ordering's age bound).
     pub wait: FairWait,
     order: Option<(i64, u64)>,
+    /// The partitions where it, active, asks for GPU containers, as counted in
+    /// `Scheduler::gpu_asking` (see [`gpu_cpus`]).
+    gpu_parts: smallvec::SmallVec<[String; 1]>,
 }
 
 /// One decision: place a container of `resource` for `app`'s ask `key` on `node`.
@@ -191,7 +194,9 @@ pub struct Scheduler {
     /// The CPU policy (what a node keeps for its free GPUs: `gpu_cpus`).
     cpu: cpu_policy::CpuConf,
     /// Per partition, whether GPU asks wait there, worked out at most once a pass.
-    gpu_waits: gpu_cpus::GpuWaits,
+    /// Per partition, the active applications asking for GPU containers there, kept as
+    /// asks change (whether CPU-only work must leave cores to free GPUs, [`gpu_cpus`]).
+    gpu_asking: gpu_cpus::GpuAsking,
     /// The last `find_node` found nothing only because of cores kept for free GPUs.
     kept_back: bool,
 }
@@ -252,7 +257,7 @@ impl Scheduler {
             fs: fairshare::FairState::default(),
             labels: BTreeMap::new(),
             cpu: cpu_policy::CpuConf::default(),
-            gpu_waits: gpu_cpus::GpuWaits::new(),
+            gpu_asking: gpu_cpus::GpuAsking::new(),
             kept_back: false,
         };
         // Absolute capacities (and so `maximum-applications`) are known before any node
@@ -482,6 +487,13 @@ impl Scheduler {
                     *am_shapes.entry(ask.capability.clone()).or_insert(0) += u64::from(ask.any);
                 }
             }
+        }
+        let gpu_asking = gpu_cpus::count_asking(self.apps.values());
+        if gpu_asking != self.gpu_asking {
+            return Err(format!(
+                "applications asking for GPUs by partition {:?} differ from the asks {:?}",
+                self.gpu_asking, gpu_asking
+            ));
         }
         if shapes != self.shapes || am_shapes != self.am_shapes {
             return Err(format!(

@@ -94,9 +94,6 @@ impl Scheduler {
             return out;
         }
         self.stats.passes += 1;
-        if !self.gpu_waits.is_empty() {
-            self.gpu_waits.clear();
-        }
         // Gangs holding nodes go first, whatever their queue: the nodes they hold are theirs
         // alone, and the work ahead of them may wait for exactly those nodes (a strict
         // leaf's head under fair order) or end the pass before them (no other node fits
@@ -546,8 +543,7 @@ impl Scheduler {
         let asker = placement::Asker { app };
         let nodes = &self.nodes;
         let constraint = ask.constraint.as_ref();
-        let keep =
-            gpu_cpus::KeepCpus::new(&self.cpu, &self.apps, &mut self.gpu_waits, cap, ask.is_am);
+        let keep = gpu_cpus::KeepCpus::new(&self.cpu, &self.gpu_asking, cap, ask.is_am);
         // A constraint on tags is checked node by node: look further than the plain probes.
         let probes = if constraint.is_some_and(|c| c.counts_tags()) {
             node_index::PROBES * 16
