@@ -483,8 +483,18 @@ fn a_crash_under_load_keeps_live_attempts_and_loses_no_completion() {
 
     // No AM alive at the kill got a second attempt.
     for id in &running_at_kill {
-        let n = attempts(&c, id).len();
-        assert_eq!(n, 1, "{id} was RUNNING at the kill and has {n} attempts");
+        let all = attempts(&c, id);
+        if all.len() != 1 {
+            // Why the first attempt ended, and the daemons' logs: what the next look needs.
+            c.dump_logs();
+        }
+        assert_eq!(
+            all.len(),
+            1,
+            "{id} was RUNNING at the kill and has {} attempts: {all:#?}; the application: {:#}",
+            all.len(),
+            c.app(id)
+        );
     }
     // Each worker ran once.
     let lines: Vec<String> = std::fs::read_to_string(&ran)
