@@ -142,6 +142,13 @@ impl ClientError {
         };
         let mut source: Option<&(dyn std::error::Error + 'static)> = Some(cause);
         while let Some(e) = source {
+            // Closed before the answer was complete (a killed RM's socket closed with a FIN,
+            // not a reset), or the request dropped before it went out.
+            if let Some(h) = e.downcast_ref::<hyper::Error>() {
+                if h.is_incomplete_message() || h.is_canceled() {
+                    return true;
+                }
+            }
             if let Some(io) = e.downcast_ref::<std::io::Error>() {
                 use std::io::ErrorKind::*;
                 if matches!(
@@ -189,6 +196,25 @@ mod tests {
             let _ = s.read(&mut buf).await;
             // A zero linger makes the close a reset, as a killed process's socket gives.
             socket_reset(s);
+        });
+        let rm = RmClient::new(&RmAddress::parse(&addr.to_string()).unwrap()).unwrap();
+        let e = rm.app(&ApplicationId::new(1, 1)).await.unwrap_err();
+        server.await.unwrap();
+        assert!(e.is_peer_gone(), "{e}");
+        assert!(!e.is_connect(), "{e}");
+    }
+
+    /// An RM that closes its connection under a request without answering (a plain close,
+    /// as a killed process's socket may give): the peer went away too.
+    #[tokio::test]
+    async fn a_connection_closed_under_a_request_is_the_peer_gone() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf).await;
+            drop(s);
         });
         let rm = RmClient::new(&RmAddress::parse(&addr.to_string()).unwrap()).unwrap();
         let e = rm.app(&ApplicationId::new(1, 1)).await.unwrap_err();
