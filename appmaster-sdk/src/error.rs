@@ -184,43 +184,33 @@ mod tests {
     use spindle_common::ApplicationId;
     use tokio::io::AsyncReadExt;
 
-    /// An RM killed under a request resets its connection: the client error says the peer
-    /// went away (a status read is retried), while a refused connection stays `is_connect`.
-    #[tokio::test]
-    async fn a_connection_reset_under_a_request_is_the_peer_gone() {
+    /// The error of a status read from a server that reads the request and then `close`s
+    /// the connection without answering.
+    async fn read_cut_by(close: fn(tokio::net::TcpStream)) -> super::ClientError {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let server = tokio::spawn(async move {
             let (mut s, _) = listener.accept().await.unwrap();
             let mut buf = [0u8; 1024];
             let _ = s.read(&mut buf).await;
-            // A zero linger makes the close a reset, as a killed process's socket gives.
-            socket_reset(s);
+            close(s);
         });
         let rm = RmClient::new(&RmAddress::parse(&addr.to_string()).unwrap()).unwrap();
         let e = rm.app(&ApplicationId::new(1, 1)).await.unwrap_err();
         server.await.unwrap();
-        assert!(e.is_peer_gone(), "{e}");
-        assert!(!e.is_connect(), "{e}");
+        e
     }
 
-    /// An RM that closes its connection under a request without answering (a plain close,
-    /// as a killed process's socket may give): the peer went away too.
+    /// An RM killed under a request resets its connection (a zero linger makes the close a
+    /// reset, as a killed process's socket gives), or closes it without answering: either
+    /// way the client error says the peer went away (a status read is retried), while a
+    /// refused connection stays `is_connect`.
     #[tokio::test]
-    async fn a_connection_closed_under_a_request_is_the_peer_gone() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = tokio::spawn(async move {
-            let (mut s, _) = listener.accept().await.unwrap();
-            let mut buf = [0u8; 1024];
-            let _ = s.read(&mut buf).await;
-            drop(s);
-        });
-        let rm = RmClient::new(&RmAddress::parse(&addr.to_string()).unwrap()).unwrap();
-        let e = rm.app(&ApplicationId::new(1, 1)).await.unwrap_err();
-        server.await.unwrap();
-        assert!(e.is_peer_gone(), "{e}");
-        assert!(!e.is_connect(), "{e}");
+    async fn a_connection_reset_or_closed_under_a_request_is_the_peer_gone() {
+        for e in [read_cut_by(socket_reset).await, read_cut_by(drop).await] {
+            assert!(e.is_peer_gone(), "{e}");
+            assert!(!e.is_connect(), "{e}");
+        }
     }
 
     #[allow(deprecated)]

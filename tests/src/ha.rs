@@ -136,11 +136,7 @@ impl Ha {
         wait_until(
             "one ACTIVE and one STANDBY RM that redirects to it",
             within,
-            || match (self.ha_state(0).as_deref(), self.ha_state(1).as_deref()) {
-                (Some("ACTIVE"), Some("STANDBY")) if self.redirects(1) => Some(0),
-                (Some("STANDBY"), Some("ACTIVE")) if self.redirects(0) => Some(1),
-                _ => None,
-            },
+            || settled_active([self.ha_state(0), self.ha_state(1)], |i| self.redirects(i)),
         )
     }
 
@@ -239,5 +235,18 @@ impl Ha {
             .env_remove("SPINDLE_RM_ADDRESS")
             .output()
             .expect("run spindle")
+    }
+}
+
+/// Of two RMs' `haState`s, the active's index once one is ACTIVE and the other a STANDBY
+/// that `redirects` (a standby says STANDBY before it has read the election key).
+pub fn settled_active(
+    states: [Option<String>; 2],
+    redirects: impl Fn(usize) -> bool,
+) -> Option<usize> {
+    match (states[0].as_deref(), states[1].as_deref()) {
+        (Some("ACTIVE"), Some("STANDBY")) if redirects(1) => Some(0),
+        (Some("STANDBY"), Some("ACTIVE")) if redirects(0) => Some(1),
+        _ => None,
     }
 }

@@ -203,10 +203,10 @@ impl HaHosts {
         wait_until(
             "one ACTIVE and one STANDBY RM that redirects to it",
             within,
-            || match (self.ha_state(0).as_deref(), self.ha_state(1).as_deref()) {
-                (Some("ACTIVE"), Some("STANDBY")) if self.redirects(1) => Some(0),
-                (Some("STANDBY"), Some("ACTIVE")) if self.redirects(0) => Some(1),
-                _ => None,
+            || {
+                crate::ha::settled_active([self.ha_state(0), self.ha_state(1)], |i| {
+                    self.redirects(i)
+                })
             },
         )
     }
