@@ -381,24 +381,31 @@ fn queue_node_and_gpu_series_match_the_rest_views_and_pass_promtool() {
     // Each NM: one series set per GPU, assigned as its GPU plugin says.
     let mut nm_texts = Vec::new();
     for nm in &c.nm_addrs {
-        let view: Value = c
-            .http
-            .get(format!("http://{nm}/ws/v1/node/resources/yarn.io%2Fgpu"))
-            .send()
-            .and_then(|r| r.json())
-            .expect("gpu view");
-        let held = view["assignedGpuDevices"].as_array().map_or(0, Vec::len);
+        let gpu_view = || -> Value {
+            c.http
+                .get(format!("http://{nm}/ws/v1/node/resources/yarn.io%2Fgpu"))
+                .send()
+                .and_then(|r| r.json())
+                .expect("gpu view")
+        };
         // The plugin's sample (every 200 ms) shows GPU 1 at 85% with 2 GiB in use.
-        let (t, s) = wait_until(
-            &format!("{nm} to expose sampled GPU utilization"),
+        // The metrics are read between two equal plugin views, so a container
+        // starting meanwhile (the RM has placed it; the NM launches it) is not
+        // counted on one side only.
+        let (t, s, view) = wait_until(
+            &format!("{nm} to expose sampled GPU utilization under a settled plugin view"),
             Duration::from_secs(20),
             || {
+                let before = gpu_view();
                 let t = text(&c, &format!("http://{nm}/metrics"));
                 let s = parse(&t);
-                value(&s, "spindle_nm_gpu_utilization_ratio", &[("minor", "1")])
-                    .map(|_| (t.clone(), s))
+                let after = gpu_view();
+                (before["assignedGpuDevices"] == after["assignedGpuDevices"]
+                    && value(&s, "spindle_nm_gpu_utilization_ratio", &[("minor", "1")]).is_some())
+                .then(|| (t.clone(), s, after))
             },
         );
+        let held = view["assignedGpuDevices"].as_array().map_or(0, Vec::len);
         assert_eq!(
             value(&s, "spindle_nm_gpu_utilization_ratio", &[("minor", "1")]),
             Some(0.85),
