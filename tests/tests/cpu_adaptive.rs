@@ -32,7 +32,7 @@ use spindle_test_support::require;
 
 const GPU: &str = "yarn.io/gpu";
 /// The paced job's chunks a second.
-const PACE: u64 = 50;
+const PACE: u64 = 200;
 /// How long the rates are averaged over.
 const WINDOW: Duration = Duration::from_secs(6);
 /// Any one wait of the test.

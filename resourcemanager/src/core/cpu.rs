@@ -56,11 +56,30 @@ pub struct CpuState {
     containers: BTreeMap<ContainerId, SizedContainer>,
     by_node: BTreeMap<NodeId, BTreeSet<ContainerId>>,
     /// Measured throughput by milli-CPUs per GPU, per application.
-    reported: BTreeMap<ApplicationId, BTreeMap<u32, f64>>,
+    reported: BTreeMap<ApplicationId, BTreeMap<u32, Measured>>,
     /// Granted and not yet sized.
     fresh: BTreeSet<ContainerId>,
     next_round_at: u64,
     pub counters: CpuCounters,
+}
+
+/// How many of an AM's reports at one CPU count its point averages over (the newest weigh
+/// most once there are more): one report is one short window of a worker's rate, and a
+/// window cut by a resize or a busy second must not move a floor or a core on its own.
+const REPORTS_AVERAGED: u32 = 8;
+
+/// One measured point of a job's CPU curve: the running mean of its reports.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Measured {
+    mean: f64,
+    reports: u32,
+}
+
+impl Measured {
+    fn add(&mut self, value: f64) {
+        self.reports = (self.reports + 1).min(REPORTS_AVERAGED);
+        self.mean += (value - self.mean) / f64::from(self.reports);
+    }
 }
 
 impl CpuState {
@@ -165,7 +184,7 @@ impl RmCore {
     }
 
     /// The AM measured `value` with workers of `vcores` CPUs (each with the GPUs of its
-    /// ranged containers).
+    /// ranged containers): averaged into that CPU count's point ([`REPORTS_AVERAGED`]).
     pub(super) fn report_cpu_throughput(&mut self, app: &ApplicationId, vcores: u32, value: f64) {
         if !(value.is_finite() && value > 0.0 && vcores > 0) {
             return;
@@ -182,7 +201,12 @@ impl RmCore {
                 .reported
                 .entry(*app)
                 .or_default()
-                .insert(milli_per_gpu(vcores, g), per_gpu);
+                .entry(milli_per_gpu(vcores, g))
+                .or_insert(Measured {
+                    mean: 0.0,
+                    reports: 0,
+                })
+                .add(per_gpu);
         }
     }
 
@@ -372,7 +396,7 @@ impl RmCore {
         if !s.table.is_empty() || points >= 2 {
             let mut curve = s.table.clone();
             if let Some(r) = reported {
-                curve.0.extend(r.iter().map(|(k, v)| (*k, *v)));
+                curve.0.extend(r.iter().map(|(k, m)| (*k, m.mean)));
             }
             return Prediction::Curve(curve);
         }
@@ -489,4 +513,31 @@ impl RmCore {
 fn proportional(vcores: u32, node_gpus: u32, gpus: u32) -> u32 {
     let share = u64::from(vcores) * u64::from(gpus) / u64::from(node_gpus.max(1));
     u32::try_from(share).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Measured;
+
+    #[test]
+    fn a_point_averages_its_reports_so_one_short_window_does_not_move_it() {
+        let mut m = Measured {
+            mean: 0.0,
+            reports: 0,
+        };
+        m.add(50.0);
+        assert_eq!(m.mean, 50.0, "the first report is the point");
+        // A paced job's 1-s window that lost two chunks to a resize: 4% low alone, under
+        // the 2% the plan counts as noise once averaged with the windows around it.
+        for v in [50.0, 48.0, 50.0, 51.0] {
+            m.add(v);
+        }
+        assert!((m.mean - 49.8).abs() < 1e-9, "{}", m.mean);
+        // The newest weigh most once more than REPORTS_AVERAGED came: a job that changed
+        // is followed.
+        for _ in 0..40 {
+            m.add(60.0);
+        }
+        assert!(m.mean > 59.0, "{}", m.mean);
+    }
 }
