@@ -170,7 +170,13 @@ impl RmCore {
         if from.is_empty() {
             return;
         }
-        let live = self.live_candidates(&conf, &waiting, &from);
+        let (live, held) = self.live_candidates(&conf, &waiting, &from);
+        // Preemptors no victim set of these leaves could serve go before a candidate is
+        // built: in a full cluster that is most rounds (issue 25).
+        let waiting = self.sched.within_reach(&conf, waiting, &held);
+        if waiting.is_empty() {
+            return;
+        }
         let units = self.unit_candidates(&live, &conf, now);
         let mut cands = Candidates::new(units, || self.whole_app_candidates(&live, &conf, now));
         let choices = self.sched.preemption_round(&mut cands, &conf, waiting);
@@ -185,14 +191,20 @@ impl RmCore {
     /// give are walked ([`scheduler::Scheduler::victim_leaves`]), newest applications first
     /// (the least work to lose, YARN's latest-launched first), up to
     /// [`CANDIDATES_PER_LEAF`] containers a leaf: a round's cost does not grow with the
-    /// cluster.
+    /// cluster. With them, what the live containers not under notice hold in all, per leaf:
+    /// no round can free more there.
+    #[allow(clippy::type_complexity)]
     fn live_candidates(
         &self,
         conf: &PreemptionConf,
         waiting: &[scheduler::victims::Preemptor],
         from: &BTreeSet<scheduler::QueueIdx>,
-    ) -> Vec<(&App, Vec<&RmContainer>)> {
+    ) -> (
+        Vec<(&App, Vec<&RmContainer>)>,
+        BTreeMap<scheduler::QueueIdx, Resource>,
+    ) {
         let mut out = Vec::new();
+        let mut held: BTreeMap<scheduler::QueueIdx, Resource> = BTreeMap::new();
         for leaf in self
             .sched
             .victim_leaves(conf, waiting)
@@ -220,10 +232,17 @@ impl RmCore {
                     .filter_map(|c| self.containers.get(c).filter(|x| x.is_live()))
                     .collect();
                 taken += live.len();
+                let sum = held.entry(leaf).or_default();
+                for c in live
+                    .iter()
+                    .filter(|c| !self.preemption.notices.contains_key(&c.id))
+                {
+                    sum.add_assign(&c.resource);
+                }
                 out.push((app, live));
             }
         }
-        out
+        (out, held)
     }
 
     /// Running units old enough to be preempted and not under notice: each gang's live

@@ -82,6 +82,10 @@ pub struct NodeIndex {
     pub cluster: Resource,
     /// Sum of what is used on schedulable nodes.
     pub cluster_used: Resource,
+    /// Sum over schedulable nodes of what each uses beyond its total, per type (a node
+    /// re-registered smaller than what runs on it): with it, the free room of every node,
+    /// none counted below zero, is known without a walk ([`Self::free_everywhere`]).
+    overdrawn: Resource,
     /// Component-wise largest total of any healthy node, draining ones included (YARN caps
     /// the maximum allocation by it; a DECOMMISSIONING node stays in its node tracker).
     pub largest: Resource,
@@ -260,6 +264,15 @@ impl NodeIndex {
         self.schedulable_count
     }
 
+    /// The free room of every schedulable node, none counted below zero (unlike
+    /// [`Self::cluster_free`], a node used beyond its total does not hide another's room).
+    pub fn free_everywhere(&self) -> Resource {
+        self.cluster
+            .minus(&self.cluster_used)
+            .plus(&self.overdrawn)
+            .clamp_non_negative()
+    }
+
     /// Free resources over schedulable nodes.
     pub fn cluster_free(&self) -> Resource {
         self.cluster.minus(&self.cluster_used).clamp_non_negative()
@@ -290,14 +303,49 @@ impl NodeIndex {
         if let Some(shapes) = self.shapes.get_mut(&n.partition) {
             count(shapes, &n.total, up);
         }
+        let overdraft = overdraft(&n.free);
         if up {
             self.cluster.add_assign(&n.total);
             self.cluster_used.add_assign(&n.used);
             self.schedulable_count += 1;
+            if let Some(o) = overdraft {
+                self.overdrawn.add_assign(&o);
+            }
         } else {
             self.cluster.sub_assign(&n.total);
             self.cluster_used.sub_assign(&n.used);
             self.schedulable_count = self.schedulable_count.saturating_sub(1);
+            if let Some(o) = overdraft {
+                self.overdrawn.sub_assign(&o);
+            }
+        }
+    }
+
+    /// A schedulable node's use changed by `r` (`up`: charged): the sums follow.
+    fn account_use(&mut self, slot: usize, r: &Resource, up: bool) {
+        let Some(n) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        let before = overdraft(&n.free);
+        if up {
+            n.used.add_assign(r);
+            n.free.sub_assign(r);
+        } else {
+            n.used.sub_assign(r);
+            n.free.add_assign(r);
+        }
+        if !n.schedulable {
+            return;
+        }
+        let after = overdraft(&n.free);
+        if up {
+            self.cluster_used.add_assign(r);
+        } else {
+            self.cluster_used.sub_assign(r);
+        }
+        if before.is_some() || after.is_some() {
+            self.overdrawn.sub_assign(&before.unwrap_or_default());
+            self.overdrawn.add_assign(&after.unwrap_or_default());
         }
     }
 
@@ -559,6 +607,7 @@ impl NodeIndex {
     pub fn check(&self) -> Result<(), String> {
         let mut cluster = Resource::zero();
         let mut used = Resource::zero();
+        let mut overdrawn = Resource::zero();
         let mut parts: BTreeMap<&str, Resource> = BTreeMap::new();
         let mut shapes: BTreeMap<&str, BTreeMap<&Resource, usize>> = BTreeMap::new();
         let mut members: BTreeMap<String, usize> = BTreeMap::new();
@@ -579,6 +628,9 @@ impl NodeIndex {
             }
             cluster.add_assign(&n.total);
             used.add_assign(&n.used);
+            if let Some(o) = overdraft(&n.free) {
+                overdrawn.add_assign(&o);
+            }
             parts.entry(&n.partition).or_default().add_assign(&n.total);
             *shapes
                 .entry(&n.partition)
@@ -588,6 +640,12 @@ impl NodeIndex {
             count += 1;
         }
         let same = |a: &Resource, b: &Resource| a.minus(b).is_zero();
+        if !same(&overdrawn, &self.overdrawn) {
+            return Err(format!(
+                "the node index says its nodes are used {} beyond their totals; they say {overdrawn}",
+                self.overdrawn
+            ));
+        }
         if !same(&cluster, &self.cluster)
             || !same(&used, &self.cluster_used)
             || count != self.schedulable_count
@@ -638,25 +696,13 @@ impl NodeIndex {
     }
 
     pub fn charge(&mut self, slot: usize, r: &Resource) {
-        if let Some(n) = self.slots.get_mut(slot).and_then(Option::as_mut) {
-            n.used.add_assign(r);
-            n.free.sub_assign(r);
-            if n.schedulable {
-                self.cluster_used.add_assign(r);
-            }
-        }
+        self.account_use(slot, r, true);
         self.reindex(slot);
     }
 
     pub fn release(&mut self, slot: usize, r: &Resource) {
         self.room_epoch += 1;
-        if let Some(n) = self.slots.get_mut(slot).and_then(Option::as_mut) {
-            n.used.sub_assign(r);
-            n.free.add_assign(r);
-            if n.schedulable {
-                self.cluster_used.sub_assign(r);
-            }
-        }
+        self.account_use(slot, r, false);
         self.reindex(slot);
     }
 
@@ -939,4 +985,11 @@ where
         }
         None => {}
     }
+}
+
+/// What a node's `free` is below zero, per type; none for a node within its total (the
+/// common case, checked without building anything).
+fn overdraft(free: &Resource) -> Option<Resource> {
+    free.any_negative()
+        .then(|| Resource::zero().minus(free).clamp_non_negative())
 }

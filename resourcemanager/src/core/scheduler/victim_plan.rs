@@ -75,6 +75,46 @@ impl Scheduler {
         }
     }
 
+    /// The preemptors of `waiting` some victim set could serve: each is dropped whose need
+    /// is beyond the free room of every node and all that the leaves it may take from hold
+    /// (`held`: per leaf, the live containers a round may take, not under notice; its
+    /// applications whole included). A bound from above, before any candidate is built:
+    /// every plan [`Self::pick_victims`] could find is within it, so what is dropped would
+    /// have found none. In a full cluster whose leaves with preemptors can reach only a few
+    /// hundred containers, that is every round, which then costs what the leaves hold
+    /// rather than every candidate's reach.
+    pub fn within_reach(
+        &self,
+        conf: &PreemptionConf,
+        waiting: Vec<Preemptor>,
+        held: &BTreeMap<QueueIdx, Resource>,
+    ) -> Vec<Preemptor> {
+        let mut free: Option<Resource> = None;
+        let giving = self.giving_queues(conf);
+        waiting
+            .into_iter()
+            .filter(|p| {
+                let free = free.get_or_insert_with(|| self.nodes.free_everywhere());
+                let mut most = free.clone();
+                if self.under_guarantee_with(p) {
+                    for (vl, r) in held {
+                        if *vl != p.leaf && self.gives_freely(*vl, p.leaf, &giving) {
+                            most.add_assign(r);
+                        }
+                    }
+                }
+                let intra = conf.intra_queue
+                    && !self.tree.queues[p.leaf].spec.intra_queue_disable_preemption;
+                if intra {
+                    if let Some(r) = held.get(&p.leaf) {
+                        most.add_assign(r);
+                    }
+                }
+                p.need.fits_in(&most)
+            })
+            .collect()
+    }
+
     /// The nodes whose free room takes at least the smallest of `p`'s units: those come
     /// from the index's buckets (a walk of every node only for a unit below the minimum
     /// allocation, which the buckets do not hold). Free room elsewhere takes no member.

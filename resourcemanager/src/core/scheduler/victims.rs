@@ -228,7 +228,7 @@ impl Scheduler {
     /// Per queue, whether it gives to a preemptor elsewhere before anything is claimed
     /// from it ([`Self::may_give`] with no claims), judged once for a round's preemptors
     /// rather than once per preemptor and leaf.
-    fn giving_queues(&self, conf: &PreemptionConf) -> Vec<bool> {
+    pub(super) fn giving_queues(&self, conf: &PreemptionConf) -> Vec<bool> {
         let zero = Resource::zero();
         (0..self.tree.queues.len())
             .map(|q| self.queue_gives(QueueIdx(q), &zero, &zero, &zero, conf))
@@ -237,7 +237,12 @@ impl Scheduler {
 
     /// Whether `victim_leaf`'s applications may give to `leaf` before anything is claimed,
     /// by [`Self::giving_queues`].
-    fn gives_freely(&self, victim_leaf: QueueIdx, leaf: QueueIdx, giving: &[bool]) -> bool {
+    pub(super) fn gives_freely(
+        &self,
+        victim_leaf: QueueIdx,
+        leaf: QueueIdx,
+        giving: &[bool],
+    ) -> bool {
         // The path starts at the victim's leaf: a leaf that does not give ends it here.
         if victim_leaf == leaf || !giving[victim_leaf.0] {
             return false;

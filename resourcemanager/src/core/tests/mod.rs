@@ -25,6 +25,7 @@ mod keys;
 mod labels;
 mod lifetime;
 mod preemption;
+mod preemption_reach;
 mod recovery;
 mod recovery_waiting;
 mod resubmission;
