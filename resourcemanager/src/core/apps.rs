@@ -623,6 +623,11 @@ impl RmCore {
     /// node that ran it to clean up.
     pub(super) fn maybe_retire(&mut self, id: &ApplicationId, now: u64) {
         let Some(app) = self.apps.get(id) else { return };
+        // A running application retires nothing: its containers are not looked at (each
+        // completion of a long-running job's containers walked all its finished ones).
+        if !app.state.is_final() {
+            return;
+        }
         // Newest first, stopping at the first live one: a kill ends containers oldest
         // first, so each of its completions finds a live one at once (walking them all
         // made ending an application of n containers cost n x n lookups).
@@ -632,7 +637,7 @@ impl RmCore {
             .rev()
             .flat_map(|a| a.containers.iter().rev())
             .any(|c| self.containers.get(c).is_some_and(RmContainer::is_live));
-        if !app.state.is_final() || live {
+        if live {
             return;
         }
         let touched: Vec<NodeId> = app.nodes_touched.iter().cloned().collect();
