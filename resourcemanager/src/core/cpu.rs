@@ -69,7 +69,7 @@ pub struct CpuState {
 const REPORTS_AVERAGED: u32 = 8;
 
 /// One measured point of a job's CPU curve: the running mean of its reports.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 struct Measured {
     mean: f64,
     reports: u32,
@@ -202,10 +202,7 @@ impl RmCore {
                 .entry(*app)
                 .or_default()
                 .entry(milli_per_gpu(vcores, g))
-                .or_insert(Measured {
-                    mean: 0.0,
-                    reports: 0,
-                })
+                .or_default()
                 .add(per_gpu);
         }
     }
@@ -521,10 +518,7 @@ mod tests {
 
     #[test]
     fn a_point_averages_its_reports_so_one_short_window_does_not_move_it() {
-        let mut m = Measured {
-            mean: 0.0,
-            reports: 0,
-        };
+        let mut m = Measured::default();
         m.add(50.0);
         assert_eq!(m.mean, 50.0, "the first report is the point");
         // A paced job's 1-s window that lost two chunks to a resize: 4% low alone, under
