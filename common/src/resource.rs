@@ -107,14 +107,25 @@ impl Resource {
         match name {
             MEMORY_MB | "memory" => self.memory_mb,
             VCORES => self.vcores,
-            _ => {
-                // Pointer equality first: names are interned.
-                if let Some((_, v)) = self.others.iter().find(|(k, _)| std::ptr::eq(*k, name)) {
-                    return *v;
-                }
-                self.position(name).map(|i| self.others[i].1).unwrap_or(0)
-            }
+            _ => self.extended_value(name),
         }
+    }
+
+    /// An extended type's value (0 when absent). Pointer equality first: names are
+    /// interned, so a name taken from another vector is found without comparing strings,
+    /// and a vector without extended types answers at once.
+    #[inline]
+    fn extended_value(&self, name: &str) -> i64 {
+        let others = self.others.as_slice();
+        match others {
+            [] => return 0,
+            [(k, v)] if std::ptr::eq(*k, name) => return *v,
+            _ => {}
+        }
+        if let Some((_, v)) = others.iter().find(|(k, _)| std::ptr::eq(*k, name)) {
+            return *v;
+        }
+        self.position(name).map(|i| others[i].1).unwrap_or(0)
     }
 
     /// Every named value, memory and vcores first, then extended types in name order.
@@ -138,9 +149,35 @@ impl Resource {
 
     /// True when every component of `self` is at most the same component of `other`.
     pub fn fits_in(&self, other: &Resource) -> bool {
-        self.memory_mb <= other.memory_mb
-            && self.vcores <= other.vcores
-            && self.others.iter().all(|(k, v)| *v <= other.get(k))
+        if self.memory_mb > other.memory_mb || self.vcores > other.vcores {
+            return false;
+        }
+        // Most vectors carry one extended type at most (GPUs): no loop for them.
+        match self.others.as_slice() {
+            [] => true,
+            [(k, v)] => *v <= other.extended_value(k),
+            many => many.iter().all(|(k, v)| *v <= other.extended_value(k)),
+        }
+    }
+
+    /// The largest share of `base` this vector takes over the types it uses (each value
+    /// over `base`'s; a type `base` has none of counts as infinite when used): the
+    /// dominant-resource calculator's ratio. Values at or below zero count nothing.
+    pub fn dominant_ratio(&self, base: &Resource) -> f64 {
+        let part = |v: i64, b: i64| {
+            if v <= 0 {
+                0.0
+            } else if b > 0 {
+                v as f64 / b as f64
+            } else {
+                f64::INFINITY
+            }
+        };
+        let mut worst = part(self.memory_mb, base.memory_mb).max(part(self.vcores, base.vcores));
+        for (k, v) in &self.others {
+            worst = worst.max(part(*v, base.extended_value(k)));
+        }
+        worst
     }
 
     /// Saturating, so that no input (a node claiming i64::MAX MB) can overflow a total; the

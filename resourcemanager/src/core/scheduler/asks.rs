@@ -99,6 +99,7 @@ impl Scheduler {
             return;
         }
         let leaf = app.queue;
+        self.tree.queues[leaf].order_moves += 1;
         if key.is_none() {
             app.wait = FairWait::default();
         }

@@ -15,7 +15,9 @@ pub(super) fn same_partition(a: &str, b: &str) -> bool {
     a.len() == b.len() && (a.is_empty() || a == b)
 }
 
-/// Users whose limit a pass found reached, per leaf (looked up without allocating).
+/// How many applications of a leaf's order a visit takes at a time.
+const ORDER_BATCH: usize = 16;
+
 /// An application's plain asks that might be placed now: key, shape, whether an AM's.
 type Candidates = SmallVec<[(AskKey, Resource, bool); 4]>;
 
@@ -54,6 +56,7 @@ impl LeafVisit<'_> {
     }
 }
 
+/// Users whose limit a pass found reached, per leaf (looked up without allocating).
 pub(super) struct BlockedUsers(BTreeMap<QueueIdx, BTreeMap<String, OrderEntry>>);
 
 impl BlockedUsers {
@@ -256,35 +259,57 @@ impl Scheduler {
             // Set before each application's turn.
             at: (i64::MIN, 0, ApplicationId::new(0, 0)),
         };
-        // Gang ids are the application's own: two applications may both have a "g1".
-        let mut tried_gangs: BTreeSet<(ApplicationId, String)> = BTreeSet::new();
         // Resume after the applications found not servable (in this pass, or in earlier
         // ones while nothing happened that could change that).
-        let mut cursor = self.resumes.get(part, leaf, self.nodes.room_epoch());
+        let mut cursor = self.resumes.open(part, leaf, self.nodes.room_epoch());
+        let served = self.walk_leaf(&mut visit, &mut cursor);
+        let blocked_users = &*visit.blocked_users;
+        self.resumes.close(part, |c| blocked_users.through(leaf, c));
+        served
+    }
+
+    /// A leaf visit's walk of its applications from after `cursor`, up to the one served
+    /// or the end of the leaf.
+    fn walk_leaf(&mut self, visit: &mut LeafVisit<'_>, cursor: &mut Option<OrderEntry>) -> Served {
+        let leaf = visit.leaf;
+        // Gang ids are the application's own: two applications may both have a "g1".
+        let mut tried_gangs: BTreeSet<(ApplicationId, String)> = BTreeSet::new();
+        let mut batch: SmallVec<[OrderEntry; ORDER_BATCH]> = SmallVec::new();
+        let (mut next, mut moves) = (0, 0);
         loop {
             // The application the previous round of this loop passed over (it did not
             // return): while all before it were passed over too, resume after it next time.
-            if let (true, Some(c)) = (visit.passed_over && !visit.strict, cursor) {
-                let blocked = visit.blocked_users.through(leaf, c);
-                self.resumes.extend(part, leaf, c, visit.why, blocked);
+            if let (true, Some(c)) = (visit.passed_over && !visit.strict, *cursor) {
+                self.resumes.pass_over(c, visit.why);
             }
-            let next = {
-                let set = &self.tree.queues[leaf].schedulable;
-                match cursor {
-                    None => set.iter().next().copied(),
-                    Some(c) => set
-                        .range((Bound::Excluded(c), Bound::Unbounded))
-                        .next()
+            // The leaf's order is walked in batches (one tree search each, not one per
+            // application), taken anew when they run out or the order changed under them.
+            let queue = &self.tree.queues[leaf];
+            let moved = queue.order_moves != moves;
+            if next == batch.len() && batch.len() < ORDER_BATCH && !moved && !batch.is_empty() {
+                // The last batch reached the end of the order.
+                return Served::LeafDone;
+            }
+            if next == batch.len() || moved {
+                let after = (*cursor).map_or(Bound::Unbounded, Bound::Excluded);
+                batch.clear();
+                batch.extend(
+                    queue
+                        .schedulable
+                        .range((after, Bound::Unbounded))
+                        .take(ORDER_BATCH)
                         .copied(),
-                }
-            };
-            let Some(entry) = next else {
+                );
+                (next, moves) = (0, queue.order_moves);
+            }
+            let Some(&entry) = batch.get(next) else {
                 return Served::LeafDone;
             };
-            cursor = Some(entry);
+            next += 1;
+            *cursor = Some(entry);
             visit.at = entry;
             self.stats.apps_visited += 1;
-            if let Some(served) = self.serve_app(&mut visit, entry.2, &mut tried_gangs) {
+            if let Some(served) = self.serve_app(visit, entry.2, &mut tried_gangs) {
                 return served;
             }
         }
@@ -301,7 +326,9 @@ impl Scheduler {
     ) -> Option<Served> {
         // Gangs that did not fit since room last grew are skipped without a copy.
         let epoch = self.nodes.room_epoch();
-        let a = self.apps.get(&app_id)?;
+        // One lookup of the application serves the visit's reads (again only after its
+        // gangs were tried, which may change it).
+        let mut a = self.apps.get(&app_id)?;
         if a.asks.values().any(|x| x.gang.is_some()) {
             // A gang waits on timeouts, holds and budgets too: not resumed past next pass.
             visit.why.passing = true;
@@ -325,10 +352,11 @@ impl Scheduler {
             if visit.strict {
                 return Some(Served::LeafDone);
             }
+            a = self.apps.get(&app_id)?;
         }
         // Built in this frame and lent on: a visit moves no candidate list around.
         let mut candidates = Candidates::new();
-        let waits = self.plain_candidates(&app_id, visit, &mut candidates);
+        let waits = plain_candidates(a, visit, &mut candidates);
         let stop = visit.strict.then_some(Served::LeafDone);
         if candidates.is_empty() {
             if waits && visit.full {
@@ -336,7 +364,7 @@ impl Scheduler {
             }
             return if waits { stop } else { None };
         }
-        let user = self.apps.get(&app_id).map(|a| a.user.as_str())?;
+        let user = a.user.as_str();
         if visit.blocked_users.contains(visit.leaf, user) {
             visit.why.user_limited = true;
             return stop;
@@ -352,37 +380,6 @@ impl Scheduler {
         // Nothing of this application could be placed: without backfill nothing after it
         // may be.
         stop
-    }
-
-    /// One walk of an application's asks: whether any plain ask waits in this partition,
-    /// and those that might be placed now (not of a shape known not to fit, unless local).
-    #[inline]
-    fn plain_candidates(
-        &self,
-        app_id: &ApplicationId,
-        visit: &LeafVisit<'_>,
-        candidates: &mut Candidates,
-    ) -> bool {
-        let mut waits = false;
-        let Some(a) = self.apps.get(app_id) else {
-            return waits;
-        };
-        for (k, x) in &a.asks {
-            if x.any == 0 || x.gang.is_some() || !same_partition(&x.partition, visit.part) {
-                continue;
-            }
-            waits = true;
-            let cap = &x.capability;
-            if !visit.over_max.iter().any(|s| s.fits_in(cap))
-                && (x.has_hosts()
-                    || x.has_racks()
-                    || !(visit.failed_shapes.iter().any(|s| s.fits_in(cap))
-                        || visit.kept_for_gpus(cap, x.is_am)))
-            {
-                candidates.push((*k, cap.clone(), x.is_am));
-            }
-        }
-        waits
     }
 
     /// Places the first of an application's plain candidates that fits somewhere, under its
@@ -642,4 +639,27 @@ impl Scheduler {
             partition,
         })
     }
+}
+
+/// One walk of an application's asks: whether any plain ask waits in this partition,
+/// and those that might be placed now (not of a shape known not to fit, unless local).
+#[inline]
+fn plain_candidates(a: &SchedApp, visit: &LeafVisit<'_>, candidates: &mut Candidates) -> bool {
+    let mut waits = false;
+    for (k, x) in &a.asks {
+        if x.any == 0 || x.gang.is_some() || !same_partition(&x.partition, visit.part) {
+            continue;
+        }
+        waits = true;
+        let cap = &x.capability;
+        if !visit.over_max.iter().any(|s| s.fits_in(cap))
+            && (x.has_hosts()
+                || x.has_racks()
+                || !(visit.failed_shapes.iter().any(|s| s.fits_in(cap))
+                    || visit.kept_for_gpus(cap, x.is_am)))
+        {
+            candidates.push((*k, cap.clone(), x.is_am));
+        }
+    }
+    waits
 }

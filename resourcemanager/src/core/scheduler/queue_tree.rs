@@ -86,6 +86,9 @@ pub struct Queue {
     pub apps: BTreeSet<ApplicationId>,
     /// Leaf only: active applications with outstanding asks, in serving order.
     pub schedulable: BTreeSet<(i64, u64, ApplicationId)>,
+    /// Leaf only: how often `schedulable` changed (a pass walks it in batches, taken anew
+    /// when it changed under them).
+    pub order_moves: u64,
     /// Leaf only: applications not yet activated (max-parallel-apps, AM limit), by submission.
     pub waiting: BTreeSet<(u64, ApplicationId)>,
     pub active_apps: usize,
@@ -223,6 +226,7 @@ impl QueueTree {
             num_containers: 0,
             apps: BTreeSet::new(),
             schedulable: BTreeSet::new(),
+            order_moves: 0,
             waiting: BTreeSet::new(),
             active_apps: 0,
             users: BTreeMap::new(),
@@ -527,22 +531,7 @@ pub fn ratio(calc: Calculator, used: &Resource, base: &Resource) -> f64 {
                 0.0
             }
         }
-        Calculator::Dominant => {
-            let mut worst: f64 = 0.0;
-            for (k, v) in used.entries() {
-                if v <= 0 {
-                    continue;
-                }
-                let b = base.get(k);
-                let r = if b > 0 {
-                    v as f64 / b as f64
-                } else {
-                    f64::INFINITY
-                };
-                worst = worst.max(r);
-            }
-            worst
-        }
+        Calculator::Dominant => used.dominant_ratio(base),
     }
 }
 

@@ -66,6 +66,22 @@ struct PartitionRuns {
     failed_shapes: Vec<Resource>,
 }
 
+/// The run of the leaf a visit is walking, written to its partition's runs once, when the
+/// visit ends ([`Resumes::close`]): a visit passes over many applications, and a run's
+/// cursor written back at each would cost a map lookup per application.
+#[derive(Debug, Clone)]
+struct OpenRun {
+    leaf: QueueIdx,
+    /// Where the run now ends, and why the visit passed over its applications so far.
+    end: Option<(OrderEntry, RunWhy)>,
+    /// The leaf's user-limit moves when the visit first passed over an application: a run
+    /// it starts keeps them (the visit's own placement may move them).
+    limit_moves: u64,
+    /// An application at or before the run's end was re-ordered in the visit: the run kept
+    /// from earlier passes no longer holds either.
+    reset: bool,
+}
+
 /// The runs, per partition.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Resumes {
@@ -73,6 +89,8 @@ pub(super) struct Resumes {
     /// Per leaf: how often something raised its user limit (its usage grew, or one of its
     /// users left).
     limit_moves: Vec<u64>,
+    /// The run of the visit in progress, if one is.
+    open: Option<OpenRun>,
 }
 
 impl Resumes {
@@ -137,8 +155,16 @@ impl Resumes {
             .map(|(leaf, _)| *leaf)
     }
 
-    /// Where `leaf`'s visit in `part` starts (after this application), if anywhere.
-    pub(super) fn get(&mut self, part: &str, leaf: QueueIdx, epoch: u64) -> Option<OrderEntry> {
+    /// A visit of `leaf` in `part` begins: where it starts (after this application), if
+    /// anywhere. Its run is written back by [`Self::close`].
+    pub(super) fn open(&mut self, part: &str, leaf: QueueIdx, epoch: u64) -> Option<OrderEntry> {
+        debug_assert!(self.open.is_none(), "a visit was left open");
+        self.open = Some(OpenRun {
+            leaf,
+            end: None,
+            limit_moves: 0,
+            reset: false,
+        });
         let p = self.parts.get_mut(part)?;
         if p.epoch != epoch {
             p.epoch = epoch;
@@ -149,22 +175,40 @@ impl Resumes {
         p.leaves.get(&leaf).map(|r| r.cursor)
     }
 
-    /// The run of `leaf` in `part` now ends at `cursor`; `why` says why its newest
-    /// applications were passed over (added to what the run already carried), `blocked`
-    /// which users it found at their limit (all of them so far: a set that only grows, so
-    /// it is copied only when its size changed).
-    pub(super) fn extend<'a>(
-        &mut self,
-        part: &str,
-        leaf: QueueIdx,
-        cursor: OrderEntry,
-        why: RunWhy,
-        blocked: impl Iterator<Item = &'a String> + Clone,
-    ) {
+    /// The open visit passed over every application up to `cursor`; `why` says why (all
+    /// it found so far in this visit).
+    pub(super) fn pass_over(&mut self, cursor: OrderEntry, why: RunWhy) {
+        let Some(o) = self.open.as_mut() else {
+            return;
+        };
+        if o.end.is_none() {
+            o.limit_moves = self.limit_moves.get(o.leaf.0).copied().unwrap_or(0);
+        }
+        o.end = Some((cursor, why));
+    }
+
+    /// The open visit of `part` ends: its leaf's run now ends where the visit last passed
+    /// over an application (`why` added to what the run already carried), and `blocked`,
+    /// given that end, says which users it found at their limit (all of them so far: a
+    /// set that only grows, so it is copied only when its size changed).
+    pub(super) fn close<'a, I>(&mut self, part: &str, blocked: impl FnOnce(OrderEntry) -> I)
+    where
+        I: Iterator<Item = &'a String> + Clone,
+    {
+        let Some(o) = self.open.take() else {
+            return;
+        };
         let Some(p) = self.parts.get_mut(part) else {
             return;
         };
-        match p.leaves.entry(leaf) {
+        if o.reset {
+            p.leaves.remove(&o.leaf);
+        }
+        let Some((cursor, why)) = o.end else {
+            return;
+        };
+        let blocked = blocked(cursor);
+        match p.leaves.entry(o.leaf) {
             // A run extended keeps the moves it began with: a limit that rose since then may
             // have let its first applications through.
             Entry::Occupied(mut e) => {
@@ -179,7 +223,7 @@ impl Resumes {
                 e.insert(Run {
                     cursor,
                     why,
-                    limit_moves: self.limit_moves.get(leaf.0).copied().unwrap_or(0),
+                    limit_moves: o.limit_moves,
                     blocked: blocked.cloned().collect(),
                 });
             }
@@ -189,6 +233,12 @@ impl Resumes {
     /// An application of `leaf` at `entry` asks anew or was re-ordered: a run through it
     /// no longer holds, in any partition.
     pub(super) fn reopen(&mut self, leaf: QueueIdx, entry: &OrderEntry) {
+        if let Some(o) = self.open.as_mut().filter(|o| o.leaf == leaf) {
+            if o.end.is_some_and(|(c, _)| *entry <= c) {
+                o.end = None;
+                o.reset = true;
+            }
+        }
         for p in self.parts.values_mut() {
             if p.leaves.get(&leaf).is_some_and(|r| *entry <= r.cursor) {
                 p.leaves.remove(&leaf);
@@ -215,5 +265,71 @@ impl Resumes {
             self.limit_moves.resize(leaf.0 + 1, 0);
         }
         self.limit_moves[leaf] += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(k: i64) -> OrderEntry {
+        (k, 0, ApplicationId::new(1, k as u32))
+    }
+
+    const LEAF: QueueIdx = QueueIdx(3);
+    const LIMITED: RunWhy = RunWhy {
+        passing: false,
+        user_limited: true,
+    };
+
+    /// A visit that passed over applications 1 and 2 of `LEAF` in the default partition.
+    fn visited(r: &mut Resumes) {
+        r.begin("", 7);
+        assert_eq!(r.open("", LEAF, 7), None);
+        r.pass_over(entry(1), RunWhy::default());
+        r.pass_over(entry(2), LIMITED);
+    }
+
+    #[test]
+    fn a_visit_writes_its_run_once_it_closes() {
+        let mut r = Resumes::default();
+        visited(&mut r);
+        r.close("", |_| std::iter::empty());
+        r.begin("", 7);
+        assert_eq!(r.open("", LEAF, 7), Some(entry(2)));
+        r.close("", |_| std::iter::empty());
+    }
+
+    #[test]
+    fn an_application_reordered_within_the_open_run_drops_it_and_the_kept_one() {
+        let mut r = Resumes::default();
+        visited(&mut r);
+        r.close("", |_| std::iter::empty());
+        // The next visit resumes after 2, passes over 3, then 2 is re-ordered to 3's
+        // place: neither the kept run nor the visit's may stand.
+        assert_eq!(r.open("", LEAF, 7), Some(entry(2)));
+        r.pass_over(entry(3), RunWhy::default());
+        r.reopen(LEAF, &entry(3));
+        r.close("", |_| std::iter::empty());
+        assert_eq!(r.open("", LEAF, 7), None);
+        // A re-order after the run's end leaves it.
+        r.pass_over(entry(4), RunWhy::default());
+        r.reopen(LEAF, &entry(5));
+        r.close("", |_| std::iter::empty());
+        assert_eq!(r.open("", LEAF, 7), Some(entry(4)));
+        r.close("", |_| std::iter::empty());
+    }
+
+    #[test]
+    fn a_run_keeps_the_limit_moves_from_when_the_visit_first_passed_over() {
+        let mut r = Resumes::default();
+        visited(&mut r);
+        // The visit's own placement raised the limit after it passed over 1 and 2: the
+        // run, user-limited, must be walked again next pass.
+        r.limit_moved(LEAF);
+        r.close("", |_| std::iter::empty());
+        r.begin("", 7);
+        assert_eq!(r.open("", LEAF, 7), None);
+        r.close("", |_| std::iter::empty());
     }
 }
