@@ -144,19 +144,20 @@ impl RmCore {
         diag: String,
         now: u64,
     ) {
-        let Some(c) = self.containers.get(cid) else {
+        // Shared, not cloned: dropped before the record is changed in place below.
+        let Some(c) = self.containers.get_shared(cid) else {
             return;
         };
         if !c.is_live() {
             return;
         }
         self.sched.set_now(now);
-        let c = c.clone();
         let (exit, diag, end) = match self.preempted_end(&c, exit, now) {
             Some(preemption::NoticeEnd::Preempted(e, d)) => (e, d, Some(true)),
             Some(preemption::NoticeEnd::Shrunk(e, d)) => (e, d, Some(false)),
             None => (exit, diag, None),
         };
+        drop(c);
         let Some(c) = self.containers.get_mut(cid) else {
             return;
         };
@@ -175,7 +176,9 @@ impl RmCore {
         if !diag.is_empty() {
             c.diagnostics = diag;
         }
-        let c = c.clone();
+        let Some(c) = self.containers.get_shared(cid) else {
+            return;
+        };
         let app_id = cid.application_id();
         self.cpu_forget(cid);
         self.sched.release(&app_id, &c.node, &c.resource);

@@ -63,6 +63,16 @@ impl<K: Ord + Clone, V: Clone> SharedMap<K, V> {
         self.inner.get(key).map(Arc::as_ref)
     }
 
+    /// The value's shared pointer: a copy that costs a count, to read while the map
+    /// changes (a `get_mut` of the same key while it lives clones the record).
+    pub fn get_shared<Q>(&self, key: &Q) -> Option<Arc<V>>
+    where
+        K: Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.inner.get(key).cloned()
+    }
+
     /// The value to change in place; cloned first only if a snapshot shares it.
     pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
     where

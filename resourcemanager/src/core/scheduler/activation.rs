@@ -22,7 +22,7 @@ impl Scheduler {
     ) -> Vec<ApplicationId> {
         self.apps.insert(
             id,
-            SchedApp {
+            Box::new(SchedApp {
                 queue: leaf,
                 user: user.to_string(),
                 priority,
@@ -42,7 +42,7 @@ impl Scheduler {
                 tags: BTreeSet::new(),
                 wait: FairWait::default(),
                 gpu_parts: smallvec::SmallVec::new(),
-            },
+            }),
         );
         let q = &mut self.tree.queues[leaf];
         q.apps.insert(id);

@@ -253,11 +253,14 @@ impl Scheduler {
             }
             q = queue.parent;
         }
+        let fairshare = self.tree.queues[leaf].spec.ordering == OrderingPolicy::Fairshare;
         // The user's ledger is brought up to now before the user's usage changes.
-        let rate = self.tree.queues[leaf]
-            .users
-            .get(&app.user)
-            .map_or(0.0, |u| self.conf.fairshare.billing.per_second(&u.used));
+        let users = &mut self.tree.queues[leaf].users;
+        let u = match users.get_mut(&app.user) {
+            Some(u) => u,
+            None => users.entry(app.user.clone()).or_default(),
+        };
+        let rate = self.conf.fairshare.billing.per_second(&u.used);
         self.fs.accrue(
             leaf,
             &app.user,
@@ -269,16 +272,10 @@ impl Scheduler {
         if !up {
             self.fs.mark_changed(leaf, &app.user);
         }
-        let fairshare = self.tree.queues[leaf].spec.ordering == OrderingPolicy::Fairshare;
         if up && fairshare {
             // It got a container: its wait starts over.
             app.wait = FairWait::default();
         }
-        let users = &mut self.tree.queues[leaf].users;
-        let u = match users.get_mut(&app.user) {
-            Some(u) => u,
-            None => users.entry(app.user.clone()).or_default(),
-        };
         if up {
             // A user limit grows with its leaf's usage beyond the guarantee.
             self.resumes.limit_moved(leaf);

@@ -36,30 +36,26 @@ impl Scheduler {
     /// What one application's usage weighs per millisecond: its GPUs, or its vcores where the
     /// cluster has no GPUs.
     fn weight(&self, used: &Resource) -> u64 {
-        if self.nodes.cluster.get(GPU) > 0 {
-            used.get(GPU).max(0) as u64
-        } else {
-            used.vcores.max(0) as u64
-        }
+        weight(self.nodes.cluster.get(GPU) > 0, used)
     }
 
     /// Brings an application's attained service up to now; called before its usage changes.
     pub(super) fn accrue(&mut self, id: &ApplicationId) {
         let now = self.now;
-        let Some(w) = self.apps.get(id).map(|a| self.weight(&a.used)) else {
+        let gpus = self.nodes.cluster.get(GPU) > 0;
+        let Some(a) = self.apps.get_mut(id) else {
             return;
         };
-        if let Some(a) = self.apps.get_mut(id) {
-            let dt = now.saturating_sub(a.service.at);
-            if w > 0 && dt > 0 {
-                a.service.gpu_ms = a.service.gpu_ms.saturating_add(w.saturating_mul(dt));
-                a.service.ran_ms = a.service.ran_ms.saturating_add(dt);
-            }
-            if w > 0 {
-                a.service.last_ran = now;
-            }
-            a.service.at = now;
+        let w = weight(gpus, &a.used);
+        let dt = now.saturating_sub(a.service.at);
+        if w > 0 && dt > 0 {
+            a.service.gpu_ms = a.service.gpu_ms.saturating_add(w.saturating_mul(dt));
+            a.service.ran_ms = a.service.ran_ms.saturating_add(dt);
         }
+        if w > 0 {
+            a.service.last_ran = now;
+        }
+        a.service.at = now;
     }
 
     /// The GPU-milliseconds `id` has attained up to now.
@@ -156,5 +152,15 @@ impl Scheduler {
             }
             self.refresh_order(id);
         }
+    }
+}
+
+/// What an application's service accrues per millisecond: its GPUs on a cluster with GPUs
+/// (`gpus`), its cores on one without.
+fn weight(gpus: bool, used: &Resource) -> u64 {
+    if gpus {
+        used.get(GPU).max(0) as u64
+    } else {
+        used.vcores.max(0) as u64
     }
 }

@@ -161,7 +161,7 @@ pub struct Scheduler {
     min_alloc: Resource,
     tree: QueueTree,
     nodes: NodeIndex,
-    apps: BTreeMap<ApplicationId, SchedApp>,
+    apps: BTreeMap<ApplicationId, Box<SchedApp>>,
     /// Per queue: schedulable applications in its subtree (to skip idle branches quickly).
     demand: Vec<usize>,
     /// Per (leaf, user): the user's schedulable applications there ("active users").
@@ -297,12 +297,12 @@ impl Scheduler {
         self.nodes.by_id(id)
     }
 
-    pub fn apps(&self) -> &BTreeMap<ApplicationId, SchedApp> {
+    pub fn apps(&self) -> &BTreeMap<ApplicationId, Box<SchedApp>> {
         &self.apps
     }
 
     pub fn app(&self, id: &ApplicationId) -> Option<&SchedApp> {
-        self.apps.get(id)
+        self.apps.get(id).map(|a| &**a)
     }
 
     pub fn cluster(&self) -> &Resource {
@@ -488,7 +488,7 @@ impl Scheduler {
                 }
             }
         }
-        let gpu_asking = gpu_cpus::count_asking(self.apps.values());
+        let gpu_asking = gpu_cpus::count_asking(self.apps.values().map(|a| &**a));
         if gpu_asking != self.gpu_asking {
             return Err(format!(
                 "applications asking for GPUs by partition {:?} differ from the asks {:?}",
