@@ -330,11 +330,16 @@ pub fn issue_container_token(key: &ContainerKey, id: &ContainerTokenIdentifier) 
     issue_container_token_owned(key, id.clone())
 }
 
+/// Bytes a container token's identifier is written into at first (most fit).
+const TOKEN_PAYLOAD_CAPACITY: usize = 512;
+
 /// [`issue_container_token`] for an identifier the caller gives up (no copy of it).
 pub fn issue_container_token_owned(key: &ContainerKey, mut id: ContainerTokenIdentifier) -> String {
     id.master_key_id = key.id;
-    // Serializing a struct of strings and integers cannot fail.
-    let payload = serde_json::to_vec(&id).expect("token identifier serializes");
+    // Serializing a struct of strings and integers cannot fail. Sized up front: an
+    // identifier is a few hundred bytes, and growing the buffer would copy it each time.
+    let mut payload = Vec::with_capacity(TOKEN_PAYLOAD_CAPACITY);
+    serde_json::to_writer(&mut payload, &id).expect("token identifier serializes");
     seal_keyed(key.keyed.clone(), &payload)
 }
 

@@ -19,6 +19,7 @@ use spindle_common::Resource;
 
 use super::cpu_policy::{CpuConf, CpuPolicy};
 use super::node_index::SchedNode;
+use super::pass::same_partition;
 use super::SchedApp;
 
 /// Per partition, how many active applications ask for GPU containers there.
@@ -46,7 +47,10 @@ fn asking_in(app: &SchedApp) -> SmallVec<[String; 1]> {
         return parts;
     }
     for k in app.asks.values() {
-        if k.any > 0 && k.capability.get(GPU) > 0 && !parts.contains(&k.partition) {
+        if k.any > 0
+            && k.capability.get(GPU) > 0
+            && !parts.iter().any(|p| same_partition(p, &k.partition))
+        {
             parts.push(k.partition.clone());
         }
     }
@@ -56,7 +60,12 @@ fn asking_in(app: &SchedApp) -> SmallVec<[String; 1]> {
 /// Counts `app` again after its asks or its activation changed.
 pub(super) fn recount(asking: &mut GpuAsking, app: &mut SchedApp) {
     let now = asking_in(app);
-    if now == app.gpu_parts {
+    let same = now.len() == app.gpu_parts.len()
+        && now
+            .iter()
+            .zip(&app.gpu_parts)
+            .all(|(a, b)| same_partition(a, b));
+    if same {
         return;
     }
     for p in &app.gpu_parts {

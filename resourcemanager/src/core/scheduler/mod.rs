@@ -18,6 +18,7 @@
 
 mod activation;
 mod asks;
+mod by_partition;
 pub mod cpu_policy;
 pub mod decayed_usage;
 mod doubling;

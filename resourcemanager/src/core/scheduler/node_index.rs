@@ -7,6 +7,7 @@
 //! without GPUs prefers nodes without free GPUs and, among those, the most free memory
 //! (spreading CPU work, as YARN's heartbeat-driven placement does).
 
+use super::by_partition::ByPartition;
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, DefaultHasher};
@@ -68,15 +69,15 @@ pub struct NodeIndex {
     /// The container images each node holds.
     images: super::image_holders::ImageHolders,
     /// Per partition: nodes by free GPUs, then free memory.
-    buckets: BTreeMap<String, Vec<BTreeSet<(i64, usize)>>>,
+    buckets: ByPartition<Vec<BTreeSet<(i64, usize)>>>,
     /// Per partition: the totals of its schedulable nodes.
-    partition_total: BTreeMap<String, Resource>,
+    partition_total: ByPartition<Resource>,
     /// Per partition: each distinct total of its schedulable nodes and how many nodes have
     /// it. A cluster has a handful of node shapes, so the largest node and whether any node
     /// could ever take a shape cost what the shapes are, not how many nodes there are.
-    shapes: BTreeMap<String, BTreeMap<Resource, usize>>,
+    shapes: ByPartition<BTreeMap<Resource, usize>>,
     /// Per partition: how many nodes it has, schedulable or not.
-    members: BTreeMap<String, usize>,
+    members: ByPartition<usize>,
     min_alloc: Resource,
     /// Sum of the totals of schedulable nodes.
     pub cluster: Resource,
@@ -156,7 +157,7 @@ impl NodeIndex {
     }
 
     fn count_member(&mut self, partition: &str, up: bool) {
-        count(&mut self.members, partition, up);
+        self.members.count(partition, up);
     }
 
     /// The schedulable total of one partition.
@@ -285,24 +286,17 @@ impl NodeIndex {
         if !n.schedulable {
             return;
         }
-        // Keys are cloned only when new: partitions and shapes repeat across nodes.
-        if !self.partition_total.contains_key(&n.partition) {
-            self.partition_total
-                .insert(n.partition.clone(), Resource::zero());
+        // Keys are copied only when new: partitions and shapes repeat across nodes.
+        let part = self
+            .partition_total
+            .get_or_insert_with(&n.partition, Resource::zero);
+        if up {
+            part.add_assign(&n.total);
+        } else {
+            part.sub_assign(&n.total);
         }
-        if !self.shapes.contains_key(&n.partition) {
-            self.shapes.insert(n.partition.clone(), BTreeMap::new());
-        }
-        if let Some(part) = self.partition_total.get_mut(&n.partition) {
-            if up {
-                part.add_assign(&n.total);
-            } else {
-                part.sub_assign(&n.total);
-            }
-        }
-        if let Some(shapes) = self.shapes.get_mut(&n.partition) {
-            count(shapes, &n.total, up);
-        }
+        let shapes = self.shapes.get_or_insert_with(&n.partition, BTreeMap::new);
+        count(shapes, &n.total, up);
         let overdraft = overdraft(&n.free);
         if up {
             self.cluster.add_assign(&n.total);
@@ -610,10 +604,10 @@ impl NodeIndex {
         let mut overdrawn = Resource::zero();
         let mut parts: BTreeMap<&str, Resource> = BTreeMap::new();
         let mut shapes: BTreeMap<&str, BTreeMap<&Resource, usize>> = BTreeMap::new();
-        let mut members: BTreeMap<String, usize> = BTreeMap::new();
+        let mut members: ByPartition<usize> = ByPartition::default();
         let mut count = 0;
         for n in self.iter() {
-            *members.entry(n.partition.clone()).or_default() += 1;
+            members.count(&n.partition, true);
             if n.schedulable != (n.healthy && !n.draining) {
                 return Err(format!(
                     "node {} schedulable={} but healthy={} draining={}",
@@ -658,7 +652,7 @@ impl NodeIndex {
         let names: BTreeSet<&str> = parts
             .keys()
             .copied()
-            .chain(self.partition_total.keys().map(String::as_str))
+            .chain(self.partition_total.keys())
             .collect();
         for p in names {
             let total = self.partition_total(p);
@@ -727,8 +721,7 @@ impl NodeIndex {
             let gpus = n.free.get(GPU).clamp(0, MAX_BUCKET as i64) as usize;
             let key = (gpus, n.free.memory_mb);
             self.buckets
-                .entry(n.partition.clone())
-                .or_insert_with(|| vec![BTreeSet::new(); MAX_BUCKET + 1])[key.0]
+                .get_or_insert_with(&n.partition, || vec![BTreeSet::new(); MAX_BUCKET + 1])[key.0]
                 .insert((key.1, slot));
             n.key = Some(key);
         }

@@ -23,6 +23,7 @@ use std::collections::BTreeMap;
 
 use spindle_common::{ApplicationId, Resource};
 
+use super::by_partition::ByPartition;
 use super::QueueIdx;
 
 /// An application's place in its leaf's serving order.
@@ -85,7 +86,7 @@ struct OpenRun {
 /// The runs, per partition.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Resumes {
-    parts: BTreeMap<String, PartitionRuns>,
+    parts: ByPartition<PartitionRuns>,
     /// Per leaf: how often something raised its user limit (its usage grew, or one of its
     /// users left).
     limit_moves: Vec<u64>,
@@ -99,7 +100,7 @@ impl Resumes {
     pub(super) fn begin(&mut self, part: &str, epoch: u64) -> Vec<Resource> {
         let Some(p) = self.parts.get_mut(part) else {
             self.parts.insert(
-                part.to_string(),
+                part,
                 PartitionRuns {
                     epoch,
                     ..PartitionRuns::default()
