@@ -7,7 +7,6 @@
 //! without GPUs prefers nodes without free GPUs and, among those, the most free memory
 //! (spreading CPU work, as YARN's heartbeat-driven placement does).
 
-use super::by_partition::ByPartition;
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, DefaultHasher};
@@ -15,6 +14,7 @@ use std::hash::{BuildHasherDefault, DefaultHasher};
 use spindle_common::resource::GPU;
 use spindle_common::{NodeId, Resource};
 
+use super::by_partition::ByPartition;
 use super::placement::NodeTags;
 use super::queue_tree::max_each;
 

@@ -283,6 +283,11 @@ mod tests {
         user_limited: true,
     };
 
+    /// Ends the open visit of the default partition, no user found at a limit.
+    fn close(r: &mut Resumes) {
+        r.close("", |_| std::iter::empty());
+    }
+
     /// A visit that passed over applications 1 and 2 of `LEAF` in the default partition.
     fn visited(r: &mut Resumes) {
         r.begin("", 7);
@@ -295,30 +300,30 @@ mod tests {
     fn a_visit_writes_its_run_once_it_closes() {
         let mut r = Resumes::default();
         visited(&mut r);
-        r.close("", |_| std::iter::empty());
+        close(&mut r);
         r.begin("", 7);
         assert_eq!(r.open("", LEAF, 7), Some(entry(2)));
-        r.close("", |_| std::iter::empty());
+        close(&mut r);
     }
 
     #[test]
     fn an_application_reordered_within_the_open_run_drops_it_and_the_kept_one() {
         let mut r = Resumes::default();
         visited(&mut r);
-        r.close("", |_| std::iter::empty());
+        close(&mut r);
         // The next visit resumes after 2, passes over 3, then 2 is re-ordered to 3's
         // place: neither the kept run nor the visit's may stand.
         assert_eq!(r.open("", LEAF, 7), Some(entry(2)));
         r.pass_over(entry(3), RunWhy::default());
         r.reopen(LEAF, &entry(3));
-        r.close("", |_| std::iter::empty());
+        close(&mut r);
         assert_eq!(r.open("", LEAF, 7), None);
         // A re-order after the run's end leaves it.
         r.pass_over(entry(4), RunWhy::default());
         r.reopen(LEAF, &entry(5));
-        r.close("", |_| std::iter::empty());
+        close(&mut r);
         assert_eq!(r.open("", LEAF, 7), Some(entry(4)));
-        r.close("", |_| std::iter::empty());
+        close(&mut r);
     }
 
     #[test]
@@ -328,9 +333,9 @@ mod tests {
         // The visit's own placement raised the limit after it passed over 1 and 2: the
         // run, user-limited, must be walked again next pass.
         r.limit_moved(LEAF);
-        r.close("", |_| std::iter::empty());
+        close(&mut r);
         r.begin("", 7);
         assert_eq!(r.open("", LEAF, 7), None);
-        r.close("", |_| std::iter::empty());
+        close(&mut r);
     }
 }
