@@ -111,16 +111,26 @@ impl Bridge {
 /// How many times one call is tried while etcd answers unavailable.
 const TRIES: u32 = 4;
 
+/// gRPC's CANCELLED status code (the protocol's, stable).
+const GRPC_CANCELLED: i32 = 1;
 /// gRPC's UNAVAILABLE status code (the protocol's, stable).
 const GRPC_UNAVAILABLE: i32 = 14;
 
-/// Whether `e` says the endpoint could not serve the call (so another may).
+/// Whether `e` says the endpoint could not serve the call (so another may). The store never
+/// cancels a call itself (a timeout drops the future), so CANCELLED comes from the channel:
+/// a member died with the call in flight and its connection closed ("operation was
+/// canceled ... connection closed"), which the next try sends to a live member.
 fn unavailable(e: &etcd_client::Error) -> bool {
     match e {
         etcd_client::Error::TransportError(_) => true,
-        etcd_client::Error::GRpcStatus(s) => s.code() as i32 == GRPC_UNAVAILABLE,
+        etcd_client::Error::GRpcStatus(s) => retriable(s.code() as i32),
         _ => false,
     }
+}
+
+/// Whether a gRPC status code names the channel's failure rather than etcd's refusal.
+fn retriable(code: i32) -> bool {
+    matches!(code, GRPC_UNAVAILABLE | GRPC_CANCELLED)
 }
 
 fn wait<T, E, F>(rt: &tokio::runtime::Runtime, timeout: Duration, f: F) -> Result<T, CallError>
@@ -185,5 +195,14 @@ mod tests {
         // Never waits for a worker that may be blocked.
         main.shutdown_background();
         assert_eq!(got, Ok(Some(7)), "the call never returned");
+    }
+
+    /// A call cut by a dying member's closed connection is tried again; a refusal by etcd
+    /// itself (a bad request) is not.
+    #[test]
+    fn a_connection_closed_under_a_call_is_tried_again() {
+        // gRPC's codes: 1 CANCELLED, 14 UNAVAILABLE, 3 INVALID_ARGUMENT, 9 FAILED_PRECONDITION.
+        assert!(retriable(1) && retriable(14));
+        assert!(!retriable(3) && !retriable(9));
     }
 }
