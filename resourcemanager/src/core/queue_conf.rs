@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use spindle_common::config::keys;
 use spindle_common::{QueuePath, Resource};
 
 /// `<qp>.capacity` in YARN's three forms.
@@ -167,7 +168,7 @@ impl Default for FairshareSpec {
     fn default() -> Self {
         Self {
             user_weights: BTreeMap::new(),
-            max_wait_ms: 86_400_000,
+            max_wait_ms: keys::DEFAULT_CS_QUEUE_FAIRSHARE_MAX_WAIT_MS,
         }
     }
 }
