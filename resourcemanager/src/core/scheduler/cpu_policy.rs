@@ -7,7 +7,8 @@
 //! plans each node that runs ranged GPU containers ([`plan_node`]): the node's free vcores
 //! (what CPU-only work left) and the vcores of the containers whose predicted gain per core is
 //! smallest go, one core at a time, to the container whose predicted throughput gained per
-//! core is largest, while the gain exceeds the loss; every container stays within its range,
+//! core is largest, relative to its own (log throughput: jobs report in units of their own),
+//! while the gain exceeds the loss; every container stays within its range,
 //! a container resized within `resize-interval-ms` is not touched, a container below its
 //! floor (the CPUs of its proportional throughput) is brought up first, a queue never goes
 //! above its maximum nor gives more than its `QueueRoom::give` to another queue (the core
@@ -297,9 +298,12 @@ pub struct Resize {
     pub to: u32,
 }
 
-/// Exploration's assumed gain per core: above any real curve's (in units per GPU), so a job
-/// being explored is tried at more cores first.
+/// Exploration's assumed gain per core: above any real curve's, so a job being explored is
+/// tried at more cores first.
 const EXPLORE_GAIN: f64 = f64::MAX / 4.0;
+/// The gain of a core that takes a job from no predicted throughput to some: above any
+/// relative gain, below exploration's.
+const STARTS_A_JOB: f64 = f64::MAX / 8.0;
 
 impl Member {
     /// Predicted throughput (per GPU times GPUs) at `v` vcores.
@@ -330,13 +334,17 @@ impl Member {
         self
     }
 
-    /// Predicted gain of one more core (`None`: it may not grow).
+    /// Predicted gain of one more core, relative to the job's own pace (`None`: it may not
+    /// grow): the growth of log throughput, so jobs reporting in different units (images,
+    /// tokens, samples per second) compare by how much sooner each would finish, and the
+    /// plan maximizes the product of the jobs' speeds, not the sum of numbers in units that
+    /// differ.
     fn gain(&self, v: u32) -> Option<f64> {
         if !self.movable || v >= self.range.max {
             return None;
         }
         match self.prediction {
-            Prediction::Curve(_) => Some(self.throughput(v + 1) - self.throughput(v)),
+            Prediction::Curve(_) => Some(self.log_step(v)),
             Prediction::Explore => Some(EXPLORE_GAIN),
             Prediction::Unknown => None,
         }
@@ -353,21 +361,39 @@ impl Member {
         }
     }
 
-    /// Predicted throughput lost from `v` to `v - 1` vcores (nothing for a job without a
-    /// curve: it holds its cores on a guess).
+    /// Predicted relative throughput lost from `v` to `v - 1` vcores (nothing for a job
+    /// without a curve: it holds its cores on a guess).
     fn drop_cost(&self, v: u32) -> f64 {
-        self.throughput(v) - self.throughput(v.saturating_sub(1))
+        match self.prediction {
+            Prediction::Curve(_) if v > 0 => self.log_step(v - 1),
+            _ => 0.0,
+        }
+    }
+
+    /// `ln T(v + 1) - ln T(v)`: the relative speed one core adds at `v` (a core that starts
+    /// a stalled job is worth more than any other move).
+    fn log_step(&self, v: u32) -> f64 {
+        let (at, above) = (self.throughput(v), self.throughput(v + 1));
+        if at <= 0.0 {
+            return if above > 0.0 { STARTS_A_JOB } else { 0.0 };
+        }
+        (above / at).ln().max(0.0)
     }
 }
 
-/// The smallest gain worth a move (relative to the throughput scale, so noise in a table
-/// does not make cores shuttle back and forth).
+/// The smallest gain worth a move (so rounding in a table does not make cores shuttle back
+/// and forth).
 const MIN_GAIN: f64 = 1e-9;
 
 /// The smallest gain worth a move from another container, as a share of the receiver's
 /// predicted throughput: measured points carry noise (a rate measured across a resize, a
 /// busy machine), and moves for less made cores shuttle between two jobs every round.
 const MIN_REL_GAIN: f64 = 0.02;
+
+/// [`MIN_REL_GAIN`] on the scale of [`Member::gain`] (log throughput).
+fn move_worth() -> f64 {
+    MIN_REL_GAIN.ln_1p()
+}
 
 /// Plans one node: `free` vcores unused on it, its ranged GPU containers, their leaves'
 /// room. Sizes outside a range are brought into it first (a container granted its minimum,
@@ -429,8 +455,7 @@ fn step(members: &[Member], size: &mut [u32], free: &mut u32, room: &mut [QueueR
         let Some((d, loss)) = donor(members, size, room, r) else {
             continue;
         };
-        let worth = (MIN_REL_GAIN * members[r].throughput(size[r])).max(MIN_GAIN);
-        if loss + worth >= gain {
+        if loss + move_worth() >= gain {
             continue;
         }
         take(members, size, room, d, r);
