@@ -438,8 +438,8 @@ pub const DEFAULT_CS_QUEUE_LAS_PROMOTION_FACTOR: f64 = 4.0;
 /// Spindle's `fairshare` ordering: an application that has waited this many ms for its
 /// next container goes ahead of every one that has not (Slurm's `PriorityMaxAge` as a hard
 /// bound, and its default of 7 days); 0: never. A bound that fires under ordinary load
-/// turns the leaf into FIFO among the overdue (`docs/simulator.md`: 24 h cost 1.3x-1.6x
-/// average JCT on Philly's trace at 320-384 GPUs).
+/// puts hundreds of jobs ahead of the fair-share order just when the queue is long
+/// (`docs/simulator.md`: 24 h cost 1.1x-1.8x average JCT on Philly's trace at 256-384 GPUs).
 pub const CS_QUEUE_FAIRSHARE_MAX_WAIT_MS: &str = "ordering-policy.fairshare.max-wait-ms";
 pub const DEFAULT_CS_QUEUE_FAIRSHARE_MAX_WAIT_MS: u64 = 7 * 86_400_000;
 /// YARN's per-user settings of a leaf, `user-settings.<user>.weight`: the user's share
