@@ -11,6 +11,8 @@
 
 use std::collections::BTreeMap;
 
+use super::node_index::Counts;
+
 /// A map from partition name to `V` (see the module docs).
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct ByPartition<V> {
@@ -95,23 +97,16 @@ impl<V> ByPartition<V> {
     }
 }
 
-impl ByPartition<usize> {
-    /// Counts one more (`up`) or one fewer in `partition`; a count that reaches zero is
-    /// removed.
-    pub(super) fn count(&mut self, partition: &str, up: bool) {
-        match self.get_mut(partition) {
-            Some(c) if up => *c += 1,
-            None if up => {
-                self.insert(partition, 1);
-            }
-            Some(c) => {
-                *c = c.saturating_sub(1);
-                if *c == 0 {
-                    self.remove(partition);
-                }
-            }
-            None => {}
-        }
+/// Nodes counted per partition (`NodeIndex`'s members).
+impl Counts<str> for ByPartition<usize> {
+    fn slot(&mut self, partition: &str) -> Option<&mut usize> {
+        self.get_mut(partition)
+    }
+    fn first(&mut self, partition: &str) {
+        self.insert(partition, 1);
+    }
+    fn forget(&mut self, partition: &str) {
+        self.remove(partition);
     }
 }
 

@@ -296,7 +296,7 @@ impl NodeIndex {
             part.sub_assign(&n.total);
         }
         let shapes = self.shapes.get_or_insert_with(&n.partition, BTreeMap::new);
-        count(shapes, &n.total, up);
+        shapes.count(&n.total, up);
         let overdraft = overdraft(&n.free);
         if up {
             self.cluster.add_assign(&n.total);
@@ -345,7 +345,7 @@ impl NodeIndex {
 
     /// Counts a healthy node's total in or out of `healthy_shapes`, and keeps `largest`.
     fn count_healthy(&mut self, total: &Resource, up: bool) {
-        count(&mut self.healthy_shapes, total, up);
+        self.healthy_shapes.count(total, up);
         if up {
             self.largest = max_each(&self.largest, total);
             return;
@@ -960,23 +960,43 @@ impl NodeIndex {
 }
 
 /// Counts `key` in or out of `map` (a count of 0 leaves it), cloning the key only when new.
-fn count<K, Q>(map: &mut BTreeMap<K, usize>, key: &Q, up: bool)
+/// A map of counts by key: one more or one fewer, a count that reaches zero removed (so a
+/// key is present exactly while something counts it).
+pub(super) trait Counts<Q: ?Sized> {
+    fn slot(&mut self, key: &Q) -> Option<&mut usize>;
+    /// `key` counted once, where it was absent.
+    fn first(&mut self, key: &Q);
+    fn forget(&mut self, key: &Q);
+
+    /// Counts one more (`up`) or one fewer of `key`.
+    fn count(&mut self, key: &Q, up: bool) {
+        match self.slot(key) {
+            Some(c) if up => *c += 1,
+            None if up => self.first(key),
+            Some(c) => {
+                *c = c.saturating_sub(1);
+                if *c == 0 {
+                    self.forget(key);
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+impl<K, Q> Counts<Q> for BTreeMap<K, usize>
 where
     K: Ord + std::borrow::Borrow<Q>,
     Q: Ord + ToOwned<Owned = K> + ?Sized,
 {
-    match map.get_mut(key) {
-        Some(c) if up => *c += 1,
-        None if up => {
-            map.insert(key.to_owned(), 1);
-        }
-        Some(c) => {
-            *c = c.saturating_sub(1);
-            if *c == 0 {
-                map.remove(key);
-            }
-        }
-        None => {}
+    fn slot(&mut self, key: &Q) -> Option<&mut usize> {
+        self.get_mut(key)
+    }
+    fn first(&mut self, key: &Q) {
+        self.insert(key.to_owned(), 1);
+    }
+    fn forget(&mut self, key: &Q) {
+        self.remove(key);
     }
 }
 
