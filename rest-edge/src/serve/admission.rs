@@ -9,11 +9,12 @@
 //! idle connection in its scope (the peer's own for the per-peer cap, any for the total) to
 //! close. A place given back goes to the first waiter it fits.
 //!
-//! Idle means: no request in flight, no byte of a next request read, nothing waiting unread
-//! on the socket (the connection checks that itself before it closes), and quiet for at
-//! least [`EVICT_GRACE`] (so a caller that has just connected and not yet written, or has
-//! just been answered, keeps its connection). A connection with a request in flight is
-//! never chosen.
+//! Idle means: answered at least once, no request in flight, no byte of a next request
+//! read, nothing waiting unread on the socket (the connection checks that itself before it
+//! closes), and quiet for at least [`EVICT_GRACE`] (so a caller just answered keeps its
+//! connection for its next request). A connection with a request in flight is never chosen,
+//! nor one that has not sent its first request: a caller slow to write after connecting
+//! would see its request reset, and the header-read timeout closes one that never writes.
 //!
 //! Must not: read or write a connection's bytes (the connection does, when asked to close).
 
@@ -493,17 +494,24 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn eviction_skips_busy_and_fresh_connections_and_other_peers() {
+    async fn eviction_skips_busy_unanswered_and_fresh_connections_and_other_peers() {
         let a = Admission::new(caps(10, 10, 5));
         let busy = Arc::new(Track::new());
         let idle = Arc::new(Track::new());
         let other = Arc::new(Track::new());
+        let silent = Arc::new(Track::new());
         let _s1 = admitted(a.enter(ip(1), &busy));
         let _s2 = admitted(a.enter(ip(1), &idle));
         let _s3 = admitted(a.enter(ip(2), &other));
+        let _s4 = admitted(a.enter(ip(1), &silent));
+        // `idle` and `other` were answered once; `busy` has a request in flight.
+        drop(idle.request_started());
+        drop(other.request_started());
         let _in_flight = busy.request_started();
         // Nobody has been quiet for the grace yet.
         assert_eq!(a.evict_one(Scope::All), None);
+        // The one that never sent a request is the quietest, yet never chosen.
+        silent.backdate(EVICT_GRACE * 20);
         idle.backdate(EVICT_GRACE * 3);
         other.backdate(EVICT_GRACE * 5);
         busy.backdate(EVICT_GRACE * 9);
@@ -511,10 +519,12 @@ mod tests {
         assert_eq!(peer, ip(1));
         assert!(idle.asked_to_close());
         assert!(!busy.asked_to_close());
+        assert!(!silent.asked_to_close());
         let (peer, _) = a.evict_one(Scope::All).expect("the other peer's");
         assert_eq!(peer, ip(2));
         assert!(other.asked_to_close());
-        // Asked ones are not asked again; the busy one never.
+        // Asked ones are not asked again; the busy and the unanswered ones never.
         assert_eq!(a.evict_one(Scope::All), None);
+        assert!(!silent.asked_to_close());
     }
 }
