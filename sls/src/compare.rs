@@ -79,6 +79,14 @@ pub fn table(runs: &[Stored]) -> String {
             Box::new(|s| format!("{:.1}%", s.summary.gpu_utilization * 100.0)),
         ),
         (
+            "GPUs computing while held (CPU-sensitive jobs)",
+            Box::new(|s| {
+                s.summary
+                    .gpu_busy
+                    .map_or("-".into(), |b| format!("{:.1}%", b * 100.0))
+            }),
+        ),
+        (
             "Jain index (usage/share)",
             Box::new(|s| {
                 s.summary

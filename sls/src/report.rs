@@ -79,6 +79,10 @@ pub struct Summary {
     pub cpu_utilization: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus_stranded: Option<f64>,
+    /// With CPU-sensitive jobs: of the GPU-seconds they held, the share their GPUs computed
+    /// (a job below its curve's peak throughput keeps its GPUs waiting on input CPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_busy: Option<f64>,
     /// Second and later AM attempts.
     pub restarts: u64,
     /// Core calls that ran a scheduling pass.
@@ -218,6 +222,7 @@ pub fn summarize(jobs: &[Job], run: &RunResult, l: &Labels<'_>) -> Summary {
         fairness: run.fairness.clone(),
         cpu_utilization: run.cpu.map(|c| c.utilization),
         gpus_stranded: run.cpu.map(|c| c.gpus_stranded),
+        gpu_busy: run.cpu.map(|c| c.gpu_busy),
         restarts: run.restarts,
         scheduler_decisions: run.decisions,
         decision_p50_us: l.timing.then(|| lat_pct(0.50)),

@@ -398,6 +398,18 @@ fn tell_summary(summary: &report::Summary, out: &Path) {
         summary.makespan_s,
         summary.gpu_utilization * 100.0
     );
+    if let (Some(busy), Some(cpu), Some(stranded)) = (
+        summary.gpu_busy,
+        summary.cpu_utilization,
+        summary.gpus_stranded,
+    ) {
+        say!(
+            "CPU-sensitive jobs' GPUs computed {:.1}% of the time they were held (the rest waiting on input CPUs); GPU nodes' CPUs {:.1}% used; {:.3}% of GPU-seconds stranded without a free CPU",
+            busy * 100.0,
+            cpu * 100.0,
+            stranded * 100.0
+        );
+    }
     if summary.preemptions > 0 {
         say!(
             "{} preemptions: {:.1} GPU-hours of work lost ({:.2}% of the GPU-hours used); notice to exit {:.1} s on average, {:.1} s at most",

@@ -24,6 +24,15 @@ pub(super) struct CpuRun {
     /// Bumped at every change of pace: an end event of an older one is stale.
     pub(super) generation: u32,
     running: bool,
+    /// GPU-milliseconds held while running, and of those the GPUs computed: a GPU whose
+    /// job runs below its curve's peak waits on its CPUs for the rest (an input-bound
+    /// job's GPU shows that as idle in `nvidia-smi`).
+    held_gpu_ms: f64,
+    busy_gpu_ms: f64,
+    /// Work done when this run began (what the last checkpoint saved), and when a notice
+    /// came, the work done by then (what the checkpoint it asks for saves).
+    base: f64,
+    at_notice: Option<f64>,
 }
 
 impl CpuRun {
@@ -39,7 +48,13 @@ impl CpuRun {
         if self.running {
             let r = self.rate();
             if r.is_finite() {
-                self.done += r * now.saturating_sub(self.at) as f64;
+                let dt = now.saturating_sub(self.at) as f64;
+                self.done += r * dt;
+                let gpus: i64 = self.sizes.values().map(|(_, g)| (*g).max(0)).sum();
+                self.held_gpu_ms += gpus as f64 * dt;
+                self.busy_gpu_ms += gpus as f64
+                    * dt
+                    * busy_share(r, self.curve.0.values().copied().fold(0.0, f64::max));
             }
         }
         self.at = now;
@@ -52,6 +67,16 @@ impl CpuRun {
             return u64::MAX / 4;
         }
         self.at.saturating_add((left / r).ceil() as u64)
+    }
+}
+
+/// The share of its time a GPU computes when its job runs at `rate` and at `peak` with
+/// CPUs enough (the rest it waits on input).
+fn busy_share(rate: f64, peak: f64) -> f64 {
+    if peak > 0.0 {
+        (rate / peak).clamp(0.0, 1.0)
+    } else {
+        1.0
     }
 }
 
@@ -90,9 +115,12 @@ impl Sim<'_> {
         let share = self.proportional_share(j);
         let duration = self.jobs[j].tasks.first().map_or(0, |t| t.duration_ms);
         let now = self.now;
+        let held: BTreeSet<ContainerId> = self.runs[j].granted.iter().map(|g| g.id).collect();
         let Some(run) = self.runs[j].cpu.as_mut() else {
             return;
         };
+        // A run after a preemption: the pace is its new containers' alone.
+        run.sizes.retain(|id, _| held.contains(id));
         if run.work == 0.0 {
             run.work = duration as f64 * run.curve.at(share);
         }
@@ -100,6 +128,44 @@ impl Sim<'_> {
         run.running = true;
         self.cpu_live.insert(j);
         self.cpu_reschedule(j);
+    }
+
+    /// A notice came: the checkpoint it asks for saves the work done by now.
+    pub(super) fn cpu_noticed(&mut self, j: usize) {
+        let now = self.now;
+        if let Some(run) = self.runs[j].cpu.as_mut() {
+            run.accrue(now);
+            run.at_notice = Some(run.done);
+        }
+    }
+
+    /// Nothing of the preempted job runs any more: its work goes back to what its
+    /// checkpoint saved, the one the notice asked for (`checkpointed`), else its last
+    /// periodic one at `saved_at` (the work then taken as done at the pace of the run up to
+    /// the notice at `noticed_at`), and it makes no progress until it runs again.
+    pub(super) fn cpu_rewind(
+        &mut self,
+        j: usize,
+        noticed_at: Option<u64>,
+        checkpointed: bool,
+        saved_at: u64,
+    ) {
+        let run_from = self.runs[j].run_from;
+        let Some(run) = self.runs[j].cpu.as_mut() else {
+            return;
+        };
+        let at_notice = run.at_notice.take().unwrap_or(run.base);
+        let saved = match noticed_at {
+            _ if checkpointed => at_notice,
+            Some(n) if n > run_from && saved_at > run_from => {
+                let part = (saved_at - run_from) as f64 / (n - run_from) as f64;
+                run.base + (at_notice - run.base) * part.min(1.0)
+            }
+            _ => run.base,
+        };
+        run.done = saved;
+        run.base = saved;
+        run.running = false;
     }
 
     /// The node's CPUs over its GPUs where the job's first container runs.
@@ -219,10 +285,17 @@ pub struct CpuFigures {
     pub utilization: f64,
     /// GPU-seconds stranded (free GPUs on nodes without a free vcore) over available.
     pub gpus_stranded: f64,
+    /// Of the GPU-seconds CPU-sensitive jobs held, the share their GPUs computed (each at
+    /// its job's throughput over the peak of its curve; the rest waiting on input CPUs).
+    pub gpu_busy: f64,
 }
 
 impl CpuAcc {
-    pub(super) fn figures(&self) -> CpuFigures {
+    /// The figures, with the CPU-sensitive jobs' runs.
+    pub(super) fn figures<'a>(&self, runs: impl Iterator<Item = &'a CpuRun>) -> CpuFigures {
+        let (held, busy) = runs.fold((0.0, 0.0), |(h, b), r| {
+            (h + r.held_gpu_ms, b + r.busy_gpu_ms)
+        });
         let ratio = |a: f64, b: f64| {
             if b > 0.0 {
                 (a / b * 1e6).round() / 1e6
@@ -233,6 +306,7 @@ impl CpuAcc {
         CpuFigures {
             utilization: ratio(self.vcore_ms_used, self.vcore_ms_total),
             gpus_stranded: ratio(self.stranded_gpu_ms, self.gpu_ms_total),
+            gpu_busy: ratio(busy, held),
         }
     }
 }

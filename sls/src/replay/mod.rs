@@ -301,6 +301,10 @@ pub fn run(
             .unwrap_or_default();
         r.outcome = Some(Outcome::Unfinished(why));
     }
+    let cpu = sim
+        .cpu_acc
+        .as_ref()
+        .map(|a| a.figures(sim.runs.iter().filter_map(|r| r.cpu.as_ref())));
     Ok(RunResult {
         jobs: sim
             .runs
@@ -326,7 +330,7 @@ pub fn run(
         lost_gpu_ms: sim.lost_gpu_ms,
         notice_to_exit_ms: sim.notice_to_exit_ms,
         fairness: sim.fairness.finish(),
-        cpu: sim.cpu_acc.map(|a| a.figures()),
+        cpu,
     })
 }
 

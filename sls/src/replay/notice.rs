@@ -72,6 +72,7 @@ impl Sim<'_> {
             at: self.now,
             checkpointed: false,
         });
+        self.cpu_noticed(j);
         // The RM kills at the deadline: a tick then (it may come from the AM sooner).
         self.at(deadline.saturating_add(1), Ev::Tick(false));
         let (_, saved_at) = self.periodic(j);
@@ -242,6 +243,8 @@ impl Sim<'_> {
             if self.runs[j].granted.iter().any(|g| g.started) || self.runs[j].notice.is_none() {
                 return;
             }
+            let noticed_at = self.runs[j].notice.as_ref().map(|n| n.at);
+            let checkpointed = self.runs[j].notice.as_ref().is_some_and(|n| n.checkpointed);
             let saved = match &self.runs[j].notice {
                 Some(n) if n.checkpointed => {
                     let run = &self.runs[j];
@@ -249,6 +252,8 @@ impl Sim<'_> {
                 }
                 _ => self.periodic(j).0,
             };
+            let saved_at = self.periodic(j).1;
+            self.cpu_rewind(j, noticed_at, checkpointed, saved_at);
             let run = &mut self.runs[j];
             run.saved_ms = saved;
             run.run_from = u64::MAX;
