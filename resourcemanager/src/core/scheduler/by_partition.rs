@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use super::node_index::Counts;
+use super::counts::Counts;
 
 /// A map from partition name to `V` (see the module docs).
 #[derive(Debug, Clone, PartialEq)]

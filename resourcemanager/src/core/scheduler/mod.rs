@@ -19,6 +19,7 @@
 mod activation;
 mod asks;
 mod by_partition;
+mod counts;
 pub mod cpu_policy;
 pub mod decayed_usage;
 mod doubling;

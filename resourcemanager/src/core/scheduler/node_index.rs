@@ -6,6 +6,14 @@
 //! among those, the least free memory (best fit: whole free GPU nodes stay whole). An ask
 //! without GPUs prefers nodes without free GPUs and, among those, the most free memory
 //! (spreading CPU work, as YARN's heartbeat-driven placement does).
+//!
+//! Here: the table, the buckets and the sums kept as nodes change. [`search`] has the orders
+//! and the bounded searches over them, [`holds`] the gangs' holds and [`check`] the sums
+//! recomputed from the nodes.
+
+mod check;
+mod holds;
+mod search;
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -15,6 +23,7 @@ use spindle_common::resource::GPU;
 use spindle_common::{NodeId, Resource};
 
 use super::by_partition::ByPartition;
+use super::counts::Counts;
 use super::placement::NodeTags;
 use super::queue_tree::max_each;
 
@@ -596,99 +605,6 @@ impl NodeIndex {
         self.reindex(slot);
     }
 
-    /// The index's own sums against its nodes: the schedulable totals and use, per
-    /// partition and over the cluster, and the count (for `sanity_check`).
-    pub fn check(&self) -> Result<(), String> {
-        let mut cluster = Resource::zero();
-        let mut used = Resource::zero();
-        let mut overdrawn = Resource::zero();
-        let mut parts: BTreeMap<&str, Resource> = BTreeMap::new();
-        let mut shapes: BTreeMap<&str, BTreeMap<&Resource, usize>> = BTreeMap::new();
-        let mut members: ByPartition<usize> = ByPartition::default();
-        let mut count = 0;
-        for n in self.iter() {
-            members.count(&n.partition, true);
-            if n.schedulable != (n.healthy && !n.draining) {
-                return Err(format!(
-                    "node {} schedulable={} but healthy={} draining={}",
-                    n.id, n.schedulable, n.healthy, n.draining
-                ));
-            }
-            if !n.schedulable {
-                if self.reserved.contains_key(&self.slot_of[&n.id]) {
-                    return Err(format!("unschedulable node {} is held for a gang", n.id));
-                }
-                continue;
-            }
-            cluster.add_assign(&n.total);
-            used.add_assign(&n.used);
-            if let Some(o) = overdraft(&n.free) {
-                overdrawn.add_assign(&o);
-            }
-            parts.entry(&n.partition).or_default().add_assign(&n.total);
-            *shapes
-                .entry(&n.partition)
-                .or_default()
-                .entry(&n.total)
-                .or_default() += 1;
-            count += 1;
-        }
-        let same = |a: &Resource, b: &Resource| a.minus(b).is_zero();
-        if !same(&overdrawn, &self.overdrawn) {
-            return Err(format!(
-                "the node index says its nodes are used {} beyond their totals; they say {overdrawn}",
-                self.overdrawn
-            ));
-        }
-        if !same(&cluster, &self.cluster)
-            || !same(&used, &self.cluster_used)
-            || count != self.schedulable_count
-        {
-            return Err(format!(
-                "the node index sums {} nodes, total {}, used {}; its nodes say {count}, {cluster}, {used}",
-                self.schedulable_count, self.cluster, self.cluster_used
-            ));
-        }
-        let names: BTreeSet<&str> = parts
-            .keys()
-            .copied()
-            .chain(self.partition_total.keys())
-            .collect();
-        for p in names {
-            let total = self.partition_total(p);
-            let expect = parts.get(p).cloned().unwrap_or_default();
-            if !same(&total, &expect) {
-                return Err(format!(
-                    "partition `{p}` sums {total} but its schedulable nodes {expect}"
-                ));
-            }
-            let kept: BTreeMap<&Resource, usize> = self.partition_shapes(p).collect();
-            let counted = shapes.remove(p).unwrap_or_default();
-            if kept != counted {
-                return Err(format!(
-                    "partition `{p}` keeps node shapes {kept:?} but its schedulable nodes have {counted:?}"
-                ));
-            }
-        }
-        if members != self.members {
-            return Err(format!(
-                "the node index counts {:?} nodes per partition but has {members:?}",
-                self.members
-            ));
-        }
-        let largest = self
-            .iter()
-            .filter(|n| n.healthy)
-            .fold(Resource::zero(), |l, n| max_each(&l, &n.total));
-        if largest != self.largest {
-            return Err(format!(
-                "the node index's largest node is {} but its nodes' is {largest}",
-                self.largest
-            ));
-        }
-        Ok(())
-    }
-
     pub fn charge(&mut self, slot: usize, r: &Resource) {
         self.account_use(slot, r, true);
         self.reindex(slot);
@@ -727,27 +643,6 @@ impl NodeIndex {
         }
     }
 
-    fn fits(&self, slot: usize, ask: &Resource) -> bool {
-        self.probes.set(self.probes.get() + 1);
-        let Some(n) = self.get(slot) else {
-            return false;
-        };
-        if !n.schedulable || !ask.fits_in(&n.free) {
-            return false;
-        }
-        if !self.reserved.contains_key(&slot) {
-            return true;
-        }
-        // A held node takes an ask only beside what its holder will need of it: in every
-        // type the ask uses, what runs there now, the ask and the hold fit the node.
-        let Some(need) = self.reserved_need.get(&slot) else {
-            return false;
-        };
-        ask.entries()
-            .filter(|(_, v)| *v > 0)
-            .all(|(k, v)| n.used.get(k) + v + need.get(k) <= n.total.get(k))
-    }
-
     /// The node's attributes (topology levels), as it registered them.
     pub fn set_attributes(&mut self, id: &NodeId, attributes: BTreeMap<String, String>) {
         self.room_epoch += 1;
@@ -773,20 +668,6 @@ impl NodeIndex {
         self.images.holds(slot, image)
     }
 
-    /// A node holding `image` that fits `ask` and passes `also` (at most `PROBES * 4` of
-    /// the holders looked at, in slot order).
-    pub fn find_holding(
-        &self,
-        image: &str,
-        ask: &Resource,
-        also: &dyn Fn(&SchedNode) -> bool,
-    ) -> Option<usize> {
-        self.images
-            .holders(image)
-            .take(PROBES * 4)
-            .find(|s| self.fits(*s, ask) && self.get(*s).is_some_and(also))
-    }
-
     pub fn set_gpu_model(&mut self, id: &NodeId, model: Option<String>) {
         self.room_epoch += 1;
         if let Some(n) = self
@@ -796,207 +677,6 @@ impl NodeIndex {
         {
             n.gpu_model = model;
         }
-    }
-
-    /// Holds `slot` for a gang, all of it (`None` frees it).
-    pub fn reserve(
-        &mut self,
-        slot: usize,
-        holder: Option<(spindle_common::ApplicationId, String)>,
-    ) {
-        self.room_epoch += 1;
-        self.reserved_need.remove(&slot);
-        match holder {
-            Some(h) => {
-                self.reserved.insert(slot, h);
-            }
-            None => {
-                self.reserved.remove(&slot);
-            }
-        }
-    }
-
-    /// Holds `slot` for a gang that will need `need` of it.
-    pub fn hold(
-        &mut self,
-        slot: usize,
-        holder: (spindle_common::ApplicationId, String),
-        need: Resource,
-    ) {
-        self.reserve(slot, Some(holder));
-        self.reserved_need.insert(slot, need);
-    }
-
-    pub fn reserved_by(&self, slot: usize) -> Option<&(spindle_common::ApplicationId, String)> {
-        self.reserved.get(&slot)
-    }
-
-    pub fn reservations(&self) -> &BTreeMap<usize, (spindle_common::ApplicationId, String)> {
-        self.holds_read
-            .set(self.holds_read.get() + self.reserved.len() as u64);
-        &self.reserved
-    }
-
-    /// Every indexed node (with room for at least a minimum allocation), most free GPUs
-    /// first and, within that, most free memory first.
-    pub fn by_free_desc<'a>(&'a self, partition: &str) -> impl Iterator<Item = usize> + 'a {
-        let p = self.buckets.get(partition);
-        (0..=MAX_BUCKET)
-            .rev()
-            .filter_map(move |b| p.map(|p| &p[b]))
-            .flat_map(|set| set.iter().rev().map(|(_, s)| *s))
-            .inspect(|_| self.probes.set(self.probes.get() + 1))
-    }
-
-    /// Indexed nodes with at least `gpus` free GPUs and `mem` free memory, fewest free GPUs
-    /// first and, within that, least free memory first (best fit).
-    pub fn best_fit_order<'a>(
-        &'a self,
-        partition: &str,
-        gpus: i64,
-        mem: i64,
-    ) -> impl Iterator<Item = usize> + 'a {
-        let g = gpus.clamp(0, MAX_BUCKET as i64) as usize;
-        let p = self.buckets.get(partition);
-        (g..=MAX_BUCKET)
-            .filter_map(move |b| p.map(|p| &p[b]))
-            .flat_map(move |set| set.range((mem, 0)..).map(|(_, s)| *s))
-            .inspect(|_| self.probes.set(self.probes.get() + 1))
-    }
-
-    /// Indexed nodes of every partition whose free room takes `ask` (`ask` at least the
-    /// minimum allocation, as every indexed node's room is), by partition and best fit.
-    pub fn taking_anywhere<'a>(&'a self, ask: &'a Resource) -> impl Iterator<Item = usize> + 'a {
-        self.buckets
-            .keys()
-            .flat_map(move |p| self.best_fit_order(p, ask.get(GPU), ask.memory_mb))
-            .filter(move |s| self.get(*s).is_some_and(|n| ask.fits_in(&n.free)))
-    }
-
-    /// Slots of every node, schedulable or not. Counted (`walked`).
-    pub fn slots(&self) -> impl Iterator<Item = usize> + '_ {
-        self.by_id
-            .values()
-            .copied()
-            .inspect(|_| self.walked.set(self.walked.get() + 1))
-    }
-
-    /// A node of `partition` that fits `ask` and passes `also`, by the placement policy of
-    /// this module. `probes` bounds the nodes looked at per bucket.
-    pub fn find_any(
-        &self,
-        ask: &Resource,
-        partition: &str,
-        probes: usize,
-        also: &dyn Fn(&SchedNode) -> bool,
-    ) -> Option<usize> {
-        let ok = |s: usize| self.fits(s, ask) && self.get(s).is_some_and(also);
-        let g = ask.get(GPU).clamp(0, MAX_BUCKET as i64) as usize;
-        if g > 0 {
-            for b in g..=MAX_BUCKET {
-                let found = self
-                    .bucket(partition, b)?
-                    .range((ask.memory_mb, 0)..)
-                    .take(probes)
-                    .map(|(_, s)| *s)
-                    .find(|s| ok(*s));
-                if found.is_some() {
-                    return found;
-                }
-            }
-            return None;
-        }
-        for b in 0..=MAX_BUCKET {
-            let found = self
-                .bucket(partition, b)?
-                .iter()
-                .rev()
-                .take_while(|(mem, _)| *mem >= ask.memory_mb)
-                .take(probes)
-                .map(|(_, s)| *s)
-                .find(|s| ok(*s));
-            if found.is_some() {
-                return found;
-            }
-        }
-        None
-    }
-
-    /// A node on one of `hosts` that fits and passes `also`.
-    pub fn find_on_hosts<'a>(
-        &self,
-        hosts: impl Iterator<Item = &'a String>,
-        ask: &Resource,
-        also: &dyn Fn(&SchedNode) -> bool,
-    ) -> Option<usize> {
-        let ok = |s: usize| self.fits(s, ask) && self.get(s).is_some_and(also);
-        for h in hosts {
-            if let Some(slots) = self.by_host.get(h) {
-                if let Some(s) = slots.iter().copied().find(|s| ok(*s)) {
-                    return Some(s);
-                }
-            }
-        }
-        None
-    }
-
-    /// A node in one of `racks` that fits and passes `also` (bounded probes per rack).
-    pub fn find_in_racks<'a>(
-        &self,
-        racks: impl Iterator<Item = &'a String>,
-        ask: &Resource,
-        also: &dyn Fn(&SchedNode) -> bool,
-    ) -> Option<usize> {
-        let ok = |s: usize| self.fits(s, ask) && self.get(s).is_some_and(also);
-        for r in racks {
-            if let Some(slots) = self.by_rack.get(r) {
-                if let Some(s) = slots.iter().copied().take(PROBES * 4).find(|s| ok(*s)) {
-                    return Some(s);
-                }
-            }
-        }
-        None
-    }
-}
-
-/// Counts `key` in or out of `map` (a count of 0 leaves it), cloning the key only when new.
-/// A map of counts by key: one more or one fewer, a count that reaches zero removed (so a
-/// key is present exactly while something counts it).
-pub(super) trait Counts<Q: ?Sized> {
-    fn slot(&mut self, key: &Q) -> Option<&mut usize>;
-    /// `key` counted once, where it was absent.
-    fn first(&mut self, key: &Q);
-    fn forget(&mut self, key: &Q);
-
-    /// Counts one more (`up`) or one fewer of `key`.
-    fn count(&mut self, key: &Q, up: bool) {
-        match self.slot(key) {
-            Some(c) if up => *c += 1,
-            None if up => self.first(key),
-            Some(c) => {
-                *c = c.saturating_sub(1);
-                if *c == 0 {
-                    self.forget(key);
-                }
-            }
-            None => {}
-        }
-    }
-}
-
-impl<K, Q> Counts<Q> for BTreeMap<K, usize>
-where
-    K: Ord + std::borrow::Borrow<Q>,
-    Q: Ord + ToOwned<Owned = K> + ?Sized,
-{
-    fn slot(&mut self, key: &Q) -> Option<&mut usize> {
-        self.get_mut(key)
-    }
-    fn first(&mut self, key: &Q) {
-        self.insert(key.to_owned(), 1);
-    }
-    fn forget(&mut self, key: &Q) {
-        self.remove(key);
     }
 }
 
