@@ -606,7 +606,6 @@ async fn connection(
             return;
         }
     };
-    track.admitted();
     let conf = &shared.conf;
     let fd = stream.as_raw_fd();
     match &conf.tls {

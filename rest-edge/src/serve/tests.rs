@@ -201,36 +201,6 @@ async fn over_the_per_peer_cap_a_new_connection_waits_and_the_oldest_idle_one_ma
 }
 
 #[tokio::test]
-async fn a_connection_slow_to_send_its_first_request_is_not_closed_to_make_room() {
-    let mut c = conf(10_000, 10_000);
-    c.max_connections_per_peer = 1;
-    let server = Server::start(c).await;
-    // Connected, but its process is busy: no request yet.
-    let mut slow = TcpStream::connect(server.addr).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let mut waiting = TcpStream::connect(server.addr).await.unwrap();
-    waiting
-        .write_all(b"GET /peer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    // Several eviction rounds pass with the slow one quiet past the grace.
-    tokio::time::sleep(admission::EVICT_GRACE * 2).await;
-    assert!(
-        get_peer(&mut slow).await.is_ok(),
-        "the connection that had not yet written was reset to make room"
-    );
-    drop(slow);
-    // Its place given back, the waiting request is served.
-    let mut got = Vec::new();
-    tokio::time::timeout(BOUND, waiting.read_to_end(&mut got))
-        .await
-        .expect("the waiting request is served")
-        .unwrap();
-    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"));
-    server.stop().await;
-}
-
-#[tokio::test]
 async fn over_the_global_cap_a_new_connection_waits_and_accepting_goes_on() {
     let mut c = conf(10_000, 10_000);
     c.max_connections = 2;

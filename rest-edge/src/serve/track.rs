@@ -72,8 +72,8 @@ impl Track {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The connection got its place: its header-read and idle clocks start now (nothing is
-    /// read while it waits in the queue, so time spent there is not the caller's).
+    /// The connection got its place after waiting for it: its header-read and idle clocks
+    /// start now. Nothing is read while it waits, so the wait is not the caller's silence.
     pub(super) fn admitted(&self) {
         let now = Instant::now();
         let mut s = self.lock();
@@ -93,14 +93,11 @@ impl Track {
         }
     }
 
-    /// Since when this connection has been idle (answered at least once, nothing in flight,
-    /// no request begun, not already asked to close); `None` when it is not. A connection
-    /// that has not sent its first request is never idle: a caller that connected and has
-    /// not written yet (a busy process) must not be reset for it, and the header-read
-    /// timeout bounds one that never writes.
+    /// Since when this connection has been idle (nothing in flight, no request begun, not
+    /// already asked to close); `None` when it is not.
     pub(super) fn idle_since(&self) -> Option<Instant> {
         let s = self.lock();
-        (s.served > 0 && s.in_flight == 0 && !s.head_started && !s.asked).then_some(s.last_activity)
+        (s.in_flight == 0 && !s.head_started && !s.asked).then_some(s.last_activity)
     }
 
     /// Asks the connection to close if it is still idle when it looks.
