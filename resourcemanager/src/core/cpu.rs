@@ -6,11 +6,8 @@
 //! in `updatedContainers` with a new token and hands that to the NM, which rewrites the CPU
 //! quota. Memory and devices never change. The decisions are
 //! [`scheduler::cpu_policy::plan_node`]'s; this module keeps the books and carries them out.
-//! Under `adaptive` a free GPU keeps free only what a waiting GPU ask needs per GPU to land
-//! (one core at least, its share at most); the rest of its share is lent to the node's
-//! running containers. A container granted where its share is lent calls it back at once
-//! (`cpu_call_back`), ignoring the resize interval; a waiting ask that needs more per GPU,
-//! or an AM that took a kept core, has it called back from containers outside the interval.
+//! Under `adaptive` a container granted where its share is lent (a neighbour grew into a
+//! freed GPU's cores) calls it back at once (`cpu_call_back`), ignoring the resize interval.
 //!
 //! With no ranged container alive the round and every hook cost one map lookup.
 
@@ -62,9 +59,6 @@ pub struct CpuState {
     reported: BTreeMap<ApplicationId, BTreeMap<u32, Measured>>,
     /// Granted and not yet sized.
     fresh: BTreeSet<ContainerId>,
-    /// Nodes with ranged containers where a container was granted since the last pass:
-    /// what their free GPUs need is called back if the grant took it.
-    granted_on: BTreeSet<NodeId>,
     next_round_at: u64,
     pub counters: CpuCounters,
 }
@@ -120,9 +114,6 @@ impl RmCore {
 
     /// A container was granted: a GPU container of a ranged ask is sized at the next tick.
     pub(super) fn cpu_granted(&mut self, p: &scheduler::Placement, cid: ContainerId, now: u64) {
-        if !self.cpu.by_node.is_empty() && self.cpu.by_node.contains_key(&p.node) {
-            self.cpu.granted_on.insert(p.node.clone());
-        }
         if self.cpu.asks.is_empty() {
             return;
         }
@@ -228,24 +219,20 @@ impl RmCore {
         }
         self.cpu.next_round_at = now.saturating_add(self.conf.cpu.interval_ms.max(1));
         self.cpu.counters.rounds += 1;
-        let waiting =
-            scheduler::gpu_cpus::vcores_per_gpu_waiting(self.sched.apps().values().map(|a| &**a));
         let nodes: Vec<NodeId> = self.cpu.by_node.keys().cloned().collect();
         for n in nodes {
-            self.cpu_round_node(&n, &waiting, now);
+            self.cpu_round_node(&n, now);
         }
     }
 
     /// Containers granted since the last call sized by their partition's policy (after
     /// every scheduling pass; nothing to do costs one check).
     pub(super) fn cpu_size_fresh(&mut self, now: u64) {
+        if self.cpu.fresh.is_empty() {
+            return;
+        }
         for cid in std::mem::take(&mut self.cpu.fresh) {
             self.cpu_size_at_grant(cid, now);
-        }
-        // A grant beside free GPUs whose shares are lent (an AM's, or a container sized to
-        // its share) may have taken the core each keeps for a GPU ask to land: called back.
-        for node in std::mem::take(&mut self.cpu.granted_on) {
-            self.cpu_keep_for_free_gpus(&node, &BTreeMap::new(), now);
         }
     }
 
@@ -279,30 +266,17 @@ impl RmCore {
             c.sized = true;
         }
         let have = self.containers.get(&cid).map_or(0, |c| c.resource.vcores);
-        let mut to = want;
-        if policy == CpuPolicy::Adaptive {
-            // The node's other free GPUs keep what they are owed; the rest of this one's
-            // share, lent to neighbours (grown into a freed GPU's cores), is called back.
-            let kept = self
-                .cpu_owed_to_free_gpus(&s.node, &BTreeMap::new())
-                .unwrap_or(0);
-            let short = i64::from(want) - have - (free - kept).max(0);
-            if short > 0 {
-                let need = u32::try_from(short).unwrap_or(u32::MAX);
-                self.cpu_call_back(&s.node, Some(cid), need, now);
-            }
-            let free = self.sched.node(&s.node).map_or(0, |n| n.free.vcores);
-            let room = have + (free - kept).max(0);
-            to = u32::try_from(room.clamp(0, i64::from(want))).unwrap_or(want);
+        let short = i64::from(want) - have - free.max(0);
+        if policy == CpuPolicy::Adaptive && short > 0 {
+            // Its share is lent to neighbours (grown into a freed GPU's cores): called back.
+            self.cpu_call_back(&s.node, cid, u32::try_from(short).unwrap_or(u32::MAX), now);
         }
-        self.cpu_resize(cid, to, now);
+        self.cpu_resize(cid, want, now);
     }
 
     /// Takes `need` cores back from `node`'s ranged containers above their proportional
-    /// share (never below it), those losing least first: for `to`'s share at its grant,
-    /// whatever the resize interval (a loan is returned when its GPU is granted), or, `None`,
-    /// for the node's free GPUs, from containers not resized within the interval.
-    fn cpu_call_back(&mut self, node: &NodeId, to: Option<ContainerId>, need: u32, now: u64) {
+    /// share (never below it), those losing least first, for `to`'s share.
+    fn cpu_call_back(&mut self, node: &NodeId, to: ContainerId, need: u32, now: u64) {
         let Some(ids) = self.cpu.by_node.get(node) else {
             return;
         };
@@ -311,12 +285,11 @@ impl RmCore {
         };
         let lenders: Vec<Member> = ids
             .iter()
-            .filter(|cid| Some(**cid) != to)
+            .filter(|cid| **cid != to)
             .filter_map(|cid| {
                 let m = self.cpu_member(cid, 0, now)?;
                 let share = m.range.clamp(proportional(node_vcores, node_gpus, m.gpus));
-                let may = to.is_some() || m.movable;
-                (self.cpu.containers.get(cid)?.sized && may && m.vcores > share).then_some(Member {
+                (self.cpu.containers.get(cid)?.sized && m.vcores > share).then_some(Member {
                     range: CpuRange {
                         min: share,
                         max: m.range.max,
@@ -331,20 +304,28 @@ impl RmCore {
     }
 
     /// One node's adaptive plan, carried out: decreases first, so the increases fit.
-    /// `waiting`: per partition, the vcores per GPU a waiting GPU ask needs to land.
-    fn cpu_round_node(&mut self, node: &NodeId, waiting: &BTreeMap<String, i64>, now: u64) {
-        let Some(owed) = self.cpu_keep_for_free_gpus(node, waiting, now) else {
-            return;
-        };
+    fn cpu_round_node(&mut self, node: &NodeId, now: u64) {
         let Some(ids) = self.cpu.by_node.get(node) else {
             return;
         };
-        let Some(sn) = self.sched.node(node) else {
+        let Some(sn) = self
+            .sched
+            .nodes()
+            .slot(node)
+            .and_then(|x| self.sched.nodes().get(x))
+        else {
             return;
         };
+        if self.conf.cpu.policy_of(&sn.partition) != CpuPolicy::Adaptive {
+            return;
+        }
         let Some((node_vcores, node_gpus)) = self.cpu_node_shape(node) else {
             return;
         };
+        // The node's free GPUs are owed their proportional share: those CPUs stay free for
+        // the GPU jobs that will land there, so no GPU is stranded by a grown neighbour.
+        let free_gpus = u32::try_from(sn.free.get(spindle_common::resource::GPU)).unwrap_or(0);
+        let owed = i64::from(proportional(node_vcores, node_gpus, free_gpus));
         let free = u32::try_from((sn.free.vcores - owed).max(0)).unwrap_or(u32::MAX);
         let mut leaves: Vec<scheduler::queue_tree::QueueIdx> = Vec::new();
         let mut members = Vec::new();
@@ -368,40 +349,6 @@ impl RmCore {
         for r in plan {
             self.cpu_resize(r.container, r.to, now);
         }
-    }
-
-    /// What an adaptive node keeps free beside its free GPUs (`None`: the node is gone or
-    /// not adaptive): per free GPU, the most vcores per GPU a waiting GPU ask of its
-    /// partition needs to land (`waiting`), at least one (an `auto` ask's minimum) and at
-    /// most the node's CPUs per GPU. The rest of a free GPU's share may be lent to the
-    /// node's running GPU containers: a container granted there calls its share back at once
-    /// (`cpu_size_at_grant`), and a waiting ask that needs more gets it at the next round.
-    fn cpu_owed_to_free_gpus(&self, node: &NodeId, waiting: &BTreeMap<String, i64>) -> Option<i64> {
-        let sn = self.sched.node(node)?;
-        if self.conf.cpu.policy_of(&sn.partition) != CpuPolicy::Adaptive {
-            return None;
-        }
-        let (node_vcores, node_gpus) = self.cpu_node_shape(node)?;
-        let free_gpus = u32::try_from(sn.free.get(spindle_common::resource::GPU)).unwrap_or(0);
-        let share = i64::from(proportional(node_vcores, node_gpus, free_gpus));
-        let per_gpu = waiting.get(&sn.partition).copied().unwrap_or(0).max(1);
-        Some(share.min(per_gpu.saturating_mul(i64::from(free_gpus))))
-    }
-
-    /// Calls back from `node`'s borrowers what its free GPUs are owed and do not have free
-    /// ([`Self::cpu_owed_to_free_gpus`]); what they are owed (`None`: not adaptive).
-    fn cpu_keep_for_free_gpus(
-        &mut self,
-        node: &NodeId,
-        waiting: &BTreeMap<String, i64>,
-        now: u64,
-    ) -> Option<i64> {
-        let owed = self.cpu_owed_to_free_gpus(node, waiting)?;
-        let short = owed - self.sched.node(node).map_or(0, |n| n.free.vcores);
-        if short > 0 {
-            self.cpu_call_back(node, None, u32::try_from(short).unwrap_or(u32::MAX), now);
-        }
-        Some(owed)
     }
 
     /// A live ranged container as the plan sees it (in the plan's queue `queue`): movable

@@ -5,7 +5,7 @@
 //! Under `proportional` (the default, today's behaviour) and `static` nothing moves while a
 //! container runs. Under `adaptive` a round (every `spindle.scheduler.cpu-policy.interval-ms`)
 //! plans each node that runs ranged GPU containers ([`plan_node`]): the node's free vcores
-//! (what CPU-only work left, less what its free GPUs keep for asks to land) and the vcores of the containers whose predicted gain per core is
+//! (what CPU-only work left) and the vcores of the containers whose predicted gain per core is
 //! smallest go, one core at a time, to the container whose predicted throughput gained per
 //! core is largest, relative to its own (log throughput: jobs report in units of their own),
 //! while the gain exceeds the loss; every container stays within its range,

@@ -40,26 +40,6 @@ pub fn kept_for_gpus(conf: &CpuConf, node: &SchedNode) -> i64 {
     free_gpus.saturating_mul(per_gpu)
 }
 
-/// Per partition, the most vcores per GPU (rounded up) that a waiting GPU ask of an active
-/// application needs free to land: what the adaptive round leaves beside each free GPU,
-/// lending the rest of its share to the node's running GPU containers until a grant calls
-/// it back.
-pub fn vcores_per_gpu_waiting<'a>(
-    apps: impl Iterator<Item = &'a SchedApp>,
-) -> BTreeMap<String, i64> {
-    let mut out = BTreeMap::new();
-    for k in apps.filter(|a| a.active).flat_map(|a| a.asks.values()) {
-        let gpus = k.capability.get(GPU);
-        if k.any == 0 || gpus <= 0 {
-            continue;
-        }
-        let per_gpu = (k.capability.vcores.max(0) + gpus - 1) / gpus;
-        let most = out.entry(k.partition.clone()).or_insert(0);
-        *most = per_gpu.max(*most);
-    }
-    out
-}
-
 /// The partitions where `app`, active, asks for GPU containers (each once).
 fn asking_in(app: &SchedApp) -> SmallVec<[String; 1]> {
     let mut parts: SmallVec<[String; 1]> = SmallVec::new();

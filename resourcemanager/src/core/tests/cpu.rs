@@ -219,74 +219,17 @@ fn adaptive_moves_cores_from_the_flat_job_to_the_cpu_bound_one() {
 }
 
 #[test]
-fn a_free_gpu_lends_all_but_the_core_an_auto_ask_needs_to_land() {
+fn the_cpus_owed_to_free_gpus_are_kept_for_them() {
     let mut c = cluster(CpuPolicy::Adaptive, 100.0);
     let a = c.start("root.a", "u", 0);
     let fast = ranged(&mut c, &a, 4, "4..40", ALEXNET);
     c.run_for(3 * RESIZE);
-    // 24 CPUs: the AM's one, one kept for each of the 4 free GPUs, AlexNet the other 19.
-    assert_eq!(vcores(&c, &fast), 19);
-    // A second AM lands beside them and takes one of the kept cores: AlexNet gives it back
-    // once outside its resize interval, and a job on the other four GPUs lands and calls
-    // its share back at once: AlexNet is at its share again.
+    // 24 CPUs: the AM's one, AlexNet's proportional 12, and 12 owed to the 4 free GPUs.
+    assert_eq!(vcores(&c, &fast), 12);
+    // A job on the other four GPUs gets what is left of its share at once.
     let b = c.start("root.a", "v", 0);
-    let mut other = None;
-    for _ in 0..(RESIZE / INTERVAL + 2) {
-        other = try_ranged(&mut c, &b, 4, "4..40", ALEXNET);
-        if other.is_some() {
-            break;
-        }
-        c.run_for(INTERVAL);
-    }
-    let other = other.expect("granted within a resize interval and a round");
-    assert_eq!(vcores(&c, &fast), 12, "AlexNet back at its share");
+    let other = ranged(&mut c, &b, 4, "4..40", ALEXNET);
     assert_eq!(vcores(&c, &other), 10, "what the two AMs left of its 12");
-}
-
-#[test]
-fn a_grant_beside_other_free_gpus_leaves_each_its_core() {
-    let mut c = cluster(CpuPolicy::Adaptive, 100.0);
-    let a = c.start("root.a", "u", 0);
-    let b = c.start("root.a", "v", 0);
-    let fast = ranged(&mut c, &a, 4, "4..40", ALEXNET);
-    c.run_for(INTERVAL + 1);
-    // Two AMs, AlexNet (grown by the first round, so within its resize interval), and one
-    // core kept for each of the 4 free GPUs.
-    assert_eq!(vcores(&c, &fast), 18);
-    // A 1-GPU job lands and calls back its share (3) at once: the 3 GPUs still free keep
-    // theirs.
-    let small = ranged(&mut c, &b, 1, "1..12", ALEXNET);
-    assert_eq!(vcores(&c, &small), 3);
-    assert_eq!(vcores(&c, &fast), 16);
-    let node = c
-        .env
-        .core
-        .scheduler()
-        .node(&c.nodes[0])
-        .expect("node")
-        .free
-        .clone();
-    assert_eq!((node.get(GPU), node.vcores), (3, 3));
-}
-
-#[test]
-fn a_waiting_ask_that_needs_more_per_gpu_has_it_called_back() {
-    let mut c = cluster(CpuPolicy::Adaptive, 100.0);
-    let a = c.start("root.a", "u", 0);
-    let fast = ranged(&mut c, &a, 4, "4..40", ALEXNET);
-    c.run_for(3 * RESIZE);
-    assert_eq!(vcores(&c, &fast), 19);
-    // A fixed ask of 4 GPUs and 8 vcores (2 per GPU) cannot land on the 3 cores left
-    // beside the free GPUs once its AM took one; the next rounds call back what it needs
-    // (AlexNet outside its resize interval), never below AlexNet's share.
-    let b = c.start("root.a", "v", 0);
-    let first = allocate(&mut c, &b, vec![ask(1, 8, 4, None)]);
-    assert!(first.allocated.is_empty(), "nothing free to land on yet");
-    c.run_for(RESIZE + 2 * INTERVAL);
-    let got = c.poll(&b, AmReport::default());
-    assert_eq!(got.allocated.len(), 1, "granted once its cores came back");
-    assert_eq!(got.allocated[0].resource.vcores, 8);
-    assert_eq!(vcores(&c, &fast), 14, "24 less two AMs and the fixed 8");
 }
 
 #[test]
