@@ -10,7 +10,7 @@
 //! to [`NmClient::remember`], e.g. containers kept from an earlier attempt) and sends the
 //! container's own token, else another of the same application on the same node.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -239,6 +239,10 @@ impl NmClient {
             .await
     }
 
+    /// The batch start: one call, then again for the containers the NM refused as full
+    /// (`NODE_FULL_EXCEPTION`: it still holds cores the RM took back from a neighbour for
+    /// them, a decrease that neighbour's AM has not yet handed over, or a container the RM
+    /// stopped), as [`NmClient::start_container`] does, about 5 s in all.
     async fn start_batch_with(
         &self,
         node_http_address: &str,
@@ -249,58 +253,77 @@ impl NmClient {
         for (c, _) in &batch {
             self.remember(c);
         }
-        let req = StartContainersRequest {
-            start_container_request: batch
-                .into_iter()
-                .map(|(c, ctx)| StartContainerRequest {
+        let mut pending: Vec<(ContainerId, StartContainerRequest)> = batch
+            .into_iter()
+            .map(|(c, ctx)| {
+                let r = StartContainerRequest {
                     container_token: c.container_token,
                     container_launch_context: ctx,
-                })
-                .collect(),
-            hold,
-        };
+                };
+                (c.id, r)
+            })
+            .collect();
         let url = self
             .at(node_http_address)
             .url(&format!("{NODE}/containers/start"));
-        let resp = match self.start_containers(node_http_address, &req).await {
-            Ok(r) => r,
-            Err(e) => {
-                let msg = e.to_string();
-                return ids
-                    .into_iter()
-                    .map(|id| {
-                        (
-                            id,
-                            Err(ClientError::Protocol {
-                                url: url.clone(),
-                                message: msg.clone(),
-                            }),
-                        )
-                    })
-                    .collect();
-            }
+        let protocol = |message: String| ClientError::Protocol {
+            url: url.clone(),
+            message,
         };
-        ids.into_iter()
-            .map(|id| {
+        let mut outcome: BTreeMap<ContainerId, Result<(), ClientError>> = BTreeMap::new();
+        let mut tries = 1;
+        while !pending.is_empty() {
+            let req = StartContainersRequest {
+                start_container_request: pending.iter().map(|(_, r)| r.clone()).collect(),
+                hold: hold.clone(),
+            };
+            let resp = match self.start_containers(node_http_address, &req).await {
+                Ok(r) => r,
+                Err(e) => {
+                    let msg = e.to_string();
+                    for (id, _) in pending.drain(..) {
+                        outcome.insert(id, Err(protocol(msg.clone())));
+                    }
+                    break;
+                }
+            };
+            let mut full = Vec::new();
+            for (id, r) in pending.drain(..) {
                 let key = id.to_string();
-                let r = if let Some(f) = resp.failed_requests.iter().find(|f| f.container_id == key)
-                {
-                    Err(ClientError::ContainerRequest {
+                let result = match resp.failed_requests.iter().find(|f| f.container_id == key) {
+                    Some(f) if f.exception == NODE_FULL_EXCEPTION && tries < NODE_FULL_TRIES => {
+                        full.push((id, r));
+                        continue;
+                    }
+                    Some(f) => Err(ClientError::ContainerRequest {
                         operation: "start",
                         container_id: f.container_id.clone(),
                         exception: f.exception.clone(),
                         message: f.message.clone(),
-                    })
-                } else if resp.successfully_started_containers.contains(&id) {
-                    Ok(())
-                } else {
-                    Err(ClientError::Protocol {
-                        url: url.clone(),
-                        message: format!(
-                            "container {id} is neither started nor failed in the answer"
-                        ),
-                    })
+                    }),
+                    None if resp.successfully_started_containers.contains(&id) => Ok(()),
+                    None => Err(protocol(format!(
+                        "container {id} is neither started nor failed in the answer"
+                    ))),
                 };
+                outcome.insert(id, result);
+            }
+            if !full.is_empty() {
+                tracing::info!(
+                    node = node_http_address,
+                    containers = full.len(),
+                    "the node is still full; starting again"
+                );
+                tries += 1;
+                tokio::time::sleep(NODE_FULL_PAUSE).await;
+            }
+            pending = full;
+        }
+        ids.into_iter()
+            .map(|id| {
+                let r = outcome
+                    .remove(&id)
+                    .unwrap_or_else(|| Err(protocol(format!("container {id} was not sent"))));
                 (id, r)
             })
             .collect()
@@ -765,6 +788,144 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// A fake NM: each start call's body is recorded, and each container whose token is
+    /// in `full` is refused as full for its first `refusals` calls, then started.
+    async fn fake_nm(
+        full: &'static str,
+        refusals: usize,
+    ) -> (String, Arc<Mutex<Vec<Vec<String>>>>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let calls: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
+        let seen = calls.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let mut buf = Vec::new();
+                let mut chunk = vec![0u8; 8192];
+                // Read the head, then the body its content-length names.
+                let body = loop {
+                    let n = s.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        break None;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    let Some(end) = text.find("\r\n\r\n") else {
+                        continue;
+                    };
+                    let len: usize = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse().ok())?
+                        })
+                        .unwrap_or(0);
+                    if buf.len() >= end + 4 + len {
+                        break Some(buf[end + 4..end + 4 + len].to_vec());
+                    }
+                };
+                let Some(body) = body else { continue };
+                let req: StartContainersRequest = serde_json::from_slice(&body).unwrap();
+                let tokens: Vec<String> = req
+                    .start_container_request
+                    .iter()
+                    .map(|r| r.container_token.clone())
+                    .collect();
+                let call = {
+                    let mut c = seen.lock().unwrap();
+                    c.push(tokens.clone());
+                    c.len()
+                };
+                let mut resp = StartContainersResponse::default();
+                for t in tokens {
+                    let id: ContainerId = t.parse().unwrap();
+                    if t == full && call <= refusals {
+                        resp.failed_requests.push(
+                            spindle_common::records::node::FailedContainerRequest {
+                                container_id: t,
+                                exception: NODE_FULL_EXCEPTION.into(),
+                                message: "does not fit on this node".into(),
+                            },
+                        );
+                    } else {
+                        resp.successfully_started_containers.push(id);
+                    }
+                }
+                let body = serde_json::to_string(&resp).unwrap();
+                let out = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(out.as_bytes()).await;
+            }
+        });
+        (addr, calls)
+    }
+
+    /// A container of `id` on `node`, its token its id (what the fake NM reads).
+    fn container(id: &str, node: &str) -> Container {
+        Container {
+            id: id.parse().unwrap(),
+            node_id: spindle_common::NodeId::new("127.0.0.1", 1),
+            node_http_address: node.to_string(),
+            resource: Default::default(),
+            priority: 0,
+            container_token: id.to_string(),
+            execution_type: "GUARANTEED".into(),
+            allocation_request_id: 0,
+            version: 0,
+        }
+    }
+
+    fn ctx() -> ContainerLaunchContext {
+        serde_json::from_value(json!({"commands": ["true"]})).unwrap()
+    }
+
+    /// A batch start one member of which the NM refuses as full (it still holds cores the
+    /// RM took back from a neighbour, whose decrease has not reached it yet) sends that
+    /// member again, alone, until it is started; the others are not sent twice.
+    #[tokio::test]
+    async fn a_batch_member_refused_as_full_is_sent_again_alone_until_it_starts() {
+        let (a, b) = ("container_1_0001_01_000002", "container_1_0001_01_000003");
+        let (nm, calls) = fake_nm(b, 2).await;
+        let client = NmClient::new().unwrap();
+        let out = client
+            .start_batch(
+                &nm,
+                vec![(container(a, &nm), ctx()), (container(b, &nm), ctx())],
+            )
+            .await;
+        assert!(out.iter().all(|(_, r)| r.is_ok()), "{out:?}");
+        let calls = calls.lock().unwrap().clone();
+        assert_eq!(
+            calls,
+            vec![
+                vec![a.to_string(), b.to_string()],
+                vec![b.to_string()],
+                vec![b.to_string()],
+            ]
+        );
+    }
+
+    /// A member still refused as full after about 5 s fails with the NM's refusal.
+    #[tokio::test]
+    async fn a_batch_member_full_for_good_fails_with_the_refusal() {
+        let a = "container_1_0001_01_000002";
+        let (nm, calls) = fake_nm(a, usize::MAX).await;
+        let client = NmClient::new().unwrap();
+        let out = client
+            .start_batch(&nm, vec![(container(a, &nm), ctx())])
+            .await;
+        let err = out[0].1.as_ref().expect_err("refused");
+        assert!(
+            matches!(err, ClientError::ContainerRequest { exception, .. } if exception == NODE_FULL_EXCEPTION),
+            "{err:?}"
+        );
+        assert_eq!(calls.lock().unwrap().len(), NODE_FULL_TRIES as usize);
+    }
 
     #[test]
     fn log_listings_of_any_wrapping() {
