@@ -132,15 +132,7 @@ impl NodeIndex {
         ask: &Resource,
         also: &dyn Fn(&SchedNode) -> bool,
     ) -> Option<usize> {
-        let ok = |s: usize| self.fits(s, ask) && self.get(s).is_some_and(also);
-        for h in hosts {
-            if let Some(slots) = self.by_host.get(h) {
-                if let Some(s) = slots.iter().copied().find(|s| ok(*s)) {
-                    return Some(s);
-                }
-            }
-        }
-        None
+        self.find_in_groups(&self.by_host, hosts, usize::MAX, ask, also)
     }
 
     /// A node in one of `racks` that fits and passes `also` (bounded probes per rack).
@@ -150,14 +142,22 @@ impl NodeIndex {
         ask: &Resource,
         also: &dyn Fn(&SchedNode) -> bool,
     ) -> Option<usize> {
+        self.find_in_groups(&self.by_rack, racks, PROBES * 4, ask, also)
+    }
+
+    /// The first node, group by group in the order of `names` (at most `probes` looked at
+    /// per group), that fits `ask` and passes `also`.
+    fn find_in_groups<'a>(
+        &self,
+        groups: &BTreeMap<String, BTreeSet<usize>>,
+        names: impl Iterator<Item = &'a String>,
+        probes: usize,
+        ask: &Resource,
+        also: &dyn Fn(&SchedNode) -> bool,
+    ) -> Option<usize> {
         let ok = |s: usize| self.fits(s, ask) && self.get(s).is_some_and(also);
-        for r in racks {
-            if let Some(slots) = self.by_rack.get(r) {
-                if let Some(s) = slots.iter().copied().take(PROBES * 4).find(|s| ok(*s)) {
-                    return Some(s);
-                }
-            }
-        }
-        None
+        names
+            .filter_map(|n| groups.get(n))
+            .find_map(|slots| slots.iter().copied().take(probes).find(|s| ok(*s)))
     }
 }
