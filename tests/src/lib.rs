@@ -1,7 +1,7 @@
 //! Support for Spindle's system tests: start the real `resourcemanager`, `nodemanager` and
 //! `spindle` binaries on 127.0.0.1 with ephemeral ports and a private work directory, drive
 //! them over HTTP, and kill every process they started (by pid) when the test ends, even
-//! when it panics.
+//! when it panics. A binary stuck past [`watchdog`]'s limit kills its daemons and fails.
 //!
 //! [`Cluster`] runs every daemon on 127.0.0.1 with one file system; [`hosts::Hosts`] runs the
 //! RM and each NM as a separate host (own network, host name, `/tmp` and directories) for
@@ -19,6 +19,7 @@ pub mod etcd_history;
 pub mod ha;
 pub mod hosts;
 pub mod rest;
+pub mod watchdog;
 
 pub use rest::{DshellSpec, Rm};
 
@@ -77,6 +78,7 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
+        watchdog::stopped(self.pid());
         if let Ok(None) = self.child.try_wait() {
             let _ = kill(Pid::from_raw(self.pid()), Signal::SIGTERM);
             let deadline = Instant::now() + Duration::from_secs(3);
@@ -119,6 +121,7 @@ pub fn spawn_command(name: &str, mut cmd: Command, log: PathBuf) -> Daemon {
     let child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("spawning {:?}: {e}", cmd.get_program()));
+    watchdog::started(child.id() as i32, name, log.clone());
     Daemon {
         name: name.to_string(),
         child,

@@ -116,6 +116,46 @@ fn submit(c: &HaHosts, name: &str, command: &str) -> Result<String, String> {
     }
 }
 
+/// Those of `ids` that `rm<i+1>` does not list in a final state: id -> its state and
+/// diagnostics. None when it does not answer.
+fn unfinished(c: &HaHosts, i: usize, ids: &[String]) -> Option<Vec<(String, String)>> {
+    let apps = apps_of(c, i)?;
+    Some(
+        ids.iter()
+            .filter_map(|id| match apps.get(id) {
+                None => Some((id.clone(), "not listed".to_string())),
+                Some(a) if FINAL.contains(&a["state"].as_str().unwrap_or_default()) => None,
+                Some(a) => Some((id.clone(), format!("{} {}", a["state"], a["diagnostics"]))),
+            })
+            .collect(),
+    )
+}
+
+/// Every daemon log line that names one of `ids` (at most 400), for a failure's message.
+fn lines_naming<'a>(c: &HaHosts, ids: impl Iterator<Item = &'a str>) -> String {
+    let ids: Vec<&str> = ids.collect();
+    let mut out = String::new();
+    let logs = c.logs();
+    let mut file = "";
+    for l in logs.lines() {
+        if l.starts_with("---- ") {
+            file = l;
+            continue;
+        }
+        let short = |id: &str| id.trim_start_matches("application_").to_string();
+        if ids
+            .iter()
+            .any(|id| l.contains(id) || l.contains(&short(id)))
+        {
+            out.push_str(&format!("{file} {l}\n"));
+            if out.lines().count() >= 400 {
+                break;
+            }
+        }
+    }
+    out
+}
+
 /// What a sample of the nodes found over capacity: the RM's view (`/ws/v1/cluster/nodes`),
 /// and the NMs' own (the containers each runs that hold resources).
 #[derive(Default)]
@@ -295,6 +335,9 @@ fn kill_9_of_the_active_under_200_submissions_and_30_live_ams_loses_nothing() {
                 std::thread::sleep(Duration::from_millis(300));
             }
         });
+        // The sampler stops however this body ends: a failed wait below panics, and the
+        // scope would otherwise wait for the sampler forever instead of failing the test.
+        let _stop_sampling = StopOnDrop(&sampling);
         // Bounded: a client stops submitting past the deadline (each CLI run has its own).
         let deadline = Instant::now() + Duration::from_secs(240);
         let mut clients = vec![];
@@ -331,21 +374,19 @@ fn kill_9_of_the_active_under_200_submissions_and_30_live_ams_loses_nothing() {
         // Every worker may end now; the sampler goes on until every application ended.
         std::fs::write(src.join("stop"), "").expect("stop file");
         let ids: Vec<String> = acked.lock().unwrap().iter().map(|a| a.0.clone()).collect();
-        wait_until(
-            "every acknowledged application to end",
-            Duration::from_secs(300),
-            || {
-                let apps = apps_of(c, other)?;
-                ids.iter()
-                    .all(|id| {
-                        apps.get(id).is_some_and(|a| {
-                            FINAL.contains(&a["state"].as_str().unwrap_or_default())
-                        })
-                    })
-                    .then_some(())
-            },
-        );
-        sampling.store(false, Ordering::Relaxed);
+        let until = Instant::now() + Duration::from_secs(300);
+        loop {
+            let open = unfinished(c, other, &ids);
+            if open.as_ref().is_some_and(Vec::is_empty) {
+                break;
+            }
+            assert!(
+                Instant::now() < until,
+                "acknowledged applications not ended after 300 s: {open:#?}\n{}",
+                lines_naming(c, open.iter().flatten().map(|(id, _)| id.as_str()))
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
         (killed, kill_ms, serving)
     });
     let other = 1 - first;
@@ -438,6 +479,16 @@ fn kill_9_of_the_active_under_200_submissions_and_30_live_ams_loses_nothing() {
     // new-application and POST /apps through a failover; the RM takes the same submission
     // again without a second application): none is refused.
     assert!(refused.is_empty(), "refused submissions: {refused:#?}");
+}
+
+/// Clears its flag when dropped, on a panic too: what a scoped thread polling the flag
+/// needs to end.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
 }
 
 /// The new-application id `rm<i+1>` hands out.

@@ -1,0 +1,68 @@
+//! The system-test watchdog: a binary stuck past its limit names the stuck test, kills its
+//! daemons and fails, instead of holding the suite.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use spindle_system_tests::{output_within, spawn_command, watchdog::LIMIT_VAR};
+
+/// Run only by the test below, in a child copy of this binary with a 2 s limit: it starts a
+/// daemon, writes its pid where the parent reads it, and never ends on its own.
+#[test]
+#[ignore = "run by a_stuck_binary_kills_its_daemons_names_the_test_and_fails"]
+fn stuck_on_purpose() {
+    let dir = std::env::var("WATCHDOG_TEST_DIR").expect("run by the parent test");
+    let dir = std::path::Path::new(&dir);
+    let mut cmd = Command::new("sleep");
+    cmd.arg("600");
+    let d = spawn_command("sleeper", cmd, dir.join("sleeper.log"));
+    std::fs::write(dir.join("pid"), d.pid().to_string()).expect("pid file");
+    std::thread::sleep(Duration::from_secs(120));
+    drop(d);
+}
+
+#[test]
+fn a_stuck_binary_kills_its_daemons_names_the_test_and_fails() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cmd = Command::new(std::env::current_exe().expect("this binary"));
+    cmd.args(["stuck_on_purpose", "--exact", "--ignored", "--nocapture"])
+        .env(LIMIT_VAR, "2")
+        .env("WATCHDOG_TEST_DIR", dir.path());
+    let started = Instant::now();
+    let out = output_within(cmd, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(101), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "it waited for the stuck test"
+    );
+    assert!(stderr.contains("ran past 2s"), "{stderr}");
+    assert!(
+        stderr.contains("sleeper (pid") && stderr.contains("started by stuck_on_purpose"),
+        "{stderr}"
+    );
+    let pid: i32 = std::fs::read_to_string(dir.path().join("pid"))
+        .expect("the child wrote its daemon's pid")
+        .parse()
+        .expect("a pid");
+    // Killed: gone, or a zombie until init reaps it.
+    let alive = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next());
+        state.is_some_and(|s| s != "Z")
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    while alive() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = alive();
+    if left {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+    assert!(!left, "the stuck test's daemon {pid} still runs");
+}
