@@ -35,7 +35,7 @@ use serde_json::Value;
 use spindle_common::records::node::NODE_FULL_EXCEPTION;
 use spindle_system_tests::etcd_history::Event;
 use spindle_system_tests::hosts::ha::{start_or_skip, HaHosts, HaHostsOpts, CLUSTER_ID};
-use spindle_system_tests::{app_id_in, bin, cs_xml, output_text, wait_until};
+use spindle_system_tests::{app_id_in, bin, cs_xml, output_text, wait_until, Daemon};
 
 const FINAL: [&str; 3] = ["FINISHED", "FAILED", "KILLED"];
 /// What each NM offers: room for 32 containers of 128 MB.
@@ -337,7 +337,7 @@ fn kill_9_of_the_active_under_200_submissions_and_30_live_ams_loses_nothing() {
         });
         // The sampler stops however this body ends: a failed wait below panics, and the
         // scope would otherwise wait for the sampler forever instead of failing the test.
-        let _stop_sampling = StopOnDrop(&sampling);
+        let _stop_sampling = StopOnDrop(&sampling, c);
         // Bounded: a client stops submitting past the deadline (each CLI run has its own).
         let deadline = Instant::now() + Duration::from_secs(240);
         let mut clients = vec![];
@@ -482,12 +482,20 @@ fn kill_9_of_the_active_under_200_submissions_and_30_live_ams_loses_nothing() {
 }
 
 /// Clears its flag when dropped, on a panic too: what a scoped thread polling the flag
-/// needs to end.
-struct StopOnDrop<'a>(&'a AtomicBool);
+/// needs to end. On a panic it also prints the tail of each RM's log (why a wait failed).
+struct StopOnDrop<'a>(&'a AtomicBool, &'a HaHosts);
 
 impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
         self.0.store(false, Ordering::Relaxed);
+        if std::thread::panicking() {
+            for (i, rm) in self.1.rms.iter().enumerate() {
+                let text = rm.as_ref().map(Daemon::log_text).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = lines[lines.len().saturating_sub(80)..].join("\n");
+                eprintln!("---- rm{}'s log, its last 80 lines ----\n{tail}", i + 1);
+            }
+        }
     }
 }
 
