@@ -76,7 +76,11 @@ impl Bridge {
     }
 
     /// Runs `call` with a clone of the client on the store's runtime and waits for it,
-    /// trying again (at most [`TRIES`] times in all) while etcd answers unavailable.
+    /// trying again while etcd answers unavailable or a try goes unanswered, until the
+    /// call's timeout: each try at most a [`TRIES`]th of it, the pause after an unavailable
+    /// answer doubling from [`FIRST_PAUSE`] to [`MAX_PAUSE`]. Tries are bounded by time, not
+    /// counted: with one member of three dead, the client's balancer may send several tries
+    /// in a row to it (each refused at connect), and a count of four ran out that way.
     fn call<T, F>(&self, call: impl Fn(Client) -> F + Send + 'static) -> Result<T, CallError>
     where
         T: Send + 'static,
@@ -87,29 +91,58 @@ impl Bridge {
             .as_ref()
             .ok_or(CallError::Stopped("dropped".into()))?;
         let client = self.client.clone();
-        let attempt = (self.timeout / TRIES).max(Duration::from_millis(500));
-        wait(rt, self.timeout, async move {
-            let mut tried = 1;
-            loop {
-                let r = tokio::time::timeout(attempt, call(client.clone())).await;
-                match r {
-                    // Unanswered or unavailable: another endpoint (or a new raft leader) may
-                    // answer the next try.
-                    Err(_) if tried < TRIES => {}
-                    Ok(Err(e)) if unavailable(&e) && tried < TRIES => {
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                    Err(_) => return Err(CallError::TimedOut(attempt)),
-                    Ok(r) => return r.map_err(CallError::Etcd),
-                }
-                tried += 1;
+        let timeout = self.timeout;
+        // The tries end by themselves within `timeout`; the outer bound is the backstop.
+        wait(rt, timeout + OUTER_SLACK, async move {
+            match try_until(timeout, move || call(client.clone()), unavailable).await {
+                Some(r) => r.map_err(CallError::Etcd),
+                None => Err(CallError::TimedOut(timeout)),
             }
         })
     }
 }
 
-/// How many times one call is tried while etcd answers unavailable.
+/// Tries `call` until it answers other than unavailable, or `timeout` runs out: each try at
+/// most a [`TRIES`]th of it (half a second at least), the pause after an unavailable answer
+/// doubling from [`FIRST_PAUSE`] to [`MAX_PAUSE`]. The last answer, or None when the last
+/// try went unanswered.
+async fn try_until<T, E, F>(
+    timeout: Duration,
+    call: impl Fn() -> F,
+    unavailable: impl Fn(&E) -> bool,
+) -> Option<Result<T, E>>
+where
+    F: Future<Output = Result<T, E>>,
+{
+    let attempt = (timeout / TRIES).max(Duration::from_millis(500));
+    let deadline = tokio::time::Instant::now() + timeout;
+    let left = || deadline.saturating_duration_since(tokio::time::Instant::now());
+    let mut pause = FIRST_PAUSE;
+    loop {
+        let one = call();
+        match tokio::time::timeout(attempt.min(left()), one).await {
+            // Unanswered or unavailable: another endpoint (or a new raft leader) may answer
+            // the next try.
+            Err(_) if left() >= MIN_TRY => {}
+            Err(_) => return None,
+            Ok(Err(e)) if unavailable(&e) && left() >= pause + MIN_TRY => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_PAUSE);
+            }
+            Ok(r) => return Some(r),
+        }
+    }
+}
+
+/// The longest one try may take, as a fraction of the call's timeout.
 const TRIES: u32 = 4;
+/// The pause after the first unavailable answer, doubled after each up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(50);
+const MAX_PAUSE: Duration = Duration::from_millis(400);
+/// No try starts with less than this left of the call's timeout.
+const MIN_TRY: Duration = Duration::from_millis(100);
+/// How long past its timeout the caller waits for the tries to end on their own.
+const OUTER_SLACK: Duration = Duration::from_millis(500);
 
 /// gRPC's CANCELLED status code (the protocol's, stable).
 const GRPC_CANCELLED: i32 = 1;
@@ -195,6 +228,62 @@ mod tests {
         // Never waits for a worker that may be blocked.
         main.shutdown_background();
         assert_eq!(got, Ok(Some(7)), "the call never returned");
+    }
+
+    /// How a test call answers: unavailable (`true`) or refused (`false`).
+    type Answer = Result<u32, bool>;
+
+    /// Tries of `answers` in turn (then the last again) under a 1 s timeout: the result and
+    /// how many tries were made.
+    fn tries(answers: Vec<Option<Answer>>) -> (Option<Answer>, usize, Duration) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let n = std::sync::atomic::AtomicUsize::new(0);
+        let started = std::time::Instant::now();
+        let r = rt.block_on(try_until(
+            Duration::from_secs(1),
+            || {
+                let i = n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let a = answers[i.min(answers.len() - 1)];
+                async move {
+                    match a {
+                        Some(a) => a,
+                        None => std::future::pending().await,
+                    }
+                }
+            },
+            |unavailable: &bool| *unavailable,
+        ));
+        (r, n.into_inner(), started.elapsed())
+    }
+
+    /// With one member of three dead, the balancer may send several tries in a row to it:
+    /// four unavailable answers (all the tries a count of four once allowed) and the fifth
+    /// try still succeeds within the timeout.
+    #[test]
+    fn unavailable_answers_are_tried_again_until_the_timeout() {
+        let answers = vec![Some(Err(true)); 4].into_iter().chain([Some(Ok(7))]);
+        let (r, n, _) = tries(answers.collect());
+        assert_eq!((r, n), (Some(Ok(7)), 5));
+        // Unavailable for good: the last answer (not a timeout), after more than four tries.
+        let (r, n, _) = tries(vec![Some(Err(true))]);
+        assert_eq!(r, Some(Err(true)));
+        assert!(n > 4, "{n} tries");
+    }
+
+    #[test]
+    fn a_refusal_is_not_tried_again_and_silence_times_out() {
+        assert_eq!(tries(vec![Some(Err(false))]).0, Some(Err(false)));
+        assert_eq!(tries(vec![Some(Err(false))]).1, 1);
+        // Unanswered: tries of half a second until the timeout, then None.
+        let (r, n, took) = tries(vec![None]);
+        assert_eq!(r, None);
+        assert!(
+            n >= 2 && took >= Duration::from_secs(1),
+            "{n} tries in {took:?}"
+        );
     }
 
     /// A call cut by a dying member's closed connection is tried again; a refusal by etcd
