@@ -4,8 +4,9 @@
 //! The first daemon a binary starts also starts one watchdog thread. Past the limit from then
 //! (`SPINDLE_TEST_BINARY_LIMIT_S`, 600 s by default: the longest system-test binary takes
 //! under 40 s on two cores) it prints each daemon still running (the test that started it,
-//! its pid, its log's last lines), kills them (SIGKILL) and exits the binary with a failure,
-//! so the rest of the suite runs and the report says which test was stuck.
+//! its pid, its log's last lines), kills them (SIGKILL), removes the network namespaces the
+//! binary created (with whatever still runs in them) and exits the binary with a failure, so
+//! the rest of the suite runs and the report says which test was stuck.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -92,6 +93,11 @@ fn expire(limit: Duration) -> ! {
             tail.join("\n")
         );
         let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+    }
+    // The hosts' namespaces (and what still runs in them), which their `Drop`s would remove.
+    let removed = crate::hosts::net::remove_this_process_namespaces();
+    if !removed.is_empty() {
+        eprintln!("system-test watchdog: removed network namespaces {removed:?}");
     }
     std::process::exit(101)
 }

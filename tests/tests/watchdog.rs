@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use spindle_system_tests::hosts::{self, net::Net};
 use spindle_system_tests::{output_within, spawn_command, watchdog::LIMIT_VAR};
 
 /// Run only by the test below, in a child copy of this binary with a 2 s limit: it starts a
@@ -18,9 +19,14 @@ fn stuck_on_purpose() {
     let mut cmd = Command::new("sleep");
     cmd.arg("600");
     let d = spawn_command("sleeper", cmd, dir.join("sleeper.log"));
+    // A switch namespace too where this machine allows one (root): the watchdog removes it.
+    let net = hosts::available().is_ok().then(Net::create);
+    if let Some(n) = &net {
+        std::fs::write(dir.join("netns"), &n.switch).expect("netns file");
+    }
     std::fs::write(dir.join("pid"), d.pid().to_string()).expect("pid file");
     std::thread::sleep(Duration::from_secs(120));
-    drop(d);
+    drop((d, net));
 }
 
 #[test]
@@ -59,6 +65,23 @@ fn a_stuck_binary_kills_its_daemons_names_the_test_and_fails() {
     let until = Instant::now() + Duration::from_secs(10);
     while alive() && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(50));
+    }
+    // Its namespace removed (where it could make one; under CI=true it must have).
+    match std::fs::read_to_string(dir.path().join("netns")) {
+        Ok(ns) => {
+            let gone = !std::path::Path::new(&hosts::net::netns_path(&ns)).exists();
+            if !gone {
+                let _ = hosts::net::ip(&["netns", "del", &ns]);
+            }
+            assert!(gone, "the stuck test's namespace {ns} is still there");
+        }
+        Err(_) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!(
+                "no namespace was made under CI=true: {:?}",
+                hosts::available()
+            )
+        }
+        Err(_) => println!("namespaces not checked: {:?}", hosts::available()),
     }
     let left = alive();
     if left {

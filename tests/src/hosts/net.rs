@@ -190,6 +190,29 @@ fn kill_all_in(netns: &str) {
     }
 }
 
+/// Removes every namespace this process created (`sp<pid>-...`), its processes killed first:
+/// what the `Drop`s would have done, for a test binary that exits without them (the
+/// [`crate::watchdog`]). The names of those it removed.
+pub fn remove_this_process_namespaces() -> Vec<String> {
+    let prefix = format!("sp{}-", std::process::id());
+    let listed = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+        .unwrap_or_default();
+    let ours: Vec<String> = listed
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&prefix))
+        .map(str::to_string)
+        .collect();
+    for ns in &ours {
+        kill_all_in(ns);
+        let _ = ip(&["netns", "del", ns]);
+    }
+    ours
+}
+
 impl Drop for Net {
     fn drop(&mut self) {
         for l in &self.links {
