@@ -71,6 +71,10 @@ impl Daemon {
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+    /// The last `n` lines of its log.
+    pub fn log_tail(&self, n: usize) -> String {
+        file_tail(&self.log, n)
+    }
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
@@ -92,6 +96,21 @@ impl Drop for Daemon {
             let _ = self.child.wait();
         }
     }
+}
+
+/// The last `n` lines of the file at `path` (none when it cannot be read).
+pub fn file_tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Whether process `pid` runs: it exists and is not a zombie (its `/proc/<pid>/stat`).
+pub fn running(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .is_some_and(|state| state != "Z")
 }
 
 /// Spawns `bin` with `args`, stderr and stdout to `log`.

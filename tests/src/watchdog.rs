@@ -81,16 +81,12 @@ fn expire(limit: Duration) -> ! {
         live.len()
     );
     for (pid, e) in live.iter() {
-        let text = std::fs::read_to_string(&e.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
         eprintln!(
-            "---- {} (pid {pid}, started by {}; {}), its last {} lines ----\n{}",
+            "---- {} (pid {pid}, started by {}; {}), its last lines ----\n{}",
             e.name,
             e.test,
             e.log.display(),
-            tail.len(),
-            tail.join("\n")
+            crate::file_tail(&e.log, LOG_TAIL_LINES)
         );
         let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
     }

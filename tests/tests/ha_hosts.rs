@@ -35,7 +35,7 @@ use serde_json::Value;
 use spindle_common::records::node::NODE_FULL_EXCEPTION;
 use spindle_system_tests::etcd_history::Event;
 use spindle_system_tests::hosts::ha::{start_or_skip, HaHosts, HaHostsOpts, CLUSTER_ID};
-use spindle_system_tests::{app_id_in, bin, cs_xml, output_text, wait_until, Daemon};
+use spindle_system_tests::{app_id_in, bin, cs_xml, output_text, wait_until};
 
 const FINAL: [&str; 3] = ["FINISHED", "FAILED", "KILLED"];
 /// What each NM offers: room for 32 containers of 128 MB.
@@ -490,9 +490,7 @@ impl Drop for StopOnDrop<'_> {
         self.0.store(false, Ordering::Relaxed);
         if std::thread::panicking() {
             for (i, rm) in self.1.rms.iter().enumerate() {
-                let text = rm.as_ref().map(Daemon::log_text).unwrap_or_default();
-                let lines: Vec<&str> = text.lines().collect();
-                let tail = lines[lines.len().saturating_sub(80)..].join("\n");
+                let tail = rm.as_ref().map(|d| d.log_tail(80)).unwrap_or_default();
                 eprintln!("---- rm{}'s log, its last 80 lines ----\n{tail}", i + 1);
             }
         }

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use spindle_system_tests::{app_id_in, bin, fake_gpus, spawn, wait_until, Cluster, ClusterOpts};
+use spindle_system_tests::{
+    app_id_in, bin, fake_gpus, running, spawn, wait_until, Cluster, ClusterOpts,
+};
 
 const GPU: &str = "yarn.io/gpu";
 const WORKERS: usize = 16;
@@ -248,19 +250,9 @@ impl Drop for KillPids {
     }
 }
 
+/// Exists and is not a zombie (a zombie no longer runs).
 fn alive(pid: i32) -> bool {
-    // Signal 0 checks existence; a zombie no longer runs but still exists, so also look
-    // at its state.
-    if kill(Pid::from_raw(pid), None).is_err() {
-        return false;
-    }
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, r)| r.trim_start().starts_with('Z'))
-        })
-        .is_some_and(|zombie| !zombie)
+    running(pid)
 }
 
 #[test]

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
-use spindle_system_tests::{Cluster, ClusterOpts};
+use spindle_system_tests::{running, Cluster, ClusterOpts};
 use spindle_test_support::require;
 
 /// Everything the test waits for, in all (it takes a few seconds).
@@ -66,12 +66,7 @@ fn read_pid(f: &Path) -> Option<i32> {
 /// Whether `pid` is a live (not zombie) `sleep`.
 fn alive_sleep(pid: i32) -> bool {
     let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().next())
-        .unwrap_or("");
-    String::from_utf8_lossy(&cmd).starts_with("sleep") && state != "Z" && !state.is_empty()
+    String::from_utf8_lossy(&cmd).starts_with("sleep") && running(pid)
 }
 
 /// The test's overall deadline: every wait is bounded by what is left of it.

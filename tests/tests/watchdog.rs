@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use spindle_system_tests::hosts::{self, net::Net};
-use spindle_system_tests::{output_within, spawn_command, watchdog::LIMIT_VAR};
+use spindle_system_tests::{output_within, running, spawn_command, watchdog::LIMIT_VAR};
 
 /// Run only by the test below, in a child copy of this binary with a 2 s limit: it starts a
 /// daemon, writes its pid where the parent reads it, and never ends on its own.
@@ -54,14 +54,7 @@ fn a_stuck_binary_kills_its_daemons_names_the_test_and_fails() {
         .parse()
         .expect("a pid");
     // Killed: gone, or a zombie until init reaps it.
-    let alive = || {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat
-            .rsplit(')')
-            .next()
-            .and_then(|r| r.split_whitespace().next());
-        state.is_some_and(|s| s != "Z")
-    };
+    let alive = || running(pid);
     let until = Instant::now() + Duration::from_secs(10);
     while alive() && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(50));
